@@ -1,0 +1,36 @@
+# The two set-up commands of the README: `make demo` (the main job, on the embedded simulator)
+# and `make test` (the whole suite, browser tests included). Both start from a fresh clone:
+# they create .venv and install what they need; re-running them is cheap.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench browser-deps clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+# Debian's chromium for the real-browser tests (never `playwright install`: no outside downloads here).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi; }
+
+demo: $(BIN)/.installed
+	$(BIN)/python -m nito_nb.demo --out out/quickstart.html
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check nito_nb tests bench
+	$(BIN)/mypy
+
+test: $(BIN)/.installed browser-deps lint
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
