@@ -148,8 +148,11 @@ def _isolated_env(base: Path) -> dict[str, str]:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         env[var] = str(path)
     # A user's JUPYTER_PATH / config path would add kernels or extensions we did not choose.
-    for var in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_PREFER_ENV_PATH"):
+    for var in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH"):
         env.pop(var, None)
+    # In a venv jupyter_core puts the venv's share/jupyter before the user dirs, so the venv's own
+    # "python3" kernelspec would shadow ours (and its kernel_env) - measured: env never arrived.
+    env["JUPYTER_PREFER_ENV_PATH"] = "0"
     env["JUPYTER_PLATFORM_DIRS"] = "1"  # silences the "migrating its paths" warning in the log
     env["PYTHONUNBUFFERED"] = "1"
     return env

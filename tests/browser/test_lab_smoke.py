@@ -5,11 +5,15 @@ None of this needs nito_nb; it is what the magic/widget/screenshot tests build o
 
 from __future__ import annotations
 
+import itertools
+import sys
 import time
 
 from lab import XSS_PAYLOAD, Lab
 
 GROW = """\
+import itertools
+import sys
 import time
 from IPython.display import Pretty, display
 
@@ -38,7 +42,7 @@ def test_display_id_updates_are_seen_live(lab: Lab) -> None:
     assert nb.output_text(0) == FINAL
     # Sampled while running: several intermediate states, each extending the previous one.
     assert len(seen) >= 4, seen
-    assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(seen, seen[1:])), seen
+    assert all(b.startswith(a) and len(b) > len(a) for a, b in itertools.pairwise(seen)), seen
 
 
 ESCAPED = f"""\
@@ -97,3 +101,16 @@ def test_widget_button_callback_round_trip(lab: Lab) -> None:
     button.click()
     html.get_by_text("clicks: 2").wait_for(timeout=10_000)
     assert html.inner_text().strip() == "clicks: 2"
+
+
+PROBE = """\
+import os, sys
+print(sys.executable, os.environ.get("NITO_HARNESS_PROBE"), os.environ["HOME"] != os.path.expanduser("~root"))
+"""
+
+
+def test_kernel_is_our_python_with_per_test_env(lab: Lab) -> None:
+    lab.write_notebook("probe", [PROBE])
+    nb = lab.open("probe", kernel_env={"NITO_HARNESS_PROBE": "42"})
+    nb.run_cell(0, wait=True)
+    assert nb.output_text(0) == f"{sys.executable} 42 True"
