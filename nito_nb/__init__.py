@@ -1,0 +1,134 @@
+"""nito_nb: the Nito gateway's streaming chat completions, live in Jupyter and as DataFrames.
+
+    import nito_nb
+    s = nito_nb.stream("Explain SSE in one line", model="sim/chat")
+    for chunk in s:
+        ...
+    s.content, s.reasoning, s.tool_calls, s.usage, s.frame()
+
+In IPython: ``%load_ext nito_nb`` gives the ``%%nito`` cell magic.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ._accumulate import Anomaly, ToolCall
+from ._client import AsyncClient, Client, Timeout
+from ._exceptions import (
+    APIError,
+    AuthenticationError,
+    BadRequestError,
+    ConfigurationError,
+    ConnectionFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    FirstByteTimeout,
+    MidStreamError,
+    NitoError,
+    NotEventStreamError,
+    NotFoundError,
+    PaymentRequiredError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+    StreamTimeoutError,
+    StreamTruncatedError,
+    TransportError,
+)
+from ._log import ChunkLog, Event, LogFormatError
+from ._stream import AsyncStream, Stream, load, read_sse
+
+__version__ = "0.1.0"
+
+_default_lock = threading.Lock()
+_default_clients: dict[str, Any] = {}
+
+
+def _default(kind: type[Client] | type[AsyncClient]) -> Any:
+    # One shared client per kind: its connection pool is reused across calls. Key, base URL and
+    # timeouts are read per call, so environment changes still apply.
+    with _default_lock:
+        client = _default_clients.get(kind.__name__)
+        if client is None:
+            client = _default_clients[kind.__name__] = kind()
+        return client
+
+
+def stream(
+    prompt_or_messages: str | list[dict[str, Any]],
+    *,
+    model: str,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    **params: Any,
+) -> Stream:
+    """Start a streamed chat completion and return its :class:`Stream`.
+
+    A string becomes one user message. Keyword parameters other than ``api_key``, ``base_url``,
+    ``timeout`` and ``raise_errors`` go into the request body (``temperature``, ``tools``,
+    ``seed``, ``reasoning``...). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
+    ``sim/...`` models run on the embedded simulator with no key.
+    """
+    return _default(Client).stream(  # type: ignore[no-any-return]
+        prompt_or_messages, model=model, api_key=api_key, base_url=base_url, **params
+    )
+
+
+def astream(
+    prompt_or_messages: str | list[dict[str, Any]],
+    *,
+    model: str,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    **params: Any,
+) -> AsyncStream:
+    """The async twin of :func:`stream`: ``async for chunk in nito_nb.astream(...)``."""
+    return _default(AsyncClient).stream(  # type: ignore[no-any-return]
+        prompt_or_messages, model=model, api_key=api_key, base_url=base_url, **params
+    )
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext nito_nb``: register the ``%%nito`` / ``%nito`` magics."""
+    from ._magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+__all__ = [
+    "APIError",
+    "Anomaly",
+    "AsyncClient",
+    "AsyncStream",
+    "AuthenticationError",
+    "BadRequestError",
+    "ChunkLog",
+    "Client",
+    "ConfigurationError",
+    "ConnectTimeout",
+    "ConnectionFailed",
+    "ConnectionLost",
+    "Event",
+    "FirstByteTimeout",
+    "LogFormatError",
+    "MidStreamError",
+    "NitoError",
+    "NotEventStreamError",
+    "NotFoundError",
+    "PaymentRequiredError",
+    "RateLimitError",
+    "ServerError",
+    "Stream",
+    "StreamError",
+    "StreamTimeoutError",
+    "StreamTruncatedError",
+    "Timeout",
+    "ToolCall",
+    "TransportError",
+    "astream",
+    "load",
+    "read_sse",
+    "stream",
+]

@@ -1,0 +1,456 @@
+"""The HTTP client: build the request, talk httpx, map failures to typed errors.
+
+``BaseClient`` holds everything that needs no I/O (configuration, the request, the retry
+decision, error mapping); ``Client`` and ``AsyncClient`` are written out in full beside it, the
+way httpx writes its twins. Both accept an ``httpx.Client`` / ``httpx.AsyncClient`` of the user's
+(proxies, auth, transports stay httpx's), and never close a client they did not create.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ._exceptions import (
+    APIError,
+    ConfigurationError,
+    ConnectionFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    FirstByteTimeout,
+    NitoError,
+    NotEventStreamError,
+    RateLimitError,
+    ServerError,
+    StreamTimeoutError,
+    api_error,
+)
+from ._log import HTTP_ERROR
+from ._stream import AsyncStream, Stream
+
+__all__ = ["AsyncClient", "Client", "Timeout", "as_messages"]
+
+DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
+_MAX_ERROR_BODY = 64 * 1024
+_RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """Seconds to wait: to connect, for the response to start, and between two reads of the body.
+
+    ``first_byte`` is long by default because a reasoning model may think for minutes before its
+    headers; ``between_chunks`` catches a stream that stalls after it started (keep-alive comments
+    count as data, so a thinking model that sends them never trips it).
+    """
+
+    connect: float = 10.0
+    first_byte: float = 300.0
+    between_chunks: float = 120.0
+    write: float = 30.0
+
+    @classmethod
+    def of(cls, value: Timeout | float | dict[str, float] | None) -> Timeout:
+        if value is None:
+            return cls()
+        if isinstance(value, Timeout):
+            return value
+        if isinstance(value, (int, float)):
+            return cls(float(value), float(value), float(value), float(value))
+        if isinstance(value, dict):
+            return cls(**value)
+        raise ConfigurationError(
+            f"timeout must be seconds, a dict or nito_nb.Timeout, not {type(value).__name__}"
+        )
+
+    def httpx(self) -> httpx.Timeout:
+        # httpx has one read timeout; it starts as first_byte and is switched to between_chunks
+        # once the headers are in (see _between_chunks).
+        return httpx.Timeout(connect=self.connect, read=self.first_byte, write=self.write, pool=self.connect)
+
+
+def _between_chunks(response: httpx.Response, seconds: float) -> None:
+    """Use the between-chunks timeout for the body's reads.
+
+    httpcore reads the request's ``timeout`` extension when the body iteration starts, so swapping
+    it after the headers arrived changes the read timeout of the body only. Measured by the
+    sim/stall tests (a first-byte timeout longer than the stall, a between-chunks one shorter).
+    """
+    timeouts = dict(response.request.extensions.get("timeout", {}))
+    timeouts["read"] = seconds
+    response.request.extensions["timeout"] = timeouts
+
+
+def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
+    """A string becomes one user message; a list of message dicts is taken as it is."""
+    if isinstance(prompt_or_messages, str):
+        return [{"role": "user", "content": prompt_or_messages}]
+    if isinstance(prompt_or_messages, dict):
+        return [prompt_or_messages]
+    if isinstance(prompt_or_messages, (list, tuple)) and all(isinstance(m, dict) for m in prompt_or_messages):
+        return list(prompt_or_messages)
+    raise ConfigurationError(
+        "the prompt must be a string or a list of messages like "
+        '[{"role": "user", "content": "..."}], not ' + type(prompt_or_messages).__name__
+    )
+
+
+def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
+    """The typed error for an httpx failure during the body, or None if it is not one."""
+    arrived = f"What arrived ({stream.n_chunks} chunks) is kept in .stream."
+    if isinstance(exc, httpx.ReadTimeout):
+        return StreamTimeoutError(
+            f"No data arrived for longer than the between-chunks timeout. {arrived} "
+            "Retry, or raise timeout={'between_chunks': ...}.",
+            stream=stream,
+        )
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.NetworkError)):
+        return ConnectionLost(
+            f"The connection broke mid-stream ({type(exc).__name__}: {exc}). {arrived} "
+            "Retry; if it keeps happening, check for a proxy that cuts long responses.",
+            stream=stream,
+        )
+    if isinstance(exc, httpx.HTTPError):
+        return ConnectionLost(f"The stream failed: {type(exc).__name__}: {exc}. {arrived}", stream=stream)
+    return None
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret and len(secret) >= 4 else text
+
+
+class BaseClient:
+    """Configuration, request building, retries and error mapping, with no I/O."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Timeout | float | dict[str, float] | None = None,
+        max_retries: int = 2,
+        max_retry_wait: float = 30.0,
+    ) -> None:
+        self._api_key = api_key
+        self._base_url = base_url
+        self.timeout = Timeout.of(timeout)
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+
+    @property
+    def base_url(self) -> str:
+        return (self._base_url or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+    def __repr__(self) -> str:
+        key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
+        return f"<{type(self).__name__} base_url={self.base_url!r} api_key={key}>"
+
+    def _endpoint(self, model: str, base_url: str | None) -> tuple[str, str | None]:
+        """(base URL, API key) for a call. ``sim/`` models go to the embedded simulator unless
+        a base URL was given in code (to this call or to the client)."""
+        explicit = base_url or self._base_url
+        if model.startswith("sim/") and not explicit:
+            from .sim import ensure_server
+
+            return ensure_server().rstrip("/"), None
+        url = (explicit or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")
+        return url, None
+
+    def _build(
+        self,
+        prompt_or_messages: Any,
+        model: str | None,
+        api_key: str | None,
+        base_url: str | None,
+        params: dict[str, Any],
+    ) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any], str | None]:
+        """(url, headers, JSON body, request metadata for the log, key) of one call."""
+        if not model or not isinstance(model, str):
+            raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
+        messages = as_messages(prompt_or_messages)
+        url, _ = self._endpoint(model, base_url)
+        key: str | None = None
+        if not (model.startswith("sim/") and not (base_url or self._base_url)):
+            key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
+            if not key:
+                raise ConfigurationError(
+                    "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
+                    "(models named sim/... run on the embedded simulator and need none)."
+                )
+        params = {k: v for k, v in params.items() if v is not None}
+        body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
+        body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
+        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        meta = {"model": model, "messages": messages, "params": params, "base_url": url}
+        return f"{url}/chat/completions", headers, body, meta, key
+
+    def _retry_delay(self, attempt: int, error: NitoError) -> float | None:
+        """Seconds to wait before trying again, or None to give up. Only errors that happened
+        before the first byte of the body come here."""
+        if attempt >= self.max_retries:
+            return None
+        if isinstance(error, RateLimitError) and error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_retry_wait else None
+        retryable = isinstance(error, (ConnectionFailed, RateLimitError)) or (
+            isinstance(error, (APIError, ServerError)) and error.status_code in _RETRY_STATUSES
+        )
+        if not retryable or isinstance(error, ConnectTimeout):
+            return None
+        return min(self.max_retry_wait, 0.5 * 2**attempt) * (0.75 + random.random() / 2)
+
+    def _failed_stream(self, stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int) -> None:
+        stream.log.set_response(status_code, headers, t_ns)
+        stream.log.append(t_ns, HTTP_ERROR, body)
+        stream.status = "failed"
+
+    def _http_error(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+        t_ns = time.perf_counter_ns()
+        text = _redact(body.decode("utf-8", "replace"), key)
+        self._failed_stream(stream, response.status_code, response.headers, text.encode("utf-8"), t_ns)
+        error = api_error(
+            response.status_code,
+            text,
+            content_type=response.headers.get("content-type", ""),
+            retry_after=response.headers.get("retry-after"),
+            stream=stream,
+        )
+        stream.exception = error
+        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        return error
+
+    def _not_event_stream(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+        content_type = response.headers.get("content-type", "")
+        text = _redact(body.decode("utf-8", "replace"), key)
+        self._failed_stream(stream, response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
+        error = NotEventStreamError(
+            f"The gateway answered {response.status_code} with {content_type or 'no content type'} "
+            f"instead of an event stream (body starts {text[:120]!r}). Check the base URL "
+            f"({self.base_url}) and that nothing between you and the gateway rewrites responses.",
+            stream=stream,
+        )
+        stream.exception = error
+        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        return error
+
+    @staticmethod
+    def _connect_error(exc: Exception, url: str, stream: Stream) -> NitoError:
+        if isinstance(exc, httpx.ConnectTimeout):
+            error: NitoError = ConnectTimeout(
+                f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout.",
+                stream=stream,
+            )
+        elif isinstance(exc, httpx.TimeoutException):
+            error = FirstByteTimeout(
+                f"{url} accepted the request but sent no response within the first-byte timeout. "
+                "Retry, or raise timeout={'first_byte': ...}.",
+                stream=stream,
+            )
+        else:
+            error = ConnectionFailed(
+                f"Could not reach {url} ({type(exc).__name__}: {exc}). Check the network, "
+                "NITO_BASE_URL and any proxy settings.",
+                stream=stream,
+            )
+        stream.status = "failed"
+        stream.exception = error
+        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        return error
+
+    @staticmethod
+    def _is_event_stream(response: httpx.Response) -> bool:
+        content_type = response.headers.get("content-type", "")
+        # Some servers send no content type on a stream; anything named otherwise is not one.
+        return not content_type or "text/event-stream" in content_type.lower()
+
+
+class Client(BaseClient):
+    """A synchronous client. ``Client(api_key=..., base_url=..., timeout=...)``, or
+    ``Client(http_client=httpx.Client(...))`` to bring your own httpx setup."""
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
+                 http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0) -> None:
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait)
+        self._own_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=self.timeout.httpx())
+
+    def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
+               base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
+               **params: Any) -> Stream:
+        """Send the request and return its Stream once the response has started.
+
+        HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
+        the body is read as the Stream is iterated.
+        """
+        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
+        limits = Timeout.of(timeout) if timeout is not None else self.timeout
+        stream = Stream(meta, raise_errors=raise_errors)
+        stream._client = self
+        for attempt in range(self.max_retries + 1):
+            stream.attempts = attempt + 1
+            stream.log.t0_ns = time.perf_counter_ns()
+            request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+            try:
+                response = self._http.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                error: NitoError = self._connect_error(exc, url, stream)
+            else:
+                if response.status_code < 400 and self._is_event_stream(response):
+                    stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                    _between_chunks(response, limits.between_chunks)
+                    stream._reads = response.iter_bytes()
+                    stream._close_source = response.close
+                    stream.status = "waiting"
+                    return stream
+                try:
+                    raw = _read_capped(response.iter_bytes())
+                finally:
+                    response.close()
+                if response.status_code >= 400:
+                    error = self._http_error(stream, response, raw, key)
+                else:
+                    error = self._not_event_stream(stream, response, raw, key)
+            delay = self._retry_delay(attempt, error)
+            if delay is None:
+                raise error
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+        """The gateway's model list (``GET /models``)."""
+        url = (base_url or self.base_url).rstrip("/")
+        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
+        if response.status_code >= 400:
+            stream = Stream({"model": None, "base_url": url}, raise_errors=False)
+            raise self._http_error(stream, response, response.content, key)
+        return list(response.json().get("data", []))
+
+    def close(self) -> None:
+        if self._own_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class AsyncClient(BaseClient):
+    """The async twin of :class:`Client`."""
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
+                 http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
+                 max_retry_wait: float = 30.0) -> None:
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait)
+        self._own_http = http_client is None
+        self._http = http_client  # created lazily: an httpx.AsyncClient belongs to one event loop
+        self._http_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _client_for_loop(self) -> httpx.AsyncClient:
+        if self._http is not None:
+            return self._http
+        loop = asyncio.get_running_loop()
+        client = self._http_by_loop.get(loop)
+        if client is None:
+            client = httpx.AsyncClient(timeout=self.timeout.httpx())
+            self._http_by_loop[loop] = client
+        return client
+
+    def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
+               base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
+               **params: Any) -> AsyncStream:
+        """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
+        Configuration errors raise here; HTTP errors raise when it connects."""
+        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
+        limits = Timeout.of(timeout) if timeout is not None else self.timeout
+        stream = AsyncStream(meta, raise_errors=raise_errors)
+        stream._client = self
+
+        async def open_stream(stream: AsyncStream) -> None:
+            http = self._client_for_loop()
+            stream._opener = None
+            for attempt in range(self.max_retries + 1):
+                stream.attempts = attempt + 1
+                stream.log.t0_ns = time.perf_counter_ns()
+                request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                try:
+                    response = await http.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    error: NitoError = self._connect_error(exc, url, stream)
+                else:
+                    if response.status_code < 400 and self._is_event_stream(response):
+                        stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        _between_chunks(response, limits.between_chunks)
+                        stream._areads = response.aiter_bytes()
+                        stream._aclose_source = response.aclose
+                        return
+                    try:
+                        raw = await _aread_capped(response.aiter_bytes())
+                    finally:
+                        await response.aclose()
+                    if response.status_code >= 400:
+                        error = self._http_error(stream, response, raw, key)
+                    else:
+                        error = self._not_event_stream(stream, response, raw, key)
+                delay = self._retry_delay(attempt, error)
+                if delay is None:
+                    raise error
+                await asyncio.sleep(delay)
+
+        stream._opener = open_stream
+        return stream
+
+    async def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+        url = (base_url or self.base_url).rstrip("/")
+        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        response = await self._client_for_loop().get(f"{url}/models", headers=headers)
+        if response.status_code >= 400:
+            stream = Stream({"model": None, "base_url": url}, raise_errors=False)
+            raise self._http_error(stream, response, response.content, key)
+        return list(response.json().get("data", []))
+
+    async def aclose(self) -> None:
+        if self._own_http:
+            clients = list(self._http_by_loop.values())
+            self._http_by_loop.clear()
+            for client in clients:
+                await client.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+def _read_capped(reads: Any) -> bytes:
+    body = bytearray()
+    for data in reads:
+        body += data
+        if len(body) > _MAX_ERROR_BODY:
+            break
+    return bytes(body[:_MAX_ERROR_BODY])
+
+
+async def _aread_capped(reads: Any) -> bytes:
+    body = bytearray()
+    async for data in reads:
+        body += data
+        if len(body) > _MAX_ERROR_BODY:
+            break
+    return bytes(body[:_MAX_ERROR_BODY])

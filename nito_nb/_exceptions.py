@@ -1,0 +1,259 @@
+"""The errors nito_nb raises. Every message says what happened and what to do next.
+
+    NitoError
+    ├── ConfigurationError        no API key, bad base URL, bad argument
+    ├── APIError                  the gateway answered with an HTTP error before streaming
+    │   ├── BadRequestError       400 (and other 4xx without a class of their own)
+    │   ├── AuthenticationError   401 / 403
+    │   ├── PaymentRequiredError  402
+    │   ├── NotFoundError         404
+    │   ├── RateLimitError        429, with .retry_after
+    │   └── ServerError           5xx
+    ├── TransportError            no usable response
+    │   ├── ConnectionFailed      could not connect
+    │   ├── ConnectTimeout        connecting took too long
+    │   ├── FirstByteTimeout      connected, but no response within the first-byte timeout
+    │   └── NotEventStreamError   a 200 that is not text/event-stream
+    └── StreamError               the stream started, then did not end well; .stream keeps what arrived
+        ├── MidStreamError        the gateway sent an error chunk
+        ├── StreamTruncatedError  the body ended without [DONE]
+        │   └── ConnectionLost    the connection broke mid-stream
+        └── StreamTimeoutError    no data within the between-chunks timeout
+
+Every error that concerns a request carries ``.stream``: a :class:`~nito_nb.Stream` holding what
+arrived (for an HTTP error, the status, headers and body in its log). Messages never contain the
+API key or an Authorization header: they are built from the gateway's answer only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._stream import Stream
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "BadRequestError",
+    "ConfigurationError",
+    "ConnectTimeout",
+    "ConnectionFailed",
+    "ConnectionLost",
+    "FirstByteTimeout",
+    "MidStreamError",
+    "NitoError",
+    "NotEventStreamError",
+    "NotFoundError",
+    "PaymentRequiredError",
+    "RateLimitError",
+    "ServerError",
+    "StreamError",
+    "StreamTimeoutError",
+    "StreamTruncatedError",
+    "TransportError",
+]
+
+
+class NitoError(Exception):
+    """Base of every nito_nb error."""
+
+    stream: Stream | None = None
+
+    def __init__(self, message: str, *, stream: Stream | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.stream = stream
+
+
+class ConfigurationError(NitoError, ValueError):
+    """A missing API key, a bad base URL or a bad argument."""
+
+
+class APIError(NitoError):
+    """The gateway refused the request with an HTTP error status."""
+
+    hint = "Check the request and try again."
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        code: Any = None,
+        body: str = "",
+        metadata: Any = None,
+        stream: Stream | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.code = code
+        self.body = body
+        self.metadata = metadata
+        super().__init__(f"HTTP {status_code}: {message} {self.hint}".strip(), stream=stream)
+        self.message = message
+
+
+class BadRequestError(APIError):
+    hint = "The gateway rejected the request: check the model name and the parameters."
+
+
+class AuthenticationError(APIError):
+    hint = "Check NITO_API_KEY (or the api_key argument): it is missing, wrong or revoked."
+
+
+class PaymentRequiredError(APIError):
+    hint = "The account is out of credits: add credits, or pick a free model."
+
+
+class NotFoundError(APIError):
+    hint = "Check the model name (`%nito models` or Client().models() lists them) and the base URL."
+
+
+class RateLimitError(APIError):
+    hint = "Rate limited: wait and retry, or lower the request rate."
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        self.retry_after = retry_after
+        if retry_after is not None:
+            self.hint = f"Rate limited: retry after {retry_after:g} s, or lower the request rate."
+        super().__init__(message, **kwargs)
+
+
+class ServerError(APIError):
+    hint = "The gateway or its upstream provider failed: retry later, or try another model."
+
+
+class TransportError(NitoError):
+    """No usable response came back."""
+
+
+class ConnectionFailed(TransportError):
+    """Could not connect to the gateway."""
+
+
+class ConnectTimeout(ConnectionFailed):
+    """Connecting took longer than the connect timeout."""
+
+
+class FirstByteTimeout(TransportError):
+    """Connected, but the response did not start within the first-byte timeout."""
+
+
+class NotEventStreamError(TransportError):
+    """A 200 response that is not an event stream (a proxy page, or a server ignoring stream=true)."""
+
+
+class StreamError(NitoError):
+    """The stream started but did not finish well. ``.stream`` holds everything that arrived."""
+
+
+class MidStreamError(StreamError):
+    """The gateway sent an error chunk after the stream had started."""
+
+    def __init__(self, message: str, *, code: Any = None, stream: Stream | None = None) -> None:
+        super().__init__(message, stream=stream)
+        self.code = code
+
+
+class StreamTruncatedError(StreamError):
+    """The body ended before ``[DONE]``: the answer may be incomplete."""
+
+
+class ConnectionLost(StreamTruncatedError):
+    """The connection broke mid-stream."""
+
+
+class StreamTimeoutError(StreamError):
+    """Nothing arrived for longer than the between-chunks timeout."""
+
+
+# -- building errors from HTTP responses -------------------------------------------------------
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: AuthenticationError,
+    402: PaymentRequiredError,
+    404: NotFoundError,
+    429: RateLimitError,
+}
+
+
+class _TextOfHTML(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.title = ""
+        self.text: list[str] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self._in = tag
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "title":
+            self.title += data
+        elif self._in not in ("script", "style") and data.strip():
+            self.text.append(data.strip())
+
+
+def error_details(body: str, content_type: str = "") -> tuple[str, Any, Any]:
+    """(message, code, metadata) from a JSON, pretty-printed JSON, HTML or plain-text error body."""
+    text = body.strip()
+    if text[:1] in "{[":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            error = data.get("error", data)
+            if isinstance(error, dict):
+                message = error.get("message") or error.get("detail") or json.dumps(error)[:300]
+                return str(message), error.get("code", error.get("type")), error.get("metadata")
+            if isinstance(error, str):
+                return error, data.get("code"), None
+            return json.dumps(data)[:300], None, None
+    if "html" in content_type.lower() or re.match(r"(?is)\s*(<!doctype|<html)", text):
+        parser = _TextOfHTML()
+        try:
+            parser.feed(text)
+        except Exception:  # a broken page still has a status: fall back to the raw text
+            pass
+        summary = parser.title.strip() or " ".join(parser.text)[:200]
+        return f"an HTML page ({summary})" if summary else "an HTML page", None, None
+    if not text:
+        return "an empty body", None, None
+    return text[:500], None, None
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` in seconds (the delta-seconds form; an HTTP date is ignored)."""
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def api_error(
+    status_code: int,
+    body: str,
+    *,
+    content_type: str = "",
+    retry_after: str | None = None,
+    stream: Stream | None = None,
+) -> APIError:
+    message, code, metadata = error_details(body, content_type)
+    if status_code >= 500:
+        cls: type[APIError] = ServerError
+    else:
+        cls = _BY_STATUS.get(status_code, BadRequestError)
+    kwargs: dict[str, Any] = dict(
+        status_code=status_code, code=code, body=body, metadata=metadata, stream=stream
+    )
+    if cls is RateLimitError:
+        return RateLimitError(message, retry_after=retry_after_seconds(retry_after), **kwargs)
+    return cls(message, **kwargs)

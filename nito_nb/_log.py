@@ -1,0 +1,253 @@
+"""The chunk log: every event of a stream with the moment it arrived and its exact bytes. No I/O
+except :meth:`ChunkLog.save` / :func:`read_log`.
+
+Stored in columns (arrival times and byte offsets in ``array('q')``, kinds in a ``bytearray``, all
+raw bytes in one ``bytearray``) rather than one object per event: a 50,000-chunk stream then costs
+about its raw bytes plus 17 bytes per event, where a list of event objects or parsed dicts would
+cost ten times the body (measured in bench/bench_stream.py). Events are decoded again from their
+bytes when someone looks at them.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ._sse import ServerSentEvent, SSEDecoder
+
+__all__ = ["KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
+
+LOG_VERSION = 1
+
+#: Event kinds, in code order.
+KINDS = ("chunk", "comment", "done", "bad-data", "empty", "other", "http-error")
+CHUNK, COMMENT, DONE, BAD_DATA, EMPTY, OTHER, HTTP_ERROR = range(len(KINDS))
+
+# Never kept: a log is saved, shown and shared. Lower-case header names.
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
+)
+
+
+def clean_headers(headers: Any) -> dict[str, str]:
+    """Headers as a plain dict, without anything that can carry a credential."""
+    items = headers.items() if hasattr(headers, "items") else headers
+    return {str(k).lower(): str(v) for k, v in items if str(k).lower() not in _SECRET_HEADERS}
+
+
+class LogFormatError(ValueError):
+    """A file that is not a nito_nb log (or a newer version of one)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One logged event, decoded again from its raw bytes on demand."""
+
+    seq: int
+    t_ns: int  # time.perf_counter_ns() when the bytes that completed it were read
+    t: float  # seconds since the request was sent
+    kind: str
+    raw: bytes
+
+    @property
+    def sse(self) -> ServerSentEvent:
+        if self.kind == "http-error":
+            return ServerSentEvent(data=self.raw.decode("utf-8", "replace"), event="http-error", raw=self.raw)
+        decoder = SSEDecoder()
+        events = decoder.decode(self.raw) + decoder.flush()
+        return events[-1] if events else ServerSentEvent(raw=self.raw)
+
+    @property
+    def data(self) -> str | None:
+        return None if self.kind == "comment" else self.sse.data
+
+    @property
+    def comment(self) -> str | None:
+        return self.sse.comment if self.kind == "comment" else None
+
+    @property
+    def event(self) -> str:
+        return self.sse.event
+
+    @property
+    def chunk(self) -> dict[str, Any] | None:
+        """The parsed chunk for ``kind == "chunk"``, else None."""
+        if self.kind != "chunk":
+            return None
+        value = json.loads(self.sse.data)
+        return value if isinstance(value, dict) else None
+
+
+class ChunkLog:
+    """Arrival times and raw bytes of every event, plus the request and response metadata."""
+
+    def __init__(
+        self,
+        request: dict[str, Any] | None = None,
+        *,
+        t0_ns: int = 0,
+        t0_wall: _dt.datetime | None = None,
+    ) -> None:
+        self.request: dict[str, Any] = request or {}
+        self.t0_ns = t0_ns
+        self.t0_wall = t0_wall or _dt.datetime.now(_dt.timezone.utc)
+        self.headers_ns: int | None = None
+        self.status_code: int | None = None
+        self.headers: dict[str, str] = {}
+        self.end: dict[str, Any] = {}  # how the stream ended: status, error text; set by the Stream
+        self._times = array("q")
+        self._ends = array("q")
+        self._kinds = bytearray()
+        self._raw = bytearray()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def append(self, t_ns: int, kind: int, raw: bytes) -> None:
+        self._times.append(t_ns)
+        self._raw += raw
+        self._ends.append(len(self._raw))
+        self._kinds.append(kind)
+
+    def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
+        self.status_code = status_code
+        self.headers = clean_headers(headers)
+        self.headers_ns = t_ns
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def __getitem__(self, seq: int) -> Event:
+        n = len(self._kinds)
+        if seq < 0:
+            seq += n
+        if not 0 <= seq < n:
+            raise IndexError(f"event {seq} of a log with {n} events")
+        start = self._ends[seq - 1] if seq else 0
+        t_ns = self._times[seq]
+        return Event(
+            seq, t_ns, (t_ns - self.t0_ns) / 1e9, KINDS[self._kinds[seq]], bytes(self._raw[start : self._ends[seq]])
+        )
+
+    def __iter__(self) -> Iterator[Event]:
+        for seq in range(len(self._kinds)):
+            yield self[seq]
+
+    def times_ns(self) -> array:
+        return self._times
+
+    def kind_codes(self) -> bytes:
+        return bytes(self._kinds)
+
+    def raw_slices(self) -> Iterator[bytes]:
+        """The raw bytes of each event, in order (cheaper than building Events)."""
+        raw, start = self._raw, 0
+        for end in self._ends:
+            yield bytes(raw[start:end])
+            start = end
+
+    @property
+    def body(self) -> bytes:
+        """The body as it arrived (without bytes that made no event, such as trailing blank lines)."""
+        return bytes(self._raw)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the log's columns."""
+        return (
+            len(self._raw)
+            + self._times.itemsize * len(self._times)
+            + self._ends.itemsize * len(self._ends)
+            + len(self._kinds)
+        )
+
+    def __repr__(self) -> str:
+        return f"<ChunkLog {len(self)} events, {len(self._raw):,} bytes>"
+
+    # -- files -------------------------------------------------------------------------------
+
+    def to_lines(self) -> Iterator[str]:
+        header = {
+            "nito_nb_log": LOG_VERSION,
+            "request": self.request,
+            "t0_wall": self.t0_wall.isoformat(),
+            "t0_ns": self.t0_ns,
+            "status_code": self.status_code,
+            "headers": self.headers,
+            "headers_dt_ns": None if self.headers_ns is None else self.headers_ns - self.t0_ns,
+        }
+        yield json.dumps(header, ensure_ascii=False)
+        t0 = self.t0_ns
+        for t_ns, kind, raw in zip(self._times, self._kinds, self.raw_slices(), strict=True):
+            line: dict[str, Any] = {"dt_ns": t_ns - t0}
+            if kind == HTTP_ERROR:
+                line["kind"] = KINDS[kind]
+            try:
+                line["raw"] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                line["raw_b64"] = base64.b64encode(raw).decode("ascii")
+            yield json.dumps(line, ensure_ascii=False)
+        yield json.dumps({"end": self.end}, ensure_ascii=False)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            for line in self.to_lines():
+                f.write(line)
+                f.write("\n")
+
+
+def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, int | None, bytes]]]:
+    """Read a saved log: its metadata, and its events as (t_ns, kind code or None, raw bytes).
+
+    The kind is None for SSE events: the Stream decodes them again to rebuild its state.
+    """
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        try:
+            header = json.loads(first)
+        except ValueError:
+            header = None
+        if not isinstance(header, dict) or "nito_nb_log" not in header:
+            raise LogFormatError(
+                f"{os.fspath(path)!r} is not a nito_nb log (its first line has no 'nito_nb_log' key). "
+                "For a recorded SSE body use nito_nb.read_sse(path)."
+            )
+        if header["nito_nb_log"] > LOG_VERSION:
+            raise LogFormatError(
+                f"{os.fspath(path)!r} is a version {header['nito_nb_log']} log; this nito_nb reads "
+                f"up to version {LOG_VERSION}: upgrade nito_nb."
+            )
+        t0 = int(header.get("t0_ns") or 0)
+        log = ChunkLog(
+            header.get("request") or {},
+            t0_ns=t0,
+            t0_wall=_dt.datetime.fromisoformat(header["t0_wall"]) if header.get("t0_wall") else None,
+        )
+        log.status_code = header.get("status_code")
+        log.headers = clean_headers(header.get("headers") or {})
+        if header.get("headers_dt_ns") is not None:
+            log.headers_ns = t0 + int(header["headers_dt_ns"])
+        events: list[tuple[int, int | None, bytes]] = []
+        for number, line in enumerate(f, start=2):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                raise LogFormatError(f"line {number} of {os.fspath(path)!r} is not JSON: {exc}") from None
+            if "end" in item:
+                log.end = item["end"] or {}
+                continue
+            raw = (
+                base64.b64decode(item["raw_b64"]) if "raw_b64" in item else item.get("raw", "").encode("utf-8")
+            )
+            kind = KINDS.index(item["kind"]) if item.get("kind") in KINDS else None
+            events.append((t0 + int(item.get("dt_ns", 0)), kind, raw))
+    return log, events
