@@ -559,7 +559,7 @@ def read_sse(
     else:
         raise TypeError(f"read_sse takes bytes, str or a path, not {type(source).__name__}")
     stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
-    if status_code is not None and status_code >= 400 or _looks_like_error_body(body):
+    if (status_code is not None and status_code >= 400) or _looks_like_error_body(body):
         # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
         from ._exceptions import api_error
 
