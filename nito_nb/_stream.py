@@ -561,12 +561,15 @@ def read_sse(
     stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
     if (status_code is not None and status_code >= 400) or _looks_like_error_body(body):
         # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
-        from ._exceptions import api_error
+        from ._exceptions import api_error, error_details
 
         stream.log.status_code = status_code
         stream.log.append(0, HTTP_ERROR, body)
         text = body.decode("utf-8", "replace")
-        error = api_error(status_code or 400, text, stream=stream)
+        if status_code is None:  # a bare body: its own error code is the best guess of the status
+            code = error_details(text)[1]
+            status_code = int(code) if str(code).isdigit() and 400 <= int(code) < 600 else 400
+        error = api_error(status_code, text, stream=stream)
         stream._acc.error = {"code": error.code, "message": error.message}
         stream.status, stream.exception = "failed", error
         stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
