@@ -1,0 +1,63 @@
+"""The embedded simulator: a Nito-compatible gateway for demos, tests and benchmarks.
+
+    >>> from nito_nb import sim
+    >>> base_url = sim.ensure_server()   # http://127.0.0.1:PORT/v1, started once per process
+
+or `python -m nito_nb.sim --port 8765`. Models `sim/...` (see `SIM_MODELS`) are scenarios:
+prose, reasoning, tool calls, faults, replay of recordings. Per-request settings go in an extra
+body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...); `NITO_SIM_TPS` and
+`NITO_SIM_TTFT_MS` set the default pacing (`NITO_SIM_TPS=0`: as fast as possible).
+
+Importing this package is cheap: Starlette and uvicorn load when a server or app is made.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._scenarios import SIM_MODELS
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ._server import SimServer
+
+__all__ = ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_server", "serve"]
+
+
+def create_app(api_key: str | None = None) -> Starlette:
+    """The simulator as an ASGI app; with `api_key`, requests must send `Bearer <api_key>`."""
+    from ._app import create_app as _create_app
+
+    return _create_app(api_key)
+
+
+def ensure_server() -> str:
+    """The base URL (`http://127.0.0.1:PORT/v1`) of the in-process simulator, started once."""
+    from ._server import ensure_server as _ensure_server
+
+    return _ensure_server()
+
+
+def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None) -> None:
+    """Serve the simulator in the foreground until interrupted."""
+    from ._server import serve as _serve
+
+    _serve(port, host, api_key)
+
+
+_app: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    # `app` (for `uvicorn nito_nb.sim:app`) and `SimServer` load Starlette on first access only.
+    global _app
+    if name == "app":
+        if _app is None:
+            _app = create_app()
+        return _app
+    if name == "SimServer":
+        from ._server import SimServer
+
+        return SimServer
+    raise AttributeError(f"module 'nito_nb.sim' has no attribute {name!r}")

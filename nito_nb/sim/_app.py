@@ -1,0 +1,277 @@
+"""The simulator's ASGI app: a thin Starlette shell around the pure scenarios of `_scenarios.py`.
+
+It validates requests like a gateway, asks a scenario for its reply, and writes the bytes when
+`schedule()` says they are due. Everything about what is sent lives in `_scenarios.py`.
+
+Routes (all JSON errors have the gateway's shape `{"error": {"code", "message"}}`):
+- `POST /v1/chat/completions`: the scenarios; `stream: true` streams SSE, otherwise the same
+  scenario is collected into one `chat.completion` object (handy for the openai SDK's
+  non-streaming mode).
+- `GET /v1/models`, `GET /v1/models/{id}`: the simulated models, OpenAI-style.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hmac
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ._scenarios import (
+    SIM_MODELS,
+    ErrorReply,
+    Event,
+    Pacing,
+    Reply,
+    SimRequest,
+    StreamReply,
+    collect_completion,
+    error_body,
+    error_reply,
+    parse_request,
+    recorded_status,
+    replay_log,
+    replay_sse,
+    scenario,
+    schedule,
+)
+
+# Bytes are written in batches of about this size when the schedule lets them pile up (no
+# pacing): one ASGI message per chunk would make the server the bottleneck of client benchmarks.
+BATCH_BYTES = 64 * 1024
+# Waits shorter than this are not worth a sleep (the event loop's timer is not that precise);
+# the schedule is absolute, so the time is caught up on the next token.
+MIN_SLEEP_S = 0.0005
+REPLAY_SUFFIXES = (".sse", ".jsonl")
+OWNER = "nito_nb-sim"
+
+
+class SimulatedDrop(Exception):
+    """Raised inside a response body to cut the connection mid-stream (sim/drop)."""
+
+
+class _HideSimulatedDrops(logging.Filter):
+    # uvicorn logs every exception that escapes the app, with a traceback; a drop that the
+    # simulator does on purpose is not news.
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, SimulatedDrop)
+
+
+def _install_log_filter() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _HideSimulatedDrops) for f in logger.filters):
+        logger.addFilter(_HideSimulatedDrops())
+
+
+def _respond(reply: ErrorReply) -> Response:
+    headers = dict(reply.headers)
+    if reply.content_type:
+        # Set the header as is (not media_type) so that a replayed error keeps its exact type.
+        headers["content-type"] = reply.content_type
+    return Response(reply.body, reply.status, headers=headers)
+
+
+def _json_error(status: int, message: str) -> Response:
+    return _respond(error_reply(status, message))
+
+
+async def _paced_body(
+    pieces: Iterable[tuple[float, bytes | None]],
+) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    buffer = bytearray()
+    for due, data in pieces:
+        wait = start + due - loop.time()
+        if wait > MIN_SLEEP_S:
+            if buffer:
+                yield bytes(buffer)
+                buffer.clear()
+            await asyncio.sleep(wait)
+        if data is None:
+            if buffer:
+                yield bytes(buffer)
+            # Let the bytes already written leave before the connection is cut.
+            await asyncio.sleep(0.01)
+            raise SimulatedDrop("simulated connection drop")
+        buffer += data
+        if len(buffer) >= BATCH_BYTES:
+            yield bytes(buffer)
+            buffer.clear()
+            # Give the other streams a turn: writing to a socket that is not full never waits.
+            await asyncio.sleep(0)
+    if buffer:
+        yield bytes(buffer)
+
+
+def _model_entry(name: str, description: str) -> dict[str, Any]:
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": OWNER,
+        "description": description,
+    }
+
+
+async def _read_replay(request: SimRequest) -> Reply:
+    options = request.options
+    if not options.replay:
+        return error_reply(
+            400, "sim/replay needs `sim.replay`: the path of a .sse recording or a nito_nb log."
+        )
+    path = Path(options.replay).expanduser()
+    # A local development tool: it serves only regular .sse/.jsonl files, nothing else.
+    if path.suffix not in REPLAY_SUFFIXES:
+        return error_reply(400, f"sim.replay must name a .sse or .jsonl file, got {str(path)!r}.")
+    if not path.is_file():
+        return error_reply(404, f"sim.replay: no such file: {str(path)!r}.")
+    body: bytes = await run_in_threadpool(path.read_bytes)
+    reply: Reply
+    if path.suffix == ".jsonl" or body.startswith(b'{"nito_nb_log"'):
+        try:
+            reply = replay_log(body.decode("utf-8").splitlines(), options.speed)
+        except (ValueError, KeyError, TypeError) as exc:
+            return error_reply(400, f"sim.replay: {path.name} is not a nito_nb log: {exc}")
+    else:
+        status, content_type = 200, None
+        sources = path.parent / "SOURCES.tsv"
+        if sources.is_file():
+            text = await run_in_threadpool(sources.read_text, "utf-8")
+            status, content_type = recorded_status(text, path.name) or (status, content_type)
+        reply = replay_sse(body, options.status or status, options.content_type or content_type)
+    if options.status or options.content_type:
+        reply = dataclasses.replace(
+            reply,
+            status=options.status or reply.status,
+            content_type=options.content_type or reply.content_type,
+        )
+    if isinstance(reply, StreamReply) and reply.status != 200:
+        # A streamed body under an error status (an override): send it whole, like a gateway.
+        data = b"".join(e.data for e in reply.events)
+        reply = ErrorReply(reply.status, data, reply.content_type)
+    return reply
+
+
+def create_app(api_key: str | None = None) -> Starlette:
+    """The simulator as an ASGI app. With `api_key`, requests must carry `Bearer <api_key>`."""
+    _install_log_filter()
+
+    def unauthorized(request: Request) -> Response | None:
+        if api_key is None:
+            return None
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if not header:
+            return _json_error(401, "Missing Authorization header: send `Bearer <key>`.")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), api_key.encode()
+        ):
+            return _json_error(401, "Invalid API key.")
+        return None
+
+    async def chat_completions(request: Request) -> Response:
+        if (denied := unauthorized(request)) is not None:
+            return denied
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            return _json_error(400, f"The request body is not valid JSON: {exc}.")
+        parsed = parse_request(body, os.environ)
+        if isinstance(parsed, ErrorReply):
+            return _respond(parsed)
+        if not parsed.stream:
+            # The whole completion at once: the usage is always part of it.
+            parsed = dataclasses.replace(parsed, include_usage=True)
+        if parsed.model == "sim/replay":
+            reply = await _read_replay(parsed)
+        else:
+            reply = scenario(parsed, int(time.time()))
+        if isinstance(reply, ErrorReply):
+            return _respond(reply)
+        options = parsed.options
+        pacing = Pacing.of(options)
+        if parsed.model == "sim/replay" and options.speed == 0:
+            pacing = dataclasses.replace(pacing, ttft_s=0.0, tps=0.0)
+        if reply.headers_delay_s:
+            await asyncio.sleep(reply.headers_delay_s)
+        pieces = schedule(reply.events, pacing, options.keepalive_s)
+        if not parsed.stream:
+            return await _completion(pieces, parsed)
+        headers = {
+            **reply.headers,
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",
+        }
+        if reply.content_type:
+            headers["content-type"] = reply.content_type
+        return StreamingResponse(_paced_body(pieces), reply.status, headers=headers)
+
+    async def _completion(
+        pieces: Iterable[tuple[float, bytes | None]], parsed: SimRequest
+    ) -> Response:
+        events: list[Event] = []
+        last = 0.0
+        for due, data in pieces:
+            last = due
+            events.append(Event("drop") if data is None else Event("send", data))
+        # The whole generation time, as a buffering gateway would take it.
+        await asyncio.sleep(last)
+        result = collect_completion(events, parsed)
+        if isinstance(result, ErrorReply):
+            return _respond(result)
+        if isinstance(result, StreamReply):  # pragma: no cover - collect never streams
+            raise AssertionError("unexpected stream")
+        return JSONResponse(result)
+
+    async def list_models(request: Request) -> Response:
+        if (denied := unauthorized(request)) is not None:
+            return denied
+        data = [_model_entry(name, text) for name, text in SIM_MODELS.items()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def get_model(request: Request) -> Response:
+        if (denied := unauthorized(request)) is not None:
+            return denied
+        name = request.path_params["name"]
+        if name not in SIM_MODELS:
+            return _json_error(404, f"Model {name!r} not found.")
+        return JSONResponse(_model_entry(name, SIM_MODELS[name]))
+
+    async def root(request: Request) -> Response:
+        return JSONResponse(
+            {"name": OWNER, "base_url": str(request.base_url) + "v1", "models": list(SIM_MODELS)}
+        )
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return Response(
+            error_body(exc.status_code, exc.detail),
+            exc.status_code,
+            headers={"content-type": "application/json", **(exc.headers or {})},
+        )
+
+    return Starlette(
+        routes=[
+            Route("/", root, methods=["GET"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/v1/models/{name:path}", get_model, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error},
+    )
