@@ -305,9 +305,7 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def usage_for(
-    request: SimRequest, completion_tokens: int, reasoning_tokens: int
-) -> dict[str, Any]:
+def usage_for(request: SimRequest, completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:
     """A usage object consistent with what was sent.
 
     Prompt tokens: the tokens of every message's text, plus 3 per message and the tokens of the
@@ -595,7 +593,7 @@ _SLOW_ANSWER = "After a long think: the answer is **42**. Thanks for waiting."
 
 
 def _long_fragments(seed: int) -> list[str]:
-    """A period of ~4-byte Markdown fragments: words, sentences and paragraphs."""
+    """A period of ~4-byte Markdown fragments: bold headings, sentences and paragraphs."""
     rng = random.Random(seed)
     words = [
         "the", "and", "api", "key", "log", "row", "sse", "tok", "run", "gap",
@@ -603,12 +601,12 @@ def _long_fragments(seed: int) -> list[str]:
     ]  # fmt: skip
     fragments: list[str] = []
     for paragraph in range(13):
-        fragments.append(f"Part {paragraph + 1}." if paragraph else "Long")
-        for sentence in range(rng.randint(3, 6)):
+        fragments.extend(["**Part", f" {paragraph + 1}.**", "\n\n"])
+        for _ in range(rng.randint(3, 6)):
             fragments.append(" " + rng.choice(words).capitalize())
             fragments.extend(" " + rng.choice(words) for _ in range(rng.randint(4, 12)))
-            fragments.append("." if sentence else ",")
-        fragments.append("\n\n")
+            fragments[-1] += "."
+        fragments[-1] += "\n\n"
     return fragments
 
 

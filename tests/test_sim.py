@@ -1,0 +1,813 @@
+"""The embedded simulator: pure scenarios, the ASGI app over loopback, and nito_nb's client on it.
+
+Every stream is checked twice: by a small PROTOCOL.md checker written here, and by nito_nb's own
+accumulator (no anomalies, the expected content). `tests/test_sim_openai.py` checks the same
+scenarios with the openai SDK as an independent peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nito_nb
+from nito_nb import sim
+from nito_nb.sim import _scenarios as sc
+
+# The real recordings (copied from the project's shared fixtures into tests/data/real).
+FIXTURES = Path(__file__).parent / "data" / "real"
+if not FIXTURES.is_dir():
+    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+FAST: dict[str, Any] = {"tps": 0}
+STREAMING_MODELS = [
+    "sim/echo",
+    "sim/chat",
+    "sim/reasoning",
+    "sim/tools",
+    "sim/websearch",
+    "sim/free",
+    "sim/slow",
+    "sim/bigchunk",
+    "sim/long",
+]
+FAULT_MODELS = ["sim/error-midstream", "sim/drop", "sim/stall", "sim/garbage"]
+HTTP_MODELS = {
+    "sim/http-401": 401,
+    "sim/http-402": 402,
+    "sim/http-429": 429,
+    "sim/http-500-html": 500,
+    "sim/http-503": 503,
+}
+# The engine retries 429 and 5xx by default; the error tests want the first answer.
+NO_RETRY = nito_nb.Client(max_retries=0)
+# Options that keep every scenario quick in tests.
+QUICK: dict[str, Any] = {
+    "tps": 0,
+    "think_s": 0.05,
+    "keepalive_s": 0.01,
+    "stall_s": 0.05,
+    "chunks": 2000,
+    "retry_after": 0,
+}
+
+
+def body_for(model: str, prompt: str = "Hello, simulator!", **extra: Any) -> dict[str, Any]:
+    sim_options = {**QUICK, **extra.pop("sim", {})}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "sim": sim_options,
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# A PROTOCOL.md checker, independent of nito_nb's accumulator
+
+
+def sse_data(body: bytes) -> list[str]:
+    """The data fields of an SSE body (the simulator sends one `data:` line per event)."""
+    data = []
+    for piece in sc.split_sse(body):
+        for line in piece.decode("utf-8").splitlines():
+            if line.startswith("data: "):
+                data.append(line[6:])
+    return data
+
+
+def check_protocol(body: bytes, *, allow_garbage: bool = False) -> dict[str, Any]:
+    """Assert the stream follows PROTOCOL.md; return what it says (content, usage, ...)."""
+    data = sse_data(body)
+    assert data[-1] == "[DONE]", "a complete stream ends with data: [DONE]"
+    chunks = []
+    for text in data[:-1]:
+        try:
+            chunks.append(json.loads(text))
+        except ValueError:
+            assert allow_garbage, f"not JSON: {text[:80]!r}"
+    ids = {c["id"] for c in chunks}
+    assert len(ids) == 1 and ids.pop().startswith("gen-sim-")
+    result: dict[str, Any] = {"content": "", "reasoning": "", "tool_calls": {}, "usage": None}
+    finished = False
+    roles = 0
+    for i, chunk in enumerate(chunks):
+        assert chunk["object"] == "chat.completion.chunk"
+        assert isinstance(chunk["created"], int) and isinstance(chunk["model"], str)
+        if "usage" in chunk:
+            assert chunk["choices"] == [] and finished and i == len(chunks) - 1
+            result["usage"] = chunk["usage"]
+            continue
+        (choice,) = chunk["choices"]
+        assert choice["index"] == 0 and "finish_reason" in choice
+        delta = choice["delta"]
+        if "role" in delta:
+            roles += 1
+            assert i == 0 and delta["role"] == "assistant"
+        assert not finished, "nothing comes after the terminal chunk but the usage chunk"
+        result["content"] += delta.get("content") or ""
+        for detail in delta.get("reasoning_details") or []:
+            result["reasoning"] += detail.get("text") or detail.get("summary") or ""
+        for fragment in delta.get("tool_calls") or []:
+            call = result["tool_calls"].setdefault(fragment["index"], {"arguments": ""})
+            if "id" in fragment:
+                call.update(id=fragment["id"], name=fragment["function"]["name"])
+            call["arguments"] += fragment["function"].get("arguments") or ""
+        for key in ("web_search", "free_tier", "error"):
+            if key in chunk:
+                result[key] = chunk[key]
+        if choice["finish_reason"] is not None:
+            finished = True
+            result["finish_reason"] = choice["finish_reason"]
+    assert roles == 1 and finished
+    usage = result["usage"]
+    if usage is not None:
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        assert usage["completion_tokens_details"]["reasoning_tokens"] <= usage["completion_tokens"]
+        assert usage["prompt_tokens_details"]["cached_tokens"] <= usage["prompt_tokens"]
+        assert usage["cost"] > 0
+    return result
+
+
+def events_of(body: dict[str, Any], env: dict[str, str] | None = None) -> list[sc.Event]:
+    request = sc.parse_request(body, env or {})
+    assert isinstance(request, sc.SimRequest)
+    reply = sc.scenario(request, created=1_751_299_200)
+    assert isinstance(reply, sc.StreamReply)
+    return list(reply.events)
+
+
+def bytes_of(events: list[sc.Event]) -> bytes:
+    return b"".join(e.data for e in events)
+
+
+# --------------------------------------------------------------------------------------------
+# Pure scenarios (no server)
+
+
+@given(st.text())
+def test_tokenize_concatenates_back_to_the_text(text: str) -> None:
+    assert "".join(sc.tokenize(text)) == text
+
+
+@pytest.mark.parametrize("model", [*STREAMING_MODELS, "sim/stall", "sim/garbage"])
+def test_every_streaming_scenario_follows_the_protocol(model: str) -> None:
+    events = events_of(body_for(model))
+    result = check_protocol(bytes_of(events), allow_garbage=model == "sim/garbage")
+    usage = result["usage"]
+    tokens = [e for e in events if e.kind == "token"]
+    assert result["finish_reason"] == ("tool_calls" if model == "sim/tools" else "stop")
+    if model not in ("sim/bigchunk", "sim/tools"):
+        # One token per token-bearing chunk (tool-call starts carry none).
+        assert usage["completion_tokens"] == len(tokens)
+    if model == "sim/echo":
+        assert result["content"] == "Hello, simulator!"
+
+
+def test_the_same_seed_gives_the_same_bytes_and_another_seed_other_content() -> None:
+    one = bytes_of(events_of(body_for("sim/chat", seed=7)))
+    assert one == bytes_of(events_of(body_for("sim/chat", seed=7)))
+    other = check_protocol(bytes_of(events_of(body_for("sim/chat", seed=8))))
+    assert other["content"] != check_protocol(one)["content"]
+
+
+def test_chat_has_markdown_lists_code_a_table_and_non_ascii() -> None:
+    for seed in (0, 1):
+        content = check_protocol(bytes_of(events_of(body_for("sim/chat", seed=seed))))["content"]
+        assert "\n- " in content and "\n1. " in content and "```python\n" in content
+        assert "| --- |" in content and any(ord(ch) > 0x2000 for ch in content)
+
+
+def test_reasoning_has_text_summary_and_encrypted_details_before_the_content() -> None:
+    chunks = [json.loads(d) for d in sse_data(bytes_of(events_of(body_for("sim/reasoning"))))[:-1]]
+    kinds = []
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            for detail in choice["delta"].get("reasoning_details") or []:
+                kinds.append(detail["type"])
+            if choice["delta"].get("content"):
+                kinds.append("content")
+    order = list(dict.fromkeys(kinds))
+    assert order == ["reasoning.text", "reasoning.summary", "reasoning.encrypted", "content"]
+    assert kinds.count("reasoning.encrypted") == 1
+
+
+def test_reasoning_exclude_sends_no_reasoning() -> None:
+    body = body_for("sim/reasoning", reasoning={"exclude": True})
+    result = check_protocol(bytes_of(events_of(body)))
+    assert result["reasoning"] == "" and result["content"]
+    assert result["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    },
+}
+
+
+def test_tools_one_call_from_one_tool_with_arguments_in_many_fragments() -> None:
+    events = events_of(body_for("sim/tools", tools=[WEATHER]))
+    result = check_protocol(bytes_of(events))
+    (call,) = result["tool_calls"].values()
+    assert call["name"] == "get_weather" and set(json.loads(call["arguments"])) == {"city", "days"}
+    assert len([e for e in events if e.kind == "token"]) > 5
+
+
+def test_tools_parallel_calls_interleaved_on_request() -> None:
+    body = body_for("sim/tools", tools=[WEATHER, SEARCH], sim={"interleave": True})
+    data = sse_data(bytes_of(events_of(body)))
+    indexes = [
+        fragment["index"]
+        for chunk in map(json.loads, data[:-1])
+        for choice in chunk["choices"]
+        for fragment in choice["delta"].get("tool_calls") or []
+    ]
+    assert indexes[:2] == [0, 1] and indexes != sorted(indexes)
+    result = check_protocol(bytes_of(events_of(body)))
+    assert [c["name"] for c in result["tool_calls"].values()] == ["get_weather", "search"]
+    assert all(json.loads(c["arguments"]) for c in result["tool_calls"].values())
+
+
+def test_tools_answers_with_content_after_a_tool_message() -> None:
+    body = body_for("sim/tools", tools=[WEATHER])
+    body["messages"] += [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 °C, sunny"},
+    ]  # fmt: skip
+    result = check_protocol(bytes_of(events_of(body)))
+    assert result["finish_reason"] == "stop" and "18 °C, sunny" in result["content"]
+    assert result["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+def test_max_tokens_cuts_with_finish_reason_length_and_stop_cuts_the_content() -> None:
+    result = check_protocol(bytes_of(events_of(body_for("sim/chat", max_tokens=10))))
+    assert result["finish_reason"] == "length" and result["usage"]["completion_tokens"] == 10
+    result = check_protocol(bytes_of(events_of(body_for("sim/echo", "one two STOP three",
+                                                        stop=["STOP"]))))  # fmt: skip
+    assert result["content"] == "one two " and result["finish_reason"] == "stop"
+    result = check_protocol(bytes_of(events_of(body_for("sim/long", max_tokens=100))))
+    assert result["finish_reason"] == "length" and result["usage"]["completion_tokens"] == 100
+
+
+def test_usage_only_when_asked_for() -> None:
+    body = body_for("sim/echo")
+    del body["stream_options"]
+    assert check_protocol(bytes_of(events_of(body)))["usage"] is None
+
+
+def test_long_is_about_four_bytes_a_chunk_and_settable() -> None:
+    events = events_of(body_for("sim/long", sim={"chunks": 50_000}))
+    tokens = [e for e in events if e.kind == "token"]
+    assert len(tokens) == 50_000
+    content = check_protocol(bytes_of(events))["content"]
+    assert 180_000 < len(content.encode()) < 230_000 and "\n\n**Part" in content
+
+
+def test_bigchunk_sends_one_mebibyte_delta() -> None:
+    events = events_of(body_for("sim/bigchunk"))
+    biggest = max(len(e.data) for e in events)
+    assert biggest > 1 << 20
+    assert len(check_protocol(bytes_of(events))["content"]) > 1 << 20
+
+
+def test_fault_scenarios_shape() -> None:
+    error = events_of(body_for("sim/error-midstream"))
+    result = check_protocol(bytes_of(error))
+    assert result["finish_reason"] == "error" and result["error"]["code"] == 502
+    assert result["content"]
+    drop = events_of(body_for("sim/drop"))
+    assert drop[-1].kind == "drop" and b"[DONE]" not in bytes_of(drop)
+    stall = events_of(body_for("sim/stall", sim={"stall_s": 12.5}))
+    assert [e.seconds for e in stall if e.kind == "pause"] == [12.5]
+
+
+def test_options_validation_and_environment() -> None:
+    request = sc.parse_request(body_for("sim/chat", sim={}), {"NITO_SIM_TPS": "5"})
+    assert isinstance(request, sc.SimRequest) and request.options.tps == 0  # the body wins
+    body = body_for("sim/chat")
+    del body["sim"]
+    request = sc.parse_request(body, {"NITO_SIM_TPS": "0"})
+    assert isinstance(request, sc.SimRequest)
+    assert request.options.tps == 0 and request.options.ttft_ms == 0
+    request = sc.parse_request(body, {"NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "50"})
+    assert isinstance(request, sc.SimRequest) and request.options.ttft_ms == 50
+    request = sc.parse_request(body, {})
+    assert isinstance(request, sc.SimRequest) and request.options.tps == sc.DEFAULT_TPS
+    for bad in ({"tps": "fast"}, {"tps": -1}, {"nope": 1}, {"chunks": 1.5}):
+        reply = sc.parse_request(body_for("sim/chat", sim=bad), {})
+        assert isinstance(reply, sc.ErrorReply) and reply.status == 400
+    reply = sc.parse_request(body, {"NITO_SIM_TPS": "fast"})
+    assert isinstance(reply, sc.ErrorReply) and b"NITO_SIM_TPS" in reply.body
+
+
+def test_schedule_paces_tokens_after_the_time_to_first_token() -> None:
+    events = events_of(
+        body_for("sim/echo", "a b c d e f g h i j", sim={"tps": 10, "ttft_ms": 2500})
+    )
+    pieces = list(sc.schedule(events, sc.Pacing(2.5, 10, 0.5, 0), keepalive_s=1.0))
+    keepalives = [t for t, data in pieces if data == sc.KEEPALIVE]
+    assert keepalives == [0.0, 1.0, 2.0]
+    token_times = [t for (t, data), e in zip(pieces[3:], events, strict=False) if e.kind == "token"]
+    assert token_times[0] == 2.5
+    gaps = [b - a for a, b in itertools.pairwise(token_times)]
+    assert all(0.05 - 1e-9 <= g <= 0.15 + 1e-9 for g in gaps)
+    assert all(t == 0 for t, _ in sc.schedule(events, sc.Pacing(0, 0, 0.5, 0)))
+
+
+def test_split_sse_round_trips_and_replay_keeps_the_bytes() -> None:
+    for path in sorted(FIXTURES.glob("*.sse")):
+        body = path.read_bytes()
+        assert b"".join(sc.split_sse(body)) == body
+    sources = (FIXTURES / "SOURCES.tsv").read_text("utf-8")
+    assert sc.recorded_status(sources, "openrouter-http-error-1.sse") == (429, "application/json")
+    assert sc.recorded_status(sources, "openai-content-1.sse") == (
+        200,
+        "text/event-stream; charset=utf-8",
+    )
+    assert sc.recorded_status(sources, "nope.sse") is None
+
+
+# --------------------------------------------------------------------------------------------
+# The app over loopback
+
+
+@pytest.fixture(scope="session")
+def sim_url() -> str:
+    return sim.ensure_server()
+
+
+@pytest.fixture(scope="session")
+def http(sim_url: str):
+    with httpx.Client(base_url=sim_url, timeout=30) as client:
+        yield client
+
+
+def post(http: httpx.Client, body: Any) -> httpx.Response:
+    return http.post("/chat/completions", json=body)
+
+
+def test_ensure_server_starts_once_on_loopback(sim_url: str) -> None:
+    assert sim_url.startswith("http://127.0.0.1:") and sim_url.endswith("/v1")
+    assert sim.ensure_server() == sim_url
+
+
+def test_import_is_cheap() -> None:
+    code = "import sys, nito_nb.sim; print('uvicorn' in sys.modules, 'starlette' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_models_lists_the_scenarios(http: httpx.Client) -> None:
+    listing = http.get("/models").json()
+    assert listing["object"] == "list"
+    assert {m["id"] for m in listing["data"]} == set(sim.SIM_MODELS)
+    assert all(m["object"] == "model" and m["description"] for m in listing["data"])
+    assert http.get("/models/sim/chat").json()["id"] == "sim/chat"
+    assert http.get("/models/sim/nope").status_code == 404
+
+
+@pytest.mark.parametrize("model", [*STREAMING_MODELS, "sim/stall", "sim/garbage"])
+def test_streams_over_http_follow_the_protocol(http: httpx.Client, model: str) -> None:
+    with http.stream("POST", "/chat/completions", json=body_for(model)) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "text/event-stream"
+        body = response.read()
+    check_protocol(body, allow_garbage=model == "sim/garbage")
+
+
+CHAT = {"model": "sim/chat", "messages": [{"role": "user"}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        (b"{not json", 400, "not valid JSON"),
+        (b"[]", 400, "JSON object"),
+        (json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode(), 400, "`model`"),
+        (json.dumps({"model": "sim/chat"}).encode(), 400, "`messages`"),
+        (json.dumps({"model": "sim/chat", "messages": ["x"]}).encode(), 400, "messages[0]"),
+        (json.dumps({**CHAT, "max_tokens": 0}).encode(), 400, "max_tokens"),
+        (json.dumps({"model": "sim/zzz", "messages": [{"role": "user"}]}).encode(), 404, "zzz"),
+        (json.dumps({"model": "gpt-4o", "messages": [{"role": "user"}]}).encode(), 404, "gpt-4o"),
+    ],
+)
+def test_bad_requests_get_a_json_4xx(http: httpx.Client, body: bytes, status: int, words: str):
+    response = http.post("/chat/completions", content=body)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == status and words in error["message"]
+
+
+def test_unknown_routes_and_methods_get_json_errors(http: httpx.Client) -> None:
+    assert http.get("/nothing").json()["error"]["code"] == 404
+    response = http.get("/chat/completions")
+    assert response.status_code == 405 and response.json()["error"]["code"] == 405
+
+
+def test_a_required_key_is_checked() -> None:
+    with sim.SimServer(api_key="sekrit") as url:
+        with httpx.Client(base_url=url) as client:
+            body = body_for("sim/echo")
+            missing = client.post("/chat/completions", json=body)
+            assert (
+                missing.status_code == 401 and "Authorization" in missing.json()["error"]["message"]
+            )
+            wrong = client.post(
+                "/chat/completions", json=body, headers={"Authorization": "Bearer x"}
+            )
+            assert wrong.status_code == 401 and wrong.json()["error"]["code"] == 401
+            assert client.get("/models").status_code == 401
+            ok = client.post(
+                "/chat/completions", json=body, headers={"Authorization": "Bearer sekrit"}
+            )
+            assert ok.status_code == 200 and check_protocol(ok.content)["content"]
+        # nito_nb with an explicit base_url sends the key
+        s = nito_nb.stream("hi there", model="sim/echo", base_url=url, api_key="sekrit", sim=FAST)
+        assert s.content == "hi there"
+        with pytest.raises(nito_nb.AuthenticationError):
+            nito_nb.stream("hi", model="sim/echo", base_url=url, api_key="wrong", sim=FAST)
+
+
+@pytest.mark.parametrize(("model", "status"), HTTP_MODELS.items())
+def test_http_error_scenarios(http: httpx.Client, model: str, status: int) -> None:
+    response = post(http, body_for(model, sim={"retry_after": 3}))
+    assert response.status_code == status
+    if model == "sim/http-500-html":
+        assert response.headers["content-type"] == "text/html"
+        assert b"\r\n" in response.content and b"<html>" in response.content
+        return
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == status and "simulated" in error["message"]
+    if status == 429:
+        assert response.headers["retry-after"] == "3"
+        assert error["metadata"]["retry_after_seconds"] == 3
+
+
+def test_drop_is_an_incomplete_body_not_a_clean_end(http: httpx.Client) -> None:
+    received = b""
+    with pytest.raises(httpx.RemoteProtocolError):
+        with http.stream("POST", "/chat/completions", json=body_for("sim/drop")) as response:
+            for data in response.iter_bytes():
+                received += data
+    assert b"content" in received and b"[DONE]" not in received
+
+
+def test_non_streaming_requests_get_a_chat_completion(http: httpx.Client) -> None:
+    body = body_for("sim/tools", tools=[WEATHER, SEARCH])
+    body["stream"] = False
+    completion = post(http, body).json()
+    assert completion["object"] == "chat.completion"
+    choice = completion["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and len(choice["message"]["tool_calls"]) == 2
+    assert completion["usage"]["completion_tokens"] > 0
+    body = body_for("sim/error-midstream")
+    del body["stream"]
+    response = post(http, body)
+    assert response.status_code == 502 and response.json()["error"]["code"] == 502
+
+
+# --------------------------------------------------------------------------------------------
+# Pacing over the wire (relative times only)
+
+
+def test_time_to_first_token_and_keepalives(http: httpx.Client) -> None:
+    t0 = time.perf_counter()
+    first_content = None
+    comments = 0
+    body = body_for("sim/echo", "one two three", sim={"tps": 0, "ttft_ms": 300})
+    with http.stream("POST", "/chat/completions", json=body) as response:
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                comments += 1
+            elif "content" in line and first_content is None:
+                first_content = time.perf_counter() - t0
+    assert first_content is not None and first_content >= 0.25 and comments >= 1
+
+
+def test_tokens_per_second_spreads_the_stream(http: httpx.Client) -> None:
+    prompt = " ".join(["word"] * 20)
+    t0 = time.perf_counter()
+    post(http, body_for("sim/echo", prompt, sim={"tps": 100, "ttft_ms": 0, "jitter": 0}))
+    assert time.perf_counter() - t0 >= 0.15  # 19 gaps of 10 ms
+
+
+def test_environment_sets_the_default_pacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_SIM_TPS", "0")
+    t0 = time.perf_counter()
+    s = nito_nb.stream("hi", model="sim/chat")  # no sim options: the environment's pacing
+    s.wait()
+    assert s.status == "done" and time.perf_counter() - t0 < 2.0  # ~4 s when paced by default
+
+
+def test_slow_thinks_with_keepalive_comments() -> None:
+    s = nito_nb.stream("hi", model="sim/slow", sim={**FAST, "think_s": 0.3, "keepalive_s": 0.05})
+    s.wait()
+    comments = [e for e in s.log if e.kind == "comment"]
+    assert len(comments) >= 5 and s.status == "done" and "42" in s.content
+    assert s.ttft is not None and s.ttft >= 0.25
+
+
+# --------------------------------------------------------------------------------------------
+# nito_nb's client over the simulator
+
+
+@pytest.mark.parametrize("model", STREAMING_MODELS)
+def test_every_scenario_through_nito_nb(model: str) -> None:
+    kwargs: dict[str, Any] = {"sim": QUICK}
+    if model == "sim/tools":
+        kwargs["tools"] = [WEATHER, SEARCH]
+    s = nito_nb.stream("Hello, simulator!", model=model, **kwargs)
+    s.wait()
+    assert s.status == "done" and s.done and s.anomalies == []
+    assert s.role == "assistant" and s.id.startswith("gen-sim-")
+    assert s.usage is not None and s.usage["completion_tokens"] > 0
+    if model == "sim/tools":
+        assert s.finish_reason == "tool_calls"
+        assert [c.name for c in s.tool_calls] == ["get_weather", "search"]
+        assert all(c.valid_json for c in s.tool_calls)
+    else:
+        assert s.finish_reason == "stop" and s.content
+    if model == "sim/echo":
+        assert s.content == "Hello, simulator!"
+    if model == "sim/reasoning":
+        assert "step by step" in s.reasoning or "restate" in s.reasoning
+        types = {d.get("type") for d in s.reasoning_details}
+        assert types == {"reasoning.text", "reasoning.summary", "reasoning.encrypted"}
+        assert s.usage["completion_tokens_details"]["reasoning_tokens"] > 0
+    if model == "sim/websearch":
+        assert s.web_search is not None and s.web_search["results"]
+    if model == "sim/free":
+        assert s.free_tier is not None and s.free_tier["eligible"] is True
+
+
+def test_a_tool_round_trip_through_nito_nb() -> None:
+    first = nito_nb.stream("Weather in Paris?", model="sim/tools", tools=[WEATHER], sim=FAST)
+    first.wait()
+    (call,) = first.tool_calls
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        first.message,
+        {"role": "tool", "tool_call_id": call.id, "content": "18 °C"},
+    ]
+    second = nito_nb.stream(messages, model="sim/tools", tools=[WEATHER], sim=FAST)
+    assert "18 °C" in second.content and second.finish_reason == "stop"
+
+
+def test_error_midstream_raises_and_keeps_what_arrived() -> None:
+    s = nito_nb.stream("hi", model="sim/error-midstream", sim=FAST)
+    with pytest.raises(nito_nb.MidStreamError) as caught:
+        for _ in s:
+            pass
+    assert caught.value.stream is s and s.status == "error"
+    assert s.content.startswith("## Streaming") and s.error["code"] == 502
+    assert "disconnected" in str(caught.value)
+
+
+def test_drop_raises_truncated_and_keeps_what_arrived() -> None:
+    s = nito_nb.stream("hi", model="sim/drop", sim=FAST)
+    with pytest.raises(nito_nb.StreamTruncatedError) as caught:
+        for _ in s:
+            pass
+    assert caught.value.stream is s and s.status == "truncated" and not s.done
+    assert s.content.startswith("## Streaming") and s.n_chunks == 40
+
+
+def test_stall_times_out_and_keeps_what_arrived() -> None:
+    s = nito_nb.stream(
+        "hi", model="sim/stall", sim={**FAST, "stall_s": 30}, timeout={"between_chunks": 0.3}
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(nito_nb.StreamTimeoutError) as caught:
+        for _ in s:
+            pass
+    assert time.perf_counter() - t0 < 10
+    assert caught.value.stream is s and s.content.startswith("## Streaming") and s.n_chunks == 30
+
+
+def test_garbage_is_noted_and_the_stream_carries_on() -> None:
+    s = nito_nb.stream("hi", model="sim/garbage", sim=FAST)
+    s.wait()
+    assert s.status == "done" and [a.kind for a in s.anomalies] == ["bad-data"]
+    clean = nito_nb.stream("hi", model="sim/chat", sim=FAST)
+    assert s.content == clean.content
+
+
+@pytest.mark.parametrize(
+    ("model", "error"),
+    [
+        ("sim/http-401", nito_nb.AuthenticationError),
+        ("sim/http-402", nito_nb.PaymentRequiredError),
+        ("sim/http-429", nito_nb.RateLimitError),
+        ("sim/http-500-html", nito_nb.ServerError),
+        ("sim/http-503", nito_nb.ServerError),
+        ("sim/unknown", nito_nb.NotFoundError),
+    ],
+)
+def test_http_errors_through_nito_nb(model: str, error: type[Exception]) -> None:
+    with pytest.raises(error) as caught:
+        NO_RETRY.stream("hi", model=model, sim={"retry_after": 0})
+    assert "simulated" in str(caught.value) or model in ("sim/http-500-html", "sim/unknown")
+    if model == "sim/http-429":
+        assert isinstance(caught.value, nito_nb.RateLimitError)
+        assert caught.value.retry_after == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Replay
+
+
+def test_replay_of_a_recording_reproduces_its_content(http: httpx.Client) -> None:
+    for name in ("openrouter-reasoning-tools-parallel-1.sse", "openai-content-1.sse"):
+        path = FIXTURES / name
+        body = {**body_for("sim/replay"), "sim": {"replay": str(path), "speed": 0}}
+        with http.stream("POST", "/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"] == (
+                "text/event-stream; charset=utf-8"
+                if name.startswith("openai")
+                else "text/event-stream"
+            )
+            replayed = response.read()
+        assert replayed == path.read_bytes()
+        s = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0})
+        expected = nito_nb.read_sse(path)
+        assert s.content == expected.content and s.reasoning == expected.reasoning
+        assert [c.arguments for c in s.tool_calls] == [c.arguments for c in expected.tool_calls]
+
+
+def test_replay_of_a_recorded_http_error(http: httpx.Client) -> None:
+    path = FIXTURES / "openrouter-http-error-1.sse"
+    response = post(http, {**body_for("sim/replay"), "sim": {"replay": str(path)}})
+    assert response.status_code == 429 and response.headers["content-type"] == "application/json"
+    assert response.content == path.read_bytes()
+    override = {"replay": str(FIXTURES / "openai-content-1.sse"), "status": 503,
+                "content_type": "text/plain"}  # fmt: skip
+    response = post(http, {**body_for("sim/replay"), "sim": override})
+    assert response.status_code == 503 and response.headers["content-type"] == "text/plain"
+    with pytest.raises(nito_nb.RateLimitError):
+        NO_RETRY.stream("x", model="sim/replay", sim={"replay": str(path)})
+
+
+def test_replay_refuses_what_is_not_a_recording(http: httpx.Client, tmp_path: Path) -> None:
+    for replay, status in [
+        (None, 400),
+        (str(tmp_path / "missing.sse"), 404),
+        (str(tmp_path), 400),
+        (__file__, 400),
+        (str(tmp_path / "dir.sse"), 404),
+    ]:
+        if replay and replay.endswith("dir.sse"):
+            Path(replay).mkdir()
+        options = {} if replay is None else {"replay": replay}
+        response = post(http, {**body_for("sim/replay"), "sim": options})
+        assert response.status_code == status, replay
+        assert response.json()["error"]["code"] == status
+
+
+def test_replay_of_a_log_reproduces_content_and_timing(tmp_path: Path) -> None:
+    prompt = " ".join(f"w{i}" for i in range(12))
+    original = nito_nb.stream(
+        prompt, model="sim/echo", sim={"tps": 20, "ttft_ms": 100, "jitter": 0}
+    )
+    original.wait()
+    path = tmp_path / "echo.jsonl"
+    original.save(path)
+
+    def gaps(s: nito_nb.Stream) -> list[float]:
+        times = [e.t for e in s.log if e.kind == "chunk"]
+        return [b - a for a, b in itertools.pairwise(times)]
+
+    replayed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 1.0})
+    replayed.wait()
+    assert replayed.content == original.content == prompt
+    assert replayed.status == "done" and replayed.usage == original.usage
+    want, got = gaps(original), gaps(replayed)
+    # Relative checks only (the machine may be busy): the same number of gaps, the same median
+    # gap and the same total within a tolerance.
+    assert len(want) == len(got)
+    assert abs(statistics.median(got) - statistics.median(want)) < 0.3 * statistics.median(want)
+    assert 0.8 * sum(want) <= sum(got) <= 1.25 * sum(want) + 0.05
+
+    fast = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0})
+    fast.wait()
+    assert fast.content == prompt and fast.elapsed < original.elapsed
+    double = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 2.0})
+    double.wait()
+    assert sum(gaps(double)) < 0.75 * sum(want)
+
+
+def test_replay_of_a_truncated_log_cuts_the_connection(tmp_path: Path) -> None:
+    s = nito_nb.stream("hi", model="sim/drop", sim=FAST, raise_errors=False)
+    s.wait()
+    path = tmp_path / "drop.jsonl"
+    s.save(path)
+    replayed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0},
+                              raise_errors=False)  # fmt: skip
+    replayed.wait()
+    assert replayed.status == "truncated" and replayed.content == s.content
+
+
+# --------------------------------------------------------------------------------------------
+# Load
+
+
+def test_fifty_concurrent_streams(sim_url: str) -> None:
+    async def one(client: httpx.AsyncClient, i: int) -> str:
+        body = body_for("sim/echo", f"stream {i}: " + "lorem ipsum " * 50, sim={"tps": 2000})
+        async with client.stream("POST", "/chat/completions", json=body) as response:
+            return check_protocol(await response.aread())["content"]
+
+    async def main() -> list[str]:
+        limits = httpx.Limits(max_connections=50)
+        async with httpx.AsyncClient(base_url=sim_url, timeout=30, limits=limits) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(50)))
+
+    contents = asyncio.run(main())
+    assert contents == [f"stream {i}: " + "lorem ipsum " * 50 for i in range(50)]
+
+
+def test_fifty_concurrent_nito_nb_streams() -> None:
+    async def one(i: int) -> nito_nb.AsyncStream:
+        s = nito_nb.astream(f"hello {i}", model="sim/long", sim={"tps": 0, "chunks": 500})
+        await s.wait()
+        return s
+
+    async def main() -> list[nito_nb.AsyncStream]:
+        return await asyncio.gather(*(one(i) for i in range(50)))
+
+    streams = asyncio.run(main())
+    assert all(s.status == "done" and s.n_chunks >= 500 for s in streams)
+    assert len({s.content for s in streams}) == 1
+
+
+def test_long_at_full_speed(http: httpx.Client) -> None:
+    body = body_for("sim/long", sim={"chunks": 50_000})
+    t0 = time.perf_counter()
+    with http.stream("POST", "/chat/completions", json=body) as response:
+        size = sum(len(b) for b in response.iter_bytes())
+    elapsed = time.perf_counter() - t0
+    assert size > 50_000 * 100
+    # A generous bound: the point is that nothing sleeps per chunk.
+    assert elapsed < 10, elapsed
+
+
+def test_cli_serves_standalone(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "NITO_SIM_TPS": "0"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nito_nb.sim", "--port", str(port), "--api-key", "k"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                response = httpx.get(url + "/models", headers={"Authorization": "Bearer k"})
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.05)
+        assert response.status_code == 200
+        s = nito_nb.stream("over the CLI", model="sim/echo", base_url=url, api_key="k")
+        assert s.content == "over the CLI"
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+    assert f"http://127.0.0.1:{port}/v1" in output.decode()
