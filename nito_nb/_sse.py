@@ -56,17 +56,11 @@ class SSEDecoder:
         self._last_id: str | None = None
         self._retry: int | None = None
         self._at_start = True  # a BOM is only dropped at the very start of the stream
-        self._skip_lf = False  # the previous read ended in CR: an LF right after it is the same line end
 
     def decode(self, chunk: bytes) -> list[ServerSentEvent]:
         if not chunk:
             return []
         events: list[ServerSentEvent] = []
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                self._raw += b"\n"
-                chunk = chunk[1:]
         buffer = self._buffer + chunk if self._buffer else chunk
         if self._at_start:
             if len(buffer) < 3 and _BOM.startswith(buffer):
@@ -84,11 +78,12 @@ class SSEDecoder:
             for line in lines:
                 line_event(line, line + b"\n", events)
             return events
+        # A CR at the very end may be the first half of a CRLF split across two reads: that line
+        # waits for the next byte, so every split of the body gives the same events and raw bytes.
+        limit = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
         start = 0
-        for match in _LINE_END.finditer(buffer):
+        for match in _LINE_END.finditer(buffer, 0, limit):
             end = match.end()
-            if match.group() == b"\r" and end == len(buffer):
-                self._skip_lf = True  # its LF may be the first byte of the next read
             line_event(buffer[start : match.start()], buffer[start:end], events)
             start = end
         self._buffer = buffer[start:]
@@ -103,11 +98,11 @@ class SSEDecoder:
         """
         events: list[ServerSentEvent] = []
         if self._buffer:
-            line, self._buffer = self._buffer, b""
-            if self._at_start and line.startswith(_BOM):
+            raw, self._buffer = self._buffer, b""
+            if self._at_start and raw.startswith(_BOM):
                 self._raw += _BOM
-                line = line[3:]
-            self._line(line, line, events)
+                raw = raw[3:]
+            self._line(raw[:-1] if raw.endswith(b"\r") else raw, raw, events)
         self._at_start = False
         if self._data is not None:
             self._dispatch(events)

@@ -1,0 +1,50 @@
+"""Shared fixtures. Test data lives in tests/data; nothing here touches the outside network."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scripted_server import ScriptedServer
+
+DATA = Path(__file__).parent / "data"
+REAL = DATA / "real"
+
+# The simulator paces like a real model by default; tests want it as fast as possible
+# unless a test asks for pacing in its request.
+os.environ.setdefault("NITO_SIM_TPS", "0")
+os.environ.setdefault("NITO_SIM_TTFT_MS", "0")
+
+
+def real_recordings() -> list[Path]:
+    return sorted(REAL.glob("*.sse"))
+
+
+def recording_sources() -> dict[str, dict[str, str]]:
+    lines = (REAL / "SOURCES.tsv").read_text().splitlines()
+    names = lines[0].split("\t")
+    return {row.split("\t")[0]: dict(zip(names, row.split("\t"), strict=True)) for row in lines[1:]}
+
+
+def chunk_line(delta: dict | None = None, *, finish: str | None = None, **extra: object) -> bytes:
+    """One ``data:`` event of a chunk, as a gateway sends it."""
+    chunk = {
+        "id": "gen-1",
+        "object": "chat.completion.chunk",
+        "created": 1751299200,
+        "model": "test/model",
+        "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}],
+        **extra,
+    }
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+@pytest.fixture(scope="session")
+def scripted() -> Iterator[ScriptedServer]:
+    server = ScriptedServer().start()
+    yield server
+    server.stop()
