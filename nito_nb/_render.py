@@ -1,0 +1,786 @@
+"""Rendering: answer state -> safe output (pure: no I/O, no mutable globals).
+
+Model text is data, never markup that runs. Every string the gateway controls (content, reasoning,
+tool names and arguments, error messages, the model name, usage values, anomalies) reaches the HTML
+either escaped, or through markdown-it with raw HTML off and only http(s)/mailto/relative links. We
+emit ``text/html`` + ``text/plain`` and never ``text/markdown``: JupyterLab renders Markdown
+outputs with their raw HTML live (see JUPYTER_FACTS.md), so it is not a safe sink.
+
+The answer is split into blocks (``split_blocks``) so that a live display sends each finished block
+once and re-sends only a small tail: traffic stays linear in the answer length.
+
+Public pieces:
+
+- ``markdown_to_html(text, *, highlight=True) -> str``
+- ``split_blocks(text) -> (finished, tail)``
+- ``Part(key, html, text, final)``; ``render_parts(state, *, format, live, cache) -> list[Part]``
+- ``bundle(part) -> dict``; ``final_bundle(state, *, format) -> dict``
+- ``RenderCache``: optional memo a live caller passes to ``render_parts`` (results never depend on it)
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from pygments import highlight as _pygments_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+__all__ = [
+    "FORMATS",
+    "Part",
+    "RenderCache",
+    "bundle",
+    "final_bundle",
+    "markdown_to_html",
+    "render_parts",
+    "split_blocks",
+]
+
+FORMATS = ("markdown", "text", "code")
+
+#: A block without a natural end (no blank line, no closed fence) is frozen at a line boundary once
+#: it reaches this many characters, so a long paragraph-free answer never makes the live tail (which
+#: is re-sent on every update) grow without bound.
+FREEZE_CHARS = 4096
+#: While streaming, long reasoning and tool arguments show only their last characters.
+WINDOW_CHARS = 2048
+_MAX_ANOMALIES_LISTED = 20
+_MAX_ERROR_CHARS = 4000
+
+_RUNNING = ("waiting", "streaming")
+_SYMBOLS = {
+    "waiting": "⏳",
+    "streaming": "●",
+    "done": "✓",
+    "error": "✗",
+    "truncated": "⚠",
+    "stopped": "■",
+    "failed": "✗",
+}
+_STATUS_COLORS = {
+    "waiting": "var(--jp-ui-font-color2, #888)",
+    "streaming": "var(--jp-brand-color1, #2196f3)",
+    "done": "var(--jp-success-color1, #2e7d32)",
+    "error": "var(--jp-error-color1, #d32f2f)",
+    "truncated": "var(--jp-warn-color1, #ef6c00)",
+    "stopped": "var(--jp-warn-color1, #ef6c00)",
+    "failed": "var(--jp-error-color1, #d32f2f)",
+}
+
+# --- styles -----------------------------------------------------------------------------------
+# Inline styles on our containers use JupyterLab's theme variables, with fallbacks that read on
+# both light and dark backgrounds (semi-transparent greys), so one output suits both themes.
+_BASE_STYLE = "color: var(--jp-content-font-color1, inherit);"
+_STATUS_STYLE = (
+    "font-family: var(--jp-ui-font-family, system-ui, sans-serif);"
+    " font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color2, #888);"
+)
+_PRE_STYLE = (
+    "white-space: pre-wrap; overflow-wrap: anywhere; margin: 0;"
+    " font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px);"
+)
+_MUTED_STYLE = "color: var(--jp-content-font-color2, #888);"
+_CARD_STYLE = (
+    "border: 1px solid var(--jp-border-color2, rgba(127,127,127,.35)); border-radius: 4px;"
+    " padding: 4px 8px; margin: 2px 0;"
+)
+_ERROR_STYLE = (
+    "border-left: 3px solid var(--jp-error-color1, #d32f2f); background: rgba(211,47,47,.1);"
+    " padding: 4px 8px; margin: 2px 0;"
+)
+_WARN_STYLE = (
+    "border-left: 3px solid var(--jp-warn-color1, #ef6c00); background: rgba(239,108,0,.1);"
+    " padding: 4px 8px; margin: 2px 0;"
+)
+
+# Pygments emits one short class per token; one stylesheet, scoped to our code blocks, maps them
+# to JupyterLab's editor colours (so code matches the user's theme). Classes instead of inline
+# styles keep highlighted HTML about 2x the code rather than 5x; the sheet rides along only with
+# the first highlighted block of an answer (CSS applies page-wide once one output holds it).
+CODE_STYLESHEET = (
+    "<style>"
+    ".nito-out pre.nito-code{padding:6px 8px;border-radius:3px;overflow-x:auto;"
+    "background:var(--jp-cell-editor-background,rgba(127,127,127,.1))}"
+    '.nito-code span[class^="k"]{color:var(--jp-mirror-editor-keyword-color,#a35ec9);font-weight:600}'
+    '.nito-code span[class^="s"]{color:var(--jp-mirror-editor-string-color,#c2672b)}'
+    '.nito-code span[class^="c"]{color:var(--jp-mirror-editor-comment-color,#7f8c8d);font-style:italic}'
+    '.nito-code span[class^="m"]{color:var(--jp-mirror-editor-number-color,#2a9d6f)}'
+    ".nito-code span.o,.nito-code span.ow{color:var(--jp-mirror-editor-operator-color,#b05ba6)}"
+    ".nito-code span.nb,.nito-code span.bp{color:var(--jp-mirror-editor-builtin-color,#2a8c8c)}"
+    ".nito-code span.nf,.nito-code span.nc,.nito-code span.fm"
+    "{color:var(--jp-mirror-editor-def-color,#3b78d8)}"
+    ".nito-code span.nd{color:var(--jp-mirror-editor-meta-color,#b05ba6)}"
+    ".nito-code span.na,.nito-code span.nt{color:var(--jp-mirror-editor-attribute-color,#3b78d8)}"
+    ".nito-code span.gd{color:var(--jp-error-color1,#d32f2f)}"
+    ".nito-code span.gi{color:var(--jp-success-color1,#2e7d32)}"
+    "</style>"
+)
+_HIGHLIGHT_MARK = '<pre class="nito-code nito-hl">'
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+_SCHEME_RE = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
+_SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+def _validate_link(url: str) -> bool:
+    """Allow http(s), mailto and scheme-less (relative, #anchor) links; drop everything else.
+
+    markdown-it calls this on the normalized URL (entities decoded, control characters and spaces
+    percent-encoded), so ``&#106;avascript:`` and ``java\\tscript:`` arrive here in plain sight.
+    An allowlist, unlike markdown-it's default denylist, also refuses ``data:`` and unknown schemes.
+    """
+    match = _SCHEME_RE.match(url.strip())
+    return match is None or match.group(1).lower() in _SAFE_SCHEMES
+
+
+def _highlight_code(code: str, lang: str) -> str:
+    """Pygments spans for a known language, else escaped text; wrapped in our own <pre>."""
+    lexer = None
+    if lang:
+        try:
+            lexer = get_lexer_by_name(lang, stripnl=False, ensurenl=False)
+        except ClassNotFound:
+            lexer = None
+    if lexer is None:
+        return f'<pre class="nito-code"><code>{html.escape(code, quote=False)}</code></pre>'
+    body = _pygments_highlight(code, lexer, HtmlFormatter(nowrap=True))
+    return f"{_HIGHLIGHT_MARK}<code>{body}</code></pre>"
+
+
+def _fence_rule(highlight: bool) -> Any:
+    def render_fence(
+        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
+        token = tokens[idx]
+        lang = token.info.strip().split(maxsplit=1)[0] if token.info.strip() else ""
+        if not highlight:
+            lang = ""
+        return _highlight_code(token.content, lang) + "\n"
+
+    return render_fence
+
+
+def _render_code_block(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    return _highlight_code(tokens[idx].content, "") + "\n"
+
+
+_LINK_ATTRS = ' rel="noopener noreferrer" target="_blank"'
+
+
+def _render_link_open(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    token = tokens[idx]
+    href = str(token.attrGet("href") or "")
+    title = token.attrGet("title")
+    title_attr = f' title="{html.escape(str(title))}"' if title else ""
+    return f'<a href="{html.escape(href)}"{title_attr}{_LINK_ATTRS}>'
+
+
+def _render_image(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Images become links: a remote image in model output loads by itself, and a prompt-injected
+    # answer can leak data through its URL (the "markdown image exfiltration" attack). A link only
+    # goes out when the user clicks it.
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    alt = self.renderInlineAsText(token.children or [], options, env) or "image"
+    label = html.escape(f"[image: {alt}]", quote=False)
+    if not src:
+        return label
+    return f'<a href="{html.escape(src)}"{_LINK_ATTRS}>{label}</a>'
+
+
+def _render_math_inline(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Math stays text between its dollars: front ends that typeset (JupyterLab's MathJax) find it,
+    # and the plugin keeps Markdown from eating ``*`` and ``\\`` inside it.
+    return f'<span class="nito-math">${html.escape(tokens[idx].content, quote=False)}$</span>'
+
+
+def _render_math_block(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    content = html.escape(tokens[idx].content, quote=False)
+    return f'<div class="nito-math">$${content}$$</div>\n'
+
+
+def _make_markdown(highlight: bool) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    # No blank lines, labels or digit-adjacent dollars: "$5 and $10" stays currency, and a math
+    # block never spans a blank line (which split_blocks relies on).
+    md.use(
+        dollarmath_plugin,
+        allow_labels=False,
+        allow_space=True,
+        allow_digits=False,
+        allow_blank_lines=False,
+        double_inline=False,
+    )
+    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md.add_render_rule("fence", _fence_rule(highlight))
+    md.add_render_rule("code_block", _render_code_block)
+    md.add_render_rule("link_open", _render_link_open)
+    md.add_render_rule("image", _render_image)
+    md.add_render_rule("math_inline", _render_math_inline)
+    md.add_render_rule("math_block", _render_math_block)
+    return md
+
+
+# Configured once, never mutated afterwards; markdown-it keeps per-call state in ``env``.
+_MD_HIGHLIGHT = _make_markdown(highlight=True)
+_MD_PLAIN = _make_markdown(highlight=False)
+
+
+def markdown_to_html(text: str, *, highlight: bool = True) -> str:
+    """Markdown (CommonMark + GFM tables and strikethrough + ``$`` math as text) to safe HTML.
+
+    Raw HTML in ``text`` comes out escaped, links keep only http(s)/mailto/relative targets and
+    open in a new tab with ``rel="noopener noreferrer"``, images become links, fenced code is
+    highlighted with Pygments (``highlight=False``: escaped plain text). Partial Markdown (an
+    unclosed fence, half a table) renders as CommonMark says: an open fence runs to the end.
+    """
+    return (_MD_HIGHLIGHT if highlight else _MD_PLAIN).render(text)
+
+
+# --- splitting ------------------------------------------------------------------------------------
+
+_FENCE_OPEN_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+_LIST_ITEM_RE = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
+_MATH_OPEN_RE = re.compile(r"^ {0,3}\$\$")
+_SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+
+
+@dataclass(frozen=True)
+class _Fence:
+    char: str
+    length: int
+    indent: int
+    opener: str  # the opening line, re-prepended to render a block that starts inside this fence
+
+    def closes(self, line: str) -> bool:
+        stripped = line.lstrip(" ")
+        if len(line) - len(stripped) > 3:
+            return False
+        run = len(stripped) - len(stripped.lstrip(self.char))
+        return run >= self.length and not stripped[run:].strip()
+
+
+def _fence_opening(line: str) -> _Fence | None:
+    match = _FENCE_OPEN_RE.match(line)
+    if match is None:
+        return None
+    indent, run, info = match.groups()
+    if run[0] == "`" and "`" in info:
+        return None  # CommonMark: a backtick fence's info string has no backticks (inline code)
+    return _Fence(run[0], len(run), len(indent), line.rstrip("\r"))
+
+
+@dataclass(frozen=True)
+class _Block:
+    start: int
+    end: int
+    fence: _Fence | None  # a fence already open where this block starts (frozen code blocks)
+
+
+def _starts_new_block(line: str) -> bool:
+    """After a blank line, does ``line`` surely start a block unrelated to the one before?
+
+    Conservative: indented lines (list-item continuation, indented code), list items (a loose list
+    goes on) and ``>`` lines (a quote goes on) keep the block open.
+    """
+    return bool(line) and not line[0].isspace() and line[0] != ">" and not _LIST_ITEM_RE.match(line)
+
+
+def _safe_freeze_point(prev: str, line: str) -> bool:
+    """Can an over-long block be cut just before ``line`` without changing what came before?
+
+    Not before an indented line, a setext underline (it would turn the previous line into a
+    heading), a quote line, or a table row following a table row.
+    """
+    if not line or line[0].isspace() or line[0] == ">" or _SETEXT_RE.match(line):
+        return False
+    return not ("|" in line and "|" in prev)
+
+
+def _segment(
+    text: str,
+    *,
+    markdown: bool,
+    start: int = 0,
+    fence: _Fence | None = None,
+    limit: int = FREEZE_CHARS,
+) -> tuple[list[_Block], int, _Fence | None]:
+    """Cut ``text[start:]`` into finished blocks; return (blocks, tail start, fence at tail start).
+
+    Only complete lines (ending in ``\\n``) are looked at, left to right, and each cut depends on
+    the lines before it and the line after it only; so a cut made for a prefix of a text is made
+    again, at the same place, for every longer text (the stability ``split_blocks`` promises).
+    ``start``/``fence`` resume a scan from a tail it returned: cuts only happen where the scanner
+    state is just (position, open fence), so resuming gives the same blocks as a full scan.
+    """
+    blocks: list[_Block] = []
+    block_start = start
+    block_fence = fence  # the fence already open at block_start
+    in_fence = fence
+    in_math = False
+    has_content = False  # the current block holds a non-blank line
+    after_blank = False
+    prev = ""
+    pos = start
+    while True:
+        newline = text.find("\n", pos)
+        if newline < 0:
+            break
+        line_start, pos = pos, newline + 1
+        line = text[line_start:newline].rstrip("\r")
+
+        if in_fence is not None:
+            if markdown and in_fence.closes(line):
+                closed, in_fence = in_fence, None
+                if closed.indent == 0:
+                    # A fence opened at column 0 closed: no later line can reach back into it
+                    # (a column-0 fence is never inside a list item or a quote).
+                    blocks.append(_Block(block_start, pos, block_fence))
+                    block_start, block_fence, has_content = pos, None, False
+                    after_blank, prev = False, line
+                    continue
+            elif line_start - block_start >= limit:
+                blocks.append(_Block(block_start, line_start, block_fence))
+                block_start, block_fence = line_start, in_fence
+            has_content, prev = True, line
+            continue
+
+        if not line.strip():
+            after_blank = after_blank or has_content
+            in_math = False  # math blocks never span blank lines (allow_blank_lines=False)
+            prev = line
+            continue
+
+        if has_content:
+            if not markdown:
+                cut = after_blank or line_start - block_start >= limit
+            elif after_blank and _starts_new_block(line):
+                cut = True
+            else:
+                cut = (
+                    not in_math
+                    and line_start - block_start >= limit
+                    and _safe_freeze_point(prev, line)
+                )
+            if cut:
+                blocks.append(_Block(block_start, line_start, block_fence))
+                block_start, block_fence = line_start, None
+        after_blank, has_content, prev = False, True, line
+
+        if markdown:
+            if in_math:
+                in_math = not line.strip().endswith("$$")
+            elif _MATH_OPEN_RE.match(line):
+                body = line.strip()
+                in_math = not (len(body) > 3 and body.endswith("$$"))
+            else:
+                in_fence = _fence_opening(line)
+    return blocks, block_start, block_fence
+
+
+def split_blocks(text: str) -> tuple[list[str], str]:
+    """Split Markdown into blocks that can no longer change, and the tail that still can.
+
+    ``"".join(finished) + tail == text`` always, and a block finished for a text stays finished,
+    identical, for every text that extends it. The rule, conservative on purpose:
+
+    - a block ends before a non-blank line that follows a blank line outside a code fence, unless
+      that line is indented, a list item or a quote line (a loose list or a quote may go on);
+    - a block ends right after the closing line of a fence opened at column 0;
+    - a block that reaches ``FREEZE_CHARS`` without ending is cut before its next line, if that is
+      safe (not before an indented line, a setext underline, a quote line, or the next row of a
+      table); inside a code fence it is cut before any line, and the rendering re-opens the fence
+      for the next block (a long code block shows as several adjacent boxes). A single line longer
+      than that (no newline at all) stays in the tail.
+
+    Blocks are rendered one by one, so a reference-style link whose definition is in another block
+    shows as text in the live view (``final_bundle`` renders the whole answer at once).
+    """
+    blocks, tail_start, _ = _segment(text, markdown=True)
+    return [text[b.start : b.end] for b in blocks], text[tail_start:]
+
+
+# --- the view model ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One output of the view: ``key`` names it across renders, ``html`` is safe, ``text`` is plain.
+
+    ``final`` is True when the part can no longer change while the stream goes on (a finished answer
+    block, or anything once the stream has ended): a live display never needs to resend it.
+    """
+
+    key: str
+    html: str
+    text: str
+    final: bool = False
+
+
+@dataclass
+class RenderCache:
+    """Memo for repeated ``render_parts`` calls on one growing state (a live display's).
+
+    Results never depend on it: it only spares re-scanning and re-rendering finished blocks.
+    """
+
+    blocks: dict[tuple[str, str, bool], str] = field(default_factory=dict)
+    scan_key: tuple[str, str] | None = None
+    scan_prefix: str = ""
+    scan_blocks: list[_Block] = field(default_factory=list)
+    scan_fence: _Fence | None = None
+
+
+def _wrap(kind: str, inner: str, style: str = _BASE_STYLE) -> str:
+    return f'<div class="nito-out nito-{kind}" style="{style}">{inner}</div>'
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _status(state: Any) -> str:
+    status = getattr(state, "status", None)
+    if isinstance(status, str) and status:
+        return status
+    return "done" if getattr(state, "done", False) else "streaming"
+
+
+def _number(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
+
+
+def _real(value: Any) -> float | None:
+    return float(value) if _number(value) is not None else None
+
+
+def _usage_value(usage: dict[str, Any], *path: str) -> Any:
+    value: Any = usage
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def status_text(state: Any) -> str:
+    """The one-line summary: state, model, TTFT, speed, chunks, finish reason, usage, cost."""
+    status = _status(state)
+    items = [f"{_SYMBOLS.get(status, '?')} {status}"]
+    model = getattr(state, "model", None)
+    if model:
+        items.append(str(model)[:200])
+    ttft = _real(getattr(state, "ttft", None))
+    elapsed = _real(getattr(state, "elapsed", None))
+    if ttft is not None:
+        items.append(f"TTFT {ttft:.2f} s")
+    if elapsed is not None:
+        items.append(f"{elapsed:.2f} s")
+    usage = getattr(state, "usage", None)
+    usage = usage if isinstance(usage, dict) else {}
+    n_chunks = getattr(state, "n_chunks", None)
+    # DESIGN.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
+    completion = _real(usage.get("completion_tokens"))
+    count, unit = (
+        (completion, "tok/s (usage)")
+        if completion is not None
+        else (
+            _real(n_chunks),
+            "chunks/s",
+        )
+    )
+    if count is not None and ttft is not None and elapsed is not None and elapsed > ttft:
+        items.append(f"{count / (elapsed - ttft):,.1f} {unit}")
+    if _number(n_chunks) is not None:
+        items.append(f"{n_chunks:,} chunks")
+    finish = getattr(state, "finish_reason", None)
+    if finish:
+        items.append(f"finish: {str(finish)[:60]}")
+    tokens = []
+    for label, path in (
+        ("prompt", ("prompt_tokens",)),
+        ("cached", ("prompt_tokens_details", "cached_tokens")),
+        ("completion", ("completion_tokens",)),
+        ("reasoning", ("completion_tokens_details", "reasoning_tokens")),
+    ):
+        shown = _number(_usage_value(usage, *path))
+        if shown is not None:
+            tokens.append(f"{shown} {label}")
+    if tokens:
+        items.append("tokens: " + " / ".join(tokens))
+    cost = _number(usage.get("cost"))
+    if cost is not None:
+        items.append(f"cost ${cost}")
+    return " · ".join(items)
+
+
+def _status_part(state: Any, final: bool) -> Part:
+    text = status_text(state)
+    status = _status(state)
+    symbol, _, rest = text.partition(" ")
+    color = _STATUS_COLORS.get(status, "inherit")
+    inner = f'<span style="color: {color}; font-weight: 600;">{_esc(symbol)}</span> {_esc(rest)}'
+    return Part("status", _wrap("status", inner, _STATUS_STYLE), text, final)
+
+
+def _window(text: str, growing: bool) -> tuple[str, int]:
+    """The text to show and how many characters before it are hidden (a bounded live window)."""
+    if growing and len(text) > WINDOW_CHARS:
+        return text[-WINDOW_CHARS:], len(text) - WINDOW_CHARS
+    return text, 0
+
+
+def _reasoning_part(reasoning: str, growing: bool, thinking: bool) -> Part:
+    shown, hidden = _window(reasoning, growing)
+    label = f"Reasoning ({len(reasoning):,} characters)"
+    note = f"… {hidden:,} earlier characters hidden while streaming\n" if hidden else ""
+    # Open while the model is still thinking (nothing else to look at yet); closed once the answer
+    # starts, and from then on unchanged so a user's own click on it is not undone by updates.
+    open_attr = " open" if thinking else ""
+    inner = (
+        f"<details{open_attr}><summary>{_esc(label)}</summary>"
+        f'<pre style="{_PRE_STYLE} {_MUTED_STYLE}">{_esc(note + shown)}</pre></details>'
+    )
+    return Part("reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing)
+
+
+def _render_block(
+    text: str, fence: _Fence | None, highlight: bool, cache: RenderCache | None
+) -> str:
+    source = text if fence is None else f"{fence.opener}\n{text}"
+    key = (fence.opener if fence else "", text, highlight)
+    if cache is not None and key in cache.blocks:
+        return cache.blocks[key]
+    rendered = markdown_to_html(source, highlight=highlight)
+    if cache is not None:
+        cache.blocks[key] = rendered
+    return rendered
+
+
+def _code_fence(format: str, content: str) -> tuple[bool, _Fence | None]:
+    """For ``code`` / ``code:LANG``: (render as Markdown?, the fence the whole answer sits in).
+
+    An answer that opens with its own fence is rendered as Markdown (the model fenced its code);
+    otherwise it all sits in an unclosable synthetic fence (12 tildes) in LANG, Python by default.
+    """
+    if content.lstrip()[:3] in ("```", "~~~"):
+        return True, None
+    lang = format.partition(":")[2].strip() or "python"
+    return True, _Fence("~", 12, 0, "~" * 12 + " " + re.sub(r"[^\w+#.\-]", "", lang))
+
+
+def _segments(
+    content: str, format: str, cache: RenderCache | None
+) -> tuple[list[_Block], int, _Fence | None]:
+    markdown, fence = (False, None) if format == "text" else (True, None)
+    if format.startswith("code"):
+        markdown, fence = _code_fence(format, content)
+    key = (format, fence.opener if fence else "")
+    if cache is not None and cache.scan_key == key and content.startswith(cache.scan_prefix):
+        start = len(cache.scan_prefix)
+        blocks, tail_start, tail_fence = _segment(
+            content, markdown=markdown, start=start, fence=cache.scan_fence
+        )
+        blocks = cache.scan_blocks + blocks
+    else:
+        blocks, tail_start, tail_fence = _segment(content, markdown=markdown, fence=fence)
+    if cache is not None:
+        cache.scan_key, cache.scan_prefix = key, content[:tail_start]
+        cache.scan_blocks, cache.scan_fence = blocks, tail_fence
+    return blocks, tail_start, tail_fence
+
+
+def _answer_parts(
+    content: str, format: str, growing: bool, cache: RenderCache | None, *, split: bool = True
+) -> list[Part]:
+    if not content:
+        return []
+    if format == "text":
+
+        def render(text: str, fence: _Fence | None, highlight: bool) -> str:
+            return f'<pre style="{_PRE_STYLE}">{_esc(text)}</pre>'
+    else:
+
+        def render(text: str, fence: _Fence | None, highlight: bool) -> str:
+            return _render_block(text, fence, highlight, cache)
+
+    if split:
+        blocks, tail_start, tail_fence = _segments(content, format, cache)
+    else:
+        fence = _code_fence(format, content)[1] if format.startswith("code") else None
+        blocks, tail_start, tail_fence = [], 0, fence
+    pieces = [(content[b.start : b.end], b.fence, True) for b in blocks]
+    if tail_start < len(content):
+        pieces.append((content[tail_start:], tail_fence, not growing))
+    parts = []
+    styled = False
+    for index, (text, fence, final) in enumerate(pieces):
+        # The live tail is not highlighted: it is re-sent at every update, and plain escaped code is
+        # about half the bytes. It gets its colours once it is finished.
+        inner = render(text, fence, final)
+        if not styled and _HIGHLIGHT_MARK in inner:
+            inner = CODE_STYLESHEET + inner
+            styled = True
+        parts.append(Part(f"answer-{index}", _wrap("answer", inner), text, final))
+    return parts
+
+
+def _tool_part(call: Any, position: int, growing: bool) -> Part:
+    index = getattr(call, "index", position)
+    name = getattr(call, "name", None) or "?"
+    call_id = getattr(call, "id", None)
+    arguments = getattr(call, "arguments", None) or ""
+    arguments = arguments if isinstance(arguments, str) else str(arguments)
+    valid = bool(getattr(call, "valid_json", False))
+    warning = ""
+    if growing:
+        shown, hidden = _window(arguments, growing)
+        body = (f"… {hidden:,} earlier characters hidden\n" if hidden else "") + shown
+    elif valid:
+        try:
+            body = json.dumps(getattr(call, "parsed", None), indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            body = arguments
+    else:
+        body = arguments
+        if arguments.strip() or getattr(call, "json_error", None):
+            reason = getattr(call, "json_error", None) or "not valid JSON"
+            warning = f"⚠ the arguments are not valid JSON: {str(reason)[:300]}"
+    title = f"🔧 tool call {name}" + (f" ({call_id})" if call_id else "")
+    inner = f"<div><strong>{_esc(title)}</strong></div>"
+    if warning:
+        inner += f'<div style="{_WARN_STYLE}">{_esc(warning)}</div>'
+    inner += f'<pre style="{_PRE_STYLE}">{_esc(body)}</pre>'
+    text = "\n".join(filter(None, [title, warning, body]))
+    return Part(
+        f"tool-{index}", _wrap("tool", inner, _BASE_STYLE + " " + _CARD_STYLE), text, not growing
+    )
+
+
+def _error_part(state: Any, status: str, final: bool) -> Part | None:
+    error = getattr(state, "error", None)
+    if error:
+        if isinstance(error, dict):
+            code, message = error.get("code"), error.get("message")
+        else:
+            code, message = None, error
+        message = str(message if message is not None else "")[:_MAX_ERROR_CHARS]
+        head = "Error" + (f" {str(code)[:80]}" if code not in (None, "") else "")
+        text = f"✗ {head}: {message}" if message else f"✗ {head}"
+        style = _ERROR_STYLE
+    elif status == "truncated":
+        text = "⚠ The stream ended without [DONE]: the answer may be incomplete."
+        style = _WARN_STYLE
+    elif status == "failed":
+        text = "✗ The request failed before the answer started."
+        style = _ERROR_STYLE
+    else:
+        return None
+    return Part("error", _wrap("error", _esc(text), _BASE_STYLE + " " + style), text, final)
+
+
+def _anomalies_part(anomalies: Sequence[Any]) -> Part:
+    lines = [str(a)[:300] for a in list(anomalies)[:_MAX_ANOMALIES_LISTED]]
+    more = len(anomalies) - len(lines)
+    if more > 0:
+        lines.append(f"… and {more} more")
+    label = f"{len(anomalies)} protocol anomal{'y' if len(anomalies) == 1 else 'ies'}"
+    items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
+    inner = f'<details><summary style="{_MUTED_STYLE}">{_esc(label)}</summary><ul>{items}</ul></details>'
+    return Part(
+        "anomalies", _wrap("anomalies", inner, _STATUS_STYLE), "\n".join([label, *lines]), True
+    )
+
+
+def _check_format(format: str) -> None:
+    if format not in ("markdown", "text") and not (format == "code" or format.startswith("code:")):
+        raise ValueError(f"format must be one of markdown, text, code or code:LANG, not {format!r}")
+
+
+def render_parts(
+    state: Any, *, format: str = "markdown", live: bool = True, cache: RenderCache | None = None
+) -> list[Part]:
+    """The ordered outputs for ``state`` (duck-typed like a Stream).
+
+    Order: ``status``, ``reasoning``, ``answer-0`` ... ``answer-N`` (finished blocks, then the live
+    tail under the next number), ``tool-<index>`` cards, ``error``, ``anomalies``. Parts only ever
+    get added after those that exist, in arrival order of the stream, so a display can append.
+    ``live=True`` while the stream runs: long reasoning and tool arguments show a bounded window,
+    the tail is not highlighted, anomalies wait for the end (appending them mid-stream would put
+    them above later answer blocks). A finished state renders complete whatever ``live`` says.
+    """
+    _check_format(format)
+    status = _status(state)
+    growing = live and status in _RUNNING
+    content = getattr(state, "content", None) or ""
+    reasoning = getattr(state, "reasoning", None) or ""
+    tool_calls = list(getattr(state, "tool_calls", None) or [])
+    parts = [_status_part(state, not growing)]
+    if reasoning:
+        thinking = growing and not content and not tool_calls
+        parts.append(_reasoning_part(reasoning, growing, thinking))
+    parts.extend(_answer_parts(content, format, growing, cache))
+    parts.extend(_tool_part(call, i, growing) for i, call in enumerate(tool_calls))
+    error = _error_part(state, status, not growing)
+    if error is not None:
+        parts.append(error)
+    anomalies = list(getattr(state, "anomalies", None) or [])
+    if anomalies and not growing:
+        parts.append(_anomalies_part(anomalies))
+    return parts
+
+
+def bundle(part: Part) -> dict[str, str]:
+    """The mime bundle of one part: ``text/html`` and ``text/plain`` (never ``text/markdown``)."""
+    return {"text/html": part.html, "text/plain": part.text}
+
+
+def join_parts(parts: Iterable[Part]) -> dict[str, str]:
+    """One mime bundle holding several parts, in order."""
+    parts = list(parts)
+    htmls = "".join(p.html for p in parts)
+    texts = "\n\n".join(p.text.rstrip("\n") for p in parts if p.text)
+    return {"text/html": htmls, "text/plain": texts}
+
+
+def final_bundle(state: Any, *, format: str = "markdown") -> dict[str, str]:
+    """One mime bundle of the whole answer as it stands (for ``_repr_mimebundle_`` and saving).
+
+    Unlike the live parts, the answer is rendered in one piece (reference links resolve), and
+    reasoning and tool arguments are shown whole.
+    """
+    _check_format(format)
+    content = getattr(state, "content", None) or ""
+    parts = [
+        p for p in render_parts(state, format=format, live=False) if not p.key.startswith("answer-")
+    ]
+    answer = _answer_parts(content, format, False, None, split=False)
+    at = 2 if len(parts) > 1 and parts[1].key == "reasoning" else 1
+    return join_parts([*parts[:at], *answer, *parts[at:]])

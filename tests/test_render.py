@@ -1,0 +1,495 @@
+"""The renderer: safe HTML from hostile model text, stable block splitting, the view model."""
+
+from __future__ import annotations
+
+import html
+import re
+from html.parser import HTMLParser
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nito_nb._render import (
+    CODE_STYLESHEET,
+    FREEZE_CHARS,
+    WINDOW_CHARS,
+    Part,
+    RenderCache,
+    _segment,
+    bundle,
+    final_bundle,
+    markdown_to_html,
+    render_parts,
+    split_blocks,
+    status_text,
+)
+
+
+def make_state(**overrides: Any) -> SimpleNamespace:
+    """A duck-typed stand-in for a Stream (the attributes ENGINE_API.md promises)."""
+    fields: dict[str, Any] = {
+        "content": "",
+        "reasoning": "",
+        "tool_calls": [],
+        "finish_reason": None,
+        "usage": None,
+        "error": None,
+        "status": "streaming",
+        "model": "sim/test",
+        "ttft": 0.25,
+        "elapsed": 1.25,
+        "n_chunks": 10,
+        "anomalies": [],
+        "done": False,
+    }
+    fields.update(overrides)
+    return SimpleNamespace(**fields)
+
+
+def tool_call(index: int = 0, **overrides: Any) -> SimpleNamespace:
+    fields: dict[str, Any] = {
+        "index": index,
+        "id": f"call_{index}",
+        "type": "function",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+        "valid_json": True,
+        "parsed": {"city": "Paris"},
+        "json_error": None,
+    }
+    fields.update(overrides)
+    return SimpleNamespace(**fields)
+
+
+# --- an HTML checker: only allowlisted markup may come out ----------------------------------------
+
+ALLOWED_TAGS = {
+    "a", "b", "blockquote", "br", "code", "del", "details", "div", "em", "h1", "h2", "h3", "h4",
+    "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "s", "span", "strong", "style", "summary",
+    "table", "tbody", "td", "th", "thead", "tr", "ul",
+}  # fmt: skip
+ALLOWED_ATTRS = {"class", "style", "href", "rel", "target", "title", "start", "open"}
+STYLE_OK = re.compile(r"^[\w\s:;,.#%()\-!'\"/]*$")
+STYLESHEET_BODY = CODE_STYLESHEET[len("<style>") : -len("</style>")]
+
+
+class MarkupChecker(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.problems: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._check(tag, attrs)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._check(tag, attrs)
+
+    def _check(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ALLOWED_TAGS:
+            self.problems.append(f"tag <{tag}>")
+        self._in_style = tag == "style"
+        for name, value in attrs:
+            value = value or ""
+            if name not in ALLOWED_ATTRS or name.startswith("on"):
+                self.problems.append(f"attribute {name}= on <{tag}>")
+            if name == "href":
+                # What a browser does: drop ASCII whitespace/controls, then read the scheme.
+                squeezed = re.sub(r"[\x00-\x20]", "", html.unescape(value)).lower()
+                scheme = re.match(r"^([a-z][a-z0-9+.\-]*):", squeezed)
+                if scheme and scheme.group(1) not in ("http", "https", "mailto"):
+                    self.problems.append(f"href {value!r}")
+            if name == "style" and (not STYLE_OK.match(value) or "url(" in value.lower()):
+                self.problems.append(f"style {value!r}")
+            if name == "target" and value != "_blank":
+                self.problems.append(f"target {value!r}")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style and data != STYLESHEET_BODY:
+            self.problems.append(f"stylesheet {data[:80]!r}")
+
+
+def markup_problems(markup: str) -> list[str]:
+    checker = MarkupChecker()
+    checker.feed(markup)
+    checker.close()
+    lowered = markup.lower()
+    # Text such as "javascript:" may appear escaped as words; only hrefs (checked above) matter.
+    for needle in ("<script", "<img", "<svg", "<iframe", "<object", "<embed", "<math"):
+        if needle in lowered:
+            checker.problems.append(f"raw {needle}")
+    return checker.problems
+
+
+HOSTILE = [
+    "<img src=x onerror=alert(1)>",
+    "<script>alert(1)</script>",
+    '"><svg onload=alert(1)>',
+    "'><iframe src=javascript:alert(1)>",
+    "[click](javascript:alert(1))",
+    "[click](JaVaScRiPt:alert(1))",
+    "[x](vbscript:msgbox(1))",
+    "[x](data:text/html;base64,PHNjcmlwdD4=)",
+    "[x](file:///etc/passwd)",
+    "[x](&#106;avascript:alert(1))",
+    "[x](java\tscript:alert(1))",
+    "![y](javascript:alert(1))",
+    '![y](x "onerror=alert(1)")',
+    "<javascript:alert(1)>",
+    "&lt;script&gt;",
+    "&#60;img src=x onerror=alert(1)&#62;",
+    "```",
+    "```html\n<script>x</script>",
+    "`<b onmouseover=alert(1)>`",
+    "$<img src=x onerror=alert(1)>$",
+    "$$\n<svg onload=alert(1)>\n$$",
+    "| <img src=x> | b |\n|---|---|\n| <script> | d |",
+    "<a href=javascript:alert(1)>x</a>",
+    "[a](<javascript:alert(1)>)",
+    "<style>*{x:expression(alert(1))}</style>",
+    "\n\n",
+    "\n- ",
+    "> ",
+    "    ",
+]
+hostile_text = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=12), max_size=8).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    content=hostile_text,
+    reasoning=hostile_text,
+    name=hostile_text,
+    arguments=hostile_text,
+    call_id=hostile_text,
+    message=hostile_text,
+    code=hostile_text,
+    model=hostile_text,
+    usage_value=hostile_text,
+    anomaly=hostile_text,
+    finish=hostile_text,
+    status=st.sampled_from(["waiting", "streaming", "done", "error", "truncated", "failed"])
+    | hostile_text,
+    live=st.booleans(),
+    format=st.sampled_from(["markdown", "text", "code", "code:html"]),
+)
+def test_no_model_string_makes_markup(
+    content: str,
+    reasoning: str,
+    name: str,
+    arguments: str,
+    call_id: str,
+    message: str,
+    code: str,
+    model: str,
+    usage_value: str,
+    anomaly: str,
+    finish: str,
+    status: str,
+    live: bool,
+    format: str,
+) -> None:
+    state = make_state(
+        content=content,
+        reasoning=reasoning,
+        tool_calls=[
+            tool_call(0, name=name, id=call_id, arguments=arguments, valid_json=False, parsed=None),
+            tool_call(1, name=name, arguments="{}", parsed={name: arguments}),
+        ],
+        error={"code": code, "message": message, "metadata": {"raw": message}},
+        status=status,
+        model=model,
+        finish_reason=finish,
+        usage={"prompt_tokens": usage_value, "completion_tokens": 3, "cost": usage_value},
+        anomalies=[SimpleNamespace(kind=anomaly, message=anomaly, seq=1, __str__=None), anomaly],
+    )
+    parts = render_parts(state, format=format, live=live)
+    outputs = [p.html for p in parts] + [final_bundle(state, format=format)["text/html"]]
+    for markup in outputs:
+        assert markup_problems(markup) == [], markup
+    assert all("text/markdown" not in bundle(p) for p in parts)
+
+
+@pytest.mark.parametrize("payload", HOSTILE)
+def test_each_payload_is_inert_in_markdown(payload: str) -> None:
+    assert markup_problems(markdown_to_html(payload)) == []
+
+
+def test_checker_catches_markup() -> None:
+    # The checker itself must see what it is looking for.
+    assert markup_problems('<img src=x onerror="a()">')
+    assert markup_problems('<a href=" java\tscript:x">x</a>')
+    assert markup_problems('<div onclick="x"></div>')
+    assert markup_problems("<style>p{}</style>")
+
+
+# --- Markdown ---------------------------------------------------------------------------------------
+
+
+def test_code_block_shows_html_literally() -> None:
+    out = markdown_to_html("```python\nprint('<div>')\n```\n\n```\n<div>&amp;</div>\n```\n")
+    assert "<div>" not in out
+    assert "&lt;div&gt;" in out
+    assert "&amp;amp;" in out  # an entity in code stays the characters the model wrote
+    assert 'class="nb"' in out  # highlighted by Pygments
+    assert 'class="s' in out
+
+
+def test_unknown_language_is_escaped_plain() -> None:
+    out = markdown_to_html("```no-such-language\na <b> c\n```\n")
+    assert '<pre class="nito-code"><code>a &lt;b&gt; c\n</code></pre>' in out
+
+
+def test_inline_code_is_not_double_escaped() -> None:
+    assert "<code>&lt;div&gt; &amp;&amp;</code>" in markdown_to_html("`<div> &&`")
+
+
+def test_tables_lists_strikethrough() -> None:
+    out = markdown_to_html("| a | b |\n|:--|--:|\n| 1 | 2 |\n\n- x\n- y\n\n1. one\n\n~~old~~ **new**\n")
+    assert "<table>" in out and "<th" in out and 'style="text-align:right"' in out
+    assert "<ul>\n<li>x</li>" in out
+    assert "<ol>" in out
+    assert "<s>old</s>" in out and "<strong>new</strong>" in out
+
+
+def test_links_safe_and_marked() -> None:
+    out = markdown_to_html("[a](https://example.com) <https://x.org> [m](mailto:a@b.c) [r](#sec)")
+    assert out.count('rel="noopener noreferrer" target="_blank"') == 4
+    for bad in ("javascript:x", "vbscript:x", "data:text/html,x", "file:///x", "ftp://x"):
+        out = markdown_to_html(f"[bad]({bad})")
+        assert "<a" not in out, bad
+
+
+def test_images_become_links() -> None:
+    out = markdown_to_html("![chart](https://e.com/c.png)")
+    assert "<img" not in out
+    assert '<a href="https://e.com/c.png"' in out and "[image: chart]" in out
+
+
+def test_math_left_as_text() -> None:
+    out = markdown_to_html("Euler: $e^{i\\pi} + 1 = 0$ and $a*b*c$.\n\n$$\nx_1 \\\\ y\n$$\n")
+    assert "$e^{i\\pi} + 1 = 0$" in out
+    assert "$a*b*c$" in out  # not emphasis
+    assert "$$\nx_1 \\\\ y\n$$" in out
+    assert "<em>" not in out
+    assert "$5 and $10" in markdown_to_html("It costs $5 and $10.")
+
+
+@pytest.mark.parametrize(
+    "partial",
+    ["```python\ndef f(", "| a | b |\n|--", "**bold", "[link](http://x", "- a\n  - b\n    ```", "$$\nx"],
+)
+def test_partial_markdown_renders(partial: str) -> None:
+    out = markdown_to_html(partial)
+    assert out and markup_problems(out) == []
+
+
+# --- splitting ----------------------------------------------------------------------------------
+
+LINES = [
+    "", "", "para", "more text", "- item", "* item", "1. one", "2) two", "  indented", "    code",
+    "```", "```py", "````", "~~~", "  ```", "> quote", "| a | b |", "|---|---|", "$$", "$$x$$",
+    "===", "---", "a `tick` b", "\t", "\r",
+]  # fmt: skip
+markdownish = st.lists(st.sampled_from(LINES) | st.text(max_size=6), max_size=40).map("\n".join)
+
+
+def test_split_examples() -> None:
+    text = "Intro\nline two\n\n- a\n\n- b\n\nNext\n```py\nx\n\n\ny\n```\nafter\n\ntail"
+    finished, tail = split_blocks(text)
+    assert finished == ["Intro\nline two\n\n- a\n\n- b\n\n", "Next\n```py\nx\n\n\ny\n```\n"]
+    assert tail == "after\n\ntail"
+    # The block before a blank line is finished only once the next line is known.
+    assert split_blocks("a\n\nb") == ([], "a\n\nb")
+    assert split_blocks("a\n\nb\n") == (["a\n\n"], "b\n")
+    # An open fence keeps everything.
+    assert split_blocks("```\na\n\nb\n\nc\n") == ([], "```\na\n\nb\n\nc\n")
+    # Indented continuation and quotes keep the block open.
+    assert split_blocks("- a\n\n  more\n\n> q\n\n> r\n")[0] == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=markdownish, cuts=st.lists(st.integers(min_value=0), min_size=1, max_size=6))
+def test_split_invariants(text: str, cuts: list[int]) -> None:
+    finished, tail = split_blocks(text)
+    assert "".join(finished) + tail == text
+    assert all(finished)
+    for cut in sorted(c % (len(text) + 1) for c in cuts):
+        prefix_finished, prefix_tail = split_blocks(text[:cut])
+        assert "".join(prefix_finished) + prefix_tail == text[:cut]
+        # A block finished for a prefix stays finished, and identical, for the longer text.
+        assert finished[: len(prefix_finished)] == prefix_finished
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=markdownish, cut=st.integers(min_value=0), limit=st.integers(min_value=1, max_value=30))
+def test_freeze_and_resume_are_stable(text: str, cut: int, limit: int) -> None:
+    markdown = limit % 2 == 0
+    blocks, tail_start, fence = _segment(text, markdown=markdown, limit=limit)
+    prefix = text[: cut % (len(text) + 1)]
+    p_blocks, p_tail, p_fence = _segment(prefix, markdown=markdown, limit=limit)
+    assert blocks[: len(p_blocks)] == p_blocks
+    # Resuming from a prefix's tail gives what a full scan gives.
+    r_blocks, r_tail, r_fence = _segment(
+        text, markdown=markdown, start=p_tail, fence=p_fence, limit=limit
+    )
+    assert (p_blocks + r_blocks, r_tail, r_fence) == (blocks, tail_start, fence)
+    starts = [b.start for b in blocks] + [tail_start]
+    assert starts[0] == 0 and all(b.end == s for b, s in zip(blocks, starts[1:], strict=True))
+
+
+def test_long_tail_is_frozen() -> None:
+    lines = [f"line {i} of a paragraph that never ends" for i in range(5000)]
+    text = "\n".join(lines) + "\n"
+    finished, tail = split_blocks(text)
+    assert len(tail) <= FREEZE_CHARS + 100
+    assert max(len(b) for b in finished) <= FREEZE_CHARS + 100
+    code = "```python\n" + "".join(f"x_{i} = {i}  # <tag>\n" for i in range(20000))
+    finished, tail = split_blocks(code)
+    assert len(tail) <= FREEZE_CHARS + 100 and len(finished) > 10
+
+
+def test_frozen_code_block_stays_code() -> None:
+    code = "```python\n" + "".join(f"x_{i} = '<div>'\n" for i in range(2000)) + "```\nAfter.\n"
+    parts = render_parts(make_state(content=code, status="done"))
+    answers = [p for p in parts if p.key.startswith("answer-")]
+    assert len(answers) > 3
+    assert all('<pre class="nito-code' in p.html for p in answers[:-1])
+    assert all("<div>" not in p.html.replace('<div class="nito-out', "") for p in answers)
+    assert "<p>After.</p>" in answers[-1].html
+    assert sum(CODE_STYLESHEET in p.html for p in parts) == 1
+
+
+# --- the view model ------------------------------------------------------------------------------
+
+
+def keys(parts: list[Part]) -> list[str]:
+    return [p.key for p in parts]
+
+
+def test_parts_order_and_keys() -> None:
+    state = make_state(
+        content="# Title\n\nSome text.\n\n```py\nx = 1\n```\nlive tail",
+        reasoning="thinking",
+        tool_calls=[tool_call(0)],
+        error={"code": 502, "message": "Upstream provider disconnected"},
+        anomalies=["[role-repeated] role sent twice (event 3)"],
+    )
+    parts = render_parts(state)
+    assert keys(parts) == [
+        "status", "reasoning", "answer-0", "answer-1", "answer-2", "answer-3", "tool-0", "error",
+    ]  # fmt: skip
+    assert [p.final for p in parts if p.key.startswith("answer")] == [True, True, True, False]
+    assert "anomalies" not in keys(parts)  # diagnostics wait for the end
+    done = render_parts(state, live=False)
+    assert keys(done)[-1] == "anomalies"
+    assert all(p.final for p in done)
+    # The live tail is plain; once finished it is highlighted like the rest.
+    live_code = render_parts(make_state(content="```py\nx = 1\n"))[-1]
+    assert "nito-hl" not in live_code.html
+    assert "nito-hl" in render_parts(make_state(content="```py\nx = 1\n"), live=False)[-1].html
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=markdownish, cut=st.integers(min_value=0))
+def test_finished_parts_never_change(text: str, cut: int) -> None:
+    prefix = text[: cut % (len(text) + 1)]
+    cache = RenderCache()
+    before = render_parts(make_state(content=prefix), cache=cache)
+    after = {p.key: p for p in render_parts(make_state(content=text), cache=cache)}
+    fresh = {p.key: p for p in render_parts(make_state(content=text))}
+    assert after == fresh  # the cache changes nothing
+    for part in before:
+        if part.final and part.key.startswith("answer-"):
+            assert after[part.key] == part
+
+
+def test_status_line() -> None:
+    state = make_state(
+        status="done",
+        model="z-ai/glm-5.2",
+        finish_reason="stop",
+        usage={
+            "prompt_tokens": 14,
+            "completion_tokens": 90,
+            "completion_tokens_details": {"reasoning_tokens": 30},
+            "cost": 0.00012,
+        },
+    )
+    text = status_text(state)
+    assert text.startswith("✓ done · z-ai/glm-5.2 · TTFT 0.25 s · 1.25 s")
+    assert "90.0 tok/s (usage)" in text
+    assert "finish: stop" in text
+    assert "tokens: 14 prompt / 90 completion / 30 reasoning" in text
+    assert "cost $0.00012" in text
+    assert "10.0 chunks/s" in status_text(make_state())
+    for status, symbol in [("waiting", "⏳"), ("error", "✗"), ("truncated", "⚠"), ("stopped", "■")]:
+        assert status_text(make_state(status=status)).startswith(f"{symbol} {status}")
+
+
+def test_reasoning_window_then_full() -> None:
+    reasoning = "".join(f"step {i}. " for i in range(2000))
+    live = render_parts(make_state(reasoning=reasoning))[1]
+    assert live.key == "reasoning" and "<details open>" in live.html
+    assert len(live.html) < WINDOW_CHARS + 1500
+    assert f"{len(reasoning) - WINDOW_CHARS:,} earlier characters hidden" in live.text
+    answering = render_parts(make_state(reasoning=reasoning, content="Hi"))[1]
+    assert "<details>" in answering.html
+    done = render_parts(make_state(reasoning=reasoning, content="Hi", status="done"))[1]
+    assert reasoning in done.text and "hidden" not in done.text
+
+
+def test_tool_cards() -> None:
+    live = render_parts(make_state(tool_calls=[tool_call(0, arguments='{"ci', valid_json=False)]))
+    assert keys(live)[-1] == "tool-0" and '{&quot;ci' in live[-1].html and "⚠" not in live[-1].text
+    ok = render_parts(make_state(status="done", tool_calls=[tool_call(0)]))[-1]
+    assert '{\n  "city": "Paris"\n}' in ok.text and "get_weather (call_0)" in ok.text
+    bad = tool_call(1, arguments='{"city": ', valid_json=False, parsed=None, json_error="EOF")
+    broken = render_parts(make_state(status="done", tool_calls=[bad]))[-1]
+    assert "not valid JSON: EOF" in broken.text and '{"city": ' in broken.text
+
+
+def test_error_banner_escaped_under_answer() -> None:
+    state = make_state(
+        status="error", content="Partial", error={"code": 502, "message": "<b>down</b>"}
+    )
+    parts = render_parts(state)
+    assert keys(parts) == ["status", "answer-0", "error"]
+    assert "Error 502: &lt;b&gt;down&lt;/b&gt;" in parts[-1].html
+    assert parts[-1].text == "✗ Error 502: <b>down</b>"
+    assert "without [DONE]" in render_parts(make_state(status="truncated"))[-1].text
+
+
+def test_text_and_code_formats() -> None:
+    state = make_state(content="a <b>\n\n*c*\n", status="done")
+    text_parts = render_parts(state, format="text")
+    assert all("<pre" in p.html for p in text_parts[1:])
+    assert "&lt;b&gt;" in text_parts[1].html and "<em>" not in "".join(p.html for p in text_parts)
+    code = render_parts(make_state(content="def f():\n    return '<x>'\n", status="done"), format="code")
+    assert 'class="k"' in code[1].html and "&lt;x&gt;" in code[1].html
+    fenced = render_parts(make_state(content="```js\nlet a\n```\n", status="done"), format="code")
+    assert 'class="kd"' in fenced[1].html
+    with pytest.raises(ValueError, match="format must be"):
+        render_parts(state, format="html")
+
+
+def test_bundles() -> None:
+    state = make_state(
+        content="Hello *there*\n\n```py\nx = 1\n```\n", status="done", reasoning="hm"
+    )
+    part = render_parts(state)[0]
+    assert bundle(part) == {"text/html": part.html, "text/plain": part.text}
+    final = final_bundle(state)
+    assert set(final) == {"text/html", "text/plain"}
+    assert final["text/html"].count('class="nito-out') == 3
+    assert "Hello *there*" in final["text/plain"] and "<em>there</em>" in final["text/html"]
+    assert final["text/html"].count(CODE_STYLESHEET) == 1
+    # Reference links resolve in the whole-answer bundle.
+    refs = make_state(content="See [docs].\n\n[docs]: https://example.com\n", status="done")
+    assert 'href="https://example.com"' in final_bundle(refs)["text/html"]
