@@ -168,6 +168,7 @@ def _write_config(base: Path, env: dict[str, str]) -> None:
         "display_name": KERNEL_DISPLAY_NAME,
         "language": "python",
         "env": {},
+        "metadata": {"nito_test_harness": True},  # lets lab_server() check it is the one in use
     }
     (kernel_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
 
@@ -212,6 +213,9 @@ def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
             server = LabServer(base, port, token, proc, log_path)
             try:
                 _wait_until_up(server, start_timeout)
+                spec = server.api("GET", "/api/kernelspecs")["kernelspecs"][KERNEL_NAME]["spec"]
+                if not spec.get("metadata", {}).get("nito_test_harness"):
+                    raise RuntimeError(f"another {KERNEL_NAME!r} kernelspec shadows ours: {spec}")
                 yield server
             finally:
                 _stop(server)
@@ -309,7 +313,7 @@ class NotebookPage:
         for i in range(n):
             self._before[i] = self.prompt(i)
         self.page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
-        self.page.locator('.lm-Menu-item[data-command="notebook:run-all-cells"]').click()
+        self.page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
         if wait:
             for i in range(n):
                 self.wait_cell_done(i, timeout)
@@ -380,6 +384,7 @@ class Lab:
         self.device_scale_factor = device_scale_factor
         self.timeout = timeout
         self._contexts: list[Any] = []
+        self.pages: list[NotebookPage] = []  # every NotebookPage opened, latest last
 
     @property
     def root_dir(self) -> Path:
@@ -417,11 +422,21 @@ class Lab:
         page = ctx.new_page()
         # `reset` drops any saved workspace so every test starts from the same layout.
         page.goto(f"{self.server.url}/lab/tree/{_ipynb(name)}?token={self.server.token}&reset")
-        state = page.wait_for_function(_READY_JS, timeout=self.timeout * 1000 * 2).json_value()
+        if self.server.proc.poll() is not None:
+            raise RuntimeError(f"jupyter lab has died:\n{self.server.log_tail()}")
+        try:
+            state = page.wait_for_function(_READY_JS, timeout=self.timeout * 1000 * 2).json_value()
+        except Exception as exc:  # a Playwright TimeoutError: say what the page was showing
+            bar = page.locator("#jp-main-statusbar")
+            bar_text = bar.inner_text(timeout=1000) if bar.count() else "(no status bar)"
+            raise RuntimeError(f"{name} not ready after {self.timeout * 2} s; status bar: "
+                               f"{bar_text!r}; server log:\n{self.server.log_tail()}") from exc
         if state == "dialog":
             text = page.locator(".jp-Dialog").first.inner_text()
             raise RuntimeError(f"a dialog blocked {name}: {text!r}")
-        return NotebookPage(page, self.timeout)
+        nb = NotebookPage(page, self.timeout)
+        self.pages.append(nb)
+        return nb
 
     def shutdown_all_kernels(self) -> None:
         self.server.shutdown_all_kernels()
@@ -429,6 +444,7 @@ class Lab:
     def close(self) -> None:
         """Close our pages first (so the front end does not try to restart kernels), then shut
         the kernels down and forget any per-test kernel environment."""
+        self.pages.clear()
         while self._contexts:
             self._contexts.pop().close()
         self.shutdown_all_kernels()
@@ -449,7 +465,8 @@ def take_screenshot(lab: Lab, notebook_cells: list[str], path: str | Path, when:
     - any other string: a CSS selector; shoot as soon as it is visible;
     - a callable(NotebookPage) -> bool: polled every 50 ms until true.
 
-    Returns the path. The page is closed by `lab.close()` (the `lab` fixture does it).
+    Returns the path. The page stays open as `lab.pages[-1]` until `lab.close()` (the `lab`
+    fixture calls it), so a test can still inspect it.
     """
     lab.write_notebook(name, notebook_cells)
     nb = lab.open(name, kernel_env=kernel_env)

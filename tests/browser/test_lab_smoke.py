@@ -8,13 +8,15 @@ from __future__ import annotations
 import itertools
 import sys
 import time
+from pathlib import Path
 
-from lab import XSS_PAYLOAD, Lab
+from lab import XSS_PAYLOAD, Lab, take_screenshot
 
 GROW = """\
 import itertools
 import sys
 import time
+from pathlib import Path
 from IPython.display import Pretty, display
 
 h = display(Pretty("grow:"), display_id=True)
@@ -114,3 +116,10 @@ def test_kernel_is_our_python_with_per_test_env(lab: Lab) -> None:
     nb = lab.open("probe", kernel_env={"NITO_HARNESS_PROBE": "42"})
     nb.run_cell(0, wait=True)
     assert nb.output_text(0) == f"{sys.executable} 42 True"
+
+
+def test_take_screenshot_runs_all_cells(lab: Lab, tmp_path: Path) -> None:
+    shot = take_screenshot(lab, ["x = 6 * 7", "print(x)"], tmp_path / "shot.png", when="done")
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    nb = lab.pages[-1]
+    assert nb.output_text(1) == "42"  # cell 1 ran after cell 0: Run All, in order
