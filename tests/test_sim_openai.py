@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from test_sim import FIXTURES, QUICK, SEARCH, STREAMING_MODELS, WEATHER
@@ -74,6 +73,7 @@ def test_every_scenario_through_the_openai_sdk(client: openai.OpenAI, model: str
     result = accumulate(create(client, model, tools=tools))
     ours = nito_nb.stream("Hello, simulator!", model=model, sim=QUICK, tools=tools or None)
     ours.wait()
+    assert ours.usage is not None
     assert result["content"] == ours.content
     assert result["finish_reason"] == ours.finish_reason
     assert result["usage"].completion_tokens == ours.usage["completion_tokens"]
@@ -89,18 +89,19 @@ def test_every_scenario_through_the_openai_sdk(client: openai.OpenAI, model: str
 
 
 def test_the_sdks_stream_helper_accumulates_parallel_tool_calls(client: openai.OpenAI) -> None:
+    tools: Any = [WEATHER, SEARCH]
     with client.chat.completions.stream(
         model="sim/tools",
         messages=MESSAGES,
-        tools=[WEATHER, SEARCH],
+        tools=tools,
         extra_body={"sim": {**QUICK, "interleave": True}},
     ) as stream:
         for _ in stream:
             pass
         completion = stream.get_final_completion()
     calls = completion.choices[0].message.tool_calls or []
-    assert [c.function.name for c in calls] == ["get_weather", "search"]  # type: ignore[union-attr]
-    assert all(json.loads(c.function.arguments) for c in calls)  # type: ignore[union-attr]
+    assert [c.function.name for c in calls] == ["get_weather", "search"]
+    assert all(json.loads(c.function.arguments) for c in calls)
     assert completion.choices[0].finish_reason == "tool_calls"
 
 
@@ -117,7 +118,7 @@ def test_models_list(client: openai.OpenAI) -> None:
 
 
 def test_error_midstream_raises_api_error(client: openai.OpenAI) -> None:
-    seen = []
+    seen: list[str] = []
     with pytest.raises(openai.APIError, match="Upstream provider disconnected"):
         for chunk in create(client, "sim/error-midstream"):
             seen.extend(c.delta.content or "" for c in chunk.choices)
@@ -125,7 +126,7 @@ def test_error_midstream_raises_api_error(client: openai.OpenAI) -> None:
 
 
 def test_drop_raises_a_connection_error(client: openai.OpenAI) -> None:
-    seen = []
+    seen: list[str] = []
     with pytest.raises(openai.APIConnectionError):
         for chunk in create(client, "sim/drop"):
             seen.extend(c.delta.content or "" for c in chunk.choices)
@@ -133,7 +134,7 @@ def test_drop_raises_a_connection_error(client: openai.OpenAI) -> None:
 
 
 def test_stall_raises_a_timeout(client: openai.OpenAI) -> None:
-    stalled = client.with_options(timeout=httpx.Timeout(5, read=0.3))
+    stalled = client.with_options(timeout=openai.Timeout(5, read=0.3))
     with pytest.raises(openai.APITimeoutError):
         for _ in create(stalled, "sim/stall", sim={"stall_s": 30}):
             pass

@@ -71,6 +71,41 @@ class _HideSimulatedDrops(logging.Filter):
         return not isinstance(exc, SimulatedDrop)
 
 
+class Shutdown:
+    """Tells the streams in progress that the server is stopping, so that they end at once.
+
+    Without it a stalled stream (sim/stall sleeps a minute) would hold uvicorn's graceful
+    shutdown until its timeout, and uvicorn would log the cancelled task as an error.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def event(self) -> asyncio.Event:
+        # Made on first use, inside the server's event loop (the app is built outside it).
+        if self._event is None:
+            self._loop = asyncio.get_running_loop()
+            self._event = asyncio.Event()
+        return self._event
+
+    def trigger(self) -> None:
+        """Safe to call from any thread."""
+        if self._loop is not None and self._event is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep, or raise SimulatedDrop as soon as the server stops."""
+        event = self.event()
+        if event.is_set():
+            raise SimulatedDrop("the simulator is shutting down")
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except asyncio.TimeoutError:
+            return
+        raise SimulatedDrop("the simulator is shutting down")
+
+
 def _install_log_filter() -> None:
     logger = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _HideSimulatedDrops) for f in logger.filters):
@@ -90,7 +125,7 @@ def _json_error(status: int, message: str) -> Response:
 
 
 async def _paced_body(
-    pieces: Iterable[tuple[float, bytes | None]],
+    pieces: Iterable[tuple[float, bytes | None]], shutdown: Shutdown
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -101,7 +136,7 @@ async def _paced_body(
             if buffer:
                 yield bytes(buffer)
                 buffer.clear()
-            await asyncio.sleep(wait)
+            await shutdown.sleep(wait)
         if data is None:
             if buffer:
                 yield bytes(buffer)
@@ -168,8 +203,12 @@ async def _read_replay(request: SimRequest) -> Reply:
 
 
 def create_app(api_key: str | None = None) -> Starlette:
-    """The simulator as an ASGI app. With `api_key`, requests must carry `Bearer <api_key>`."""
+    """The simulator as an ASGI app. With `api_key`, requests must carry `Bearer <api_key>`.
+
+    `app.state.shutdown.trigger()` ends the streams in progress (cut, like a gateway going away).
+    """
     _install_log_filter()
+    shutdown = Shutdown()
 
     def unauthorized(request: Request) -> Response | None:
         if api_key is None:
@@ -220,7 +259,7 @@ def create_app(api_key: str | None = None) -> Starlette:
         }
         if reply.content_type:
             headers["content-type"] = reply.content_type
-        return StreamingResponse(_paced_body(pieces), reply.status, headers=headers)
+        return StreamingResponse(_paced_body(pieces, shutdown), reply.status, headers=headers)
 
     async def _completion(
         pieces: Iterable[tuple[float, bytes | None]], parsed: SimRequest
@@ -231,7 +270,8 @@ def create_app(api_key: str | None = None) -> Starlette:
             last = due
             events.append(Event("drop") if data is None else Event("send", data))
         # The whole generation time, as a buffering gateway would take it.
-        await asyncio.sleep(last)
+        if last > 0:
+            await shutdown.sleep(last)
         result = collect_completion(events, parsed)
         if isinstance(result, ErrorReply):
             return _respond(result)
@@ -266,7 +306,7 @@ def create_app(api_key: str | None = None) -> Starlette:
             headers={"content-type": "application/json", **(exc.headers or {})},
         )
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", root, methods=["GET"]),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -275,3 +315,5 @@ def create_app(api_key: str | None = None) -> Starlette:
         ],
         exception_handlers={HTTPException: http_error},
     )
+    app.state.shutdown = shutdown
+    return app

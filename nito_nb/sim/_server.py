@@ -31,6 +31,7 @@ class SimServer:
         self.host = host
         self.port = port
         self._server: Any = None
+        self._app: Any = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -56,8 +57,9 @@ class SimServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
+        self._app = create_app(self.api_key)
         config = uvicorn.Config(
-            create_app(self.api_key),
+            self._app,
             log_config=None,  # never reconfigure the logging of the notebook or test run
             log_level="warning",
             access_log=False,
@@ -91,6 +93,7 @@ class SimServer:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving (open streams get `SHUTDOWN_GRACE_S` to finish) and wait for the thread."""
         if self._server is not None:
+            self._app.state.shutdown.trigger()
             self._server.should_exit = True
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
