@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import lab as harness  # the fixture below is called `lab`, hence the alias
 import pytest
+
+from . import lab as harness  # the fixture below is called `lab`, hence the alias
 
 _HERE = Path(__file__).parent
 

@@ -10,13 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from lab import XSS_PAYLOAD, Lab, take_screenshot
+from .lab import XSS_PAYLOAD, Lab, take_screenshot
 
 GROW = """\
-import itertools
-import sys
 import time
-from pathlib import Path
 from IPython.display import Pretty, display
 
 h = display(Pretty("grow:"), display_id=True)
