@@ -343,6 +343,19 @@ def test_schedule_paces_tokens_after_the_time_to_first_token() -> None:
     assert all(t == 0 for t, _ in sc.schedule(events, sc.Pacing(0, 0, 0.5, 0)))
 
 
+def test_the_time_to_first_token_comes_before_any_chunk() -> None:
+    events = events_of(body_for("sim/websearch"))  # its first chunk carries no token
+    pieces = list(sc.schedule(events, sc.Pacing(0.5, 0, 0, 0)))
+    first_data = next(t for t, data in pieces if data and data.startswith(b"data:"))
+    assert pieces[0] == (0.0, sc.KEEPALIVE) and first_data == 0.5
+
+
+def test_long_with_a_stop_sequence_cuts_exactly_there() -> None:
+    result = check_protocol(bytes_of(events_of(body_for("sim/long", stop=["**Part 3."]))))
+    assert "**Part 2.**" in result["content"] and "Part 3" not in result["content"]
+    assert result["content"].endswith("\n\n") and result["finish_reason"] == "stop"
+
+
 def test_split_sse_round_trips_and_replay_keeps_the_bytes() -> None:
     for path in sorted(FIXTURES.glob("*.sse")):
         body = path.read_bytes()

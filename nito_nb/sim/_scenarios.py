@@ -376,7 +376,8 @@ class ChunkWriter:
 
     # -- budget
 
-    def _spend(self, tokens: int) -> bool:
+    def spend(self, tokens: int) -> bool:
+        """Count `tokens` as generated, unless that would pass `max_tokens` (then: truncated)."""
         limit = self.request.max_tokens
         if self.truncated or (limit is not None and self.completion_tokens + tokens > limit):
             self.truncated = True
@@ -409,11 +410,15 @@ class ChunkWriter:
     # -- token-bearing events
 
     def content(self, fragment: str) -> Event | None:
-        if not self._spend(count_tokens(fragment) or 1):
+        if not self.spend(count_tokens(fragment) or 1):
             return None
         if not self._role_sent:
             return Event("token", self.chunk({"content": fragment}))
-        return Event("token", self._content_prefix + _dumps(fragment) + self._content_suffix)
+        return Event("token", self.content_data(fragment))
+
+    def content_data(self, fragment: str) -> bytes:
+        """The bytes of a content chunk after the first one (no role), counting nothing."""
+        return self._content_prefix + _dumps(fragment) + self._content_suffix
 
     def contents(self, text: str) -> Iterator[Event]:
         """The text, cut at the first `stop` sequence, one token per chunk."""
@@ -431,7 +436,7 @@ class ChunkWriter:
         """Readable reasoning (`reasoning.text` / `reasoning.summary`), one token per chunk."""
         key = "text" if kind == "reasoning.text" else "summary"
         for fragment in tokenize(text):
-            if not self._spend(1):
+            if not self.spend(1):
                 return
             self.reasoning_tokens += 1
             detail = {"type": kind, key: fragment, "index": index, "format": "sim-v1"}
@@ -454,7 +459,7 @@ class ChunkWriter:
         return Event("token", self.chunk({"tool_calls": [fragment]}))
 
     def tool_call_arguments(self, index: int, piece: str) -> Event | None:
-        if not self._spend(count_tokens(piece) or 1):
+        if not self.spend(count_tokens(piece) or 1):
             return None
         fragment = {"index": index, "function": {"arguments": piece}}
         return Event("token", self.chunk({"tool_calls": [fragment]}))
@@ -866,38 +871,34 @@ def _bigchunk(w: ChunkWriter) -> Iterator[Event]:
     text = "".join(line.format(i) for i in range(size // per_line + 1))[:size]
     yield from w.contents("Here comes a big one:\n\n")
     # One delta, whatever its size: that is the point of this scenario.
-    if w._spend(count_tokens(text)):
-        yield Event("token", w.chunk({"content": text}))
+    yield from _some([w.content(text)])
     yield from w.contents("\n\nThat was it.")
     yield from w.finish("stop")
 
 
 def _long(w: ChunkWriter) -> Iterator[Event]:
     fragments = _long_fragments(w.request.options.seed)
-    # Encode each distinct fragment once: sim/long feeds the client benchmarks, and the server
-    # must not be their bottleneck.
-    cache: dict[str, bytes] = {}
-    prefix, suffix = w._content_prefix, w._content_suffix
     count = w.request.options.chunks
-    limit = w.request.max_tokens
-    stops = w.request.stop
+    if w.request.stop:
+        # Rare, and exactness matters more than speed here: cut the whole text at the stop.
+        period = "".join(fragments)
+        text = period * (count // len(fragments)) + "".join(fragments[: count % len(fragments)])
+        yield from w.contents(text)
+        yield from w.finish("stop")
+        return
+    # Encode each distinct fragment once: sim/long feeds the client benchmarks, and the server
+    # must not be their bottleneck. Every fragment is one token (see `tokenize`).
+    cache: dict[str, bytes] = {}
     first = w.content(fragments[0]) if count else None
     if first is not None:
         yield first
-    text_so_far = fragments[0]
     for i in range(1, count):
-        if limit is not None and i >= limit:
-            w.truncated = True
+        if not w.spend(1):
             break
         fragment = fragments[i % len(fragments)]
-        if stops:
-            text_so_far = text_so_far[-64:] + fragment
-            if any(s in text_so_far for s in stops):
-                break
         data = cache.get(fragment)
         if data is None:
-            data = cache[fragment] = prefix + _dumps(fragment) + suffix
-        w.completion_tokens += 1
+            data = cache[fragment] = w.content_data(fragment)
         yield Event("token", data)
     yield from w.finish("stop")
 
@@ -1077,10 +1078,11 @@ def schedule(
 ) -> Iterator[tuple[float, bytes | None]]:
     """When each piece of the body is due: `(seconds since the response started, bytes)`.
 
-    `None` for bytes means: cut the connection. The first token is due after the time to first
+    `None` for bytes means: cut the connection. The first chunk is due after the time to first
     token, with a keep-alive comment at once and then every `keepalive_s` while waiting (as
     gateways do while the model thinks); each later token after 1/tps seconds, times a random
-    jitter factor in [1 - jitter, 1 + jitter] drawn from the request's seed.
+    jitter factor in [1 - jitter, 1 + jitter] drawn from the request's seed. Other chunks (the
+    terminal and usage chunks, `[DONE]`) follow the token before them at once.
     """
     rng = random.Random(pacing.seed)
     gap = 1.0 / pacing.tps if pacing.tps > 0 else 0.0
@@ -1089,16 +1091,18 @@ def schedule(
     waiting_first = pacing.ttft_s > 0
     for event in events:
         kind = event.kind
-        if kind == "token":
-            if waiting_first:
-                waiting_first = False
-                yield t, KEEPALIVE
-                beat = t + keepalive_s
-                t += pacing.ttft_s
-                while keepalive_s > 0 and beat < t:
-                    yield beat, KEEPALIVE
-                    beat += keepalive_s
-            elif gap:
+        if waiting_first and kind in ("token", "send") and event.data.startswith(b"data:"):
+            # The model "thinks" before its first chunk, whatever that chunk carries.
+            waiting_first = False
+            yield t, KEEPALIVE
+            beat = t + keepalive_s
+            t += pacing.ttft_s
+            while keepalive_s > 0 and beat < t:
+                yield beat, KEEPALIVE
+                beat += keepalive_s
+            yield t, event.data
+        elif kind == "token":
+            if gap:
                 t += gap * rng.uniform(low, high)
             yield t, event.data
         elif kind == "send":
