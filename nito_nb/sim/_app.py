@@ -180,7 +180,7 @@ async def _read_replay(request: SimRequest) -> Reply:
     if path.suffix == ".jsonl" or body.startswith(b'{"nito_nb_log"'):
         try:
             reply = replay_log(body.decode("utf-8").splitlines(), options.speed)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
             return error_reply(400, f"sim.replay: {path.name} is not a nito_nb log: {exc}")
     else:
         status, content_type = 200, None
@@ -248,7 +248,7 @@ def create_app(api_key: str | None = None) -> Starlette:
         if parsed.model == "sim/replay" and options.speed == 0:
             pacing = dataclasses.replace(pacing, ttft_s=0.0, tps=0.0)
         if reply.headers_delay_s:
-            await asyncio.sleep(reply.headers_delay_s)
+            await shutdown.sleep(reply.headers_delay_s)
         pieces = schedule(reply.events, pacing, options.keepalive_s)
         if not parsed.stream:
             return await _completion(pieces, parsed)
@@ -275,8 +275,6 @@ def create_app(api_key: str | None = None) -> Starlette:
         result = collect_completion(events, parsed)
         if isinstance(result, ErrorReply):
             return _respond(result)
-        if isinstance(result, StreamReply):  # pragma: no cover - collect never streams
-            raise AssertionError("unexpected stream")
         return JSONResponse(result)
 
     async def list_models(request: Request) -> Response:

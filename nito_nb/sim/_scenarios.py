@@ -1121,7 +1121,7 @@ def schedule(
 # Non-streaming requests
 
 
-def collect_completion(events: Iterable[Event], request: SimRequest) -> Reply | dict[str, Any]:
+def collect_completion(events: Iterable[Event], request: SimRequest) -> ErrorReply | dict[str, Any]:
     """A `chat.completion` object made from a scenario's chunks (for `stream: false`).
 
     A mid-stream error or a dropped connection becomes a 502 JSON error, as a gateway that
