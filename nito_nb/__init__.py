@@ -97,6 +97,16 @@ def load_ipython_extension(ipython: Any) -> None:
     load(ipython)
 
 
+def last() -> Any:
+    """The last Stream the ``%%nito`` magic ran (a list of Streams after ``-m a,b``), or None.
+
+    The same object as ``_nito`` in the notebook's namespace.
+    """
+    from ._magic import last as _last
+
+    return _last()
+
+
 __all__ = [
     "APIError",
     "Anomaly",
@@ -128,6 +138,7 @@ __all__ = [
     "ToolCall",
     "TransportError",
     "astream",
+    "last",
     "load",
     "read_sse",
     "stream",

@@ -1,0 +1,753 @@
+"""``%%nito`` and ``%nito``: thin glue from a notebook cell to a live, kept Stream.
+
+    %load_ext nito_nb
+    %%nito -m z-ai/glm-5.2 --system "Be brief" --temperature 0.2
+    Summarise {df.shape} rows of {topic} in three bullets.
+
+The cell's text, interpolated (``_interpolate.py``), is sent with ``nito_nb.stream`` and iterated
+here, in the cell's thread: the kernel's interrupt arrives as KeyboardInterrupt during iteration,
+the engine closes the connection and keeps what arrived. The live display (``_display.py``) is
+updated after each chunk (it throttles itself) and finished in a ``finally:``, so the final state
+always reaches the notebook before the cell goes idle (which is what nbclient saves).
+
+Several models (``-m a,b,c``) stream concurrently on an asyncio loop in a worker thread, which only
+iterates the streams; this thread renders them side by side at the display's rate (ipykernel 7
+sends output from other threads to the latest cell, see JUPYTER_FACTS.md).
+
+Configuration is the ``Nito`` configurable (``%config Nito.model = "..."``, ``ipython_config.py``,
+``NITO_MODEL``); the API key only ever comes from ``NITO_API_KEY`` and is never shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import inspect
+import json
+import os
+import re
+import sys
+import threading
+import time
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, CFloat, CInt, Dict, Unicode, default, validate
+from traitlets.config import Configurable
+
+from ._exceptions import NitoError
+from ._interpolate import interpolate
+
+__all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
+
+REASONING_EFFORTS = ("low", "medium", "high")
+#: While several models stream side by side, each column shows about this many characters of the
+#: answer's end (finished blocks are dropped from the front): each refresh re-sends the whole grid,
+#: so the window keeps traffic proportional to time, not to the square of the answers.
+GRID_WINDOW_CHARS = 3000
+#: A recorded SSE file has no arrival times: it is replayed at a steady pace, at most this long.
+SSE_REPLAY_SECONDS = 5.0
+
+_last: Any = None  # the last Stream (or list of Streams, for -m a,b) the magic ran
+
+
+def last() -> Any:
+    """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or None."""
+    return _last
+
+
+class Nito(Configurable):
+    """Defaults of the ``%%nito`` magic: ``%config Nito.model = "z-ai/glm-5.2"``, or
+    ``c.Nito.model = ...`` in ``ipython_config.py``. The API key is not a setting: it comes from
+    the ``NITO_API_KEY`` environment variable only, so no configuration display can show it."""
+
+    model = Unicode(help="Model(s) when -m is not given; comma-separated for several (env NITO_MODEL).").tag(config=True)
+    system = Unicode(None, allow_none=True, help="System prompt when --system is not given.").tag(config=True)
+    temperature = CFloat(None, allow_none=True, help="Sampling temperature when --temperature is not given.").tag(config=True)
+    max_tokens = CInt(None, allow_none=True, help="Answer length limit when --max-tokens is not given.").tag(config=True)
+    reasoning = Unicode(None, allow_none=True, help="Reasoning effort (low, medium, high) when --reasoning is not given.").tag(config=True)
+    history = CInt(20, help="Turns (a prompt and its answer) kept per --chat; older ones are dropped. 0: no limit.").tag(config=True)
+    format = Unicode("markdown", help="How the answer is shown: markdown, text, code or code:LANG.").tag(config=True)
+    max_rate = CFloat(20.0, help="Most display updates per second while streaming.").tag(config=True)
+    base_url = Unicode(None, allow_none=True, help="Gateway URL (else NITO_BASE_URL, else Nito's). sim/ models then go there too.").tag(config=True)
+    timeout = CFloat(None, allow_none=True, help="Seconds for connect, first byte and between chunks (default: the engine's).").tag(config=True)
+    interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)
+    params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(config=True)
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get("NITO_MODEL", "").strip() or "sim/chat"
+
+    @validate("format")
+    def _check_format(self, proposal: Any) -> str:
+        return _format_or_raise(proposal["value"], ValueError)
+
+    @validate("reasoning")
+    def _check_reasoning(self, proposal: Any) -> str | None:
+        value = proposal["value"]
+        if value not in (None, "", *REASONING_EFFORTS):
+            raise ValueError(f"Nito.reasoning must be one of {', '.join(REASONING_EFFORTS)}, not {value!r}")
+        return value or None
+
+    @validate("max_rate")
+    def _check_rate(self, proposal: Any) -> float:
+        if not proposal["value"] > 0:
+            raise ValueError(f"Nito.max_rate must be positive, not {proposal['value']!r}")
+        return float(proposal["value"])
+
+
+def _format_or_raise(value: str, error: type[Exception]) -> str:
+    from ._render import _check_format
+
+    try:
+        _check_format(value)
+    except ValueError as exc:
+        raise error(str(exc)) from None
+    return value
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+_JSON_TYPES: dict[Any, str] = {
+    int: "integer", float: "number", str: "string", bool: "boolean",
+    list: "array", tuple: "array", set: "array", dict: "object", type(None): "null",
+}
+
+
+def _json_schema(annotation: Any) -> dict[str, Any]:
+    """A JSON schema for a parameter annotation; an unknown one accepts anything."""
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin is typing.Union or type(annotation).__name__ == "UnionType":
+        options = [a for a in args if a is not type(None)]
+        return _json_schema(options[0]) if len(options) == 1 else {}
+    if origin in (list, tuple, set, Sequence):
+        schema: dict[str, Any] = {"type": "array"}
+        if args and args[0] is not Ellipsis:
+            schema["items"] = _json_schema(args[0])
+        return schema
+    if origin is dict:
+        return {"type": "object"}
+    return {}
+
+
+def function_tool(function: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
+    """An OpenAI function tool built from a Python function's signature and docstring."""
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # unresolvable string annotations: fall back to the raw ones
+        hints = dict(getattr(function, "__annotations__", {}))
+    properties: dict[str, Any] = {}
+    required = []
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        schema = _json_schema(hints.get(parameter.name, parameter.empty))
+        if parameter.default is parameter.empty:
+            required.append(parameter.name)
+        elif isinstance(parameter.default, (str, int, float, bool, type(None))):
+            schema["default"] = parameter.default
+        properties[parameter.name] = schema
+    doc = inspect.getdoc(function) or ""
+    spec: dict[str, Any] = {
+        "name": name or function.__name__,
+        "parameters": {"type": "object", "properties": properties, "required": required},
+    }
+    description = doc.split("\n\n")[0].strip()
+    if description:
+        spec["description"] = description
+    return {"type": "function", "function": spec}
+
+
+def tools_from(names: str, namespace: dict[str, Any]) -> list[dict[str, Any]]:
+    """``--tools a,b``: each name is a JSON schema (dict), a list of them, or a Python function."""
+    tools: list[dict[str, Any]] = []
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        if name not in namespace:
+            raise UsageError(f"--tools: no variable named {name!r} in the namespace")
+        value = namespace[name]
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for item in values:
+            if isinstance(item, dict) and item.get("type") == "function" and isinstance(item.get("function"), dict):
+                tools.append(item)
+            elif isinstance(item, dict) and "name" in item:
+                tools.append({"type": "function", "function": item})
+            elif callable(item):
+                tools.append(function_tool(item))
+            else:
+                raise UsageError(
+                    f"--tools: {name!r} is a {type(item).__name__}; give a function, or a dict like "
+                    '{"name": ..., "description": ..., "parameters": {...}}'
+                )
+    return tools
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+
+def _param_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # a bare word: a string
+
+
+def _slug(model: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", model).strip("-") or "model"
+
+
+def _error_line(error: BaseException) -> None:
+    """One short line on stderr instead of a traceback (the display already shows the banner)."""
+    message = getattr(error, "message", None) or str(error)
+    print(f"nito: {type(error).__name__}: {' '.join(str(message).split())[:500]}", file=sys.stderr)
+
+
+def _in_kernel() -> bool:
+    from ._display import in_kernel
+
+    return in_kernel()
+
+
+def metrics_table(streams: Sequence[Any]) -> Any:
+    """A DataFrame with one row per Stream: what arrived and how fast (from Stream attributes)."""
+    import pandas as pd
+
+    rows = []
+    for s in streams:
+        usage = s.usage if isinstance(s.usage, dict) else {}
+        completion = usage.get("completion_tokens")
+        count = completion if isinstance(completion, (int, float)) else s.n_chunks
+        span = (s.elapsed - s.ttft) if s.ttft is not None else None
+        rows.append({
+            "model": s.model,
+            "status": s.status,
+            "ttft_s": s.ttft,
+            "elapsed_s": s.elapsed,
+            "chunks": s.n_chunks,
+            "chars": len(s.content),
+            "reasoning_chars": len(s.reasoning),
+            "tool_calls": len(s.tool_calls),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": completion,
+            "output_tps": count / span if span and span > 0 else None,
+            "tps_source": "usage" if isinstance(completion, (int, float)) else "chunks",
+            "finish_reason": s.finish_reason,
+            "cost": usage.get("cost"),
+            "started": s.t0_wall,
+        })
+    return pd.DataFrame(rows)
+
+
+class _Grid:
+    """Several streams side by side in one output (an HTML grid), refreshed by this thread."""
+
+    def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str) -> None:
+        from ._render import RenderCache
+
+        self.streams, self.models, self.format = list(streams), list(models), format
+        self.caches = [RenderCache() for _ in self.streams]
+        self.handle: Any = None
+        self.n_messages = 0
+
+    def _column(self, index: int, live: bool) -> tuple[str, str]:
+        from ._render import final_bundle, render_parts
+
+        state = self.streams[index]
+        if not live or state.finished:
+            bundle = final_bundle(state, format=self.format)
+            return bundle["text/html"], bundle["text/plain"]
+        parts = render_parts(state, format=self.format, live=True, cache=self.caches[index])
+        answers = [p for p in parts if p.key.startswith("answer-")]
+        kept: list[Any] = []
+        size = 0
+        for part in reversed(answers):
+            if kept and size + len(part.text) > GRID_WINDOW_CHARS:
+                break
+            kept.append(part)
+            size += len(part.text)
+        hidden = sum(len(p.text) for p in answers) - size
+        kept_keys = {p.key for p in kept}
+        shown = []
+        for part in parts:
+            if part.key.startswith("answer-"):
+                if part.key == answers[0].key and hidden:
+                    note = f"… {hidden:,} earlier characters (all shown when the stream ends)"
+                    shown.append((f"<div><em>{html.escape(note)}</em></div>", note))
+                if part.key not in kept_keys:
+                    continue
+            shown.append((part.html, part.text))
+        return "".join(h for h, _ in shown), "\n\n".join(t for _, t in shown if t)
+
+    def bundle(self, live: bool) -> dict[str, str]:
+        columns = [self._column(i, live) for i in range(len(self.streams))]
+        cells = "".join(
+            f'<div style="min-width: 0;"><div><strong>{html.escape(model)}</strong></div>{body}</div>'
+            for model, (body, _) in zip(self.models, columns, strict=True)
+        )
+        grid = (
+            '<div class="nito-grid" style="display: grid; gap: 12px; '
+            f'grid-template-columns: repeat({len(columns)}, minmax(0, 1fr));">{cells}</div>'
+        )
+        text = "\n\n".join(f"== {model} ==\n{body}" for model, (_, body) in zip(self.models, columns, strict=True))
+        return {"text/html": grid, "text/plain": text}
+
+    def refresh(self, live: bool = True) -> None:
+        from IPython.display import display
+
+        bundle = self.bundle(live)
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+        self.n_messages += 1
+
+
+# -- the magics ------------------------------------------------------------------------------------
+
+
+@magics_class
+class NitoMagics(Magics):
+    """``%%nito`` (a prompt, streamed live) and ``%nito help|config|models|history|last|reset``."""
+
+    def __init__(self, shell: Any, settings: Nito) -> None:
+        super().__init__(shell)
+        self.settings = settings
+        #: chat name -> turns; a turn is the messages of one cell (prompt, answer, tool results)
+        self.chats: dict[str, list[list[dict[str, Any]]]] = {}
+        #: every Stream the magic ran in this session, oldest first
+        self.streams: list[Any] = []
+
+    @magic_arguments()
+    @argument("-m", "--model", help="model id, or several comma-separated (streamed side by side)")
+    @argument("--system", help="system prompt")
+    @argument("--temperature", type=float)
+    @argument("--max-tokens", type=int)
+    @argument("--reasoning", choices=REASONING_EFFORTS, help="reasoning effort")
+    @argument("--tools", metavar="NAMES",
+              help="comma-separated names of functions or JSON tool schemas in the namespace; "
+                   "the model's tool calls are shown, never run")
+    @argument("--json", action="store_true", help='ask for a JSON object (response_format)')
+    @argument("--param", action="append", default=[], metavar="KEY=VALUE",
+              help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
+    @argument("-o", "--out", metavar="VAR", help="also store the Stream in this variable")
+    @argument("--chat", metavar="NAME",
+              help="keep the conversation under NAME across cells (without it, each cell stands alone)")
+    @argument("--new", action="store_true", help="start the --chat conversation afresh")
+    @argument("--no-interpolate", action="store_true", help="send {braces} as written")
+    @argument("--save", metavar="PATH", help="save the chunk log (JSON Lines) to PATH")
+    @argument("--replay", metavar="PATH", help="show a saved .jsonl log or a recorded .sse body as if live")
+    @argument("--speed", type=float, default=1.0, help="replay speed factor (0: at once)")
+    @argument("--raise", dest="raise_", action="store_true",
+              help="re-raise errors after the display (for headless runs that must fail)")
+    @argument("-f", "--format", help="markdown (default), text, code or code:LANG")
+    @line_cell_magic
+    def nito(self, line: str, cell: str | None = None) -> Any:
+        """Stream a chat completion live: ``%%nito [options]`` then the prompt in the cell.
+
+        The prompt's ``{name}``, ``{expr.attr}``, ``{In[3]}``, ``{Out[3]}`` are filled from the
+        namespace (unknown names and code braces stay as written; ``{{``/``}}`` are literal
+        braces). The Stream is kept in ``_nito`` (and ``nito_nb.last()``, and ``-o VAR``); the cell
+        returns nothing, so the answer is shown once. Without ``--chat`` each cell stands alone.
+
+        Line magic: ``%nito help | config | models | history | last | reset``.
+        Defaults: ``%config Nito.model = "..."`` (see ``%config Nito``); key: ``NITO_API_KEY``.
+        """
+        if cell is None:
+            return self._line(line)
+        args = parse_argstring(self.nito, line)
+        self._cell(args, cell)
+        return None
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        """The user's namespace (prompts are interpolated from it, results stored in it)."""
+        assert self.shell is not None, "the magics are registered on a shell"
+        return self.shell.user_ns
+
+    # -- line magic ------------------------------------------------------------------------------
+
+    def _line(self, line: str) -> Any:
+        command = line.strip().partition(" ")[0]
+        if command in ("", "help", "-h", "--help"):
+            print(self._help())
+            return None
+        if command == "config":
+            print(self._config_text())
+            return None
+        if command == "models":
+            return self._models()
+        if command == "history":
+            return metrics_table(self._flat_streams())
+        if command == "last":
+            if _last is None:
+                print("nito: no stream yet: run a %%nito cell first")
+                return None
+            from IPython.display import display
+
+            for stream in _last if isinstance(_last, list) else [_last]:
+                display(stream)
+            return None
+        if command == "reset":
+            self._reset()
+            print("nito: chats, history and the last stream cleared")
+            return None
+        raise UsageError(
+            f"%nito {command}: unknown command. Use %nito help | config | models | history | last "
+            "| reset, or %%nito as a cell magic with the prompt in the cell."
+        )
+
+    def _help(self) -> str:
+        usage = self.nito.__doc__ or ""
+        return (
+            "%%nito [options]  -- then the prompt in the cell\n\n" + inspect.cleandoc(usage) + "\n\n"
+            "Tool calls are shown (name and arguments, live) but never executed.\n"
+            "Examples:\n"
+            "  %%nito -m sim/chat\n  Explain SSE in two lines.\n\n"
+            "  %%nito -m sim/chat,sim/reasoning --temperature 0.2\n  Same prompt, two models.\n"
+        )
+
+    def _config_text(self) -> str:
+        settings = self.settings
+        lines = ["Nito configuration (%config Nito.<name> = value):"]
+        for name in sorted(settings.trait_names(config=True)):
+            lines.append(f"  Nito.{name} = {getattr(settings, name)!r}")
+        base_url = settings.base_url or os.environ.get("NITO_BASE_URL") or _default_base_url()
+        lines.append(f"  effective base URL: {base_url} (sim/... models: embedded simulator"
+                     f"{'' if not settings.base_url else ', unless Nito.base_url is set'})")
+        lines.append(f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}")
+        return "\n".join(lines)
+
+    def _models(self) -> Any:
+        import pandas as pd
+
+        from . import Client
+        from .sim import SIM_MODELS
+
+        rows: list[dict[str, Any]] = [
+            {"id": name, "source": "simulator", "description": text} for name, text in SIM_MODELS.items()
+        ]
+        if os.environ.get("NITO_API_KEY") or self.settings.base_url:
+            try:
+                with Client(base_url=self.settings.base_url or None) as client:
+                    for model in client.models():
+                        rows.append({
+                            "id": model.get("id"),
+                            "source": "gateway",
+                            "description": model.get("name") or model.get("description") or "",
+                        })
+            except Exception as exc:  # any failure of the GET: one clear line, the sim list stays
+                _error_line(exc)
+        return pd.DataFrame(rows)
+
+    def _reset(self) -> None:
+        global _last
+        self.chats.clear()
+        self.streams.clear()
+        _last = None
+        self.namespace.pop("_nito", None)
+
+    def _flat_streams(self) -> list[Any]:
+        return list(self.streams)
+
+    # -- cell magic ------------------------------------------------------------------------------
+
+    def _cell(self, args: Any, cell: str) -> None:
+        settings = self.settings
+        fmt = _format_or_raise(args.format or settings.format, UsageError)
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
+        if args.new and not args.chat:
+            raise UsageError("--new starts a chat afresh: use it with --chat NAME")
+        if args.replay:
+            self._replay(args, fmt)
+            return
+        models = [m.strip() for m in (args.model or settings.model).split(",") if m.strip()]
+        if not models:
+            raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
+        if args.chat and len(models) > 1:
+            raise UsageError("--chat keeps one conversation: use it with one model")
+        prompt = cell.strip("\n")
+        if settings.interpolate and not args.no_interpolate:
+            prompt = interpolate(prompt, self.namespace)
+        if not prompt.strip():
+            raise UsageError("the cell is empty: write the prompt below the %%nito line")
+        params = self._params(args)
+        user = {"role": "user", "content": prompt}
+        messages: list[dict[str, Any]] = []
+        system = args.system if args.system is not None else settings.system
+        if system:
+            messages.append({"role": "system", "content": system})
+        if args.chat:
+            if args.new:
+                self.chats[args.chat] = []
+            for turn in self.chats.get(args.chat, []):
+                messages.extend(turn)
+        messages.append(user)
+        if len(models) == 1:
+            self._run_one(messages, models[0], params, args, fmt, user)
+        else:
+            self._run_many(messages, models, params, args, fmt)
+
+    def _params(self, args: Any) -> dict[str, Any]:
+        settings = self.settings
+        params: dict[str, Any] = dict(settings.params)
+        temperature = args.temperature if args.temperature is not None else settings.temperature
+        max_tokens = args.max_tokens if args.max_tokens is not None else settings.max_tokens
+        reasoning = args.reasoning or settings.reasoning
+        if temperature is not None:
+            params["temperature"] = temperature
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        if reasoning:
+            params["reasoning"] = {"effort": reasoning}
+        if args.tools:
+            params["tools"] = tools_from(args.tools, self.namespace)
+        if args.json:
+            params["response_format"] = {"type": "json_object"}
+        for item in args.param:
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise UsageError(f"--param takes KEY=VALUE, not {item!r}")
+            params[key.strip()] = _param_value(value)
+        return params
+
+    def _connection(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.settings.base_url:
+            options["base_url"] = self.settings.base_url
+        if self.settings.timeout is not None:
+            options["timeout"] = self.settings.timeout
+        return options
+
+    def _display(self, state: Any, fmt: str) -> Any:
+        from ._display import live_display
+
+        return live_display(state, format=fmt, max_rate=self.settings.max_rate)
+
+    def _run_one(
+        self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
+        user: dict[str, Any],
+    ) -> None:
+        import nito_nb
+
+        try:
+            stream = nito_nb.stream(messages, model=model, raise_errors=False, **self._connection(), **params)
+        except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
+            failed = exc.stream
+            if failed is not None:
+                display = self._display(failed, fmt)
+                display.finish()
+                self._keep(failed, args)
+            if args.raise_:
+                raise
+            _error_line(exc)
+            return
+        display = self._display(stream, fmt)
+        try:
+            for _ in stream:
+                display.update()
+        except BaseException:
+            # The interrupt may land outside the engine's own iteration (in update(), say): close
+            # the stream here so it is marked stopped and its connection released.
+            if not stream.finished:
+                stream.close()
+            raise
+        finally:
+            display.finish()
+            self._keep(stream, args)
+            if args.chat:
+                self._remember(args.chat, user, stream)
+        if stream.exception is not None:
+            if args.raise_:
+                raise stream.exception
+            _error_line(stream.exception)
+
+    def _run_many(
+        self, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
+    ) -> None:
+        from ._client import AsyncClient
+
+        client = AsyncClient(**self._connection())
+        streams, names = [], []
+        for model in models:
+            try:
+                streams.append(client.stream(messages, model=model, raise_errors=False, **params))
+                names.append(model)
+            except NitoError as exc:  # e.g. no key for a gateway model: the others still run
+                _error_line(exc)
+        if not streams:
+            return
+        failures: dict[int, NitoError] = {}
+
+        async def consume(index: int) -> None:
+            try:
+                await streams[index].wait(raise_errors=False)
+            except NitoError as exc:  # an HTTP error when it connected: the Stream is "failed"
+                failures[index] = exc
+
+        async def run_all() -> None:
+            try:
+                await asyncio.gather(*(consume(i) for i in range(len(streams))))
+            finally:
+                await client.aclose()
+
+        loop = asyncio.new_event_loop()
+        main = loop.create_task(run_all())
+
+        def work() -> None:
+            try:
+                loop.run_until_complete(main)
+            except BaseException:  # cancelled by an interrupt: the streams say "stopped"
+                pass
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        worker = threading.Thread(target=work, name="nito_nb-models", daemon=True)
+        grid = _Grid(streams, names, fmt) if _in_kernel() else None
+        worker.start()
+        interval = 1.0 / self.settings.max_rate
+        try:
+            while worker.is_alive():
+                worker.join(interval)
+                if grid is not None:
+                    grid.refresh(live=True)
+        except BaseException:
+            loop.call_soon_threadsafe(main.cancel)
+            worker.join(10)
+            raise
+        finally:
+            self._finish_many(streams, names, grid, args, fmt)
+        errors = [failures.get(i) or s.exception for i, s in enumerate(streams)]
+        for error in filter(None, errors):
+            if args.raise_:
+                raise error
+            _error_line(error)
+
+    def _finish_many(self, streams: list[Any], names: list[str], grid: _Grid | None, args: Any, fmt: str) -> None:
+        from IPython.display import display
+
+        if grid is not None:
+            grid.refresh(live=False)
+        else:
+            from ._display import TerminalDisplay
+
+            for name, stream in zip(names, streams, strict=True):
+                print(f"== {name} ==")
+                TerminalDisplay(stream, format=fmt).finish()
+        table = metrics_table(streams)
+        if grid is not None:
+            display(table)
+        else:
+            print(table.to_string(index=False))
+        self._keep(streams, args)
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def _replay(self, args: Any, fmt: str) -> None:
+        from ._stream import Stream, load, read_sse
+
+        path = Path(args.replay).expanduser()
+        if not path.is_file():
+            raise UsageError(f"--replay: no such file: {str(path)!r}")
+        try:
+            recorded = load(path) if path.suffix == ".jsonl" else read_sse(path)
+        except Exception as exc:
+            raise UsageError(f"--replay: cannot read {path.name}: {exc}") from None
+        if recorded.status == "failed" or not len(recorded.log):
+            display = self._display(recorded, fmt)
+            display.finish()
+            self._keep(recorded, args, save=False)
+            return
+        events = list(recorded.log)
+        timed = any(event.t_ns != events[0].t_ns for event in events)
+        step = min(0.02, SSE_REPLAY_SECONDS / len(events))
+        # A fresh Stream fed the recorded bytes: the same accumulation as live, at the recorded pace.
+        # _feed/_end are the engine's I/O-free entry points (read_sse and load use them too).
+        replay = Stream(recorded.request, raise_errors=False)
+        display = self._display(replay, fmt)
+        start = time.perf_counter()
+        try:
+            for index, event in enumerate(events):
+                if args.speed > 0:
+                    due = (event.t if timed else index * step) / args.speed
+                    wait = start + due - time.perf_counter()
+                    if wait > 0:
+                        time.sleep(wait)
+                replay._feed(event.raw, time.perf_counter_ns())
+                display.update()
+            status = recorded.status if recorded.status in ("stopped", "truncated") else None
+            replay._end(time.perf_counter_ns(), status=status)
+        except BaseException:
+            replay._end(time.perf_counter_ns(), status="stopped")
+            raise
+        finally:
+            display.finish()
+            # What is kept is the recording itself (its original times), not the re-timed copy.
+            self._keep(recorded, args, save=False)
+
+    # -- keeping ---------------------------------------------------------------------------------
+
+    def _keep(self, kept: Any, args: Any, save: bool = True) -> None:
+        """Make the result reachable (``_nito``, ``last()``, ``-o VAR``) and saved (``--save``)."""
+        global _last
+        _last = kept
+        streams = kept if isinstance(kept, list) else [kept]
+        self.streams.extend(streams)
+        self.namespace["_nito"] = kept
+        if args.out:
+            self.namespace[args.out] = kept
+        if save and args.save:
+            path = Path(args.save).expanduser()
+            for stream in streams:
+                target = path
+                if len(streams) > 1:
+                    target = path.with_name(f"{path.stem}.{_slug(str(stream.request.get('model')))}{path.suffix}")
+                try:
+                    stream.save(target)
+                except OSError as exc:
+                    _error_line(exc)
+
+    def _remember(self, chat: str, user: dict[str, Any], stream: Any) -> None:
+        """Add this cell's turn to the chat, unless nothing came back (a failed request)."""
+        if not (stream.content or stream.tool_calls):
+            return
+        turn = [user, stream.message]
+        # The magic never runs tools; an assistant turn with unanswered tool calls would make the
+        # next request invalid, so each call gets a result that says so.
+        for call in stream.tool_calls:
+            turn.append({
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": "The tool was not run (nito_nb shows tool calls but does not execute them).",
+            })
+        turns = self.chats.setdefault(chat, [])
+        turns.append(turn)
+        if self.settings.history > 0:
+            del turns[: -self.settings.history]
+
+
+def _default_base_url() -> str:
+    from ._client import DEFAULT_BASE_URL
+
+    return DEFAULT_BASE_URL
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%nito``/``%nito`` and the ``Nito`` configurable (``%config Nito.model = ...``)."""
+    for configurable in ipython.configurables:
+        if isinstance(configurable, Nito):  # loaded twice (%reload_ext): keep one, fresh magics
+            settings = configurable
+            break
+    else:
+        settings = Nito(parent=ipython)
+        ipython.configurables.append(settings)
+    ipython.register_magics(NitoMagics(ipython, settings))
