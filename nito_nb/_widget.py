@@ -1,0 +1,786 @@
+"""The chat widget and the live view of one Stream, as ipywidgets.
+
+``StreamView(stream)`` shows any Stream (sync or async) as it arrives; ``ChatWidget`` is a chat
+panel built from one ``StreamView`` per turn (one rendering path, shared with the magic through
+``render_parts``).
+
+Why it is built this way (measured; see /work/shared/JUPYTER_FACTS.md):
+
+- Safety: every HTML value comes from ``render_parts`` (model text escaped or rendered by
+  markdown-it with raw HTML off) or from ``html.escape``; ``ipywidgets.HTML`` runs ``<img onerror>``
+  in unescaped values, so nothing else ever reaches a value. Labels (text only) hold status notes.
+- Traffic: a view renders at most ``max_rate`` (20) times a second and always once more at the end.
+  Each part of the answer is its own ``ipywidgets.HTML``; finished answer blocks never change again
+  (finished blocks of one round share one widget), so only the live tail and the status line are
+  re-sent: traffic is linear in the answer length, not quadratic.
+- Background turns: each ChatWidget turn runs in its own thread hosting a private asyncio event
+  loop that iterates an ``AsyncStream``. Stop schedules ``task.cancel()`` on that loop
+  (``call_soon_threadsafe``); the engine turns the cancellation into status ``stopped``, keeps what
+  arrived and closes the response. Measured on the simulator (``sim/stall`` blocked in a read,
+  ``sim/chat`` mid-stream): 1-5 ms from the click to ``stopped``. The alternatives lose:
+  ``Stream.close()`` from another thread raises "generator already executing" while the worker is
+  inside the read, and closing the httpx response from another thread unblocks the read (7-28 ms)
+  but the engine then records a lost connection (``truncated``), not a stop; a task on the kernel's
+  own loop stalls whenever a cell blocks the kernel (and does not exist in plain Python). A thread
+  works the same on ipykernel 6 and 7: widget updates are comm messages, routed by comm id, so they
+  reach the browser after the cell that made the widget has finished. Worker threads never print
+  or display: failures become the turn's error banner or the status line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import threading
+import time
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets
+import traitlets
+
+from ._client import AsyncClient, Client, as_messages
+from ._exceptions import NitoError
+from ._render import Part, RenderCache, _check_format, join_parts, render_parts
+from ._stream import AsyncStream, Stream
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ChatWidget", "StreamView"]
+
+#: Renders per second of one view; a final render is always sent on top.
+DEFAULT_MAX_RATE = 20.0
+#: How long close() waits for a turn's thread after stopping it (it ends within milliseconds).
+_JOIN_TIMEOUT_S = 5.0
+
+_USER_STYLE = (
+    "margin: 8px 0 2px; padding: 4px 8px; border-radius: 6px;"
+    " background: var(--jp-layout-color2, rgba(127,127,127,.12));"
+    " color: var(--jp-content-font-color1, inherit); white-space: pre-wrap; overflow-wrap: anywhere;"
+)
+_BANNER_STYLE = (
+    "border-left: 3px solid var(--jp-error-color1, #d32f2f); background: rgba(211,47,47,.1);"
+    " padding: 4px 8px; margin: 2px 0; white-space: pre-wrap;"
+)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+class _FailedState:
+    """A failed Stream, with its exception shown as the error (the client sets no ``error`` for an
+    HTTP error before the body, so the banner would not say what went wrong)."""
+
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    @property
+    def error(self) -> dict[str, Any]:
+        exc = self._stream.exception
+        code = getattr(exc, "status_code", None) or type(exc).__name__
+        return {"code": code, "message": getattr(exc, "message", None) or str(exc)}
+
+
+def _state_of(stream: Stream) -> Any:
+    """What to render for ``stream`` right now, without side effects.
+
+    A sync Stream that nobody iterates yet reads itself to the end when ``content`` is asked for;
+    while it is ``waiting`` nothing has arrived anyway, so only what needs no read is shown.
+    """
+    if stream.status == "waiting":
+        return types.SimpleNamespace(status="waiting", model=stream.model, elapsed=stream.elapsed)
+    if stream.status == "failed" and not stream.error and stream.exception is not None:
+        return _FailedState(stream)
+    return stream
+
+
+class _Slot:
+    """One ``ipywidgets.HTML`` on the page, showing one part or a run of finished answer blocks."""
+
+    __slots__ = ("dirty", "keys", "parts", "widget")
+
+    def __init__(self, part: Part) -> None:
+        self.keys = [part.key]
+        self.parts = {part.key: part}
+        self.widget: ipywidgets.HTML | None = None
+        self.dirty = True
+
+    def can_absorb(self, part: Part, after: str) -> bool:
+        # Finished answer blocks that appear in the same round share a widget (a burst can finish
+        # hundreds of short blocks at once); a slot sent as final is never touched again.
+        return (
+            self.dirty
+            and self.keys[-1] == after
+            and part.final
+            and part.key.startswith("answer-")
+            and all(p.final and p.key.startswith("answer-") for p in self.parts.values())
+        )
+
+    def html(self) -> str:
+        return "".join(self.parts[key].html for key in self.keys)
+
+
+class StreamView(ipywidgets.VBox):
+    """The live view of one Stream: status line, reasoning, answer, tool-call cards, error banner.
+
+    ``StreamView(stream)`` shows what has arrived so far. Keep it current in one of three ways:
+
+    - a sync Stream iterated elsewhere: call ``view.update()`` after each chunk (cheap: it renders at
+      most ``max_rate`` times a second, and once more when the stream has finished);
+    - ``view.follow()``: iterate a sync Stream in a background thread (returns the thread);
+    - ``await view.afollow()``: iterate an AsyncStream (or run it as a task).
+
+    Counters for tests and benchmarks: ``n_updates`` (renders that sent something), ``n_messages``
+    (widget values sent), ``bytes_sent`` (UTF-8 bytes of those values).
+    """
+
+    # Counters, not front-end state: deliberately not synced (syncing would add a message per render).
+    n_updates = traitlets.Int(0)
+    n_messages = traitlets.Int(0)
+    bytes_sent = traitlets.Int(0)
+
+    def __init__(
+        self,
+        stream: Stream,
+        *,
+        format: str = "markdown",
+        max_rate: float = DEFAULT_MAX_RATE,
+        **kwargs: Any,
+    ) -> None:
+        _check_format(format)
+        if max_rate <= 0:
+            raise ValueError(f"max_rate must be positive, not {max_rate!r}")
+        super().__init__(**kwargs)
+        self.add_class("nito-stream-view")
+        self.stream = stream
+        self.format = format
+        self.max_rate = max_rate
+        self._interval = 1.0 / max_rate
+        self._lock = threading.RLock()  # update() may come from the user's thread and a follower
+        self._cache = RenderCache()
+        self._slots: list[_Slot] = []
+        self._slot_of: dict[str, _Slot] = {}
+        self._last: float | None = None
+        self._pending = False  # a render was skipped by the rate limit
+        self._final = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        #: The exception a follow() thread ended with (the Stream keeps its own errors too).
+        self.follow_error: BaseException | None = None
+        self.update(force=True)
+
+    # -- rendering -------------------------------------------------------------------------------
+
+    @property
+    def parts(self) -> list[Part]:
+        """The parts shown now, in order."""
+        with self._lock:
+            return [slot.parts[key] for slot in self._slots for key in slot.keys]
+
+    @property
+    def finished(self) -> bool:
+        """True once the final state of a finished stream has been rendered."""
+        return self._final
+
+    def update(self, *, force: bool = False) -> bool:
+        """Render if the last render is at least ``1 / max_rate`` s old, or the stream has finished
+        (the final render, sent once), or ``force``. Returns whether it rendered."""
+        with self._lock:
+            if self._final or self._closed:
+                return False
+            finished = self.stream.finished
+            now = time.monotonic()
+            if not (force or finished) and self._last is not None and now - self._last < self._interval:
+                self._pending = True
+                return False
+            self._last = now
+            self._pending = False
+            self._flush(live=not finished)
+            self._final = finished
+            return True
+
+    def _flush(self, *, live: bool) -> None:
+        parts = render_parts(_state_of(self.stream), format=self.format, live=live, cache=self._cache)
+        for known in self._slots:
+            known.dirty = False
+        layout_changed = False
+        prev: tuple[_Slot, str] | None = None
+        for part in parts:
+            slot: _Slot | None = self._slot_of.get(part.key)
+            if slot is not None:
+                if slot.parts[part.key] != part:
+                    slot.parts[part.key] = part
+                    slot.dirty = True
+            elif prev is not None and prev[0].can_absorb(part, prev[1]):
+                slot = prev[0]
+                slot.keys.append(part.key)
+                slot.parts[part.key] = part
+                self._slot_of[part.key] = slot
+            else:
+                # A part that is new to the view goes right after the one before it in the render
+                # order (usually the end; a reasoning part that comes late goes above the answer).
+                slot = _Slot(part)
+                at = self._slots.index(prev[0]) + 1 if prev is not None else 0
+                self._slots.insert(at, slot)
+                self._slot_of[part.key] = slot
+                layout_changed = True
+            prev = (slot, part.key)
+        gone = set(self._slot_of) - {p.key for p in parts}
+        for key in gone:  # the renderer never drops a part today; be robust if it ever does
+            slot = self._slot_of.pop(key)
+            slot.keys.remove(key)
+            del slot.parts[key]
+            slot.dirty = True
+        sent = 0
+        for slot in list(self._slots):
+            if not slot.keys:
+                self._slots.remove(slot)
+                if slot.widget is not None:
+                    slot.widget.close()
+                layout_changed = True
+                continue
+            if not slot.dirty:
+                continue
+            value = slot.html()
+            if slot.widget is None:
+                slot.widget = ipywidgets.HTML(value=value)
+            elif slot.widget.value != value:
+                slot.widget.value = value
+            else:
+                continue
+            sent += 1
+            self.bytes_sent += _utf8_len(value)
+        if layout_changed:
+            self.children = tuple(slot.widget for slot in self._slots if slot.widget is not None)
+        if sent:
+            self.n_messages += sent
+            self.n_updates += 1
+
+    # -- following -------------------------------------------------------------------------------
+
+    def follow(self) -> threading.Thread:
+        """Iterate the (sync) Stream in a background thread, updating the view; returns the thread.
+
+        ``close()`` makes the thread stop the stream at its next chunk (only the thread that
+        iterates a sync Stream can close it).
+        """
+        if isinstance(self.stream, AsyncStream):
+            raise TypeError("an AsyncStream is followed with `await view.afollow()`")
+        if self._thread is not None:
+            raise RuntimeError("this view already follows its stream")
+        stream = self.stream
+
+        def run() -> None:
+            try:
+                for _ in stream:
+                    if self._closed:
+                        break
+                    self.update()
+            except Exception as exc:  # a StreamError at the end: the view shows it; never print here
+                self.follow_error = exc
+            finally:
+                if not stream.finished:
+                    stream.close()  # safe: this is the thread iterating it
+                self.update(force=True)
+
+        self._thread = threading.Thread(target=run, name="nito_nb-StreamView", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    async def afollow(self) -> AsyncStream:
+        """Iterate the AsyncStream, updating the view; the final state is always rendered.
+
+        Between chunks a skipped render is caught up by a timer, so a pause after a burst never
+        leaves the last ``1 / max_rate`` seconds of text unseen. Cancelling this coroutine stops
+        the stream (status ``stopped``, what arrived kept, connection closed).
+        """
+        stream = self.stream
+        if not isinstance(stream, AsyncStream):
+            raise TypeError("afollow() follows an AsyncStream; for a Stream use follow() or update()")
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+
+        def arm() -> None:
+            nonlocal timer
+            if timer is None and self._pending and self._last is not None:
+                delay = max(0.0, self._last + self._interval - time.monotonic())
+                timer = loop.call_later(delay, fire)
+
+        def fire() -> None:
+            nonlocal timer
+            timer = None
+            self.update()
+            arm()
+
+        try:
+            async for _ in stream:
+                self.update()
+                arm()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not stream.finished:
+                # Cancelled while connecting (before the body): nothing to keep, mark it stopped.
+                await stream.aclose()
+            self.update(force=True)
+        return stream
+
+    # -- lifecycle and reprs ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the view and its parts; a follow() thread stops its stream at the next chunk."""
+        with self._lock:
+            self._closed = True
+            for slot in self._slots:
+                if slot.widget is not None:
+                    slot.widget.close()
+        super().close()
+
+    def text(self) -> str:
+        """The view as plain text (what a viewer without widgets should show)."""
+        return join_parts(self.parts)["text/plain"]
+
+    def __repr__(self) -> str:
+        # ipywidgets' repr lists every synced trait, children included, recursively: keep it cheap.
+        return f"<StreamView {self.stream!r}>"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is not None:
+            data.update(join_parts(self.parts))
+        return data
+
+
+@dataclass
+class _Turn:
+    """One prompt and its answer; ``loop``/``task`` exist while its thread runs."""
+
+    new_messages: list[dict[str, Any]]
+    box: ipywidgets.VBox
+    stream: AsyncStream | None = None
+    view: StreamView | None = None
+    user: ipywidgets.HTML | None = None
+    thread: threading.Thread | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task[Any] | None = None
+    following: bool = False
+    stop_requested: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _user_html(messages: Iterable[dict[str, Any]]) -> str:
+    lines = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = "" if content is None else str(content)
+        role = str(message.get("role", "user"))
+        lines.append(content if role == "user" else f"[{role}] {content}")
+    body = html.escape("\n".join(lines), quote=True)
+    return f'<div class="nito-out nito-user" style="{_USER_STYLE}"><b>You</b>\n{body}</div>'
+
+
+def _user_text(messages: Iterable[dict[str, Any]]) -> str:
+    return "\n".join(f"You: {m.get('content', '')}" for m in messages)
+
+
+class ChatWidget(ipywidgets.VBox):
+    """A chat panel: a transcript, an input box, Send and Stop, a model picker, a status line.
+
+    ``ChatWidget(model="sim/chat", system=None, tools=None, **params)``; ``params`` go into every
+    request body (``temperature``, ``sim={"tps": 40}``...), ``api_key``/``base_url``/``timeout``
+    configure the client. Press Send or Enter in the box (``multiline=True``: a text area, where
+    Enter makes a new line and only Send sends). The answer streams in a background thread, so Stop
+    works while it streams; Send is disabled meanwhile.
+
+    From code: ``ask(prompt)`` (returns the turn's AsyncStream), ``stop()``, ``wait()``,
+    ``messages`` (the conversation), ``streams`` (every turn's Stream), ``frame()``, ``clear()``,
+    ``transcript()`` and ``snapshot()`` (a static copy for saved notebooks), ``close()``.
+    """
+
+    # Python-side state, not synced: the child widgets carry what the page shows, and there is no
+    # front-end code of ours that would read these (syncing them would only add messages).
+    model = traitlets.Unicode()
+    busy = traitlets.Bool(False)
+    status = traitlets.Unicode("ready")
+
+    def __init__(
+        self,
+        model: str = "sim/chat",
+        *,
+        system: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        format: str = "markdown",
+        multiline: bool = False,
+        models: Iterable[str] | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Any = None,
+        max_rate: float = DEFAULT_MAX_RATE,
+        **params: Any,
+    ) -> None:
+        _check_format(format)
+        super().__init__()
+        self.add_class("nito-chat")
+        self.system = system
+        self.format = format
+        self.max_rate = max_rate
+        self.params = dict(params)
+        if tools is not None:
+            self.params["tools"] = tools
+        self._api_key = api_key
+        self._base_url = base_url
+        # One client per widget: each turn's loop gets its own httpx pool, closed when the turn ends.
+        self._client = AsyncClient(api_key=api_key, base_url=base_url, timeout=timeout)
+        self._lock = threading.RLock()
+        self._history: list[dict[str, Any]] = []
+        self._turns: list[_Turn] = []
+        self._current: _Turn | None = None
+        self._closed = False
+        self._models_thread: threading.Thread | None = None
+
+        from .sim import SIM_MODELS
+
+        options = list(dict.fromkeys([model, *(models or []), *SIM_MODELS]))
+        self._transcript = ipywidgets.VBox()
+        self._transcript.add_class("nito-chat-transcript")
+        if multiline:
+            self._input: ipywidgets.Text | ipywidgets.Textarea = ipywidgets.Textarea(
+                placeholder="Message (Send sends)", rows=3
+            )
+        else:
+            self._input = ipywidgets.Text(placeholder="Message (Enter sends)")
+            # Enter in a Text sends a "submit" custom message (Text.on_submit is deprecated in
+            # ipywidgets 8; on_msg is the public way to receive it). There is no key event for a
+            # Textarea, so Shift+Enter cannot be told from Enter there.
+            self._input.on_msg(self._on_input_msg)
+        self._input.layout = ipywidgets.Layout(flex="1 1 auto", width="auto")
+        self._input.add_class("nito-chat-input")
+        self._send_button = ipywidgets.Button(description="Send", button_style="primary", icon="paper-plane")
+        self._send_button.add_class("nito-chat-send")
+        self._stop_button = ipywidgets.Button(description="Stop", icon="stop", disabled=True)
+        self._stop_button.add_class("nito-chat-stop")
+        self._picker = ipywidgets.Combobox(
+            value=model,
+            options=options,
+            ensure_option=False,  # any model id of the gateway may be typed in
+            description="Model",
+            placeholder="model id, e.g. sim/chat",
+        )
+        self._picker.add_class("nito-chat-model")
+        self._status_line = ipywidgets.Label(value="ready")  # a Label shows text, never markup
+        self._status_line.add_class("nito-chat-status")
+        self._note = ipywidgets.Label(value="")
+        self._note.add_class("nito-chat-note")
+        self.children = (
+            self._transcript,
+            ipywidgets.HBox([self._input, self._send_button, self._stop_button]),
+            ipywidgets.HBox([self._picker, self._status_line]),
+            self._note,
+        )
+        self.model = model
+        traitlets.link((self._picker, "value"), (self, "model"))
+        self._send_button.on_click(self._on_send_click)
+        self._stop_button.on_click(self._on_stop_click)
+        self.observe(self._on_busy, names="busy")
+        self.observe(self._on_status, names="status")
+        if api_key or _env_key():
+            self.refresh_models()
+
+    # -- the conversation ------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation to send next: the system message, then every kept turn.
+
+        A turn is kept when its answer has content or tool calls (a stopped or broken answer
+        keeps what arrived); a turn whose request failed, or that got no answer, is left out so
+        that the next request is not two user messages in a row.
+        """
+        with self._lock:
+            system = [{"role": "system", "content": self.system}] if self.system else []
+            return [*system, *(dict(m) for m in self._history)]
+
+    @property
+    def streams(self) -> list[AsyncStream]:
+        """Every turn's Stream, oldest first (also failed and stopped ones)."""
+        with self._lock:
+            return [turn.stream for turn in self._turns if turn.stream is not None]
+
+    def frame(self) -> pd.DataFrame:
+        """All turns as one DataFrame (the pandas adapter, ``nito_nb.frame``)."""
+        from ._frame import frame
+
+        return frame(self.streams)
+
+    # -- sending and stopping ----------------------------------------------------------------------
+
+    def ask(self, prompt: str | list[dict[str, Any]] | None = None) -> AsyncStream:
+        """Start a turn with ``prompt`` (default: the input box); returns its AsyncStream at once.
+
+        A list of messages (e.g. tool results) is appended as it is. Raises ``RuntimeError`` while
+        a turn streams, and ``ConfigurationError`` (no key, no model) before anything is sent.
+        """
+        from_box = prompt is None
+        text = self._input.value if from_box else prompt
+        if isinstance(text, str) and not text.strip():
+            raise ValueError("nothing to send: the message is empty")
+        new = as_messages(text)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this ChatWidget is closed")
+            if self.busy:
+                raise RuntimeError("a turn is still streaming: stop() it or wait() for it first")
+            model = (self.model or "").strip()
+            stream = self._client.stream(
+                [*self.messages, *new], model=model, raise_errors=False, **self.params
+            )
+            user = ipywidgets.HTML(value=_user_html(new))
+            view = StreamView(stream, format=self.format, max_rate=self.max_rate)
+            turn = _Turn(new, ipywidgets.VBox([user, view]), stream, view, user)
+            turn.box.add_class("nito-chat-turn")
+            self._turns.append(turn)
+            self._current = turn
+            self.busy = True
+            self.status = f"streaming: {model}"
+            if from_box:
+                self._input.value = ""
+            self._transcript.children = (*self._transcript.children, turn.box)
+            turn.thread = threading.Thread(
+                target=self._run_turn, args=(turn,), name=f"nito_nb-chat-turn-{len(self._turns)}",
+                daemon=True,
+            )
+            turn.thread.start()
+        return stream
+
+    def stop(self) -> None:
+        """Stop the streaming turn: its connection closes, the partial answer stays (``stopped``)."""
+        turn = self._current
+        if turn is None:
+            return
+        with turn.lock:
+            turn.stop_requested = True
+            loop = turn.loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(_cancel_following, turn)
+            except RuntimeError:  # the loop has closed: the turn is over already
+                pass
+
+    def wait(self, timeout: float | None = None) -> AsyncStream | None:
+        """Block until the streaming turn (if any) has finished; returns the last turn's Stream."""
+        turn = self._current
+        if turn is not None and turn.thread is not None:
+            turn.thread.join(timeout)
+        streams = self.streams
+        return streams[-1] if streams else None
+
+    def clear(self) -> None:
+        """Stop any turn and forget the conversation: transcript, messages and streams."""
+        self.stop()
+        self.wait(_JOIN_TIMEOUT_S)
+        with self._lock:
+            turns, self._turns = self._turns, []
+            self._history = []
+            self._transcript.children = ()
+            self.status = "ready"
+        for turn in turns:
+            _close_turn(turn)
+
+    # -- the turn's thread -------------------------------------------------------------------------
+
+    def _run_turn(self, turn: _Turn) -> None:
+        try:
+            asyncio.run(self._follow(turn))
+        except BaseException as exc:  # never print from here: the status line says it
+            self.status = f"✗ internal error: {type(exc).__name__}: {exc}"
+        finally:
+            self._end_turn(turn)
+
+    async def _follow(self, turn: _Turn) -> None:
+        assert turn.stream is not None and turn.view is not None
+        with turn.lock:
+            turn.loop = asyncio.get_running_loop()
+            turn.task = asyncio.current_task()
+            turn.following = not turn.stop_requested
+        try:
+            if turn.following:
+                await turn.view.afollow()
+            else:  # Stop came before the thread started: nothing was sent yet
+                await turn.stream.aclose()
+                turn.view.update(force=True)
+        except asyncio.CancelledError:
+            pass  # Stop: afollow() has closed the stream (status stopped) and rendered it
+        except NitoError:
+            pass  # an HTTP error before the body: the stream is failed and its view says why
+        finally:
+            turn.following = False
+            await self._client.aclose()  # this loop's connection pool; the loop ends with the turn
+
+    def _end_turn(self, turn: _Turn) -> None:
+        stream = turn.stream
+        with self._lock:
+            if stream is not None and turn in self._turns:
+                keep = stream.status != "failed" and (stream.content or stream.tool_calls)
+                if keep:
+                    self._history.extend([*turn.new_messages, stream.message])
+            if self._current is turn:
+                self._current = None
+            if stream is not None:
+                self.status = _status_note(stream)
+            self.busy = False
+
+    # -- models --------------------------------------------------------------------------------
+
+    def refresh_models(self) -> threading.Thread:
+        """Fetch the gateway's model list into the picker, in a background thread (returned).
+
+        A failure becomes a one-line note under the widget, never an exception.
+        """
+        def run() -> None:
+            try:
+                with Client(api_key=self._api_key, base_url=self._base_url) as client:
+                    ids = [str(m.get("id")) for m in client.models() if m.get("id")]
+            except Exception as exc:
+                self._note.value = f"model list unavailable: {_one_line(exc)}"
+                return
+            with self._lock:
+                merged = list(dict.fromkeys([*self._picker.options, *sorted(ids)]))
+            self._picker.options = merged
+            self._note.value = f"{len(ids)} gateway models"
+
+        thread = threading.Thread(target=run, name="nito_nb-chat-models", daemon=True)
+        self._models_thread = thread
+        thread.start()
+        return thread
+
+    # -- callbacks (these run on the kernel's shell thread) ----------------------------------------
+
+    def _on_send_click(self, _button: Any) -> None:
+        self._send_from_box()
+
+    def _on_input_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("event") == "submit":
+            self._send_from_box()
+
+    def _send_from_box(self) -> None:
+        if self.busy:
+            self.status = "still streaming: Stop it first"
+            return
+        if not self._input.value.strip():
+            return
+        try:
+            self.ask()
+        except (NitoError, ValueError, RuntimeError) as exc:
+            self.status = f"✗ {_one_line(exc)}"
+
+    def _on_stop_click(self, _button: Any) -> None:
+        self.stop()
+
+    def _on_busy(self, change: dict[str, Any]) -> None:
+        self._send_button.disabled = bool(change["new"])
+        self._stop_button.disabled = not change["new"]
+
+    def _on_status(self, change: dict[str, Any]) -> None:
+        self._status_line.value = str(change["new"])
+
+    # -- text for viewers without widgets ----------------------------------------------------------
+
+    def transcript(self) -> dict[str, str]:
+        """The conversation as shown, as a mime bundle (``text/html``, escaped, and ``text/plain``)."""
+        htmls: list[str] = []
+        texts: list[str] = []
+        with self._lock:
+            turns = list(self._turns)
+        for turn in turns:
+            htmls.append(_user_html(turn.new_messages))
+            texts.append(_user_text(turn.new_messages))
+            if turn.view is not None:
+                bundle = join_parts(turn.view.parts)
+                htmls.append(bundle["text/html"])
+                texts.append(bundle["text/plain"])
+        return {"text/html": "".join(htmls), "text/plain": "\n\n".join(texts)}
+
+    def snapshot(self) -> None:
+        """Display the transcript as it is now, as a static output (kept by saved notebooks and
+        shown by viewers without widget support). Call it in a cell of its own."""
+        from IPython.display import display
+
+        display(self.transcript(), raw=True)
+
+    def __repr__(self) -> str:
+        # ipywidgets' repr lists every synced trait, children included, recursively: keep it cheap.
+        return f"<ChatWidget model={self.model!r} turns={len(self._turns)} status={self.status!r}>"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is not None:
+            # What viewers without widgets show: the transcript as it was when displayed (a saved
+            # notebook keeps this stale copy; snapshot() saves a current one).
+            bundle = self.transcript()
+            data["text/plain"] = "\n\n".join(filter(None, [repr(self), bundle["text/plain"]]))
+            data["text/html"] = bundle["text/html"] or f"<pre>{html.escape(repr(self))}</pre>"
+        return data
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the running turn (closing its connection), wait for its thread, close the widgets."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        self.wait(_JOIN_TIMEOUT_S)
+        with self._lock:
+            turns = list(self._turns)
+        for turn in turns:
+            _close_turn(turn)
+        for widget in (self._input, self._send_button, self._stop_button, self._picker, self._status_line,
+                       self._note, self._transcript, *self.children):
+            widget.close()
+        super().close()
+
+
+def _cancel_following(turn: _Turn) -> None:
+    # Runs on the turn's own loop, so it cannot race with the turn: only a stream still being
+    # followed is cancelled (never the connection pool's close that comes after it).
+    if turn.following and turn.task is not None:
+        turn.task.cancel()
+
+
+def _close_turn(turn: _Turn) -> None:
+    for widget in (turn.view, turn.user, turn.box):
+        if widget is not None:
+            widget.close()
+
+
+def _status_note(stream: Stream) -> str:
+    notes = {
+        "done": "✓ done",
+        "stopped": "■ stopped: the partial answer is kept",
+        "error": "✗ the gateway reported an error: the partial answer is kept",
+        "truncated": "⚠ the stream ended early: the partial answer is kept",
+        "failed": "✗ the request failed",
+    }
+    note = notes.get(stream.status, stream.status)
+    if stream.status == "failed" and stream.exception is not None:
+        note += f": {_one_line(stream.exception)}"
+    return note
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _env_key() -> str | None:
+    return os.environ.get("NITO_API_KEY")
+
