@@ -107,6 +107,25 @@ def last() -> Any:
     return _last()
 
 
+_WIDGETS = ("ChatWidget", "StreamView")
+
+
+def __getattr__(name: str) -> Any:
+    # The widgets need ipywidgets (and comm): imported on first use only, so that `import nito_nb`
+    # stays light in scripts and servers that never show a widget.
+    if name in _WIDGETS:
+        from . import _widget
+
+        value = getattr(_widget, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nito_nb' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WIDGETS})
+
+
 __all__ = [
     "APIError",
     "Anomaly",
@@ -114,6 +133,7 @@ __all__ = [
     "AsyncStream",
     "AuthenticationError",
     "BadRequestError",
+    "ChatWidget",
     "ChunkLog",
     "Client",
     "ConfigurationError",
@@ -134,6 +154,7 @@ __all__ = [
     "StreamError",
     "StreamTimeoutError",
     "StreamTruncatedError",
+    "StreamView",
     "Timeout",
     "ToolCall",
     "TransportError",
