@@ -1,0 +1,327 @@
+"""The live display: bounded update rate, a final flush, linear traffic; terminal; a real kernel."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
+from nito_nb._render import status_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_state(**overrides: Any) -> SimpleNamespace:
+    fields: dict[str, Any] = {
+        "content": "",
+        "reasoning": "",
+        "tool_calls": [],
+        "finish_reason": None,
+        "usage": None,
+        "error": None,
+        "status": "streaming",
+        "model": "sim/long",
+        "ttft": 0.1,
+        "elapsed": 0.0,
+        "n_chunks": 0,
+        "anomalies": [],
+        "done": False,
+    }
+    fields.update(overrides)
+    return SimpleNamespace(**fields)
+
+
+def sample_answer(size: int) -> str:
+    """Deterministic Markdown of about ``size`` characters: prose, lists, code, tables."""
+    pieces: list[str] = []
+    total = i = 0
+    while total < size:
+        kind = i % 5
+        if kind == 0:
+            piece = f"## Section {i}\n\n"
+        elif kind == 1:
+            piece = " ".join(
+                f"Sentence {i}.{j} talks about <b>tags</b> and `code`." for j in range(8)
+            )
+            piece += "\n\n"
+        elif kind == 2:
+            piece = "".join(f"- item {j} with **bold** text\n" for j in range(6)) + "\n"
+        elif kind == 3:
+            body = "".join(f"    value_{j} = compute({j}, '<div>')\n" for j in range(12))
+            piece = f"```python\ndef step_{i}():\n{body}    return value_0\n```\n\n"
+        else:
+            rows = "".join(f"| {j} | {j * j} | cell <i>{j}</i> |\n" for j in range(5))
+            piece = "| n | n² | note |\n|---|---:|---|\n" + rows + "\n"
+        pieces.append(piece)
+        total += len(piece)
+        i += 1
+    return "".join(pieces)[:size]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeHandle:
+    def __init__(self, bundle: dict[str, str]) -> None:
+        self.history = [bundle]
+        self.sealed = False
+
+    def update(self, bundle: dict[str, str], *, raw: bool = False) -> None:
+        assert raw
+        assert not self.sealed, "a finished output was sent again"
+        self.history.append(bundle)
+
+    @property
+    def last(self) -> dict[str, str]:
+        return self.history[-1]
+
+
+class FakeDisplay:
+    def __init__(self) -> None:
+        self.handles: list[FakeHandle] = []
+
+    def __call__(
+        self, bundle: dict[str, str], *, raw: bool = False, display_id: bool = False
+    ) -> FakeHandle:
+        assert raw and display_id
+        assert set(bundle) == {"text/html", "text/plain"}
+        handle = FakeHandle(bundle)
+        self.handles.append(handle)
+        return handle
+
+
+def seal_finished(display: LiveDisplay) -> None:
+    """Mark the outputs whose parts are all final: sending them again fails the test."""
+    for slot in display._slots:
+        if slot.handle is not None and all(p.final for p in slot.parts.values()):
+            slot.handle.sealed = True
+
+
+def run_stream(
+    answer: str, n_chunks: int, seconds: float, *, max_rate: float = 20.0
+) -> tuple[LiveDisplay, FakeDisplay, SimpleNamespace, int]:
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state()
+    display = LiveDisplay(state, max_rate=max_rate, clock=clock, display=fake)
+    step = len(answer) / n_chunks
+    seen = 0
+    for i in range(n_chunks):
+        state.content = answer[: round((i + 1) * step)]
+        state.n_chunks = i + 1
+        clock.now = state.elapsed = (i + 1) * seconds / n_chunks
+        display.update()
+        if display.n_updates != seen:
+            seen = display.n_updates
+            seal_finished(display)
+    before_finish = display.n_updates
+    state.status, state.done, state.finish_reason = "done", True, "stop"
+    state.usage = {"prompt_tokens": 12, "completion_tokens": n_chunks}
+    display.finish()
+    return display, fake, state, before_finish
+
+
+def answer_text(fake: FakeDisplay) -> str:
+    return "".join(h.last["text/plain"] for h in fake.handles[1:])
+
+
+def test_rate_is_bounded_and_final_flush_arrives() -> None:
+    answer = sample_answer(200_000)
+    display, fake, state, before_finish = run_stream(answer, 50_000, 2.5)
+    assert before_finish <= 51
+    assert display.n_updates <= before_finish + 1
+    # The final state is what the outputs hold, in order: the status line, then the answer.
+    assert fake.handles[0].last["text/plain"] == status_text(state)
+    assert fake.handles[0].last["text/plain"].startswith("✓ done")
+    assert answer_text(fake) == answer
+    assert display.n_messages == sum(len(h.history) for h in fake.handles)
+    assert display.n_messages <= 4 * display.n_updates
+
+
+def test_traffic_is_linear() -> None:
+    answer = sample_answer(200_000)
+    display, _, _, _ = run_stream(answer, 50_000, 2.5)
+    factor = display.bytes_sent / len(answer.encode())
+    print(f"\n200 KB answer, 50,000 chunks, 2.5 s: {display.n_updates} updates, "
+          f"{display.n_messages} messages, {display.bytes_sent:,} bytes, factor {factor:.2f}")  # fmt: skip
+    assert display.bytes_sent <= 4 * len(answer.encode()) + 64_000
+
+
+def test_one_huge_block_stays_linear() -> None:
+    # No blank line at all: the freeze keeps the re-sent tail small.
+    answer = "".join(f"line {i} goes on and on\n" for i in range(8000))
+    display, fake, _, _ = run_stream(answer, 20_000, 2.5)
+    assert answer_text(fake) == answer
+    assert display.bytes_sent <= 4 * len(answer) + 64_000
+
+
+def test_slow_stream_shows_every_chunk() -> None:
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state()
+    display = LiveDisplay(state, clock=clock, display=fake)
+    for i in range(10):
+        state.content += f"word{i} "
+        clock.now += 1.0
+        display.update()
+        assert fake.handles[-1].last["text/plain"] == state.content
+    assert display.n_updates == 10
+
+
+def test_throttled_update_does_not_render() -> None:
+    class Watched:
+        reads = 0
+
+        def __getattr__(self, name: str) -> Any:
+            Watched.reads += 1
+            return make_state(content="x").__dict__[name]
+
+    clock = FakeClock()
+    display = LiveDisplay(Watched(), clock=clock, display=FakeDisplay())
+    display.update()
+    reads = Watched.reads
+    for _ in range(1000):
+        display.update()
+    assert Watched.reads == reads
+
+
+def test_finish_is_idempotent_and_ends_updates() -> None:
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state(content="Hello\n\nworld")
+    with LiveDisplay(state, clock=clock, display=fake) as display:
+        display.update()
+        state.status = "done"
+    sent = display.n_messages
+    display.finish()
+    clock.now = 10.0
+    display.update()
+    assert display.n_messages == sent
+    assert answer_text(fake) == "Hello\n\nworld"
+
+
+def test_parts_appear_in_order() -> None:
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state(status="waiting")
+    display = LiveDisplay(state, clock=clock, display=fake)
+    display.update()
+    assert len(fake.handles) == 1 and fake.handles[0].last["text/plain"].startswith("⏳ waiting")
+    state.status, state.reasoning = "streaming", "Let me think."
+    clock.now += 1
+    display.update()
+    state.content = "First block.\n\nSecond\n"
+    clock.now += 1
+    display.update()
+    state.tool_calls = [
+        SimpleNamespace(
+            index=0, id="c1", name="f", arguments="{}", valid_json=True, parsed={}, json_error=None
+        )
+    ]
+    state.status, state.error = "error", {"code": 500, "message": "boom"}
+    display.finish()
+    firsts = [h.last["text/plain"].splitlines()[0] for h in fake.handles]
+    assert firsts[1].startswith("Reasoning")
+    assert firsts[2:4] == ["First block.", "Second"]
+    assert firsts[4].startswith("🔧 tool call f") and firsts[5] == "✗ Error 500: boom"
+
+
+def test_bad_format_and_rate_fail_early() -> None:
+    with pytest.raises(ValueError, match="format"):
+        LiveDisplay(make_state(), format="markdown2", display=FakeDisplay())
+    with pytest.raises(ValueError, match="max_rate"):
+        LiveDisplay(make_state(), max_rate=0, display=FakeDisplay())
+
+
+def test_terminal_display_prints_once() -> None:
+    out = io.StringIO()
+    clock = FakeClock()
+    state = make_state()
+    display = TerminalDisplay(state, clock=clock, file=out)
+    for word in ["Think", "ing."]:
+        state.reasoning += word
+        clock.now += 1
+        display.update()
+    answer = sample_answer(5000)
+    for i in range(0, len(answer), 7):
+        state.content = answer[: i + 7]
+        clock.now += 0.001
+        display.update()
+    state.status, state.done = "done", True
+    display.finish()
+    display.finish()
+    printed = out.getvalue()
+    assert printed.startswith("Reasoning:\nThinking.\n\nAnswer:\n" + answer + "\n")
+    assert printed.endswith(status_text(state) + "\n")
+    assert printed.count(answer[:50]) == 1
+    assert display.n_updates < 20
+
+
+def test_factory_picks_by_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython
+
+    assert not in_kernel()
+    assert isinstance(live_display(make_state()), TerminalDisplay)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace(kernel=object()))
+    assert isinstance(live_display(make_state()), LiveDisplay)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace())  # terminal IPython
+    assert isinstance(live_display(make_state()), TerminalDisplay)
+
+
+KERNEL_CELL = """
+import time
+from types import SimpleNamespace
+from nito_nb._display import LiveDisplay
+
+hostile = "<img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3)) "
+state = SimpleNamespace(content="", reasoning="", tool_calls=[], finish_reason=None, usage=None,
+                        error=None, status="streaming", model="sim/test", ttft=0.01, elapsed=0.0,
+                        n_chunks=0, anomalies=[], done=False)
+display = LiveDisplay(state, max_rate=50)
+for i in range(100):
+    state.content += f"word{i} {hostile}" + ("\\n\\n" if i % 10 == 9 else "")
+    state.n_chunks += 1
+    display.update()
+    time.sleep(0.003)
+state.content += "THE END"
+state.status, state.done, state.finish_reason = "done", True, "stop"
+display.finish()
+print(display.n_updates, display.n_messages, display.bytes_sent)
+"""
+
+
+@pytest.mark.slow
+def test_real_kernel_saves_final_output(tmp_path: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells.append(nbformat.v4.new_code_cell(KERNEL_CELL))
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
+    client.execute()
+    outputs = nb.cells[0].outputs
+    displays = [o for o in outputs if o.output_type == "display_data"]
+    assert displays, outputs
+    for output in displays:
+        assert set(output.data) >= {"text/html", "text/plain"}
+        markup = output.data["text/html"].lower()
+        assert "<img" not in markup and "<script" not in markup and 'href="javascript' not in markup
+        assert "text/markdown" not in output.data
+    assert displays[0].data["text/plain"].startswith("✓ done")
+    answer = "".join(o.data["text/plain"] for o in displays[1:])
+    assert answer.endswith("THE END") and answer.count("word99 ") == 1
+    assert answer.startswith("word0 <img src=x onerror=alert(1)>")
+    nbformat.write(nb, tmp_path / "saved.ipynb")  # a saved notebook is valid
+    assert sys.executable
