@@ -203,6 +203,8 @@ def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
         f"--ServerApp.root_dir={base / 'root'}",
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # The default "pypi" extension manager may query pypi.org: no outside network in tests.
+        "--LabApp.extension_manager=readonly",
     ]
     log_path = base / "server.log"
     try:
