@@ -127,7 +127,7 @@ class LabServer:
 
 def _isolated_env(base: Path) -> dict[str, str]:
     """The server's environment: ours (so kernels get e.g. NITO_SIM_TPS), with every place Jupyter,
-    IPython and Chromium-ish tools read user state from pointed into `base`."""
+    IPython and platformdirs (XDG_*) read user state from pointed into `base`."""
     env = dict(os.environ)
     dirs = {
         "HOME": "home",
