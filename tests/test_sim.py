@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nito_nb
@@ -159,6 +159,7 @@ def bytes_of(events: list[sc.Event]) -> bytes:
 # Pure scenarios (no server)
 
 
+@settings(deadline=None)
 @given(st.text())
 def test_tokenize_concatenates_back_to_the_text(text: str) -> None:
     assert "".join(sc.tokenize(text)) == text
@@ -231,6 +232,49 @@ SEARCH: dict[str, Any] = {
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
     },
 }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
+    optional={"content": JSON, "tool_call_id": JSON, "tool_calls": JSON},
+)
+BODY = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(list(sim.SIM_MODELS)) | JSON,
+        "messages": st.lists(MESSAGE, max_size=3) | JSON,
+        "stream": st.booleans(),
+        "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}) | JSON,
+        "max_tokens": st.integers(-1, 50) | JSON,
+        "stop": st.lists(st.text(max_size=3), max_size=2) | JSON,
+        "tools": st.lists(JSON, max_size=2) | st.just([WEATHER]),
+        "tool_choice": JSON,
+        "reasoning": JSON,
+        "seed": st.integers(0, 5) | JSON,
+        "sim": st.fixed_dictionaries({}, optional={"chunks": st.integers(0, 50), "tps": JSON}),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(BODY)
+def test_any_body_gets_a_reply_and_never_an_exception(body: dict[str, Any]) -> None:
+    request = sc.parse_request(body, {})
+    if isinstance(request, sc.ErrorReply):
+        assert 400 <= request.status < 500 and json.loads(request.body)["error"]["message"]
+        return
+    reply = sc.scenario(request, created=0)
+    if isinstance(reply, sc.StreamReply):
+        events = list(itertools.islice(reply.events, 400))
+        times = [t for t, _ in sc.schedule(events, sc.Pacing(0.1, 50, 0.5, 0))]
+        assert times == sorted(times)
 
 
 def test_tools_one_call_from_one_tool_with_arguments_in_many_fragments() -> None:
