@@ -155,6 +155,10 @@ class StreamView(ipywidgets.VBox):
         max_rate: float = DEFAULT_MAX_RATE,
         **kwargs: Any,
     ) -> None:
+        # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
+        self._lock = threading.RLock()  # update() may come from the user's thread and a follower
+        self._slots: list[_Slot] = []
+        self._closed = False
         _check_format(format)
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
@@ -164,14 +168,11 @@ class StreamView(ipywidgets.VBox):
         self.format = format
         self.max_rate = max_rate
         self._interval = 1.0 / max_rate
-        self._lock = threading.RLock()  # update() may come from the user's thread and a follower
         self._cache = RenderCache()
-        self._slots: list[_Slot] = []
         self._slot_of: dict[str, _Slot] = {}
         self._last: float | None = None
         self._pending = False  # a render was skipped by the rate limit
         self._final = False
-        self._closed = False
         self._thread: threading.Thread | None = None
         #: The exception a follow() thread ended with (the Stream keeps its own errors too).
         self.follow_error: BaseException | None = None
@@ -427,7 +428,15 @@ class ChatWidget(ipywidgets.VBox):
         max_rate: float = DEFAULT_MAX_RATE,
         **params: Any,
     ) -> None:
+        # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
+        self._lock = threading.RLock()
+        self._turns: list[_Turn] = []
+        self._current: _Turn | None = None
+        self._closed = False
+        self._widgets: tuple[ipywidgets.Widget, ...] = ()
         _check_format(format)
+        if max_rate <= 0:
+            raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         super().__init__()
         self.add_class("nito-chat")
         self.system = system
@@ -440,11 +449,7 @@ class ChatWidget(ipywidgets.VBox):
         self._base_url = base_url
         # One client per widget: each turn's loop gets its own httpx pool, closed when the turn ends.
         self._client = AsyncClient(api_key=api_key, base_url=base_url, timeout=timeout)
-        self._lock = threading.RLock()
         self._history: list[dict[str, Any]] = []
-        self._turns: list[_Turn] = []
-        self._current: _Turn | None = None
-        self._closed = False
         self._models_thread: threading.Thread | None = None
 
         from .sim import SIM_MODELS
@@ -480,12 +485,13 @@ class ChatWidget(ipywidgets.VBox):
         self._status_line.add_class("nito-chat-status")
         self._note = ipywidgets.Label(value="")
         self._note.add_class("nito-chat-note")
-        self.children = (
-            self._transcript,
+        rows = (
             ipywidgets.HBox([self._input, self._send_button, self._stop_button]),
             ipywidgets.HBox([self._picker, self._status_line]),
-            self._note,
         )
+        self._widgets = (self._transcript, self._input, self._send_button, self._stop_button,
+                         self._picker, self._status_line, self._note, *rows)
+        self.children = (self._transcript, *rows, self._note)
         self.model = model
         traitlets.link((self._picker, "value"), (self, "model"))
         self._send_button.on_click(self._on_send_click)
@@ -743,8 +749,7 @@ class ChatWidget(ipywidgets.VBox):
             turns = list(self._turns)
         for turn in turns:
             _close_turn(turn)
-        for widget in (self._input, self._send_button, self._stop_button, self._picker, self._status_line,
-                       self._note, self._transcript, *self.children):
+        for widget in self._widgets:
             widget.close()
         super().close()
 

@@ -1,0 +1,498 @@
+"""ChatWidget and StreamView, headless: no kernel, no browser.
+
+ipywidgets works in plain Python (its comms are ``comm.DummyComm``); a recording comm stands in for
+the kernel so that the messages a real front end would receive can be counted and timed. Turns run
+against the embedded simulator. Timing assertions are ratios against what the simulator would
+have sent, never absolute latencies (CI machines are slow and noisy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html.parser
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import comm
+import comm.base_comm
+import ipywidgets
+import pytest
+
+import nito_nb
+from nito_nb._widget import ChatWidget, StreamView
+
+XSS_PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'
+FAST = {"tps": 0}
+
+
+class RecordingComm(comm.DummyComm):  # type: ignore[misc]
+    """A comm that keeps what would go to the front end: (time, msg_type, data)."""
+
+    log: list[tuple[float, str, str, Any]] = []
+
+    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
+                    **keys: Any) -> None:
+        RecordingComm.log.append((time.monotonic(), self.comm_id, msg_type, data))
+
+
+@pytest.fixture
+def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, str, str, Any]]:
+    log: list[tuple[float, str, str, Any]] = []
+    monkeypatch.setattr(RecordingComm, "log", log)
+    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: RecordingComm(**kwargs))
+    return log
+
+
+@pytest.fixture
+def widgets() -> Any:
+    """Close every ChatWidget made through it, and check that no turn thread outlives the test."""
+    made: list[ChatWidget] = []
+
+    def make(*args: Any, **kwargs: Any) -> ChatWidget:
+        w = ChatWidget(*args, **kwargs)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+    assert not _turn_threads()
+
+
+def _turn_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("nito_nb-chat")]
+
+
+def _html_values(widget: Any) -> list[str]:
+    """Every HTML value in a widget tree."""
+    out = []
+    if isinstance(widget, ipywidgets.HTML):
+        out.append(widget.value)
+    for child in getattr(widget, "children", ()):
+        out.extend(_html_values(child))
+    return out
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+
+def _assert_inert(values: list[str]) -> None:
+    for value in values:
+        parser = _Tags()
+        parser.feed(value)
+        for tag, attrs in parser.tags:
+            assert tag not in ("script", "img", "iframe", "object", "embed"), (tag, value)
+            for name, attr in attrs:
+                assert not name.startswith("on"), (tag, name, value)
+                assert not (attr or "").strip().lower().startswith("javascript:"), (tag, attr)
+
+
+def _wait_until(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.002)
+
+
+# -- the package ----------------------------------------------------------------------------------
+
+
+def test_exported_lazily() -> None:
+    code = (
+        "import sys, nito_nb\n"
+        "assert 'ipywidgets' not in sys.modules\n"
+        "assert 'ChatWidget' in nito_nb.__all__ and 'StreamView' in nito_nb.__all__\n"
+        "assert 'ChatWidget' in dir(nito_nb)\n"
+        "from nito_nb import ChatWidget, StreamView\n"
+        "assert 'ipywidgets' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert nito_nb.ChatWidget is ChatWidget and nito_nb.StreamView is StreamView
+    with pytest.raises(AttributeError):
+        nito_nb.NoSuchThing  # noqa: B018
+
+
+# -- a turn ---------------------------------------------------------------------------------------
+
+
+def test_send_streams_an_answer_into_the_transcript(widgets: Any, comms: list[Any]) -> None:
+    w = widgets(model="sim/chat", sim=FAST)
+    assert (w._send_button.disabled, w._stop_button.disabled) == (False, True)
+    w._input.value = "Explain SSE"
+    w._send_button.click()
+    assert w.busy and w._send_button.disabled and not w._stop_button.disabled
+    assert w._input.value == ""  # the box is cleared for the next message
+    stream = w.wait(20)
+    assert stream is not None and stream.status == "done" and stream.content
+    assert not w.busy and not w._send_button.disabled and w._stop_button.disabled
+    assert w.status.startswith("✓")
+
+    view = w._turns[0].view
+    keys = [p.key for p in view.parts]
+    assert keys[0] == "status" and any(k.startswith("answer-") for k in keys)
+    assert "".join(p.text for p in view.parts if p.key.startswith("answer-")) == stream.content
+    assert "TTFT" in view.parts[0].text and "finish: stop" in view.parts[0].text
+    # What the browser holds: the last value sent for every widget of the view is the final render.
+    assert "".join(_html_values(view)) == "".join(p.html for p in view.parts)
+
+    assert w.messages == [
+        {"role": "user", "content": "Explain SSE"},
+        {"role": "assistant", "content": stream.content},
+    ]
+    assert w.streams == [stream]
+    bundle = w.transcript()
+    assert "You: Explain SSE" in bundle["text/plain"] and stream.content[:40] in bundle["text/plain"]
+
+
+def test_enter_in_the_box_sends(widgets: Any) -> None:
+    w = widgets(model="sim/echo", sim=FAST)
+    w._input.value = "hello there"
+    w._input._handle_custom_msg({"event": "submit"}, [])  # what the front end sends on Enter
+    stream = w.wait(20)
+    assert stream is not None and stream.content == "hello there"
+    w._input._handle_custom_msg({"event": "submit"}, [])  # an empty box sends nothing
+    assert len(w.streams) == 1
+
+
+def test_multiline_uses_a_text_area(widgets: Any) -> None:
+    w = widgets(model="sim/echo", sim=FAST, multiline=True)
+    assert isinstance(w._input, ipywidgets.Textarea)
+    w._input.value = "line one\nline two"
+    w._send_button.click()
+    stream = w.wait(20)
+    assert stream is not None and stream.content == "line one\nline two"
+
+
+def test_send_is_refused_while_a_turn_streams(widgets: Any) -> None:
+    w = widgets(model="sim/long", sim={"tps": 200, "chunks": 5000})
+    w.ask("go")
+    with pytest.raises(RuntimeError, match="still streaming"):
+        w.ask("again")
+    w._input.value = "again"
+    w._send_button.click()  # ignored, with a note; the text stays in the box
+    assert len(w.streams) == 1 and w._input.value == "again" and "Stop" in w.status
+    w.stop()
+    w.wait(20)
+
+
+def test_conversation_carries_over_and_model_switch_applies_to_the_next_turn(widgets: Any) -> None:
+    w = widgets(model="sim/chat", system="Be brief.", sim=FAST)
+    first = w.ask("one")
+    w.wait(20)
+    w._picker.value = "sim/echo"  # what the picker does in the page
+    assert w.model == "sim/echo"
+    assert first.request["model"] == "sim/chat"
+    second = w.ask("two")
+    w.wait(20)
+    assert second.request["model"] == "sim/echo" and second.content == "two"
+    assert second.request["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": "two"},
+    ]
+    assert w.messages == [*second.request["messages"], {"role": "assistant", "content": "two"}]
+    assert w.streams == [first, second]
+
+
+def test_frame_has_all_turns(widgets: Any) -> None:
+    pytest.importorskip("nito_nb._frame")
+    w = widgets(model="sim/chat", sim=FAST)
+    w.ask("one")
+    w.wait(20)
+    w.model = "sim/echo"
+    w.ask("two")
+    w.wait(20)
+    df = w.frame()
+    assert df["stream"].nunique() == 2
+    assert set(df.loc[df["kind"] == "response", "model"]) >= {"sim/echo"}
+
+
+def test_clear_forgets_everything(widgets: Any) -> None:
+    w = widgets(model="sim/echo", system="sys", sim=FAST)
+    w.ask("one")
+    w.wait(20)
+    w.clear()
+    assert w.messages == [{"role": "system", "content": "sys"}]
+    assert w.streams == [] and w._transcript.children == () and not w.busy
+
+
+# -- stop -----------------------------------------------------------------------------------------
+
+
+def test_stop_mid_stream_keeps_the_partial_answer(widgets: Any) -> None:
+    chunks, tps = 4000, 400  # the whole answer would take 10 s
+    w = widgets(model="sim/long", sim={"tps": tps, "chunks": chunks, "ttft_ms": 0})
+    stream = w.ask("go")
+    _wait_until(lambda: len(stream.content) > 200)
+    t0 = time.monotonic()
+    w._stop_button.click()
+    _wait_until(lambda: stream.status == "stopped" and not w.busy, timeout=10)
+    latency = time.monotonic() - t0
+    kept = stream.content
+    time.sleep(0.3)
+    assert stream.content == kept  # nothing arrives after the stop
+    assert stream.n_chunks < chunks / 4  # stopped long before the whole answer
+    # The view shows the stopped state with the partial answer, and the conversation keeps it.
+    view = w._turns[0].view
+    assert view.finished and view.parts[0].text.startswith("■ stopped")
+    assert "".join(p.text for p in view.parts if p.key.startswith("answer-")) == kept
+    assert w.messages[-1] == {"role": "assistant", "content": kept}
+    assert w.status.startswith("■ stopped")
+    print(f"stop latency {latency * 1000:.1f} ms, {stream.n_chunks} of {chunks} chunks")
+
+
+def test_stop_while_waiting_for_the_first_token(widgets: Any) -> None:
+    w = widgets(model="sim/chat", sim={"ttft_ms": 10_000})
+    stream = w.ask("go")
+    time.sleep(0.2)
+    w.stop()
+    assert w.wait(5) is stream
+    assert stream.status == "stopped" and stream.content == "" and stream.elapsed < 5
+    assert w.messages == []  # no answer: the turn is left out of the conversation
+
+
+def test_close_stops_the_stream_and_leaves_no_thread(comms: list[Any]) -> None:
+    w = ChatWidget(model="sim/long", sim={"tps": 200, "chunks": 5000})
+    stream = w.ask("go")
+    _wait_until(lambda: stream.n_chunks > 5)
+    w.close()
+    assert stream.status == "stopped"
+    assert not _turn_threads()
+    assert w.comm is None and w._turns[0].view.comm is None
+    w.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="closed"):
+        w.ask("more")
+
+
+# -- traffic --------------------------------------------------------------------------------------
+
+
+def test_update_rate_is_bounded_and_the_final_update_is_sent(widgets: Any, comms: list[Any]) -> None:
+    chunks, tps = 600, 400  # 1.5 s of 4-byte chunks: 400 chunks/s, ~20x the update budget
+    w = widgets(model="sim/long", sim={"tps": tps, "chunks": chunks, "ttft_ms": 0})
+    comms.clear()
+    stream = w.ask("go")
+    w.wait(30)
+    assert stream.status == "done" and stream.n_chunks >= chunks
+    view = w._turns[0].view
+    # Renders, not chunks, drive messages: at most 20 renders a second, plus the final one.
+    elapsed = stream.elapsed
+    assert view.n_updates <= 20 * elapsed + 2, (view.n_updates, elapsed)
+    assert view.n_updates >= 10  # it did update live
+    # Each widget (status line, live tail...) gets at most one message per render.
+    busiest = 0
+    for c in _comms_of(view):
+        times = [t for t, comm_id, kind, data in comms
+                 if comm_id == c.comm_id and kind == "comm_msg" and data.get("method") == "update"]
+        busiest = max(busiest, *_in_window(times, 1.0))
+    assert 10 <= busiest <= 21, busiest
+    assert len(comms) < stream.n_chunks / 2  # far fewer messages than chunks
+    # The final state reached the front end: the last value sent to each widget is the final render.
+    assert "".join(_html_values(view)) == "".join(p.html for p in view.parts)
+    assert view.parts[0].text.startswith("✓ done")
+
+
+def test_traffic_is_linear_in_the_answer(widgets: Any) -> None:
+    w = widgets(model="sim/long", sim={"tps": 2000, "chunks": 6000, "ttft_ms": 0})
+    stream = w.ask("go")
+    w.wait(60)
+    view = w._turns[0].view
+    final = sum(len(p.html.encode()) for p in view.parts)
+    # Each render re-sends only the status line and the live tail (bounded by the renderer's
+    # FREEZE_CHARS); finished blocks go once. Re-sending the whole answer each time would cost
+    # about n_updates * final / 2.
+    per_update = 2 * 4096 + 2000
+    assert view.bytes_sent <= 2 * final + view.n_updates * per_update
+    assert view.bytes_sent < view.n_updates * final / 4, (view.bytes_sent, final, view.n_updates)
+    assert len(stream.content) > 20_000
+
+
+def _comms_of(widget: Any) -> list[Any]:
+    out = [widget.comm] if widget.comm is not None else []
+    for child in getattr(widget, "children", ()):
+        out.extend(_comms_of(child))
+    return out
+
+
+def _in_window(times: list[float], width: float) -> list[int]:
+    counts, start = [], 0
+    for end, t in enumerate(times):
+        while t - times[start] > width:
+            start += 1
+        counts.append(end - start + 1)
+    return counts or [0]
+
+
+# -- safety ---------------------------------------------------------------------------------------
+
+
+def test_hostile_model_text_is_escaped(widgets: Any) -> None:
+    w = widgets(model="sim/echo", sim=FAST)
+    hostile = XSS_PAYLOAD + " [x](javascript:alert(1)) ![y](http://evil/pixel.png) <iframe src=x>"
+    stream = w.ask(hostile)
+    w.wait(20)
+    assert stream.content == hostile
+    values = _html_values(w)
+    assert any("&lt;script&gt;" in v for v in values)  # shown as text, in the answer and the bubble
+    _assert_inert(values)
+    _assert_inert([w.transcript()["text/html"], w._repr_mimebundle_()["text/html"]])
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+
+def test_http_error_shows_a_banner_and_is_not_kept(widgets: Any) -> None:
+    w = widgets(model="sim/http-401", sim=FAST)
+    stream = w.ask("hi")
+    w.wait(20)
+    assert stream.status == "failed"
+    view = w._turns[0].view
+    error = [p for p in view.parts if p.key == "error"]
+    assert error and "401" in error[0].text
+    assert w.messages == [] and w.status.startswith("✗ the request failed")
+
+
+def test_mid_stream_error_keeps_the_partial_answer(widgets: Any) -> None:
+    w = widgets(model="sim/error-midstream", sim=FAST)
+    stream = w.ask("hi")
+    w.wait(20)
+    assert stream.status == "error" and stream.content
+    assert any(p.key == "error" for p in w._turns[0].view.parts)
+    assert w.messages[-1]["content"] == stream.content
+
+
+def test_configuration_errors_go_to_the_status_line(widgets: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NITO_API_KEY", raising=False)
+    w = widgets(model="some/model")
+    w._input.value = "hi"
+    w._send_button.click()  # no key: nothing is sent, no thread starts
+    assert w.status.startswith("✗") and "NITO_API_KEY" in w.status
+    assert w.streams == [] and not w.busy and w._input.value == "hi"
+
+
+def test_tool_calls_become_cards(widgets: Any) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    w = widgets(model="sim/tools", tools=tools, sim=FAST)
+    stream = w.ask("weather in Lyon?")
+    w.wait(20)
+    assert stream.tool_calls
+    cards = [p for p in w._turns[0].view.parts if p.key.startswith("tool-")]
+    assert cards and "get_weather" in cards[0].text
+    assert w.messages[-1]["tool_calls"]
+
+
+def test_model_list_failure_is_a_note(widgets: Any) -> None:
+    w = widgets(model="sim/chat", api_key="k", base_url="http://127.0.0.1:9/v1")
+    assert w._models_thread is not None
+    w._models_thread.join(20)
+    assert w._note.value.startswith("model list unavailable")
+
+
+def test_model_list_from_the_gateway(widgets: Any) -> None:
+    base_url = nito_nb.sim.ensure_server()
+    w = widgets(model="sim/chat", models=["my/model"], api_key="k", base_url=base_url)
+    w._models_thread.join(20)
+    assert "gateway models" in w._note.value
+    assert {"sim/chat", "sim/echo", "my/model"} <= set(w._picker.options)
+
+
+# -- reprs ------------------------------------------------------------------------------------------
+
+
+def test_reprs_are_cheap_and_readable_without_widgets(widgets: Any) -> None:
+    w = widgets(model="sim/echo", sim=FAST)
+    w.ask("hello")
+    w.wait(20)
+    assert repr(w) == "<ChatWidget model='sim/echo' turns=1 status='✓ done'>"
+    data = w._repr_mimebundle_()
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+    assert "You: hello" in data["text/plain"] and "hello" in data["text/html"]
+    shown: list[Any] = []
+    import IPython.display
+
+    original = IPython.display.display
+    IPython.display.display = lambda *a, **k: shown.append((a, k))  # type: ignore[assignment]
+    try:
+        w.snapshot()
+    finally:
+        IPython.display.display = original
+    assert shown[0][0][0] == w.transcript() and shown[0][1] == {"raw": True}
+
+
+# -- StreamView -------------------------------------------------------------------------------------
+
+
+def test_stream_view_of_a_sync_stream_updated_by_hand() -> None:
+    stream = nito_nb.stream("hi", model="sim/chat", sim={"tps": 0})
+    view = StreamView(stream)
+    # Building the view must not read the stream (a sync Stream reads itself when asked for results).
+    assert stream.status == "waiting" and stream.n_chunks == 0
+    assert view.parts[0].text.startswith("⏳ waiting")
+    for _ in stream:
+        view.update()
+    view.update()
+    assert view.finished and view.parts[0].text.startswith("✓ done")
+    assert stream.content.splitlines()[0] in view.text()
+    view.close()
+
+
+def test_stream_view_follow_in_a_thread() -> None:
+    stream = nito_nb.stream("hi", model="sim/chat", sim={"tps": 0})
+    view = StreamView(stream)
+    thread = view.follow()
+    thread.join(20)
+    assert not thread.is_alive() and view.finished and stream.status == "done"
+    assert view.follow_error is None
+    with pytest.raises(RuntimeError):
+        view.follow()
+    view.close()
+
+
+def test_stream_view_close_stops_a_followed_sync_stream() -> None:
+    stream = nito_nb.stream("hi", model="sim/long", sim={"tps": 200, "chunks": 5000})
+    view = StreamView(stream)
+    thread = view.follow()
+    _wait_until(lambda: stream.n_chunks > 3)
+    view.close()
+    thread.join(10)
+    assert not thread.is_alive() and stream.status == "stopped"
+
+
+def test_stream_view_afollow_an_async_stream() -> None:
+    async def main() -> StreamView:
+        client = nito_nb.AsyncClient()
+        try:
+            view = StreamView(client.stream("hi", model="sim/reasoning", sim={"tps": 0}))
+            await view.afollow()
+            return view
+        finally:
+            await client.aclose()
+
+    view = asyncio.run(main())
+    keys = [p.key for p in view.parts]
+    assert view.finished and keys[:2] == ["status", "reasoning"]
+    with pytest.raises(TypeError):
+        view.follow()
+    view.close()
+
+
+def test_stream_view_rejects_a_bad_format() -> None:
+    stream = nito_nb.read_sse(b"data: [DONE]\n\n")
+    with pytest.raises(ValueError, match="format"):
+        StreamView(stream, format="html")
+    view = StreamView(stream, format="text")
+    assert view.finished and repr(view).startswith("<StreamView <Stream")
+    assert "text/plain" in view._repr_mimebundle_()
+    view.close()
