@@ -5,8 +5,10 @@
 
 or `python -m nito_nb.sim --port 8765`. Models `sim/...` (see `SIM_MODELS`) are scenarios:
 prose, reasoning, tool calls, faults, replay of recordings. Per-request settings go in an extra
-body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...); `NITO_SIM_TPS` and
-`NITO_SIM_TTFT_MS` set the default pacing (`NITO_SIM_TPS=0`: as fast as possible).
+body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_scenarios.SimOptions`);
+`NITO_SIM_TPS`, `NITO_SIM_TTFT_MS` and `NITO_SIM_JITTER` set the default pacing
+(`NITO_SIM_TPS=0`: as fast as possible). Requests with `stream: false` get one
+`chat.completion` object made from the same scenario.
 
 Importing this package is cheap: Starlette and uvicorn load when a server or app is made.
 """

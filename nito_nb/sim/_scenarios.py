@@ -141,22 +141,25 @@ def error_reply(
 class SimOptions:
     """Settings of one request: the body's `"sim"` object over the environment's defaults."""
 
-    ttft_ms: float = DEFAULT_TTFT_MS
-    tps: float = DEFAULT_TPS
-    jitter: float = DEFAULT_JITTER
-    seed: int = 0
-    chunks: int = 20_000
-    size: int = 1 << 20
-    stall_s: float = 60.0
-    think_s: float = 5.0
-    keepalive_s: float = 1.0
-    retry_after: float = 1.0
-    replay: str | None = None
-    speed: float = 1.0
-    status: int | None = None
-    content_type: str | None = None
-    tool_calls: int | None = None
-    interleave: bool = False
+    # Pacing (defaults: NITO_SIM_TTFT_MS, NITO_SIM_TPS, NITO_SIM_JITTER, else like a real model).
+    ttft_ms: float = DEFAULT_TTFT_MS  # time to first token
+    tps: float = DEFAULT_TPS  # tokens per second; 0 = as fast as possible (and ttft 0)
+    jitter: float = DEFAULT_JITTER  # each gap is 1/tps times a factor in [1 - jitter, 1 + jitter]
+    seed: int = 0  # picks the text variant, tool arguments and jitter (also the body's `seed`)
+    # Scenario settings.
+    chunks: int = 20_000  # sim/long: number of content chunks
+    size: int = 1 << 20  # sim/bigchunk: bytes of the big delta
+    stall_s: float = 60.0  # sim/stall: silence in the middle of the stream
+    think_s: float = 5.0  # sim/slow: thinking time, with keep-alive comments
+    keepalive_s: float = 1.0  # interval of keep-alive comments while thinking
+    retry_after: float = 1.0  # sim/http-429: the Retry-After header
+    tool_calls: int | None = None  # sim/tools: number of calls (default: one per tool, up to 4)
+    interleave: bool = False  # sim/tools: interleave the fragments of parallel calls
+    # sim/replay.
+    replay: str | None = None  # path of a .sse recording or a nito_nb .jsonl log
+    speed: float = 1.0  # timing of a log divided by this; 0 = as fast as possible
+    status: int | None = None  # override the recorded HTTP status
+    content_type: str | None = None  # override the recorded content type
 
 
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
@@ -213,6 +216,8 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
             values[name] = value
         else:
             raise OptionError(f"unknown sim option {name!r}")
+    if "status" in values and not 100 <= values["status"] <= 599:
+        raise OptionError(f"sim.status must be an HTTP status (100-599), got {values['status']}")
     if values.get("tps") == 0 and "ttft_ms" not in values:
         values["ttft_ms"] = 0.0
     values["jitter"] = min(values.get("jitter", DEFAULT_JITTER), 1.0)
