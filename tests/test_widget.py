@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import comm
 import comm.base_comm
@@ -31,7 +31,7 @@ FAST = {"tps": 0}
 class RecordingComm(comm.DummyComm):  # type: ignore[misc]
     """A comm that keeps what would go to the front end: (time, msg_type, data)."""
 
-    log: list[tuple[float, str, str, Any]] = []
+    log: ClassVar[list[tuple[float, str, str, Any]]] = []
 
     def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
                     **keys: Any) -> None:
@@ -40,7 +40,7 @@ class RecordingComm(comm.DummyComm):  # type: ignore[misc]
 
 @pytest.fixture
 def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, str, str, Any]]:
-    log: list[tuple[float, str, str, Any]] = []
+    log: ClassVar[list[tuple[float, str, str, Any]]] = []
     monkeypatch.setattr(RecordingComm, "log", log)
     monkeypatch.setattr(comm, "create_comm", lambda **kwargs: RecordingComm(**kwargs))
     return log
