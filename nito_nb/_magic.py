@@ -36,7 +36,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 from traitlets import Bool, CFloat, CInt, Dict, Unicode, default, validate
 from traitlets.config import Configurable
 
@@ -198,6 +199,12 @@ def _param_value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text  # a bare word: a string
+
+
+def _parse(magic: Any, line: str) -> Any:
+    """``parse_argstring`` with shell quoting: IPython splits magic lines non-POSIX, which keeps the
+    quotes in ``--system "Be brief"`` and cuts ``--param sim='{"tps": 5}'`` at its space."""
+    return magic.parser.parse_args(arg_split(line, posix=True))
 
 
 def _slug(model: str) -> str:
@@ -362,7 +369,7 @@ class NitoMagics(Magics):
         """
         if cell is None:
             return self._line(line)
-        args = parse_argstring(self.nito, line)
+        args = _parse(self.nito, line)
         self._cell(args, cell)
         return None
 
@@ -394,6 +401,13 @@ class NitoMagics(Magics):
 
             for stream in _last if isinstance(_last, list) else [_last]:
                 display(stream)
+            return None
+        if command.startswith("-"):  # `%nito --replay PATH`: options and no prompt
+            args = _parse(self.nito, line)
+            if not args.replay:
+                raise UsageError("%nito with options only replays (--replay PATH); a prompt goes in a "
+                                 "%%nito cell, below the options")
+            self._cell(args, "")
             return None
         if command == "reset":
             self._reset()

@@ -1,0 +1,498 @@
+"""The %%nito magic through IPython's run_cell_magic, against the embedded simulator."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from IPython.core.displaypub import DisplayPublisher
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+import nito_nb
+from nito_nb import _display, _magic
+from nito_nb.sim import SimServer
+
+KEY = "sk-test-SECRET123456789"
+HOSTILE = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script> [x](javascript:alert(1))'
+
+
+# A real tag with an event-handler attribute (escaped text like `onerror=&quot;` is inert).
+ACTIVE_TAG = re.compile(r"<[a-z][^<>]*\son\w+\s*=", re.IGNORECASE)
+
+
+class Recorder(DisplayPublisher):
+    """Keeps every display message the shell publishes (what a kernel would send)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.messages: list[dict[str, Any]] = []
+
+    def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
+                update: bool = False, **kwargs: Any) -> None:
+        self.messages.append({"data": data, "transient": transient or {}, "update": update})
+
+    def clear_output(self, wait: bool = False) -> None:
+        pass
+
+    def final_outputs(self) -> list[dict[str, Any]]:
+        """The outputs a saved notebook would hold: each display id's last data, in order."""
+        outputs: dict[Any, dict[str, Any]] = {}
+        for index, message in enumerate(self.messages):
+            key = message["transient"].get("display_id") or index
+            if message["update"]:
+                if key in outputs:
+                    outputs[key] = message["data"]
+            else:
+                outputs[key] = message["data"]
+        return list(outputs.values())
+
+
+@pytest.fixture(scope="module")
+def shell() -> Any:
+    ip = start_ipython()
+    assert ip is not None
+    return ip
+
+
+@pytest.fixture
+def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The shell with the extension freshly loaded (default settings, no chats, no history)."""
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
+    shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'
+    monkeypatch.delenv("NITO_API_KEY", raising=False)
+    monkeypatch.delenv("NITO_BASE_URL", raising=False)
+    monkeypatch.delenv("NITO_MODEL", raising=False)
+    _magic.load_ipython_extension(shell)
+    shell.run_line_magic("nito", "reset")
+    yield shell
+    for name in ("_nito", "answer", "weather", "schema", "topic"):
+        shell.user_ns.pop(name, None)
+
+
+@pytest.fixture
+def notebook(ip: Any, monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """Behave as in a kernel (HTML live display) and record what would be sent."""
+    recorder = Recorder()
+    monkeypatch.setattr(ip, "display_pub", recorder)
+    monkeypatch.setattr(_display, "in_kernel", lambda: True)
+    return recorder
+
+
+def run(ip: Any, line: str, cell: str) -> Any:
+    return ip.run_cell_magic("nito", line, cell)
+
+
+def all_text(recorder: Recorder) -> str:
+    return "\n".join(json.dumps(m["data"], ensure_ascii=False) for m in recorder.messages)
+
+
+# -- the basics ------------------------------------------------------------------------------------
+
+
+def test_streams_and_keeps_the_stream(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(ip, "-m sim/echo -o answer", "Hello there, magic") is None  # no Out[] copy
+    stream = ip.user_ns["_nito"]
+    assert isinstance(stream, nito_nb.Stream)
+    assert stream.status == "done"
+    assert stream.content == "Hello there, magic"
+    assert nito_nb.last() is stream
+    assert ip.user_ns["answer"] is stream
+    out = capsys.readouterr().out  # outside a kernel: plain text, live
+    assert "Hello there, magic" in out
+    assert "done" in out
+
+
+def test_default_model_from_config_and_env(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(ip, "", "hi")
+    assert ip.user_ns["_nito"].request["model"] == "sim/chat"
+    ip.run_line_magic("config", "Nito.model = 'sim/echo'")
+    run(ip, "", "configured")
+    assert ip.user_ns["_nito"].content == "configured"
+    monkeypatch.setenv("NITO_MODEL", "sim/echo")
+    assert _magic.Nito().model == "sim/echo"
+
+
+def test_options_reach_the_request(ip: Any) -> None:
+    run(ip, '-m sim/echo --system "Be brief" --temperature 0.2 --max-tokens 50 --reasoning low '
+            "--json --param seed=7 --param tag=hello", "Question?")
+    request = ip.user_ns["_nito"].request
+    assert request["messages"] == [
+        {"role": "system", "content": "Be brief"},
+        {"role": "user", "content": "Question?"},
+    ]
+    params = request["params"]
+    assert params["temperature"] == 0.2
+    assert params["max_tokens"] == 50
+    assert params["reasoning"] == {"effort": "low"}
+    assert params["response_format"] == {"type": "json_object"}
+    assert params["seed"] == 7
+    assert params["tag"] == "hello"
+
+
+def test_config_defaults_apply(ip: Any) -> None:
+    ip.run_line_magic("config", "Nito.system = 'You are terse'")
+    ip.run_line_magic("config", "Nito.temperature = 0.5")
+    ip.run_line_magic("config", "Nito.params = {'seed': 3}")
+    run(ip, "-m sim/echo", "x")
+    request = ip.user_ns["_nito"].request
+    assert request["messages"][0] == {"role": "system", "content": "You are terse"}
+    assert request["params"]["temperature"] == 0.5
+    assert request["params"]["seed"] == 3
+
+
+def test_interpolation(ip: Any) -> None:
+    ip.user_ns["topic"] = "SSE"
+    run(ip, "-m sim/echo", "About {topic} and {nothing_here} and {{topic}}")
+    assert ip.user_ns["_nito"].content == "About SSE and {nothing_here} and {topic}"
+    run(ip, "-m sim/echo --no-interpolate", "About {topic}")
+    assert ip.user_ns["_nito"].content == "About {topic}"
+    ip.run_line_magic("config", "Nito.interpolate = False")
+    run(ip, "-m sim/echo", "About {topic}")
+    assert ip.user_ns["_nito"].content == "About {topic}"
+
+
+def test_usage_errors(ip: Any) -> None:
+    with pytest.raises(UsageError, match="empty"):
+        run(ip, "-m sim/echo", "  \n")
+    with pytest.raises(UsageError, match="--chat"):
+        run(ip, "-m sim/echo --new", "x")
+    with pytest.raises(UsageError, match="format"):
+        run(ip, "-m sim/echo -f html", "x")
+    with pytest.raises(UsageError, match="variable name"):
+        run(ip, "-m sim/echo -o 1x", "x")
+    with pytest.raises(UsageError, match="one model"):
+        run(ip, "-m sim/echo,sim/chat --chat c", "x")
+    with pytest.raises(UsageError):
+        run(ip, "--reasoning extreme", "x")
+    with pytest.raises(UsageError, match="unknown command"):
+        ip.run_line_magic("nito", "frobnicate")
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+
+def test_tools_from_functions_and_schemas(ip: Any) -> None:
+    def weather(city: str, days: int = 1, units: str | None = None, detail: list[str] | None = None) -> str:
+        """Forecast for a city.
+
+        More words that are not the description.
+        """
+        raise AssertionError("tools are never run")
+
+    ip.user_ns["weather"] = weather
+    ip.user_ns["schema"] = {"name": "lookup", "description": "Look up", "parameters": {"type": "object",
+                            "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+    run(ip, "-m sim/tools --tools weather,schema", "Weather in Paris?")
+    stream = ip.user_ns["_nito"]
+    tools = stream.request["params"]["tools"]
+    assert tools[0] == {
+        "type": "function",
+        "function": {
+            "name": "weather",
+            "description": "Forecast for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer", "default": 1},
+                    "units": {"type": "string", "default": None},
+                    "detail": {"type": "array", "items": {"type": "string"}, "default": None},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+    assert tools[1] == {"type": "function", "function": ip.user_ns["schema"]}
+    assert stream.tool_calls
+    assert {call.name for call in stream.tool_calls} <= {"weather", "lookup"}
+    with pytest.raises(UsageError, match="no variable"):
+        run(ip, "-m sim/tools --tools missing", "x")
+
+
+# -- conversation memory ---------------------------------------------------------------------------
+
+
+def test_chat_memory_is_bounded_and_can_restart(ip: Any) -> None:
+    run(ip, "-m sim/echo --chat c --system S", "first")
+    run(ip, "-m sim/echo --chat c --system S", "second")
+    messages = ip.user_ns["_nito"].request["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[2] == {"role": "assistant", "content": "first"}
+    run(ip, "-m sim/echo", "alone")  # no --chat: no memory
+    assert len(ip.user_ns["_nito"].request["messages"]) == 1
+    ip.run_line_magic("config", "Nito.history = 2")
+    run(ip, "-m sim/echo --chat c", "third")
+    run(ip, "-m sim/echo --chat c", "fourth")
+    contents = [m["content"] for m in ip.user_ns["_nito"].request["messages"]]
+    assert contents == ["second", "second", "third", "third", "fourth"]
+    run(ip, "-m sim/echo --chat c --new", "fresh")
+    assert len(ip.user_ns["_nito"].request["messages"]) == 1
+    run(ip, "-m sim/echo --chat other", "elsewhere")
+    assert len(ip.user_ns["_nito"].request["messages"]) == 1
+
+
+def test_chat_keeps_tool_calls_valid(ip: Any) -> None:
+    ip.user_ns["schema"] = {"name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    run(ip, "-m sim/tools --chat t --tools schema", "Look it up")
+    calls = ip.user_ns["_nito"].tool_calls
+    assert calls
+    run(ip, "-m sim/tools --chat t --tools schema", "And then?")
+    messages = ip.user_ns["_nito"].request["messages"]
+    assert messages[1]["tool_calls"]
+    tool_ids = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert tool_ids == [call.id for call in calls]
+
+
+def test_failed_request_is_not_remembered(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m sim/http-503 --chat f", "lost")
+    run(ip, "-m sim/echo --chat f", "kept")
+    assert len(ip.user_ns["_nito"].request["messages"]) == 1
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+def test_midstream_error_keeps_partial_answer(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m sim/error-midstream", "x")
+    stream = ip.user_ns["_nito"]
+    assert stream.status == "error"
+    assert stream.content
+    captured = capsys.readouterr()
+    assert stream.content[:40] in captured.out
+    error_lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(error_lines) == 1 and error_lines[0].startswith("nito: MidStreamError")
+    assert "Traceback" not in captured.err
+    with pytest.raises(nito_nb.MidStreamError):
+        run(ip, "-m sim/error-midstream --raise", "x")
+    assert ip.user_ns["_nito"].status == "error"
+
+
+def test_http_error_is_shown_and_kept(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m sim/http-401", "x")
+    stream = ip.user_ns["_nito"]
+    assert stream.status == "failed"
+    captured = capsys.readouterr()
+    assert "failed" in captured.out
+    assert captured.err.strip().startswith("nito: AuthenticationError")
+    with pytest.raises(nito_nb.AuthenticationError) as info:
+        run(ip, "-m sim/http-401 --raise", "x")
+    assert info.value.stream is ip.user_ns["_nito"]
+
+
+def test_no_key_is_a_one_line_error(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m vendor/model", "x")
+    err = capsys.readouterr().err
+    assert err.startswith("nito: ConfigurationError") and "NITO_API_KEY" in err
+    with pytest.raises(nito_nb.ConfigurationError):
+        run(ip, "-m vendor/model --raise", "x")
+
+
+def test_key_never_shown(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("NITO_API_KEY", KEY)
+    with SimServer(api_key="sk-another-key-000000") as base_url:
+        ip.run_line_magic("config", f"Nito.base_url = {base_url!r}")
+        run(ip, "-m vendor/model", "x")  # the key is sent, and refused
+        refused = ip.user_ns["_nito"]
+        with pytest.raises(nito_nb.AuthenticationError) as info:
+            run(ip, "-m vendor/model --raise", "x")
+        ip.run_line_magic("nito", "config")
+    with SimServer(api_key=KEY) as base_url:
+        ip.run_line_magic("config", f"Nito.base_url = {base_url!r}")
+        run(ip, "-m sim/echo", "accepted")
+        assert ip.user_ns["_nito"].content == "accepted"
+    assert refused.status == "failed"
+    captured = capsys.readouterr()
+    seen = [captured.out, captured.err, all_text(notebook), repr(info.value), str(info.value),
+            json.dumps(refused.request, default=str), repr(refused.log.headers)]
+    assert all(KEY not in text for text in seen)
+    assert "API key (NITO_API_KEY): set" in captured.out
+
+
+# -- the notebook path (HTML) ------------------------------------------------------------------------
+
+
+def test_hostile_output_is_inert(ip: Any, notebook: Recorder) -> None:
+    cell = HOSTILE + "\n\n```html\n<div>literal</div>\n```\n"
+    run(ip, "-m sim/echo --no-interpolate", cell)
+    assert ip.user_ns["_nito"].content.split() == cell.split()
+    assert notebook.messages
+    for message in notebook.messages:
+        assert set(message["data"]) <= {"text/html", "text/plain"}  # never text/markdown
+        page = message["data"]["text/html"].lower()
+        for bad in ("<img", "<script", 'href="javascript'):
+            assert bad not in page
+        assert not ACTIVE_TAG.search(page)
+    final = "".join(d["text/html"] for d in notebook.final_outputs())
+    shown = html.unescape(re.sub(r"<[^>]+>", "", final))  # what a reader sees on the page
+    assert "<div>literal</div>" in shown  # the code block shows the tag literally
+    assert "&lt;script&gt;" in final
+
+
+def test_updates_are_throttled_and_final_arrives(ip: Any, notebook: Recorder) -> None:
+    start = time.perf_counter()
+    run(ip, "-m sim/long --param sim='{\"tps\": 0, \"chunks\": 20000}'", "go")
+    elapsed = time.perf_counter() - start
+    stream = ip.user_ns["_nito"]
+    assert stream.status == "done" and stream.n_chunks >= 20000
+    rounds = len({id(m) for m in notebook.messages})
+    assert rounds < 20000 / 10
+    final_text = "".join(d["text/plain"] for d in notebook.final_outputs())
+    assert stream.content[-200:] in final_text
+    assert "done" in final_text
+    sent = sum(len(json.dumps(m["data"])) for m in notebook.messages)
+    assert sent <= 4 * len(stream.content.encode()) + 64 * 1024 + 20 * elapsed * 8192
+
+
+def test_several_models_side_by_side(ip: Any, notebook: Recorder) -> None:
+    words = " ".join(f"w{i}" for i in range(40))
+    start = time.perf_counter()
+    run(ip, "-m sim/echo,sim/echo,sim/reasoning --param sim='{\"tps\": 40}'", words)
+    elapsed = time.perf_counter() - start
+    streams = ip.user_ns["_nito"]
+    assert isinstance(streams, list) and len(streams) == 3
+    assert nito_nb.last() is streams
+    assert [s.status for s in streams] == ["done"] * 3
+    assert streams[0].content == words
+    one = max(s.elapsed for s in streams)
+    assert elapsed < one + 0.6 * sum(s.elapsed for s in streams[:2])  # concurrent, not summed
+    outputs = notebook.final_outputs()
+    grid = outputs[0]
+    assert 'class="nito-grid"' in grid["text/html"] and "== sim/reasoning ==" in grid["text/plain"]
+    assert words in grid["text/plain"]
+    assert "sim/echo" in outputs[1]["text/plain"]  # the comparison table
+
+
+def test_several_models_in_a_terminal(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m sim/echo,sim/http-401", "side by side")
+    out, err = capsys.readouterr()
+    assert "== sim/echo ==" in out and "side by side" in out
+    assert "failed" in out
+    assert "AuthenticationError" in err
+    assert [s.status for s in ip.user_ns["_nito"]] == ["done", "failed"]
+
+
+# -- interrupt, save, replay --------------------------------------------------------------------
+
+
+class InterruptingDisplay:
+    """A display whose n-th update raises KeyboardInterrupt, as the kernel's stop button would."""
+
+    def __init__(self, state: Any, after: int) -> None:
+        self.state, self.after, self.updates, self.finished = state, after, 0, False
+
+    def update(self) -> None:
+        self.updates += 1
+        if self.updates == self.after:
+            raise KeyboardInterrupt
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def test_interrupt_keeps_partial_and_marks_stopped(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    displays: list[InterruptingDisplay] = []
+
+    def make(self: Any, state: Any, fmt: str) -> InterruptingDisplay:
+        displays.append(InterruptingDisplay(state, after=5))
+        return displays[-1]
+
+    monkeypatch.setattr(_magic.NitoMagics, "_display", make)
+    with pytest.raises(KeyboardInterrupt):
+        run(ip, "-m sim/chat --chat k --param sim='{\"tps\": 300}'", "x")
+    stream = ip.user_ns["_nito"]
+    assert stream.status == "stopped"
+    assert stream.content and len(stream.content) < 500
+    assert displays[0].finished
+    monkeypatch.undo()
+    run(ip, "-m sim/echo", "next cell")  # the next cell runs normally
+    assert ip.user_ns["_nito"].content == "next cell"
+
+
+def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
+    log = tmp_path / "run.jsonl"
+    run(ip, f"-m sim/echo --save {log} --param sim='{{\"tps\": 40}}'", "one two three four five six seven eight")
+    original = ip.user_ns["_nito"]
+    assert log.is_file()
+    start = time.perf_counter()
+    ip.run_line_magic("nito", f"--replay {log}")
+    took = time.perf_counter() - start
+    replayed = ip.user_ns["_nito"]
+    assert replayed.content == original.content
+    assert took >= 0.8 * original.elapsed  # the recorded pace
+    start = time.perf_counter()
+    ip.run_line_magic("nito", f"--replay {log} --speed 0")
+    assert time.perf_counter() - start < original.elapsed
+    sse = tmp_path / "run.sse"
+    sse.write_bytes(b"".join(event.raw for event in original.log))
+    run(ip, f"--replay {sse}", "(the cell is ignored)")
+    assert ip.user_ns["_nito"].content == original.content
+    assert original.content in "".join(d["text/plain"] for d in notebook.final_outputs())
+    with pytest.raises(UsageError, match="no such file"):
+        ip.run_line_magic("nito", f"--replay {tmp_path / 'missing.jsonl'}")
+
+
+def test_save_several_models(ip: Any, tmp_path: Path) -> None:
+    run(ip, f"-m sim/echo,sim/chat --save {tmp_path / 'cmp.jsonl'}", "hi")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp.sim-chat.jsonl", "cmp.sim-echo.jsonl"]
+    assert nito_nb.load(tmp_path / "cmp.sim-echo.jsonl").content == "hi"
+
+
+# -- line magic --------------------------------------------------------------------------------------
+
+
+def test_line_commands(ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    ip.run_line_magic("nito", "")
+    assert "--model" in capsys.readouterr().out
+    ip.run_line_magic("nito", "help")
+    assert "never executed" in capsys.readouterr().out
+    ip.run_line_magic("nito", "config")
+    out = capsys.readouterr().out
+    assert "Nito.model = 'sim/chat'" in out and "NITO_API_KEY): unset" in out
+    ip.run_line_magic("nito", "last")
+    assert "no stream yet" in capsys.readouterr().out
+    run(ip, "-m sim/echo", "one")
+    run(ip, "-m sim/error-midstream", "two")
+    history = ip.run_line_magic("nito", "history")
+    assert isinstance(history, pd.DataFrame)
+    assert list(history["model"]) == ["sim/echo", "sim/error-midstream"]
+    assert list(history["status"]) == ["done", "error"]
+    capsys.readouterr()
+    ip.run_line_magic("nito", "last")
+    assert "error" in capsys.readouterr().out
+    models = ip.run_line_magic("nito", "models")
+    assert "sim/chat" in set(models["id"])
+    ip.run_line_magic("nito", "reset")
+    assert nito_nb.last() is None and "_nito" not in ip.user_ns
+    assert ip.run_line_magic("nito", "history").empty
+
+
+def test_models_from_the_gateway(ip: Any, monkeypatch: pytest.MonkeyPatch,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("NITO_API_KEY", KEY)
+    with SimServer(api_key=KEY) as base_url:
+        ip.run_line_magic("config", f"Nito.base_url = {base_url!r}")
+        models = ip.run_line_magic("nito", "models")
+        assert "gateway" in set(models["source"])
+    ip.run_line_magic("config", "Nito.base_url = 'http://127.0.0.1:9/v1'")  # nothing listens there
+    models = ip.run_line_magic("nito", "models")
+    assert set(models["source"]) == {"simulator"}
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("nito: ")
+    assert KEY not in err
+
+
+def test_reload_keeps_one_configurable(ip: Any) -> None:
+    ip.run_line_magic("config", "Nito.model = 'sim/echo'")
+    _magic.load_ipython_extension(ip)
+    assert sum(isinstance(c, _magic.Nito) for c in ip.configurables) == 1
+    run(ip, "", "still echo")
+    assert ip.user_ns["_nito"].content == "still echo"
