@@ -26,13 +26,11 @@ from ._exceptions import (
     ConnectTimeout,
     FirstByteTimeout,
     NitoError,
-    NotEventStreamError,
     RateLimitError,
     ServerError,
     StreamTimeoutError,
-    api_error,
+    not_event_stream_error,
 )
-from ._log import HTTP_ERROR
 from ._stream import AsyncStream, Stream
 
 __all__ = ["AsyncClient", "Client", "Timeout", "as_messages"]
@@ -208,63 +206,33 @@ class BaseClient:
             return None
         return min(self.max_retry_wait, 0.5 * 2**attempt) * (0.75 + random.random() / 2)
 
-    def _failed_stream(self, stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int) -> None:
-        stream.log.set_response(status_code, headers, t_ns)
-        stream.log.append(t_ns, HTTP_ERROR, body)
-        stream.status = "failed"
-
-    def _http_error(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
-        t_ns = time.perf_counter_ns()
+    @staticmethod
+    def _http_error(stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
         text = _redact(body.decode("utf-8", "replace"), key)
-        self._failed_stream(stream, response.status_code, response.headers, text.encode("utf-8"), t_ns)
-        error = api_error(
-            response.status_code,
-            text,
-            content_type=response.headers.get("content-type", ""),
-            retry_after=response.headers.get("retry-after"),
-            stream=stream,
-        )
-        stream.exception = error
-        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
-        return error
+        return stream._fail_http(response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
 
     def _not_event_stream(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
-        content_type = response.headers.get("content-type", "")
         text = _redact(body.decode("utf-8", "replace"), key)
-        self._failed_stream(stream, response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
-        error = NotEventStreamError(
-            f"The gateway answered {response.status_code} with {content_type or 'no content type'} "
-            f"instead of an event stream (body starts {text[:120]!r}). Check the base URL "
-            f"({self.base_url}) and that nothing between you and the gateway rewrites responses.",
-            stream=stream,
-        )
-        stream.exception = error
-        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
-        return error
+        stream._fail_http(response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
+        return stream._fail(not_event_stream_error(response.status_code, response.headers, text, self.base_url))
 
     @staticmethod
     def _connect_error(exc: Exception, url: str, stream: Stream) -> NitoError:
         if isinstance(exc, httpx.ConnectTimeout):
             error: NitoError = ConnectTimeout(
-                f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout.",
-                stream=stream,
+                f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout."
             )
         elif isinstance(exc, httpx.TimeoutException):
             error = FirstByteTimeout(
                 f"{url} accepted the request but sent no response within the first-byte timeout. "
-                "Retry, or raise timeout={'first_byte': ...}.",
-                stream=stream,
+                "Retry, or raise timeout={'first_byte': ...}."
             )
         else:
             error = ConnectionFailed(
                 f"Could not reach {url} ({type(exc).__name__}: {exc}). Check the network, "
-                "NITO_BASE_URL and any proxy settings.",
-                stream=stream,
+                "NITO_BASE_URL and any proxy settings."
             )
-        stream.status = "failed"
-        stream.exception = error
-        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
-        return error
+        return stream._fail(error)
 
     @staticmethod
     def _is_event_stream(response: httpx.Response) -> bool:
@@ -332,8 +300,7 @@ class Client(BaseClient):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
         if response.status_code >= 400:
-            stream = Stream({"model": None, "base_url": url}, raise_errors=False)
-            raise self._http_error(stream, response, response.content, key)
+            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
         return list(response.json().get("data", []))
 
     def close(self) -> None:
@@ -420,8 +387,7 @@ class AsyncClient(BaseClient):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         response = await self._client_for_loop().get(f"{url}/models", headers=headers)
         if response.status_code >= 400:
-            stream = Stream({"model": None, "base_url": url}, raise_errors=False)
-            raise self._http_error(stream, response, response.content, key)
+            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
         return list(response.json().get("data", []))
 
     async def aclose(self) -> None:

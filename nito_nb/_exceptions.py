@@ -257,3 +257,13 @@ def api_error(
     if cls is RateLimitError:
         return RateLimitError(message, retry_after=retry_after_seconds(retry_after), **kwargs)
     return cls(message, **kwargs)
+
+
+def not_event_stream_error(status_code: int, headers: Any, text: str, base_url: str = "") -> NotEventStreamError:
+    content_type = headers.get("content-type", "") if headers else ""
+    where = f" ({base_url})" if base_url else ""
+    return NotEventStreamError(
+        f"The gateway answered {status_code} with {content_type or 'no content type'} instead of an "
+        f"event stream (body starts {text[:120]!r}). Check the base URL{where} and that nothing "
+        "between you and the gateway rewrites responses."
+    )

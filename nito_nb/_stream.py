@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from ._accumulate import Accumulator, Anomaly, ToolCall
 from ._exceptions import (
+    APIError,
     ConnectionLost,
     MidStreamError,
     NitoError,
     StreamTimeoutError,
     StreamTruncatedError,
+    api_error,
+    error_details,
 )
 from ._log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog, read_log
 from ._sse import ServerSentEvent, SSEDecoder
@@ -283,6 +286,30 @@ class Stream:
         for callback in self._callbacks:
             callback(self)
 
+    def _fail(self, error: NitoError) -> NitoError:
+        """The request failed before any body: no stream, only this error."""
+        error.stream = self
+        self.status = "failed"
+        self.exception = error
+        self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        return error
+
+    def _fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
+        """The gateway answered with an HTTP error: log its body, keep its error, build the exception."""
+        self.log.set_response(status_code, headers or {}, t_ns)
+        if not any(e.kind == "http-error" for e in self.log):
+            self.log.append(t_ns, HTTP_ERROR, body)
+        headers = self.log.headers
+        error = api_error(
+            status_code,
+            body.decode("utf-8", "replace"),
+            content_type=headers.get("content-type", ""),
+            retry_after=headers.get("retry-after"),
+        )
+        self._acc.error = {"code": error.code, "message": error.message}
+        self._fail(error)
+        return error
+
     def _stop_source(self) -> None:
         close, self._close_source = self._close_source, None
         if close is not None:
@@ -291,10 +318,10 @@ class Stream:
     # -- live iteration (sync) ---------------------------------------------------------------
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.finished or self._reads is None:
+            return self._replay()
         if self._live is not None:
             return self._live  # continue where a `break` left off
-        if self._reads is None:
-            return self._replay()
         self._live = self._iterate(self.raise_errors)
         return self._live
 
@@ -520,6 +547,22 @@ class AsyncStream(Stream):
         return client.stream([*self.messages, *as_messages(prompt_or_messages)], model=model, **merged)
 
 
+def _refail(stream: Stream, end: dict[str, Any]) -> None:
+    """Rebuild the error of a request that failed before streaming, from its saved log."""
+    from . import _exceptions
+
+    log = stream.log
+    body = next((e.raw for e in log if e.kind == "http-error"), None)
+    if body is not None and (log.status_code or 0) >= 400:
+        stream._fail_http(log.status_code or 400, log.headers, body, log.headers_ns or log.t0_ns)
+    else:
+        cls = getattr(_exceptions, str(end.get("exception")), None)
+        if not (isinstance(cls, type) and issubclass(cls, NitoError)):
+            cls = NitoError
+        stream._fail(cls(str(end.get("message") or "the request failed")))
+    log.end = end
+
+
 def _cancelled_error() -> type[BaseException]:
     import asyncio
 
@@ -561,18 +604,10 @@ def read_sse(
     stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
     if (status_code is not None and status_code >= 400) or _looks_like_error_body(body):
         # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
-        from ._exceptions import api_error, error_details
-
-        stream.log.status_code = status_code
-        stream.log.append(0, HTTP_ERROR, body)
-        text = body.decode("utf-8", "replace")
         if status_code is None:  # a bare body: its own error code is the best guess of the status
-            code = error_details(text)[1]
+            code = error_details(body.decode("utf-8", "replace"))[1]
             status_code = int(code) if str(code).isdigit() and 400 <= int(code) < 600 else 400
-        error = api_error(status_code, text, stream=stream)
-        stream._acc.error = {"code": error.code, "message": error.message}
-        stream.status, stream.exception = "failed", error
-        stream.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        stream._fail_http(status_code, {}, body, 0)
         return stream
     stream.log.status_code = status_code
     stream._feed(body, 0)
@@ -606,8 +641,7 @@ def load(path: str | os.PathLike[str]) -> Stream:
     last = events[-1][0] if events else log.t0_ns
     status = end.get("status")
     if status == "failed":
-        stream.status = "failed"
-        log.end = end
+        _refail(stream, end)
         return stream
     # Only statuses that the bytes alone cannot tell are taken from the file.
     exception: NitoError | None = None

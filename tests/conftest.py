@@ -40,7 +40,7 @@ def chunk_line(delta: dict | None = None, *, finish: str | None = None, **extra:
         "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}],
         **extra,
     }
-    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ class Script:
     content_type: str = "text/event-stream"
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False  # cut the connection after the parts (no clean end of the chunked body)
+    header_delay: float = 0.0  # seconds before the response starts
     times: int = 0  # how many requests hit this script
     requests: list[dict] = field(default_factory=list)  # received JSON bodies and headers
 
@@ -81,6 +82,8 @@ class ScriptedServer:
         script.times += 1
         body = await request.body()
         script.requests.append({"body": body, "headers": dict(request.headers)})
+        if script.header_delay:
+            await asyncio.sleep(script.header_delay)
         if script.status != 200 or script.content_type != "text/event-stream":
             return Response(b"".join(script.parts), status_code=script.status,
                             media_type=script.content_type, headers=script.headers)

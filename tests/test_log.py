@@ -1,0 +1,138 @@
+"""The chunk log: events, times and bytes; JSON Lines save/load that gives back the same Stream."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REAL, chunk_line, real_recordings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nito_nb
+from nito_nb._log import ChunkLog
+
+
+def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object) -> nito_nb.Stream:
+    """A Stream fed by hand: (arrival time in ns since t0, bytes) per read."""
+    s = nito_nb.Stream({"model": "m", "messages": [{"role": "user", "content": "hi"}], "params": {}})
+    s.log.t0_ns = 1_000
+    s.log.set_response(200, {"content-type": "text/event-stream", "Set-Cookie": "x"}, 1_000 + 5_000_000)
+    for t, data in reads:
+        s._feed(data, 1_000 + t)
+    s._end(1_000 + (end if end is not None else reads[-1][0]), **end_kwargs)  # type: ignore[arg-type]
+    return s
+
+
+def same(a: nito_nb.Stream, b: nito_nb.Stream) -> None:
+    assert [(e.seq, e.t_ns, e.kind, e.raw) for e in a.log] == [(e.seq, e.t_ns, e.kind, e.raw) for e in b.log]
+    for name in ("content", "reasoning", "reasoning_details", "finish_reason", "usage", "error", "done",
+                 "status", "model", "ttft", "ttfb", "elapsed", "n_chunks", "n_events", "request", "web_search",
+                 "free_tier"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert [(c.id, c.name, c.arguments) for c in a.tool_calls] == [(c.id, c.name, c.arguments) for c in b.tool_calls]
+    assert [(x.kind, x.seq, x.count) for x in a.anomalies] == [(x.kind, x.seq, x.count) for x in b.anomalies]
+    assert type(a.exception) is type(b.exception)
+    assert a.log.t0_wall == b.log.t0_wall and a.log.headers == b.log.headers and a.log.status_code == b.log.status_code
+
+
+def test_events_have_times_kinds_and_raw_bytes() -> None:
+    s = fed(
+        (10_000_000, b": PROCESSING\n\n"),
+        (20_000_000, chunk_line({"role": "assistant", "content": "Hi"}) + b"data: nope\n\n"),
+        (30_000_000, b"data: 42\n\ndata:\n\ndata: [DONE]\n\n"),
+    )
+    assert [e.kind for e in s.log] == ["comment", "chunk", "bad-data", "other", "empty", "done"]
+    assert [round(e.t, 3) for e in s.log] == [0.01, 0.02, 0.02, 0.03, 0.03, 0.03]
+    first, second = s.log[0], s.log[1]
+    assert first.comment == "PROCESSING" and first.data is None and first.raw == b": PROCESSING\n"
+    assert second.chunk["choices"][0]["delta"]["content"] == "Hi" and second.event == "message"
+    assert s.log[-1].data == "[DONE]" and s.log[-1].chunk is None
+    assert s.ttft == pytest.approx(0.02) and s.ttfb == pytest.approx(0.005)
+    assert [a.kind for a in s.anomalies] == ["bad-data", "not-an-object"]
+    assert "set-cookie" not in s.log.headers
+    with pytest.raises(IndexError):
+        s.log[6]
+
+
+def test_save_and_load_give_the_same_stream(tmp_path: Path) -> None:
+    s = fed(
+        (1_000_000, b": keep-alive\n\n"),
+        (2_000_000, chunk_line({"role": "assistant", "reasoning_details": [{"type": "reasoning.text", "text": "t", "index": 0}]})),
+        (3_000_000, chunk_line({"content": "héllo \U0001f600", "tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}]})),
+        (4_000_000, chunk_line({}, finish="stop", usage={"total_tokens": 3}) + b"data: [DONE]\n\n"),
+    )
+    loaded = nito_nb.load(s.save(tmp_path / "run.jsonl"))
+    same(s, loaded)
+    lines = (tmp_path / "run.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["nito_nb_log"] == 1 and json.loads(lines[-1]) == {"end": {"status": "done"}}
+
+
+@pytest.mark.parametrize(
+    ("reads", "end_kwargs", "status"),
+    [
+        ([(1, chunk_line({"content": "cut"}))], {}, "truncated"),
+        ([(1, chunk_line({"content": "x"}, finish="error", error={"code": 502, "message": "down"}))], {}, "error"),
+        ([(1, chunk_line({"content": "stop me"}))], {"status": "stopped"}, "stopped"),
+        ([(1, chunk_line({"content": "lost"}))], {"status": "truncated", "exception": nito_nb.ConnectionLost("gone")}, "truncated"),
+        ([(1, b"data: \xff\xfe not utf-8\n\n")], {}, "truncated"),
+    ],
+)
+def test_every_ending_survives_save_and_load(tmp_path: Path, reads: list, end_kwargs: dict, status: str) -> None:
+    s = fed(*reads, **end_kwargs)
+    assert s.status == status
+    same(s, nito_nb.load(s.save(tmp_path / "x.jsonl")))
+
+
+@pytest.mark.parametrize("path", real_recordings(), ids=lambda p: p.stem)
+def test_recordings_round_trip(tmp_path: Path, path: Path) -> None:
+    s = nito_nb.read_sse(path)
+    same(s, nito_nb.load(s.save(tmp_path / "r.jsonl")))
+
+
+def test_failed_request_round_trips(tmp_path: Path) -> None:
+    s = nito_nb.read_sse(REAL / "openrouter-http-error-1.sse", status_code=429)
+    loaded = nito_nb.load(s.save(tmp_path / "f.jsonl"))
+    assert loaded.status == "failed" and loaded.log[0].kind == "http-error" and loaded.log[0].raw == s.log[0].raw
+
+
+def test_load_rejects_what_is_not_a_log(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"hello": 1}\n')
+    with pytest.raises(nito_nb.LogFormatError, match="read_sse"):
+        nito_nb.load(tmp_path / "a.jsonl")
+    (tmp_path / "b.jsonl").write_text('{"nito_nb_log": 99}\n')
+    with pytest.raises(nito_nb.LogFormatError, match="upgrade nito_nb"):
+        nito_nb.load(tmp_path / "b.jsonl")
+    (tmp_path / "c.jsonl").write_text('{"nito_nb_log": 1, "t0_wall": null}\nnot json\n')
+    with pytest.raises(nito_nb.LogFormatError, match="line 2"):
+        nito_nb.load(tmp_path / "c.jsonl")
+
+
+def test_log_memory_is_close_to_the_raw_bytes() -> None:
+    body = b"".join(chunk_line({"content": f"w{i} "}) for i in range(5_000)) + b"data: [DONE]\n\n"
+    s = nito_nb.read_sse(body)
+    assert len(s.log) == 5_001 and s.log.body == body
+    assert s.log.nbytes <= len(body) + 17 * len(s.log)
+
+
+def test_clean_headers_drops_credentials() -> None:
+    from nito_nb._log import clean_headers
+
+    assert clean_headers({"Authorization": "Bearer x", "Cookie": "c", "X-Request-Id": "r"}) == {"x-request-id": "r"}
+    assert repr(ChunkLog()) == "<ChunkLog 0 events, 0 bytes>"
+
+
+@given(st.binary(max_size=600), st.lists(st.integers(0, 600), max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_garbage_bodies_never_raise_and_round_trip(body: bytes, cuts: list[int]) -> None:
+    whole = nito_nb.read_sse(body)
+    s = nito_nb.Stream({"model": "m"})
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    for a, b in zip([0, *points], [*points, len(body)], strict=True):
+        s._feed(body[a:b], 0)
+    s._end(0)
+    if whole.status != "failed":
+        assert (s.content, s.status, s.n_events) == (whole.content, whole.status, whole.n_events)
+    lines = list(whole.log.to_lines())
+    assert json.loads(lines[0])["nito_nb_log"] == 1
