@@ -1,0 +1,98 @@
+"""The chat widget in a real JupyterLab: chat, stop mid-answer, switch model, get a DataFrame.
+
+One session, as a user would have it: type a prompt and click Send, watch the answer grow, click
+Stop and see it stop growing within a second with the partial answer kept, switch the model picker
+to sim/echo and send a hostile payload with Shift+Enter (it comes back as inert text, and the key
+does not re-run the cell), then `w.frame()` in the next cell has a row per turn.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .lab import XSS_PAYLOAD, Lab, NotebookPage
+
+SETUP = """\
+import nito_nb
+# ~20 s for the whole sim/chat answer: plenty of time to stop it mid-way.
+w = nito_nb.ChatWidget(model="sim/chat", sim={"tps": 20, "ttft_ms": 300})
+w
+"""
+FRAME = """\
+df = w.frame()
+responses = df[df["kind"] == "response"]
+print([(str(r.stream), str(r.model), str(r.status)) for r in responses.itertuples()])
+"""
+
+
+def _answer(nb: NotebookPage, turn: int) -> str:
+    texts = nb.cell(0).locator(".nito-chat-turn").nth(turn).locator(".nito-answer").all_inner_texts()
+    return "".join(texts)
+
+
+def _status(nb: NotebookPage, turn: int) -> str:
+    status = nb.cell(0).locator(".nito-chat-turn").nth(turn).locator(".nito-status")
+    return status.inner_text() if status.count() else ""
+
+
+def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_chat_stop_switch_model_and_frame(lab: Lab) -> None:
+    started = time.monotonic()
+    lab.write_notebook("chat", [SETUP, FRAME])
+    nb = lab.open("chat")
+    nb.run_cell(0, wait=True)
+    widget = nb.cell(0).locator(".nito-chat")
+    widget.wait_for(timeout=20_000)
+    prompt_after_setup = nb.prompt(0)
+
+    # Type, click Send, watch the answer grow.
+    nb.page.locator(".nito-chat-input input").fill("Tell me about streaming")
+    nb.page.locator("button.nito-chat-send").click()
+    _wait(lambda: nb.page.locator("button.nito-chat-send").is_disabled(), 10, "Send disabled")
+    assert nb.page.locator("button.nito-chat-stop").is_enabled()
+    lengths: list[int] = []
+    _wait(lambda: lengths.append(len(_answer(nb, 0))) or len(set(lengths)) >= 5, 20,
+          "the answer to grow")
+    grown = sorted(set(lengths))
+    assert grown == sorted(grown) and grown[-1] > 0
+
+    # Stop mid-stream: within a second nothing more appears, and what arrived stays.
+    nb.page.locator("button.nito-chat-stop").click()
+    clicked = time.monotonic()
+    _wait(lambda: "stopped" in _status(nb, 0), 5, "the stopped status")
+    shown_at_stop = len(_answer(nb, 0))
+    time.sleep(max(0.0, clicked + 1.0 - time.monotonic()))
+    settled = _answer(nb, 0)
+    time.sleep(1.5)
+    assert _answer(nb, 0) == settled, "the answer still grew more than a second after Stop"
+    assert len(settled) >= shown_at_stop > 0  # the partial answer is kept
+    assert "■ stopped" in _status(nb, 0)
+    _wait(lambda: nb.page.locator("button.nito-chat-send").is_enabled(), 5, "Send enabled again")
+
+    # Switch the model, send a hostile payload with Shift+Enter in the box.
+    nb.page.locator(".nito-chat-model input").fill("sim/echo")
+    box = nb.page.locator(".nito-chat-input input")
+    box.fill(XSS_PAYLOAD)
+    box.press("Shift+Enter")
+    _wait(lambda: "✓ done" in _status(nb, 1), 20, "the echo turn to finish")
+    assert "sim/echo" in _status(nb, 1)
+    assert XSS_PAYLOAD in _answer(nb, 1)  # shown as text...
+    assert XSS_PAYLOAD in nb.cell(0).locator(".nito-user").nth(1).inner_text()
+    time.sleep(0.5)
+    nb.assert_no_xss()  # ...and inert
+    assert nb.cell(0).locator(".nito-chat-turn img, .nito-chat-turn script").count() == 0
+    assert nb.prompt(0) == prompt_after_setup  # Shift+Enter sent the message, it did not re-run the cell
+
+    # A DataFrame of all turns.
+    nb.run_cell(1, wait=True)
+    out = nb.output_text(1)
+    assert "('sim/chat#0', 'sim/chat', 'stopped')" in out, out
+    assert "('sim/echo#1', 'sim/echo', 'done')" in out, out
+    print(f"browser chat test: {time.monotonic() - started:.1f} s")
