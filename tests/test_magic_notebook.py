@@ -1,0 +1,198 @@
+"""%%nito in a real kernel: a notebook executed headless (nbclient) and saved, and the interrupt.
+
+What is checked is the saved file, as GitHub, nbviewer or VS Code would read it: the final answers
+are there as text/html + text/plain, no model text became live markup, no key is anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import queue
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+from nito_nb.sim import SimServer
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-test-SECRET123456789"
+PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'
+HOSTILE = f"{PAYLOAD}\n\n[click](javascript:alert(1))\n\n```html\n<div>shown literally</div>\n```"
+ACTIVE_TAG = re.compile(r"<[a-z][^<>]*\son\w+\s*=", re.IGNORECASE)
+
+
+def outputs_of(cell: Any) -> list[dict[str, Any]]:
+    return [dict(o) for o in cell.get("outputs", [])]
+
+
+def output_text(cell: Any, mime: str = "text/plain") -> str:
+    texts = []
+    for output in outputs_of(cell):
+        if output.get("output_type") in ("display_data", "execute_result"):
+            texts.append(str(output["data"].get(mime, "")))
+        elif output.get("output_type") == "stream":
+            texts.append(output["text"])
+    return "\n".join(texts)
+
+
+@pytest.fixture
+def kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel inherits this process's environment: a key that must never show, fast sims.
+    monkeypatch.setenv("NITO_API_KEY", KEY)
+    monkeypatch.setenv("NITO_SIM_TPS", "0")
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+
+
+def test_headless_notebook_is_saved_with_final_safe_answers(tmp_path: Path, kernel_env: None) -> None:
+    with SimServer(api_key=KEY) as accepting, SimServer(api_key="sk-another-key-000000") as refusing:
+        cells = [
+            "%load_ext nito_nb",
+            "%%nito -m sim/chat\nExplain SSE",
+            "%%nito -m sim/reasoning\nThink first",
+            'def get_weather(city: str) -> str:\n    """Weather for a city."""\n    return "sunny"',
+            "%%nito -m sim/tools --tools get_weather\nWeather in Paris?",
+            "%%nito -m sim/error-midstream\nBreak halfway",
+            f"%%nito -m sim/echo --no-interpolate\n{HOSTILE}",
+            "%%nito -m sim/chat,sim/echo\nCompare these",
+            f"%config Nito.base_url = {accepting!r}",
+            "%%nito -m sim/echo\nthe key was sent and accepted",
+            f"%config Nito.base_url = {refusing!r}",
+            "%%nito -m sim/echo\nrefused",
+            "%%nito -m sim/echo --raise\nrefused, raised",
+            "%nito config",
+            "print(_nito.status, type(_nito.exception).__name__)",
+        ]
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        client = NotebookClient(
+            nb, timeout=120, kernel_name="python3", allow_errors=True,
+            resources={"metadata": {"path": str(tmp_path)}},
+        )
+        client.execute()
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    saved = nbformat.read(path, as_version=4)
+    raw = path.read_text()
+    c = saved.cells
+
+    # Final answers, as html + plain text, once each (no Out[] duplicate).
+    chat = output_text(c[1])
+    assert "Streaming, in short" in chat and "Tip: when a stream fails halfway" in chat
+    assert "✓ done" in chat
+    for index in (1, 2, 4, 5, 6, 7, 9):
+        kinds = [o["output_type"] for o in outputs_of(c[index])]
+        assert "execute_result" not in kinds
+        for output in outputs_of(c[index]):
+            if output["output_type"] == "display_data":
+                assert set(output["data"]) == {"text/html", "text/plain"}
+    assert "Reasoning" in output_text(c[2]) and "✓ done" in output_text(c[2])
+    assert "tool call get_weather" in output_text(c[4])
+    assert "city" in output_text(c[4])
+    broken = output_text(c[5])
+    assert "✗ error" in broken and "Upstream provider disconnected" in broken
+    assert "nito: MidStreamError" in broken and "Traceback" not in broken
+    grid = output_text(c[7])
+    assert "== sim/chat ==" in grid and "== sim/echo ==" in grid and "Compare these" in grid
+    assert "the key was sent and accepted" in output_text(c[9])
+    assert "nito: AuthenticationError" in output_text(c[11])
+    assert [o["output_type"] for o in outputs_of(c[12])][-1] == "error"
+    assert "API key (NITO_API_KEY): set" in output_text(c[13])
+    assert output_text(c[14]).strip() == "failed AuthenticationError"
+
+    # Hostile content: escaped in every output, code still shows the tag, no live link.
+    hostile_html = output_text(c[6], "text/html")
+    assert "&lt;script&gt;" in hostile_html
+    assert "<div>shown literally</div>" in html.unescape(re.sub(r"<[^>]+>", "", hostile_html))
+    for cell in c:
+        for output in outputs_of(cell):
+            text = json.dumps(output, ensure_ascii=False)
+            for mime, value in output.get("data", {}).items():
+                if mime == "text/html":
+                    page = str(value).lower()
+                    assert "<img" not in page and "<script" not in page
+                    assert 'href="javascript' not in page
+                    assert not ACTIVE_TAG.search(page)
+            assert "text/markdown" not in output.get("data", {})
+            assert KEY not in text
+    assert KEY not in raw  # nowhere in the file: outputs, errors, tracebacks, metadata
+
+
+def _collect(kc: Any, msg_id: str, until_idle: bool, timeout: float) -> list[dict[str, Any]]:
+    messages = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            if not until_idle:
+                return messages
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(msg)
+        if until_idle and msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return messages
+    if not until_idle:
+        return messages
+    raise AssertionError(f"no idle within {timeout} s: {[m['msg_type'] for m in messages]}")
+
+
+def _execute(kc: Any, code: str, timeout: float = 60) -> list[dict[str, Any]]:
+    return _collect(kc, kc.execute(code), until_idle=True, timeout=timeout)
+
+
+def _plain(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        m["content"].get("data", {}).get("text/plain", "") or m["content"].get("text", "")
+        for m in messages
+        if m["msg_type"] in ("display_data", "update_display_data", "stream", "execute_result")
+    )
+
+
+def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(tmp_path: Path, kernel_env: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_SIM_TPS", "40")  # about 7 s for sim/chat: plenty of time to interrupt
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        _execute(kc, "%load_ext nito_nb")
+        msg_id = kc.execute("%%nito -m sim/chat\nExplain SSE")
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while "gateway" not in _plain(seen):  # the answer has started to arrive
+            assert time.monotonic() < deadline, "no partial answer arrived"
+            seen += _collect(kc, msg_id, until_idle=False, timeout=0.5)
+        km.interrupt_kernel()
+        seen += _collect(kc, msg_id, until_idle=True, timeout=30)
+        reply = kc.get_shell_msg(timeout=10)
+        while reply["parent_header"].get("msg_id") != msg_id:  # replies to the earlier cells
+            reply = kc.get_shell_msg(timeout=10)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        updates = [m for m in seen if m["msg_type"] in ("display_data", "update_display_data")]
+        statuses = [m["content"]["data"]["text/plain"] for m in updates
+                    if "nito-status" in m["content"]["data"]["text/html"]]
+        assert statuses[-1].startswith("■ stopped")
+        assert "gateway" in _plain(updates)
+        after = _plain(_execute(kc, "print(_nito.status, len(_nito.content), _nito.finish_reason)"))
+        status, length, finish = after.split()
+        assert status == "stopped" and 0 < int(length) < 1309 and finish == "None"
+        assert KEY not in json.dumps(seen, default=str)
+        monkeypatch.setenv("NITO_SIM_TPS", "0")
+        done = _plain(_execute(kc, "%%nito -m sim/echo --param sim='{\"tps\": 0}'\nthe next cell runs"))
+        assert "the next cell runs" in done and "✓ done" in done
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
