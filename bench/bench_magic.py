@@ -1,0 +1,160 @@
+"""Benchmark of the %%nito magic end to end: update messages, bytes sent, slowdown of the display.
+
+    .venv/bin/python bench/bench_magic.py            # prints the figures; exit 1 if a target fails
+    .venv/bin/python bench/bench_magic.py --rounds 5 --chunks 50000
+
+The answer: ``sim/long`` with 50,000 chunks (about 200 KB of Markdown) at full speed
+(``sim={"tps": 0}``), served by the simulator in its own process (``python -m nito_nb.sim``) so that
+the server does not compete with the magic for this process's GIL.
+
+- "magic": ``%%nito -m sim/long`` run through IPython's ``run_cell_magic`` in an InteractiveShell
+  that behaves as a kernel: the live HTML display is used (``in_kernel`` is patched) and a display
+  publisher counts every message the kernel would send (display + update_display) and its bytes
+  (the JSON of its mime bundle, as it goes over IOPub).
+- "no display": the same request iterated with ``nito_nb.stream`` and nothing else.
+
+Best of N rounds, interleaved (a busy machine slows both alike). Targets: bytes sent <= 4x the
+answer + 64 KB; speed with display >= 0.5x the speed without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from IPython.core.displaypub import DisplayPublisher  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+
+import nito_nb  # noqa: E402
+from nito_nb import _display, _magic  # noqa: E402
+
+
+class CountingPublisher(DisplayPublisher):
+    """Counts what a kernel would send for each display / update_display call."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reset()
+
+    def reset(self) -> None:
+        self.messages = 0
+        self.updates = 0
+        self.bytes = 0
+        self.last: dict[Any, dict[str, str]] = {}
+
+    def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
+                update: bool = False, **kwargs: Any) -> None:
+        self.messages += 1
+        self.updates += bool(update)
+        self.bytes += len(json.dumps(data, ensure_ascii=False).encode("utf-8"))
+        self.last[(transient or {}).get("display_id", self.messages)] = data
+
+    def clear_output(self, wait: bool = False) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_simulator() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "0"}
+    env.pop("NITO_SIM_API_KEY", None)
+    proc = subprocess.Popen([sys.executable, "-m", "nito_nb.sim", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            urllib.request.urlopen(f"{base_url}/models", timeout=1).read()
+            return proc, base_url
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("the simulator did not start") from None
+            time.sleep(0.1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--chunks", type=int, default=50_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    proc, base_url = start_simulator()
+    # An explicit base URL sends a key even for sim/ models; the standalone simulator takes any.
+    os.environ["NITO_API_KEY"] = "sk-bench-not-a-secret"
+    sim = {"tps": 0, "ttft_ms": 0, "chunks": args.chunks}
+    try:
+        shell = InteractiveShell.instance()
+        publisher = CountingPublisher()
+        shell.display_pub = publisher
+        _display.in_kernel = lambda: True  # the notebook path: HTML parts, display ids
+        _magic.load_ipython_extension(shell)
+        shell.run_line_magic("config", f"Nito.base_url = {base_url!r}")
+        line = f"-m sim/long --param sim='{json.dumps(sim)}'"
+
+        def with_display() -> tuple[float, Any]:
+            publisher.reset()
+            start = time.perf_counter()
+            shell.run_cell_magic("nito", line, "Write a long answer.")
+            return time.perf_counter() - start, shell.user_ns["_nito"]
+
+        def without_display() -> tuple[float, Any]:
+            start = time.perf_counter()
+            stream = nito_nb.stream("Write a long answer.", model="sim/long", base_url=base_url, sim=sim)
+            for _ in stream:
+                pass
+            return time.perf_counter() - start, stream
+
+        with_display()  # warm-up: imports, markdown-it, Pygments lexers, connections
+        without_display()
+        best = {"magic": float("inf"), "plain": float("inf")}
+        figures: dict[str, Any] = {}
+        for _ in range(args.rounds):
+            took, plain = without_display()
+            best["plain"] = min(best["plain"], took)
+            took, stream = with_display()
+            if took < best["magic"]:
+                best["magic"] = took
+                figures = {"messages": publisher.messages, "updates": publisher.updates,
+                           "bytes": publisher.bytes, "stream": stream,
+                           "final": "".join(d.get("text/plain", "") for d in publisher.last.values())}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+    stream = figures["stream"]
+    answer = len(stream.content.encode("utf-8"))
+    assert stream.status == "done" and stream.content == plain.content, "the two runs must agree"
+    assert stream.content[-100:] in figures["final"], "the final flush must hold the end of the answer"
+    limit = 4 * answer + 64 * 1024
+    ratio = best["plain"] / best["magic"]
+    rate = figures["messages"] / best["magic"]
+    print(f"%%nito -m sim/long: {stream.n_chunks:,} chunks, answer {answer / 1e3:.0f} KB, "
+          f"best of {args.rounds} interleaved rounds (simulator in its own process)")
+    print(f"  display messages  {figures['messages']:,} ({figures['updates']:,} updates), "
+          f"{rate:.0f} messages/s over {best['magic']:.2f} s")
+    print(f"  bytes sent        {figures['bytes'] / 1e3:,.0f} KB = {figures['bytes'] / answer:.2f}x the answer "
+          f"(limit 4x + 64 KB = {limit / 1e3:,.0f} KB)  {'ok' if figures['bytes'] <= limit else 'ABOVE'}")
+    print(f"  time              with display {best['magic']:.3f} s, without {best['plain']:.3f} s")
+    print(f"  speed ratio       {ratio:.2f}x (required >= 0.5x)  {'ok' if ratio >= 0.5 else 'BELOW'}")
+    return 0 if figures["bytes"] <= limit and ratio >= 0.5 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
