@@ -784,6 +784,18 @@ def test_replay_of_a_log_reproduces_content_and_timing(tmp_path: Path) -> None:
     assert sum(gaps(double)) < 0.75 * sum(want)
 
 
+def test_replay_of_a_logged_http_error_keeps_status_type_and_retry_after(tmp_path: Path) -> None:
+    with pytest.raises(nito_nb.RateLimitError) as caught:
+        NO_RETRY.stream("hi", model="sim/http-429", sim={"retry_after": 0})
+    assert caught.value.stream is not None
+    path = tmp_path / "429.jsonl"
+    caught.value.stream.save(path)
+    with pytest.raises(nito_nb.RateLimitError) as replayed:
+        NO_RETRY.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0})
+    assert replayed.value.retry_after == 0 and replayed.value.status_code == 429
+    assert replayed.value.message == caught.value.message
+
+
 def test_replay_of_a_truncated_log_cuts_the_connection(tmp_path: Path) -> None:
     s = nito_nb.stream("hi", model="sim/drop", sim=FAST, raise_errors=False)
     s.wait()

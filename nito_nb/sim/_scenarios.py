@@ -1000,6 +1000,12 @@ def replay_sse(body: bytes, status: int = 200, content_type: str | None = None) 
     return StreamReply(events, status, content_type or "text/event-stream")
 
 
+_NOT_REPLAYED_HEADERS = frozenset(
+    {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive",
+     "date", "server"}
+)  # fmt: skip
+
+
 def replay_log(lines: Sequence[str], speed: float) -> Reply:
     """Replay a saved nito_nb log (JSON Lines) with its recorded timing divided by `speed`.
 
@@ -1032,12 +1038,19 @@ def replay_log(lines: Sequence[str], speed: float) -> Reply:
     if truncated:
         events.append(Event("drop"))
     status = int(header.get("status_code") or 200)
-    headers = {str(k).lower(): str(v) for k, v in (header.get("headers") or {}).items()}
-    content_type = headers.get("content-type")
+    recorded = {str(k).lower(): str(v) for k, v in (header.get("headers") or {}).items()}
+    content_type = recorded.pop("content-type", None)
+    # Keep what the gateway said (retry-after, request ids...), not how the bytes were framed:
+    # the log holds the decoded body, and the server frames it anew.
+    headers = {k: v for k, v in recorded.items() if k not in _NOT_REPLAYED_HEADERS}
     if status != 200:
-        return ErrorReply(status, bytes(body), content_type)
+        return ErrorReply(status, bytes(body), content_type, headers)
     return StreamReply(
-        events, status, content_type or "text/event-stream", headers_delay_s=headers_dt * scale
+        events,
+        status,
+        content_type or "text/event-stream",
+        headers,
+        headers_delay_s=headers_dt * scale,
     )
 
 
