@@ -86,7 +86,8 @@ class LiveDisplay:
     display_id=True)`` must return a handle with ``update(bundle, raw=True)``.
 
     Counters: ``n_updates`` rounds that sent something, ``n_messages`` display messages,
-    ``bytes_sent`` total size of the bundles sent (UTF-8 bytes of html + plain text).
+    ``bytes_sent`` total size of the bundles sent (UTF-8 bytes of html + plain text),
+    ``render_seconds`` time spent rendering and sending (the throttled checks are not in it).
     """
 
     def __init__(
@@ -114,6 +115,7 @@ class LiveDisplay:
         self.n_updates = 0
         self.n_messages = 0
         self.bytes_sent = 0
+        self.render_seconds = 0.0
         # Fail early on a bad format, without touching the state: a sync Stream read before it is
         # iterated would read itself to the end.
         _check_format(format)
@@ -148,6 +150,13 @@ class LiveDisplay:
         return display(bundle, raw=True, display_id=True)
 
     def _flush(self, *, live: bool) -> None:
+        started = time.perf_counter()
+        try:
+            self._send(live=live)
+        finally:
+            self.render_seconds += time.perf_counter() - started
+
+    def _send(self, *, live: bool) -> None:
         parts = render_parts(self.state, format=self.format, live=live, cache=self._cache)
         for slot in self._slots:
             slot.dirty = False

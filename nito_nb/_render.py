@@ -183,8 +183,14 @@ def _highlight_code(code: str, lang: str) -> str:
         return f'<pre class="nito-code"><code>{html.escape(code, quote=False)}</code></pre>'
     out: list[str] = []
     run_class, run = "", list[str]()
+    classes: dict[Any, str] = {}  # a block repeats few token types: look each up once
     for ttype, value in lexer.get_tokens(code):
-        css = _token_class(ttype) if value.strip() else run_class  # spaces join any run
+        if not value.strip():
+            css = run_class  # whitespace joins whatever run it is in
+        elif ttype in classes:
+            css = classes[ttype]
+        else:
+            css = classes[ttype] = _token_class(ttype)
         if css != run_class and run:
             out.append(_span(run_class, "".join(run)))
             run = []
