@@ -4,11 +4,17 @@ One session, as a user would have it: type a prompt and click Send, watch the an
 Stop and see it stop growing within a second with the partial answer kept, switch the model picker
 to sim/echo and send a hostile payload with Shift+Enter (it comes back as inert text, and the key
 does not re-run the cell), then `w.frame()` in the next cell has a row per turn.
+
+The same test runs on ipykernel 6 when NITO_IPYKERNEL6_SITE names a folder holding it (put first on
+the kernel's PYTHONPATH), e.g. `pip install --no-deps --target /tmp/k6site "ipykernel==6.29.5"`.
 """
 
 from __future__ import annotations
 
+import os
 import time
+
+import pytest
 
 from .lab import XSS_PAYLOAD, Lab, NotebookPage
 
@@ -23,6 +29,8 @@ df = w.frame()
 responses = df[df["kind"] == "response"]
 print([(str(r.stream), str(r.model), str(r.status)) for r in responses.itertuples()])
 """
+KERNEL_VERSION = "import ipykernel; print('ipykernel', ipykernel.__version__.split('.')[0])"
+IPYKERNEL6_SITE = os.environ.get("NITO_IPYKERNEL6_SITE")
 
 
 def _answer(nb: NotebookPage, turn: int) -> str:
@@ -43,10 +51,15 @@ def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-unty
         time.sleep(0.05)
 
 
-def test_chat_stop_switch_model_and_frame(lab: Lab) -> None:
+@pytest.mark.parametrize("ipykernel", [
+    "7",
+    pytest.param("6", marks=pytest.mark.skipif(not IPYKERNEL6_SITE, reason="NITO_IPYKERNEL6_SITE unset")),
+])
+def test_chat_stop_switch_model_and_frame(lab: Lab, ipykernel: str) -> None:
     started = time.monotonic()
-    lab.write_notebook("chat", [SETUP, FRAME])
-    nb = lab.open("chat")
+    lab.write_notebook("chat", [SETUP, FRAME, KERNEL_VERSION])
+    env = {"PYTHONPATH": IPYKERNEL6_SITE} if ipykernel == "6" and IPYKERNEL6_SITE else None
+    nb = lab.open("chat", kernel_env=env)
     nb.run_cell(0, wait=True)
     widget = nb.cell(0).locator(".nito-chat")
     widget.wait_for(timeout=20_000)
@@ -95,4 +108,6 @@ def test_chat_stop_switch_model_and_frame(lab: Lab) -> None:
     out = nb.output_text(1)
     assert "('sim/chat#0', 'sim/chat', 'stopped')" in out, out
     assert "('sim/echo#1', 'sim/echo', 'done')" in out, out
+    nb.run_cell(2, wait=True)
+    assert nb.output_text(2) == f"ipykernel {ipykernel}"
     print(f"browser chat test: {time.monotonic() - started:.1f} s")
