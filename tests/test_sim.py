@@ -364,8 +364,10 @@ def test_options_validation_and_environment() -> None:
     assert request.options.tps == 0 and request.options.ttft_ms == 0
     request = sc.parse_request(body, {"NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "50"})
     assert isinstance(request, sc.SimRequest) and request.options.ttft_ms == 50
+    assert request.options.think_s == 0 and request.options.stall_s == 60
     request = sc.parse_request(body, {})
     assert isinstance(request, sc.SimRequest) and request.options.tps == sc.DEFAULT_TPS
+    assert request.options.think_s > 1
     for bad in ({"tps": "fast"}, {"tps": -1}, {"nope": 1}, {"chunks": 1.5}):
         reply = sc.parse_request(body_for("sim/chat", sim=bad), {})
         assert isinstance(reply, sc.ErrorReply) and reply.status == 400

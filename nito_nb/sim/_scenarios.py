@@ -143,7 +143,7 @@ class SimOptions:
 
     # Pacing (defaults: NITO_SIM_TTFT_MS, NITO_SIM_TPS, NITO_SIM_JITTER, else like a real model).
     ttft_ms: float = DEFAULT_TTFT_MS  # time to first token
-    tps: float = DEFAULT_TPS  # tokens per second; 0 = as fast as possible (and ttft 0)
+    tps: float = DEFAULT_TPS  # tokens per second; 0 = as fast as possible (ttft, think_s 0)
     jitter: float = DEFAULT_JITTER  # each gap is 1/tps times a factor in [1 - jitter, 1 + jitter]
     seed: int = 0  # picks the text variant, tool arguments and jitter (also the body's `seed`)
     # Scenario settings.
@@ -184,8 +184,8 @@ def _number(name: str, value: Any, *, integer: bool = False) -> float:
 def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOptions:
     """Merge the request's `"sim"` object over NITO_SIM_* variables over the defaults.
 
-    `tps: 0` means as fast as possible: then the time to first token is 0 too, unless
-    `ttft_ms` is given explicitly (in the request or the environment).
+    `tps: 0` means as fast as possible: then the time to first token and sim/slow's thinking
+    time are 0 too, unless given explicitly (in the request or the environment).
     """
     values: dict[str, Any] = {}
     for var, name in _ENV_OPTIONS.items():
@@ -218,8 +218,11 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
             raise OptionError(f"unknown sim option {name!r}")
     if "status" in values and not 100 <= values["status"] <= 599:
         raise OptionError(f"sim.status must be an HTTP status (100-599), got {values['status']}")
-    if values.get("tps") == 0 and "ttft_ms" not in values:
-        values["ttft_ms"] = 0.0
+    if values.get("tps") == 0:
+        # As fast as possible: no waiting unless asked for (sim/stall still stalls: that is
+        # its point; sim/slow still sends its keep-alive comments, without the wait).
+        values.setdefault("ttft_ms", 0.0)
+        values.setdefault("think_s", 0.0)
     values["jitter"] = min(values.get("jitter", DEFAULT_JITTER), 1.0)
     return SimOptions(**values)
 
