@@ -775,8 +775,8 @@ def test_replay_of_a_log_reproduces_content_and_timing(tmp_path: Path) -> None:
     # Relative checks only (the machine may be busy): the same number of gaps, the same median
     # gap and the same total within a tolerance.
     assert len(want) == len(got)
-    assert abs(statistics.median(got) - statistics.median(want)) < 0.3 * statistics.median(want)
-    assert 0.8 * sum(want) <= sum(got) <= 1.25 * sum(want) + 0.05
+    assert abs(statistics.median(got) - statistics.median(want)) < 0.5 * statistics.median(want)
+    assert 0.7 * sum(want) <= sum(got) <= 1.5 * sum(want) + 0.05
 
     fast = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0})
     fast.wait()

@@ -13,10 +13,15 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m nito_nb.sim",
         description="Serve nito_nb's simulated Nito gateway (OpenAI-compatible, streaming).",
         epilog="Pacing defaults: NITO_SIM_TPS (tokens/s, 0 = as fast as possible), "
-        "NITO_SIM_TTFT_MS. Models: " + ", ".join(SIM_MODELS),
+        "NITO_SIM_TTFT_MS, NITO_SIM_JITTER. Models: " + ", ".join(SIM_MODELS),
     )
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="default: 8765")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="default: 127.0.0.1 (another address exposes the simulator, and its replay of "
+        "local .sse/.jsonl files, to the network)",
+    )
     parser.add_argument(
         "--api-key",
         default=os.environ.get("NITO_SIM_API_KEY"),
