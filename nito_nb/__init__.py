@@ -12,7 +12,7 @@ In IPython: ``%load_ext nito_nb`` gives the ``%%nito`` cell magic.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._accumulate import Anomaly, ToolCall
 from ._client import AsyncClient, Client, Timeout
@@ -39,6 +39,9 @@ from ._exceptions import (
 )
 from ._log import ChunkLog, Event, LogFormatError
 from ._stream import AsyncStream, Stream, load, read_sse
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __version__ = "0.1.0"
 
@@ -88,6 +91,19 @@ def astream(
     return _default(AsyncClient).stream(  # type: ignore[no-any-return]
         prompt_or_messages, model=model, api_key=api_key, base_url=base_url, **params
     )
+
+
+def frame(source: Any) -> pd.DataFrame:
+    """One row per event of a Stream, or of many: Streams, saved logs, recorded SSE files, folders.
+
+    The pandas adapter (``nito_nb._frame``) is imported on first use, so ``import nito_nb`` never
+    imports pandas. It registers the ``df.nito`` accessor (``metrics()``, ``tool_calls()``,
+    ``usage()``, ``text()``, ``plot_timeline()``, ``plot_gaps()``) on every frame returned here; for
+    a frame read back from Parquet or CSV, ``nito_nb.frame(df)`` registers it and restores dtypes.
+    """
+    from ._frame import frame as build
+
+    return build(source)
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -159,6 +175,7 @@ __all__ = [
     "ToolCall",
     "TransportError",
     "astream",
+    "frame",
     "last",
     "load",
     "read_sse",

@@ -1,0 +1,112 @@
+"""Benchmark of the pandas adapter (issue 4): how fast ``frame()`` and ``metrics()`` are.
+
+    .venv/bin/python bench/bench_frame.py            # prints the figures and the ratio
+
+1. ``frame()`` of one log of 100,000 events (99,998 content chunks, a usage chunk, [DONE]; arrival
+   times 1 ms apart), against ``pandas.json_normalize(chunks, record_path="choices", meta=[...])``
+   on the same chunks. json_normalize gets the chunks already parsed (a list of dicts, parsed
+   beforehand and not timed): only json_normalize itself is timed. ``frame()`` starts from the
+   Stream (raw bytes in its log) and includes decoding the JSON again.
+2. ``df.nito.metrics()`` over a frame of 1,000 streams of 100 events each.
+
+Each figure is the best of several repeats, the two contenders interleaved so that a busy machine
+slows both alike. Targets (issue 4): frame() at most 0.3 s and at least 5x faster than
+json_normalize; metrics() over 1,000 streams under a second.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from array import array
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd
+
+import nito_nb
+
+CHUNK = (
+    '{"id":"gen-1","object":"chat.completion.chunk","created":1751299200,"model":"z-ai/glm-5.2",'
+    '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}'
+)
+FINISH = (
+    '{"id":"gen-1","object":"chat.completion.chunk","created":1751299200,"model":"z-ai/glm-5.2",'
+    '"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    '"usage":{"prompt_tokens":14,"completion_tokens":%d,"total_tokens":%d}}'
+)
+WORDS = [
+    "A",
+    " gateway",
+    " is",
+    " a",
+    " single",
+    " entry",
+    " point",
+    " for",
+    " many",
+    " models",
+    ".",
+]
+
+
+def body(n_events: int) -> bytes:
+    n = n_events - 2
+    lines = [f"data: {CHUNK % WORDS[i % len(WORDS)]}\n\n" for i in range(n)]
+    lines.append(f"data: {FINISH % (n, n + 14)}\n\n")
+    lines.append("data: [DONE]\n\n")
+    return "".join(lines).encode()
+
+
+def timed_stream(n_events: int, step_ns: int, ttfb_ns: int = 50_000_000) -> nito_nb.Stream:
+    """A finished Stream of ``n_events`` events with chosen arrival times (read_sse gives none)."""
+    s = nito_nb.read_sse(body(n_events))
+    s.log.t0_ns = 0
+    s.log.headers_ns = ttfb_ns
+    s.log._times = array("q", (ttfb_ns + step_ns * (i + 1) for i in range(len(s.log))))
+    return s
+
+
+def best(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    n = 100_000
+    stream = timed_stream(n, 1_000_000)
+    chunks = [json.loads(ev.data) for ev in stream.log if ev.kind == "chunk"]
+    meta = ["id", "object", "created", "model"]
+
+    frame_times, normalize_times = [], []
+    for _ in range(5):
+        frame_times.append(best(lambda: nito_nb.frame(stream), 1))
+        normalize_times.append(
+            best(lambda: pd.json_normalize(chunks, record_path="choices", meta=meta), 1)
+        )
+    df = nito_nb.frame(stream)
+    assert len(df) == n + 1 and df.nito.text().iloc[0] == stream.content
+    f, j = min(frame_times), min(normalize_times)
+    print(f"frame() of {n:,} events:                {f:.3f} s  (target <= 0.3 s)")
+    print(
+        f"json_normalize of the same {len(chunks):,} chunks: {j:.3f} s  (parsed beforehand, not timed)"
+    )
+    print(f"ratio json_normalize / frame():          {j / f:.1f}x  (target >= 5x)")
+
+    streams = [timed_stream(100, 20_000_000 + 1000 * i) for i in range(1000)]
+    many = nito_nb.frame(streams)
+    metric_times = [best(many.nito.metrics, 1) for _ in range(5)]
+    metrics = many.nito.metrics()
+    assert len(metrics) == 1000
+    print(
+        f"metrics() over {len(streams):,} streams ({len(many):,} rows): {min(metric_times):.3f} s  (target < 1 s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1316 @@
+"""The pandas adapter: chunk logs as DataFrames, timing metrics, tool calls, usage and plots.
+
+    df = s.frame()                                  # one stream
+    df = nito_nb.frame([s1, s2, "runs/", "a.sse"])  # many: Streams, saved logs, folders, SSE files
+    df.nito.metrics()                               # one row per stream (definitions below)
+    df.nito.plot_timeline()
+
+Importing this module registers the ``df.nito`` accessor; ``nito_nb.frame`` imports it, so the
+accessor works on every frame it returns. A frame read back from Parquet or CSV in a new kernel:
+pass it through ``nito_nb.frame(df)``, which registers the accessor, checks the columns and
+restores the dtypes that CSV loses.
+
+The frame (one row per event, in arrival order, streams one after another)
+--------------------------------------------------------------------------
+``stream`` (category: the stream's label), ``seq`` (int64: the event's number in its log; ``-1`` for
+the ``response`` row), ``part`` (int64: 0, or 1, 2... for the further tool-call fragments or
+reasoning details of one chunk), ``t`` (float64: seconds since the request was sent), ``gap``
+(float64: seconds since the stream's previous event; NaN on the first event and on ``part > 0``),
+``kind`` (category: ``response``, ``chunk``, ``comment``, ``done``, ``bad-data``, ``empty``,
+``other``, ``http-error``), ``bytes`` (Int64: raw bytes of the event; NA on ``part > 0``),
+``token`` (bool: the event carried answer text, exactly as the accumulator counts it), ``ignored``
+(bool: a chunk after ``[DONE]``, which the answer ignores, PROTOCOL rule 9), ``id``, ``model``,
+``role``, ``content`` (the delta's text), ``reasoning``, ``reasoning_type`` (category:
+``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted`` (its data is never shown as
+text), ``reasoning``, ``reasoning_content``), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
+``tool_id``, ``tool_name``, ``tool_args`` (the fragment's piece of the arguments),
+``finish_reason`` (category), ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
+``reasoning_tokens``, ``cached_tokens`` (Int64), ``cost`` (float64), ``usage`` (the whole usage
+object as JSON), ``error_code``, ``error_message``, ``comment`` (a keep-alive's text),
+``web_search``, ``free_tier`` (kept whole, as JSON), ``extras`` (JSON: the chunk's vendor fields,
+top-level keys as they are, choice and delta fields as ``choice.<key>`` / ``delta.<key>``),
+``status`` (category, on the response row: how the stream ended) and ``http_status`` (Int64, on the
+response row). Text columns have pandas' string dtype.
+
+Each stream starts with one ``response`` row at ``t = ttfb`` (NaN when the headers time is unknown,
+as for a recorded SSE file) carrying the stream's status, HTTP status and model: the frame is then
+self-contained, and every metric comes from its columns alone, also after a Parquet or CSV round
+trip (``df.attrs["nito"]`` holds the request and wall-clock start of each stream, but pandas does
+not keep attrs through every operation, so nothing depends on them).
+
+Nothing of the answer is lost: joining ``content`` over the rows that are not ``ignored`` gives
+``s.content``; grouping ``tool_args`` by (``stream``, ``tool_index``) gives each call's arguments,
+also when one chunk carries several fragments (one row per fragment, ``part`` numbers them).
+Choice 0 is the answer (PROTOCOL rule 11); the other choices of ``n > 1`` streams stay in the log
+and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
+summary details when the stream sends any, else its plain ``reasoning`` strings, else its
+``reasoning_content`` strings (they duplicate each other; the duplicates are left out).
+Encrypted details get a row of type ``reasoning.encrypted`` with no text.
+
+Metrics (``df.nito.metrics()``, one row per stream; see docs/METRICS.md)
+-----------------------------------------------------------------------
+t0 = request sent. A token-bearing event is a chunk with content, reasoning or tool-call text
+(``token``). K = the number of token-bearing events; N = ``usage.completion_tokens`` of the
+stream's last usage object when present (``tokens_source == "usage"``), else K (``"chunks"``).
+
+- ``ttfb``: response headers received - t0.
+- ``ttft``: first token-bearing event - t0; ``ttfc``: first event with content - t0.
+- ``e2e``: last event of the stream - t0.
+- ``itl``: (t_last_token - t_first_token) / (K - 1): the mean gap between consecutive
+  token-bearing events; ``gap_p50``, ``gap_p90``, ``gap_p99``, ``gap_max`` (the longest stall):
+  the distribution of those K - 1 gaps (linear-interpolated percentiles).
+- ``tpot``: (t_last_token - t_first_token) / (N - 1).
+- ``output_tps``: N / (e2e - ttft).
+
+Undefined values are NaN, never errors: no token-bearing event (ttft, itl, tpot, output_tps),
+K < 2 (itl, gaps, and tpot: one event spans no time), N < 2 (tpot), e2e == ttft (output_tps),
+no headers time (ttfb).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ._accumulate import _parse_arguments
+from ._exceptions import error_details
+from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, ChunkLog
+from ._sse import SSEDecoder
+from ._stream import STATUSES, Stream, load, read_sse
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["COLUMNS", "NitoAccessor", "frame"]
+
+#: The ``kind`` categories: the response row, then the chunk log's event kinds in code order.
+KIND_CATEGORIES = ("response", *KINDS)
+REASONING_TYPES = (
+    "reasoning.text",
+    "reasoning.summary",
+    "reasoning.encrypted",
+    "reasoning",
+    "reasoning_content",
+)
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error")
+_READABLE = ("reasoning.text", "reasoning.summary")
+_PAYLOAD = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}
+
+_STRING = "string"  # the nullable string dtype ("str" in pandas 3 turns None into NaN)
+_TEXT_COLUMNS = (
+    "id",
+    "content",
+    "reasoning",
+    "tool_id",
+    "tool_name",
+    "tool_args",
+    "usage",
+    "error_code",
+    "error_message",
+    "comment",
+    "web_search",
+    "free_tier",
+    "extras",
+)
+_INT_COLUMNS = (
+    "reasoning_index",
+    "tool_index",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "http_status",
+)
+_FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "kind": KIND_CATEGORIES,
+    "reasoning_type": REASONING_TYPES,
+    "status": STATUSES,
+}
+
+#: Every column of a frame, in order, with its dtype.
+COLUMNS: dict[str, str] = {
+    "stream": "category",
+    "seq": "int64",
+    "part": "int64",
+    "t": "float64",
+    "gap": "float64",
+    "kind": "category",
+    "bytes": "Int64",
+    "token": "bool",
+    "ignored": "bool",
+    "id": _STRING,
+    "model": "category",
+    "role": "category",
+    "content": _STRING,
+    "reasoning": _STRING,
+    "reasoning_type": "category",
+    "reasoning_index": "Int64",
+    "tool_index": "Int64",
+    "tool_id": _STRING,
+    "tool_name": _STRING,
+    "tool_args": _STRING,
+    "finish_reason": "category",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+    "total_tokens": "Int64",
+    "reasoning_tokens": "Int64",
+    "cached_tokens": "Int64",
+    "cost": "float64",
+    "usage": _STRING,
+    "error_code": _STRING,
+    "error_message": _STRING,
+    "comment": _STRING,
+    "web_search": _STRING,
+    "free_tier": _STRING,
+    "extras": _STRING,
+    "status": "category",
+    "http_status": "Int64",
+}
+
+# Columns that every row has; the others are mostly empty and are filled by row index.
+_DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")
+_SPARSE = tuple(name for name in COLUMNS if name not in _DENSE)
+
+_CHUNK_KEYS = frozenset(
+    {"id", "object", "created", "model", "choices", "usage", "error", "web_search", "free_tier"}
+)
+_CHOICE_KEYS = frozenset({"index", "delta", "finish_reason"})
+_DELTA_KEYS = frozenset(
+    {"role", "content", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
+)
+
+Source = Any  # Stream | str | os.PathLike: what frame() accepts for one stream
+
+
+# -- building a frame ----------------------------------------------------------------------------
+
+
+def frame(source: Any) -> pd.DataFrame:
+    """One row per event of one or many streams; see the module docstring for the columns.
+
+    ``source`` is a :class:`~nito_nb.Stream`; a path to a saved log (``.jsonl``, read with
+    ``nito_nb.load``), to a recorded SSE body (any other file, read with ``nito_nb.read_sse``) or to
+    a folder of them (its ``*.jsonl`` and ``*.sse`` files, sorted by name); a list of those; or a
+    mapping ``{label: source}`` to choose the ``stream`` labels. Labels are otherwise the file's
+    stem, or ``"{model}#{i}"`` for a Stream (``i`` its position in the input), made unique.
+
+    A DataFrame (such as a frame read back from Parquet or CSV) is checked and returned with the
+    frame's dtypes restored.
+    """
+    if isinstance(source, pd.DataFrame):
+        return _restore(source)
+    items = list(_expand(source))
+    labels = _unique_labels([label for label, _, _ in items])
+    builder = _Builder(labels)
+    attrs: dict[str, Any] = {}
+    for code, (label, stream, origin) in enumerate(
+        zip(labels, (s for _, s, _ in items), (o for _, _, o in items), strict=True)
+    ):
+        builder.add(code, stream)
+        attrs[label] = _stream_attrs(stream, origin)
+    df = builder.build()
+    df.attrs["nito"] = attrs
+    return df
+
+
+def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
+    """(default label, Stream, path or None) for every stream in ``source``."""
+    if isinstance(source, Mapping):
+        for label, item in source.items():
+            for _, stream, origin in _expand(item):
+                yield str(label), stream, origin
+        return
+    if isinstance(source, (Stream, str, os.PathLike)):
+        source = [source]
+    elif not isinstance(source, Iterable):
+        raise TypeError(
+            f"nito_nb.frame takes a Stream, a path, a list or a dict of them, not {type(source).__name__}"
+        )
+    for position, item in enumerate(source):
+        if isinstance(item, Stream):
+            yield f"{item.model or 'stream'}#{position}", item, None
+        elif isinstance(item, (str, os.PathLike)):
+            path = Path(item)
+            if path.is_dir():
+                files = sorted(
+                    p for p in path.iterdir() if p.suffix in (".jsonl", ".sse") and p.is_file()
+                )
+                for file in files:
+                    yield file.stem, _open(file), str(file)
+            elif path.is_file():
+                yield path.stem, _open(path), str(path)
+            else:
+                raise FileNotFoundError(
+                    f"{os.fspath(item)!r} is neither a file nor a folder: nito_nb.frame takes "
+                    "Streams, saved logs (.jsonl), recorded SSE files or folders of them"
+                )
+        else:
+            raise TypeError(
+                f"nito_nb.frame cannot read a {type(item).__name__}: pass Streams, paths to saved "
+                "logs (.jsonl), recorded SSE files, or folders of them"
+            )
+
+
+def _open(path: Path) -> Stream:
+    return load(path) if path.suffix in (".jsonl", ".json") else read_sse(path)
+
+
+def _unique_labels(labels: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for label in labels:
+        unique, n = label, 1
+        while unique in seen:
+            n += 1
+            unique = f"{label}#{n}"
+        seen.add(unique)
+        out.append(unique)
+    return out
+
+
+def _stream_attrs(stream: Stream, origin: str | None) -> dict[str, Any]:
+    # Kept small and JSON-friendly: pandas deep-copies attrs on many operations and Parquet stores
+    # them as JSON. The messages stay in the log (they can be long).
+    log = stream.log
+    request = {k: v for k, v in log.request.items() if k != "messages"}
+    request["n_messages"] = len(log.request.get("messages") or [])
+    return json.loads(
+        json.dumps(
+            {
+                "source": origin,
+                "request": request,
+                "t0_wall": log.t0_wall.isoformat(),
+                "status_code": log.status_code,
+                "headers_dt_ns": None if log.headers_ns is None else log.headers_ns - log.t0_ns,
+                "status": stream.status,
+            },
+            default=str,
+        )
+    )
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _parse_chunks(datas: list[bytes]) -> list[Any]:
+    """Parse many JSON texts at once: one ``json.loads`` over ``[a,b,...]`` is the fastest way with
+    the standard library (about twice as fast as one call per chunk, measured in bench_frame.py)."""
+    if not datas:
+        return []
+    try:
+        values = json.loads(b"[" + b",".join(datas) + b"]")
+        if len(values) == len(datas):
+            return values
+    except ValueError:
+        pass
+    # Invalid UTF-8 (the decoder replaced it) or a data line the joined text misreads: one by one.
+    out = []
+    for data in datas:
+        try:
+            out.append(json.loads(data.decode("utf-8", "replace")))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+# Put in place of a chunk's content string, to find chunks that differ only in it (_Builder._plan).
+_PLACEHOLDER = b"\\u0000nito_nb"
+_PLACEHOLDER_TEXT = "\x00nito_nb"
+
+
+class _ChunkInfo:
+    """What one chunk says, as column values: the same for every chunk with the same bytes."""
+
+    __slots__ = (
+        "carried",
+        "content",
+        "fragments",
+        "items",
+        "plain",
+        "plain_content",
+        "readable",
+        "values",
+    )
+
+    def __init__(self) -> None:
+        self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
+        self.content: str | None = None
+        self.carried = False  # reasoning or tool-argument text (content is judged per row)
+        self.fragments: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (fragment, its columns)
+        self.items: list[tuple[str, int | None, str | None]] = []  # (reasoning type, index, text)
+        self.readable = self.plain = self.plain_content = False
+
+
+def _chunk_data(raw: bytes) -> tuple[bytes, bool]:
+    """The data of a chunk event (its JSON text) and whether it is an ``event: error``."""
+    line = raw.strip(b"\r\n")
+    if line.startswith(b"data: ") and b"\n" not in line and b"\r" not in line:
+        return line[6:], False  # the one-line form every gateway sends
+    # Otherwise the SSE decoder reads it (multi-line data, event: fields, a byte-order mark).
+    decoder = SSEDecoder()
+    event = (decoder.decode(raw) + decoder.flush())[-1]
+    return event.data.encode("utf-8"), event.event == "error"
+
+
+def _read_chunk(chunk: Any, error_event: bool) -> _ChunkInfo | None:
+    """Read one parsed chunk the way the accumulator does (``_accumulate.Accumulator.add``)."""
+    if not isinstance(chunk, dict):
+        return None
+    if error_event and "error" not in chunk:
+        chunk = {"error": chunk}  # `event: error` with the error object as the whole data
+    info = _ChunkInfo()
+    values = info.values
+    value = chunk.get("id")
+    if value is not None:
+        values.append(("id", value if isinstance(value, str) else str(value)))
+    value = chunk.get("model")
+    if isinstance(value, str):
+        values.append(("model", value))
+    extras: dict[str, Any] = {k: v for k, v in chunk.items() if k not in _CHUNK_KEYS}
+    error = chunk.get("error")
+    if error is not None:
+        message, code = (
+            (error.get("message"), error.get("code")) if isinstance(error, dict) else (error, None)
+        )
+        values.append(("error_message", None if message is None else str(message)))
+        values.append(("error_code", None if code is None else str(code)))
+    usage = chunk.get("usage")
+    if usage is None:
+        vendor = chunk.get("x_groq")  # Groq puts the usage under its own key
+        if isinstance(vendor, dict):
+            usage = vendor.get("usage")
+    if isinstance(usage, dict):
+        values.extend(_usage_values(usage))
+    for name in ("web_search", "free_tier"):
+        if name in chunk:
+            values.append((name, _json(chunk[name])))
+
+    choices = chunk.get("choices")
+    if choices and isinstance(choices, list):
+        for position, choice in enumerate(choices):
+            if not isinstance(choice, dict) or choice.get("index", position) != 0:
+                continue  # rule 11: choice 0 is the answer
+            extras.update((f"choice.{k}", v) for k, v in choice.items() if k not in _CHOICE_KEYS)
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                values.append(("finish_reason", str(finish)))
+            delta = choice.get("delta")
+            if delta and isinstance(delta, dict):
+                extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in _DELTA_KEYS)
+                _read_delta(delta, info)
+    if extras:
+        values.append(("extras", _json(extras)))
+    return info
+
+
+def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> None:
+    role = delta.get("role")
+    if role is not None:
+        info.values.append(("role", str(role)))
+    content = delta.get("content")
+    if isinstance(content, str):
+        info.content = content if info.content is None else info.content + content
+    calls = delta.get("tool_calls")
+    if calls and isinstance(calls, list):
+        for fragment in calls:
+            if not isinstance(fragment, dict):
+                continue
+            part: dict[str, Any] = {}
+            if fragment.get("id"):
+                part["tool_id"] = str(fragment["id"])
+            function = fragment.get("function")
+            if isinstance(function, dict):
+                if function.get("name"):
+                    part["tool_name"] = str(function["name"])
+                arguments = function.get("arguments")
+                if arguments is not None:
+                    if not isinstance(arguments, str):
+                        # As the accumulator does: an object is kept as its JSON text.
+                        arguments = json.dumps(arguments) if arguments else ""
+                    part["tool_args"] = arguments
+                    info.carried = info.carried or bool(arguments)
+            info.fragments.append((fragment, part))
+    details = delta.get("reasoning_details")
+    if details and isinstance(details, list):
+        for detail in details:
+            if not isinstance(detail, dict):
+                continue
+            type_ = str(detail.get("type") or "reasoning.text")
+            index = detail.get("index")
+            payload = detail.get(_PAYLOAD.get(type_, "text"))
+            text = payload if isinstance(payload, str) else None
+            if type_ == "reasoning.encrypted":
+                text = None  # opaque: never shown as text
+            elif text and type_ in _READABLE:
+                info.carried = info.readable = True
+            info.items.append((type_, index if isinstance(index, int) else 0, text))
+    for name in ("reasoning", "reasoning_content"):
+        text = delta.get(name)
+        if text and isinstance(text, str):
+            info.items.append((name, None, text))
+            info.carried = True
+            if name == "reasoning":
+                info.plain = True
+            else:
+                info.plain_content = True
+
+
+def _usage_values(usage: dict[str, Any]) -> list[tuple[str, Any]]:
+    values: list[tuple[str, Any]] = [("usage", _json(usage))]
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        values.append((name, _int(usage.get(name))))
+    details = usage.get("completion_tokens_details")
+    if isinstance(details, dict):
+        values.append(("reasoning_tokens", _int(details.get("reasoning_tokens"))))
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = usage.get("cached_tokens", usage.get("prompt_cache_hit_tokens"))
+    values.append(("cached_tokens", _int(cached)))
+    cost = usage.get("cost")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        values.append(("cost", float(cost)))
+    return values
+
+
+class _Builder:
+    """Columns of many streams, built with plain lists and turned into a DataFrame once."""
+
+    def __init__(self, labels: list[str]) -> None:
+        self.labels = labels
+        self.n = 0
+        self.codes: list[np.ndarray] = []
+        self.seq: list[np.ndarray] = []
+        self.t: list[np.ndarray] = []
+        self.gap: list[np.ndarray] = []
+        self.kind: list[np.ndarray] = []
+        self.nbytes: list[np.ndarray] = []
+        self.token: list[np.ndarray] = []
+        self.ignored: list[np.ndarray] = []
+        self.cols: dict[str, list[Any]] = {name: [] for name in _SPARSE}
+        # Further parts of chunks: (row of part 0, part, {column: value}).
+        self.parts: list[tuple[int, int, dict[str, Any]]] = []
+        # What each parsed chunk (or chunk skeleton) says; skeletons are shared by all streams.
+        self._infos: list[_ChunkInfo | None] = []
+        self._skeletons: dict[bytes, int] = {}
+
+    def add(self, code: int, stream: Stream) -> None:
+        log = stream.log
+        n = len(log)
+        base = self.n + 1  # row of event 0 (row `self.n` is the response row)
+        rows = n + 1
+        self.n += rows
+        cols = self.cols
+        for column in cols.values():
+            column.extend([None] * rows)
+
+        times = np.frombuffer(log.times_ns(), dtype=np.int64) if n else np.zeros(0, np.int64)
+        t = np.empty(rows)
+        t[0] = np.nan if log.headers_ns is None else (log.headers_ns - log.t0_ns) / 1e9
+        t[1:] = (times - log.t0_ns) / 1e9
+        gap = np.full(rows, np.nan)
+        if n > 1:
+            gap[2:] = np.diff(t[1:])
+        kinds = np.frombuffer(log.kind_codes(), dtype=np.uint8) if n else np.zeros(0, np.uint8)
+        ends = np.frombuffer(log._ends, dtype=np.int64) if n else np.zeros(0, np.int64)
+        nbytes = np.empty(rows, dtype=np.int64)
+        nbytes[0] = 0
+        nbytes[1:] = np.diff(ends, prepend=0)
+        token = np.zeros(rows, dtype=bool)
+        ignored = np.zeros(rows, dtype=bool)
+
+        cols["model"][base - 1] = stream.model
+        cols["status"][base - 1] = stream.status
+        cols["http_status"][base - 1] = log.status_code
+
+        done_positions = np.flatnonzero(kinds == DONE)
+        first_done = int(done_positions[0]) if len(done_positions) else n
+        ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
+        plan, pending_base = self._plan(log, base)
+
+        infos = self._infos
+        contents = cols["content"]
+        reasoning_items: list[tuple[int, list[tuple[str, int | None, str | None]]]] = []
+        has_readable = has_plain = has_plain_content = False
+        tools = _ToolIndexer()
+        for seq, info_index, text in plan:
+            info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
+            if info is None:
+                continue
+            row = base + seq
+            dropped = seq > first_done
+            for name, value in info.values:
+                cols[name][row] = value
+            carried = info.carried
+            if text is None:
+                text = info.content
+            if text is not None:
+                contents[row] = text
+                carried = carried or bool(text)
+            if info.fragments:
+                self._put_parts(
+                    row,
+                    [
+                        {**part, "tool_index": tools.index(fragment, dropped)}
+                        for fragment, part in info.fragments
+                    ],
+                )
+            if info.items:
+                reasoning_items.append((row, info.items))
+                if not dropped:
+                    has_readable = has_readable or info.readable
+                    has_plain = has_plain or info.plain
+                    has_plain_content = has_plain_content or info.plain_content
+            if carried and not dropped:
+                token[seq + 1] = True
+
+        # Readable reasoning, as the accumulator shows it (PROTOCOL rule 4): details when there
+        # are readable ones, else the plain strings of one name (the other duplicates them).
+        plain = None
+        if not has_readable:
+            plain = "reasoning" if has_plain else "reasoning_content" if has_plain_content else None
+        for row, items in reasoning_items:
+            self._put_parts(
+                row,
+                [
+                    {"reasoning_type": type_, "reasoning_index": index, "reasoning": text}
+                    for type_, index, text in items
+                    if index is not None or type_ == plain
+                ],
+            )
+
+        self.codes.append(np.full(rows, code, dtype=np.int32))
+        self.seq.append(np.arange(-1, n, dtype=np.int64))
+        self.t.append(t)
+        self.gap.append(gap)
+        kind = np.empty(rows, dtype=np.int8)
+        kind[0] = 0
+        kind[1:] = kinds.astype(np.int8) + 1
+        self.kind.append(kind)
+        self.nbytes.append(nbytes)
+        self.token.append(token)
+        self.ignored.append(ignored)
+
+    def _plan(self, log: ChunkLog, base: int) -> tuple[list[tuple[int, int, str | None]], int]:
+        """(seq, index into ``self._infos``, content text or None) for every chunk of the log, and
+        where the chunks parsed whole start in ``self._infos`` (they have indexes -1, -2...).
+
+        Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
+        only in the text of ``delta.content``, so a chunk whose content string is cut out (its
+        "skeleton") is usually one already read: each skeleton is parsed and read once, and each
+        chunk only decodes its own content string. A skeleton whose reading does not put the
+        cut-out string back in choice 0's ``delta.content`` (the cut was elsewhere) is not
+        trusted: those chunks are parsed whole, and so is any chunk without such a string. The
+        result is the same either way (tested on every recording); bench/bench_frame.py measures
+        the gain (``str.find`` instead of a regex: a regex search costs 4 us per chunk).
+        """
+        cols = self.cols
+        skeletons = self._skeletons
+        infos = self._infos
+        pending: list[bytes] = []  # texts to parse whole; their info index is first + position
+        pending_error: list[bool] = []
+        plan: list[tuple[int, int, str | None]] = []
+        for seq, (kind, raw) in enumerate(zip(log.kind_codes(), log.raw_slices(), strict=True)):
+            if kind == CHUNK:
+                found = raw.find(b'"content":"')
+                if found >= 0:
+                    start = found + 11
+                    end = raw.find(b'"', start)
+                    while (
+                        end > 0 and raw[end - 1] == 0x5C
+                    ):  # a backslash: escaped unless itself escaped
+                        before = end - 2
+                        while raw[before] == 0x5C:
+                            before -= 1
+                        if (end - 1 - before) % 2 == 0:
+                            break
+                        end = raw.find(b'"', end + 1)
+                    if end > 0:
+                        key = raw[:start] + _PLACEHOLDER + raw[end:]
+                        index = skeletons.get(key)
+                        if index is None:
+                            index = skeletons[key] = self._skeleton(key)
+                        if index >= 0:
+                            content = raw[start:end]
+                            if b"\\" in content:
+                                text = json.loads('"' + content.decode("utf-8", "replace") + '"')
+                            else:
+                                text = content.decode("utf-8", "replace")
+                            plan.append((seq, index, text))
+                            continue
+                data, error_event = _chunk_data(raw)
+                plan.append((seq, -1 - len(pending), None))
+                pending.append(data)
+                pending_error.append(error_event)
+            elif kind == COMMENT:
+                text = raw.strip(b"\r\n")[1:].decode("utf-8", "replace")
+                cols["comment"][base + seq] = text[1:] if text.startswith(" ") else text
+            elif kind == HTTP_ERROR:
+                message, error_code, _ = error_details(raw.decode("utf-8", "replace"))
+                cols["error_message"][base + seq] = message
+                cols["error_code"][base + seq] = None if error_code is None else str(error_code)
+        # Chunks parsed whole have negative indexes until now: -1 is the first of them.
+        pending_base = len(infos)
+        for value, error_event in zip(_parse_chunks(pending), pending_error, strict=True):
+            infos.append(_read_chunk(value, error_event))
+        return plan, pending_base
+
+    def _skeleton(self, key: bytes) -> int:
+        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted."""
+        data, error_event = _chunk_data(key)
+        if error_event:
+            return -1
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return -1
+        info = _read_chunk(value, False)
+        if info is None or info.content != _PLACEHOLDER_TEXT:
+            return -1
+        self._infos.append(info)
+        return len(self._infos) - 1
+
+    def _put_parts(self, row: int, parts: list[dict[str, Any]]) -> None:
+        """Part j of a chunk's fragments goes on part j's row: part 0 is the chunk's own row."""
+        if not parts:
+            return
+        cols = self.cols
+        for name, value in parts[0].items():
+            cols[name][row] = value
+        for number, values in enumerate(parts[1:], start=1):
+            self.parts.append((row, number, values))
+
+    def build(self) -> pd.DataFrame:
+        def cat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
+            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+
+        dense: dict[str, np.ndarray] = {
+            "stream": cat(self.codes, np.int32),
+            "seq": cat(self.seq, np.int64),
+            "part": np.zeros(self.n, dtype=np.int64),
+            "t": cat(self.t, np.float64),
+            "gap": cat(self.gap, np.float64),
+            "kind": cat(self.kind, np.int8),
+            "bytes": cat(self.nbytes, np.int64),
+            "token": cat(self.token, bool),
+            "ignored": cat(self.ignored, bool),
+        }
+        sparse: dict[str, Any] = self.cols
+        order = None
+        if self.parts:
+            # Further parts become rows after their chunk: append them, then one stable sort by
+            # (position of the chunk's row, part).
+            rows = np.fromiter(
+                (row for row, _, _ in self.parts), dtype=np.int64, count=len(self.parts)
+            )
+            numbers = np.fromiter(
+                (p for _, p, _ in self.parts), dtype=np.int64, count=len(self.parts)
+            )
+            for name, array in dense.items():
+                extra = array[rows]
+                if name == "gap":
+                    extra = np.full(len(rows), np.nan)
+                elif name == "bytes":
+                    extra = np.full(len(rows), -1, dtype=np.int64)  # NA, masked below
+                elif name == "part":
+                    extra = numbers
+                dense[name] = np.concatenate([array, extra])
+            sparse = {name: [*column, *([None] * len(rows))] for name, column in sparse.items()}
+            for offset, (_, _, values) in enumerate(self.parts):
+                for name, value in values.items():
+                    sparse[name][self.n + offset] = value
+            position = np.concatenate([np.arange(self.n, dtype=np.int64), rows])
+            order = np.lexsort((dense["part"], position))
+            dense = {name: array[order] for name, array in dense.items()}
+            sparse = {
+                name: np.array(column, dtype=object)[order] for name, column in sparse.items()
+            }
+
+        data: dict[str, Any] = {}
+        for name in COLUMNS:
+            if name == "stream":
+                data[name] = pd.Categorical.from_codes(
+                    dense[name], categories=pd.Index(self.labels)
+                )
+            elif name == "kind":
+                data[name] = pd.Categorical.from_codes(
+                    dense[name], categories=list(KIND_CATEGORIES)
+                )
+            elif name == "bytes":
+                mask = (dense["kind"] == 0) | (dense["part"] > 0)
+                data[name] = pd.arrays.IntegerArray(dense[name], mask)
+            elif name in dense:
+                data[name] = dense[name]
+            else:
+                data[name] = _column(sparse[name], COLUMNS[name], name)
+        return pd.DataFrame(data, copy=False)
+
+
+def _column(values: Any, dtype: str, name: str) -> Any:
+    """A mostly-empty column from a list (or object array) with None for missing values.
+
+    Built through pyarrow when pandas stores strings in it: ``pa.array`` converts a list of
+    100,000 mostly-None values in about 1 ms where ``pd.array(..., dtype="string")`` takes 30 ms,
+    and a frame has 13 text columns (measured in bench/bench_frame.py)."""
+    arrow = _arrow()
+    if dtype == "Int64":
+        if arrow is not None:
+            array = arrow.array(values, type=arrow.int64(), from_pandas=True)
+            mask = array.is_null().to_numpy(zero_copy_only=False)
+            return pd.arrays.IntegerArray(array.fill_null(0).to_numpy(zero_copy_only=False), mask)
+        objects = np.asarray(values, dtype=object)
+        mask = pd.isna(objects)
+        filled = (
+            np.where(mask, 0, objects).astype(np.int64) if len(objects) else np.zeros(0, np.int64)
+        )
+        return pd.arrays.IntegerArray(filled, mask)
+    if dtype == "float64":
+        objects = np.asarray(values, dtype=object)
+        return np.where(pd.isna(objects), np.nan, objects).astype(np.float64)
+    if dtype == "category":
+        fixed = _FIXED_CATEGORIES.get(name)
+        if name == "finish_reason":
+            fixed = FINISH_REASONS
+        return _categorical(values, fixed)
+    if arrow is not None:
+        return pd.arrays.ArrowStringArray(
+            arrow.array(values, type=arrow.string(), from_pandas=True)
+        )
+    return pd.array(values, dtype=dtype)
+
+
+def _categorical(values: Any, categories: tuple[str, ...] | None) -> pd.Categorical:
+    """Categories: ``categories`` first (the known values), then the others as they appear."""
+    arrow = _arrow()
+    if arrow is None:
+        found = [v for v in pd.unique(np.asarray(values, dtype=object)) if v is not None]
+        known = list(categories or ())
+        return pd.Categorical(values, categories=known + [v for v in found if v not in known])
+    encoded = arrow.array(values, type=arrow.string(), from_pandas=True).dictionary_encode()
+    found = encoded.dictionary.to_pylist()
+    known = list(categories or ())
+    every = known + [v for v in found if v not in known]
+    position = {v: i for i, v in enumerate(every)}
+    recode = np.array([position[v] for v in found] + [-1], dtype=np.int64)
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    return pd.Categorical.from_codes(recode[codes], categories=every)
+
+
+def _arrow() -> Any:
+    """pyarrow when pandas keeps its strings in it (pandas does when pyarrow is installed)."""
+    if pd.StringDtype().storage != "pyarrow":
+        return None
+    import pyarrow
+
+    return pyarrow
+
+
+class _ToolIndexer:
+    """The tool-call index of each fragment, as the accumulator assigns it (fragments without an
+    integer index: a new id starts a new call, a fragment without id continues the last one)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[int, str | None] = {}
+
+    def index(self, fragment: dict[str, Any], dropped: bool) -> int | None:
+        index = fragment.get("index")
+        if dropped:  # the accumulator never saw it: report the index as sent
+            return index if isinstance(index, int) else None
+        fragment_id = fragment.get("id")
+        if not isinstance(index, int):
+            known = self.ids
+            if known and (not fragment_id or fragment_id in known.values()):
+                if fragment_id:
+                    index = next(i for i in sorted(known) if known[i] == fragment_id)
+                else:
+                    index = max(known)
+            else:
+                index = max(known, default=-1) + 1
+        if index not in self.ids:
+            self.ids[index] = None
+        if fragment_id and self.ids[index] is None:
+            self.ids[index] = fragment_id
+        return index
+
+
+# -- reading frames back -------------------------------------------------------------------------
+
+
+def _missing_columns(df: pd.DataFrame) -> list[str]:
+    return [name for name in COLUMNS if name not in df.columns]
+
+
+def _restore(df: pd.DataFrame) -> pd.DataFrame:
+    """A frame of ours with its dtypes (CSV keeps none; Parquet keeps them all)."""
+    missing = _missing_columns(df)
+    if missing:
+        raise ValueError(_not_ours(missing))
+    out = df.copy()
+    for name, dtype in COLUMNS.items():
+        column = out[name]
+        if str(column.dtype) == dtype and not (dtype == "category" and name in _FIXED_CATEGORIES):
+            continue
+        if dtype == "category":
+            fixed = _FIXED_CATEGORIES.get(name)
+            if name == "stream" and isinstance(column.dtype, pd.CategoricalDtype):
+                continue
+            values = column.astype(object).where(column.notna(), None)
+            if fixed is not None:
+                out[name] = pd.Categorical(values, categories=list(fixed))
+            elif name == "stream":
+                out[name] = pd.Categorical(values, categories=pd.unique(values.dropna()))
+            else:
+                out[name] = _column(values.tolist(), dtype, name)
+        elif dtype == "Int64":
+            out[name] = column.astype("Int64")
+        elif dtype == _STRING:
+            values = column.astype(object).where(column.notna(), None)
+            out[name] = pd.array([None if v is None else str(v) for v in values], dtype=_STRING)
+        else:
+            out[name] = column.astype(dtype)
+    return out
+
+
+def _not_ours(missing: list[str]) -> str:
+    shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+    return (
+        f"this DataFrame is not a nito_nb frame: it lacks the column(s) {shown}. Build one with "
+        "s.frame() or nito_nb.frame(streams_or_paths); a frame read back from Parquet or CSV "
+        "keeps them (pass it through nito_nb.frame(df) to restore the dtypes)."
+    )
+
+
+# -- the accessor --------------------------------------------------------------------------------
+
+
+@pd.api.extensions.register_dataframe_accessor("nito")
+class NitoAccessor:
+    """``df.nito``: metrics, tool calls, usage, text and plots of a frame made by ``nito_nb.frame``.
+
+    It holds nothing but the frame and computes everything from its columns on each call, so it
+    also works after filtering rows (``df[df.stream == "a"].nito.metrics()``) and after a Parquet or
+    CSV round trip. On a frame that is not one of ours, ``df.nito`` raises AttributeError naming the
+    missing columns.
+    """
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        missing = _missing_columns(df)
+        if missing:
+            raise AttributeError(_not_ours(missing))
+        self._df = df
+
+    # -- shared views --------------------------------------------------------------------------
+
+    def _streams(self) -> tuple[np.ndarray, pd.Index]:
+        """Integer stream codes per row and the labels they index."""
+        column = self._df["stream"]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            return column.cat.codes.to_numpy(), pd.Index(column.cat.categories, name="stream")
+        codes, labels = pd.factorize(column)
+        return codes, pd.Index(labels, name="stream")
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        df = self._df
+        codes, _ = self._streams()
+        kind = df["kind"].astype(object).to_numpy()
+        part = df["part"].to_numpy()
+        return {
+            "code": codes,
+            "t": df["t"].to_numpy(dtype=np.float64, na_value=np.nan),
+            "event": (kind != "response") & (part == 0),
+            "kind": kind,
+            "token": df["token"].to_numpy(dtype=bool) & (part == 0),
+            "ignored": df["ignored"].to_numpy(dtype=bool),
+        }
+
+    # -- tables --------------------------------------------------------------------------------
+
+    def metrics(self) -> pd.DataFrame:
+        """One row per stream (index: ``stream``), the definitions of the module docstring and
+        docs/METRICS.md: ``model``, ``status``, ``ttfb``, ``ttft``, ``ttfc``, ``e2e``, ``itl``,
+        ``tpot``, ``output_tps``, ``gap_p50``, ``gap_p90``, ``gap_p99``, ``gap_max`` (seconds,
+        except ``output_tps`` in tokens per second), ``n_events``, ``n_chunks``,
+        ``n_token_events`` (K), ``n_tokens`` (N), ``tokens_source`` (``usage`` or ``chunks``),
+        ``finish_reason``, ``error``, ``http_status``."""
+        df = self._df
+        a = self._arrays()
+        _, labels = self._streams()
+        n_streams = len(labels)
+        code, t, event, token, ignored, kind = (
+            a["code"],
+            a["t"],
+            a["event"],
+            a["token"],
+            a["ignored"],
+            a["kind"],
+        )
+        valid = code >= 0
+        event &= valid
+        token &= valid
+
+        def per_stream(fill: Any = np.nan, dtype: Any = np.float64) -> np.ndarray:
+            return np.full(n_streams, fill, dtype=dtype)
+
+        def minimum(mask: np.ndarray) -> np.ndarray:
+            out = per_stream(np.inf)
+            np.minimum.at(out, code[mask], t[mask])
+            out[np.isinf(out)] = np.nan
+            return out
+
+        def maximum(mask: np.ndarray) -> np.ndarray:
+            out = per_stream(-np.inf)
+            np.maximum.at(out, code[mask], t[mask])
+            out[np.isinf(out)] = np.nan
+            return out
+
+        def last_of(mask: np.ndarray, column: str) -> list[Any]:
+            """The column's value on the last row of each stream where ``mask`` holds."""
+            rows = np.flatnonzero(mask)
+            out: list[Any] = [None] * n_streams
+            values = df[column].to_numpy(dtype=object, na_value=None)
+            for row in rows:  # later rows overwrite earlier ones
+                out[code[row]] = values[row]
+            return out
+
+        response = (kind == "response") & valid
+        ttfb = per_stream()
+        ttfb[code[response]] = t[response]
+        content = df["content"].to_numpy(dtype=object, na_value="")
+        has_content = (content != "") & ~ignored & event
+        ttft = minimum(token)
+        last_token = maximum(token)
+        k = np.bincount(code[token], minlength=n_streams)
+
+        # Token gaps: consecutive token-bearing events of the same stream, in arrival order.
+        rows = np.flatnonzero(token)
+        rows = rows[np.lexsort((t[rows], code[rows]))]
+        same = code[rows][1:] == code[rows][:-1]
+        gaps = pd.Series(np.diff(t[rows])[same])
+        gap_codes = code[rows][1:][same]
+        grouped = gaps.groupby(gap_codes)
+        quantiles = {
+            q: grouped.quantile(q).reindex(range(n_streams)).to_numpy() for q in (0.5, 0.9, 0.99)
+        }
+        gap_max = grouped.max().reindex(range(n_streams)).to_numpy()
+
+        usage_rows = df["usage"].notna().to_numpy() & ~ignored & valid
+        completion = last_of(usage_rows, "completion_tokens")
+        from_usage = np.array([value is not None for value in completion], dtype=bool)
+        n_tokens = np.where(
+            from_usage,
+            np.array([v if v is not None else 0 for v in completion], dtype=np.float64),
+            k,
+        )
+        e2e = maximum(event)
+        span = last_token - ttft
+        with np.errstate(divide="ignore", invalid="ignore"):
+            itl = np.where(k >= 2, span / (k - 1), np.nan)
+            tpot = np.where((n_tokens >= 2) & (k >= 2), span / (n_tokens - 1), np.nan)
+            duration = e2e - ttft
+            output_tps = np.where(duration > 0, n_tokens / duration, np.nan)
+
+        chunk_rows = event & (kind == "chunk") & ~ignored
+        taken = event & ~ignored
+        out = pd.DataFrame(
+            {
+                "model": last_of(response, "model"),
+                "status": pd.Categorical(last_of(response, "status"), categories=list(STATUSES)),
+                "ttfb": ttfb,
+                "ttft": ttft,
+                "ttfc": minimum(has_content),
+                "e2e": e2e,
+                "itl": itl,
+                "tpot": tpot,
+                "output_tps": output_tps,
+                "gap_p50": quantiles[0.5],
+                "gap_p90": quantiles[0.9],
+                "gap_p99": quantiles[0.99],
+                "gap_max": gap_max,
+                "n_events": np.bincount(code[event], minlength=n_streams),
+                "n_chunks": np.bincount(code[chunk_rows], minlength=n_streams),
+                "n_token_events": k,
+                "n_tokens": pd.array(
+                    np.where(from_usage, n_tokens, k).astype(np.int64), dtype="Int64"
+                ),
+                "tokens_source": pd.Categorical(
+                    np.where(from_usage, "usage", "chunks"), categories=["usage", "chunks"]
+                ),
+                "finish_reason": pd.array(
+                    last_of(taken & df["finish_reason"].notna().to_numpy(), "finish_reason"),
+                    dtype=_STRING,
+                ),
+                "error": pd.array(
+                    last_of(taken & df["error_message"].notna().to_numpy(), "error_message"),
+                    dtype=_STRING,
+                ),
+                "http_status": pd.array(last_of(response, "http_status"), dtype="Int64"),
+            },
+            index=labels,
+        )
+        return out
+
+    def tool_calls(self) -> pd.DataFrame:
+        """One row per assembled tool call, in stream then index order: ``stream``, ``index``,
+        ``id``, ``name``, ``arguments`` (the concatenated string), ``valid_json``, ``parsed`` (the
+        arguments as JSON, None when invalid; empty arguments are ``{}``), ``t_first``, ``t_last``
+        (arrival of its first and last fragment), ``n_fragments``. Chunks after ``[DONE]`` are
+        left out, as the accumulator leaves them out."""
+        df = self._df
+        codes, labels = self._streams()
+        mask = (
+            df["tool_index"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
+        )
+        rows = np.flatnonzero(mask)
+        index = df["tool_index"].to_numpy(dtype=object, na_value=None)
+        ids = df["tool_id"].to_numpy(dtype=object, na_value=None)
+        names = df["tool_name"].to_numpy(dtype=object, na_value=None)
+        args = df["tool_args"].to_numpy(dtype=object, na_value=None)
+        t = df["t"].to_numpy(dtype=np.float64, na_value=np.nan)
+        calls: dict[tuple[int, int], dict[str, Any]] = {}
+        for row in rows:
+            key = (int(codes[row]), int(index[row]))
+            call = calls.get(key)
+            if call is None:
+                call = calls[key] = {"id": None, "name": "", "parts": [], "t_first": t[row], "n": 0}
+            call["n"] += 1
+            call["t_last"] = t[row]
+            if call["id"] is None and ids[row]:
+                call["id"] = ids[row]
+            if not call["name"] and names[row]:
+                call["name"] = names[row]
+            if args[row]:
+                call["parts"].append(args[row])
+        records = []
+        for (code, number), call in sorted(calls.items()):
+            arguments = "".join(call["parts"])
+            parsed, error = _parse_arguments(arguments)
+            records.append(
+                {
+                    "stream": labels[code],
+                    "index": number,
+                    "id": call["id"],
+                    "name": call["name"],
+                    "arguments": arguments,
+                    "valid_json": error is None,
+                    "parsed": parsed,
+                    "t_first": call["t_first"],
+                    "t_last": call["t_last"],
+                    "n_fragments": call["n"],
+                }
+            )
+        columns = [
+            "stream",
+            "index",
+            "id",
+            "name",
+            "arguments",
+            "valid_json",
+            "parsed",
+            "t_first",
+            "t_last",
+            "n_fragments",
+        ]
+        out = pd.DataFrame.from_records(records, columns=columns)
+        out["stream"] = pd.Categorical(out["stream"], categories=labels)
+        for name in ("id", "name", "arguments"):
+            out[name] = pd.array(out[name].tolist(), dtype=_STRING)
+        out["index"] = out["index"].astype("int64")
+        out["n_fragments"] = out["n_fragments"].astype("int64")
+        out["valid_json"] = out["valid_json"].astype(bool)
+        out["t_first"] = out["t_first"].astype("float64")
+        out["t_last"] = out["t_last"].astype("float64")
+        return out
+
+    def usage(self) -> pd.DataFrame:
+        """One row per stream (index ``stream``): ``prompt_tokens``, ``completion_tokens``,
+        ``total_tokens``, ``reasoning_tokens``, ``cached_tokens``, ``cost``, from the stream's last
+        usage object (PROTOCOL rule 6); NA when the stream reported none."""
+        df = self._df
+        codes, labels = self._streams()
+        mask = df["usage"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
+        last = np.full(len(labels), -1, dtype=np.int64)
+        rows = np.flatnonzero(mask)
+        last[codes[rows]] = rows  # fancy assignment: the last write of each stream wins
+        names = [
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+            "reasoning_tokens",
+            "cached_tokens",
+            "cost",
+        ]
+        picked = df.iloc[np.where(last >= 0, last, 0)][names].reset_index(drop=True)
+        picked.loc[last < 0, names] = pd.NA if len(picked) else None
+        picked["cost"] = picked["cost"].astype("float64")
+        picked.index = labels
+        return picked
+
+    def text(self) -> pd.Series:
+        """The answer's content per stream (index ``stream``): the join of ``content`` over the rows
+        the accumulator took, equal to ``Stream.content``."""
+        codes, labels = self._streams()
+        df = self._df
+        content = df["content"].to_numpy(dtype=object, na_value=None)
+        ignored = df["ignored"].to_numpy(dtype=bool)
+        pieces: list[list[str]] = [[] for _ in labels]
+        for row in np.flatnonzero(~ignored & (codes >= 0) & df["content"].notna().to_numpy()):
+            pieces[codes[row]].append(content[row])
+        return pd.Series(["".join(p) for p in pieces], index=labels, name="content", dtype=_STRING)
+
+    def reasoning(self) -> pd.Series:
+        """The readable reasoning per stream (index ``stream``), equal to ``Stream.reasoning``: the
+        text and summary details in index order (blocks joined by a blank line), else the plain
+        reasoning strings."""
+        codes, labels = self._streams()
+        df = self._df
+        text = df["reasoning"].to_numpy(dtype=object, na_value=None)
+        types = df["reasoning_type"].astype(object).to_numpy()
+        index = df["reasoning_index"].to_numpy(dtype=object, na_value=None)
+        ignored = df["ignored"].to_numpy(dtype=bool)
+        blocks: list[dict[tuple[Any, str], list[str]]] = [{} for _ in labels]
+        plain: list[list[str]] = [[] for _ in labels]
+        for row in np.flatnonzero(~ignored & (codes >= 0) & df["reasoning"].notna().to_numpy()):
+            type_ = types[row]
+            if type_ in _READABLE:
+                blocks[codes[row]].setdefault((index[row] or 0, type_), []).append(text[row])
+            else:
+                plain[codes[row]].append(text[row])
+        out = []
+        for stream_blocks, stream_plain in zip(blocks, plain, strict=True):
+            readable = [(key[0], "".join(parts)) for key, parts in stream_blocks.items()]
+            readable = [(i, s) for i, s in readable if s]
+            if readable:
+                out.append("\n\n".join(s for _, s in sorted(readable, key=lambda item: item[0])))
+            else:
+                out.append("".join(stream_plain))
+        return pd.Series(out, index=labels, name="reasoning", dtype=_STRING)
+
+    # -- plots ---------------------------------------------------------------------------------
+
+    def plot_timeline(self, *, max_legend: int = 12) -> Figure:
+        """When each event arrived and what it was: x = seconds since the request was sent, y =
+        characters of answer text received so far (content, reasoning and tool arguments), one
+        colour per stream. Markers: ``o`` content, ``.`` reasoning, ``s`` tool-call arguments (one
+        per token-bearing event, classed by its first kind of text in that order), ``x`` comments,
+        ``|`` [DONE], ``X`` error chunks, ``^`` the response headers. Each series is a Line2D
+        labelled ``"{stream} {what}"``. Returns a ``matplotlib.figure.Figure`` (no pyplot state)."""
+        from matplotlib.figure import Figure
+
+        df = self._df
+        codes, labels = self._streams()
+        fig = Figure(figsize=(9, 4.5), layout="constrained")
+        ax = fig.add_subplot()
+        t = df["t"].to_numpy(dtype=np.float64, na_value=np.nan)
+        kind = df["kind"].astype(object).to_numpy()
+        part = df["part"].to_numpy()
+        token = df["token"].to_numpy(dtype=bool)
+        ignored = df["ignored"].to_numpy(dtype=bool)
+        content = df["content"].str.len().to_numpy(dtype=np.float64, na_value=0)
+        reasoning = df["reasoning"].str.len().to_numpy(dtype=np.float64, na_value=0)
+        tool_args = df["tool_args"].str.len().to_numpy(dtype=np.float64, na_value=0)
+        error = df["error_message"].notna().to_numpy() & (kind == "chunk")
+        # Characters of answer text per event (its parts summed), counted on the event's first row.
+        chars = np.where(ignored, 0.0, content + reasoning + tool_args)
+        colors = [c["color"] for c in _color_cycle()]
+        for code, label in enumerate(labels):
+            mine = codes == code
+            rows = np.flatnonzero(mine)
+            cumulative = np.cumsum(chars[rows])
+            first = part[rows] == 0
+            rows, cumulative = rows[first], cumulative[first]
+            color = colors[code % len(colors)]
+            tok = token[rows]
+            ax.plot(t[rows][tok], cumulative[tok], "-", color=color, alpha=0.5, label=f"{label}")
+            is_content = tok & (content[rows] > 0)
+            is_tool = tok & ~is_content & _any_part(rows, part, tool_args, codes)
+            is_reasoning = tok & ~is_content & ~is_tool
+            series = (
+                ("content", is_content, "o"),
+                ("reasoning", is_reasoning, "."),
+                ("tool", is_tool, "s"),
+                ("comment", kind[rows] == "comment", "x"),
+                ("done", kind[rows] == "done", "|"),
+                ("error", error[rows], "X"),
+                ("response", (kind[rows] == "response") & ~np.isnan(t[rows]), "^"),
+            )
+            for what, select, marker in series:
+                if select.any():
+                    ax.plot(
+                        t[rows][select],
+                        cumulative[select],
+                        marker,
+                        color=color,
+                        linestyle="none",
+                        label=f"{label} {what}",
+                    )
+        ax.set_xlabel("seconds since the request was sent")
+        ax.set_ylabel("characters received")
+        ax.set_title("Timeline: when each delta arrived")
+        if len(labels) <= max_legend and ax.lines:
+            ax.legend(fontsize="small", loc="upper left")
+        return fig
+
+    def plot_gaps(self, *, bins: int = 40) -> Figure:
+        """Histogram of the gaps between consecutive token-bearing events (the gaps behind ``itl``
+        and ``gap_p50``...), in milliseconds, one bar series per stream (a BarContainer labelled
+        with the stream). Returns a ``matplotlib.figure.Figure``."""
+        from matplotlib.figure import Figure
+
+        a = self._arrays()
+        _, labels = self._streams()
+        code, t, token = a["code"], a["t"], a["token"] & (a["code"] >= 0)
+        fig = Figure(figsize=(7, 4), layout="constrained")
+        ax = fig.add_subplot()
+        series = []
+        for number, label in enumerate(labels):
+            times = np.sort(t[token & (code == number)])
+            series.append((label, np.diff(times) * 1000))
+        everything = np.concatenate([g for _, g in series]) if series else np.zeros(0)
+        edges: Any = np.histogram_bin_edges(everything, bins=bins) if len(everything) else bins
+        for label, gaps in series:
+            if len(gaps):
+                _, _, bars = ax.hist(
+                    gaps, bins=edges, alpha=0.6 if len(series) > 1 else 1.0, label=str(label)
+                )
+                bars.set_label(str(label))  # type: ignore[union-attr]
+        ax.set_xlabel("gap between token-bearing events (ms)")
+        ax.set_ylabel("gaps")
+        ax.set_title("Inter-token gaps")
+        if 1 < len(series) <= 12:
+            ax.legend(fontsize="small")
+        return fig
+
+
+def _any_part(
+    rows: np.ndarray, part: np.ndarray, values: np.ndarray, codes: np.ndarray
+) -> np.ndarray:
+    """For each event row (part 0) among ``rows``: whether any of its parts has ``values > 0``."""
+    first = part[rows] == 0
+    event_of_row = np.cumsum(first) - 1
+    hit = np.zeros(int(first.sum()), dtype=bool)
+    np.logical_or.at(hit, event_of_row, values[rows] > 0)
+    return hit
+
+
+def _color_cycle() -> Any:
+    from matplotlib import rcParams
+
+    return rcParams["axes.prop_cycle"]

@@ -1,0 +1,559 @@
+"""The pandas adapter: frames, metrics by hand-computed values, every recording, round trips,
+the accessor's errors, plots. No timing assertions (bench/bench_frame.py measures speed)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+import pytest
+from conftest import chunk_line, real_recordings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nito_nb
+from nito_nb._frame import COLUMNS
+
+matplotlib.use("Agg")
+
+MS = 1_000_000
+
+
+def timed(
+    events: list[tuple[float, bytes]], *, ttfb: float | None = 0.05, end: float | None = None
+) -> nito_nb.Stream:
+    """A finished Stream fed ``(seconds since request, bytes)`` reads through the I/O-free API."""
+    s = nito_nb.Stream({"model": "test/model", "messages": [{"role": "user", "content": "hi"}]})
+    s.log.t0_ns = 0
+    if ttfb is not None:
+        s.log.set_response(200, {"content-type": "text/event-stream"}, round(ttfb * 1e9))
+    for t, data in events:
+        s._feed(data, round(t * 1e9))
+    last = events[-1][0] if events else 0.0
+    s._end(round((end if end is not None else last) * 1e9))
+    return s
+
+
+def usage_line(completion: int, prompt: int = 10, **extra: object) -> bytes:
+    chunk = {
+        "id": "gen-1",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            **extra,
+        },
+    }
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def hand_stream() -> nito_nb.Stream:
+    return timed(
+        [
+            (0.100, chunk_line({"role": "assistant", "content": ""})),
+            (0.150, chunk_line({"reasoning": "think"})),
+            (0.200, b": PROCESSING\n\n"),
+            (0.300, chunk_line({"content": "Hel"})),
+            (0.350, chunk_line({"content": "lo"})),
+            (0.600, chunk_line({"content": "!"})),
+            (0.650, chunk_line({}, finish="stop")),
+            (0.700, usage_line(5, cost=0.25, completion_tokens_details={"reasoning_tokens": 1})),
+            (0.710, DONE),
+        ]
+    )
+
+
+# -- metrics by hand ------------------------------------------------------------------------------
+
+
+def test_metrics_match_hand_computed_values() -> None:
+    s = hand_stream()
+    m = s.frame().nito.metrics().iloc[0]
+    # Token-bearing events at 0.150 (reasoning), 0.300, 0.350, 0.600: K = 4; usage says N = 5.
+    assert m["ttfb"] == pytest.approx(0.05)
+    assert m["ttft"] == pytest.approx(0.15) == pytest.approx(s.ttft)
+    assert m["ttfc"] == pytest.approx(0.30)
+    assert m["e2e"] == pytest.approx(0.71)
+    assert m["itl"] == pytest.approx((0.60 - 0.15) / 3)
+    assert m["tpot"] == pytest.approx((0.60 - 0.15) / 4)
+    assert m["output_tps"] == pytest.approx(5 / (0.71 - 0.15))
+    # Gaps 0.15, 0.05, 0.25: linear-interpolated percentiles of [0.05, 0.15, 0.25].
+    assert m["gap_p50"] == pytest.approx(0.15)
+    assert m["gap_p90"] == pytest.approx(0.23)
+    assert m["gap_p99"] == pytest.approx(0.248)
+    assert m["gap_max"] == pytest.approx(0.25)
+    assert (m["n_events"], m["n_chunks"], m["n_token_events"], m["n_tokens"]) == (9, 7, 4, 5)
+    assert m["tokens_source"] == "usage"
+    assert m["finish_reason"] == "stop" and pd.isna(m["error"])
+    assert m["status"] == "done" and m["http_status"] == 200 and m["model"] == "test/model"
+
+
+def test_metrics_without_usage_count_chunks() -> None:
+    s = timed(
+        [(0.1, chunk_line({"content": "a"})), (0.3, chunk_line({"content": "b"})), (0.4, DONE)]
+    )
+    m = s.frame().nito.metrics().iloc[0]
+    assert m["tokens_source"] == "chunks" and m["n_tokens"] == 2
+    assert m["tpot"] == pytest.approx(0.2) == pytest.approx(m["itl"])
+    assert m["output_tps"] == pytest.approx(2 / (0.4 - 0.1))
+
+
+def test_usage_table() -> None:
+    u = hand_stream().frame().nito.usage().iloc[0]
+    assert (
+        u["prompt_tokens"],
+        u["completion_tokens"],
+        u["total_tokens"],
+        u["reasoning_tokens"],
+    ) == (10, 5, 15, 1)
+    assert pd.isna(u["cached_tokens"]) and u["cost"] == pytest.approx(0.25)
+
+
+def undefined(m: pd.Series, *names: str) -> bool:
+    return all(pd.isna(m[name]) for name in names)
+
+
+def test_edge_empty_answer() -> None:
+    s = timed(
+        [
+            (0.1, chunk_line({"role": "assistant", "content": ""})),
+            (0.2, chunk_line({}, finish="stop")),
+            (0.3, DONE),
+        ]
+    )
+    df = s.frame()
+    m = df.nito.metrics().iloc[0]
+    assert undefined(m, "ttft", "ttfc", "itl", "tpot", "output_tps", "gap_p50", "gap_max")
+    assert m["n_token_events"] == 0 and m["n_tokens"] == 0 and m["e2e"] == pytest.approx(0.3)
+    assert df.nito.text().iloc[0] == "" and df.nito.tool_calls().empty
+
+
+def test_edge_single_chunk() -> None:
+    s = timed(
+        [
+            (0.2, chunk_line({"content": "all at once"}, finish="stop")),
+            (0.2, usage_line(3)),
+            (0.25, DONE),
+        ]
+    )
+    m = s.frame().nito.metrics().iloc[0]
+    assert m["ttft"] == pytest.approx(0.2) and m["n_token_events"] == 1
+    assert undefined(m, "itl", "tpot", "gap_p50", "gap_max")  # one event spans no time
+    assert m["output_tps"] == pytest.approx(3 / 0.05)
+
+
+def test_edge_error_stream() -> None:
+    error = {
+        "id": "gen-1",
+        "error": {"code": 502, "message": "Upstream provider disconnected"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+    }
+    s = timed(
+        [
+            (0.1, chunk_line({"content": "part"})),
+            (0.2, b"data: " + json.dumps(error).encode() + b"\n\n"),
+            (0.3, DONE),
+        ]
+    )
+    df = s.frame()
+    m = df.nito.metrics().iloc[0]
+    assert m["status"] == "error" == s.status
+    assert m["error"] == "Upstream provider disconnected" and m["finish_reason"] == "error"
+    row = df[df.error_message.notna()].iloc[0]
+    assert row["error_code"] == "502"
+    assert df.nito.text().iloc[0] == "part"
+
+
+def test_edge_event_error_without_done() -> None:
+    body = b'event: error\ndata: {"message": "overloaded", "code": "overloaded_error"}\n\n'
+    s = timed([(0.1, chunk_line({"content": "x"})), (0.2, body)])
+    df = s.frame()
+    m = df.nito.metrics().iloc[0]
+    assert m["status"] == "error" and m["error"] == "overloaded" == s.error["message"]
+
+
+def test_edge_truncated_stream() -> None:
+    s = timed([(0.1, chunk_line({"content": "cut "})), (0.2, chunk_line({"content": "short"}))])
+    m = s.frame().nito.metrics().iloc[0]
+    assert m["status"] == "truncated" and pd.isna(m["finish_reason"])
+    assert m["itl"] == pytest.approx(0.1) and m["n_events"] == 2
+
+
+def test_edge_comments_only() -> None:
+    s = timed([(0.1, b": PROCESSING\n\n"), (0.5, b": PROCESSING\n\n")])
+    df = s.frame()
+    m = df.nito.metrics().iloc[0]
+    assert undefined(m, "ttft", "ttfc", "itl", "tpot", "output_tps")
+    assert m["e2e"] == pytest.approx(0.5) and m["n_events"] == 2 and m["n_chunks"] == 0
+    assert df.comment.dropna().tolist() == ["PROCESSING", "PROCESSING"]
+
+
+def test_edge_http_error_and_no_headers_time() -> None:
+    s = nito_nb.read_sse(b'{"error": {"code": 429, "message": "Rate limited"}}', status_code=429)
+    df = s.frame()
+    m = df.nito.metrics().iloc[0]
+    assert m["status"] == "failed" and m["error"] == "Rate limited" and m["http_status"] == 429
+    assert undefined(m, "ttft", "itl")
+    assert m["ttfb"] == s.ttfb if s.ttfb is not None else pd.isna(m["ttfb"])
+    assert df.kind.tolist() == ["response", "http-error"]
+
+
+def test_chunks_after_done_are_ignored() -> None:
+    s = timed(
+        [
+            (0.1, chunk_line({"content": "kept"})),
+            (0.2, DONE),
+            (0.3, chunk_line({"content": " late"})),
+        ]
+    )
+    df = s.frame()
+    assert df.ignored.tolist() == [False, False, False, True]
+    assert df.nito.text().iloc[0] == "kept" == s.content
+    assert df.nito.metrics().iloc[0]["n_chunks"] == 1 == s.n_chunks
+
+
+# -- the frame ----------------------------------------------------------------------------------
+
+
+def test_columns_and_dtypes() -> None:
+    df = hand_stream().frame()
+    assert list(df.columns) == list(COLUMNS)
+    assert {name: str(dtype) for name, dtype in df.dtypes.items()} == COLUMNS
+    assert df.kind.tolist()[:3] == ["response", "chunk", "chunk"]
+    assert df.seq.tolist() == list(range(-1, 9))
+    assert df.t.iloc[0] == pytest.approx(0.05)
+    assert df.gap.iloc[2] == pytest.approx(0.05) and math.isnan(df.gap.iloc[1])
+    assert df.bytes.iloc[1:].sum() == len(hand_stream().log.body)
+    assert df.token.tolist() == [False, False, True, False, True, True, True, False, False, False]
+    assert df.reasoning_type.dropna().tolist() == ["reasoning"]
+
+
+def test_one_row_per_fragment_with_parts() -> None:
+    both = {
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "a", "arguments": '{"x":'},
+            },
+            {
+                "index": 1,
+                "id": "call_b",
+                "type": "function",
+                "function": {"name": "b", "arguments": '{"y":'},
+            },
+        ]
+    }
+    more = {
+        "tool_calls": [
+            {"index": 1, "function": {"arguments": " 2}"}},
+            {"index": 0, "function": {"arguments": " 1}"}},
+        ]
+    }
+    details = {
+        "reasoning_details": [
+            {"type": "reasoning.text", "index": 0, "text": "first"},
+            {"type": "reasoning.encrypted", "index": 1, "data": "c2VjcmV0"},
+            {"type": "reasoning.summary", "index": 2, "summary": "sum"},
+        ],
+        "reasoning": "firstsum",
+    }
+    s = timed(
+        [
+            (0.1, chunk_line(details)),
+            (0.2, chunk_line(both)),
+            (0.3, chunk_line(more)),
+            (0.4, chunk_line({}, finish="tool_calls")),
+            (0.5, DONE),
+        ]
+    )
+    df = s.frame()
+    assert df.seq.tolist() == [-1, 0, 0, 0, 1, 1, 2, 2, 3, 4]
+    assert df.part.tolist() == [0, 0, 1, 2, 0, 1, 0, 1, 0, 0]
+    assert df.reasoning_type.tolist()[1:4] == [
+        "reasoning.text",
+        "reasoning.encrypted",
+        "reasoning.summary",
+    ]
+    assert pd.isna(df.reasoning.iloc[2])  # encrypted data is never text
+    args = df.dropna(subset=["tool_index"]).groupby("tool_index").tool_args.agg("".join)
+    assert args.tolist() == [c.arguments for c in s.tool_calls] == ['{"x": 1}', '{"y": 2}']
+    calls = df.nito.tool_calls()
+    assert calls[["index", "id", "name", "n_fragments"]].values.tolist() == [
+        [0, "call_a", "a", 2],
+        [1, "call_b", "b", 2],
+    ]
+    assert calls.parsed.tolist() == [{"x": 1}, {"y": 2}] and calls.valid_json.all()
+    assert calls.t_first.tolist() == [0.2, 0.2] and calls.t_last.tolist() == [0.3, 0.3]
+    assert df.nito.reasoning().iloc[0] == s.reasoning == "first\n\nsum"
+    m = df.nito.metrics().iloc[0]
+    assert m["n_events"] == 5 == s.n_events and m["n_token_events"] == 3
+
+
+def test_extras_web_search_free_tier_kept_whole() -> None:
+    s = timed(
+        [
+            (
+                0.1,
+                chunk_line(
+                    {"content": "x", "refusal": None},
+                    provider="P",
+                    web_search={"results": [1, 2]},
+                    free_tier={"ok": True},
+                ),
+            ),
+            (0.2, DONE),
+        ]
+    )
+    row = s.frame().iloc[1]
+    assert json.loads(row["extras"]) == {"provider": "P", "delta.refusal": None}
+    assert json.loads(row["web_search"]) == {"results": [1, 2]} == s.web_search
+    assert json.loads(row["free_tier"]) == {"ok": True}
+
+
+RECORDINGS = real_recordings()
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+def test_every_recording(path: Path) -> None:
+    s = nito_nb.read_sse(path)
+    df = nito_nb.frame(path)
+    assert df.stream.cat.categories.tolist() == [path.stem]
+    assert df.nito.text().iloc[0] == s.content
+    assert df.nito.reasoning().iloc[0] == s.reasoning
+    # Joining the content column gives the content (the frame is lossless for the answer).
+    assert "".join(df.content[~df.ignored].dropna()) == s.content
+    calls = df.nito.tool_calls()
+    expected = [
+        (c.index, c.id, c.name, c.arguments, c.valid_json, c.n_fragments) for c in s.tool_calls
+    ]
+    got = [
+        (r.index, None if pd.isna(r.id) else r.id, r.name, r.arguments, r.valid_json, r.n_fragments)
+        for r in calls.itertuples()
+    ]
+    assert got == expected
+    assert calls.parsed.tolist() == [c.parsed for c in s.tool_calls]
+    m = df.nito.metrics().iloc[0]
+    assert (m["n_events"], m["n_chunks"], m["status"]) == (s.n_events, s.n_chunks, s.status)
+    assert (None if pd.isna(m["finish_reason"]) else m["finish_reason"]) == s.finish_reason
+    assert (None if pd.isna(m["error"]) else m["error"]) == (s.error or {}).get("message")
+    if s.ttft is None:
+        assert pd.isna(m["ttft"])
+    else:
+        assert m["ttft"] == s.ttft
+    u = df.nito.usage().iloc[0]
+    if s.usage and "completion_tokens" in s.usage:
+        assert u["completion_tokens"] == s.usage["completion_tokens"] == m["n_tokens"]
+        assert m["tokens_source"] == "usage"
+    else:
+        assert m["tokens_source"] == "chunks"
+
+
+def test_all_recordings_in_one_frame_side_by_side() -> None:
+    df = nito_nb.frame(RECORDINGS[0].parent)
+    assert df.stream.cat.categories.tolist() == [p.stem for p in RECORDINGS]
+    metrics = df.nito.metrics()
+    assert metrics.index.tolist() == [p.stem for p in RECORDINGS]
+    texts = df.nito.text()
+    assert all(texts[p.stem] == nito_nb.read_sse(p).content for p in RECORDINGS)
+
+
+# -- many streams, files, round trips -------------------------------------------------------------
+
+
+def test_many_sources_and_labels(tmp_path: Path) -> None:
+    a, b = hand_stream(), timed([(0.1, chunk_line({"content": "b"})), (0.2, DONE)])
+    a.save(tmp_path / "run.jsonl")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    b.save(logs / "one.jsonl")
+    (logs / "two.sse").write_bytes(chunk_line({"content": "two"}) + DONE)
+    (logs / "notes.txt").write_text("not a log")
+    df = nito_nb.frame([a, b, tmp_path / "run.jsonl", str(logs)])
+    labels = ["test/model#0", "test/model#1", "run", "one", "two"]
+    assert df.stream.cat.categories.tolist() == labels
+    metrics = df.nito.metrics()
+    assert metrics.index.tolist() == labels
+    # A saved log keeps its times: the same metrics as the live Stream.
+    pd.testing.assert_series_equal(
+        metrics.loc["run"], metrics.loc["test/model#0"], check_names=False
+    )
+    assert df.nito.text().tolist() == ["Hello!", "b", "Hello!", "b", "two"]
+    assert set(df.attrs["nito"]) == set(labels) and df.attrs["nito"]["run"]["source"].endswith(
+        "run.jsonl"
+    )
+
+    named = nito_nb.frame({"x": a, "y": a})
+    assert named.stream.cat.categories.tolist() == ["x", "y"]
+    twice = nito_nb.frame([tmp_path / "run.jsonl", tmp_path / "run.jsonl"])
+    assert twice.stream.cat.categories.tolist() == ["run", "run#2"]
+
+
+def test_stream_frame_is_nito_frame() -> None:
+    s = hand_stream()
+    pd.testing.assert_frame_equal(s.frame(), nito_nb.frame(s))
+
+
+def test_metrics_from_columns_alone() -> None:
+    df = hand_stream().frame()
+    expected = df.nito.metrics()
+    df.attrs.clear()
+    pd.testing.assert_frame_equal(df.nito.metrics(), expected)
+    # Filtering rows keeps it a frame of ours.
+    two = nito_nb.frame({"a": hand_stream(), "b": hand_stream()})
+    only_b = two[two.stream == "b"]
+    assert only_b.nito.metrics().loc["b", "ttft"] == pytest.approx(0.15)
+
+
+def test_parquet_round_trip(tmp_path: Path) -> None:
+    df = nito_nb.frame([hand_stream(), *RECORDINGS[:5]])
+    df.to_parquet(tmp_path / "f.parquet")
+    back = pd.read_parquet(tmp_path / "f.parquet")
+    pd.testing.assert_frame_equal(back, df)
+    pd.testing.assert_frame_equal(nito_nb.frame(back), df)
+    pd.testing.assert_frame_equal(back.nito.metrics(), df.nito.metrics())
+
+
+def test_csv_round_trip(tmp_path: Path) -> None:
+    df = nito_nb.frame([hand_stream(), *RECORDINGS[:8]])
+    df.to_csv(tmp_path / "f.csv", index=False)
+    back = nito_nb.frame(pd.read_csv(tmp_path / "f.csv"))
+    assert {n: str(d) for n, d in back.dtypes.items()} == COLUMNS
+    pd.testing.assert_frame_equal(back.nito.metrics(), df.nito.metrics(), check_exact=False)
+    pd.testing.assert_series_equal(back.nito.text(), df.nito.text())
+    calls = df.nito.tool_calls()
+    pd.testing.assert_frame_equal(
+        back.nito.tool_calls().drop(columns="parsed"), calls.drop(columns="parsed")
+    )
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def test_accessor_rejects_other_frames() -> None:
+    other = pd.DataFrame({"a": [1, 2]})
+    with pytest.raises(
+        AttributeError, match=r"not a nito_nb frame: it lacks the column\(s\) stream, seq"
+    ):
+        other.nito.metrics()
+    assert not hasattr(other, "nito")
+    with pytest.raises(ValueError, match="not a nito_nb frame"):
+        nito_nb.frame(other)
+    df = hand_stream().frame()
+    with pytest.raises(AttributeError, match=r"lacks the column.*token"):
+        _ = df.drop(columns=["token"]).nito
+
+
+def test_frame_rejects_what_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="takes a Stream, a path"):
+        nito_nb.frame(42)
+    with pytest.raises(TypeError, match="cannot read a int"):
+        nito_nb.frame([42])
+    with pytest.raises(FileNotFoundError, match="neither a file nor a folder"):
+        nito_nb.frame(tmp_path / "missing.jsonl")
+
+
+def test_empty_inputs(tmp_path: Path) -> None:
+    df = nito_nb.frame(tmp_path)
+    assert len(df) == 0 and list(df.columns) == list(COLUMNS)
+    assert df.nito.metrics().empty and df.nito.tool_calls().empty and df.nito.text().empty
+
+
+def test_import_nito_nb_imports_no_pandas() -> None:
+    code = "import sys, nito_nb; assert 'pandas' not in sys.modules and 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+# -- plots ----------------------------------------------------------------------------------------
+
+
+def test_plot_timeline_points() -> None:
+    df = hand_stream().frame()
+    fig = df.nito.plot_timeline()
+    lines = {line.get_label(): line for line in fig.axes[0].lines}
+    points = {label: len(line.get_xdata()) for label, line in lines.items()}
+    assert points == {
+        "test/model#0": 4,  # the token-bearing events
+        "test/model#0 content": 3,
+        "test/model#0 reasoning": 1,
+        "test/model#0 comment": 1,
+        "test/model#0 done": 1,
+        "test/model#0 response": 1,
+    }
+    assert list(lines["test/model#0"].get_ydata()) == [5, 8, 10, 11]  # characters so far
+    fig.savefig(__import__("io").BytesIO(), format="png")
+
+
+def test_plot_timeline_tools_and_many_streams() -> None:
+    df = nito_nb.frame([p for p in RECORDINGS if "tools" in p.stem][:3])
+    fig = df.nito.plot_timeline()
+    for label in df.stream.cat.categories:
+        token_events = int(df[(df.stream == label) & df.token & (df.part == 0)].shape[0])
+        mine = [ln for ln in fig.axes[0].lines if ln.get_label().startswith(f"{label} ")]
+        kinds = {ln.get_label().split(" ")[-1]: len(ln.get_xdata()) for ln in mine}
+        assert sum(kinds.get(k, 0) for k in ("content", "reasoning", "tool")) == token_events
+        assert kinds.get("tool", 0) > 0
+
+
+def test_plot_gaps_counts() -> None:
+    df = nito_nb.frame({"a": hand_stream(), "b": hand_stream()})
+    fig = df.nito.plot_gaps()
+    bars = fig.axes[0].containers
+    assert [c.get_label() for c in bars] == ["a", "b"]
+    assert [sum(p.get_height() for p in c) for c in bars] == [3, 3]  # K - 1 gaps each
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=6), st.integers(1, 500)), min_size=0, max_size=25),
+    st.lists(st.text(alphabet='{}":ab1 ,\\', max_size=8), max_size=6),
+)
+def test_any_stream_text_and_itl(pieces: list[tuple[str, int]], args: list[str]) -> None:
+    events, t = [], 0.0
+    for text, step_ms in pieces:
+        t += step_ms / 1000
+        events.append((t, chunk_line({"content": text})))
+    for number, arg in enumerate(args):
+        t += 0.001
+        first = (
+            {"id": "call_1", "function": {"name": "f", "arguments": arg}}
+            if number == 0
+            else {"function": {"arguments": arg}}
+        )
+        events.append((t, chunk_line({"tool_calls": [{"index": 0, **first}]})))
+    events.append((t + 0.01, DONE))
+    s = timed(events)
+    df = s.frame()
+    assert df.nito.text().iloc[0] == s.content
+    assert df.nito.tool_calls().arguments.tolist() == [c.arguments for c in s.tool_calls]
+    m = df.nito.metrics().iloc[0]
+    times = [
+        ev.t
+        for ev in s.log
+        if ev.kind == "chunk"
+        and (
+            json.loads(ev.data)["choices"][0]["delta"].get("content")
+            or json.loads(ev.data)["choices"][0]["delta"]
+            .get("tool_calls", [{}])[0]
+            .get("function", {})
+            .get("arguments")
+        )
+    ]
+    assert m["n_token_events"] == len(times)
+    if len(times) >= 2:
+        assert m["itl"] == pytest.approx((times[-1] - times[0]) / (len(times) - 1))
+    else:
+        assert pd.isna(m["itl"])
