@@ -113,6 +113,7 @@ CODE_STYLESHEET = (
     "<style>"
     ".nito-out pre.nito-code{padding:6px 8px;border-radius:3px;overflow-x:auto;"
     "background:var(--jp-cell-editor-background,rgba(127,127,127,.1))}"
+    ".nito-out pre.nito-code code{background:none;padding:0}"
     ".nito-code .k{color:var(--jp-mirror-editor-keyword-color,#a35ec9);font-weight:600}"
     ".nito-code .s{color:var(--jp-mirror-editor-string-color,#c2672b)}"
     ".nito-code .c{color:var(--jp-mirror-editor-comment-color,#7f8c8d);font-style:italic}"
@@ -549,7 +550,7 @@ def status_text(state: Any) -> str:
     if ttft is not None:
         items.append(f"TTFT {ttft:.2f} s")
     if elapsed is not None:
-        items.append(f"{elapsed:.2f} s")
+        items.append(f"{elapsed:.2f} s total")
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
@@ -571,20 +572,24 @@ def status_text(state: Any) -> str:
     if finish:
         items.append(f"finish: {str(finish)[:60]}")
     tokens = []
-    for label, path in (
-        ("prompt", ("prompt_tokens",)),
-        ("cached", ("prompt_tokens_details", "cached_tokens")),
-        ("completion", ("completion_tokens",)),
-        ("reasoning", ("completion_tokens_details", "reasoning_tokens")),
+    for label, path, always in (
+        ("prompt", ("prompt_tokens",), True),
+        ("cached", ("prompt_tokens_details", "cached_tokens"), False),
+        ("completion", ("completion_tokens",), True),
+        ("reasoning", ("completion_tokens_details", "reasoning_tokens"), False),
     ):
-        shown = _number(_usage_value(usage, *path))
-        if shown is not None:
+        value = _usage_value(usage, *path)
+        shown = _number(value)
+        if shown is not None and (always or value):
             tokens.append(f"{shown} {label}")
     if tokens:
         items.append("tokens: " + " / ".join(tokens))
-    cost = _number(usage.get("cost"))
+    cost = _real(usage.get("cost"))
     if cost is not None:
-        items.append(f"cost ${cost}")
+        # Fixed notation (never 2.3e-05): costs are small, and the digits that matter are last.
+        items.append(
+            "cost $" + (f"{cost:.6f}".rstrip("0").rstrip(".") if cost < 100 else f"{cost:,.2f}")
+        )
     return " · ".join(items)
 
 
@@ -720,7 +725,7 @@ def _tool_part(call: Any, position: int, growing: bool) -> Part:
         if arguments.strip() or getattr(call, "json_error", None):
             reason = getattr(call, "json_error", None) or "not valid JSON"
             warning = f"⚠ the arguments are not valid JSON: {str(reason)[:300]}"
-    title = f"🔧 tool call {name}" + (f" ({call_id})" if call_id else "")
+    title = f"Tool call {name}" + (f" ({call_id})" if call_id else "")
     inner = f"<div><strong>{_esc(title)}</strong></div>"
     if warning:
         inner += f'<div style="{_WARN_STYLE}">{_esc(warning)}</div>'

@@ -229,7 +229,7 @@ def test_parts_appear_in_order() -> None:
     firsts = [h.last["text/plain"].splitlines()[0] for h in fake.handles]
     assert firsts[1].startswith("Reasoning")
     assert firsts[2:4] == ["First block.", "Second"]
-    assert firsts[4].startswith("🔧 tool call f") and firsts[5] == "✗ Error 500: boom"
+    assert firsts[4].startswith("Tool call f") and firsts[5] == "✗ Error 500: boom"
 
 
 def test_bad_format_and_rate_fail_early() -> None:

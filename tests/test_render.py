@@ -432,12 +432,16 @@ def test_status_line() -> None:
         },
     )
     text = status_text(state)
-    assert text.startswith("✓ done · z-ai/glm-5.2 · TTFT 0.25 s · 1.25 s")
+    assert text.startswith("✓ done · z-ai/glm-5.2 · TTFT 0.25 s · 1.25 s total")
     assert "90.0 tok/s (usage)" in text
     assert "finish: stop" in text
     assert "tokens: 14 prompt / 90 completion / 30 reasoning" in text
     assert "cost $0.00012" in text
     assert "10.0 chunks/s" in status_text(make_state())
+    zeros = status_text(
+        make_state(usage={"prompt_tokens": 0, "completion_tokens": 5, "cost": 2.3e-05})
+    )
+    assert "tokens: 0 prompt / 5 completion · cost $0.000023" in zeros
     for status, symbol in [("waiting", "⏳"), ("error", "✗"), ("truncated", "⚠"), ("stopped", "■")]:
         assert status_text(make_state(status=status)).startswith(f"{symbol} {status}")
 
