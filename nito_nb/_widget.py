@@ -301,7 +301,9 @@ class StreamView(ipywidgets.VBox):
 
         Between chunks a skipped render is caught up by a timer, so a pause after a burst never
         leaves the last ``1 / max_rate`` seconds of text unseen. Cancelling this coroutine stops
-        the stream (status ``stopped``, what arrived kept, connection closed).
+        the stream (status ``stopped``, what arrived kept, connection closed). It raises what
+        iterating the stream raises (a ``StreamError`` at the end unless ``raise_errors=False``),
+        after the final render.
         """
         stream = self.stream
         if not isinstance(stream, AsyncStream):
@@ -450,6 +452,8 @@ class ChatWidget(ipywidgets.VBox):
         # One client per widget: each turn's loop gets its own httpx pool, closed when the turn ends.
         self._client = AsyncClient(api_key=api_key, base_url=base_url, timeout=timeout)
         self._history: list[dict[str, Any]] = []
+        #: An unexpected exception of a worker thread (kept here, never printed), else None.
+        self.last_exception: BaseException | None = None
         self._models_thread: threading.Thread | None = None
 
         from .sim import SIM_MODELS
@@ -604,12 +608,21 @@ class ChatWidget(ipywidgets.VBox):
     # -- the turn's thread -------------------------------------------------------------------------
 
     def _run_turn(self, turn: _Turn) -> None:
+        # Nothing may escape this thread: threading.excepthook would print the traceback, and since
+        # ipykernel 7.1 a thread's output lands in whichever cell ran last. Keep it, show a note.
         try:
             asyncio.run(self._follow(turn))
-        except BaseException as exc:  # never print from here: the status line says it
-            self.status = f"✗ internal error: {type(exc).__name__}: {exc}"
+        except BaseException as exc:
+            self._internal_error(exc)
         finally:
-            self._end_turn(turn)
+            try:
+                self._end_turn(turn)
+            except BaseException as exc:
+                self._internal_error(exc)
+
+    def _internal_error(self, exc: BaseException) -> None:
+        self.last_exception = exc
+        self.status = f"✗ internal error: {type(exc).__name__}: {_one_line(exc)}"
 
     async def _follow(self, turn: _Turn) -> None:
         assert turn.stream is not None and turn.view is not None
@@ -652,16 +665,13 @@ class ChatWidget(ipywidgets.VBox):
         A failure becomes a one-line note under the widget, never an exception.
         """
         def run() -> None:
-            try:
+            try:  # nothing escapes a worker thread (see _run_turn)
                 with Client(api_key=self._api_key, base_url=self._base_url) as client:
                     ids = [str(m.get("id")) for m in client.models() if m.get("id")]
+                self._picker.options = list(dict.fromkeys([*self._picker.options, *sorted(ids)]))
+                self._note.value = f"{len(ids)} gateway models"
             except Exception as exc:
                 self._note.value = f"model list unavailable: {_one_line(exc)}"
-                return
-            with self._lock:
-                merged = list(dict.fromkeys([*self._picker.options, *sorted(ids)]))
-            self._picker.options = merged
-            self._note.value = f"{len(ids)} gateway models"
 
         thread = threading.Thread(target=run, name="nito_nb-chat-models", daemon=True)
         self._models_thread = thread

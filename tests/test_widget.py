@@ -33,8 +33,14 @@ class RecordingComm(comm.DummyComm):  # type: ignore[misc]
 
     log: ClassVar[list[tuple[float, str, str, Any]]] = []
 
-    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
-                    **keys: Any) -> None:
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
         RecordingComm.log.append((time.monotonic(), self.comm_id, msg_type, data))
 
 
@@ -135,7 +141,7 @@ def test_send_streams_an_answer_into_the_transcript(widgets: Any, comms: list[An
     stream = w.wait(20)
     assert stream is not None and stream.status == "done" and stream.content
     assert not w.busy and not w._send_button.disabled and w._stop_button.disabled
-    assert w.status.startswith("✓")
+    assert w.status.startswith("✓") and w.last_exception is None
 
     view = w._turns[0].view
     keys = [p.key for p in view.parts]
@@ -151,7 +157,9 @@ def test_send_streams_an_answer_into_the_transcript(widgets: Any, comms: list[An
     ]
     assert w.streams == [stream]
     bundle = w.transcript()
-    assert "You: Explain SSE" in bundle["text/plain"] and stream.content[:40] in bundle["text/plain"]
+    assert (
+        "You: Explain SSE" in bundle["text/plain"] and stream.content[:40] in bundle["text/plain"]
+    )
 
 
 def test_enter_in_the_box_sends(widgets: Any) -> None:
@@ -278,7 +286,9 @@ def test_close_stops_the_stream_and_leaves_no_thread(comms: list[Any]) -> None:
 # -- traffic --------------------------------------------------------------------------------------
 
 
-def test_update_rate_is_bounded_and_the_final_update_is_sent(widgets: Any, comms: list[Any]) -> None:
+def test_update_rate_is_bounded_and_the_final_update_is_sent(
+    widgets: Any, comms: list[Any]
+) -> None:
     chunks, tps = 600, 400  # 1.5 s of 4-byte chunks: 400 chunks/s, ~20x the update budget
     w = widgets(model="sim/long", sim={"tps": tps, "chunks": chunks, "ttft_ms": 0})
     comms.clear()
@@ -293,8 +303,11 @@ def test_update_rate_is_bounded_and_the_final_update_is_sent(widgets: Any, comms
     # Each widget (status line, live tail...) gets at most one message per render.
     busiest = 0
     for c in _comms_of(view):
-        times = [t for t, comm_id, kind, data in comms
-                 if comm_id == c.comm_id and kind == "comm_msg" and data.get("method") == "update"]
+        times = [
+            t
+            for t, comm_id, kind, data in comms
+            if comm_id == c.comm_id and kind == "comm_msg" and data.get("method") == "update"
+        ]
         busiest = max(busiest, *_in_window(times, 1.0))
     assert 10 <= busiest <= 21, busiest
     assert len(comms) < stream.n_chunks / 2  # far fewer messages than chunks
@@ -372,7 +385,9 @@ def test_mid_stream_error_keeps_the_partial_answer(widgets: Any) -> None:
     assert w.messages[-1]["content"] == stream.content
 
 
-def test_configuration_errors_go_to_the_status_line(widgets: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_configuration_errors_go_to_the_status_line(
+    widgets: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NITO_API_KEY", raising=False)
     w = widgets(model="some/model")
     w._input.value = "hi"
@@ -382,8 +397,15 @@ def test_configuration_errors_go_to_the_status_line(widgets: Any, monkeypatch: p
 
 
 def test_tool_calls_become_cards(widgets: Any) -> None:
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     w = widgets(model="sim/tools", tools=tools, sim=FAST)
     stream = w.ask("weather in Lyon?")
     w.wait(20)
@@ -486,6 +508,30 @@ def test_stream_view_afollow_an_async_stream() -> None:
     with pytest.raises(TypeError):
         view.follow()
     view.close()
+
+
+def test_stream_views_side_by_side() -> None:
+    # What the magic's -m a,b,c view can be: one StreamView per model in an HBox, followed together.
+    async def main() -> list[StreamView]:
+        client = nito_nb.AsyncClient()
+        try:
+            views = [
+                StreamView(client.stream("hi", model=m, sim={"tps": 0}))
+                for m in ("sim/chat", "sim/echo", "sim/error-midstream")
+            ]
+            ipywidgets.HBox(views)
+            results = await asyncio.gather(*(v.afollow() for v in views), return_exceptions=True)
+            # afollow() raises what iterating the stream raises (raise_errors=True by default).
+            assert isinstance(results[2], nito_nb.MidStreamError)
+            return views
+        finally:
+            await client.aclose()
+
+    views = asyncio.run(main())
+    assert [v.stream.status for v in views] == ["done", "done", "error"]
+    assert all(v.finished for v in views)
+    for view in views:
+        view.close()
 
 
 def test_stream_view_rejects_a_bad_format() -> None:
