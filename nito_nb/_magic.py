@@ -223,34 +223,63 @@ def _in_kernel() -> bool:
     return in_kernel()
 
 
+#: The columns of the comparison table shown after ``-m a,b,c`` (``%nito history`` has them all).
+COMPARISON_COLUMNS = (
+    "model", "status", "ttft", "e2e", "output_tps", "n_tokens", "tokens_source", "gap_max",
+    "finish_reason", "error",
+)
+
+
 def metrics_table(streams: Sequence[Any]) -> Any:
-    """A DataFrame with one row per Stream: what arrived and how fast (from Stream attributes)."""
+    """One row per Stream: the pandas adapter's metrics (``nito_nb.frame(...).nito.metrics()``)."""
+    import pandas as pd
+
+    if not streams:
+        return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
+    try:
+        from ._frame import frame
+
+        return frame(list(streams)).nito.metrics()
+    except Exception:  # the table is secondary to the answers: never lose the cell over it
+        return _simple_metrics(streams)
+
+
+def _simple_metrics(streams: Sequence[Any]) -> Any:
+    """The same figures from Stream attributes alone (when the adapter cannot build a frame)."""
     import pandas as pd
 
     rows = []
     for s in streams:
         usage = s.usage if isinstance(s.usage, dict) else {}
         completion = usage.get("completion_tokens")
-        count = completion if isinstance(completion, (int, float)) else s.n_chunks
+        from_usage = isinstance(completion, (int, float))
+        count = completion if from_usage else s.n_chunks
         span = (s.elapsed - s.ttft) if s.ttft is not None else None
+        error = s.error.get("message") if isinstance(s.error, dict) else s.error
         rows.append({
             "model": s.model,
             "status": s.status,
-            "ttft_s": s.ttft,
-            "elapsed_s": s.elapsed,
-            "chunks": s.n_chunks,
-            "chars": len(s.content),
-            "reasoning_chars": len(s.reasoning),
-            "tool_calls": len(s.tool_calls),
-            "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": completion,
+            "ttft": s.ttft,
+            "e2e": s.elapsed,
             "output_tps": count / span if span and span > 0 else None,
-            "tps_source": "usage" if isinstance(completion, (int, float)) else "chunks",
+            "n_tokens": count,
+            "tokens_source": "usage" if from_usage else "chunks",
+            "n_chunks": s.n_chunks,
             "finish_reason": s.finish_reason,
-            "cost": usage.get("cost"),
-            "started": s.t0_wall,
+            "error": error,
         })
     return pd.DataFrame(rows)
+
+
+def comparison_table(streams: Sequence[Any]) -> Any:
+    """The metrics that matter when comparing models, one row per model, plus cost when sent."""
+    table = metrics_table(streams)
+    columns = [c for c in COMPARISON_COLUMNS if c in table.columns]
+    table = table[columns].copy()
+    costs = [s.usage.get("cost") if isinstance(s.usage, dict) else None for s in streams]
+    if any(cost is not None for cost in costs):
+        table["cost"] = costs
+    return table.reset_index(drop=True)
 
 
 class _Grid:
@@ -657,7 +686,7 @@ class NitoMagics(Magics):
             for name, stream in zip(names, streams, strict=True):
                 print(f"== {name} ==")
                 TerminalDisplay(stream, format=fmt).finish()
-        table = metrics_table(streams)
+        table = comparison_table(streams)
         if grid is not None:
             display(table)
         else:

@@ -131,7 +131,9 @@ def test_deep_nesting_does_not_raise() -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("{}[]().:!'\"rs,0-9 \nabtopicnItemsxdf_")), max_size=60))
+@given(
+    st.text(alphabet=st.sampled_from(list("{}[]().:!'\"rs,0-9 \nabtopicnItemsxdf_")), max_size=60)
+)
 def test_never_raises(template: str) -> None:
     interpolate(template, NS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,9 @@ from nito_nb import _display, _magic
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-SECRET123456789"
-HOSTILE = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script> [x](javascript:alert(1))'
+HOSTILE = (
+    '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script> [x](javascript:alert(1))'
+)
 
 
 # A real tag with an event-handler attribute (escaped text like `onerror=&quot;` is inert).
@@ -35,8 +38,16 @@ class Recorder(DisplayPublisher):
         super().__init__(**kwargs)
         self.messages: list[dict[str, Any]] = []
 
-    def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
-                update: bool = False, **kwargs: Any) -> None:
+    def publish(
+        self,
+        data: Any,
+        metadata: Any = None,
+        source: Any = None,
+        *,
+        transient: Any = None,
+        update: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.messages.append({"data": data, "transient": transient or {}, "update": update})
 
     def clear_output(self, wait: bool = False) -> None:
@@ -121,8 +132,12 @@ def test_default_model_from_config_and_env(ip: Any, monkeypatch: pytest.MonkeyPa
 
 
 def test_options_reach_the_request(ip: Any) -> None:
-    run(ip, '-m sim/echo --system "Be brief" --temperature 0.2 --max-tokens 50 --reasoning low '
-            "--json --param seed=7 --param tag=hello", "Question?")
+    run(
+        ip,
+        '-m sim/echo --system "Be brief" --temperature 0.2 --max-tokens 50 --reasoning low '
+        "--json --param seed=7 --param tag=hello",
+        "Question?",
+    )
     request = ip.user_ns["_nito"].request
     assert request["messages"] == [
         {"role": "system", "content": "Be brief"},
@@ -180,7 +195,9 @@ def test_usage_errors(ip: Any) -> None:
 
 
 def test_tools_from_functions_and_schemas(ip: Any) -> None:
-    def weather(city: str, days: int = 1, units: str | None = None, detail: list[str] | None = None) -> str:
+    def weather(
+        city: str, days: int = 1, units: str | None = None, detail: list[str] | None = None
+    ) -> str:
         """Forecast for a city.
 
         More words that are not the description.
@@ -188,8 +205,15 @@ def test_tools_from_functions_and_schemas(ip: Any) -> None:
         raise AssertionError("tools are never run")
 
     ip.user_ns["weather"] = weather
-    ip.user_ns["schema"] = {"name": "lookup", "description": "Look up", "parameters": {"type": "object",
-                            "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+    ip.user_ns["schema"] = {
+        "name": "lookup",
+        "description": "Look up",
+        "parameters": {
+            "type": "object",
+            "properties": {"q": {"type": "string"}},
+            "required": ["q"],
+        },
+    }
     run(ip, "-m sim/tools --tools weather,schema", "Weather in Paris?")
     stream = ip.user_ns["_nito"]
     tools = stream.request["params"]["tools"]
@@ -295,8 +319,9 @@ def test_no_key_is_a_one_line_error(ip: Any, capsys: pytest.CaptureFixture[str])
         run(ip, "-m vendor/model --raise", "x")
 
 
-def test_key_never_shown(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch,
-                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_key_never_shown(
+    ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("NITO_API_KEY", KEY)
     with SimServer(api_key="sk-another-key-000000") as base_url:
         ip.run_line_magic("config", f"Nito.base_url = {base_url!r}")
@@ -311,8 +336,15 @@ def test_key_never_shown(ip: Any, notebook: Recorder, monkeypatch: pytest.Monkey
         assert ip.user_ns["_nito"].content == "accepted"
     assert refused.status == "failed"
     captured = capsys.readouterr()
-    seen = [captured.out, captured.err, all_text(notebook), repr(info.value), str(info.value),
-            json.dumps(refused.request, default=str), repr(refused.log.headers)]
+    seen = [
+        captured.out,
+        captured.err,
+        all_text(notebook),
+        repr(info.value),
+        str(info.value),
+        json.dumps(refused.request, default=str),
+        repr(refused.log.headers),
+    ]
     assert all(KEY not in text for text in seen)
     assert "API key (NITO_API_KEY): set" in captured.out
 
@@ -339,7 +371,7 @@ def test_hostile_output_is_inert(ip: Any, notebook: Recorder) -> None:
 
 def test_updates_are_throttled_and_final_arrives(ip: Any, notebook: Recorder) -> None:
     start = time.perf_counter()
-    run(ip, "-m sim/long --param sim='{\"tps\": 0, \"chunks\": 20000}'", "go")
+    run(ip, '-m sim/long --param sim=\'{"tps": 0, "chunks": 20000}\'', "go")
     elapsed = time.perf_counter() - start
     stream = ip.user_ns["_nito"]
     assert stream.status == "done" and stream.n_chunks >= 20000
@@ -398,7 +430,9 @@ class InterruptingDisplay:
         self.finished = True
 
 
-def test_interrupt_keeps_partial_and_marks_stopped(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupt_keeps_partial_and_marks_stopped(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     displays: list[InterruptingDisplay] = []
 
     def make(self: Any, state: Any, fmt: str) -> InterruptingDisplay:
@@ -417,9 +451,34 @@ def test_interrupt_keeps_partial_and_marks_stopped(ip: Any, monkeypatch: pytest.
     assert ip.user_ns["_nito"].content == "next cell"
 
 
+def test_interrupt_stops_every_model(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    refreshes: list[bool] = []
+    refresh = _magic._Grid.refresh
+
+    def interrupted(self: Any, live: bool = True) -> None:
+        refresh(self, live)
+        refreshes.append(live)
+        if live and len(refreshes) == 4:
+            raise KeyboardInterrupt  # the stop button, while this thread polls the streams
+
+    monkeypatch.setattr(_magic._Grid, "refresh", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(ip, "-m sim/chat,sim/reasoning --param sim='{\"tps\": 100}'", "x")
+    streams = ip.user_ns["_nito"]
+    assert [s.status for s in streams] == ["stopped", "stopped"]
+    assert all(len(s.content) < 1000 for s in streams)
+    assert refreshes[-1] is False  # the final state was still shown
+    assert notebook.final_outputs()[0]["text/plain"].count("■ stopped") == 2
+    assert not [t for t in threading.enumerate() if t.name == "nito_nb-models"]
+
+
 def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
     log = tmp_path / "run.jsonl"
-    run(ip, f"-m sim/echo --save {log} --param sim='{{\"tps\": 40}}'", "one two three four five six seven eight")
+    run(
+        ip,
+        f"-m sim/echo --save {log} --param sim='{{\"tps\": 40}}'",
+        "one two three four five six seven eight",
+    )
     original = ip.user_ns["_nito"]
     assert log.is_file()
     start = time.perf_counter()
@@ -442,14 +501,19 @@ def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
 
 def test_save_several_models(ip: Any, tmp_path: Path) -> None:
     run(ip, f"-m sim/echo,sim/chat --save {tmp_path / 'cmp.jsonl'}", "hi")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp.sim-chat.jsonl", "cmp.sim-echo.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cmp.sim-chat.jsonl",
+        "cmp.sim-echo.jsonl",
+    ]
     assert nito_nb.load(tmp_path / "cmp.sim-echo.jsonl").content == "hi"
 
 
 # -- line magic --------------------------------------------------------------------------------------
 
 
-def test_line_commands(ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_line_commands(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ip.run_line_magic("nito", "")
     assert "--model" in capsys.readouterr().out
     ip.run_line_magic("nito", "help")
@@ -475,8 +539,9 @@ def test_line_commands(ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch:
     assert ip.run_line_magic("nito", "history").empty
 
 
-def test_models_from_the_gateway(ip: Any, monkeypatch: pytest.MonkeyPatch,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_from_the_gateway(
+    ip: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("NITO_API_KEY", KEY)
     with SimServer(api_key=KEY) as base_url:
         ip.run_line_magic("config", f"Nito.base_url = {base_url!r}")
