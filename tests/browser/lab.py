@@ -48,7 +48,11 @@ CHROMIUM_ARGS = [
 ]
 KERNEL_NAME = "python3"
 KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"
-KERNELSPEC_METADATA = {"name": KERNEL_NAME, "display_name": KERNEL_DISPLAY_NAME, "language": "python"}
+KERNELSPEC_METADATA = {
+    "name": KERNEL_NAME,
+    "display_name": KERNEL_DISPLAY_NAME,
+    "language": "python",
+}
 XSS_PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'
 
 _PROMPT_DONE = re.compile(r"^\[\d+\]:$")
@@ -193,11 +197,15 @@ def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
     (base / "root").mkdir()
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [
-        sys.executable, "-m", "jupyterlab",
+        sys.executable,
+        "-m",
+        "jupyterlab",
         "--no-browser",
         "--allow-root",  # as root, jupyter exits without it
-        "--ip", "127.0.0.1",
-        "--port", str(port),
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={base / 'root'}",
@@ -209,9 +217,15 @@ def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
     log_path = base / "server.log"
     try:
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, env=env, cwd=base / "root", stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=base / "root",
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             server = LabServer(base, port, token, proc, log_path)
             try:
                 _wait_until_up(server, start_timeout)
@@ -229,15 +243,17 @@ def _wait_until_up(server: LabServer, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         if server.proc.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with {server.proc.returncode}:\n"
-                               f"{server.log_tail()}")
+            raise RuntimeError(
+                f"jupyter lab exited with {server.proc.returncode}:\n{server.log_tail()}"
+            )
         try:
             server.api("GET", "/api/status", timeout=2)
             return
         except OSError:  # URLError, ConnectionRefused, timeouts: not up yet
             if time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter lab did not answer in {timeout} s:\n"
-                                   f"{server.log_tail()}") from None
+                raise RuntimeError(
+                    f"jupyter lab did not answer in {timeout} s:\n{server.log_tail()}"
+                ) from None
             time.sleep(0.1)
 
 
@@ -261,7 +277,9 @@ def _stop(server: LabServer) -> None:
 
 def chromium_missing_reason() -> str | None:
     if not os.path.exists(CHROMIUM):
-        return f"{CHROMIUM} is missing (install it: `make browser-deps` or apt-get install chromium)"
+        return (
+            f"{CHROMIUM} is missing (install it: `make browser-deps` or apt-get install chromium)"
+        )
     return None
 
 
@@ -331,8 +349,10 @@ class NotebookPage:
                 self._before.pop(i, None)
                 return text
             if time.monotonic() > deadline:
-                raise TimeoutError(f"cell {i} not done after {timeout or self.timeout} s: "
-                                   f"prompt {text!r}, output {self.output_text(i)!r}")
+                raise TimeoutError(
+                    f"cell {i} not done after {timeout or self.timeout} s: "
+                    f"prompt {text!r}, output {self.output_text(i)!r}"
+                )
             time.sleep(0.05)
 
     # -- reading --------------------------------------------------------------------------------
@@ -378,8 +398,14 @@ def assert_no_xss(page: Any) -> None:
 class Lab:
     """Notebooks on a `LabServer`, opened in a Playwright `Browser`. Call close() when done."""
 
-    def __init__(self, server: LabServer, browser: Any, viewport: tuple[int, int] = (1280, 900),
-                 device_scale_factor: float = 1, timeout: float = 30):
+    def __init__(
+        self,
+        server: LabServer,
+        browser: Any,
+        viewport: tuple[int, int] = (1280, 900),
+        device_scale_factor: float = 1,
+        timeout: float = 30,
+    ):
         self.server = server
         self.browser = browser
         self.viewport = viewport
@@ -431,8 +457,10 @@ class Lab:
         except Exception as exc:  # a Playwright TimeoutError: say what the page was showing
             bar = page.locator("#jp-main-statusbar")
             bar_text = bar.inner_text(timeout=1000) if bar.count() else "(no status bar)"
-            raise RuntimeError(f"{name} not ready after {self.timeout * 2} s; status bar: "
-                               f"{bar_text!r}; server log:\n{self.server.log_tail()}") from exc
+            raise RuntimeError(
+                f"{name} not ready after {self.timeout * 2} s; status bar: "
+                f"{bar_text!r}; server log:\n{self.server.log_tail()}"
+            ) from exc
         if state == "dialog":
             text = page.locator(".jp-Dialog").first.inner_text()
             raise RuntimeError(f"a dialog blocked {name}: {text!r}")
@@ -457,9 +485,16 @@ def _ipynb(name: str) -> str:
     return name if name.endswith(".ipynb") else f"{name}.ipynb"
 
 
-def take_screenshot(lab: Lab, notebook_cells: list[str], path: str | Path, when: str | float | Callable[[NotebookPage], bool] = "done",
-                    name: str = "screenshot", kernel_env: dict[str, str] | None = None,
-                    element: str | None = ".jp-NotebookPanel", timeout: float = 60) -> Path:
+def take_screenshot(
+    lab: Lab,
+    notebook_cells: list[str],
+    path: str | Path,
+    when: str | float | Callable[[NotebookPage], bool] = "done",
+    name: str = "screenshot",
+    kernel_env: dict[str, str] | None = None,
+    element: str | None = ".jp-NotebookPanel",
+    timeout: float = 60,
+) -> Path:
     """Write `notebook_cells` as a notebook, run all its cells, and screenshot it at `when`:
 
     - "done": once every cell's prompt reads `[n]:` (the final state);

@@ -23,8 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell", action="append", required=True, help="a code cell (repeatable)")
     ap.add_argument("--when", default="done", help='"done", seconds, or a CSS selector')
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the kernel")
-    ap.add_argument("--element", default=".jp-NotebookPanel",
-                    help='CSS selector to shoot (e.g. ".jp-Cell"); "page" for the whole page')
+    ap.add_argument(
+        "--element",
+        default=".jp-NotebookPanel",
+        help='CSS selector to shoot (e.g. ".jp-Cell"); "page" for the whole page',
+    )
     ap.add_argument("--width", type=int, default=1100)
     ap.add_argument("--height", type=int, default=700)
     ap.add_argument("--scale", type=float, default=2, help="device scale factor (2: crisp)")
@@ -37,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         pass
     env = dict(kv.split("=", 1) for kv in args.env)
     with lab_server() as server, chromium() as browser:
-        lab = Lab(server, browser, viewport=(args.width, args.height),
-                  device_scale_factor=args.scale)
+        lab = Lab(
+            server, browser, viewport=(args.width, args.height), device_scale_factor=args.scale
+        )
         try:
             element = None if args.element == "page" else args.element
-            path = take_screenshot(lab, args.cell, args.out, when=when, kernel_env=env,
-                                   element=element)
+            path = take_screenshot(
+                lab, args.cell, args.out, when=when, kernel_env=env, element=element
+            )
         finally:
             lab.close()
     print(path)
