@@ -439,6 +439,12 @@ def test_ensure_server_starts_once_on_loopback(sim_url: str) -> None:
     assert sim.ensure_server() == sim_url
 
 
+def test_public_names() -> None:
+    assert sim.__all__ == sorted(sim.__all__)
+    assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_server", "serve"]
+    assert all(hasattr(sim, name) and name in dir(sim) for name in sim.__all__)
+
+
 def test_import_is_cheap() -> None:
     code = "import sys, nito_nb.sim; print('uvicorn' in sys.modules, 'starlette' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

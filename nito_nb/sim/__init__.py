@@ -63,3 +63,7 @@ def __getattr__(name: str) -> Any:
 
         return SimServer
     raise AttributeError(f"module 'nito_nb.sim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
