@@ -635,6 +635,11 @@ class NitoMagics(Magics):
                 await streams[index].wait(raise_errors=False)
             except NitoError as exc:  # an HTTP error when it connected: the Stream is "failed"
                 failures[index] = exc
+            except asyncio.CancelledError:
+                # Cancelled while still connecting, the engine has not marked it: close it, so
+                # that it says "stopped" like the others instead of "waiting" forever.
+                await streams[index].aclose()
+                raise
 
         async def run_all() -> None:
             try:

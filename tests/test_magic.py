@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -472,6 +473,25 @@ def test_interrupt_stops_every_model(ip: Any, notebook: Recorder, monkeypatch: p
     assert not [t for t in threading.enumerate() if t.name == "nito_nb-models"]
 
 
+def test_interrupt_while_connecting(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    refresh = _magic._Grid.refresh
+
+    def interrupted(self: Any, live: bool = True) -> None:
+        refresh(self, live)
+        if live:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_magic._Grid, "refresh", interrupted)
+    monkeypatch.setenv("NITO_API_KEY", KEY)
+    with socket.socket() as silent:  # accepts connections, never answers: stuck before headers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        ip.run_line_magic("config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'")
+        with pytest.raises(KeyboardInterrupt):
+            run(ip, "-m a/one,b/two", "x")
+    assert [s.status for s in ip.user_ns["_nito"]] == ["stopped", "stopped"]
+
+
 def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
     log = tmp_path / "run.jsonl"
     run(
@@ -553,6 +573,21 @@ def test_models_from_the_gateway(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith("nito: ")
     assert KEY not in err
+
+
+def test_ipython_config_file_settings(ip: Any) -> None:
+    ip.run_line_magic("config", "Nito.model = 'sim/chat'")  # so the fixture resets it afterwards
+    ip.config.Nito.model = "sim/echo"  # what `c.Nito.model = ...` in ipython_config.py does
+    ip.config.Nito.history = 3
+    ip.configurables[:] = [c for c in ip.configurables if not isinstance(c, _magic.Nito)]
+    _magic.load_ipython_extension(ip)
+    ip.run_line_magic("nito", "config")
+    settings = next(c for c in ip.configurables if isinstance(c, _magic.Nito))
+    assert (settings.model, settings.history) == ("sim/echo", 3)
+    with pytest.raises(Exception, match="format"):
+        settings.format = "html"
+    with pytest.raises(Exception, match="reasoning"):
+        settings.reasoning = "extreme"
 
 
 def test_reload_keeps_one_configurable(ip: Any) -> None:
