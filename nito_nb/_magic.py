@@ -391,9 +391,14 @@ class NitoMagics(Magics):
         The prompt's ``{name}``, ``{expr.attr}``, ``{In[3]}``, ``{Out[3]}`` are filled from the
         namespace (unknown names and code braces stay as written; ``{{``/``}}`` are literal
         braces). The Stream is kept in ``_nito`` (and ``nito_nb.last()``, and ``-o VAR``); the cell
-        returns nothing, so the answer is shown once. Without ``--chat`` each cell stands alone.
+        returns nothing, so the answer is shown once. With ``-m a,b,c`` the models stream at the
+        same time, side by side, then a metrics table compares them; ``_nito`` is then the list of
+        their Streams. Without ``--chat`` each cell stands alone; with it, the last
+        ``Nito.history`` turns are sent again. The stop button ends the stream: what arrived stays,
+        marked stopped. Errors show under the answer with a one-line message (``--raise`` raises).
 
-        Line magic: ``%nito help | config | models | history | last | reset``.
+        Line magic: ``%nito help | config | models | history | last | reset``, and
+        ``%nito --replay PATH [--speed X]``.
         Defaults: ``%config Nito.model = "..."`` (see ``%config Nito``); key: ``NITO_API_KEY``.
         """
         if cell is None:
