@@ -312,7 +312,6 @@ def markdown_to_html(text: str, *, highlight: bool = True) -> str:
 
 _FENCE_OPEN_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _LIST_ITEM_RE = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
-_MATH_OPEN_RE = re.compile(r"^ {0,3}\$\$")
 _SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 
 
@@ -320,25 +319,46 @@ _SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 class _Fence:
     char: str
     length: int
-    indent: int
+    indent: int  # columns before the opening run
     opener: str  # the opening line, re-prepended to render a block that starts inside this fence
+    container: int = 0  # content column of the list item holding it (0: top level)
 
     def closes(self, line: str) -> bool:
         stripped = line.lstrip(" ")
-        if len(line) - len(stripped) > 3:
+        if not 0 <= len(line) - len(stripped) - self.container <= 3:
             return False
         run = len(stripped) - len(stripped.lstrip(self.char))
         return run >= self.length and not stripped[run:].strip()
 
+    def ends_with(self, line: str) -> bool:
+        """Does this non-blank line end the list item holding the fence (and so the fence)?"""
+        return len(line) - len(line.lstrip(" ")) < self.container
 
-def _fence_opening(line: str) -> _Fence | None:
-    match = _FENCE_OPEN_RE.match(line)
+
+def _fence_opening(line: str, item_column: int) -> _Fence | None:
+    """The fence ``line`` opens, if any; ``item_column``: content column of an open list item."""
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    container = item_column if item_column and indent >= item_column else 0
+    match = _FENCE_OPEN_RE.match(line[container:])
     if match is None:
         return None
-    indent, run, info = match.groups()
+    _, run, info = match.groups()
     if run[0] == "`" and "`" in info:
         return None  # CommonMark: a backtick fence's info string has no backticks (inline code)
-    return _Fence(run[0], len(run), len(indent), line.rstrip("\r"))
+    return _Fence(run[0], len(run), indent, line.rstrip("\r"), container)
+
+
+def _item_column(body: str, indent: int) -> int:
+    """The content column of a list item line (``body`` starts with its marker), as CommonMark."""
+    match = _LIST_ITEM_RE.match(body)
+    if match is None:
+        return 0
+    marker = len(match.group(0).rstrip(" \t"))
+    spaces = len(body[marker:]) - len(body[marker:].lstrip(" "))
+    if spaces == 0 or spaces > 4 or not body[marker:].strip():
+        spaces = 1  # no text, or indented code after the marker: content starts one space in
+    return indent + marker + spaces
 
 
 @dataclass(frozen=True)
@@ -348,13 +368,23 @@ class _Block:
     fence: _Fence | None  # a fence already open where this block starts (frozen code blocks)
 
 
-def _starts_new_block(line: str) -> bool:
-    """After a blank line, does ``line`` surely start a block unrelated to the one before?
+def _starts_new_block(line: str, *, has_list: bool, has_quote: bool) -> bool:
+    """After a blank line, does ``line`` surely start a block unrelated to the current one?
 
-    Conservative: indented lines (list-item continuation, indented code), list items (a loose list
-    goes on) and ``>`` lines (a quote goes on) keep the block open.
+    The current block starts at top level (every cut is made there), so after a blank line only a
+    list it holds can go on (a list item, or a line indented like an item's content) and only a
+    quote it holds can (a ``>`` line, which would merge into it). A line indented 4+ columns might
+    be either, or indented code: it never starts a block.
     """
-    return bool(line) and not line[0].isspace() and line[0] != ">" and not _LIST_ITEM_RE.match(line)
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    if not body or indent > 3 or body[0] == "\t":
+        return False
+    if body[0] == ">":
+        return not has_quote
+    if indent or _LIST_ITEM_RE.match(body):
+        return not has_list
+    return True  # a paragraph, heading, fence... at column 0 ends any list or quote
 
 
 def _safe_freeze_point(prev: str, line: str) -> bool:
@@ -388,8 +418,9 @@ def _segment(
     block_start = start
     block_fence = fence  # the fence already open at block_start
     in_fence = fence
-    in_math = False
     has_content = False  # the current block holds a non-blank line
+    has_list = has_quote = False  # ... a top-level list item / quote line (see _starts_new_block)
+    item_column = 0  # content column of the last top-level list item of the block
     after_blank = False
     prev = ""
     pos = start
@@ -400,52 +431,68 @@ def _segment(
         line_start, pos = pos, newline + 1
         line = text[line_start:newline].rstrip("\r")
 
+        if in_fence is not None and line.strip() and in_fence.ends_with(line):
+            # A fence inside a list item ends with the item, closed or not (CommonMark).
+            in_fence = None
         if in_fence is not None:
             if markdown and in_fence.closes(line):
                 closed, in_fence = in_fence, None
-                if closed.indent == 0:
+                if closed.indent == 0 and closed.container == 0:
                     # A fence opened at column 0 closed: no later line can reach back into it
                     # (a column-0 fence is never inside a list item or a quote).
                     blocks.append(_Block(block_start, pos, block_fence))
                     block_start, block_fence, has_content = pos, None, False
+                    has_list = has_quote = False
+                    item_column = 0
                     after_blank, prev = False, line
                     continue
             elif line_start - block_start >= limit:
                 blocks.append(_Block(block_start, line_start, block_fence))
                 block_start, block_fence = line_start, in_fence
+                has_list = has_quote = False
+                item_column = 0
+            # A blank line counts if the fence ends with its list item (see ends_with above).
+            after_blank = not line.strip()
             has_content, prev = True, line
             continue
 
         if not line.strip():
             after_blank = after_blank or has_content
-            in_math = False  # math blocks never span blank lines (allow_blank_lines=False)
             prev = line
             continue
 
         if has_content:
             if not markdown:
                 cut = after_blank or line_start - block_start >= limit
-            elif after_blank and _starts_new_block(line):
+            elif after_blank and _starts_new_block(line, has_list=has_list, has_quote=has_quote):
                 cut = True
             else:
-                cut = (
-                    not in_math
-                    and line_start - block_start >= limit
-                    and _safe_freeze_point(prev, line)
-                )
+                cut = line_start - block_start >= limit and _safe_freeze_point(prev, line)
             if cut:
                 blocks.append(_Block(block_start, line_start, block_fence))
                 block_start, block_fence = line_start, None
+                has_list = has_quote = False
+                item_column = 0
         after_blank, has_content, prev = False, True, line
+        if markdown:
+            body = line.lstrip(" ")
+            indent = len(line) - len(body)
+            if indent <= 3:
+                has_quote = has_quote or body.startswith(">")
+                column = _item_column(body, indent)
+                if column:
+                    has_list, item_column = True, column
+                elif indent < item_column and body[:1] in ("#", ">"):
+                    item_column = 0  # a heading or quote ends the list (a lazy line would not)
 
         if markdown:
-            if in_math:
-                in_math = not line.strip().endswith("$$")
-            elif _MATH_OPEN_RE.match(line):
-                body = line.strip()
-                in_math = not (len(body) > 3 and body.endswith("$$"))
-            else:
-                in_fence = _fence_opening(line)
+            # Math blocks need no tracking: they never span a blank line (allow_blank_lines=False),
+            # and whether ``$$`` opens one depends on lines still to come (no closing ``$$``, no
+            # math block). A fence-like line inside a math block, or a freeze cut inside a math
+            # block of more than FREEZE_CHARS, are the (rare) cases where a block renders apart.
+            in_fence = _fence_opening(line, item_column)
+            if in_fence is not None and not in_fence.container:
+                item_column = 0  # a fence left of the item's content ends the list
     return blocks, block_start, block_fence
 
 
@@ -456,7 +503,8 @@ def split_blocks(text: str) -> tuple[list[str], str]:
     identical, for every text that extends it. The rule, conservative on purpose:
 
     - a block ends before a non-blank line that follows a blank line outside a code fence, unless
-      that line is indented, a list item or a quote line (a loose list or a quote may go on);
+      the block holds a list and that line is a list item or indented (a loose list may go on),
+      or the block holds a quote and that line is a quote line, or the line is indented 4+ columns;
     - a block ends right after the closing line of a fence opened at column 0;
     - a block that reaches ``FREEZE_CHARS`` without ending is cut before its next line, if that is
       safe (not before an indented line, a setext underline, a quote line, or the next row of a

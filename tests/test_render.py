@@ -312,15 +312,27 @@ markdownish = st.lists(st.sampled_from(LINES) | st.text(max_size=6), max_size=40
 def test_split_examples() -> None:
     text = "Intro\nline two\n\n- a\n\n- b\n\nNext\n```py\nx\n\n\ny\n```\nafter\n\ntail"
     finished, tail = split_blocks(text)
-    assert finished == ["Intro\nline two\n\n- a\n\n- b\n\n", "Next\n```py\nx\n\n\ny\n```\n"]
+    assert finished == [
+        "Intro\nline two\n\n",
+        "- a\n\n- b\n\n",  # a loose list stays whole
+        "Next\n```py\nx\n\n\ny\n```\n",
+    ]
     assert tail == "after\n\ntail"
     # The block before a blank line is finished only once the next line is known.
     assert split_blocks("a\n\nb") == ([], "a\n\nb")
     assert split_blocks("a\n\nb\n") == (["a\n\n"], "b\n")
     # An open fence keeps everything.
     assert split_blocks("```\na\n\nb\n\nc\n") == ([], "```\na\n\nb\n\nc\n")
-    # Indented continuation and quotes keep the block open.
-    assert split_blocks("- a\n\n  more\n\n> q\n\n> r\n")[0] == []
+    # Indented continuation of a list item and quote lines after a quote keep the block open.
+    assert split_blocks("- a\n\n  more\n\n> q\n\n> r\n\nz\n")[0] == [
+        "- a\n\n  more\n\n",
+        "> q\n\n> r\n\n",
+    ]
+    # A fence inside a list item ends with the item, closed or not.
+    assert split_blocks("- a\n  ```\n  x\n\nb\n```\nc\n") == (
+        ["- a\n  ```\n  x\n\n"],
+        "b\n```\nc\n",  # the second fence is open
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -351,6 +363,25 @@ def test_freeze_and_resume_are_stable(text: str, cut: int, limit: int) -> None:
     assert (p_blocks + r_blocks, r_tail, r_fence) == (blocks, tail_start, fence)
     starts = [b.start for b in blocks] + [tail_start]
     assert starts[0] == 0 and all(b.end == s for b, s in zip(blocks, starts[1:], strict=True))
+
+
+# Typical model Markdown, in multi-line units, for the fidelity check below.
+UNITS = [
+    "", "", "", "Paragraph text with *em*", "a second line", "# Heading", "## Sub", "- item",
+    "- item\n  continued", "1. one", "2. two", "  - nested", "   para in item",
+    "```python\ncode()\n\nmore()\n```", "~~~\nx\n~~~", "- a\n  ```\n  x\n\n  y\n  ```",
+    "| a | b |\n|---|---|\n| 1 | 2 |", "> quote", "> quote\n> more", "---", "Setext\n===",
+    "$$\nx^2\n$$", "inline $x$ math", "    indented code", "**bold**: value",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(UNITS), max_size=20).map("\n".join))
+def test_blocks_render_like_the_whole(text: str) -> None:
+    # The split is only useful if rendering the blocks one by one gives the page the whole
+    # answer would (exceptions, documented in split_blocks: references, frozen blocks).
+    finished, tail = split_blocks(text)
+    assert "".join(markdown_to_html(b) for b in [*finished, tail]) == markdown_to_html(text)
 
 
 def test_long_tail_is_frozen() -> None:
