@@ -291,6 +291,7 @@ class _Grid:
         self.streams, self.models, self.format = list(streams), list(models), format
         self.caches = [RenderCache() for _ in self.streams]
         self.handle: Any = None
+        self._sent: dict[str, str] | None = None
         self.n_messages = 0
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
@@ -339,6 +340,9 @@ class _Grid:
         from IPython.display import display
 
         bundle = self.bundle(live)
+        if bundle == self._sent:  # a stall: nothing new to send
+            return
+        self._sent = bundle
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)
         else:
