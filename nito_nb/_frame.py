@@ -347,6 +347,7 @@ class _ChunkInfo:
         "plain",
         "plain_content",
         "readable",
+        "targets",
         "values",
     )
 
@@ -357,6 +358,7 @@ class _ChunkInfo:
         self.fragments: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (fragment, its columns)
         self.items: list[tuple[str, int | None, str | None]] = []  # (reasoning type, index, text)
         self.readable = self.plain = self.plain_content = False
+        self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
 
 
 def _chunk_data(raw: bytes) -> tuple[bytes, bool]:
@@ -505,7 +507,8 @@ class _Builder:
         self.nbytes: list[np.ndarray] = []
         self.token: list[np.ndarray] = []
         self.ignored: list[np.ndarray] = []
-        self.cols: dict[str, list[Any]] = {name: [] for name in _SPARSE}
+        # Mostly-empty columns as {row: value}: most rows have no value in most of them.
+        self.cols: dict[str, dict[int, Any]] = {name: {} for name in _SPARSE}
         # Further parts of chunks: (row of part 0, part, {column: value}).
         self.parts: list[tuple[int, int, dict[str, Any]]] = []
         # What each parsed chunk (or chunk skeleton) says; skeletons are shared by all streams.
@@ -519,8 +522,6 @@ class _Builder:
         rows = n + 1
         self.n += rows
         cols = self.cols
-        for column in cols.values():
-            column.extend([None] * rows)
 
         times = np.frombuffer(log.times_ns(), dtype=np.int64) if n else np.zeros(0, np.int64)
         t = np.empty(rows)
@@ -539,12 +540,12 @@ class _Builder:
 
         cols["model"][base - 1] = stream.model
         cols["status"][base - 1] = stream.status
-        cols["http_status"][base - 1] = log.status_code
+        cols["http_status"][base - 1] = log.status_code  # None values count as missing
 
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
-        plan, pending_base = self._plan(log, base)
+        plan, pending_base = self._plan(log, base, first_done, token)
 
         infos = self._infos
         contents = cols["content"]
@@ -609,9 +610,10 @@ class _Builder:
         self.token.append(token)
         self.ignored.append(ignored)
 
-    def _plan(self, log: ChunkLog, base: int) -> tuple[list[tuple[int, int, str | None]], int]:
-        """(seq, index into ``self._infos``, content text or None) for every chunk of the log, and
-        where the chunks parsed whole start in ``self._infos`` (they have indexes -1, -2...).
+    def _plan(
+        self, log: ChunkLog, base: int, first_done: int, token: np.ndarray
+    ) -> tuple[list[tuple[int, int, str | None]], int]:
+        """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
 
         Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
         only in the text of ``delta.content``, so a chunk whose content string is cut out (its
@@ -619,55 +621,78 @@ class _Builder:
         chunk only decodes its own content string. A skeleton whose reading does not put the
         cut-out string back in choice 0's ``delta.content`` (the cut was elsewhere) is not
         trusted: those chunks are parsed whole, and so is any chunk without such a string. The
-        result is the same either way (tested on every recording); bench/bench_frame.py measures
-        the gain (``str.find`` instead of a regex: a regex search costs 4 us per chunk).
+        result is the same either way (tested on every recording). ``str.find`` rather than a
+        regex (4 us a chunk), slices of the whole body rather than one bytes object per event,
+        and placing plain content chunks right here all count: see bench/bench_frame.py.
+
+        Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, content
+        text or None) for the chunks not placed here, and where the chunks parsed whole start in
+        ``self._infos``.
         """
         cols = self.cols
         skeletons = self._skeletons
-        infos = self._infos
-        pending: list[bytes] = []  # texts to parse whole; their info index is first + position
+        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
+        contents = cols["content"]
+        pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
         pending_error: list[bool] = []
         plan: list[tuple[int, int, str | None]] = []
-        for seq, (kind, raw) in enumerate(zip(log.kind_codes(), log.raw_slices(), strict=True)):
-            if kind == CHUNK:
-                found = raw.find(b'"content":"')
-                if found >= 0:
-                    start = found + 11
-                    end = raw.find(b'"', start)
-                    while (
-                        end > 0 and raw[end - 1] == 0x5C
-                    ):  # a backslash: escaped unless itself escaped
-                        before = end - 2
-                        while raw[before] == 0x5C:
-                            before -= 1
-                        if (end - 1 - before) % 2 == 0:
-                            break
-                        end = raw.find(b'"', end + 1)
-                    if end > 0:
-                        key = raw[:start] + _PLACEHOLDER + raw[end:]
-                        index = skeletons.get(key)
-                        if index is None:
-                            index = skeletons[key] = self._skeleton(key)
-                        if index >= 0:
-                            content = raw[start:end]
-                            if b"\\" in content:
-                                text = json.loads('"' + content.decode("utf-8", "replace") + '"')
-                            else:
-                                text = content.decode("utf-8", "replace")
+        body = log.body
+        find = body.find
+        kinds = np.frombuffer(log.kind_codes(), dtype=np.uint8)
+        ends = np.frombuffer(log._ends, dtype=np.int64)  # where each event's bytes end in the body
+        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
+        chunk_seqs = np.flatnonzero(kinds == CHUNK)
+        for seq, first, last in zip(
+            chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
+        ):
+            found = find(b'"content":"', first, last)
+            if found >= 0:
+                start = found + 11
+                end = find(b'"', start, last)
+                while (
+                    end >= 0 and body[end - 1] == 0x5C
+                ):  # a backslash: escaped unless itself escaped
+                    before = end - 2
+                    while body[before] == 0x5C:
+                        before -= 1
+                    if (end - 1 - before) % 2 == 0:
+                        break
+                    end = find(b'"', end + 1, last)
+                if end >= 0:
+                    key = body[first:start] + _PLACEHOLDER + body[end:last]
+                    index = skeletons.get(key)
+                    if index is None:
+                        index = skeletons[key] = self._skeleton(key)
+                    if index >= 0:
+                        content = body[start:end]
+                        if b"\\" in content:
+                            text = json.loads('"' + content.decode("utf-8", "replace") + '"')
+                        else:
+                            text = content.decode("utf-8", "replace")
+                        info = infos[index]
+                        if info.targets is None:  # fragments or reasoning: add() places it
                             plan.append((seq, index, text))
                             continue
-                data, error_event = _chunk_data(raw)
-                plan.append((seq, -1 - len(pending), None))
-                pending.append(data)
-                pending_error.append(error_event)
-            elif kind == COMMENT:
+                        row = base + seq
+                        for column, value in info.targets:
+                            column[row] = value
+                        contents[row] = text
+                        if text and seq <= first_done:
+                            token[seq + 1] = True
+                        continue
+            data, error_event = _chunk_data(body[first:last])
+            plan.append((seq, -1 - len(pending), None))
+            pending.append(data)
+            pending_error.append(error_event)
+        for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
+            raw = body[int(starts[seq]) : int(ends[seq])]
+            if kinds[seq] == COMMENT:
                 text = raw.strip(b"\r\n")[1:].decode("utf-8", "replace")
                 cols["comment"][base + seq] = text[1:] if text.startswith(" ") else text
-            elif kind == HTTP_ERROR:
+            else:
                 message, error_code, _ = error_details(raw.decode("utf-8", "replace"))
                 cols["error_message"][base + seq] = message
                 cols["error_code"][base + seq] = None if error_code is None else str(error_code)
-        # Chunks parsed whole have negative indexes until now: -1 is the first of them.
         pending_base = len(infos)
         for value, error_event in zip(_parse_chunks(pending), pending_error, strict=True):
             infos.append(_read_chunk(value, error_event))
@@ -685,6 +710,9 @@ class _Builder:
         info = _read_chunk(value, False)
         if info is None or info.content != _PLACEHOLDER_TEXT:
             return -1
+        if not info.fragments and not info.items:
+            # Plain content chunks are placed by _plan straight from these (list, value) pairs.
+            info.targets = [(self.cols[name], value) for name, value in info.values]
         self._infos.append(info)
         return len(self._infos) - 1
 
@@ -713,8 +741,9 @@ class _Builder:
             "token": cat(self.token, bool),
             "ignored": cat(self.ignored, bool),
         }
-        sparse: dict[str, Any] = self.cols
-        order = None
+        sparse = self.cols
+        n = self.n
+        where = None  # new position of each row, when parts are inserted
         if self.parts:
             # Further parts become rows after their chunk: append them, then one stable sort by
             # (position of the chunk's row, part).
@@ -733,16 +762,15 @@ class _Builder:
                 elif name == "part":
                     extra = numbers
                 dense[name] = np.concatenate([array, extra])
-            sparse = {name: [*column, *([None] * len(rows))] for name, column in sparse.items()}
             for offset, (_, _, values) in enumerate(self.parts):
                 for name, value in values.items():
-                    sparse[name][self.n + offset] = value
-            position = np.concatenate([np.arange(self.n, dtype=np.int64), rows])
+                    sparse[name][n + offset] = value
+            position = np.concatenate([np.arange(n, dtype=np.int64), rows])
             order = np.lexsort((dense["part"], position))
             dense = {name: array[order] for name, array in dense.items()}
-            sparse = {
-                name: np.array(column, dtype=object)[order] for name, column in sparse.items()
-            }
+            n += len(rows)
+            where = np.empty(n, dtype=np.int64)
+            where[order] = np.arange(n, dtype=np.int64)
 
         data: dict[str, Any] = {}
         for name in COLUMNS:
@@ -760,58 +788,62 @@ class _Builder:
             elif name in dense:
                 data[name] = dense[name]
             else:
-                data[name] = _column(sparse[name], COLUMNS[name], name)
+                column = sparse[name]
+                keys = np.fromiter(column.keys(), dtype=np.int64, count=len(column))
+                present = list(column.values())
+                if None in present:  # a None value is a missing one
+                    keep = [i for i, value in enumerate(present) if value is not None]
+                    keys, present = keys[keep], [present[i] for i in keep]
+                if where is not None:
+                    keys = where[keys]
+                data[name] = _column(n, keys, present, COLUMNS[name], name)
         return pd.DataFrame(data, copy=False)
 
 
-def _column(values: Any, dtype: str, name: str) -> Any:
-    """A mostly-empty column from a list (or object array) with None for missing values.
+def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) -> Any:
+    """A column of ``n`` rows holding ``values`` at ``rows`` and nothing elsewhere.
 
-    Built through pyarrow when pandas stores strings in it: ``pa.array`` converts a list of
-    100,000 mostly-None values in about 1 ms where ``pd.array(..., dtype="string")`` takes 30 ms,
-    and a frame has 13 text columns (measured in bench/bench_frame.py)."""
-    arrow = _arrow()
-    if dtype == "Int64":
-        if arrow is not None:
-            array = arrow.array(values, type=arrow.int64(), from_pandas=True)
-            mask = array.is_null().to_numpy(zero_copy_only=False)
-            return pd.arrays.IntegerArray(array.fill_null(0).to_numpy(zero_copy_only=False), mask)
-        objects = np.asarray(values, dtype=object)
-        mask = pd.isna(objects)
-        filled = (
-            np.where(mask, 0, objects).astype(np.int64) if len(objects) else np.zeros(0, np.int64)
-        )
-        return pd.arrays.IntegerArray(filled, mask)
-    if dtype == "float64":
-        objects = np.asarray(values, dtype=object)
-        return np.where(pd.isna(objects), np.nan, objects).astype(np.float64)
+    Text goes through pyarrow when pandas keeps its strings there: ``pa.array`` then ``take``
+    spreads them in about 1 ms for 100,000 rows where ``pd.array(..., dtype="string")`` of a
+    mostly-None list takes 30 ms, and a frame has 13 text columns (bench/bench_frame.py)."""
+    if dtype in ("Int64", "float64"):
+        numbers = np.zeros(n, dtype=np.int64) if dtype == "Int64" else np.full(n, np.nan)
+        if values:
+            numbers[rows] = values
+        if dtype == "float64":
+            return numbers
+        mask = np.ones(n, dtype=bool)
+        mask[rows] = False
+        return pd.arrays.IntegerArray(numbers, mask)
     if dtype == "category":
         fixed = _FIXED_CATEGORIES.get(name)
         if name == "finish_reason":
             fixed = FINISH_REASONS
-        return _categorical(values, fixed)
-    if arrow is not None:
-        return pd.arrays.ArrowStringArray(
-            arrow.array(values, type=arrow.string(), from_pandas=True)
-        )
-    return pd.array(values, dtype=dtype)
-
-
-def _categorical(values: Any, categories: tuple[str, ...] | None) -> pd.Categorical:
-    """Categories: ``categories`` first (the known values), then the others as they appear."""
+        found_codes, found = pd.factorize(np.asarray(values, dtype=object))
+        known = list(fixed or ())
+        every = known + [v for v in found if v not in known]
+        position = {v: i for i, v in enumerate(every)}
+        recode = np.array([position[v] for v in found], dtype=np.int64)
+        codes = np.full(n, -1, dtype=np.int64)
+        if values:
+            codes[rows] = recode[found_codes]
+        return pd.Categorical.from_codes(codes, categories=pd.Index(every, dtype="str"))
     arrow = _arrow()
-    if arrow is None:
-        found = [v for v in pd.unique(np.asarray(values, dtype=object)) if v is not None]
-        known = list(categories or ())
-        return pd.Categorical(values, categories=known + [v for v in found if v not in known])
-    encoded = arrow.array(values, type=arrow.string(), from_pandas=True).dictionary_encode()
-    found = encoded.dictionary.to_pylist()
-    known = list(categories or ())
-    every = known + [v for v in found if v not in known]
-    position = {v: i for i, v in enumerate(every)}
-    recode = np.array([position[v] for v in found] + [-1], dtype=np.int64)
-    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-    return pd.Categorical.from_codes(recode[codes], categories=every)
+    if arrow is not None:
+        # large_string: what pandas keeps its strings in (a plain string array would be cast).
+        if not values:
+            return pd.arrays.ArrowStringArray(arrow.nulls(n, type=arrow.large_string()))
+        texts = arrow.array(values, type=arrow.large_string())
+        if len(values) == n and (rows == np.arange(n)).all():
+            return pd.arrays.ArrowStringArray(texts)  # a value on every row, in order
+        texts = arrow.array([*values, None], type=arrow.large_string())
+        spread = np.full(n, len(values), dtype=np.int64)
+        spread[rows] = np.arange(len(values), dtype=np.int64)
+        return pd.arrays.ArrowStringArray(texts.take(arrow.array(spread)))
+    full: list[Any] = [None] * n
+    for row, value in zip(rows.tolist(), values, strict=True):
+        full[row] = value
+    return pd.array(full, dtype=dtype)
 
 
 def _arrow() -> Any:
@@ -878,7 +910,9 @@ def _restore(df: pd.DataFrame) -> pd.DataFrame:
             elif name == "stream":
                 out[name] = pd.Categorical(values, categories=pd.unique(values.dropna()))
             else:
-                out[name] = _column(values.tolist(), dtype, name)
+                listed = values.tolist()
+                rows = np.array([i for i, v in enumerate(listed) if v is not None], dtype=np.int64)
+                out[name] = _column(len(listed), rows, [listed[i] for i in rows], dtype, name)
         elif dtype == "Int64":
             out[name] = column.astype("Int64")
         elif dtype == _STRING:
