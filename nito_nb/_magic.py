@@ -50,7 +50,9 @@ REASONING_EFFORTS = ("low", "medium", "high")
 #: While several models stream side by side, each column shows about this many characters of the
 #: answer's end (finished blocks are dropped from the front): each refresh re-sends the whole grid,
 #: so the window keeps traffic proportional to time, not to the square of the answers.
-GRID_WINDOW_CHARS = 3000
+GRID_WINDOW_CHARS = 2000
+#: ... and the grid is refreshed at most this often: each refresh carries every column.
+GRID_MAX_RATE = 10.0
 #: A recorded SSE file has no arrival times: it is replayed at a steady pace, at most this long.
 SSE_REPLAY_SECONDS = 5.0
 
@@ -671,7 +673,7 @@ class NitoMagics(Magics):
         worker = threading.Thread(target=work, name="nito_nb-models", daemon=True)
         grid = _Grid(streams, names, fmt) if _in_kernel() else None
         worker.start()
-        interval = 1.0 / self.settings.max_rate
+        interval = 1.0 / min(self.settings.max_rate, GRID_MAX_RATE)
         try:
             while worker.is_alive():
                 worker.join(interval)
