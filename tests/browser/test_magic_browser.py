@@ -112,3 +112,29 @@ def test_readme_screenshot(lab: Any, tmp_path: Path) -> None:
     assert path.stat().st_size > 10_000
     nb.wait_cell_done(1, 60)
     assert "✓ done" in nb.output_text(1)
+
+
+def test_stop_button_keeps_the_partial_answer(lab: Any) -> None:
+    lab.write_notebook("stop", [
+        "%load_ext nito_nb",
+        "%%nito -m sim/chat --param sim='{\"tps\": 30}'\nExplain streaming",
+        "print(_nito.status, len(_nito.content))",
+    ])
+    nb = lab.open("stop", kernel_env={"NITO_SIM_TTFT_MS": "0"})
+    nb.run_cell(0, wait=True)
+    nb.run_cell(1)
+    deadline = time.monotonic() + 30
+    while "gateway" not in nb.output_text(1):
+        assert time.monotonic() < deadline, nb.output_text(1)
+        time.sleep(0.1)
+    # The toolbar's stop button: the kernel's interrupt, as a user would press it.
+    nb.click('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]')
+    nb.wait_cell_done(1, 30)
+    stopped = nb.output_text(1)
+    assert "■ stopped" in stopped and "gateway" in stopped
+    assert "Tip: when a stream fails halfway" not in stopped  # really cut short
+    time.sleep(1.0)
+    assert nb.output_text(1) == stopped  # nothing arrives after the stop
+    nb.run_cell(2, wait=True)
+    status, length = nb.output_text(2).split()
+    assert status == "stopped" and 0 < int(length) < 1309
