@@ -80,7 +80,7 @@ import pandas as pd
 
 from ._accumulate import _parse_arguments
 from ._exceptions import error_details
-from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, ChunkLog
+from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS
 from ._sse import SSEDecoder
 from ._stream import STATUSES, Stream, load, read_sse
 
@@ -523,15 +523,18 @@ class _Builder:
         self.n += rows
         cols = self.cols
 
-        times = np.frombuffer(log.times_ns(), dtype=np.int64) if n else np.zeros(0, np.int64)
+        # A snapshot of the first n events, copied: a live Stream appends to its log from another
+        # thread, and a buffer view of its arrays would stop them from growing (BufferError).
+        # Its kinds are appended last, so the first n entries of every column are complete.
+        times = np.array(log.times_ns()[:n], dtype=np.int64)
+        kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
+        ends = np.array(log._ends[:n], dtype=np.int64)  # where each event's bytes end in the body
         t = np.empty(rows)
         t[0] = np.nan if log.headers_ns is None else (log.headers_ns - log.t0_ns) / 1e9
         t[1:] = (times - log.t0_ns) / 1e9
         gap = np.full(rows, np.nan)
         if n > 1:
             gap[2:] = np.diff(t[1:])
-        kinds = np.frombuffer(log.kind_codes(), dtype=np.uint8) if n else np.zeros(0, np.uint8)
-        ends = np.frombuffer(log._ends, dtype=np.int64) if n else np.zeros(0, np.int64)
         nbytes = np.empty(rows, dtype=np.int64)
         nbytes[0] = 0
         nbytes[1:] = np.diff(ends, prepend=0)
@@ -545,7 +548,7 @@ class _Builder:
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
-        plan, pending_base = self._plan(log, base, first_done, token)
+        plan, pending_base = self._plan(log.body, kinds, ends, base, first_done, token)
 
         infos = self._infos
         contents = cols["content"]
@@ -611,7 +614,13 @@ class _Builder:
         self.ignored.append(ignored)
 
     def _plan(
-        self, log: ChunkLog, base: int, first_done: int, token: np.ndarray
+        self,
+        body: bytes,
+        kinds: np.ndarray,
+        ends: np.ndarray,
+        base: int,
+        first_done: int,
+        token: np.ndarray,
     ) -> tuple[list[tuple[int, int, str | None]], int]:
         """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
 
@@ -636,10 +645,7 @@ class _Builder:
         pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
         pending_error: list[bool] = []
         plan: list[tuple[int, int, str | None]] = []
-        body = log.body
         find = body.find
-        kinds = np.frombuffer(log.kind_codes(), dtype=np.uint8)
-        ends = np.frombuffer(log._ends, dtype=np.int64)  # where each event's bytes end in the body
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
         for seq, first, last in zip(

@@ -557,3 +557,64 @@ def test_any_stream_text_and_itl(pieces: list[tuple[str, int]], args: list[str])
         assert m["itl"] == pytest.approx((times[-1] - times[0]) / (len(times) - 1))
     else:
         assert pd.isna(m["itl"])
+
+
+# -- live streams from the simulator --------------------------------------------------------------
+
+QUICK_SIM = {"tps": 400, "ttft_ms": 20, "think_s": 0.05, "keepalive_s": 0.01, "chunks": 300}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def test_simulated_streams_side_by_side() -> None:
+    models = [
+        "sim/chat",
+        "sim/reasoning",
+        "sim/slow",
+        "sim/websearch",
+        "sim/error-midstream",
+        "sim/drop",
+        "sim/garbage",
+        "sim/long",
+    ]
+    streams = [
+        nito_nb.stream("Hello", model=m, sim=QUICK_SIM, stream_options={"include_usage": True})
+        for m in models
+    ]
+    streams.append(nito_nb.stream("Weather?", model="sim/tools", tools=[TOOL], sim=QUICK_SIM))
+    for s in streams:
+        s.wait(raise_errors=False)
+    df = nito_nb.frame(streams)
+    metrics = df.nito.metrics()
+    texts, reasoning, calls = df.nito.text(), df.nito.reasoning(), df.nito.tool_calls()
+    for label, s in zip(metrics.index, streams, strict=True):
+        m = metrics.loc[label]
+        assert texts[label] == s.content and reasoning[label] == s.reasoning
+        assert (m["status"], m["n_events"], m["n_chunks"]) == (s.status, s.n_events, s.n_chunks)
+        assert m["ttfb"] == pytest.approx(s.ttfb) and m["ttfb"] > 0
+        assert m["ttft"] == pytest.approx(s.ttft) if s.ttft is not None else pd.isna(m["ttft"])
+        assert m["e2e"] >= m["ttfb"]
+        mine = calls[calls.stream == label]
+        assert mine.arguments.tolist() == [c.arguments for c in s.tool_calls]
+    assert (metrics["n_token_events"] > 0).all()
+    assert metrics.loc["sim/tools#8", "finish_reason"] == "tool_calls"
+    assert metrics.loc["sim/error-midstream#4", "status"] == "error"
+    assert metrics.loc["sim/drop#5", "status"] == "truncated"
+    assert metrics.loc["sim/long#7", "itl"] > 0
+    assert (df[df.stream == "sim/slow#2"].kind == "comment").any()
+
+
+def test_frame_of_a_live_stream_is_a_snapshot() -> None:
+    s = nito_nb.Stream({"model": "m"})
+    s.log.t0_ns = 0
+    s._feed(chunk_line({"content": "so far"}), 10 * MS)
+    df = s.frame()
+    s._feed(chunk_line({"content": " and more"}) + DONE, 20 * MS)  # the log still grows
+    s._end(20 * MS)
+    assert df.nito.metrics().iloc[0]["status"] == "streaming"
+    assert df.nito.text().iloc[0] == "so far" and s.frame().nito.text().iloc[0] == "so far and more"
