@@ -199,7 +199,11 @@ class StreamView(ipywidgets.VBox):
                 return False
             finished = self.stream.finished
             now = time.monotonic()
-            if not (force or finished) and self._last is not None and now - self._last < self._interval:
+            if (
+                not (force or finished)
+                and self._last is not None
+                and now - self._last < self._interval
+            ):
                 self._pending = True
                 return False
             self._last = now
@@ -209,7 +213,9 @@ class StreamView(ipywidgets.VBox):
             return True
 
     def _flush(self, *, live: bool) -> None:
-        parts = render_parts(_state_of(self.stream), format=self.format, live=live, cache=self._cache)
+        parts = render_parts(
+            _state_of(self.stream), format=self.format, live=live, cache=self._cache
+        )
         for known in self._slots:
             known.dirty = False
         layout_changed = False
@@ -285,7 +291,8 @@ class StreamView(ipywidgets.VBox):
                     if self._closed:
                         break
                     self.update()
-            except Exception as exc:  # a StreamError at the end: the view shows it; never print here
+            except Exception as exc:
+                # A StreamError at the end: the view shows it. Never print from this thread.
                 self.follow_error = exc
             finally:
                 if not stream.finished:
@@ -307,7 +314,9 @@ class StreamView(ipywidgets.VBox):
         """
         stream = self.stream
         if not isinstance(stream, AsyncStream):
-            raise TypeError("afollow() follows an AsyncStream; for a Stream use follow() or update()")
+            raise TypeError(
+                "afollow() follows an AsyncStream; for a Stream use follow() or update()"
+            )
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
 
@@ -473,7 +482,9 @@ class ChatWidget(ipywidgets.VBox):
             self._input.on_msg(self._on_input_msg)
         self._input.layout = ipywidgets.Layout(flex="1 1 auto", width="auto")
         self._input.add_class("nito-chat-input")
-        self._send_button = ipywidgets.Button(description="Send", button_style="primary", icon="paper-plane")
+        self._send_button = ipywidgets.Button(
+            description="Send", button_style="primary", icon="paper-plane"
+        )
         self._send_button.add_class("nito-chat-send")
         self._stop_button = ipywidgets.Button(description="Stop", icon="stop", disabled=True)
         self._stop_button.add_class("nito-chat-stop")
@@ -493,8 +504,16 @@ class ChatWidget(ipywidgets.VBox):
             ipywidgets.HBox([self._input, self._send_button, self._stop_button]),
             ipywidgets.HBox([self._picker, self._status_line]),
         )
-        self._widgets = (self._transcript, self._input, self._send_button, self._stop_button,
-                         self._picker, self._status_line, self._note, *rows)
+        self._widgets = (
+            self._transcript,
+            self._input,
+            self._send_button,
+            self._stop_button,
+            self._picker,
+            self._status_line,
+            self._note,
+            *rows,
+        )
         self.children = (self._transcript, *rows, self._note)
         self.model = model
         traitlets.link((self._picker, "value"), (self, "model"))
@@ -565,7 +584,9 @@ class ChatWidget(ipywidgets.VBox):
                 self._input.value = ""
             self._transcript.children = (*self._transcript.children, turn.box)
             turn.thread = threading.Thread(
-                target=self._run_turn, args=(turn,), name=f"nito_nb-chat-turn-{len(self._turns)}",
+                target=self._run_turn,
+                args=(turn,),
+                name=f"nito_nb-chat-turn-{len(self._turns)}",
                 daemon=True,
             )
             turn.thread.start()
@@ -664,6 +685,7 @@ class ChatWidget(ipywidgets.VBox):
 
         A failure becomes a one-line note under the widget, never an exception.
         """
+
         def run() -> None:
             try:  # nothing escapes a worker thread (see _run_turn)
                 with Client(api_key=self._api_key, base_url=self._base_url) as client:
@@ -798,4 +820,3 @@ def _one_line(exc: BaseException) -> str:
 
 def _env_key() -> str | None:
     return os.environ.get("NITO_API_KEY")
-

@@ -34,7 +34,9 @@ IPYKERNEL6_SITE = os.environ.get("NITO_IPYKERNEL6_SITE")
 
 
 def _answer(nb: NotebookPage, turn: int) -> str:
-    texts = nb.cell(0).locator(".nito-chat-turn").nth(turn).locator(".nito-answer").all_inner_texts()
+    texts = (
+        nb.cell(0).locator(".nito-chat-turn").nth(turn).locator(".nito-answer").all_inner_texts()
+    )
     return "".join(texts)
 
 
@@ -51,10 +53,15 @@ def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-unty
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("ipykernel", [
-    "7",
-    pytest.param("6", marks=pytest.mark.skipif(not IPYKERNEL6_SITE, reason="NITO_IPYKERNEL6_SITE unset")),
-])
+@pytest.mark.parametrize(
+    "ipykernel",
+    [
+        "7",
+        pytest.param(
+            "6", marks=pytest.mark.skipif(not IPYKERNEL6_SITE, reason="NITO_IPYKERNEL6_SITE unset")
+        ),
+    ],
+)
 def test_chat_stop_switch_model_and_frame(lab: Lab, ipykernel: str) -> None:
     started = time.monotonic()
     lab.write_notebook("chat", [SETUP, FRAME, KERNEL_VERSION])
@@ -71,8 +78,11 @@ def test_chat_stop_switch_model_and_frame(lab: Lab, ipykernel: str) -> None:
     _wait(lambda: nb.page.locator("button.nito-chat-send").is_disabled(), 10, "Send disabled")
     assert nb.page.locator("button.nito-chat-stop").is_enabled()
     lengths: list[int] = []
-    _wait(lambda: lengths.append(len(_answer(nb, 0))) or len(set(lengths)) >= 5, 20,
-          "the answer to grow")
+    _wait(
+        lambda: lengths.append(len(_answer(nb, 0))) or len(set(lengths)) >= 5,
+        20,
+        "the answer to grow",
+    )
     grown = sorted(set(lengths))
     assert grown == sorted(grown) and grown[-1] > 0
 
@@ -101,7 +111,8 @@ def test_chat_stop_switch_model_and_frame(lab: Lab, ipykernel: str) -> None:
     time.sleep(0.5)
     nb.assert_no_xss()  # ...and inert
     assert nb.cell(0).locator(".nito-chat-turn img, .nito-chat-turn script").count() == 0
-    assert nb.prompt(0) == prompt_after_setup  # Shift+Enter sent the message, it did not re-run the cell
+    # Shift+Enter sent the message; it did not re-run the cell.
+    assert nb.prompt(0) == prompt_after_setup
 
     # A DataFrame of all turns.
     nb.run_cell(1, wait=True)
