@@ -103,31 +103,6 @@ _READABLE = ("reasoning.text", "reasoning.summary")
 _PAYLOAD = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}
 
 _STRING = "string"  # the nullable string dtype ("str" in pandas 3 turns None into NaN)
-_TEXT_COLUMNS = (
-    "id",
-    "content",
-    "reasoning",
-    "tool_id",
-    "tool_name",
-    "tool_args",
-    "usage",
-    "error_code",
-    "error_message",
-    "comment",
-    "web_search",
-    "free_tier",
-    "extras",
-)
-_INT_COLUMNS = (
-    "reasoning_index",
-    "tool_index",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_tokens",
-    "http_status",
-)
 _FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
     "kind": KIND_CATEGORIES,
     "reasoning_type": REASONING_TYPES,
@@ -186,9 +161,6 @@ _DELTA_KEYS = frozenset(
     {"role", "content", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
 )
 
-Source = Any  # Stream | str | os.PathLike: what frame() accepts for one stream
-
-
 # -- building a frame ----------------------------------------------------------------------------
 
 
@@ -210,9 +182,7 @@ def frame(source: Any) -> pd.DataFrame:
     labels = _unique_labels([label for label, _, _ in items])
     builder = _Builder(labels)
     attrs: dict[str, Any] = {}
-    for code, (label, stream, origin) in enumerate(
-        zip(labels, (s for _, s, _ in items), (o for _, _, o in items), strict=True)
-    ):
+    for code, (label, (_, stream, origin)) in enumerate(zip(labels, items, strict=True)):
         builder.add(code, stream)
         attrs[label] = _stream_attrs(stream, origin)
     df = builder.build()
@@ -1271,16 +1241,19 @@ class NitoAccessor:
         chars = np.where(ignored, 0.0, content + reasoning + tool_args)
         colors = [c["color"] for c in _color_cycle()]
         for code, label in enumerate(labels):
-            mine = codes == code
-            rows = np.flatnonzero(mine)
-            cumulative = np.cumsum(chars[rows])
-            first = part[rows] == 0
-            rows, cumulative = rows[first], cumulative[first]
+            every = np.flatnonzero(codes == code)
+            if not len(every):
+                continue
+            # One point per event: its parts' characters summed, shown at the event's time.
+            starts = np.flatnonzero(part[every] == 0)
+            cumulative = np.cumsum(np.add.reduceat(chars[every], starts))
+            has_tool_text = np.logical_or.reduceat(tool_args[every] > 0, starts)
+            rows = every[starts]
             color = colors[code % len(colors)]
             tok = token[rows]
             ax.plot(t[rows][tok], cumulative[tok], "-", color=color, alpha=0.5, label=f"{label}")
             is_content = tok & (content[rows] > 0)
-            is_tool = tok & ~is_content & _any_part(rows, part, tool_args, codes)
+            is_tool = tok & ~is_content & has_tool_text
             is_reasoning = tok & ~is_content & ~is_tool
             series = (
                 ("content", is_content, "o"),
@@ -1337,17 +1310,6 @@ class NitoAccessor:
         if 1 < len(series) <= 12:
             ax.legend(fontsize="small")
         return fig
-
-
-def _any_part(
-    rows: np.ndarray, part: np.ndarray, values: np.ndarray, codes: np.ndarray
-) -> np.ndarray:
-    """For each event row (part 0) among ``rows``: whether any of its parts has ``values > 0``."""
-    first = part[rows] == 0
-    event_of_row = np.cumsum(first) - 1
-    hit = np.zeros(int(first.sum()), dtype=bool)
-    np.logical_or.at(hit, event_of_row, values[rows] > 0)
-    return hit
 
 
 def _color_cycle() -> Any:

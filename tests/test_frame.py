@@ -582,13 +582,15 @@ def test_simulated_streams_side_by_side() -> None:
         "sim/garbage",
         "sim/long",
     ]
-    streams = [
-        nito_nb.stream("Hello", model=m, sim=QUICK_SIM, stream_options={"include_usage": True})
-        for m in models
-    ]
-    streams.append(nito_nb.stream("Weather?", model="sim/tools", tools=[TOOL], sim=QUICK_SIM))
-    for s in streams:
-        s.wait(raise_errors=False)
+    # Its own client, closed at the end: no connection outlives the test.
+    with nito_nb.Client() as client:
+        streams = [
+            client.stream("Hello", model=m, sim=QUICK_SIM, stream_options={"include_usage": True})
+            for m in models
+        ]
+        streams.append(client.stream("Weather?", model="sim/tools", tools=[TOOL], sim=QUICK_SIM))
+        for s in streams:
+            s.wait(raise_errors=False)
     df = nito_nb.frame(streams)
     metrics = df.nito.metrics()
     texts, reasoning, calls = df.nito.text(), df.nito.reasoning(), df.nito.tool_calls()
