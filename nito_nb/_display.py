@@ -163,7 +163,7 @@ class LiveDisplay:
         for part in parts:
             known = self._slot_of.get(part.key)
             if known is not None:
-                if known.parts[part.key] != part:
+                if known.parts[part.key] is not part and known.parts[part.key] != part:
                     known.parts[part.key] = part
                     known.dirty = True
                 continue

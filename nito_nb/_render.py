@@ -80,7 +80,6 @@ _STATUS_COLORS = {
 # --- styles -----------------------------------------------------------------------------------
 # Inline styles on our containers use JupyterLab's theme variables, with fallbacks that read on
 # both light and dark backgrounds (semi-transparent greys), so one output suits both themes.
-_BASE_STYLE = "color: var(--jp-content-font-color1, inherit);"
 _STATUS_STYLE = (
     "font-family: var(--jp-ui-font-family, system-ui, sans-serif);"
     " font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color2, #888);"
@@ -540,18 +539,23 @@ class Part:
 class RenderCache:
     """Memo for repeated ``render_parts`` calls on one growing state (a live display's).
 
-    Results never depend on it: it only spares re-scanning and re-rendering finished blocks.
+    Results never depend on it: it spares re-scanning finished blocks, and re-rendering them
+    (each flush would otherwise do work proportional to the whole answer: quadratic in the end).
     """
 
-    blocks: dict[tuple[str, str, bool], str] = field(default_factory=dict)
     scan_key: tuple[str, str] | None = None
-    scan_prefix: str = ""
+    scan_prefix: str = ""  # the text of the finished blocks below
     scan_blocks: list[_Block] = field(default_factory=list)
     scan_fence: _Fence | None = None
+    parts: list[Part] = field(default_factory=list)  # the finished blocks' parts, in order
+    styled: bool = False  # one of them carries CODE_STYLESHEET
 
 
-def _wrap(kind: str, inner: str, style: str = _BASE_STYLE) -> str:
-    return f'<div class="nito-out nito-{kind}" style="{style}">{inner}</div>'
+def _wrap(kind: str, inner: str, style: str = "") -> str:
+    # Answer blocks get no inline style (they are many, and JupyterLab's own rendered-HTML styles
+    # already suit both themes); the other parts are few.
+    style_attr = f' style="{style}"' if style else ""
+    return f'<div class="nito-out nito-{kind}"{style_attr}>{inner}</div>'
 
 
 def _esc(value: Any) -> str:
@@ -671,17 +675,10 @@ def _reasoning_part(reasoning: str, growing: bool, thinking: bool) -> Part:
     return Part("reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing)
 
 
-def _render_block(
-    text: str, fence: _Fence | None, highlight: bool, cache: RenderCache | None
-) -> str:
-    source = text if fence is None else f"{fence.opener}\n{text}"
-    key = (fence.opener if fence else "", text, highlight)
-    if cache is not None and key in cache.blocks:
-        return cache.blocks[key]
-    rendered = markdown_to_html(source, highlight=highlight)
-    if cache is not None:
-        cache.blocks[key] = rendered
-    return rendered
+def _render_block(text: str, fence: _Fence | None, highlight: bool) -> str:
+    return markdown_to_html(
+        text if fence is None else f"{fence.opener}\n{text}", highlight=highlight
+    )
 
 
 def _code_fence(format: str, content: str) -> tuple[bool, _Fence | None]:
@@ -711,6 +708,8 @@ def _segments(
         blocks = cache.scan_blocks + blocks
     else:
         blocks, tail_start, tail_fence = _segment(content, markdown=markdown, fence=fence)
+        if cache is not None:
+            cache.parts, cache.styled = [], False
     if cache is not None:
         cache.scan_key, cache.scan_prefix = key, content[:tail_start]
         cache.scan_blocks, cache.scan_fence = blocks, tail_fence
@@ -722,33 +721,35 @@ def _answer_parts(
 ) -> list[Part]:
     if not content:
         return []
-    if format == "text":
-
-        def render(text: str, fence: _Fence | None, highlight: bool) -> str:
-            return f'<pre style="{_PRE_STYLE}">{_esc(text)}</pre>'
-    else:
-
-        def render(text: str, fence: _Fence | None, highlight: bool) -> str:
-            return _render_block(text, fence, highlight, cache)
-
     if split:
         blocks, tail_start, tail_fence = _segments(content, format, cache)
     else:
         fence = _code_fence(format, content)[1] if format.startswith("code") else None
         blocks, tail_start, tail_fence = [], 0, fence
-    pieces = [(content[b.start : b.end], b.fence, True) for b in blocks]
-    if tail_start < len(content):
-        pieces.append((content[tail_start:], tail_fence, not growing))
-    parts = []
-    styled = False
-    for index, (text, fence, final) in enumerate(pieces):
-        # The live tail is not highlighted: it is re-sent at every update, and plain escaped code is
-        # about half the bytes. It gets its colours once it is finished.
-        inner = render(text, fence, final)
+    memo = cache if split else None
+    parts = list(memo.parts) if memo is not None else []
+    styled = memo.styled if memo is not None else False
+
+    def make(index: int, text: str, fence: _Fence | None, final: bool) -> Part:
+        nonlocal styled
+        if format == "text":
+            inner = f'<pre style="{_PRE_STYLE}">{_esc(text)}</pre>'
+        else:
+            # The live tail is not highlighted: it is re-sent at every update, and plain escaped
+            # code is about half the bytes. It gets its colours once it is finished.
+            inner = _render_block(text, fence, final)
         if not styled and _HIGHLIGHT_MARK in inner:
             inner = CODE_STYLESHEET + inner
             styled = True
-        parts.append(Part(f"answer-{index}", _wrap("answer", inner), text, final))
+        return Part(f"answer-{index}", _wrap("answer", inner), text, final)
+
+    for index in range(len(parts), len(blocks)):
+        block = blocks[index]
+        parts.append(make(index, content[block.start : block.end], block.fence, True))
+    if memo is not None:
+        memo.parts, memo.styled = list(parts), styled
+    if tail_start < len(content):
+        parts.append(make(len(blocks), content[tail_start:], tail_fence, not growing))
     return parts
 
 
@@ -779,9 +780,7 @@ def _tool_part(call: Any, position: int, growing: bool) -> Part:
         inner += f'<div style="{_WARN_STYLE}">{_esc(warning)}</div>'
     inner += f'<pre style="{_PRE_STYLE}">{_esc(body)}</pre>'
     text = "\n".join(filter(None, [title, warning, body]))
-    return Part(
-        f"tool-{index}", _wrap("tool", inner, _BASE_STYLE + " " + _CARD_STYLE), text, not growing
-    )
+    return Part(f"tool-{index}", _wrap("tool", inner, _CARD_STYLE), text, not growing)
 
 
 def _error_part(state: Any, status: str, final: bool) -> Part | None:
@@ -803,7 +802,7 @@ def _error_part(state: Any, status: str, final: bool) -> Part | None:
         style = _ERROR_STYLE
     else:
         return None
-    return Part("error", _wrap("error", _esc(text), _BASE_STYLE + " " + style), text, final)
+    return Part("error", _wrap("error", _esc(text), style), text, final)
 
 
 def _anomalies_part(anomalies: Sequence[Any]) -> Part:
