@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -539,3 +540,22 @@ def test_bundles() -> None:
     # Reference links resolve in the whole-answer bundle.
     refs = make_state(content="See [docs].\n\n[docs]: https://example.com\n", status="done")
     assert 'href="https://example.com"' in final_bundle(refs)["text/html"]
+
+
+RECORDINGS = sorted((Path(__file__).parent / "data" / "real").glob("*.sse"))
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
+def test_real_recordings_render_safely(path: Path) -> None:
+    import nito_nb
+
+    stream = nito_nb.read_sse(path.read_bytes())
+    for live in (True, False):
+        parts = render_parts(stream, live=live)
+        assert parts[0].key == "status" and len({p.key for p in parts}) == len(parts)
+        for part in parts:
+            assert markup_problems(part.html) == [], part.key
+    final = final_bundle(stream)
+    assert markup_problems(final["text/html"]) == []
+    if stream.content:
+        assert stream.content.strip()[:40] in final["text/plain"]
