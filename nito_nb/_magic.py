@@ -21,6 +21,7 @@ Configuration is the ``Nito`` configurable (``%config Nito.model = "..."``, ``ip
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import inspect
 import json
@@ -432,7 +433,7 @@ class NitoMagics(Magics):
         if command == "models":
             return self._models()
         if command == "history":
-            return metrics_table(self._flat_streams())
+            return metrics_table(self.streams)
         if command == "last":
             if _last is None:
                 print("nito: no stream yet: run a %%nito cell first")
@@ -474,8 +475,8 @@ class NitoMagics(Magics):
         for name in sorted(settings.trait_names(config=True)):
             lines.append(f"  Nito.{name} = {getattr(settings, name)!r}")
         base_url = settings.base_url or os.environ.get("NITO_BASE_URL") or _default_base_url()
-        lines.append(f"  effective base URL: {base_url} (sim/... models: embedded simulator"
-                     f"{'' if not settings.base_url else ', unless Nito.base_url is set'})")
+        sim = "go there too" if settings.base_url else "run on the embedded simulator"
+        lines.append(f"  effective base URL: {base_url} (sim/... models {sim})")
         lines.append(f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}")
         return "\n".join(lines)
 
@@ -507,9 +508,6 @@ class NitoMagics(Magics):
         self.streams.clear()
         _last = None
         self.namespace.pop("_nito", None)
-
-    def _flat_streams(self) -> list[Any]:
-        return list(self.streams)
 
     # -- cell magic ------------------------------------------------------------------------------
 
@@ -680,7 +678,10 @@ class NitoMagics(Magics):
                 if grid is not None:
                     grid.refresh(live=True)
         except BaseException:
-            loop.call_soon_threadsafe(main.cancel)
+            # The loop may have closed since is_alive() (all streams just ended): then there is
+            # nothing to cancel, and the interrupt must not turn into "Event loop is closed".
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(main.cancel)
             worker.join(10)
             raise
         finally:
