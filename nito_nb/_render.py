@@ -14,8 +14,13 @@ Public pieces:
 - ``markdown_to_html(text, *, highlight=True) -> str``
 - ``split_blocks(text) -> (finished, tail)``
 - ``Part(key, html, text, final)``; ``render_parts(state, *, format, live, cache) -> list[Part]``
-- ``bundle(part) -> dict``; ``final_bundle(state, *, format) -> dict``
+- ``bundle(part) -> dict``; ``join_parts(parts) -> dict``; ``final_bundle(state, *, format) -> dict``
+- ``status_text(state) -> str``: the one-line summary
 - ``RenderCache``: optional memo a live caller passes to ``render_parts`` (results never depend on it)
+
+``state`` is duck-typed like a Stream (ENGINE_API.md): ``content, reasoning, tool_calls, status,
+model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done``; missing attributes
+count as empty.
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ __all__ = [
     "RenderCache",
     "bundle",
     "final_bundle",
+    "join_parts",
     "markdown_to_html",
     "render_parts",
     "split_blocks",
+    "status_text",
 ]
 
 FORMATS = ("markdown", "text", "code")
@@ -511,8 +518,12 @@ def split_blocks(text: str) -> tuple[list[str], str]:
       for the next block (a long code block shows as several adjacent boxes). A single line longer
       than that (no newline at all) stays in the tail.
 
-    Blocks are rendered one by one, so a reference-style link whose definition is in another block
-    shows as text in the live view (``final_bundle`` renders the whole answer at once).
+    Only complete lines count, and a cut before a line is decided when that line is complete.
+    Rendering the blocks one by one gives the HTML of the whole text (tested on typical model
+    Markdown), except: a reference-style link defined in another block shows as text (the live
+    view only: ``final_bundle`` renders the whole answer at once); a frozen block; a fence-like
+    line inside a ``$$`` math block; lists nested so that a fence sits in an outer item after an
+    inner item started.
     """
     blocks, tail_start, _ = _segment(text, markdown=True)
     return [text[b.start : b.end] for b in blocks], text[tail_start:]
