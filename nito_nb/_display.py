@@ -121,14 +121,16 @@ class LiveDisplay:
         _check_format(format)
 
     def update(self) -> None:
-        """Render if the last render is at least ``1 / max_rate`` seconds old; else do nothing."""
+        """Render if the last render ended at least ``1 / max_rate`` seconds ago; else do nothing."""
         if self.finished:
             return
         now = self._clock()
         if self._last is not None and now - self._last < self._interval:
             return
-        self._last = now
         self._flush(live=True)
+        # Timed from the end of the render: if rendering is slow (a busy machine, a huge block),
+        # the stream still gets 1 / max_rate seconds between renders instead of none.
+        self._last = self._clock()
 
     def finish(self) -> None:
         """Render the final state (always; repeated calls send nothing new)."""
