@@ -11,6 +11,7 @@ In IPython: ``%load_ext nito_nb`` gives the ``%%nito`` cell magic.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,15 @@ _default_lock = threading.Lock()
 _default_clients: dict[str, Any] = {}
 
 
+@atexit.register
+def _close_default_client() -> None:
+    # The shared client's pooled connections would otherwise be closed by the garbage collector
+    # at exit, with an "unclosed socket" ResourceWarning.
+    client = _default_clients.pop("Client", None)
+    if client is not None:
+        client.close()
+
+
 def _default(kind: type[Client] | type[AsyncClient]) -> Any:
     # One shared client per kind: its connection pool is reused across calls. Key, base URL and
     # timeouts are read per call, so environment changes still apply.
@@ -74,7 +84,7 @@ def stream(
     ``seed``, ``reasoning``...). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
     ``sim/...`` models run on the embedded simulator with no key.
     """
-    return _default(Client).stream(  # type: ignore[no-any-return]
+    return _default(Client).stream(
         prompt_or_messages, model=model, api_key=api_key, base_url=base_url, **params
     )
 
@@ -88,7 +98,7 @@ def astream(
     **params: Any,
 ) -> AsyncStream:
     """The async twin of :func:`stream`: ``async for chunk in nito_nb.astream(...)``."""
-    return _default(AsyncClient).stream(  # type: ignore[no-any-return]
+    return _default(AsyncClient).stream(
         prompt_or_messages, model=model, api_key=api_key, base_url=base_url, **params
     )
 

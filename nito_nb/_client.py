@@ -9,8 +9,10 @@ way httpx writes its twins. Both accept an ``httpx.Client`` / ``httpx.AsyncClien
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
+import socket
 import time
 import weakref
 from dataclasses import dataclass
@@ -277,6 +279,7 @@ class Client(BaseClient):
                     _between_chunks(response, limits.between_chunks)
                     stream._reads = response.iter_bytes()
                     stream._close_source = response.close
+                    stream._abort_source = functools.partial(_abort, response)
                     stream.status = "waiting"
                     return stream
                 try:
@@ -402,6 +405,22 @@ class AsyncClient(BaseClient):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
+
+
+def _abort(response: httpx.Response) -> None:
+    """Cut a response that another thread is reading.
+
+    ``response.close()`` from a second thread waits for the reader (httpcore holds the
+    connection's lock during a read), so a Stop button would wait for the next chunk. Shutting
+    the socket down makes the blocked read return at once; the reader then closes the response.
+    """
+    network_stream = response.extensions.get("network_stream")
+    sock = network_stream.get_extra_info("socket") if network_stream is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: nothing to cut
+            pass
 
 
 def _read_capped(reads: Any) -> bytes:

@@ -114,6 +114,15 @@ class ChunkLog:
         self._ends.append(len(self._raw))
         self._kinds.append(kind)
 
+    def extend(self, t_ns: int, kinds: bytes | bytearray, raws: list[bytes]) -> None:
+        """Several events that arrived with the same read (one call per read on the hot path)."""
+        ends, raw = self._ends, self._raw
+        for piece in raws:
+            raw += piece
+            ends.append(len(raw))
+        self._times.extend([t_ns] * len(raws))
+        self._kinds += kinds
+
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
         self.status_code = status_code
         self.headers = clean_headers(headers)

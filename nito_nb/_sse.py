@@ -16,7 +16,7 @@ Any split of the same bytes gives the same events (tested with hypothesis agains
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["SSEDecoder", "ServerSentEvent"]
 
@@ -24,13 +24,14 @@ _BOM = b"\xef\xbb\xbf"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSentEvent:
+class ServerSentEvent(NamedTuple):
     """One event: a dispatched ``data`` event or a comment line.
 
     ``comment`` is None for data events and the comment text (after ``:`` and one optional space)
     for comments. ``raw`` is the exact body bytes consumed since the previous event, this event's
     own lines included: the ``raw`` of all events, in order, concatenate back to the body.
+    (A NamedTuple, not a dataclass: one is made per chunk, and a tuple is several times cheaper
+    to create; measured in bench/bench_stream.py.)
     """
 
     data: str = ""
@@ -45,11 +46,14 @@ class ServerSentEvent:
         return self.comment is not None
 
 
+_Event = ServerSentEvent
+
+
 class SSEDecoder:
     """Feed bytes with :meth:`decode`, get complete events; call :meth:`flush` at end of body."""
 
     def __init__(self) -> None:
-        self._buffer = b""  # the unfinished last line
+        self._buffer = b""  # the unfinished last line (or, on the fast path, the unfinished event)
         self._raw = bytearray()  # bytes consumed since the last emitted event
         self._data: list[str] | None = None  # data lines of the event being built
         self._event = ""
@@ -70,11 +74,14 @@ class SSEDecoder:
             if buffer.startswith(_BOM):
                 self._raw += _BOM
                 buffer = buffer[3:]
-        line_event = self._line
         if b"\r" not in buffer:
+            if self._data is None and not self._raw and not self._event:
+                self._blocks(buffer, events)
+                return events
             # The common case (LF only): one C-level split instead of a regex scan.
             lines = buffer.split(b"\n")
             self._buffer = lines.pop()
+            line_event = self._line
             for line in lines:
                 line_event(line, line + b"\n", events)
             return events
@@ -84,10 +91,35 @@ class SSEDecoder:
         start = 0
         for match in _LINE_END.finditer(buffer, 0, limit):
             end = match.end()
-            line_event(buffer[start : match.start()], buffer[start:end], events)
+            self._line(buffer[start : match.start()], buffer[start:end], events)
             start = end
         self._buffer = buffer[start:]
         return events
+
+    def _blocks(self, buffer: bytes, events: list[ServerSentEvent]) -> None:
+        """The fast path for LF-only bodies between events: split on the blank lines that end
+        events, and turn the usual one-line ``data:`` event into an event in one step. Anything
+        else goes through the general line rules, so both paths give the same events and bytes
+        (tested against every split). It roughly halves the decoder's cost per chunk."""
+        blocks = buffer.split(b"\n\n")
+        rest = blocks.pop()  # the unfinished event, still waiting for its blank line
+        append, last_id, line_event = events.append, self._last_id, self._line
+        new = tuple.__new__  # what ServerSentEvent(...) does, without its Python-level __new__
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block and not self._raw:
+                append(new(_Event, (block[6:].decode("utf-8", "replace"), "message", last_id, None, None,
+                                    block + b"\n\n")))
+                continue
+            for line in block.split(b"\n"):
+                line_event(line, line + b"\n", events)
+            line_event(b"", b"\n", events)
+            last_id = self._last_id
+        # The whole lines of the unfinished event take effect now, as on the line-by-line path: a
+        # comment is an event when its line arrives, not when the next blank line does.
+        lines = rest.split(b"\n")
+        self._buffer = lines.pop()
+        for line in lines:
+            line_event(line, line + b"\n", events)
 
     def flush(self) -> list[ServerSentEvent]:
         """End of body: finish an unterminated last line and dispatch a pending event.
@@ -98,11 +130,17 @@ class SSEDecoder:
         """
         events: list[ServerSentEvent] = []
         if self._buffer:
-            raw, self._buffer = self._buffer, b""
-            if self._at_start and raw.startswith(_BOM):
+            buffer, self._buffer = self._buffer, b""
+            if self._at_start and buffer.startswith(_BOM):
                 self._raw += _BOM
-                raw = raw[3:]
-            self._line(raw[:-1] if raw.endswith(b"\r") else raw, raw, events)
+                buffer = buffer[3:]
+            # Whole lines left by the fast path, then the unterminated last one.
+            start = 0
+            for match in _LINE_END.finditer(buffer):
+                self._line(buffer[start : match.start()], buffer[start : match.end()], events)
+                start = match.end()
+            if start < len(buffer):
+                self._line(buffer[start:], buffer[start:], events)
         self._at_start = False
         if self._data is not None:
             self._dispatch(events)

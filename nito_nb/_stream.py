@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 
+_json_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
+
 #: Every status a Stream can be in. The first two are "running"; the rest are final.
 STATUSES = ("waiting", "streaming", "done", "error", "truncated", "stopped", "failed")
 _RUNNING = ("waiting", "streaming")
@@ -68,7 +70,9 @@ class Stream:
         self._callbacks: list[Callable[[Stream], Any]] = []
         self._reads: Iterator[bytes] | None = None
         self._close_source: Callable[[], None] | None = None
+        self._abort_source: Callable[[], None] | None = None  # unblocks a read in another thread
         self._live: Iterator[dict[str, Any]] | None = None
+        self._stop_requested = False  # close() was called, maybe from another thread
         self._client: Any = None  # the client that made it, for reply()
 
     # -- results (what has arrived so far) ---------------------------------------------------
@@ -203,44 +207,47 @@ class Stream:
         return self._take(self._decoder.decode(data), t_ns)
 
     def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
+        # The hot path (one pass per network read): every event is classified, logged and folded.
         chunks: list[dict[str, Any]] = []
-        log, acc = self.log, self._acc
-        for event in events:
-            seq = len(log)
-            if event.comment is not None:
-                log.append(t_ns, COMMENT, event.raw)
+        acc, decode = self._acc, _json_decode
+        first_seq = len(self.log)
+        kinds = bytearray()
+        for i, (data, name, _, _, comment, _) in enumerate(events):
+            if comment is not None:
+                kinds.append(COMMENT)
                 continue
-            data = event.data
             if data == "[DONE]":
-                log.append(t_ns, DONE, event.raw)
+                kinds.append(DONE)
                 if acc.done:
-                    acc.note("after-done", "[DONE] was sent more than once", seq)
+                    acc.note("after-done", "[DONE] was sent more than once", first_seq + i)
                 acc.finish()
                 continue
             if not data:
-                log.append(t_ns, EMPTY, event.raw)
+                kinds.append(EMPTY)
                 continue
             try:
-                chunk = json.loads(data)
+                chunk = decode(data)
             except ValueError:
-                log.append(t_ns, BAD_DATA, event.raw)
-                acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", seq)
+                kinds.append(BAD_DATA)
+                acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", first_seq + i)
                 continue
-            if not isinstance(chunk, dict):
-                log.append(t_ns, OTHER, event.raw)
-                acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", seq)
+            if type(chunk) is not dict:
+                kinds.append(OTHER)
+                acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
                 continue
-            log.append(t_ns, CHUNK, event.raw)
-            if event.event == "error" and "error" not in chunk:
+            kinds.append(CHUNK)
+            if name == "error" and "error" not in chunk:
                 chunk = {"error": chunk}  # `event: error` with the error object as the whole data
             if acc.done:
-                acc.add(chunk, seq)  # notes and ignores it (rule 9)
+                acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
-            if acc.add(chunk, seq):
+            if acc.add(chunk, first_seq + i):
                 self._n_token_events += 1
                 if self._first_token_ns is None:
                     self._first_token_ns = t_ns
             chunks.append(chunk)
+        if events:
+            self.log.extend(t_ns, kinds, [event.raw for event in events])
         return chunks
 
     def _end(self, t_ns: int, *, status: str | None = None, exception: NitoError | None = None) -> None:
@@ -350,14 +357,17 @@ class Stream:
             self._end(clock(), status="stopped")
             raise
         except Exception as exc:
-            error = transport_exception(exc, self)
             self._stop_source()
+            if self._stop_requested:  # close() from another thread cut the read under us
+                self._end(clock(), status="stopped")
+                return
+            error = transport_exception(exc, self)
             if error is None:
                 raise
             self._end(clock(), status="truncated", exception=error)
         else:
             self._stop_source()
-            self._end(clock())
+            self._end(clock(), status="stopped" if self._stop_requested and not self._acc.done else None)
         if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
             raise self.exception
 
@@ -374,9 +384,21 @@ class Stream:
         return self
 
     def close(self) -> None:
-        """Stop reading: the connection closes, what arrived stays, the status becomes ``stopped``."""
+        """Stop reading: the connection closes, what arrived stays, the status becomes ``stopped``.
+
+        Safe from another thread while one is iterating (a Stop button): the connection is closed
+        under the reader, whose iteration then ends quietly with the status ``stopped``.
+        """
+        if not self.finished:
+            self._stop_requested = True
         if self._live is not None:
-            self._live.close()  # type: ignore[attr-defined]
+            try:
+                self._live.close()  # type: ignore[attr-defined]
+            except ValueError:  # "generator already executing": another thread is reading it
+                abort = self._abort_source
+                if abort is not None:
+                    abort()
+                return
         if not self.finished:
             self._stop_source()
             self._end(time.perf_counter_ns(), status="stopped")
@@ -538,7 +560,7 @@ class AsyncStream(Stream):
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
-    def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> AsyncStream:  # type: ignore[override]
+    def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> AsyncStream:
         from ._client import AsyncClient, as_messages
 
         client = self._client if isinstance(self._client, AsyncClient) else AsyncClient()

@@ -46,7 +46,9 @@ class ScriptedServer:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical", lifespan="off")
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="critical", lifespan="off"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
@@ -85,8 +87,12 @@ class ScriptedServer:
         if script.header_delay:
             await asyncio.sleep(script.header_delay)
         if script.status != 200 or script.content_type != "text/event-stream":
-            return Response(b"".join(script.parts), status_code=script.status,
-                            media_type=script.content_type, headers=script.headers)
+            return Response(
+                b"".join(script.parts),
+                status_code=script.status,
+                media_type=script.content_type,
+                headers=script.headers,
+            )
 
         async def body_parts() -> AsyncIterator[bytes]:
             for i, part in enumerate(script.parts):
@@ -96,5 +102,6 @@ class ScriptedServer:
             if script.drop:
                 raise _Drop("cut on purpose")
 
-        return StreamingResponse(body_parts(), status_code=200, media_type=script.content_type,
-                                 headers=script.headers)
+        return StreamingResponse(
+            body_parts(), status_code=200, media_type=script.content_type, headers=script.headers
+        )

@@ -51,7 +51,9 @@ def test_stream_sends_the_request_and_accumulates(scripted: ScriptedServer) -> N
     with client(base) as c:
         s = c.stream("Say hello", model="test/model", temperature=0.2, seed=7, max_tokens=None)
         chunks = list(s)
-    assert s.content == "Hello wörld" and s.finish_reason == "stop" and s.done and s.status == "done"
+    assert (
+        s.content == "Hello wörld" and s.finish_reason == "stop" and s.done and s.status == "done"
+    )
     assert s.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     assert len(chunks) == 4 and s.n_chunks == 4 and s.n_events == 6
     sent = json.loads(script.requests[-1]["body"])
@@ -75,7 +77,9 @@ def test_results_read_the_stream_when_nobody_iterates(scripted: ScriptedServer) 
     s = client(base).stream("hi", model="m")
     assert s.status == "waiting"
     assert s.content == "Hello wörld" and s.status == "done"
-    assert list(s) and [c.get("usage") for c in s][-1]["total_tokens"] == 5  # a finished Stream replays
+    assert (
+        list(s) and [c.get("usage") for c in s][-1]["total_tokens"] == 5
+    )  # a finished Stream replays
 
 
 def test_awkward_splits_and_arrival_times(scripted: ScriptedServer) -> None:
@@ -113,22 +117,69 @@ def test_on_done_and_repr(scripted: ScriptedServer) -> None:
 @pytest.mark.parametrize(
     ("status", "body", "content_type", "cls", "message", "code"),
     [
-        (401, b'{"error": {"code": 401, "message": "No auth credentials found"}}', "application/json",
-         nito_nb.AuthenticationError, "No auth credentials found", 401),
-        (402, b'{\n  "error": {\n    "code": 402,\n    "message": "Insufficient credits"\n  }\n}', "application/json",
-         nito_nb.PaymentRequiredError, "Insufficient credits", 402),
-        (404, b'{"error": {"code": "model_not_found", "message": "No such model"}}', "application/json",
-         nito_nb.NotFoundError, "No such model", "model_not_found"),
-        (400, b'{"error": "bad things"}', "application/json", nito_nb.BadRequestError, "bad things", None),
-        (500, b"<!DOCTYPE html>\r\n<html><head><title>500 Internal Server Error</title></head>\r\n<body>oops</body></html>",
-         "text/html", nito_nb.ServerError, "an HTML page (500 Internal Server Error)", None),
-        (503, b"upstream connect error", "text/plain", nito_nb.ServerError, "upstream connect error", None),
+        (
+            401,
+            b'{"error": {"code": 401, "message": "No auth credentials found"}}',
+            "application/json",
+            nito_nb.AuthenticationError,
+            "No auth credentials found",
+            401,
+        ),
+        (
+            402,
+            b'{\n  "error": {\n    "code": 402,\n    "message": "Insufficient credits"\n  }\n}',
+            "application/json",
+            nito_nb.PaymentRequiredError,
+            "Insufficient credits",
+            402,
+        ),
+        (
+            404,
+            b'{"error": {"code": "model_not_found", "message": "No such model"}}',
+            "application/json",
+            nito_nb.NotFoundError,
+            "No such model",
+            "model_not_found",
+        ),
+        (
+            400,
+            b'{"error": "bad things"}',
+            "application/json",
+            nito_nb.BadRequestError,
+            "bad things",
+            None,
+        ),
+        (
+            500,
+            b"<!DOCTYPE html>\r\n<html><head><title>500 Internal Server Error</title></head>\r\n<body>oops</body></html>",
+            "text/html",
+            nito_nb.ServerError,
+            "an HTML page (500 Internal Server Error)",
+            None,
+        ),
+        (
+            503,
+            b"upstream connect error",
+            "text/plain",
+            nito_nb.ServerError,
+            "upstream connect error",
+            None,
+        ),
         (502, b"", "text/plain", nito_nb.ServerError, "an empty body", None),
     ],
 )
-def test_http_errors_are_typed(scripted: ScriptedServer, status: int, body: bytes, content_type: str,
-                               cls: type, message: str, code: object) -> None:
-    base = scripted.add(f"err{status}", Script(status=status, parts=[body], content_type=content_type))
+def test_http_errors_are_typed(
+    scripted: ScriptedServer,
+    status: int,
+    body: bytes,
+    content_type: str,
+    cls: type,
+    message: str,
+    code: object,
+) -> None:
+    base = scripted.add(
+        f"err{status}", Script(status=status, parts=[body], content_type=content_type)
+    )
     with pytest.raises(cls) as info:
         client(base, max_retries=0).stream("hi", model="m")
     error = info.value
@@ -140,8 +191,12 @@ def test_http_errors_are_typed(scripted: ScriptedServer, status: int, body: byte
 
 
 def test_rate_limit_is_retried_with_retry_after(scripted: ScriptedServer) -> None:
-    limited = Script(status=429, parts=[b'{"error": {"code": 429, "message": "slow down"}}'],
-                     content_type="application/json", headers={"Retry-After": "0.2"})
+    limited = Script(
+        status=429,
+        parts=[b'{"error": {"code": 429, "message": "slow down"}}'],
+        content_type="application/json",
+        headers={"Retry-After": "0.2"},
+    )
     ok = Script(parts=HELLO)
     base = scripted.add("retry", limited, ok)
     start = time.perf_counter()
@@ -151,12 +206,20 @@ def test_rate_limit_is_retried_with_retry_after(scripted: ScriptedServer) -> Non
 
 
 def test_rate_limit_gives_up_with_retry_after(scripted: ScriptedServer) -> None:
-    limited = Script(status=429, parts=[b'{"error": {"code": 429, "message": "slow down"}}'],
-                     content_type="application/json", headers={"Retry-After": "3600"})
+    limited = Script(
+        status=429,
+        parts=[b'{"error": {"code": 429, "message": "slow down"}}'],
+        content_type="application/json",
+        headers={"Retry-After": "3600"},
+    )
     base = scripted.add("retry-long", limited)
     with pytest.raises(nito_nb.RateLimitError) as info:
         client(base).stream("hi", model="m")
-    assert info.value.retry_after == 3600 and "retry after 3600 s" in str(info.value) and limited.times == 1
+    assert (
+        info.value.retry_after == 3600
+        and "retry after 3600 s" in str(info.value)
+        and limited.times == 1
+    )
 
 
 def test_retries_are_bounded(scripted: ScriptedServer) -> None:
@@ -169,7 +232,9 @@ def test_retries_are_bounded(scripted: ScriptedServer) -> None:
 
 def test_not_an_event_stream(scripted: ScriptedServer) -> None:
     base = scripted.add("json", Script(parts=[b'{"choices": []}'], content_type="application/json"))
-    with pytest.raises(nito_nb.NotEventStreamError, match="application/json instead of an event stream"):
+    with pytest.raises(
+        nito_nb.NotEventStreamError, match="application/json instead of an event stream"
+    ):
         client(base).stream("hi", model="m")
 
 
@@ -196,7 +261,11 @@ def test_missing_key_and_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_mid_stream_error_raises_after_keeping_everything(scripted: ScriptedServer) -> None:
     parts = [
         chunk_line({"role": "assistant", "content": "partial "}),
-        chunk_line({"content": ""}, finish="error", error={"code": 502, "message": "Upstream provider disconnected"}),
+        chunk_line(
+            {"content": ""},
+            finish="error",
+            error={"code": 502, "message": "Upstream provider disconnected"},
+        ),
         b"data: [DONE]\n\n",
     ]
     base = scripted.add("midstream", Script(parts=parts))
@@ -281,14 +350,25 @@ def test_keyboard_interrupt_closes_and_keeps(scripted: ScriptedServer) -> None:
 
 
 def test_the_key_never_reaches_logs_reprs_or_errors(scripted: ScriptedServer, tmp_path) -> None:
-    echoing = Script(status=401, parts=[f'{{"error": {{"message": "Incorrect API key provided: {KEY}"}}}}'.encode()],
-                     content_type="application/json", headers={"Set-Cookie": "session=abc"})
+    echoing = Script(
+        status=401,
+        parts=[f'{{"error": {{"message": "Incorrect API key provided: {KEY}"}}}}'.encode()],
+        content_type="application/json",
+        headers={"Set-Cookie": "session=abc"},
+    )
     base = scripted.add("echo-key", echoing)
     c = client(base)
     with pytest.raises(nito_nb.AuthenticationError) as info:
         c.stream("hi", model="m")
     error = info.value
-    texts = [str(error), repr(error), error.body, repr(error.stream), repr(c), "".join(error.stream.log.to_lines())]
+    texts = [
+        str(error),
+        repr(error),
+        error.body,
+        repr(error.stream),
+        repr(c),
+        "".join(error.stream.log.to_lines()),
+    ]
     assert all(KEY not in t for t in texts) and "[redacted]" in str(error)
     assert "set-cookie" not in error.stream.log.headers
     ok = scripted.add("ok-key", Script(parts=HELLO, headers={"Set-Cookie": "s=1"}))
@@ -335,7 +415,12 @@ def test_async_stream(scripted: ScriptedServer) -> None:
 
 
 def test_async_errors_and_close(scripted: ScriptedServer) -> None:
-    err = scripted.add("async-401", Script(status=401, parts=[b'{"error": {"message": "nope"}}'], content_type="application/json"))
+    err = scripted.add(
+        "async-401",
+        Script(
+            status=401, parts=[b'{"error": {"message": "nope"}}'], content_type="application/json"
+        ),
+    )
     slow = scripted.add("async-slow", Script(parts=HELLO, delays=[0, 0, 5, 0, 0, 0]))
 
     async def main() -> None:
@@ -369,3 +454,19 @@ def test_module_level_astream_on_the_simulator() -> None:
         return s
 
     assert asyncio.run(main()).content == "async echo"
+
+
+def test_close_from_another_thread_stops_the_reader(scripted: ScriptedServer) -> None:
+    # A Stop button: one thread iterates, another closes.
+    base = scripted.add("thread-close", Script(parts=HELLO, delays=[0, 0, 5, 0, 0, 0]))
+    s = client(base).stream("hi", model="m")
+    reader = threading.Thread(target=s.wait)
+    reader.start()
+    deadline = time.monotonic() + 5
+    while not s.content and time.monotonic() < deadline:
+        time.sleep(0.01)
+    start = time.perf_counter()
+    s.close()
+    reader.join(timeout=3)
+    assert not reader.is_alive() and time.perf_counter() - start < 2
+    assert s.status == "stopped" and s.content == "Hel" and s.exception is None

@@ -16,9 +16,13 @@ from nito_nb._log import ChunkLog
 
 def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object) -> nito_nb.Stream:
     """A Stream fed by hand: (arrival time in ns since t0, bytes) per read."""
-    s = nito_nb.Stream({"model": "m", "messages": [{"role": "user", "content": "hi"}], "params": {}})
+    s = nito_nb.Stream(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "params": {}}
+    )
     s.log.t0_ns = 1_000
-    s.log.set_response(200, {"content-type": "text/event-stream", "Set-Cookie": "x"}, 1_000 + 5_000_000)
+    s.log.set_response(
+        200, {"content-type": "text/event-stream", "Set-Cookie": "x"}, 1_000 + 5_000_000
+    )
     for t, data in reads:
         s._feed(data, 1_000 + t)
     s._end(1_000 + (end if end is not None else reads[-1][0]), **end_kwargs)  # type: ignore[arg-type]
@@ -26,15 +30,41 @@ def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object)
 
 
 def same(a: nito_nb.Stream, b: nito_nb.Stream) -> None:
-    assert [(e.seq, e.t_ns, e.kind, e.raw) for e in a.log] == [(e.seq, e.t_ns, e.kind, e.raw) for e in b.log]
-    for name in ("content", "reasoning", "reasoning_details", "finish_reason", "usage", "error", "done",
-                 "status", "model", "ttft", "ttfb", "elapsed", "n_chunks", "n_events", "request", "web_search",
-                 "free_tier"):
+    assert [(e.seq, e.t_ns, e.kind, e.raw) for e in a.log] == [
+        (e.seq, e.t_ns, e.kind, e.raw) for e in b.log
+    ]
+    for name in (
+        "content",
+        "reasoning",
+        "reasoning_details",
+        "finish_reason",
+        "usage",
+        "error",
+        "done",
+        "status",
+        "model",
+        "ttft",
+        "ttfb",
+        "elapsed",
+        "n_chunks",
+        "n_events",
+        "request",
+        "web_search",
+        "free_tier",
+    ):
         assert getattr(a, name) == getattr(b, name), name
-    assert [(c.id, c.name, c.arguments) for c in a.tool_calls] == [(c.id, c.name, c.arguments) for c in b.tool_calls]
-    assert [(x.kind, x.seq, x.count) for x in a.anomalies] == [(x.kind, x.seq, x.count) for x in b.anomalies]
+    assert [(c.id, c.name, c.arguments) for c in a.tool_calls] == [
+        (c.id, c.name, c.arguments) for c in b.tool_calls
+    ]
+    assert [(x.kind, x.seq, x.count) for x in a.anomalies] == [
+        (x.kind, x.seq, x.count) for x in b.anomalies
+    ]
     assert type(a.exception) is type(b.exception)
-    assert a.log.t0_wall == b.log.t0_wall and a.log.headers == b.log.headers and a.log.status_code == b.log.status_code
+    assert (
+        a.log.t0_wall == b.log.t0_wall
+        and a.log.headers == b.log.headers
+        and a.log.status_code == b.log.status_code
+    )
 
 
 def test_events_have_times_kinds_and_raw_bytes() -> None:
@@ -59,27 +89,64 @@ def test_events_have_times_kinds_and_raw_bytes() -> None:
 def test_save_and_load_give_the_same_stream(tmp_path: Path) -> None:
     s = fed(
         (1_000_000, b": keep-alive\n\n"),
-        (2_000_000, chunk_line({"role": "assistant", "reasoning_details": [{"type": "reasoning.text", "text": "t", "index": 0}]})),
-        (3_000_000, chunk_line({"content": "héllo \U0001f600", "tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}]})),
+        (
+            2_000_000,
+            chunk_line(
+                {
+                    "role": "assistant",
+                    "reasoning_details": [{"type": "reasoning.text", "text": "t", "index": 0}],
+                }
+            ),
+        ),
+        (
+            3_000_000,
+            chunk_line(
+                {
+                    "content": "héllo \U0001f600",
+                    "tool_calls": [
+                        {"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}
+                    ],
+                }
+            ),
+        ),
         (4_000_000, chunk_line({}, finish="stop", usage={"total_tokens": 3}) + b"data: [DONE]\n\n"),
     )
     loaded = nito_nb.load(s.save(tmp_path / "run.jsonl"))
     same(s, loaded)
     lines = (tmp_path / "run.jsonl").read_text().splitlines()
-    assert json.loads(lines[0])["nito_nb_log"] == 1 and json.loads(lines[-1]) == {"end": {"status": "done"}}
+    assert json.loads(lines[0])["nito_nb_log"] == 1 and json.loads(lines[-1]) == {
+        "end": {"status": "done"}
+    }
 
 
 @pytest.mark.parametrize(
     ("reads", "end_kwargs", "status"),
     [
         ([(1, chunk_line({"content": "cut"}))], {}, "truncated"),
-        ([(1, chunk_line({"content": "x"}, finish="error", error={"code": 502, "message": "down"}))], {}, "error"),
+        (
+            [
+                (
+                    1,
+                    chunk_line(
+                        {"content": "x"}, finish="error", error={"code": 502, "message": "down"}
+                    ),
+                )
+            ],
+            {},
+            "error",
+        ),
         ([(1, chunk_line({"content": "stop me"}))], {"status": "stopped"}, "stopped"),
-        ([(1, chunk_line({"content": "lost"}))], {"status": "truncated", "exception": nito_nb.ConnectionLost("gone")}, "truncated"),
+        (
+            [(1, chunk_line({"content": "lost"}))],
+            {"status": "truncated", "exception": nito_nb.ConnectionLost("gone")},
+            "truncated",
+        ),
         ([(1, b"data: \xff\xfe not utf-8\n\n")], {}, "truncated"),
     ],
 )
-def test_every_ending_survives_save_and_load(tmp_path: Path, reads: list, end_kwargs: dict, status: str) -> None:
+def test_every_ending_survives_save_and_load(
+    tmp_path: Path, reads: list, end_kwargs: dict, status: str
+) -> None:
     s = fed(*reads, **end_kwargs)
     assert s.status == status
     same(s, nito_nb.load(s.save(tmp_path / "x.jsonl")))
@@ -94,7 +161,11 @@ def test_recordings_round_trip(tmp_path: Path, path: Path) -> None:
 def test_failed_request_round_trips(tmp_path: Path) -> None:
     s = nito_nb.read_sse(REAL / "openrouter-http-error-1.sse", status_code=429)
     loaded = nito_nb.load(s.save(tmp_path / "f.jsonl"))
-    assert loaded.status == "failed" and loaded.log[0].kind == "http-error" and loaded.log[0].raw == s.log[0].raw
+    assert (
+        loaded.status == "failed"
+        and loaded.log[0].kind == "http-error"
+        and loaded.log[0].raw == s.log[0].raw
+    )
 
 
 def test_load_rejects_what_is_not_a_log(tmp_path: Path) -> None:
@@ -119,7 +190,9 @@ def test_log_memory_is_close_to_the_raw_bytes() -> None:
 def test_clean_headers_drops_credentials() -> None:
     from nito_nb._log import clean_headers
 
-    assert clean_headers({"Authorization": "Bearer x", "Cookie": "c", "X-Request-Id": "r"}) == {"x-request-id": "r"}
+    assert clean_headers({"Authorization": "Bearer x", "Cookie": "c", "X-Request-Id": "r"}) == {
+        "x-request-id": "r"
+    }
     assert repr(ChunkLog()) == "<ChunkLog 0 events, 0 bytes>"
 
 

@@ -61,7 +61,11 @@ def reference(body: bytes) -> dict:
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
     readable = [text for key, text in sorted(details.items(), key=lambda kv: kv[0][0]) if text]
-    reasoning = "\n\n".join(readable) if readable else ("".join(plain["reasoning"]) or "".join(plain["reasoning_content"]))
+    reasoning = (
+        "\n\n".join(readable)
+        if readable
+        else ("".join(plain["reasoning"]) or "".join(plain["reasoning_content"]))
+    )
     return {
         "content": "".join(content),
         "reasoning": reasoning,
@@ -119,7 +123,7 @@ def test_recording_log_is_whole(path: Path) -> None:
     stream = nito_nb.read_sse(body)
     if stream.status != "failed":
         # Every byte of the body is in exactly one event (up to trailing blank lines).
-        assert body.startswith(stream.log.body) and not body[len(stream.log.body):].strip()
+        assert body.startswith(stream.log.body) and not body[len(stream.log.body) :].strip()
         assert stream.n_events == len(stream.log) and stream.n_chunks <= len(stream.log)
 
 
@@ -128,8 +132,15 @@ def test_recording_log_is_whole(path: Path) -> None:
     ("name", "expected"),
     [
         ("openrouter-content-1", {"content": "Olá! 😊", "finish_reason": "stop", "done": True}),
-        ("openai-tools-parallel-1", {"tool_calls": [("call_ehIWdjL1abZk1h8FWGLQ0Hie", "add", '{"a": 2, "b": 3}'),
-                                                     ("call_fBSgA47J5VeONggizTIvl7AH", "multiply", '{"a": 2, "b": 3}')]}),
+        (
+            "openai-tools-parallel-1",
+            {
+                "tool_calls": [
+                    ("call_ehIWdjL1abZk1h8FWGLQ0Hie", "add", '{"a": 2, "b": 3}'),
+                    ("call_fBSgA47J5VeONggizTIvl7AH", "multiply", '{"a": 2, "b": 3}'),
+                ]
+            },
+        ),
         ("deepseek-reasoning-1", {"content": "Hello there! 😊 How can I help you today?"}),
         ("snowflake-reasoning-1", {"reasoning": "15 * 27 = 405", "finish_reason": None}),
     ],
@@ -159,6 +170,8 @@ def test_read_sse_accepts_bytes_text_and_paths() -> None:
     path = Path(__file__).parent / "data" / "real" / "openrouter-content-1.sse"
     by_path, by_str_path = nito_nb.read_sse(path), nito_nb.read_sse(str(path))
     by_bytes, by_text = nito_nb.read_sse(path.read_bytes()), nito_nb.read_sse(path.read_text())
-    assert by_path.content == by_str_path.content == by_bytes.content == by_text.content == "Olá! 😊"
+    assert (
+        by_path.content == by_str_path.content == by_bytes.content == by_text.content == "Olá! 😊"
+    )
     with pytest.raises(TypeError, match="bytes, str or a path"):
         nito_nb.read_sse(42)  # type: ignore[arg-type]
