@@ -39,31 +39,35 @@ class _Slot:
     round stays small even when a burst finishes many blocks at once.
     """
 
-    __slots__ = ("dirty", "handle", "keys", "parts")
+    __slots__ = ("all_final", "answer", "dirty", "handle", "keys", "parts")
 
     def __init__(self, part: Part) -> None:
         self.keys = [part.key]
         self.parts = {part.key: part}
         self.handle: Any = None
         self.dirty = True
-
-    def is_answer(self) -> bool:
-        return all(key.startswith("answer-") for key in self.keys)
+        self.answer = part.key.startswith("answer-")  # only answer blocks ever join a slot
+        self.all_final = part.final
 
     def can_absorb(self, part: Part) -> bool:
         # Only while this slot is being sent this round anyway: a slot whose blocks were all sent
         # final must never be sent again.
         return (
             self.dirty
+            and self.answer
+            and self.all_final
             and part.final
             and part.key.startswith("answer-")
-            and self.is_answer()
-            and all(p.final for p in self.parts.values())
         )
 
     def add(self, part: Part) -> None:
         self.keys.append(part.key)
         self.parts[part.key] = part
+
+    def replace(self, part: Part) -> None:
+        self.parts[part.key] = part
+        self.all_final = all(p.final for p in self.parts.values())  # a slot being updated is small
+        self.dirty = True
 
     def bundle(self) -> dict[str, str]:
         parts = [self.parts[key] for key in self.keys]
@@ -166,8 +170,7 @@ class LiveDisplay:
             known = self._slot_of.get(part.key)
             if known is not None:
                 if known.parts[part.key] is not part and known.parts[part.key] != part:
-                    known.parts[part.key] = part
-                    known.dirty = True
+                    known.replace(part)
                 continue
             last = self._slots[-1] if self._slots else None
             if last is not None and last.can_absorb(part):
