@@ -615,6 +615,8 @@ class _Builder:
         pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
         pending_error: list[bool] = []
         plan: list[tuple[int, int, str | None]] = []
+        groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
+        token_rows: list[int] = []
         find = body.find
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
@@ -625,9 +627,8 @@ class _Builder:
             if found >= 0:
                 start = found + 11
                 end = find(b'"', start, last)
-                while (
-                    end >= 0 and body[end - 1] == 0x5C
-                ):  # a backslash: escaped unless itself escaped
+                # A quote after a backslash ends nothing, unless the backslash is itself escaped.
+                while end >= 0 and body[end - 1] == 0x5C:
                     before = end - 2
                     while body[before] == 0x5C:
                         before -= 1
@@ -645,21 +646,29 @@ class _Builder:
                             text = json.loads('"' + content.decode("utf-8", "replace") + '"')
                         else:
                             text = content.decode("utf-8", "replace")
-                        info = infos[index]
-                        if info.targets is None:  # fragments or reasoning: add() places it
+                        if infos[index].targets is None:  # fragments or reasoning: add() places it
                             plan.append((seq, index, text))
                             continue
+                        # Placed in bulk after the loop: rows grouped by skeleton, token rows.
                         row = base + seq
-                        for column, value in info.targets:
-                            column[row] = value
+                        group = groups.get(index)
+                        if group is None:
+                            group = groups[index] = []
+                        group.append(row)
                         contents[row] = text
-                        if text and seq <= first_done:
-                            token[seq + 1] = True
+                        if text:
+                            token_rows.append(seq + 1)
                         continue
             data, error_event = _chunk_data(body[first:last])
             plan.append((seq, -1 - len(pending), None))
             pending.append(data)
             pending_error.append(error_event)
+        for index, rows in groups.items():
+            for column, value in infos[index].targets:
+                column.update(dict.fromkeys(rows, value))
+        if token_rows:
+            token[token_rows] = True
+            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
         for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
             raw = body[int(starts[seq]) : int(ends[seq])]
             if kinds[seq] == COMMENT:
