@@ -620,3 +620,26 @@ def test_frame_of_a_live_stream_is_a_snapshot() -> None:
     s._end(20 * MS)
     assert df.nito.metrics().iloc[0]["status"] == "streaming"
     assert df.nito.text().iloc[0] == "so far" and s.frame().nito.text().iloc[0] == "so far and more"
+
+
+def test_content_strings_with_escapes_and_lookalike_keys() -> None:
+    texts = ['say "hi"', "ends with a backslash \\", '\\"', "é😀\u2028", "", "tab\there"]
+    lines = [
+        b"data: "
+        + json.dumps({"id": "g", "choices": [{"index": 0, "delta": {"content": text}}]}).encode()
+        + b"\n\n"
+        for text in texts
+    ]
+    # A vendor field named "content" before the delta: its string is not the answer's.
+    lookalike = {
+        "meta": {"content": "not the answer"},
+        "choices": [{"index": 0, "delta": {"content": "real"}}],
+    }
+    lines.append(b"data: " + json.dumps(lookalike).encode() + b"\n\n")
+    lines.append(b'data:{"choices":[{"index":0,"delta":{"content" : "spaced"}}]}\n\n')
+    s = timed([(0.1 * (i + 1), line) for i, line in enumerate(lines)])
+    df = s.frame()
+    assert df.nito.text().iloc[0] == s.content == "".join(texts) + "real" + "spaced"
+    assert df.content.iloc[1 : len(texts) + 1].tolist() == texts
+    assert json.loads(df.extras.iloc[len(texts) + 1]) == {"meta": {"content": "not the answer"}}
+    assert df.token.sum() == len([t for t in texts if t]) + 2
