@@ -208,7 +208,7 @@ class Accumulator:
             return False
         # The usual chunk: one choice whose delta holds only a content fragment. Taken in one
         # step, it keeps accumulation well under the cost of json.loads (bench/bench_stream.py).
-        if len(choices) == 1 and type(choices) is list:
+        if type(choices) is list and len(choices) == 1:
             choice = choices[0]
             if type(choice) is dict and choice.get("finish_reason") is None and choice.get("index", 0) == 0:
                 delta = choice.get("delta")

@@ -13,8 +13,8 @@ import functools
 import os
 import random
 import socket
+import ssl
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -324,21 +324,13 @@ class AsyncClient(BaseClient):
                  http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
                  max_retry_wait: float = 30.0) -> None:
         super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait)
-        self._own_http = http_client is None
-        self._http = http_client  # created lazily: an httpx.AsyncClient belongs to one event loop
-        self._http_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Without an httpx client of the user's, each stream gets its own, closed with the stream:
+        # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
+        # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
+        self._http = http_client
 
-    def _client_for_loop(self) -> httpx.AsyncClient:
-        if self._http is not None:
-            return self._http
-        loop = asyncio.get_running_loop()
-        client = self._http_by_loop.get(loop)
-        if client is None:
-            client = httpx.AsyncClient(timeout=self.timeout.httpx())
-            self._http_by_loop[loop] = client
-        return client
+    def _new_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context())
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
@@ -351,8 +343,27 @@ class AsyncClient(BaseClient):
         stream._client = self
 
         async def open_stream(stream: AsyncStream) -> None:
-            http = self._client_for_loop()
             stream._opener = None
+            http = self._http or self._new_http()
+            try:
+                await connect(stream, http)
+            except BaseException:
+                if http is not self._http:
+                    await http.aclose()
+                raise
+            if http is not self._http:
+                close_response = stream._aclose_source
+
+                async def close_both() -> None:
+                    try:
+                        if close_response is not None:
+                            await close_response()
+                    finally:
+                        await http.aclose()
+
+                stream._aclose_source = close_both
+
+        async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
                 stream.attempts = attempt + 1
                 stream.log.t0_ns = time.perf_counter_ns()
@@ -388,23 +399,34 @@ class AsyncClient(BaseClient):
         url = (base_url or self.base_url).rstrip("/")
         key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        response = await self._client_for_loop().get(f"{url}/models", headers=headers)
+        http = self._http or self._new_http()
+        try:
+            response = await http.get(f"{url}/models", headers=headers)
+        finally:
+            if http is not self._http:
+                await http.aclose()
         if response.status_code >= 400:
             raise self._http_error(Stream({"base_url": url}), response, response.content, key)
         return list(response.json().get("data", []))
 
     async def aclose(self) -> None:
-        if self._own_http:
-            clients = list(self._http_by_loop.values())
-            self._http_by_loop.clear()
-            for client in clients:
-                await client.aclose()
+        """Nothing to release: each stream closes its own connection (a client you passed in
+        stays yours to close)."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's CAs), built once: loading the CA file is the slow
+    part of creating an httpx client."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _abort(response: httpx.Response) -> None:
