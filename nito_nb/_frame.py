@@ -331,6 +331,13 @@ class _ChunkInfo:
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
 
 
+def _json_string(content: bytes) -> str:
+    """The text of a JSON string's bytes (without its quotes)."""
+    if b"\\" in content:
+        return json.loads('"' + content.decode("utf-8", "replace") + '"')  # type: ignore[no-any-return]
+    return content.decode("utf-8", "replace")
+
+
 def _chunk_data(raw: bytes) -> tuple[bytes, bool]:
     """The data of a chunk event (its JSON text) and whether it is an ``event: error``."""
     line = raw.strip(b"\r\n")
@@ -617,6 +624,8 @@ class _Builder:
         plan: list[tuple[int, int, str | None]] = []
         groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
         token_rows: list[int] = []
+        escaped_rows: list[int] = []
+        escaped: list[bytes] = []
         find = body.find
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
@@ -642,27 +651,31 @@ class _Builder:
                         index = skeletons[key] = self._skeleton(key)
                     if index >= 0:
                         content = body[start:end]
-                        if b"\\" in content:
-                            text = json.loads('"' + content.decode("utf-8", "replace") + '"')
-                        else:
-                            text = content.decode("utf-8", "replace")
                         if infos[index].targets is None:  # fragments or reasoning: add() places it
-                            plan.append((seq, index, text))
+                            plan.append((seq, index, _json_string(content)))
                             continue
-                        # Placed in bulk after the loop: rows grouped by skeleton, token rows.
+                        # Placed in bulk after the loop: rows grouped by skeleton, token rows,
+                        # and strings with escapes decoded by one json.loads.
                         row = base + seq
                         group = groups.get(index)
                         if group is None:
                             group = groups[index] = []
                         group.append(row)
-                        contents[row] = text
-                        if text:
+                        if b"\\" in content:
+                            escaped_rows.append(row)
+                            escaped.append(content)
+                        else:
+                            contents[row] = content.decode("utf-8", "replace")
+                        if content:
                             token_rows.append(seq + 1)
                         continue
             data, error_event = _chunk_data(body[first:last])
             plan.append((seq, -1 - len(pending), None))
             pending.append(data)
             pending_error.append(error_event)
+        if escaped:
+            texts = json.loads('["' + b'","'.join(escaped).decode("utf-8", "replace") + '"]')
+            contents.update(zip(escaped_rows, texts, strict=True))
         for index, rows in groups.items():
             for column, value in infos[index].targets:
                 column.update(dict.fromkeys(rows, value))
