@@ -334,7 +334,7 @@ class _ChunkInfo:
 def _json_string(content: bytes) -> str:
     """The text of a JSON string's bytes (without its quotes)."""
     if b"\\" in content:
-        return json.loads('"' + content.decode("utf-8", "replace") + '"')  # type: ignore[no-any-return]
+        return json.loads('"' + content.decode("utf-8", "replace") + '"')
     return content.decode("utf-8", "replace")
 
 
