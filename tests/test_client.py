@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from conftest import chunk_line
 from scripted_server import Script, ScriptedServer
 
@@ -470,3 +472,24 @@ def test_close_from_another_thread_stops_the_reader(scripted: ScriptedServer) ->
     reader.join(timeout=3)
     assert not reader.is_alive() and time.perf_counter() - start < 2
     assert s.status == "stopped" and s.content == "Hel" and s.exception is None
+
+
+@given(
+    body=st.binary(max_size=300),
+    status=st.sampled_from([200, 200, 200, 400, 401, 429, 500, 503]),
+    content_type=st.sampled_from(["text/event-stream", "application/json", "text/html", ""]),
+    drop=st.booleans(),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_garbage_from_the_server_gives_only_typed_errors(
+    scripted: ScriptedServer, body: bytes, status: int, content_type: str, drop: bool
+) -> None:
+    base = scripted.add("garbage", Script(status=status, parts=[body], content_type=content_type, drop=drop))
+    try:
+        s = client(base, max_retries=0).stream("hi", model="m")
+        s.wait()
+    except nito_nb.NitoError as error:
+        assert error.stream is not None  # what arrived is kept, whatever happened
+    finally:
+        while _OPEN:
+            _OPEN.pop().close()
