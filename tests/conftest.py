@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from scripted_server import ScriptedServer
 
 DATA = Path(__file__).parent / "data"

@@ -386,4 +386,4 @@ def test_odd_chunks_never_raise(chunks: list[dict]) -> None:
         default=str,
     )
     for call in acc.tool_calls:
-        call.arguments, call.parsed, call.valid_json, repr(call)  # noqa: B018
+        call.arguments, call.parsed, call.valid_json, repr(call)

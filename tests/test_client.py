@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import chunk_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import chunk_line
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
@@ -324,7 +324,7 @@ def test_first_byte_timeout_is_separate(scripted: ScriptedServer) -> None:
 def test_close_mid_stream_keeps_what_arrived(scripted: ScriptedServer) -> None:
     base = scripted.add("slow", Script(parts=HELLO, delays=[0, 0, 5, 0, 0, 0]))
     with client(base).stream("hi", model="m") as s:
-        for c in s:
+        for _ in s:
             if s.content:
                 break
     assert s.status == "stopped" and s.content == "Hel" and s.exception is None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nito_nb._sse import SSEDecoder, ServerSentEvent
+from nito_nb._sse import ServerSentEvent, SSEDecoder
 
 
 def decode_all(*parts: bytes) -> list[ServerSentEvent]:
