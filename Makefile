@@ -26,8 +26,12 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check nito_nb tests bench
 	$(BIN)/mypy
 
+# The browser tests run in a pytest of their own: Playwright's sync API keeps an event loop
+# running in the main thread for as long as its browser lives, and asyncio.run() in any later
+# test would fail under it.
 test: $(BIN)/.installed browser-deps lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not browser"
+	$(BIN)/python -m pytest -m browser tests/browser
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/run_all.py
