@@ -72,7 +72,7 @@ IMAGES = {"analysis": 3}
 
 # What must never be in a saved output: the machine's paths, and anything like a credential.
 MACHINE_PATHS = sorted(
-    {str(REPO), str(Path.home()), sys.prefix, "/work/", "/root/", "/tmp/", "/home/"},
+    {str(REPO), str(Path.home()), sys.prefix, "/work/", "/root/", "/tmp/", "/home/"} - {"/"},
     key=len,
     reverse=True,
 )
