@@ -26,8 +26,8 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -83,18 +83,21 @@ def start_simulator() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "0"}
     env.pop("NITO_SIM_API_KEY", None)
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "nito_nb.sim", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # generous: a busy CI machine starts Python slowly
     while True:
         try:
-            urllib.request.urlopen(f"{base_url}/models", timeout=1).read()
-            return proc, base_url
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, base_url
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise RuntimeError("the simulator did not start") from None
+                log.seek(0)
+                output = log.read().decode("utf-8", "replace")[-2000:]
+                raise RuntimeError(f"the simulator did not start:\n{output}") from None
             time.sleep(0.1)
 
 
