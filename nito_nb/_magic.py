@@ -54,6 +54,8 @@ REASONING_EFFORTS = ("low", "medium", "high")
 GRID_WINDOW_CHARS = 2000
 #: ... and the grid is refreshed at most this often: each refresh carries every column.
 GRID_MAX_RATE = 10.0
+#: --run-tools: at most this many rounds of (tool calls, results) before the answer is left as is.
+MAX_TOOL_ROUNDS = 5
 #: A recorded SSE file has no arrival times: it is replayed at a steady pace, at most this long.
 SSE_REPLAY_SECONDS = 5.0
 
@@ -192,6 +194,39 @@ def tools_from(names: str, namespace: dict[str, Any]) -> list[dict[str, Any]]:
                     '{"name": ..., "description": ..., "parameters": {...}}'
                 )
     return tools
+
+
+def tool_functions(names: str, namespace: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+    """The Python functions among ``--tools`` names, by tool name (schemas have nothing to run)."""
+    functions: dict[str, Callable[..., Any]] = {}
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        value = namespace.get(name)
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if callable(item) and not isinstance(item, dict):
+                functions[getattr(item, "__name__", name)] = item
+    return functions
+
+
+def run_tool(functions: dict[str, Callable[..., Any]], call: Any) -> dict[str, Any]:
+    """Run one tool call (``--run-tools``) and return its ``tool`` message; a failure is the result.
+
+    Each run is printed on one line, so the notebook shows what was executed.
+    """
+    function = functions.get(call.name)
+    arguments = call.parsed if call.valid_json else None
+    if function is None:
+        result = f"Error: no function named {call.name!r} was offered to run."
+    elif not isinstance(arguments, dict):
+        result = f"Error: the arguments are not a JSON object: {call.arguments[:200]!r}"
+    else:
+        try:
+            value = function(**arguments)
+            result = value if isinstance(value, str) else json.dumps(value, default=str)
+        except Exception as exc:  # the model sees the error and may try again
+            result = f"Error: {type(exc).__name__}: {exc}"
+    shown = ", ".join(f"{k}={v!r}" for k, v in (arguments or {}).items())
+    print(f"→ ran {call.name}({shown[:200]}) → {result[:200]}")
+    return {"role": "tool", "tool_call_id": call.id, "content": result}
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -376,7 +411,10 @@ class NitoMagics(Magics):
     @argument("--reasoning", choices=REASONING_EFFORTS, help="reasoning effort")
     @argument("--tools", metavar="NAMES",
               help="comma-separated names of functions or JSON tool schemas in the namespace; "
-                   "the model's tool calls are shown, never run")
+                   "the model's tool calls are shown, not run (see --run-tools)")
+    @argument("--run-tools", action="store_true",
+              help="run the model's calls of --tools functions and send the results back, "
+                   f"up to {MAX_TOOL_ROUNDS} rounds (only with this flag: tools never run otherwise)")
     @argument("--json", action="store_true", help='ask for a JSON object (response_format)')
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
@@ -463,7 +501,8 @@ class NitoMagics(Magics):
         usage = self.nito.__doc__ or ""
         return (
             "%%nito [options]  -- then the prompt in the cell\n\n" + inspect.cleandoc(usage) + "\n\n"
-            "Tool calls are shown (name and arguments, live) but never executed.\n"
+            "Tool calls are shown (name and arguments, live); they are never executed unless you add\n"
+            "--run-tools (then the --tools functions run and their results go back to the model).\n"
             "Examples:\n"
             "  %%nito -m sim/chat\n  Explain SSE in two lines.\n\n"
             "  %%nito -m sim/chat,sim/reasoning --temperature 0.2\n  Same prompt, two models.\n"
@@ -526,6 +565,8 @@ class NitoMagics(Magics):
             raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
         if args.chat and len(models) > 1:
             raise UsageError("--chat keeps one conversation: use it with one model")
+        if args.run_tools and (len(models) > 1 or not args.tools):
+            raise UsageError("--run-tools runs the --tools functions of one model: give --tools and one -m")
         prompt = cell.strip("\n")
         if settings.interpolate and not args.no_interpolate:
             prompt = interpolate(prompt, self.namespace)
@@ -588,6 +629,32 @@ class NitoMagics(Magics):
         self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
         user: dict[str, Any],
     ) -> None:
+        functions = tool_functions(args.tools, self.namespace) if args.run_tools else {}
+        turn = [user]
+        started: list[Any] = []  # every Stream of this cell, also one an interrupt cut short
+        try:
+            for round_ in range(MAX_TOOL_ROUNDS + 1):
+                stream = self._stream_one(messages, model, params, args, fmt, started)
+                if (
+                    stream is None
+                    or not functions
+                    or stream.status != "done"
+                    or not stream.tool_calls
+                    or round_ == MAX_TOOL_ROUNDS
+                ):
+                    break
+                results = [run_tool(functions, call) for call in stream.tool_calls]
+                messages = [*messages, stream.message, *results]
+                turn += [stream.message, *results]
+        finally:
+            if args.chat and started:
+                self._remember(args.chat, turn, started[-1])
+
+    def _stream_one(
+        self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
+        started: list[Any],
+    ) -> Any:
+        """Send, show live, keep; return the Stream (None if refused before any Stream existed)."""
         import nito_nb
 
         try:
@@ -595,13 +662,15 @@ class NitoMagics(Magics):
         except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
             failed = exc.stream
             if failed is not None:
+                started.append(failed)
                 display = self._display(failed, fmt)
                 display.finish()
                 self._keep(failed, args)
             if args.raise_:
                 raise
             _error_line(exc)
-            return
+            return failed
+        started.append(stream)
         display = self._display(stream, fmt)
         try:
             for _ in stream:
@@ -615,12 +684,11 @@ class NitoMagics(Magics):
         finally:
             display.finish()
             self._keep(stream, args)
-            if args.chat:
-                self._remember(args.chat, user, stream)
         if stream.exception is not None:
             if args.raise_:
                 raise stream.exception
             _error_line(stream.exception)
+        return stream
 
     def _run_many(
         self, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
@@ -776,18 +844,19 @@ class NitoMagics(Magics):
                 except OSError as exc:
                     _error_line(exc)
 
-    def _remember(self, chat: str, user: dict[str, Any], stream: Any) -> None:
-        """Add this cell's turn to the chat, unless nothing came back (a failed request)."""
+    def _remember(self, chat: str, turn: list[dict[str, Any]], stream: Any) -> None:
+        """Add this cell's turn (the prompt, any tool rounds, the answer) to the chat, unless
+        nothing came back (a failed request)."""
         if not (stream.content or stream.tool_calls):
             return
-        turn = [user, stream.message]
-        # The magic never runs tools; an assistant turn with unanswered tool calls would make the
-        # next request invalid, so each call gets a result that says so.
+        turn = [*turn, stream.message]
+        # Tool calls left unanswered would make the next request invalid: each gets a result
+        # that says it was not run.
         for call in stream.tool_calls:
             turn.append({
                 "role": "tool",
                 "tool_call_id": call.id,
-                "content": "The tool was not run (nito_nb shows tool calls but does not execute them).",
+                "content": "The tool was not run (nito_nb runs tools only with --run-tools).",
             })
         turns = self.chats.setdefault(chat, [])
         turns.append(turn)

@@ -242,6 +242,43 @@ def test_tools_from_functions_and_schemas(ip: Any) -> None:
         run(ip, "-m sim/tools --tools missing", "x")
 
 
+def test_run_tools_sends_results_back(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ran: list[dict[str, Any]] = []
+
+    def get_weather(city: str) -> dict[str, Any]:
+        """Weather for a city."""
+        ran.append({"city": city})
+        return {"city": city, "sky": "sunny"}
+
+    ip.user_ns["weather"] = get_weather
+    run(ip, "-m sim/tools --tools weather --run-tools --chat w", "Weather in Paris?")
+    final = ip.user_ns["_nito"]
+    assert ran and final.status == "done"
+    messages = final.request["messages"]
+    results = [m for m in messages if m["role"] == "tool"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] + ["tool"] * len(results)
+    assert [r["tool_call_id"] for r in results] == [c["id"] for c in messages[1]["tool_calls"]]
+    assert json.loads(results[0]["content"])["sky"] == "sunny"
+    assert final.content and not final.tool_calls  # the model answered from the results
+    assert "→ ran get_weather(city=" in capsys.readouterr().out
+    run(ip, "-m sim/echo --chat w", "thanks")  # the chat holds the whole exchange, valid
+    roles = [m["role"] for m in ip.user_ns["_nito"].request["messages"]]
+    assert roles[:2] == ["user", "assistant"] and "tool" in roles and roles[-1] == "user"
+    with pytest.raises(UsageError, match="--run-tools"):
+        run(ip, "-m sim/tools --run-tools", "x")
+
+
+def test_run_tools_reports_failures_to_the_model(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        raise RuntimeError("the weather service is down")
+
+    ip.user_ns["weather"] = get_weather
+    run(ip, "-m sim/tools --tools weather --run-tools", "Weather?")
+    results = [m for m in ip.user_ns["_nito"].request["messages"] if m["role"] == "tool"]
+    assert results and results[0]["content"] == "Error: RuntimeError: the weather service is down"
+
+
 # -- conversation memory ---------------------------------------------------------------------------
 
 
@@ -448,6 +485,8 @@ def test_interrupt_keeps_partial_and_marks_stopped(
     assert stream.content and len(stream.content) < 500
     assert displays[0].finished
     monkeypatch.undo()
+    run(ip, "-m sim/echo --chat k", "go on")  # the partial answer is part of the chat
+    assert ip.user_ns["_nito"].request["messages"][1]["content"] == stream.content
     run(ip, "-m sim/echo", "next cell")  # the next cell runs normally
     assert ip.user_ns["_nito"].content == "next cell"
 
@@ -537,7 +576,7 @@ def test_line_commands(
     ip.run_line_magic("nito", "")
     assert "--model" in capsys.readouterr().out
     ip.run_line_magic("nito", "help")
-    assert "never executed" in capsys.readouterr().out
+    assert "never executed unless" in capsys.readouterr().out
     ip.run_line_magic("nito", "config")
     out = capsys.readouterr().out
     assert "Nito.model = 'sim/chat'" in out and "NITO_API_KEY): unset" in out
