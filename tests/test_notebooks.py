@@ -65,6 +65,7 @@ EXPECTED = {
         "All done.",
         "done | Here is what the tools returned:",
         '"name": "get_weather"',
+        "→ ran get_weather(city=",  # %%nito --run-tools
     ],
 }
 # Figures each notebook must show as images (not as "<Figure size ...>" text).
