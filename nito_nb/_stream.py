@@ -495,11 +495,11 @@ class AsyncStream(Stream):
             for chunk in self._replay():
                 yield chunk
             return
+        clock = time.perf_counter_ns
         if self._areads is None and self._opener is not None:
-            await self._opener(self)  # raises typed HTTP errors, with .stream set
+            await self._open()  # raises typed HTTP errors, with .stream set
         if self._areads is None:
             return
-        clock = time.perf_counter_ns
         try:
             async for data in self._areads:
                 for chunk in self._feed(data, clock()):
@@ -523,6 +523,14 @@ class AsyncStream(Stream):
             self._end(clock())
         if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
             raise self.exception
+
+    async def _open(self) -> None:
+        assert self._opener is not None
+        try:
+            await self._opener(self)
+        except (KeyboardInterrupt, _cancelled_error()):  # cancelled while connecting
+            self._end(time.perf_counter_ns(), status="stopped")
+            raise
 
     async def _astop_source(self) -> None:
         close, self._aclose_source = self._aclose_source, None
@@ -554,7 +562,7 @@ class AsyncStream(Stream):
 
     async def __aenter__(self) -> AsyncStream:
         if self._areads is None and self._opener is not None and not self.finished:
-            await self._opener(self)
+            await self._open()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:

@@ -493,3 +493,19 @@ def test_garbage_from_the_server_gives_only_typed_errors(
     finally:
         while _OPEN:
             _OPEN.pop().close()
+
+
+def test_async_cancel_while_connecting_is_stopped(scripted: ScriptedServer) -> None:
+    base = scripted.add("async-slow-headers", Script(parts=HELLO, header_delay=5))
+
+    async def main() -> nito_nb.AsyncStream:
+        s = nito_nb.AsyncClient(api_key=KEY, base_url=base).stream("hi", model="m")
+        task = asyncio.ensure_future(s.wait())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return s
+
+    s = asyncio.run(main())
+    assert s.status == "stopped" and s.content == "" and s.n_events == 0
