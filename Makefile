@@ -40,7 +40,7 @@ $(VENV)/ipykernel6/.installed: $(BIN)/.installed
 	touch $@
 
 bench: $(BIN)/.installed
-	$(BIN)/python bench/run_all.py
+	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1237,13 +1237,14 @@ class NitoAccessor:
 
     # -- plots ---------------------------------------------------------------------------------
 
-    def plot_timeline(self, *, max_legend: int = 12) -> Figure:
+    def plot_timeline(self, *, max_legend: int = 16) -> Figure:
         """When each event arrived and what it was: x = seconds since the request was sent, y =
         characters of answer text received so far (content, reasoning and tool arguments), one
         colour per stream. Markers: ``o`` content, ``.`` reasoning, ``s`` tool-call arguments (one
         per token-bearing event, classed by its first kind of text in that order), ``x`` comments,
         ``|`` [DONE], ``X`` error chunks, ``^`` the response headers. Each series is a Line2D
-        labelled ``"{stream} {what}"``. Returns a ``matplotlib.figure.Figure`` (no pyplot state)."""
+        labelled ``"{stream} {what}"``; the legend is left out past ``max_legend`` entries.
+        Returns a ``matplotlib.figure.Figure`` (no pyplot state)."""
         from matplotlib.figure import Figure
 
         df = self._df
@@ -1299,9 +1300,10 @@ class NitoAccessor:
         ax.set_xlabel("seconds since the request was sent")
         ax.set_ylabel("characters received")
         ax.set_title("Timeline: when each delta arrived")
-        if len(labels) <= max_legend and ax.lines:
+        # Each stream adds up to eight entries: past max_legend the legend would hide the plot.
+        if ax.lines and len(ax.get_legend_handles_labels()[1]) <= max_legend:
             ax.legend(fontsize="small", loc="upper left")
-        return fig
+        return _shown_inline(fig)
 
     def plot_gaps(self, *, bins: int = 40) -> Figure:
         """Histogram of the gaps between consecutive token-bearing events (the gaps behind ``itl``
@@ -1331,7 +1333,28 @@ class NitoAccessor:
         ax.set_title("Inter-token gaps")
         if 1 < len(series) <= 12:
             ax.legend(fontsize="small")
+        return _shown_inline(fig)
+
+
+def _shown_inline(fig: Figure) -> Figure:
+    """Let IPython show the Figure as a cell's value.
+
+    A Figure made without pyplot (so that plotting leaves no global state) has no display
+    formatter until ``%matplotlib inline`` has run: register IPython's PNG formatter for Figure,
+    as the inline backend does, when an IPython shell is running.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
         return fig
+    shell = get_ipython()
+    if shell is not None:
+        from IPython.core.pylabtools import print_figure
+        from matplotlib.figure import Figure
+
+        formatter = shell.display_formatter.formatters["image/png"]
+        formatter.for_type(Figure, lambda figure: print_figure(figure, "png", bbox_inches="tight"))
+    return fig
 
 
 def _color_cycle() -> Any:

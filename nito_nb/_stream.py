@@ -350,7 +350,7 @@ class Stream:
                 yield from self._feed(data, clock())
         except GeneratorExit:  # the consumer closed us (close(), or a with-block ended)
             self._stop_source()
-            self._end(clock(), status="stopped")
+            self._end(clock(), status=None if self._acc.done else "stopped")  # [DONE] came: done
             raise
         except KeyboardInterrupt:  # the kernel's stop button: keep what arrived, then stop
             self._stop_source()
@@ -506,7 +506,7 @@ class AsyncStream(Stream):
                     yield chunk
         except GeneratorExit:
             await self._astop_source()
-            self._end(clock(), status="stopped")
+            self._end(clock(), status=None if self._acc.done else "stopped")
             raise
         except (KeyboardInterrupt, _cancelled_error()):
             await self._astop_source()

@@ -401,7 +401,11 @@ def _user_html(messages: Iterable[dict[str, Any]]) -> str:
 
 
 def _user_text(messages: Iterable[dict[str, Any]]) -> str:
-    return "\n".join(f"You: {m.get('content', '')}" for m in messages)
+    # A tool result is not the user's words: label it with its role, as _user_html does.
+    return "\n".join(
+        f"You: {m.get('content', '')}" if m.get("role", "user") == "user" else f"[{m.get('role')}] {m.get('content', '')}"
+        for m in messages
+    )
 
 
 class ChatWidget(ipywidgets.VBox):

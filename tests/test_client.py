@@ -509,3 +509,12 @@ def test_async_cancel_while_connecting_is_stopped(scripted: ScriptedServer) -> N
 
     s = asyncio.run(main())
     assert s.status == "stopped" and s.content == "" and s.n_events == 0
+
+
+def test_break_after_done_arrived_is_done_not_stopped(scripted: ScriptedServer) -> None:
+    base = scripted.add("one-read", Script(parts=[b"".join(HELLO)]))
+    s = client(base).stream("hi", model="m")
+    for _ in s:
+        break  # [DONE] came in the same read: the answer is whole
+    s.close()
+    assert s.status == "done" and s.content == "Hello wörld" and s.done

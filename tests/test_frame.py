@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 import pytest
-from conftest import chunk_line, real_recordings
+from conftest import REAL, chunk_line, real_recordings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -643,3 +643,13 @@ def test_content_strings_with_escapes_and_lookalike_keys() -> None:
     assert df.content.iloc[1 : len(texts) + 1].tolist() == texts
     assert json.loads(df.extras.iloc[len(texts) + 1]) == {"meta": {"content": "not the answer"}}
     assert df.token.sum() == len([t for t in texts if t]) + 2
+
+
+def test_plots_show_as_images_in_ipython_without_pyplot() -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    df = nito_nb.frame(nito_nb.read_sse(REAL / "openrouter-content-1.sse"))
+    for figure in (df.nito.plot_timeline(), df.nito.plot_gaps()):
+        data, _ = shell.display_formatter.format(figure)
+        assert "image/png" in data

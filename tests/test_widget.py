@@ -542,3 +542,10 @@ def test_stream_view_rejects_a_bad_format() -> None:
     assert view.finished and repr(view).startswith("<StreamView <Stream")
     assert "text/plain" in view._repr_mimebundle_()
     view.close()
+
+
+def test_plain_transcript_labels_tool_results_by_role() -> None:
+    from nito_nb._widget import _user_text
+
+    text = _user_text([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}])
+    assert text == "You: hi\n[tool] 42"
