@@ -37,13 +37,14 @@ import nito_nb
 
 
 def build_body(n: int) -> bytes:
+    """A stream as gateways send it: compact JSON, one content fragment per chunk."""
     words = ["stream", "ing ", "chunk", "s ", "over ", "SSE", " with", " accents: é", ", ", "and more. "]
     lines = []
     for i in range(n):
         delta = {"role": "assistant", "content": words[i % len(words)]} if i == 0 else {"content": words[i % len(words)]}
         chunk = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",
                  "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-        lines.append(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
+        lines.append(b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
     final = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",
              "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     usage = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",

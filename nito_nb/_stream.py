@@ -28,14 +28,13 @@ from ._exceptions import (
     error_details,
 )
 from ._log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog, read_log
+from ._protocol import ChunkParser
 from ._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
-
-_json_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
 #: Every status a Stream can be in. The first two are "running"; the rest are final.
 STATUSES = ("waiting", "streaming", "done", "error", "truncated", "stopped", "failed")
@@ -65,6 +64,7 @@ class Stream:
         self.attempts = 1
         self._acc = Accumulator()
         self._decoder = SSEDecoder()
+        self._parser = ChunkParser()
         self._first_token_ns: int | None = None
         self._n_token_events = 0
         self._callbacks: list[Callable[[Stream], Any]] = []
@@ -209,7 +209,7 @@ class Stream:
     def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
         # The hot path (one pass per network read): every event is classified, logged and folded.
         chunks: list[dict[str, Any]] = []
-        acc, decode = self._acc, _json_decode
+        acc, parse = self._acc, self._parser.parse
         first_seq = len(self.log)
         kinds = bytearray()
         for i, (data, name, _, _, comment, _) in enumerate(events):
@@ -226,7 +226,7 @@ class Stream:
                 kinds.append(EMPTY)
                 continue
             try:
-                chunk = decode(data)
+                chunk, content = parse(data)
             except ValueError:
                 kinds.append(BAD_DATA)
                 acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", first_seq + i)
@@ -238,10 +238,11 @@ class Stream:
             kinds.append(CHUNK)
             if name == "error" and "error" not in chunk:
                 chunk = {"error": chunk}  # `event: error` with the error object as the whole data
+                content = None
             if acc.done:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
-            if acc.add(chunk, first_seq + i):
+            if acc.add(chunk, first_seq + i) if content is None else acc.add_content(chunk, content, first_seq + i):
                 self._n_token_events += 1
                 if self._first_token_ns is None:
                     self._first_token_ns = t_ns

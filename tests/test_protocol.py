@@ -1,0 +1,94 @@
+"""ChunkParser: its shortcut gives exactly what json.loads gives, whatever the chunks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import real_recordings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nito_nb
+from nito_nb._protocol import ChunkParser
+
+
+def test_repeated_layout_is_rebuilt_not_parsed() -> None:
+    parser = ChunkParser()
+    base = '{"id":"g","model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}'
+    first, content = parser.parse(base % "Hel")
+    assert content == "Hel" and first == json.loads(base % "Hel")
+    second, content = parser.parse(base % "lo")
+    assert content == "lo" and second == json.loads(base % "lo")
+    assert list(second) == list(json.loads(base % "lo"))  # keys in the order sent
+    assert second["choices"] is not first["choices"]  # nothing shared between two results
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"id":"g","choices":[{"index":0,"delta":{"content":"a\\"b"},"finish_reason":null}]}',  # escaped quote
+        '{"id":"g","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}',  # finished
+        '{"id":"g","usage":null,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # meaningful key
+        '{"id":"g","x":{"y":1},"choices":[{"index":0,"delta":{"content":"x"}}]}',  # nested value
+        '{"id":"g","choices":[{"index":1,"delta":{"content":"x"}}]}',  # another choice
+        '{"id":"g","choices":[{"delta":{"content":"x","role":"assistant"}}]}',  # more than content
+    ],
+)
+def test_chunks_that_are_not_plain_content_are_parsed(data: str) -> None:
+    parser = ChunkParser()
+    for _ in range(2):
+        value, content = parser.parse(data)
+        assert value == json.loads(data) and content is None
+
+
+@pytest.mark.parametrize("path", real_recordings(), ids=lambda p: p.stem)
+def test_every_recorded_chunk_equals_json_loads(path) -> None:  # type: ignore[no-untyped-def]
+    parser = ChunkParser()
+    for event in nito_nb.read_sse(path).log:
+        if event.kind == "chunk":
+            data = event.data
+            assert parser.parse(data)[0] == json.loads(data)
+
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=4))
+texts = st.text(alphabet=st.sampled_from(list('ab "\\\n\u00e9{}:,')), max_size=6)
+
+
+@st.composite
+def chunks(draw: st.DrawFn) -> str:
+    top = draw(st.dictionaries(st.sampled_from(["id", "model", "object", "usage", "provider", "x"]), scalars | st.just({"k": 1}), max_size=3))
+    delta = {"content": draw(texts)}
+    if draw(st.booleans()):
+        delta.update(draw(st.dictionaries(st.sampled_from(["role", "reasoning"]), scalars, max_size=1)))
+    choice = {"index": draw(st.sampled_from([0, 0, 1])), "delta": delta, "finish_reason": draw(st.sampled_from([None, None, "stop"]))}
+    value = {**top, "choices": [choice]}
+    spaced = draw(st.booleans())
+    return json.dumps(value, ensure_ascii=draw(st.booleans()), separators=(", ", ": ") if spaced else (",", ":"))
+
+
+@given(st.lists(chunks(), min_size=1, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_any_sequence_parses_like_json_loads(datas: list[str]) -> None:
+    parser = ChunkParser()
+    for data in datas:
+        value, content = parser.parse(data)
+        assert value == json.loads(data)
+        if content is not None:
+            assert value["choices"][0]["delta"] == {"content": content}
+
+
+@given(st.lists(chunks(), min_size=1, max_size=12), st.lists(st.sampled_from(["g1", "g2", ""]), min_size=12, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_the_shortcut_accumulates_like_the_full_rules(datas: list[str], ids: list[str]) -> None:
+    from nito_nb._accumulate import Accumulator
+
+    # Same chunks, with ids that change now and then: through the Stream (shortcut) and
+    # through Accumulator.add alone, the results and the anomalies noted are the same.
+    datas = [json.dumps({**json.loads(d), "id": i}, separators=(",", ":")) for d, i in zip(datas, ids, strict=False)]
+    stream = nito_nb.read_sse("".join(f"data: {d}\n\n" for d in datas).encode())
+    full = Accumulator()
+    for seq, d in enumerate(datas):
+        full.add(json.loads(d), seq)
+    assert (stream.content, stream.finish_reason, stream.n_chunks, stream.role) == (full.content, full.finish_reason, full.n_chunks, full.role)
+    assert [(a.kind, a.seq, a.count) for a in stream.anomalies if a.kind != "unterminated"] == [(a.kind, a.seq, a.count) for a in full.anomalies]
