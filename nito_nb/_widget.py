@@ -102,27 +102,33 @@ def _state_of(stream: Stream) -> Any:
     return stream
 
 
+def _final_answer(part: Part) -> bool:
+    return part.final and part.key.startswith("answer-")
+
+
 class _Slot:
     """One ``ipywidgets.HTML`` on the page, showing one part or a run of finished answer blocks."""
 
-    __slots__ = ("dirty", "keys", "parts", "widget")
+    __slots__ = ("all_final_answer", "dirty", "keys", "parts", "widget")
 
     def __init__(self, part: Part) -> None:
         self.keys = [part.key]
         self.parts = {part.key: part}
         self.widget: ipywidgets.HTML | None = None
         self.dirty = True
+        # Kept up to date rather than recomputed in can_absorb, which runs once per new block:
+        # rescanning the slot there made a burst of finished blocks quadratic.
+        self.all_final_answer = _final_answer(part)
+
+    def replace(self, part: Part) -> None:
+        self.parts[part.key] = part
+        self.all_final_answer = all(_final_answer(p) for p in self.parts.values())  # a changing slot is small
+        self.dirty = True
 
     def can_absorb(self, part: Part, after: str) -> bool:
         # Finished answer blocks that appear in the same round share a widget (a burst can finish
         # hundreds of short blocks at once); a slot sent as final is never touched again.
-        return (
-            self.dirty
-            and self.keys[-1] == after
-            and part.final
-            and part.key.startswith("answer-")
-            and all(p.final and p.key.startswith("answer-") for p in self.parts.values())
-        )
+        return self.dirty and self.keys[-1] == after and self.all_final_answer and _final_answer(part)
 
     def html(self) -> str:
         return "".join(self.parts[key].html for key in self.keys)
@@ -224,8 +230,7 @@ class StreamView(ipywidgets.VBox):
             slot: _Slot | None = self._slot_of.get(part.key)
             if slot is not None:
                 if slot.parts[part.key] != part:
-                    slot.parts[part.key] = part
-                    slot.dirty = True
+                    slot.replace(part)
             elif prev is not None and prev[0].can_absorb(part, prev[1]):
                 slot = prev[0]
                 slot.keys.append(part.key)
@@ -246,6 +251,7 @@ class StreamView(ipywidgets.VBox):
             slot.keys.remove(key)
             del slot.parts[key]
             slot.dirty = True
+            slot.all_final_answer = all(_final_answer(p) for p in slot.parts.values())
         sent = 0
         for slot in list(self._slots):
             if not slot.keys:
