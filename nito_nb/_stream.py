@@ -680,8 +680,6 @@ def load(path: str | os.PathLike[str]) -> Stream:
         cls = ConnectionLost if end["exception"] == "ConnectionLost" else StreamTimeoutError
         exception = cls(end.get("message") or "")
     stream._end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
-    if status == "stopped":
-        stream.exception = None
     return stream
 
 
