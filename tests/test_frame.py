@@ -646,10 +646,14 @@ def test_content_strings_with_escapes_and_lookalike_keys() -> None:
 
 
 def test_plots_show_as_images_in_ipython_without_pyplot() -> None:
-    from IPython.core.interactiveshell import InteractiveShell
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
 
-    shell = InteractiveShell.instance()
+    # The same test shell as tests/test_magic.py: a process-wide singleton, returned once.
+    shell = start_ipython() or get_ipython()
     df = nito_nb.frame(nito_nb.read_sse(REAL / "openrouter-content-1.sse"))
     for figure in (df.nito.plot_timeline(), df.nito.plot_gaps()):
-        data, _ = shell.display_formatter.format(figure)
-        assert "image/png" in data
+        # A terminal test shell keeps its PNG formatter switched off: look up what it would call
+        # in a kernel, where it is on.
+        formatter = shell.display_formatter.formatters["image/png"]
+        assert formatter.lookup(figure)(figure)[:8] == b"\x89PNG\r\n\x1a\n"

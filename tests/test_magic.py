@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from IPython import get_ipython
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
@@ -69,7 +70,8 @@ class Recorder(DisplayPublisher):
 
 @pytest.fixture(scope="module")
 def shell() -> Any:
-    ip = start_ipython()
+    # start_ipython() returns the shell the first time only; another test module may have started it.
+    ip = start_ipython() or get_ipython()
     assert ip is not None
     return ip
 
