@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,14 @@ HTTP_MODELS = {
 }
 # The engine retries 429 and 5xx by default; the error tests want the first answer.
 NO_RETRY = nito_nb.Client(max_retries=0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_no_retry() -> Iterator[None]:
+    # A client left open until exit is closed by the garbage collector, with an unclosed-socket
+    # ResourceWarning after pytest has finished.
+    yield
+    NO_RETRY.close()
 # Options that keep every scenario quick in tests.
 QUICK: dict[str, Any] = {
     "tps": 0,
