@@ -98,7 +98,7 @@ class _Reasoning:
         self.extra: dict[str, Any] = {}
 
     def as_dict(self) -> dict[str, Any]:
-        key = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}.get(self.type, "text")
+        key = PAYLOAD_KEY.get(self.type, "text")
         out: dict[str, Any] = {"type": self.type, "index": self.index, key: "".join(self.parts)}
         for name in ("signature", "id", "format"):
             if getattr(self, name) is not None:
@@ -108,6 +108,8 @@ class _Reasoning:
 
 
 _READABLE = {"reasoning.text": "text", "reasoning.summary": "summary"}
+#: The key of a reasoning detail's payload, by its type (``text`` for any other type).
+PAYLOAD_KEY = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}
 
 
 class Accumulator:
@@ -375,7 +377,7 @@ class Accumulator:
                     detail = _Reasoning(index, type_)
                     self._details_by_key[key] = detail
                     self._details.append(detail)
-            payload_key = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}.get(type_, "text")
+            payload_key = PAYLOAD_KEY.get(type_, "text")
             payload = fragment.get(payload_key)
             if payload:
                 if isinstance(payload, str):

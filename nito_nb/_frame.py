@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._accumulate import _parse_arguments
+from ._accumulate import PAYLOAD_KEY, _parse_arguments
 from ._exceptions import error_details
 from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS
 from ._sse import SSEDecoder
@@ -100,7 +100,6 @@ REASONING_TYPES = (
 )
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error")
 _READABLE = ("reasoning.text", "reasoning.summary")
-_PAYLOAD = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}
 
 _STRING = "string"  # the nullable string dtype ("str" in pandas 3 turns None into NaN)
 _FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -434,7 +433,7 @@ def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> None:
                 continue
             type_ = str(detail.get("type") or "reasoning.text")
             index = detail.get("index")
-            payload = detail.get(_PAYLOAD.get(type_, "text"))
+            payload = detail.get(PAYLOAD_KEY.get(type_, "text"))
             text = payload if isinstance(payload, str) else None
             if type_ == "reasoning.encrypted":
                 text = None  # opaque: never shown as text

@@ -369,8 +369,7 @@ class Stream:
         else:
             self._stop_source()
             self._end(clock(), status="stopped" if self._stop_requested and not self._acc.done else None)
-        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
-            raise self.exception
+        self._raise_failure(raise_errors)
 
     def wait(self, *, raise_errors: bool | None = None) -> Stream:
         """Read the stream to its end; raise its error if ``raise_errors`` (default: the Stream's)."""
@@ -380,8 +379,7 @@ class Stream:
         if self._live is not None:
             for _ in self._live:
                 pass
-        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
-            raise self.exception
+        self._raise_failure(raise_errors)
         return self
 
     def close(self) -> None:
@@ -426,9 +424,21 @@ class Stream:
         from ._client import Client, as_messages
 
         client = self._client if isinstance(self._client, Client) else Client()
+        messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
+        return client.stream(messages, model=model, **merged)
+
+    def _next_turn(
+        self, new_messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
+        """(messages, model, parameters) of the request that continues this conversation."""
         merged = {**self.request.get("params", {}), **params}
         model = merged.pop("model", self.request.get("model"))
-        return client.stream([*self.messages, *as_messages(prompt_or_messages)], model=model, **merged)
+        return [*self.messages, *new_messages], model, merged
+
+    def _raise_failure(self, raise_errors: bool) -> None:
+        """Raise the error that ended the stream badly (a mid-stream error or a truncation)."""
+        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
+            raise self.exception
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save the whole log (every event with its arrival time) as JSON Lines; ``load`` reads it."""
@@ -522,8 +532,7 @@ class AsyncStream(Stream):
         else:
             await self._astop_source()
             self._end(clock())
-        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
-            raise self.exception
+        self._raise_failure(raise_errors)
 
     async def _open(self) -> None:
         assert self._opener is not None
@@ -544,8 +553,7 @@ class AsyncStream(Stream):
             self._alive = self._aiterate(raise_errors=False)
         async for _ in self._alive:
             pass
-        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
-            raise self.exception
+        self._raise_failure(raise_errors)
         return self
 
     def __await__(self) -> Any:
@@ -573,9 +581,8 @@ class AsyncStream(Stream):
         from ._client import AsyncClient, as_messages
 
         client = self._client if isinstance(self._client, AsyncClient) else AsyncClient()
-        merged = {**self.request.get("params", {}), **params}
-        model = merged.pop("model", self.request.get("model"))
-        return client.stream([*self.messages, *as_messages(prompt_or_messages)], model=model, **merged)
+        messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
+        return client.stream(messages, model=model, **merged)
 
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:
