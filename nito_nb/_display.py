@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ._render import Part, RenderCache, _check_format, render_parts, status_text
+from ._render import RenderCache, Slot, _check_format, render_parts, status_text
 
 __all__ = ["LiveDisplay", "TerminalDisplay", "live_display"]
 
@@ -30,54 +30,6 @@ DisplayFunction = Callable[..., Any]
 
 def _bundle_size(bundle: dict[str, str]) -> int:
     return sum(len(value.encode("utf-8")) for value in bundle.values())
-
-
-class _Slot:
-    """One output on the page: a display handle showing one part, or a run of finished answer blocks.
-
-    Finished blocks that appear in the same round share one output, so the number of messages per
-    round stays small even when a burst finishes many blocks at once.
-    """
-
-    __slots__ = ("all_final", "answer", "dirty", "handle", "keys", "parts")
-
-    def __init__(self, part: Part) -> None:
-        self.keys = [part.key]
-        self.parts = {part.key: part}
-        self.handle: Any = None
-        self.dirty = True
-        self.answer = part.key.startswith("answer-")  # only answer blocks ever join a slot
-        self.all_final = part.final
-
-    def can_absorb(self, part: Part) -> bool:
-        # Only while this slot is being sent this round anyway: a slot whose blocks were all sent
-        # final must never be sent again.
-        return (
-            self.dirty
-            and self.answer
-            and self.all_final
-            and part.final
-            and part.key.startswith("answer-")
-        )
-
-    def add(self, part: Part) -> None:
-        self.keys.append(part.key)
-        self.parts[part.key] = part
-
-    def replace(self, part: Part) -> None:
-        self.parts[part.key] = part
-        self.all_final = all(p.final for p in self.parts.values())  # a slot being updated is small
-        self.dirty = True
-
-    def bundle(self) -> dict[str, str]:
-        parts = [self.parts[key] for key in self.keys]
-        if len(parts) == 1:
-            return {"text/html": parts[0].html, "text/plain": parts[0].text}
-        # Answer blocks carry their own line ends: joined they are the Markdown source again.
-        return {
-            "text/html": "".join(p.html for p in parts),
-            "text/plain": "".join(p.text for p in parts),
-        }
 
 
 class LiveDisplay:
@@ -113,8 +65,8 @@ class LiveDisplay:
         self._display = display
         self._last: float | None = None
         self._cache = RenderCache()
-        self._slots: list[_Slot] = []
-        self._slot_of: dict[str, _Slot] = {}
+        self._slots: list[Slot] = []
+        self._slot_of: dict[str, Slot] = {}
         self.finished = False
         self.n_updates = 0
         self.n_messages = 0
@@ -177,7 +129,7 @@ class LiveDisplay:
                 last.add(part)
                 self._slot_of[part.key] = last
             else:
-                slot = _Slot(part)
+                slot = Slot(part)
                 self._slots.append(slot)
                 self._slot_of[part.key] = slot
         sent = False
@@ -185,10 +137,10 @@ class LiveDisplay:
             if not slot.dirty:
                 continue
             bundle = slot.bundle()
-            if slot.handle is None:
-                slot.handle = self._show(bundle)
+            if slot.view is None:
+                slot.view = self._show(bundle)
             else:
-                slot.handle.update(bundle, raw=True)
+                slot.view.update(bundle, raw=True)
             slot.dirty = False
             self.n_messages += 1
             self.bytes_sent += _bundle_size(bundle)

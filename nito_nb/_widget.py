@@ -44,7 +44,7 @@ import traitlets
 
 from ._client import AsyncClient, Client, as_messages
 from ._exceptions import NitoError
-from ._render import Part, RenderCache, _check_format, join_parts, render_parts
+from ._render import Part, RenderCache, Slot, _check_format, join_parts, render_parts
 from ._stream import AsyncStream, Stream
 
 if TYPE_CHECKING:
@@ -102,38 +102,6 @@ def _state_of(stream: Stream) -> Any:
     return stream
 
 
-def _final_answer(part: Part) -> bool:
-    return part.final and part.key.startswith("answer-")
-
-
-class _Slot:
-    """One ``ipywidgets.HTML`` on the page, showing one part or a run of finished answer blocks."""
-
-    __slots__ = ("all_final_answer", "dirty", "keys", "parts", "widget")
-
-    def __init__(self, part: Part) -> None:
-        self.keys = [part.key]
-        self.parts = {part.key: part}
-        self.widget: ipywidgets.HTML | None = None
-        self.dirty = True
-        # Kept up to date rather than recomputed in can_absorb, which runs once per new block:
-        # rescanning the slot there made a burst of finished blocks quadratic.
-        self.all_final_answer = _final_answer(part)
-
-    def replace(self, part: Part) -> None:
-        self.parts[part.key] = part
-        self.all_final_answer = all(_final_answer(p) for p in self.parts.values())  # a changing slot is small
-        self.dirty = True
-
-    def can_absorb(self, part: Part, after: str) -> bool:
-        # Finished answer blocks that appear in the same round share a widget (a burst can finish
-        # hundreds of short blocks at once); a slot sent as final is never touched again.
-        return self.dirty and self.keys[-1] == after and self.all_final_answer and _final_answer(part)
-
-    def html(self) -> str:
-        return "".join(self.parts[key].html for key in self.keys)
-
-
 class StreamView(ipywidgets.VBox):
     """The live view of one Stream: status line, reasoning, answer, tool-call cards, error banner.
 
@@ -163,7 +131,7 @@ class StreamView(ipywidgets.VBox):
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
         self._lock = threading.RLock()  # update() may come from the user's thread and a follower
-        self._slots: list[_Slot] = []
+        self._slots: list[Slot] = []
         self._closed = False
         _check_format(format)
         if max_rate <= 0:
@@ -175,7 +143,7 @@ class StreamView(ipywidgets.VBox):
         self.max_rate = max_rate
         self._interval = 1.0 / max_rate
         self._cache = RenderCache()
-        self._slot_of: dict[str, _Slot] = {}
+        self._slot_of: dict[str, Slot] = {}
         self._last: float | None = None
         self._pending = False  # a render was skipped by the rate limit
         self._final = False
@@ -225,21 +193,20 @@ class StreamView(ipywidgets.VBox):
         for known in self._slots:
             known.dirty = False
         layout_changed = False
-        prev: tuple[_Slot, str] | None = None
+        prev: tuple[Slot, str] | None = None
         for part in parts:
-            slot: _Slot | None = self._slot_of.get(part.key)
+            slot: Slot | None = self._slot_of.get(part.key)
             if slot is not None:
                 if slot.parts[part.key] != part:
                     slot.replace(part)
             elif prev is not None and prev[0].can_absorb(part, prev[1]):
                 slot = prev[0]
-                slot.keys.append(part.key)
-                slot.parts[part.key] = part
+                slot.add(part)
                 self._slot_of[part.key] = slot
             else:
                 # A part that is new to the view goes right after the one before it in the render
                 # order (usually the end; a reasoning part that comes late goes above the answer).
-                slot = _Slot(part)
+                slot = Slot(part)
                 at = self._slots.index(prev[0]) + 1 if prev is not None else 0
                 self._slots.insert(at, slot)
                 self._slot_of[part.key] = slot
@@ -248,31 +215,28 @@ class StreamView(ipywidgets.VBox):
         gone = set(self._slot_of) - {p.key for p in parts}
         for key in gone:  # the renderer never drops a part today; be robust if it ever does
             slot = self._slot_of.pop(key)
-            slot.keys.remove(key)
-            del slot.parts[key]
-            slot.dirty = True
-            slot.all_final_answer = all(_final_answer(p) for p in slot.parts.values())
+            slot.remove(key)
         sent = 0
         for slot in list(self._slots):
             if not slot.keys:
                 self._slots.remove(slot)
-                if slot.widget is not None:
-                    slot.widget.close()
+                if slot.view is not None:
+                    slot.view.close()
                 layout_changed = True
                 continue
             if not slot.dirty:
                 continue
             value = slot.html()
-            if slot.widget is None:
-                slot.widget = ipywidgets.HTML(value=value)
-            elif slot.widget.value != value:
-                slot.widget.value = value
+            if slot.view is None:
+                slot.view = ipywidgets.HTML(value=value)
+            elif slot.view.value != value:
+                slot.view.value = value
             else:
                 continue
             sent += 1
             self.bytes_sent += _utf8_len(value)
         if layout_changed:
-            self.children = tuple(slot.widget for slot in self._slots if slot.widget is not None)
+            self.children = tuple(slot.view for slot in self._slots if slot.view is not None)
         if sent:
             self.n_messages += sent
             self.n_updates += 1
@@ -358,8 +322,8 @@ class StreamView(ipywidgets.VBox):
         with self._lock:
             self._closed = True
             for slot in self._slots:
-                if slot.widget is not None:
-                    slot.widget.close()
+                if slot.view is not None:
+                    slot.view.close()
         super().close()
 
     def text(self) -> str:

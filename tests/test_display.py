@@ -103,8 +103,8 @@ class FakeDisplay:
 def seal_finished(display: LiveDisplay) -> None:
     """Mark the outputs whose parts are all final: sending them again fails the test."""
     for slot in display._slots:
-        if slot.handle is not None and all(p.final for p in slot.parts.values()):
-            slot.handle.sealed = True
+        if slot.view is not None and all(p.final for p in slot.parts.values()):
+            slot.view.sealed = True
 
 
 def run_stream(
