@@ -194,6 +194,12 @@ class BaseClient:
         meta = {"model": model, "messages": messages, "params": params, "base_url": url}
         return f"{url}/chat/completions", headers, body, meta, key
 
+    def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
+        """(base URL, headers, key) of a ``GET /models``."""
+        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return (base_url or self.base_url).rstrip("/"), headers, key
+
     def _retry_delay(self, attempt: int, error: NitoError) -> float | None:
         """Seconds to wait before trying again, or None to give up. Only errors that happened
         before the first byte of the body come here."""
@@ -298,9 +304,7 @@ class Client(BaseClient):
 
     def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
         """The gateway's model list (``GET /models``)."""
-        url = (base_url or self.base_url).rstrip("/")
-        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        url, headers, key = self._models_request(base_url, api_key)
         response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
         if response.status_code >= 400:
             raise self._http_error(Stream({"base_url": url}), response, response.content, key)
@@ -396,9 +400,7 @@ class AsyncClient(BaseClient):
         return stream
 
     async def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
-        url = (base_url or self.base_url).rstrip("/")
-        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        url, headers, key = self._models_request(base_url, api_key)
         http = self._http or self._new_http()
         try:
             response = await http.get(f"{url}/models", headers=headers)
