@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -320,6 +320,7 @@ def markdown_to_html(text: str, *, highlight: bool = True) -> str:
 _FENCE_OPEN_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _LIST_ITEM_RE = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 _SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+_MARKER_SO_FAR_RE = re.compile(r"[-+*]|\d{1,9}[.)]?")  # what _LIST_ITEM_RE needs one more character for
 
 
 @dataclass(frozen=True)
@@ -375,6 +376,15 @@ class _Block:
     fence: _Fence | None  # a fence already open where this block starts (frozen code blocks)
 
 
+class _Scan(NamedTuple):
+    blocks: list[_Block]
+    tail_start: int
+    tail_fence: _Fence | None  # the fence open at tail_start
+    # Where the text stops being sure of its block: the start of a last, unfinished line that
+    # may still turn out to start a block of its own (else the end of the text).
+    settled: int
+
+
 def _starts_new_block(line: str, *, has_list: bool, has_quote: bool) -> bool:
     """After a blank line, does ``line`` surely start a block unrelated to the current one?
 
@@ -392,6 +402,17 @@ def _starts_new_block(line: str, *, has_list: bool, has_quote: bool) -> bool:
     if indent or _LIST_ITEM_RE.match(body):
         return not has_list
     return True  # a paragraph, heading, fence... at column 0 ends any list or quote
+
+
+def _partial_starts_new_block(partial: str, *, has_list: bool, has_quote: bool) -> bool | None:
+    """``_starts_new_block`` for a line of which only ``partial`` has arrived (no newline yet);
+    None while the rest of the line could still change the answer."""
+    body = partial.lstrip(" ")
+    if not body.strip():
+        return None  # nothing but blanks so far: the line may yet be blank
+    if len(body) == len(partial) and _MARKER_SO_FAR_RE.fullmatch(body):
+        return None  # "-", "12", "12.": a list marker or not, depending on the next character
+    return _starts_new_block(partial, has_list=has_list, has_quote=has_quote)
 
 
 def _safe_freeze_point(prev: str, line: str) -> bool:
@@ -412,12 +433,13 @@ def _segment(
     start: int = 0,
     fence: _Fence | None = None,
     limit: int = FREEZE_CHARS,
-) -> tuple[list[_Block], int, _Fence | None]:
-    """Cut ``text[start:]`` into finished blocks; return (blocks, tail start, fence at tail start).
+) -> _Scan:
+    """Cut ``text[start:]`` into finished blocks.
 
-    Only complete lines (ending in ``\\n``) are looked at, left to right, and each cut depends on
-    the lines before it and the line after it only; so a cut made for a prefix of a text is made
-    again, at the same place, for every longer text (the stability ``split_blocks`` promises).
+    Complete lines (ending in ``\\n``) are looked at, left to right, and each cut depends on the
+    lines before it and the line after it only (of an unfinished last line, only on characters
+    that no later character can change); so a cut made for a prefix of a text is made again, at
+    the same place, for every longer text (the stability ``split_blocks`` promises).
     ``start``/``fence`` resume a scan from a tail it returned: cuts only happen where the scanner
     state is just (position, open fence), so resuming gives the same blocks as a full scan.
     """
@@ -500,7 +522,28 @@ def _segment(
             in_fence = _fence_opening(line, item_column)
             if in_fence is not None and not in_fence.container:
                 item_column = 0  # a fence left of the item's content ends the list
-    return blocks, block_start, block_fence
+
+    # The last line is still arriving. A live view shows it, so where a cut before it is possible
+    # it must be decided before the line is shown: otherwise its start is shown at the end of the
+    # block before, then moved to an output of its own when its newline comes, and JupyterLab
+    # renders the two messages apart (measured: the paragraph vanishes for a frame, then returns).
+    settled = len(text)
+    if pos < len(text):
+        partial = text[pos:]
+        starts: bool | None = False
+        if in_fence is None and has_content and after_blank:
+            if markdown:
+                starts = _partial_starts_new_block(partial, has_list=has_list, has_quote=has_quote)
+            else:
+                starts = bool(partial.strip()) or None
+        elif in_fence is not None and in_fence.container and after_blank:
+            starts = None  # the line may end the list item holding the fence, then start a block
+        if starts is True:
+            blocks.append(_Block(block_start, pos, block_fence))
+            block_start, block_fence = pos, None
+        elif starts is None or pos - block_start >= limit:  # past the limit: a freeze cut may come
+            settled = pos
+    return _Scan(blocks, block_start, block_fence, settled)
 
 
 def split_blocks(text: str) -> tuple[list[str], str]:
@@ -519,15 +562,18 @@ def split_blocks(text: str) -> tuple[list[str], str]:
       for the next block (a long code block shows as several adjacent boxes). A single line longer
       than that (no newline at all) stays in the tail.
 
-    Only complete lines count, and a cut before a line is decided when that line is complete.
+    A cut before a line is decided by the lines before it and that line: when it is complete, or
+    as soon as its first characters decide it (a paragraph after a blank line starts a block at its
+    first letter; a list marker, at the character after it). Decided early, the live view never shows
+    the start of a block inside the one before it.
     Rendering the blocks one by one gives the HTML of the whole text (tested on typical model
     Markdown), except: a reference-style link defined in another block shows as text (the live
     view only: ``final_bundle`` renders the whole answer at once); a frozen block; a fence-like
     line inside a ``$$`` math block; lists nested so that a fence sits in an outer item after an
     inner item started.
     """
-    blocks, tail_start, _ = _segment(text, markdown=True)
-    return [text[b.start : b.end] for b in blocks], text[tail_start:]
+    scan = _segment(text, markdown=True)
+    return [text[b.start : b.end] for b in scan.blocks], text[scan.tail_start :]
 
 
 # --- the view model ------------------------------------------------------------------------------
@@ -767,27 +813,23 @@ def _code_fence(format: str, content: str) -> tuple[bool, _Fence | None]:
     return True, _Fence("~", 12, 0, "~" * 12 + " " + re.sub(r"[^\w+#.\-]", "", lang))
 
 
-def _segments(
-    content: str, format: str, cache: RenderCache | None
-) -> tuple[list[_Block], int, _Fence | None]:
+def _segments(content: str, format: str, cache: RenderCache | None) -> _Scan:
     markdown, fence = (False, None) if format == "text" else (True, None)
     if format.startswith("code"):
         markdown, fence = _code_fence(format, content)
     key = (format, fence.opener if fence else "")
     if cache is not None and cache.scan_key == key and content.startswith(cache.scan_prefix):
         start = len(cache.scan_prefix)
-        blocks, tail_start, tail_fence = _segment(
-            content, markdown=markdown, start=start, fence=cache.scan_fence
-        )
-        blocks = cache.scan_blocks + blocks
+        scan = _segment(content, markdown=markdown, start=start, fence=cache.scan_fence)
+        scan = scan._replace(blocks=cache.scan_blocks + scan.blocks)
     else:
-        blocks, tail_start, tail_fence = _segment(content, markdown=markdown, fence=fence)
+        scan = _segment(content, markdown=markdown, fence=fence)
         if cache is not None:
             cache.parts, cache.styled = [], False
     if cache is not None:
-        cache.scan_key, cache.scan_prefix = key, content[:tail_start]
-        cache.scan_blocks, cache.scan_fence = blocks, tail_fence
-    return blocks, tail_start, tail_fence
+        cache.scan_key, cache.scan_prefix = key, content[: scan.tail_start]
+        cache.scan_blocks, cache.scan_fence = scan.blocks, scan.tail_fence
+    return scan
 
 
 def _answer_parts(
@@ -796,10 +838,10 @@ def _answer_parts(
     if not content:
         return []
     if split:
-        blocks, tail_start, tail_fence = _segments(content, format, cache)
+        blocks, tail_start, tail_fence, settled = _segments(content, format, cache)
     else:
         fence = _code_fence(format, content)[1] if format.startswith("code") else None
-        blocks, tail_start, tail_fence = [], 0, fence
+        blocks, tail_start, tail_fence, settled = [], 0, fence, len(content)
     memo = cache if split else None
     parts = list(memo.parts) if memo is not None else []
     styled = memo.styled if memo is not None else False
@@ -822,8 +864,11 @@ def _answer_parts(
         parts.append(make(index, content[block.start : block.end], block.fence, True))
     if memo is not None:
         memo.parts, memo.styled = list(parts), styled
-    if tail_start < len(content):
-        parts.append(make(len(blocks), content[tail_start:], tail_fence, not growing))
+    # While growing, the tail stops where the text is settled (a last line that may yet start a
+    # block of its own waits for the characters that decide it), so shown text never moves.
+    end = settled if growing else len(content)
+    if tail_start < end:
+        parts.append(make(len(blocks), content[tail_start:end], tail_fence, not growing))
     return parts
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 from nito_nb._render import status_text
@@ -230,6 +233,86 @@ def test_parts_appear_in_order() -> None:
     assert firsts[1].startswith("Reasoning")
     assert firsts[2:4] == ["First block.", "Second"]
     assert firsts[4].startswith("Tool call f") and firsts[5] == "✗ Error 500: boom"
+
+
+class Page:
+    """A fake notebook page that records what a reader sees after every single display message.
+
+    JupyterLab renders each message as it comes (measured in the browser: the two messages of one
+    round can show apart), so "after every message", not "after every round", is what a reader sees.
+    """
+
+    def __init__(self) -> None:
+        self.outputs: list[dict[str, str]] = []
+        self.answers: list[str] = []  # the answer's text on the page after each message
+
+    def _seen(self) -> None:
+        shown = [b["text/plain"] for b in self.outputs if 'class="nito-out nito-answer"' in b["text/html"][:40]]
+        self.answers.append("".join(shown))
+
+    def __call__(self, bundle: dict[str, str], *, raw: bool, display_id: bool) -> Any:
+        page, index = self, len(self.outputs)
+        self.outputs.append(bundle)
+        self._seen()
+
+        class Handle:
+            def update(self, bundle: dict[str, str], *, raw: bool) -> None:
+                page.outputs[index] = bundle
+                page._seen()
+
+        return Handle()
+
+
+def stream_to_page(answer: str, sizes: list[int]) -> Page:
+    """Stream ``answer`` in chunks of ``sizes`` (cycled), rendering after every chunk."""
+    clock, page = FakeClock(), Page()
+    state = make_state()
+    display = LiveDisplay(state, clock=clock, display=page)
+    at = 0
+    for i in itertools.count():
+        if at >= len(answer):
+            break
+        at += sizes[i % len(sizes)]
+        state.content = answer[:at]
+        clock.now += 1.0
+        display.update()
+    state.status, state.done = "done", True
+    display.finish()
+    return page
+
+
+def assert_text_never_moves(page: Page, answer: str) -> None:
+    # Each view of the answer extends the one before: no text vanishes (moved to a later output),
+    # none is shown twice, and the last view is the whole answer.
+    for before, after in itertools.pairwise(page.answers):
+        assert after.startswith(before), (before[-80:], after[-80:])
+    assert page.answers[-1] == answer
+
+
+MARKDOWN_LINES = [
+    "", "", "", "A paragraph of prose", "- item", "* item", "1. one", "12. twelve", "12:30 is late",
+    "  indented", "    code", "```", "```py", "~~~", "> quote", "| a | b |", "|---|---|", "# Head",
+    "===", "---", "-", "+x", "**bold** start",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.sampled_from(MARKDOWN_LINES) | st.text(max_size=5), max_size=30),
+    sizes=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=8),
+)
+def test_shown_text_never_moves_between_outputs(lines: list[str], sizes: list[int]) -> None:
+    answer = "\n".join(lines)
+    assert_text_never_moves(stream_to_page(answer, sizes), answer)
+
+
+def test_shown_text_never_moves_in_long_blocks() -> None:
+    # Past FREEZE_CHARS a block is cut at a line boundary: the line after the cut is held back
+    # until complete rather than shown in the block it will leave.
+    prose = "".join(f"line {i} goes on and on\n" for i in range(600))
+    code = "```python\n" + "".join(f"x_{i} = {i}\n" for i in range(900)) + "```\n"
+    answer = prose + "\n" + code + sample_answer(20_000)
+    assert_text_never_moves(stream_to_page(answer, [7, 13, 29, 3]), answer)
 
 
 def test_bad_format_and_rate_fail_early() -> None:

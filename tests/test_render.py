@@ -317,11 +317,16 @@ def test_split_examples() -> None:
         "Intro\nline two\n\n",
         "- a\n\n- b\n\n",  # a loose list stays whole
         "Next\n```py\nx\n\n\ny\n```\n",
+        "after\n\n",  # "tail" can only start a paragraph of its own
     ]
-    assert tail == "after\n\ntail"
-    # The block before a blank line is finished only once the next line is known.
-    assert split_blocks("a\n\nb") == ([], "a\n\nb")
+    assert tail == "tail"
+    # The block before a blank line is finished once the next line's first characters decide it.
+    assert split_blocks("a\n\n") == ([], "a\n\n")
+    assert split_blocks("a\n\nb") == (["a\n\n"], "b")
     assert split_blocks("a\n\nb\n") == (["a\n\n"], "b\n")
+    assert split_blocks("a\n\n1") == ([], "a\n\n1")  # "1." would be a list item...
+    assert split_blocks("a\n\n12:30 is") == (["a\n\n"], "12:30 is")  # ...this is not
+    assert split_blocks("- a\n\n- b") == ([], "- a\n\n- b")  # the list goes on
     # An open fence keeps everything.
     assert split_blocks("```\na\n\nb\n\nc\n") == ([], "```\na\n\nb\n\nc\n")
     # Indented continuation of a list item and quote lines after a quote keep the block open.
@@ -353,12 +358,12 @@ def test_split_invariants(text: str, cuts: list[int]) -> None:
 @given(text=markdownish, cut=st.integers(min_value=0), limit=st.integers(min_value=1, max_value=30))
 def test_freeze_and_resume_are_stable(text: str, cut: int, limit: int) -> None:
     markdown = limit % 2 == 0
-    blocks, tail_start, fence = _segment(text, markdown=markdown, limit=limit)
+    blocks, tail_start, fence, _ = _segment(text, markdown=markdown, limit=limit)
     prefix = text[: cut % (len(text) + 1)]
-    p_blocks, p_tail, p_fence = _segment(prefix, markdown=markdown, limit=limit)
+    p_blocks, p_tail, p_fence, _ = _segment(prefix, markdown=markdown, limit=limit)
     assert blocks[: len(p_blocks)] == p_blocks
     # Resuming from a prefix's tail gives what a full scan gives.
-    r_blocks, r_tail, r_fence = _segment(
+    r_blocks, r_tail, r_fence, _ = _segment(
         text, markdown=markdown, start=p_tail, fence=p_fence, limit=limit
     )
     assert (p_blocks + r_blocks, r_tail, r_fence) == (blocks, tail_start, fence)
