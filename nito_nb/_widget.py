@@ -698,8 +698,15 @@ class ChatWidget(ipywidgets.VBox):
         self.stop()
 
     def _on_busy(self, change: dict[str, Any]) -> None:
-        self._send_button.disabled = bool(change["new"])
-        self._stop_button.disabled = not change["new"]
+        # Two widgets, two messages, and the browser can draw between them: enable the button
+        # that becomes usable first, so there is never a moment when neither Send nor Stop works
+        # (seen in the browser test on ipykernel 6: Send already disabled, Stop not yet enabled).
+        if change["new"]:
+            self._stop_button.disabled = False
+            self._send_button.disabled = True
+        else:
+            self._send_button.disabled = False
+            self._stop_button.disabled = True
 
     def _on_status(self, change: dict[str, Any]) -> None:
         self._status_line.value = str(change["new"])

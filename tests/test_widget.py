@@ -128,6 +128,20 @@ def test_exported_lazily() -> None:
         nito_nb.NoSuchThing  # noqa: B018
 
 
+def test_a_usable_button_at_every_moment(widgets: Any) -> None:
+    # Each button's change is a message of its own, drawn as it comes: the one that becomes usable
+    # changes first, so no moment shows both Send and Stop disabled.
+    w = widgets(model="sim/chat", sim=FAST)
+    states: list[tuple[bool, bool]] = []
+    for button in (w._send_button, w._stop_button):
+        button.observe(
+            lambda _: states.append((w._send_button.disabled, w._stop_button.disabled)), "disabled"
+        )
+    w.busy = True
+    w.busy = False
+    assert states == [(False, False), (True, False), (False, False), (False, True)]
+
+
 # -- a turn ---------------------------------------------------------------------------------------
 
 
