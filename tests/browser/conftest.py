@@ -68,3 +68,20 @@ def lab(browser: Any, lab_server: harness.LabServer) -> Iterator[harness.Lab]:
         yield lab
     finally:
         lab.close()
+
+
+@pytest.fixture(scope="session")
+def notebook7_server() -> Iterator[harness.LabServer]:
+    """An isolated Notebook 7 server (`jupyter notebook`), started only by tests that use it."""
+    with harness.lab_server(app="notebook") as server:
+        yield server
+
+
+@pytest.fixture
+def notebook7(browser: Any, notebook7_server: harness.LabServer) -> Iterator[harness.Lab]:
+    """Like `lab`, on Notebook 7: `open()` shows the notebook in Notebook 7's own page."""
+    lab = harness.Lab(notebook7_server, browser)
+    try:
+        yield lab
+    finally:
+        lab.close()

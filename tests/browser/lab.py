@@ -64,7 +64,10 @@ _CELLS = ".jp-NotebookPanel .jp-Notebook .jp-Cell"
 _READY_JS = """() => {
   if (document.querySelector('.jp-Dialog')) return 'dialog';
   const bar = document.querySelector('#jp-main-statusbar');
-  const idle = !!bar && bar.textContent.includes('| Idle');
+  // JupyterLab says it in its status bar; Notebook 7 has none, its toolbar's indicator says it.
+  const indicator = document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator');
+  const idle = (!!bar && bar.textContent.includes('| Idle')) ||
+    (!bar && !!indicator && indicator.dataset.status === 'idle');
   const cell = !!document.querySelector('.jp-NotebookPanel .jp-Cell');
   return idle && cell ? 'ready' : false;
 }"""
@@ -81,8 +84,17 @@ def _free_port() -> int:
 class LabServer:
     """A running `jupyter lab` in its own temporary HOME; see `lab_server()`."""
 
-    def __init__(self, base: Path, port: int, token: str, proc: subprocess.Popen, log_path: Path):
+    def __init__(
+        self,
+        base: Path,
+        port: int,
+        token: str,
+        proc: subprocess.Popen,
+        log_path: Path,
+        app: str = "lab",
+    ):
         self.base = base
+        self.app = app
         self.root_dir = base / "root"
         self.port = port
         self.token = token
@@ -189,8 +201,9 @@ def _write_config(base: Path, env: dict[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
-    """Start an isolated JupyterLab; stop it (and its kernels) on exit."""
+def lab_server(start_timeout: float = 60, app: str = "lab") -> Iterator[LabServer]:
+    """Start an isolated JupyterLab (``app="lab"``) or Notebook 7 (``app="notebook"``, the same
+    front-end components in a one-document shell); stop it (and its kernels) on exit."""
     base = Path(tempfile.mkdtemp(prefix="nito-lab-"))
     env = _isolated_env(base)
     _write_config(base, env)
@@ -199,7 +212,7 @@ def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
     cmd = [
         sys.executable,
         "-m",
-        "jupyterlab",
+        {"lab": "jupyterlab", "notebook": "notebook"}[app],
         "--no-browser",
         "--allow-root",  # as root, jupyter exits without it
         "--ip",
@@ -226,7 +239,7 @@ def lab_server(start_timeout: float = 60) -> Iterator[LabServer]:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            server = LabServer(base, port, token, proc, log_path)
+            server = LabServer(base, port, token, proc, log_path, app)
             try:
                 _wait_until_up(server, start_timeout)
                 spec = server.api("GET", "/api/kernelspecs")["kernelspecs"][KERNEL_NAME]["spec"]
@@ -449,7 +462,8 @@ class Lab:
         ctx.set_default_timeout(self.timeout * 1000)
         page = ctx.new_page()
         # `reset` drops any saved workspace so every test starts from the same layout.
-        page.goto(f"{self.server.url}/lab/tree/{_ipynb(name)}?token={self.server.token}&reset")
+        where = "lab/tree" if self.server.app == "lab" else "notebooks"
+        page.goto(f"{self.server.url}/{where}/{_ipynb(name)}?token={self.server.token}&reset")
         if self.server.proc.poll() is not None:
             raise RuntimeError(f"jupyter lab has died:\n{self.server.log_tail()}")
         try:
@@ -464,6 +478,17 @@ class Lab:
         if state == "dialog":
             text = page.locator(".jp-Dialog").first.inner_text()
             raise RuntimeError(f"a dialog blocked {name}: {text!r}")
+        if self.server.app == "notebook":
+            # Notebook 7's indicator reads idle before any kernel exists, and a cell run then is
+            # lost (measured): wait for the server to see an idle kernel with the page connected.
+            deadline = time.monotonic() + self.timeout * 2
+            while not any(
+                k["execution_state"] == "idle" and k["connections"] > 0
+                for k in self.server.api("GET", "/api/kernels")
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no kernel for {name}:\n{self.server.log_tail()}")
+                time.sleep(0.1)
         nb = NotebookPage(page, self.timeout)
         self.pages.append(nb)
         return nb

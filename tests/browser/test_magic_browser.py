@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .lab import XSS_PAYLOAD, take_screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +65,13 @@ def test_answer_streams_in_live_as_markdown(lab: Any) -> None:
     nb.assert_no_xss()
 
 
-def test_hostile_answer_stays_inert(lab: Any) -> None:
+# The same front-end components in Notebook 7's own shell: the safety bar and the stop button there.
+APPS = ["lab", "notebook7"]
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_hostile_answer_stays_inert(app: str, request: pytest.FixtureRequest) -> None:
+    lab = request.getfixturevalue(app)
     hostile = (
         f"{XSS_PAYLOAD}\n\n[click me](javascript:window.__xss=1)\n\n"
         "```html\n<div>shown literally</div>\n```"
@@ -114,7 +122,9 @@ def test_readme_screenshot(lab: Any, tmp_path: Path) -> None:
     assert "✓ done" in nb.output_text(1)
 
 
-def test_stop_button_keeps_the_partial_answer(lab: Any) -> None:
+@pytest.mark.parametrize("app", APPS)
+def test_stop_button_keeps_the_partial_answer(app: str, request: pytest.FixtureRequest) -> None:
+    lab = request.getfixturevalue(app)
     lab.write_notebook("stop", [
         "%load_ext nito_nb",
         "%%nito -m sim/chat --param sim='{\"tps\": 30}'\nExplain streaming",
