@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anywidget
 import ipywidgets
 import traitlets
 
@@ -378,13 +379,87 @@ def _user_text(messages: Iterable[dict[str, Any]]) -> str:
     )
 
 
+# The prompt box's front end. Measured in the browser: Notebook 7 reads keys before the page's
+# widgets do, so Shift+Enter in ipywidgets' Text re-ran the cell (a new, empty chat replaced this
+# one), and ipywidgets' Textarea has no key event at all (multi-line prompts could only be sent with
+# the button). This box marks itself with Lumino's `data-lm-suppress-shortcuts`, the attribute
+# JupyterLab and Notebook 7 check before running a shortcut, and sends Enter itself. The value is
+# only ever assigned as text (`.value`, `.placeholder`): nothing here parses markup.
+_PROMPT_BOX_ESM = """
+function render({ model, el }) {
+  el.setAttribute("data-lm-suppress-shortcuts", "true");
+  const multiline = model.get("multiline");
+  const box = document.createElement(multiline ? "textarea" : "input");
+  if (multiline) box.rows = model.get("rows");
+  box.className = "nito-prompt-box";
+  box.placeholder = model.get("placeholder");
+  box.value = model.get("value");
+  const save = () => {
+    model.set("value", box.value);
+    model.save_changes();
+  };
+  box.addEventListener("input", save);
+  box.addEventListener("keydown", (event) => {
+    event.stopPropagation();  // the notebook's own key handlers never see what is typed here
+    const sends = event.key === "Enter" && (event.shiftKey || !multiline);
+    if (!sends || event.isComposing) return;
+    event.preventDefault();
+    save();
+    // The text travels in the message itself: ipywidgets holds back a value update while the
+    // previous one is unanswered, so with a far-away kernel `value` can lag the last keystroke.
+    model.send({ event: "submit", text: box.value });
+  });
+  const show = () => {
+    if (box.value !== model.get("value")) box.value = model.get("value");
+  };
+  model.on("change:value", show);
+  model.on("change:placeholder", () => { box.placeholder = model.get("placeholder"); });
+  el.appendChild(box);
+  return () => {
+    model.off("change:value", show);
+  };
+}
+export default { render };
+"""
+
+_PROMPT_BOX_CSS = """
+.nito-prompt-box {
+  box-sizing: border-box; width: 100%; font: inherit; padding: 4px 8px; resize: vertical;
+  color: var(--jp-widgets-input-color, var(--jp-ui-font-color1, inherit));
+  background: var(--jp-widgets-input-background-color, var(--jp-layout-color1, transparent));
+  border: var(--jp-widgets-input-border-width, 1px) solid
+    var(--jp-widgets-input-border-color, var(--jp-border-color1, #bdbdbd));
+}
+.nito-prompt-box:focus {
+  outline: none;
+  border-color: var(--jp-widgets-input-focus-border-color, var(--jp-brand-color2, #64b5f6));
+}
+"""
+
+
+class PromptBox(anywidget.AnyWidget):
+    """The chat's input box: Enter sends (``multiline=True``: Enter makes a new line and
+    Shift+Enter sends), in JupyterLab and in Notebook 7 alike.
+
+    Sending arrives as the custom message ``{"event": "submit", "text": ...}`` (``on_msg``), with
+    the box's text as it was when the key was pressed.
+    """
+
+    _esm = _PROMPT_BOX_ESM
+    _css = _PROMPT_BOX_CSS
+    value = traitlets.Unicode("").tag(sync=True)
+    placeholder = traitlets.Unicode("").tag(sync=True)
+    multiline = traitlets.Bool(False).tag(sync=True)
+    rows = traitlets.Int(3).tag(sync=True)
+
+
 class ChatWidget(ipywidgets.VBox):
     """A chat panel: a transcript, an input box, Send and Stop, a model picker, a status line.
 
     ``ChatWidget(model="sim/chat", system=None, tools=None, **params)``; ``params`` go into every
     request body (``temperature``, ``sim={"tps": 40}``...), ``api_key``/``base_url``/``timeout``
-    configure the client. Press Send or Enter in the box (``multiline=True``: a text area, where
-    Enter makes a new line and only Send sends). The answer streams in a background thread, so Stop
+    configure the client. Press Send, or Enter in the box (``multiline=True``: a text area, where
+    Enter makes a new line and Shift+Enter sends). The answer streams in a background thread, so Stop
     works while it streams; Send is disabled meanwhile.
 
     From code: ``ask(prompt)`` (returns the turn's AsyncStream), ``stop()``, ``wait()``,
@@ -392,8 +467,8 @@ class ChatWidget(ipywidgets.VBox):
     ``transcript()`` and ``snapshot()`` (a static copy for saved notebooks), ``close()``.
     """
 
-    # Python-side state, not synced: the child widgets carry what the page shows, and there is no
-    # front-end code of ours that would read these (syncing them would only add messages).
+    # Python-side state, not synced: the child widgets carry what the page shows, and no front-end
+    # code reads these (syncing them would only add messages).
     model = traitlets.Unicode()
     busy = traitlets.Bool(False)
     status = traitlets.Unicode("ready")
@@ -444,16 +519,11 @@ class ChatWidget(ipywidgets.VBox):
         options = list(dict.fromkeys([model, *(models or []), *SIM_MODELS]))
         self._transcript = ipywidgets.VBox()
         self._transcript.add_class("nito-chat-transcript")
-        if multiline:
-            self._input: ipywidgets.Text | ipywidgets.Textarea = ipywidgets.Textarea(
-                placeholder="Message (Send sends)", rows=3
-            )
-        else:
-            self._input = ipywidgets.Text(placeholder="Message (Enter sends)")
-            # Enter in a Text sends a "submit" custom message (Text.on_submit is deprecated in
-            # ipywidgets 8; on_msg is the public way to receive it). There is no key event for a
-            # Textarea, so Shift+Enter cannot be told from Enter there.
-            self._input.on_msg(self._on_input_msg)
+        self._input = PromptBox(
+            multiline=multiline,
+            placeholder="Message (Shift+Enter sends)" if multiline else "Message (Enter sends)",
+        )
+        self._input.on_msg(self._on_input_msg)
         self._input.layout = ipywidgets.Layout(flex="1 1 auto", width="auto")
         self._input.add_class("nito-chat-input")
         self._send_button = ipywidgets.Button(
@@ -681,6 +751,9 @@ class ChatWidget(ipywidgets.VBox):
 
     def _on_input_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("event") == "submit":
+            text = content.get("text")
+            if isinstance(text, str):  # the text as the user saw it (see PromptBox)
+                self._input.value = text
             self._send_from_box()
 
     def _send_from_box(self) -> None:

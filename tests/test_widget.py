@@ -186,13 +186,40 @@ def test_enter_in_the_box_sends(widgets: Any) -> None:
     assert len(w.streams) == 1
 
 
+def test_enter_sends_the_text_the_user_saw(widgets: Any) -> None:
+    # The box's value update can still be held back in the front end (ipywidgets' throttle) when
+    # Enter is pressed: the text in the submit message is what was in the box.
+    w = widgets(model="sim/echo", sim=FAST)
+    w._input.value = "hello th"
+    w._input._handle_custom_msg({"event": "submit", "text": "hello there"}, [])
+    stream = w.wait(20)
+    assert stream is not None and stream.content == "hello there"
+    assert w._input.value == ""
+    w._input._handle_custom_msg({"event": "submit", "text": "  "}, [])  # blanks send nothing
+    assert len(w.streams) == 1
+
+
 def test_multiline_uses_a_text_area(widgets: Any) -> None:
     w = widgets(model="sim/echo", sim=FAST, multiline=True)
-    assert isinstance(w._input, ipywidgets.Textarea)
+    assert w._input.multiline and "Shift+Enter" in w._input.placeholder
     w._input.value = "line one\nline two"
     w._send_button.click()
     stream = w.wait(20)
     assert stream is not None and stream.content == "line one\nline two"
+    w._input.value = "and Shift+Enter"
+    w._input._handle_custom_msg({"event": "submit"}, [])  # what the front end sends on Shift+Enter
+    stream = w.wait(20)
+    assert stream is not None and stream.content == "and Shift+Enter"
+
+
+def test_the_prompt_box_front_end_never_parses_markup() -> None:
+    # The value and placeholder reach the page only as properties of an input or textarea; the
+    # browser tests type a hostile payload through it. Here: no HTML sink in its code at all.
+    from nito_nb._widget import _PROMPT_BOX_ESM
+
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in _PROMPT_BOX_ESM
+    assert 'setAttribute("data-lm-suppress-shortcuts", "true")' in _PROMPT_BOX_ESM
 
 
 def test_send_is_refused_while_a_turn_streams(widgets: Any) -> None:

@@ -3,9 +3,10 @@ get a DataFrame.
 
 One session, as a user would have it: type a prompt key by key and click Send, watch the answer
 grow, click Stop and see it stop growing within a second with the partial answer kept, switch the
-model picker to sim/echo and send a hostile payload from the box with Shift+Enter (Enter in
-Notebook 7, which takes Shift+Enter for itself): it comes back as inert text, and the key does not
-re-run the cell; then `w.frame()` in the next cell has a row per turn.
+model picker to sim/echo and send a hostile payload from the box with Shift+Enter (or Enter): it
+comes back as inert text, and the key does not re-run the cell; then `w.frame()` in the next cell
+has a row per turn. A second test types a two-line prompt in the multi-line box: Enter makes the
+new line, Shift+Enter sends, and nothing typed reaches the notebook's own shortcuts.
 
 The same test runs on ipykernel 6 when NITO_IPYKERNEL6_SITE names a folder holding it (put first on
 the kernel's PYTHONPATH), e.g. `pip install --no-deps --target /tmp/k6site "ipykernel==6.29.5"`.
@@ -56,24 +57,59 @@ def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-unty
 
 
 @pytest.mark.parametrize(
-    "ipykernel",
+    ("ipykernel", "send_key"),
     [
-        "7",
+        ("7", "Shift+Enter"),
         pytest.param(
-            "6", marks=pytest.mark.skipif(not IPYKERNEL6_SITE, reason="NITO_IPYKERNEL6_SITE unset")
+            "6",
+            "Enter",
+            marks=pytest.mark.skipif(not IPYKERNEL6_SITE, reason="NITO_IPYKERNEL6_SITE unset"),
         ),
     ],
 )
-def test_chat_stop_switch_model_and_frame(lab: Lab, ipykernel: str) -> None:
+def test_chat_stop_switch_model_and_frame(lab: Lab, ipykernel: str, send_key: str) -> None:
     env = {"PYTHONPATH": IPYKERNEL6_SITE} if ipykernel == "6" and IPYKERNEL6_SITE else None
-    chat_session(lab, env, ipykernel, send_key="Shift+Enter")
+    chat_session(lab, env, ipykernel, send_key=send_key)
 
 
 def test_chat_in_notebook7(notebook7: Lab) -> None:
-    # Notebook 7 handles shortcuts before the page's widgets see the key (measured: Shift+Enter in
-    # the box re-runs the cell, a new widget replaces the chat), so there Enter is the key that
-    # sends; docs/WIDGET.md says so.
-    chat_session(notebook7, None, "7", send_key="Enter")
+    # Notebook 7 runs its shortcuts before the page's widgets see the key: with ipywidgets' own Text
+    # box, Shift+Enter re-ran the cell (a new widget replaced the chat). The prompt box opts out.
+    chat_session(notebook7, None, "7", send_key="Shift+Enter")
+
+
+MULTILINE = """import nito_nb
+w = nito_nb.ChatWidget(model="sim/echo", multiline=True, sim={"tps": 0})
+w
+"""
+
+
+@pytest.mark.parametrize("app", ["lab", "notebook7"])
+def test_multiline_box_enter_is_a_new_line_and_shift_enter_sends(
+    app: str, request: pytest.FixtureRequest
+) -> None:
+    lab: Lab = request.getfixturevalue(app)
+    lab.write_notebook("multiline", [MULTILINE])
+    nb = lab.open("multiline")
+    nb.run_cell(0, wait=True)
+    box = nb.cell(0).locator(".nito-chat-input textarea")
+    box.wait_for(timeout=20_000)
+    prompt_after_setup, cells = nb.prompt(0), nb.cell_count()
+    box.click()
+    # Letters that are notebook shortcuts in command mode ("i i" interrupts, "a"/"b" insert, "m"
+    # makes Markdown, "d d" deletes): typed here, they must all land in the box.
+    box.press_sequentially("a line, bimodal")
+    box.press("Enter")
+    box.press_sequentially("ii dd mm")
+    time.sleep(0.5)
+    assert box.input_value() == "a line, bimodal\nii dd mm"
+    assert nb.cell(0).locator(".nito-chat-turn").count() == 0  # Enter sent nothing
+    box.press("Shift+Enter")
+    _wait(lambda: "✓ done" in _status(nb, 0), 20, "the echo turn to finish")
+    assert "a line, bimodal\nii dd mm" in nb.cell(0).locator(".nito-user").first.inner_text()
+    assert "ii dd mm" in _answer(nb, 0)
+    assert box.input_value() == ""  # cleared for the next message
+    assert (nb.prompt(0), nb.cell_count()) == (prompt_after_setup, cells)
 
 
 def chat_session(lab: Lab, env: dict[str, str] | None, ipykernel: str, send_key: str) -> None:
