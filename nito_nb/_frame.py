@@ -626,6 +626,9 @@ class _Builder:
         escaped_rows: list[int] = []
         escaped: list[bytes] = []
         find = body.find
+        startswith = body.startswith
+        prev_head = prev_tail = b"\xff"  # matches no chunk: the first one reads its skeleton
+        prev_index = -1
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
         for seq, first, last in zip(
@@ -644,10 +647,21 @@ class _Builder:
                         break
                     end = find(b'"', end + 1, last)
                 if end >= 0:
-                    key = body[first:start] + _PLACEHOLDER + body[end:last]
-                    index = skeletons.get(key)
-                    if index is None:
-                        index = skeletons[key] = self._skeleton(key)
+                    # Usually the same skeleton as the chunk before: compared in place, no copy.
+                    if (
+                        start - first == len(prev_head)
+                        and last - end == len(prev_tail)
+                        and startswith(prev_head, first)
+                        and startswith(prev_tail, end)
+                    ):
+                        index = prev_index
+                    else:
+                        prev_head, prev_tail = body[first:start], body[end:last]
+                        key = prev_head + _PLACEHOLDER + prev_tail
+                        known = skeletons.get(key)
+                        if known is None:
+                            known = skeletons[key] = self._skeleton(key)
+                        index = prev_index = known
                     if index >= 0:
                         content = body[start:end]
                         if infos[index].targets is None:  # fragments or reasoning: add() places it

@@ -657,3 +657,43 @@ def test_plots_show_as_images_in_ipython_without_pyplot() -> None:
         # in a kernel, where it is on.
         formatter = shell.display_formatter.formatters["image/png"]
         assert formatter.lookup(figure)(figure)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["m1", "m2", "m10"]),
+            st.text(max_size=4),
+            st.sampled_from([None, "stop", "tool"]),  # two of equal length after the content
+        ),
+        max_size=30,
+    )
+)
+def test_neighbouring_chunks_of_other_layouts_keep_their_own_values(
+    pieces: list[tuple[str, str, str | None]],
+) -> None:
+    # frame() reads a chunk's layout once and reuses it for the next chunk when its bytes around
+    # the content match: "m1" and "m2" (before it) or "stop" and "tool" (after it) make layouts
+    # of equal length that differ in one byte.
+    lines = [
+        json.dumps(
+            {
+                "id": "gen-1",
+                "model": model,
+                "choices": [
+                    {"index": 0, "delta": {"content": text}, "finish_reason": fin}
+                ],
+            },
+            separators=(",", ":"),  # compact, as gateways send it
+        ).encode()
+        for model, text, fin in pieces
+    ]
+    s = timed([(0.1 + i / 1000, b"data: " + line + b"\n\n") for i, line in enumerate(lines)])
+    df = s.frame()
+    chunks = df[df.kind == "chunk"]
+    assert chunks.model.tolist() == [model for model, _, _ in pieces]
+    finishes = chunks.finish_reason.astype(object).where(chunks.finish_reason.notna(), None)
+    assert finishes.tolist() == [fin for _, _, fin in pieces]
+    assert chunks.content.fillna("").tolist() == [text for _, text, _ in pieces]
+    assert df.nito.text().iloc[0] == s.content
