@@ -28,40 +28,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the sample answer the display tests use
 
-from nito_nb._display import LiveDisplay
+from markdown_sample import sample_answer  # noqa: E402
+
+from nito_nb._display import LiveDisplay  # noqa: E402
 
 ANSWER_BYTES = 200_000
 CHUNKS = 50_000
 ROUNDS = 5
-
-
-def sample_answer(size: int) -> str:
-    """Deterministic Markdown of ``size`` characters (the same mix as tests/test_display.py)."""
-    pieces: list[str] = []
-    total = i = 0
-    while total < size:
-        kind = i % 5
-        if kind == 0:
-            piece = f"## Section {i}\n\n"
-        elif kind == 1:
-            piece = " ".join(
-                f"Sentence {i}.{j} talks about <b>tags</b> and `code`." for j in range(8)
-            )
-            piece += "\n\n"
-        elif kind == 2:
-            piece = "".join(f"- item {j} with **bold** text\n" for j in range(6)) + "\n"
-        elif kind == 3:
-            body = "".join(f"    value_{j} = compute({j}, '<div>')\n" for j in range(12))
-            piece = f"```python\ndef step_{i}():\n{body}    return value_0\n```\n\n"
-        else:
-            rows = "".join(f"| {j} | {j * j} | cell <i>{j}</i> |\n" for j in range(5))
-            piece = "| n | n² | note |\n|---|---:|---|\n" + rows + "\n"
-        pieces.append(piece)
-        total += len(piece)
-        i += 1
-    return "".join(pieces)[:size]
 
 
 class CountingHandle:
