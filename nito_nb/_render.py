@@ -835,7 +835,10 @@ def _segments(content: str, format: str, cache: RenderCache | None) -> _Scan:
 def _answer_parts(
     content: str, format: str, growing: bool, cache: RenderCache | None, *, split: bool = True
 ) -> list[Part]:
-    if not content:
+    if not content.strip():
+        # Nothing to see yet. Some gateways open with a bare "\n" before the reasoning (an
+        # OpenRouter recording): an answer output made for it would stay above the reasoning,
+        # since outputs can only be appended.
         return []
     if split:
         blocks, tail_start, tail_fence, settled = _segments(content, format, cache)

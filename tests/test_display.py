@@ -221,7 +221,11 @@ class Page:
         self.answers: list[str] = []  # the answer's text on the page after each message
 
     def _seen(self) -> None:
-        shown = [b["text/plain"] for b in self.outputs if 'class="nito-out nito-answer"' in b["text/html"][:40]]
+        shown = [
+            b["text/plain"]
+            for b in self.outputs
+            if 'class="nito-out nito-answer"' in b["text/html"][:40]
+        ]
         self.answers.append("".join(shown))
 
     def __call__(self, bundle: dict[str, str], *, raw: bool, display_id: bool) -> Any:
@@ -257,10 +261,10 @@ def stream_to_page(answer: str, sizes: list[int]) -> Page:
 
 def assert_text_never_moves(page: Page, answer: str) -> None:
     # Each view of the answer extends the one before: no text vanishes (moved to a later output),
-    # none is shown twice, and the last view is the whole answer.
+    # none is shown twice, and the last view is the whole answer (nothing for blanks alone).
     for before, after in itertools.pairwise(page.answers):
         assert after.startswith(before), (before[-80:], after[-80:])
-    assert page.answers[-1] == answer
+    assert page.answers[-1] == (answer if answer.strip() else "")
 
 
 MARKDOWN_LINES = [
@@ -287,6 +291,26 @@ def test_shown_text_never_moves_in_long_blocks() -> None:
     code = "```python\n" + "".join(f"x_{i} = {i}\n" for i in range(900)) + "```\n"
     answer = prose + "\n" + code + sample_answer(20_000)
     assert_text_never_moves(stream_to_page(answer, [7, 13, 29, 3]), answer)
+
+
+def test_reasoning_stays_above_an_answer_that_opens_with_a_bare_newline() -> None:
+    # OpenRouter sent content "\n" before the reasoning (tests/data/real, SOURCES.tsv): no answer
+    # output is made for blanks, so the reasoning's output comes first, as in a finished view.
+    import nito_nb
+
+    recorded = nito_nb.read_sse(ROOT / "tests/data/real/openrouter-reasoning-tools-2.sse")
+    assert recorded.log[0].data.count('"content":"\\n"') == 1 and recorded.reasoning
+    clock, page = FakeClock(), Page()
+    live = nito_nb.Stream({"model": "replay", "messages": []})
+    display = LiveDisplay(live, clock=clock, display=page)
+    for event in recorded.log:
+        live._feed(event.raw, 0)
+        clock.now += 1.0
+        display.update()
+    live._end(0)
+    display.finish()
+    kinds = [b["text/html"].split('"')[1].split()[-1] for b in page.outputs]
+    assert kinds.index("nito-reasoning") < kinds.index("nito-answer")
 
 
 def test_bad_format_and_rate_fail_early() -> None:
