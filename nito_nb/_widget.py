@@ -425,6 +425,7 @@ export default { render };
 _PROMPT_BOX_CSS = """
 .nito-prompt-box {
   box-sizing: border-box; width: 100%; font: inherit; padding: 4px 8px; resize: vertical;
+  margin: var(--jp-widgets-margin, 2px) 0; min-height: var(--jp-widgets-inline-height, 28px);
   color: var(--jp-widgets-input-color, var(--jp-ui-font-color1, inherit));
   background: var(--jp-widgets-input-background-color, var(--jp-layout-color1, transparent));
   border: var(--jp-widgets-input-border-width, 1px) solid
