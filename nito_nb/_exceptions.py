@@ -27,8 +27,12 @@ API key or an Authorization header: they are built from the gateway's answer onl
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
+import math
 import re
+import time
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 
@@ -228,14 +232,24 @@ def error_details(body: str, content_type: str = "") -> tuple[str, Any, Any]:
     return text[:500], None, None
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """``Retry-After`` in seconds (the delta-seconds form; an HTTP date is ignored)."""
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` in seconds from now: delta-seconds, or an HTTP date (RFC 9110, 10.2.3).
+
+    ``now`` (a Unix time, default the clock) is for tests. None when the value is neither.
+    """
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        return None
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # "-0000" in a date means UTC too
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def api_error(

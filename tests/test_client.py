@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import json
 import signal
 import threading
@@ -205,6 +207,51 @@ def test_rate_limit_is_retried_with_retry_after(scripted: ScriptedServer) -> Non
     s = client(base).stream("hi", model="m")
     assert time.perf_counter() - start >= 0.2
     assert s.content == "Hello wörld" and s.attempts == 2 and limited.times == 1
+
+
+def test_rate_limit_with_an_http_date(scripted: ScriptedServer) -> None:
+    # Retry-After may be a date (RFC 9110): an hour away is too long to wait, so the error says
+    # when; a date already past is retried at once.
+    in_an_hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    limited = Script(
+        status=429, parts=[b"slow down"], content_type="text/plain", headers={"Retry-After": in_an_hour}
+    )
+    base = scripted.add("retry-date", limited)
+    with pytest.raises(nito_nb.RateLimitError) as info:
+        client(base).stream("hi", model="m")
+    assert info.value.retry_after is not None and 3590 <= info.value.retry_after <= 3601
+    past = Script(
+        status=429,
+        parts=[b"slow down"],
+        content_type="text/plain",
+        headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"},
+    )
+    base = scripted.add("retry-past", past, Script(parts=HELLO))
+    s = client(base).stream("hi", model="m")
+    assert s.content == "Hello wörld" and s.attempts == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        ("0.5", 0.5),
+        ("-3", 0.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 60.0),  # now = one minute before it
+        ("Wednesday, 21-Oct-15 07:28:00 GMT", 60.0),  # the obsolete RFC 850 form
+        ("Wed, 21 Oct 2015 07:26:00 GMT", 0.0),  # already past
+        ("soon", None),
+        ("nan", None),
+        ("inf", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_seconds(value: str | None, seconds: float | None) -> None:
+    from nito_nb._exceptions import retry_after_seconds
+
+    now = datetime.datetime(2015, 10, 21, 7, 27, tzinfo=datetime.timezone.utc).timestamp()
+    assert retry_after_seconds(value, now=now) == seconds
 
 
 def test_rate_limit_gives_up_with_retry_after(scripted: ScriptedServer) -> None:
