@@ -506,8 +506,8 @@ class _Builder:
         kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
         ends = np.array(log._ends[:n], dtype=np.int64)  # where each event's bytes end in the body
         t = np.empty(rows)
-        t[0] = np.nan if log.headers_ns is None else (log.headers_ns - log.t0_ns) / 1e9
-        t[1:] = (times - log.t0_ns) / 1e9
+        t[0] = np.nan if log.headers_ns is None or not log.timed else (log.headers_ns - log.t0_ns) / 1e9
+        t[1:] = (times - log.t0_ns) / 1e9 if log.timed else np.nan  # a recording without times
         gap = np.full(rows, np.nan)
         if n > 1:
             gap[2:] = np.diff(t[1:])
@@ -1014,15 +1014,16 @@ class NitoAccessor:
         def per_stream(fill: Any = np.nan, dtype: Any = np.float64) -> np.ndarray:
             return np.full(n_streams, fill, dtype=dtype)
 
+        # fmin/fmax skip NaN times (a recording read without arrival times has only those).
         def minimum(mask: np.ndarray) -> np.ndarray:
             out = per_stream(np.inf)
-            np.minimum.at(out, code[mask], t[mask])
+            np.fmin.at(out, code[mask], t[mask])
             out[np.isinf(out)] = np.nan
             return out
 
         def maximum(mask: np.ndarray) -> np.ndarray:
             out = per_stream(-np.inf)
-            np.maximum.at(out, code[mask], t[mask])
+            np.fmax.at(out, code[mask], t[mask])
             out[np.isinf(out)] = np.nan
             return out
 
@@ -1313,6 +1314,8 @@ class NitoAccessor:
         ax.set_xlabel("seconds since the request was sent")
         ax.set_ylabel("characters received")
         ax.set_title("Timeline: when each delta arrived")
+        if not np.isfinite(t).any():
+            _say_untimed(ax)
         # Each stream adds up to eight entries: past max_legend the legend would hide the plot.
         if ax.lines and len(ax.get_legend_handles_labels()[1]) <= max_legend:
             ax.legend(fontsize="small", loc="upper left")
@@ -1331,7 +1334,8 @@ class NitoAccessor:
         ax = fig.add_subplot()
         series = []
         for number, label in enumerate(labels):
-            times = np.sort(t[token & (code == number)])
+            times = t[token & (code == number)]
+            times = np.sort(times[~np.isnan(times)])  # a recording read without times has none
             series.append((label, np.diff(times) * 1000))
         everything = np.concatenate([g for _, g in series]) if series else np.zeros(0)
         edges: Any = np.histogram_bin_edges(everything, bins=bins) if len(everything) else bins
@@ -1344,9 +1348,25 @@ class NitoAccessor:
         ax.set_xlabel("gap between token-bearing events (ms)")
         ax.set_ylabel("gaps")
         ax.set_title("Inter-token gaps")
+        if not np.isfinite(t).any():
+            _say_untimed(ax)
         if 1 < len(series) <= 12:
             ax.legend(fontsize="small")
         return _shown_inline(fig)
+
+
+def _say_untimed(ax: Any) -> None:
+    """An empty plot says why: the frame holds recordings read without arrival times."""
+    ax.text(
+        0.5,
+        0.5,
+        "no arrival times: these streams were read from recorded\n"
+        "SSE bodies (read_sse), which carry none",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color="0.4",
+    )
 
 
 def _shown_inline(fig: Figure) -> Figure:

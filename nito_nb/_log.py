@@ -98,6 +98,9 @@ class ChunkLog:
         self.t0_ns = t0_ns
         self.t0_wall = t0_wall or _dt.datetime.now(_dt.timezone.utc)
         self.headers_ns: int | None = None
+        #: False for a recorded body read without its arrival times (``read_sse``): every event then
+        #: carries the same time, and the timing metrics are unknown rather than zero.
+        self.timed = True
         self.status_code: int | None = None
         self.headers: dict[str, str] = {}
         self.end: dict[str, Any] = {}  # how the stream ended: status, error text; set by the Stream
@@ -191,6 +194,7 @@ class ChunkLog:
             "status_code": self.status_code,
             "headers": self.headers,
             "headers_dt_ns": None if self.headers_ns is None else self.headers_ns - self.t0_ns,
+            "timed": self.timed,
         }
         yield json.dumps(header, ensure_ascii=False)
         t0 = self.t0_ns
@@ -243,6 +247,7 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
         log.headers = clean_headers(header.get("headers") or {})
         if header.get("headers_dt_ns") is not None:
             log.headers_ns = t0 + int(header["headers_dt_ns"])
+        log.timed = header.get("timed") is not False  # logs saved before the key were all timed
         events: list[tuple[int, int | None, bytes]] = []
         for number, line in enumerate(f, start=2):
             if not line.strip():

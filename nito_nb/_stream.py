@@ -162,22 +162,29 @@ class Stream:
         return len(self.log)
 
     @property
+    def timed(self) -> bool:
+        """False for a recording read without arrival times (``read_sse``): its timings are None."""
+        return self.log.timed
+
+    @property
     def ttfb(self) -> float | None:
         """Seconds from request sent to response headers."""
-        if self.log.headers_ns is None:
+        if self.log.headers_ns is None or not self.log.timed:
             return None
         return (self.log.headers_ns - self.log.t0_ns) / 1e9
 
     @property
     def ttft(self) -> float | None:
         """Seconds from request sent to the first chunk with content, reasoning or tool-call text."""
-        if self._first_token_ns is None:
+        if self._first_token_ns is None or not self.log.timed:
             return None
         return (self._first_token_ns - self.log.t0_ns) / 1e9
 
     @property
-    def elapsed(self) -> float:
-        """Seconds since the request was sent; once finished, to the last event."""
+    def elapsed(self) -> float | None:
+        """Seconds since the request was sent; once finished, to the last event (None untimed)."""
+        if not self.log.timed:
+            return None
         times = self.log.times_ns()
         if self.finished:
             end = times[-1] if len(times) else (self.log.headers_ns or self.log.t0_ns)
@@ -461,6 +468,8 @@ class Stream:
         parts.append(f"{acc.n_chunks} chunks")
         if self.ttft is not None:
             parts.append(f"ttft {self.ttft:.2f}s")
+        if not self.log.timed:
+            parts.append("(recorded, no arrival times)")
         if acc.finish_reason:
             parts.append(f"finish={acc.finish_reason}")
         if acc.error:
@@ -627,7 +636,8 @@ def read_sse(
 
     A str is a path when such a file exists, else the body itself. Never raises for a mid-stream
     error or a truncated body: ``error``, ``done`` and ``status`` say what happened. The recording
-    has no arrival times, so every event gets the same time.
+    has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and ``elapsed`` are None (in a
+    frame, ``t`` and ``gap`` are NaN).
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         body = bytes(source)
@@ -640,6 +650,7 @@ def read_sse(
     else:
         raise TypeError(f"read_sse takes bytes, str or a path, not {type(source).__name__}")
     stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
+    stream.log.timed = False
     if (status_code is not None and status_code >= 400) or _looks_like_error_body(body):
         # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
         if status_code is None:  # a bare body: its own error code is the best guess of the status

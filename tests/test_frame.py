@@ -697,3 +697,20 @@ def test_neighbouring_chunks_of_other_layouts_keep_their_own_values(
     assert finishes.tolist() == [fin for _, _, fin in pieces]
     assert chunks.content.fillna("").tolist() == [text for _, text, _ in pieces]
     assert df.nito.text().iloc[0] == s.content
+
+
+def test_a_recording_without_times_has_unknown_timings_not_zeros() -> None:
+    recorded = nito_nb.read_sse(REAL / "openrouter-reasoning-tools-2.sse")
+    df = recorded.frame()
+    assert df["t"].isna().all() and df["gap"].isna().all()
+    m = df.nito.metrics().iloc[0]
+    for name in ("ttfb", "ttft", "ttfc", "e2e", "itl", "tpot", "output_tps", "gap_p50", "gap_max"):
+        assert pd.isna(m[name]), name
+    assert m["n_chunks"] == recorded.n_chunks and m["finish_reason"] == "tool_calls"
+    calls = df.nito.tool_calls()
+    assert calls.arguments.tolist() == [c.arguments for c in recorded.tool_calls]
+    for figure in (df.nito.plot_timeline(), df.nito.plot_gaps()):
+        assert any("no arrival times" in text.get_text() for text in figure.axes[0].texts)
+    # Beside a timed stream, each keeps its own: the timed one's metrics are numbers.
+    both = nito_nb.frame({"recorded": recorded, "live": hand_stream()}).nito.metrics()
+    assert pd.isna(both.loc["recorded", "ttft"]) and both.loc["live", "ttft"] == pytest.approx(0.15)

@@ -46,6 +46,7 @@ def same(a: nito_nb.Stream, b: nito_nb.Stream) -> None:
         "ttft",
         "ttfb",
         "elapsed",
+        "timed",
         "n_chunks",
         "n_events",
         "request",
@@ -156,6 +157,23 @@ def test_every_ending_survives_save_and_load(
 def test_recordings_round_trip(tmp_path: Path, path: Path) -> None:
     s = nito_nb.read_sse(path)
     same(s, nito_nb.load(s.save(tmp_path / "r.jsonl")))
+
+
+def test_a_recording_has_no_times_and_keeps_none_when_saved(tmp_path: Path) -> None:
+    s = nito_nb.read_sse(REAL / "openrouter-content-1.sse")
+    assert not s.timed and (s.ttft, s.ttfb, s.elapsed) == (None, None, None)
+    assert "no arrival times" in repr(s) and "ttft" not in repr(s)
+    path = s.save(tmp_path / "r.jsonl")
+    assert json.loads(path.read_text().splitlines()[0])["timed"] is False
+    assert not nito_nb.load(path).timed
+    # A log saved before the "timed" key existed was always a timed one.
+    live = fed((1_000_000, chunk_line({"content": "hi"})), (2_000_000, b"data: [DONE]\n\n"))
+    lines = live.save(tmp_path / "old.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["timed"]
+    (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    old = nito_nb.load(tmp_path / "old.jsonl")
+    assert old.timed and old.ttft == live.ttft is not None
 
 
 def test_failed_request_round_trips(tmp_path: Path) -> None:
