@@ -412,11 +412,15 @@ function render({ model, el }) {
   const show = () => {
     if (box.value !== model.get("value")) box.value = model.get("value");
   };
+  const hint = () => {
+    box.placeholder = model.get("placeholder");
+  };
   model.on("change:value", show);
-  model.on("change:placeholder", () => { box.placeholder = model.get("placeholder"); });
+  model.on("change:placeholder", hint);
   el.appendChild(box);
-  return () => {
+  return () => {  // the view is removed: stop listening
     model.off("change:value", show);
+    model.off("change:placeholder", hint);
   };
 }
 export default { render };
