@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the sample answer the display tests use
 
-from markdown_sample import sample_answer  # noqa: E402
+from display_samples import sample_answer  # noqa: E402
 
 from nito_nb._display import LiveDisplay  # noqa: E402
 

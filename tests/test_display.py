@@ -9,10 +9,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import display_samples
 import pytest
+from display_samples import sample_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from markdown_sample import sample_answer
 
 from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 from nito_nb._render import status_text
@@ -21,23 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_state(**overrides: Any) -> SimpleNamespace:
-    fields: dict[str, Any] = {
-        "content": "",
-        "reasoning": "",
-        "tool_calls": [],
-        "finish_reason": None,
-        "usage": None,
-        "error": None,
-        "status": "streaming",
-        "model": "sim/long",
-        "ttft": 0.1,
-        "elapsed": 0.0,
-        "n_chunks": 0,
-        "anomalies": [],
-        "done": False,
-    }
-    fields.update(overrides)
-    return SimpleNamespace(**fields)
+    # A stream that has only just started.
+    return display_samples.make_state(
+        **{"model": "sim/long", "ttft": 0.1, "elapsed": 0.0, "n_chunks": 0, **overrides}
+    )
 
 
 class FakeClock:

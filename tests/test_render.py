@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from display_samples import make_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,27 +28,6 @@ from nito_nb._render import (
     split_blocks,
     status_text,
 )
-
-
-def make_state(**overrides: Any) -> SimpleNamespace:
-    """A duck-typed stand-in for a Stream (the attributes ENGINE_API.md promises)."""
-    fields: dict[str, Any] = {
-        "content": "",
-        "reasoning": "",
-        "tool_calls": [],
-        "finish_reason": None,
-        "usage": None,
-        "error": None,
-        "status": "streaming",
-        "model": "sim/test",
-        "ttft": 0.25,
-        "elapsed": 1.25,
-        "n_chunks": 10,
-        "anomalies": [],
-        "done": False,
-    }
-    fields.update(overrides)
-    return SimpleNamespace(**fields)
 
 
 def tool_call(index: int = 0, **overrides: Any) -> SimpleNamespace:
