@@ -271,35 +271,43 @@ class Client(BaseClient):
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = Stream(meta, raise_errors=raise_errors)
         stream._client = self
-        for attempt in range(self.max_retries + 1):
-            stream.attempts = attempt + 1
-            stream.log.t0_ns = time.perf_counter_ns()
-            request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
-            try:
-                response = self._http.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                error: NitoError = self._connect_error(exc, url, stream)
-            else:
-                if response.status_code < 400 and self._is_event_stream(response):
-                    stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
-                    _between_chunks(response, limits.between_chunks)
-                    stream._reads = response.iter_bytes()
-                    stream._close_source = response.close
-                    stream._abort_source = functools.partial(_abort, response)
-                    stream.status = "waiting"
-                    return stream
+        try:
+            for attempt in range(self.max_retries + 1):
+                stream.attempts = attempt + 1
+                stream.log.t0_ns = time.perf_counter_ns()
+                request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
-                    raw = _read_capped(response.iter_bytes())
-                finally:
-                    response.close()
-                if response.status_code >= 400:
-                    error = self._http_error(stream, response, raw, key)
+                    response = self._http.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    error: NitoError = self._connect_error(exc, url, stream)
                 else:
-                    error = self._not_event_stream(stream, response, raw, key)
-            delay = self._retry_delay(attempt, error)
-            if delay is None:
-                raise error
-            time.sleep(delay)
+                    if response.status_code < 400 and self._is_event_stream(response):
+                        stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        _between_chunks(response, limits.between_chunks)
+                        stream._reads = response.iter_bytes()
+                        stream._close_source = response.close
+                        stream._abort_source = functools.partial(_abort, response)
+                        stream.status = "waiting"
+                        return stream
+                    try:
+                        raw = _read_capped(response.iter_bytes())
+                    finally:
+                        response.close()
+                    if response.status_code >= 400:
+                        error = self._http_error(stream, response, raw, key)
+                    else:
+                        error = self._not_event_stream(stream, response, raw, key)
+                delay = self._retry_delay(attempt, error)
+                if delay is None:
+                    raise error
+                time.sleep(delay)
+        except KeyboardInterrupt as interrupt:
+            # Stopped before the response started (connecting, waiting for the headers, or before
+            # a retry): the Stream records the stop and travels with the interrupt, so that the
+            # magic can still keep the request in _nito. The interrupt itself goes on.
+            stream._end(time.perf_counter_ns(), status="stopped")
+            interrupt.stream = stream  # type: ignore[attr-defined]
+            raise
         raise AssertionError("unreachable")
 
     def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:

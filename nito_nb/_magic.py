@@ -670,6 +670,13 @@ class NitoMagics(Magics):
                 raise
             _error_line(exc)
             return failed
+        except KeyboardInterrupt as interrupt:  # stopped before the response started
+            stopped = getattr(interrupt, "stream", None)
+            if stopped is not None:
+                started.append(stopped)
+                self._display(stopped, fmt).finish()
+                self._keep(stopped, args)
+            raise
         started.append(stream)
         display = self._display(stream, fmt)
         try:

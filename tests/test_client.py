@@ -395,6 +395,23 @@ def test_keyboard_interrupt_closes_and_keeps(scripted: ScriptedServer) -> None:
     assert s.status == "stopped" and s.content == "Hel"
 
 
+def test_keyboard_interrupt_before_the_headers_carries_the_stopped_stream(
+    scripted: ScriptedServer,
+) -> None:
+    base = scripted.add("slow-headers", Script(parts=HELLO, header_delay=5))
+    main = threading.get_ident()
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt) as info:
+        client(base).stream("hi", model="m")
+    timer.join()
+    assert time.perf_counter() - start < 3
+    stream = info.value.stream  # type: ignore[attr-defined]
+    assert stream.status == "stopped" and stream.finished and stream.content == ""
+    assert stream.attempts == 1 and stream.log.status_code is None
+
+
 # -- secrets -----------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import signal
 import socket
 import threading
 import time
@@ -531,6 +532,29 @@ def test_interrupt_while_connecting(ip: Any, notebook: Recorder, monkeypatch: py
         with pytest.raises(KeyboardInterrupt):
             run(ip, "-m a/one,b/two", "x")
     assert [s.status for s in ip.user_ns["_nito"]] == ["stopped", "stopped"]
+
+
+def test_interrupt_before_the_headers_keeps_the_request(
+    ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One model, stuck before the response starts: the stop button's SIGINT lands in the client's
+    # connect; the stopped Stream (request, no answer) still reaches _nito and the display.
+    monkeypatch.setenv("NITO_API_KEY", KEY)
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        ip.run_line_magic("config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'")
+        main = threading.get_ident()
+        timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            run(ip, "-m a/one", "are you there?")
+        timer.join()
+    stream = ip.user_ns["_nito"]
+    assert stream.status == "stopped" and stream.content == "" and stream.log.status_code is None
+    assert stream.request["messages"][-1]["content"] == "are you there?"
+    assert "■ stopped" in notebook.final_outputs()[0]["text/plain"]
+    assert KEY not in repr(stream) and KEY not in json.dumps(stream.request, default=str)
 
 
 def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
