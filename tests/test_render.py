@@ -249,6 +249,27 @@ def test_links_safe_and_marked() -> None:
         assert "<a" not in out, bad
 
 
+def test_bare_urls_become_checked_links() -> None:
+    out = markdown_to_html("Docs: https://example.com/a?b=1. Mail a@b.org.")
+    assert '<a href="https://example.com/a?b=1" rel="noopener noreferrer" target="_blank">' in out
+    assert '<a href="mailto:a@b.org"' in out and out.count("<a ") == 2
+    # No guesses without a scheme ("setup.py" is also a domain), no other schemes, nothing in code.
+    for text in ("run setup.py", "www.example.com", "ftp://x.org/f", "javascript:alert(1)", "`https://e.com`"):
+        assert "<a" not in markdown_to_html(text), text
+    # What follows a URL is never part of its markup.
+    out = markdown_to_html('https://e.com/"onmouseover="alert(1) http://x.com/<img src=x onerror=y>')
+    assert "<img" not in out and 'href="https://e.com/%22onmouseover=%22alert(1)"' in out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab:/.@<>[]()` \nhtps", max_size=40))
+def test_linkify_runs_only_where_it_can_change_something(text: str) -> None:
+    # markdown_to_html skips the linkify pass for text with no "://" and no "@": same HTML.
+    from nito_nb._render import _MD
+
+    assert markdown_to_html(text) == _MD[True, True].render(text)
+
+
 def test_images_become_links() -> None:
     out = markdown_to_html("![chart](https://e.com/c.png)")
     assert "<img" not in out
