@@ -207,7 +207,8 @@ def test_multiline_uses_a_text_area(widgets: Any) -> None:
     stream = w.wait(20)
     assert stream is not None and stream.content == "line one\nline two"
     w._input.value = "and Shift+Enter"
-    w._input._handle_custom_msg({"event": "submit"}, [])  # what the front end sends on Shift+Enter
+    # What the front end sends on Shift+Enter (Enter there makes a new line):
+    w._input._handle_custom_msg({"event": "submit", "text": "and Shift+Enter"}, [])
     stream = w.wait(20)
     assert stream is not None and stream.content == "and Shift+Enter"
 
