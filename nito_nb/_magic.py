@@ -734,6 +734,12 @@ class NitoMagics(Magics):
         loop = asyncio.new_event_loop()
         main = loop.create_task(run_all())
 
+        # An Event, not Thread.join: when a KeyboardInterrupt lands in join(timeout), threading
+        # marks the thread stopped while it still runs (its bpo-45274 clean-up, Python 3.11's
+        # threading.py), so the later join() returned at once and the final grid was drawn while
+        # the streams still said "streaming" (seen with the kernel's interrupt).
+        ended = threading.Event()
+
         def work() -> None:
             try:
                 loop.run_until_complete(main)
@@ -742,22 +748,22 @@ class NitoMagics(Magics):
             finally:
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()
+                ended.set()
 
         worker = threading.Thread(target=work, name="nito_nb-models", daemon=True)
         grid = _Grid(streams, names, fmt) if _in_kernel() else None
         worker.start()
         interval = 1.0 / min(self.settings.max_rate, GRID_MAX_RATE)
         try:
-            while worker.is_alive():
-                worker.join(interval)
+            while not ended.wait(interval):
                 if grid is not None:
                     grid.refresh(live=True)
         except BaseException:
-            # The loop may have closed since is_alive() (all streams just ended): then there is
-            # nothing to cancel, and the interrupt must not turn into "Event loop is closed".
+            # The loop may have closed meanwhile (all streams just ended): then there is nothing
+            # to cancel, and the interrupt must not turn into "Event loop is closed".
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(main.cancel)
-            worker.join(10)
+            ended.wait(10)
             raise
         finally:
             self._finish_many(streams, names, grid, args, fmt)

@@ -218,3 +218,40 @@ def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+
+def test_kernel_interrupt_stops_every_model_before_the_last_render(
+    tmp_path: Path, kernel_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interrupt lands while the cell's thread waits for the worker. The last grid the cell
+    # shows must already say "stopped" for each model (it said "streaming" when a KeyboardInterrupt
+    # inside Thread.join let the cell finish before the worker: see _magic.NitoMagics._run_many).
+    monkeypatch.setenv("NITO_SIM_TPS", "40")
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        _execute(kc, "%load_ext nito_nb")
+        msg_id = kc.execute("%%nito -m sim/chat,sim/reasoning\nExplain SSE")
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while _plain(seen).count("● streaming") < 2:  # both are arriving
+            assert time.monotonic() < deadline, "the streams did not start"
+            seen += _collect(kc, msg_id, until_idle=False, timeout=0.5)
+        km.interrupt_kernel()
+        seen += _collect(kc, msg_id, until_idle=True, timeout=30)
+        grids = [
+            m["content"]["data"]["text/plain"]
+            for m in seen
+            if m["msg_type"] in ("display_data", "update_display_data")
+            and "== sim/reasoning ==" in m["content"]["data"].get("text/plain", "")
+        ]
+        assert grids[-1].count("■ stopped") == 2 and "● streaming" not in grids[-1]
+        after = _plain(_execute(kc, "print(sorted({s.status for s in _nito}))"))
+        assert after.strip() == "['stopped']"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
