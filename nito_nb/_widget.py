@@ -357,6 +357,10 @@ class _Turn:
     following: bool = False
     stop_requested: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set when its thread is done. Waited on instead of Thread.join: a KeyboardInterrupt inside
+    # join(timeout) makes threading mark a running thread as stopped (its bpo-45274 clean-up), and
+    # every later join, close()'s too, would then return at once.
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 def _user_html(messages: Iterable[dict[str, Any]]) -> str:
@@ -658,8 +662,8 @@ class ChatWidget(ipywidgets.VBox):
     def wait(self, timeout: float | None = None) -> AsyncStream | None:
         """Block until the streaming turn (if any) has finished; returns the last turn's Stream."""
         turn = self._current
-        if turn is not None and turn.thread is not None:
-            turn.thread.join(timeout)
+        if turn is not None and turn.thread is not None and turn.ended.wait(timeout):
+            turn.thread.join(1.0)  # past its last line already: this only waits for it to exit
         streams = self.streams
         return streams[-1] if streams else None
 
@@ -689,6 +693,8 @@ class ChatWidget(ipywidgets.VBox):
                 self._end_turn(turn)
             except BaseException as exc:
                 self._internal_error(exc)
+            finally:
+                turn.ended.set()
 
     def _internal_error(self, exc: BaseException) -> None:
         self.last_exception = exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import html.parser
+import signal
 import subprocess
 import sys
 import threading
@@ -221,6 +222,22 @@ def test_the_prompt_box_front_end_never_parses_markup() -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in _PROMPT_BOX_ESM
     assert 'setAttribute("data-lm-suppress-shortcuts", "true")' in _PROMPT_BOX_ESM
+
+
+def test_an_interrupted_wait_still_lets_close_wait_for_the_turn(widgets: Any) -> None:
+    # The kernel's stop button while a cell blocks in w.wait(): a KeyboardInterrupt inside
+    # Thread.join would mark the running turn thread stopped, and close() would then not wait for
+    # it (it uses an Event instead).
+    w = widgets(model="sim/long", sim={"tps": 200, "chunks": 5000})
+    stream = w.ask("go")
+    timer = threading.Timer(0.3, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        w.wait(30)
+    timer.join()
+    assert stream.status == "streaming"  # the interrupt stopped the wait, not the turn
+    w.close()
+    assert stream.status == "stopped" and not _turn_threads()
 
 
 def test_send_is_refused_while_a_turn_streams(widgets: Any) -> None:
