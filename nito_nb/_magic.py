@@ -746,9 +746,11 @@ class NitoMagics(Magics):
             except BaseException:  # cancelled by an interrupt: the streams say "stopped"
                 pass
             finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-                ended.set()
+                try:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                    loop.close()
+                finally:
+                    ended.set()  # whatever happened: the cell's thread stops waiting
 
         worker = threading.Thread(target=work, name="nito_nb-models", daemon=True)
         grid = _Grid(streams, names, fmt) if _in_kernel() else None
