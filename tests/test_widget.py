@@ -230,6 +230,10 @@ def test_an_interrupted_wait_still_lets_close_wait_for_the_turn(widgets: Any) ->
     # it (it uses an Event instead).
     w = widgets(model="sim/long", sim={"tps": 200, "chunks": 5000})
     stream = w.ask("go")
+    deadline = time.monotonic() + 20
+    while stream.status != "streaming":  # the interrupt must land mid-answer
+        assert time.monotonic() < deadline, stream.status
+        time.sleep(0.01)
     timer = threading.Timer(0.3, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
