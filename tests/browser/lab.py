@@ -125,12 +125,24 @@ class LabServer:
         spec["env"] = dict(env or {})
         self.kernelspec_path.write_text(json.dumps(spec, indent=1))
 
+    def listing(self, path: str, patience: float = 5) -> Any:
+        """GET a list (``/api/kernels``, ``/api/sessions``), asking again after a 500 for a while:
+        jupyter_server fails to list a kernel that is still starting (see Lab._an_idle_connected_kernel)."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return self.api("GET", path)
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
     def shutdown_all_kernels(self) -> None:
         """Delete every session, then any kernel left without one."""
-        for session in self.api("GET", "/api/sessions"):
+        for session in self.listing("/api/sessions"):
             with contextlib.suppress(urllib.error.HTTPError):
                 self.api("DELETE", f"/api/sessions/{session['id']}")
-        for kernel in self.api("GET", "/api/kernels"):
+        for kernel in self.listing("/api/kernels"):
             with contextlib.suppress(urllib.error.HTTPError):
                 self.api("DELETE", f"/api/kernels/{kernel['id']}")
 
@@ -491,16 +503,10 @@ class Lab:
         return nb
 
     def _an_idle_connected_kernel(self) -> bool:
-        try:
-            kernels = self.server.api("GET", "/api/kernels")
-        except urllib.error.HTTPError as exc:
-            # Seen once in CI: a 500 while the page's kernel was starting. jupyter_server lists a
-            # kernel as soon as it is registered but gives it `execution_state` and
-            # `last_activity` only after its start is awaited, and its listing fails on the
-            # missing attribute meanwhile. Ask again; the deadline still holds.
-            if exc.code >= 500:
-                return False
-            raise
+        # Seen once in CI: a 500 from /api/kernels while the page's kernel was starting.
+        # jupyter_server lists a kernel as soon as it is registered but gives it `execution_state`
+        # and `last_activity` only after its start is awaited; its listing fails in between.
+        kernels = self.server.listing("/api/kernels", patience=self.timeout)
         return any(k["execution_state"] == "idle" and k["connections"] > 0 for k in kernels)
 
     def shutdown_all_kernels(self) -> None:
