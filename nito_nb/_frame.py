@@ -506,7 +506,8 @@ class _Builder:
         kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
         ends = np.array(log._ends[:n], dtype=np.int64)  # where each event's bytes end in the body
         t = np.empty(rows)
-        t[0] = np.nan if log.headers_ns is None or not log.timed else (log.headers_ns - log.t0_ns) / 1e9
+        ttfb = stream.ttfb  # None when unknown, or for a recording without times
+        t[0] = np.nan if ttfb is None else ttfb
         t[1:] = (times - log.t0_ns) / 1e9 if log.timed else np.nan  # a recording without times
         gap = np.full(rows, np.nan)
         if n > 1:
