@@ -660,22 +660,13 @@ class NitoMagics(Magics):
         try:
             stream = nito_nb.stream(messages, model=model, raise_errors=False, **self._connection(), **params)
         except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
-            failed = exc.stream
-            if failed is not None:
-                started.append(failed)
-                display = self._display(failed, fmt)
-                display.finish()
-                self._keep(failed, args)
+            self._show_ended(exc.stream, fmt, args, started)
             if args.raise_:
                 raise
             _error_line(exc)
-            return failed
+            return exc.stream
         except KeyboardInterrupt as interrupt:  # stopped before the response started
-            stopped = getattr(interrupt, "stream", None)
-            if stopped is not None:
-                started.append(stopped)
-                self._display(stopped, fmt).finish()
-                self._keep(stopped, args)
+            self._show_ended(getattr(interrupt, "stream", None), fmt, args, started)
             raise
         started.append(stream)
         display = self._display(stream, fmt)
@@ -696,6 +687,13 @@ class NitoMagics(Magics):
                 raise stream.exception
             _error_line(stream.exception)
         return stream
+
+    def _show_ended(self, stream: Any, fmt: str, args: Any, started: list[Any]) -> None:
+        """Show and keep a Stream that ended before its body (failed, or stopped while connecting)."""
+        if stream is not None:
+            started.append(stream)
+            self._display(stream, fmt).finish()
+            self._keep(stream, args)
 
     def _run_many(
         self, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
