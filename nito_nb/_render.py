@@ -315,8 +315,9 @@ def markdown_to_html(text: str, *, highlight: bool = True) -> str:
     """Markdown (CommonMark + GFM tables and strikethrough + ``$`` math as text) to safe HTML.
 
     Raw HTML in ``text`` comes out escaped, links (bare URLs with a scheme and e-mail addresses
-    too) keep only http(s)/mailto/relative targets and open in a new tab with ``rel="noopener noreferrer"``, images become links, fenced code is
-    highlighted with Pygments (``highlight=False``: escaped plain text). Partial Markdown (an
+    too) keep only http(s)/mailto/relative targets and open in a new tab with
+    ``rel="noopener noreferrer"``, images become links, fenced code is highlighted with Pygments
+    (``highlight=False``: escaped plain text). Partial Markdown (an
     unclosed fence, half a table) renders as CommonMark says: an open fence runs to the end.
     """
     linkable = "://" in text or "@" in text  # a URL with a scheme, or an e-mail address
