@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +43,22 @@ def chunk_line(delta: dict | None = None, *, finish: str | None = None, **extra:
         **extra,
     }
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+
+
+@contextlib.contextmanager
+def sigint_after(seconds: float) -> Iterator[None]:
+    """What the kernel's stop button does: SIGINT to this (the main) thread after ``seconds``.
+
+    A real signal, delivered to the thread even when it is blocked in a socket read or a wait
+    (``_thread.interrupt_main()`` only sets a flag, which a blocking read never looks at).
+    """
+    timer = threading.Timer(seconds, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 @pytest.fixture(scope="session")

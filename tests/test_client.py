@@ -6,13 +6,12 @@ import asyncio
 import datetime
 import email.utils
 import json
-import signal
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import chunk_line
+from conftest import chunk_line, sigint_after
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_server import Script, ScriptedServer
@@ -381,16 +380,10 @@ def test_close_mid_stream_keeps_what_arrived(scripted: ScriptedServer) -> None:
 def test_keyboard_interrupt_closes_and_keeps(scripted: ScriptedServer) -> None:
     base = scripted.add("interrupt", Script(parts=HELLO, delays=[0, 0, 5, 0, 0, 0]))
     s = client(base).stream("hi", model="m")
-    # What the kernel's stop button does: SIGINT to the thread blocked in the socket read
-    # (interrupt_main() would only set a flag, which a blocking read never looks at).
-    main = threading.get_ident()
-    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-    timer.start()
     start = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):  # blocked in the socket read
         for _ in s:
             pass
-    timer.join()
     assert time.perf_counter() - start < 3
     assert s.status == "stopped" and s.content == "Hel"
 
@@ -399,13 +392,9 @@ def test_keyboard_interrupt_before_the_headers_carries_the_stopped_stream(
     scripted: ScriptedServer,
 ) -> None:
     base = scripted.add("slow-headers", Script(parts=HELLO, header_delay=5))
-    main = threading.get_ident()
-    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-    timer.start()
     start = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt) as info:
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt) as info:
         client(base).stream("hi", model="m")
-    timer.join()
     assert time.perf_counter() - start < 3
     stream = info.value.stream  # type: ignore[attr-defined]
     assert stream.status == "stopped" and stream.finished and stream.content == ""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import signal
 import socket
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import sigint_after
 from IPython import get_ipython
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
@@ -544,12 +544,8 @@ def test_interrupt_before_the_headers_keeps_the_request(
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         ip.run_line_magic("config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'")
-        main = threading.get_ident()
-        timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-        timer.start()
-        with pytest.raises(KeyboardInterrupt):
+        with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
             run(ip, "-m a/one", "are you there?")
-        timer.join()
     stream = ip.user_ns["_nito"]
     assert stream.status == "stopped" and stream.content == "" and stream.log.status_code is None
     assert stream.request["messages"][-1]["content"] == "are you there?"

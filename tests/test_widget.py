@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import html.parser
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ import comm
 import comm.base_comm
 import ipywidgets
 import pytest
+from conftest import sigint_after
 
 import nito_nb
 from nito_nb._widget import ChatWidget, StreamView
@@ -234,11 +234,8 @@ def test_an_interrupted_wait_still_lets_close_wait_for_the_turn(widgets: Any) ->
     while stream.status != "streaming":  # the interrupt must land mid-answer
         assert time.monotonic() < deadline, stream.status
         time.sleep(0.01)
-    timer = threading.Timer(0.3, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
         w.wait(30)
-    timer.join()
     assert stream.status == "streaming"  # the interrupt stopped the wait, not the turn
     w.close()
     assert stream.status == "stopped" and not _turn_threads()
