@@ -6,11 +6,13 @@ are there as text/html + text/plain, no model text became live markup, no key is
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import queue
 import re
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -174,25 +176,47 @@ def _plain(messages: list[dict[str, Any]]) -> str:
     )
 
 
-def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(
-    tmp_path: Path, kernel_env: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("NITO_SIM_TPS", "40")  # about 7 s for sim/chat: plenty of time to interrupt
+@contextlib.contextmanager
+def _kernel(cwd: Path) -> Iterator[tuple[KernelManager, Any]]:
+    """A real kernel with the extension loaded, shut down afterwards."""
     km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(tmp_path))
+    km.start_kernel(cwd=str(cwd))
     kc = km.client()
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
         _execute(kc, "%load_ext nito_nb")
-        msg_id = kc.execute("%%nito -m sim/chat\nExplain SSE")
-        seen: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 30
-        while "gateway" not in _plain(seen):  # the answer has started to arrive
-            assert time.monotonic() < deadline, "no partial answer arrived"
-            seen += _collect(kc, msg_id, until_idle=False, timeout=0.5)
-        km.interrupt_kernel()
-        seen += _collect(kc, msg_id, until_idle=True, timeout=30)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _interrupted(
+    km: KernelManager, kc: Any, code: str, arrived: Callable[[str], bool]
+) -> tuple[str, list[dict[str, Any]]]:
+    """Run ``code``, interrupt the kernel (the toolbar's stop) once ``arrived(output so far)``,
+    and return the cell's msg_id with every message it sent until idle."""
+    msg_id = kc.execute(code)
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while not arrived(_plain(seen)):
+        assert time.monotonic() < deadline, "the answer did not start to arrive"
+        seen += _collect(kc, msg_id, until_idle=False, timeout=0.5)
+    km.interrupt_kernel()
+    seen += _collect(kc, msg_id, until_idle=True, timeout=30)
+    return msg_id, seen
+
+
+def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(
+    tmp_path: Path, kernel_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NITO_SIM_TPS", "40")  # about 7 s for sim/chat: plenty of time to interrupt
+    with _kernel(tmp_path) as (km, kc):
+        # Interrupted once the answer has started to arrive.
+        msg_id, seen = _interrupted(
+            km, kc, "%%nito -m sim/chat\nExplain SSE", lambda out: "gateway" in out
+        )
         reply = kc.get_shell_msg(timeout=10)
         while reply["parent_header"].get("msg_id") != msg_id:  # replies to the earlier cells
             reply = kc.get_shell_msg(timeout=10)
@@ -215,10 +239,6 @@ def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(
             _execute(kc, "%%nito -m sim/echo --param sim='{\"tps\": 0}'\nthe next cell runs")
         )
         assert "the next cell runs" in done and "✓ done" in done
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-
 
 
 def test_kernel_interrupt_stops_every_model_before_the_last_render(
@@ -228,21 +248,10 @@ def test_kernel_interrupt_stops_every_model_before_the_last_render(
     # shows must already say "stopped" for each model (it said "streaming" when a KeyboardInterrupt
     # inside Thread.join let the cell finish before the worker: see _magic.NitoMagics._run_many).
     monkeypatch.setenv("NITO_SIM_TPS", "40")
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
-        _execute(kc, "%load_ext nito_nb")
-        msg_id = kc.execute("%%nito -m sim/chat,sim/reasoning\nExplain SSE")
-        seen: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 30
-        while _plain(seen).count("● streaming") < 2:  # both are arriving
-            assert time.monotonic() < deadline, "the streams did not start"
-            seen += _collect(kc, msg_id, until_idle=False, timeout=0.5)
-        km.interrupt_kernel()
-        seen += _collect(kc, msg_id, until_idle=True, timeout=30)
+    with _kernel(tmp_path) as (km, kc):
+        code = "%%nito -m sim/chat,sim/reasoning\nExplain SSE"
+        # Interrupted once both are arriving.
+        _, seen = _interrupted(km, kc, code, lambda out: out.count("● streaming") >= 2)
         grids = [
             m["content"]["data"]["text/plain"]
             for m in seen
@@ -252,6 +261,3 @@ def test_kernel_interrupt_stops_every_model_before_the_last_render(
         assert grids[-1].count("■ stopped") == 2 and "● streaming" not in grids[-1]
         after = _plain(_execute(kc, "print(sorted({s.status for s in _nito}))"))
         assert after.strip() == "['stopped']"
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
