@@ -25,6 +25,7 @@ from ._exceptions import (
     ConnectionFailed,
     ConnectionLost,
     ConnectTimeout,
+    EventTooLargeError,
     FirstByteTimeout,
     MidStreamError,
     NitoError,
@@ -80,7 +81,7 @@ def stream(
     """Start a streamed chat completion and return its :class:`Stream`.
 
     A string becomes one user message. Keyword parameters other than ``api_key``, ``base_url``,
-    ``timeout`` and ``raise_errors`` go into the request body (``temperature``, ``tools``,
+    ``timeout``, ``raise_errors`` and ``max_event_size`` go into the request body (``temperature``, ``tools``,
     ``seed``, ``reasoning``...). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
     ``sim/...`` models run on the embedded simulator with no key.
     """
@@ -167,6 +168,7 @@ __all__ = [
     "ConnectionFailed",
     "ConnectionLost",
     "Event",
+    "EventTooLargeError",
     "FirstByteTimeout",
     "LogFormatError",
     "MidStreamError",

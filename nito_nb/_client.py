@@ -30,6 +30,7 @@ from ._exceptions import (
     NitoError,
     RateLimitError,
     ServerError,
+    StreamError,
     StreamTimeoutError,
     not_event_stream_error,
 )
@@ -40,6 +41,9 @@ __all__ = ["AsyncClient", "Client", "Timeout", "as_messages"]
 DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
 _MAX_ERROR_BODY = 64 * 1024
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: The default limit of one SSE event's bytes: far above any chunk a gateway sends (a whole
+#: answer in one chunk included), far below what would exhaust a notebook's memory.
+DEFAULT_MAX_EVENT_SIZE = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
 
 def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
     """The typed error for an httpx failure during the body, or None if it is not one."""
+    if isinstance(exc, StreamError) and exc.stream is stream:  # already typed by the Stream
+        return exc
     arrived = f"What arrived ({stream.n_chunks} chunks) is kept in .stream."
     if isinstance(exc, httpx.ReadTimeout):
         return StreamTimeoutError(
@@ -122,6 +128,15 @@ def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
     return None
 
 
+def _max_event_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"max_event_size must be a number of bytes (an int >= 1), got {value!r}; "
+            f"the default is {DEFAULT_MAX_EVENT_SIZE:,} (64 MiB)."
+        )
+    return value
+
+
 def _redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "[redacted]") if secret and len(secret) >= 4 else text
 
@@ -136,12 +151,15 @@ class BaseClient:
         timeout: Timeout | float | dict[str, float] | None = None,
         max_retries: int = 2,
         max_retry_wait: float = 30.0,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
     ) -> None:
         self._api_key = api_key
         self._base_url = base_url
         self.timeout = Timeout.of(timeout)
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
+        #: Bytes one SSE event may take before its stream stops with EventTooLargeError.
+        self.max_event_size = _max_event_size(max_event_size)
 
     @property
     def base_url(self) -> str:
@@ -150,6 +168,10 @@ class BaseClient:
     def __repr__(self) -> str:
         key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
         return f"<{type(self).__name__} base_url={self.base_url!r} api_key={key}>"
+
+    def _event_limit(self, max_event_size: int | None) -> int:
+        """This call's limit on one event's bytes: its own, else the client's."""
+        return self.max_event_size if max_event_size is None else _max_event_size(max_event_size)
 
     def _endpoint(self, model: str, base_url: str | None) -> tuple[str, str | None]:
         """(base URL, API key) for a call. ``sim/`` models go to the embedded simulator unless
@@ -254,14 +276,15 @@ class Client(BaseClient):
     ``Client(http_client=httpx.Client(...))`` to bring your own httpx setup."""
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
-                 http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0) -> None:
-        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait)
+                 http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0,
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
         self._own_http = http_client is None
         self._http = http_client or httpx.Client(timeout=self.timeout.httpx())
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               **params: Any) -> Stream:
+               max_event_size: int | None = None, **params: Any) -> Stream:
         """Send the request and return its Stream once the response has started.
 
         HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
@@ -269,7 +292,7 @@ class Client(BaseClient):
         """
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
-        stream = Stream(meta, raise_errors=raise_errors)
+        stream = Stream(meta, raise_errors=raise_errors, max_event_size=self._event_limit(max_event_size))
         stream._client = self
         try:
             for attempt in range(self.max_retries + 1):
@@ -334,8 +357,8 @@ class AsyncClient(BaseClient):
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
                  http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
-                 max_retry_wait: float = 30.0) -> None:
-        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait)
+                 max_retry_wait: float = 30.0, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
         # Without an httpx client of the user's, each stream gets its own, closed with the stream:
         # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
@@ -346,12 +369,12 @@ class AsyncClient(BaseClient):
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               **params: Any) -> AsyncStream:
+               max_event_size: int | None = None, **params: Any) -> AsyncStream:
         """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
         Configuration errors raise here; HTTP errors raise when it connects."""
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
-        stream = AsyncStream(meta, raise_errors=raise_errors)
+        stream = AsyncStream(meta, raise_errors=raise_errors, max_event_size=self._event_limit(max_event_size))
         stream._client = self
 
         async def open_stream(stream: AsyncStream) -> None:

@@ -18,7 +18,8 @@
         ├── MidStreamError        the gateway sent an error chunk
         ├── StreamTruncatedError  the body ended without [DONE]
         │   └── ConnectionLost    the connection broke mid-stream
-        └── StreamTimeoutError    no data within the between-chunks timeout
+        ├── StreamTimeoutError    no data within the between-chunks timeout
+        └── EventTooLargeError    one event grew past max_event_size; reading stopped
 
 Every error that concerns a request carries ``.stream``: a :class:`~nito_nb.Stream` holding what
 arrived (for an HTTP error, the status, headers and body in its log). Messages never contain the
@@ -47,6 +48,7 @@ __all__ = [
     "ConnectTimeout",
     "ConnectionFailed",
     "ConnectionLost",
+    "EventTooLargeError",
     "FirstByteTimeout",
     "MidStreamError",
     "NitoError",
@@ -172,6 +174,19 @@ class ConnectionLost(StreamTruncatedError):
 
 class StreamTimeoutError(StreamError):
     """Nothing arrived for longer than the between-chunks timeout."""
+
+
+class EventTooLargeError(StreamError):
+    """One event went past ``max_event_size`` bytes: the stream was cut rather than buffer it.
+
+    ``size`` is how many bytes of it had arrived, ``limit`` the limit. The events before it are
+    kept in ``.stream`` (status ``truncated``).
+    """
+
+    def __init__(self, message: str, *, size: int, limit: int, stream: Stream | None = None) -> None:
+        super().__init__(message, stream=stream)
+        self.size = size
+        self.limit = limit
 
 
 # -- building errors from HTTP responses -------------------------------------------------------

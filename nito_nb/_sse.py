@@ -11,6 +11,11 @@ and decoded once the line is whole. Splitting bytes also gives each event its ex
 chunk log keeps them), and is faster than decoding first.
 
 Any split of the same bytes gives the same events (tested with hypothesis against every split).
+
+Linear in the body, also for one very long line: a line that goes on over many reads is kept as a
+list of pieces and joined once, when its end arrives (re-joining the buffer on every read made a
+20 MB ``data:`` line take seconds). ``max_event_size`` bounds what one event may buffer: past it
+the decoder raises :class:`EventTooLarge` rather than eat memory (bench/bench_sse.py measures both).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ["SSEDecoder", "ServerSentEvent"]
+__all__ = ["EventTooLarge", "SSEDecoder", "ServerSentEvent"]
 
 _BOM = b"\xef\xbb\xbf"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -49,11 +54,33 @@ class ServerSentEvent(NamedTuple):
 _Event = ServerSentEvent
 
 
-class SSEDecoder:
-    """Feed bytes with :meth:`decode`, get complete events; call :meth:`flush` at end of body."""
+class EventTooLarge(ValueError):
+    """One event's bytes (``raw``: its lines and what preceded them since the previous event) went
+    past ``limit``. ``size`` is how many had arrived when the decoder stopped (at least
+    ``limit + 1``); ``events`` are the complete events of the same read that came before it, which
+    the caller keeps. The decoder has dropped the event's bytes and decodes nothing more."""
 
-    def __init__(self) -> None:
-        self._buffer = b""  # the unfinished last line (or, on the fast path, the unfinished event)
+    def __init__(self, size: int, limit: int, events: list[ServerSentEvent]) -> None:
+        super().__init__(f"an event went past {limit:,} bytes ({size:,} bytes and not finished)")
+        self.size = size
+        self.limit = limit
+        self.events = events
+
+
+class SSEDecoder:
+    """Feed bytes with :meth:`decode`, get complete events; call :meth:`flush` at end of body.
+
+    ``max_event_size`` (bytes, default None: no limit) bounds one event's raw bytes: :meth:`decode`
+    raises :class:`EventTooLarge` as soon as the event being built is larger, or a read completes
+    one that is. Which events come before the error does not depend on how the body was split.
+    """
+
+    def __init__(self, max_event_size: int | None = None) -> None:
+        self._buffer = b""  # the unfinished last line
+        self._held: list[bytes] = []  # further pieces of that line, joined once its end arrives
+        self._held_size = 0
+        self._limit = max_event_size
+        self._failed: EventTooLarge | None = None
         self._raw = bytearray()  # bytes consumed since the last emitted event
         self._data: list[str] | None = None  # data lines of the event being built
         self._event = ""
@@ -64,12 +91,64 @@ class SSEDecoder:
     def decode(self, chunk: bytes) -> list[ServerSentEvent]:
         if not chunk:
             return []
+        if self._failed is not None:
+            raise self._failed
         events: list[ServerSentEvent] = []
-        buffer = self._buffer + chunk if self._buffer else chunk
+        limit = self._limit
+        if limit is None:
+            self._decode(chunk, events)
+            return events
+        before = self._pending_size()
+        self._decode(chunk, events)
+        if before + len(chunk) > limit:
+            # Rare (a read as large as the limit, or an event near it): every event this read
+            # completed is at most `before + len(chunk)` long, so only then can one be too large.
+            for i, event in enumerate(events):
+                if len(event.raw) > limit:
+                    self._fail(len(event.raw), events[:i])
+        size = self._pending_size()
+        if size > limit:
+            self._fail(size, events)
+        return events
+
+    def _pending_size(self) -> int:
+        """Bytes of the event being built: its consumed lines and its unfinished one."""
+        return len(self._raw) + len(self._buffer) + self._held_size
+
+    def _fail(self, size: int, events: list[ServerSentEvent]) -> None:
+        assert self._limit is not None
+        self._failed = EventTooLarge(size, self._limit, events)
+        # Let go of the event's bytes: not holding them is the point of the limit.
+        self._buffer, self._held, self._held_size = b"", [], 0
+        self._raw = bytearray()
+        self._data = None
+        raise self._failed
+
+    def _decode(self, chunk: bytes, events: list[ServerSentEvent]) -> None:
+        buffer = self._buffer
+        if buffer:
+            if (
+                b"\n" not in chunk
+                and b"\r" not in chunk
+                and buffer[-1] != 0x0D  # a CR waits for the next byte: it may be half a CRLF
+                and not self._at_start
+            ):
+                # The unfinished line goes on: hold the piece, and scan and copy the line only
+                # once, when its end arrives. This keeps one long line linear.
+                self._held.append(chunk)
+                self._held_size += len(chunk)
+                return
+            if self._held:
+                buffer = b"".join([buffer, *self._held, chunk])
+                self._held, self._held_size = [], 0
+            else:
+                buffer += chunk
+        else:
+            buffer = chunk
         if self._at_start:
             if len(buffer) < 3 and _BOM.startswith(buffer):
                 self._buffer = buffer  # could still become a BOM
-                return events
+                return
             self._at_start = False
             if buffer.startswith(_BOM):
                 self._raw += _BOM
@@ -77,14 +156,14 @@ class SSEDecoder:
         if b"\r" not in buffer:
             if self._data is None and not self._raw and not self._event:
                 self._blocks(buffer, events)
-                return events
+                return
             # The common case (LF only): one C-level split instead of a regex scan.
             lines = buffer.split(b"\n")
             self._buffer = lines.pop()
             line_event = self._line
             for line in lines:
                 line_event(line, line + b"\n", events)
-            return events
+            return
         # A CR at the very end may be the first half of a CRLF split across two reads: that line
         # waits for the next byte, so every split of the body gives the same events and raw bytes.
         limit = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
@@ -94,7 +173,6 @@ class SSEDecoder:
             self._line(buffer[start : match.start()], buffer[start:end], events)
             start = end
         self._buffer = buffer[start:]
-        return events
 
     def _blocks(self, buffer: bytes, events: list[ServerSentEvent]) -> None:
         """The fast path for LF-only bodies between events: split on the blank lines that end
@@ -129,6 +207,11 @@ class SSEDecoder:
         pending event is dispatched rather than lost (the caller may note it as an anomaly).
         """
         events: list[ServerSentEvent] = []
+        if self._failed is not None:
+            return events
+        if self._held:
+            self._buffer = b"".join([self._buffer, *self._held])
+            self._held, self._held_size = [], 0
         if self._buffer:
             buffer, self._buffer = self._buffer, b""
             if self._at_start and buffer.startswith(_BOM):

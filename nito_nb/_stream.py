@@ -20,6 +20,7 @@ from ._accumulate import Accumulator, Anomaly, ToolCall
 from ._exceptions import (
     APIError,
     ConnectionLost,
+    EventTooLargeError,
     MidStreamError,
     NitoError,
     StreamTimeoutError,
@@ -29,7 +30,7 @@ from ._exceptions import (
 )
 from ._log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog, read_log
 from ._protocol import ChunkParser
-from ._sse import ServerSentEvent, SSEDecoder
+from ._sse import EventTooLarge, ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,6 +56,7 @@ class Stream:
         *,
         log: ChunkLog | None = None,
         raise_errors: bool = True,
+        max_event_size: int | None = None,
     ) -> None:
         self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
         self.raise_errors = raise_errors
@@ -63,7 +65,7 @@ class Stream:
         self.exception: NitoError | None = None
         self.attempts = 1
         self._acc = Accumulator()
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
         self._parser = ChunkParser()
         self._first_token_ns: int | None = None
         self._n_token_events = 0
@@ -211,7 +213,20 @@ class Stream:
         """Decode one read, log and accumulate its events; return the chunks it completed."""
         if self.status == "waiting":
             self.status = "streaming"
-        return self._take(self._decoder.decode(data), t_ns)
+        try:
+            events = self._decoder.decode(data)
+        except EventTooLarge as too_large:
+            self._take(too_large.events, t_ns)  # the events before it are kept, as arrived
+            raise EventTooLargeError(
+                f"An event went past max_event_size ({too_large.limit:,} bytes): the stream was "
+                f"stopped rather than hold it in memory. What arrived before it ({self._acc.n_chunks} "
+                "chunks) is kept in .stream. If such events are expected, raise max_event_size "
+                "(Client(max_event_size=...) or stream(..., max_event_size=...)).",
+                size=too_large.size,
+                limit=too_large.limit,
+                stream=self,
+            ) from None
+        return self._take(events, t_ns)
 
     def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
         # The hot path (one pass per network read): every event is classified, logged and folded.

@@ -10,7 +10,7 @@ import nito_nb
 PUBLIC = {
     "APIError", "Anomaly", "AsyncClient", "AsyncStream", "AuthenticationError", "BadRequestError",
     "ChatWidget", "ChunkLog", "Client", "ConfigurationError", "ConnectTimeout", "ConnectionFailed",
-    "ConnectionLost", "Event", "FirstByteTimeout", "LogFormatError", "MidStreamError", "NitoError",
+    "ConnectionLost", "Event", "EventTooLargeError", "FirstByteTimeout", "LogFormatError", "MidStreamError", "NitoError",
     "NotEventStreamError", "NotFoundError", "PaymentRequiredError", "RateLimitError", "ServerError",
     "Stream", "StreamError", "StreamTimeoutError", "StreamTruncatedError", "StreamView", "Timeout",
     "ToolCall", "TransportError", "astream", "frame", "last", "load", "read_sse", "stream",

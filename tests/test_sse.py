@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 import httpx_sse
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripted_server import Script, ScriptedServer
 
-from nito_nb._sse import ServerSentEvent, SSEDecoder
+import nito_nb
+from nito_nb._sse import EventTooLarge, ServerSentEvent, SSEDecoder
 
 
 def decode_all(*parts: bytes) -> list[ServerSentEvent]:
@@ -221,3 +226,145 @@ def test_a_comment_is_an_event_as_soon_as_its_line_arrives() -> None:
     decoder = SSEDecoder()
     assert [e.comment for e in decoder.decode(b"data: a\n\n: thinking\n")] == [None, "thinking"]
     assert [e.data for e in decoder.decode(b"\ndata: b\n\n")] == ["b"]
+
+
+# -- one long line: linear, and bounded by max_event_size ----------------------------------------
+
+
+def _reads(body: bytes, size: int) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def _best_time(parts: list[bytes], repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        events = decode_all(*parts)
+        best = min(best, time.perf_counter() - start)
+    assert len(events) == 1
+    return best
+
+
+def test_a_long_line_in_many_reads_costs_what_it_costs_in_one() -> None:
+    # An 8 MB data line in 64 KiB reads (as httpx hands them over) against the same bytes in one
+    # read, which every version decodes in one pass. A decoder that copies or rescans its buffer on
+    # each read does ~125 passes over 4 MB on average: 20-60x the one-read time. Linear: ~1x. The
+    # bound is a ratio of two timings of the same run (never an absolute time), with room for load.
+    body = b"data: " + b"x" * 8_000_000 + b"\n\n"
+    whole = _best_time([body])
+    split = _best_time(_reads(body, 65536))
+    assert split < 5 * whole, f"{split:.3f} s in 64 KiB reads against {whole:.3f} s in one read"
+
+
+def test_a_long_line_split_anywhere_is_one_event() -> None:
+    line = "é" * 300_000  # 600 KB: CRLF and LF line ends, multi-byte characters cut by the reads
+    for end in (b"\n", b"\r\n", b"\r"):
+        body = b": hi" + end + b"data: " + line.encode() + end + b"data: b" + end + end
+        for size in (1000, 4097, 65536):
+            events = decode_all(*_reads(body, size))
+            assert [e.data for e in events] == ["", line + "\nb"], (end, size)
+            assert b"".join(e.raw for e in events) == body
+
+
+def test_max_event_size_stops_at_the_large_event_and_keeps_the_ones_before() -> None:
+    small = b"data: " + b"a" * 10 + b"\n\n"  # 18 bytes
+    large = b"data: " + b"b" * 200 + b"\n\n"
+    for size in (1, 7, 64, 10_000):
+        decoder = SSEDecoder(max_event_size=100)
+        events: list[ServerSentEvent] = []
+        with pytest.raises(EventTooLarge) as caught:
+            for part in _reads(small * 2 + large + small, size):
+                events += decoder.decode(part)
+        events += caught.value.events
+        assert [e.data for e in events] == ["a" * 10] * 2, size
+        assert caught.value.limit == 100 and caught.value.size > 100
+        # It let go of the event's bytes, and says the same thing if fed again.
+        assert not decoder.pending and decoder.flush() == []
+        with pytest.raises(EventTooLarge):
+            decoder.decode(small)
+
+
+def test_max_event_size_counts_the_whole_event_and_allows_exactly_the_limit() -> None:
+    event = b"event: x\ndata: 1\ndata: 2\n\n"  # 26 bytes, over several lines
+    assert [e.data for e in SSEDecoder(max_event_size=26).decode(event)] == ["1\n2"]
+    with pytest.raises(EventTooLarge):
+        SSEDecoder(max_event_size=25).decode(event)
+    # Bytes that make no event (a junk line) count too: they would otherwise pile up unbounded.
+    with pytest.raises(EventTooLarge):
+        SSEDecoder(max_event_size=25).decode(b"junk" * 10 + b"\n")
+
+
+@given(body=sse_bodies(), cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=12),
+       limit=st.integers(min_value=1, max_value=120))
+@settings(max_examples=300, deadline=None)
+def test_any_split_stops_at_the_same_event(body: bytes, cuts: list[int], limit: int) -> None:
+    def outcome(parts: list[bytes]) -> tuple[list[tuple], bool]:
+        decoder = SSEDecoder(max_event_size=limit)
+        events: list[ServerSentEvent] = []
+        try:
+            for part in parts:
+                events += decoder.decode(part)
+            events += decoder.flush()
+        except EventTooLarge as exc:
+            return summary(events + exc.events), True
+        return summary(events), False
+
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    parts = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    assert outcome(parts) == outcome([body])
+    kept, stopped = outcome([body])
+    if not stopped:  # under the limit, the limit changes nothing
+        assert kept == summary(decode_all(body))
+
+
+def test_a_client_stream_stops_at_an_event_past_max_event_size(scripted: ScriptedServer) -> None:
+    from conftest import chunk_line
+
+    huge = chunk_line({"content": "x" * 5000})
+    script = Script(
+        parts=[chunk_line({"role": "assistant", "content": "Hel"}), chunk_line({"content": "lo"}),
+               huge, chunk_line({}, finish="stop"), b"data: [DONE]\n\n"],
+        delays=[0, 0, 0.2],  # the large event in a read of its own, after the others were read
+    )
+    base = scripted.add("too-large", script)
+    with nito_nb.Client(api_key="sk-test-0123456789", base_url=base, max_event_size=1000) as c:
+        assert nito_nb.Client().max_event_size == 64 * 1024 * 1024  # the default
+        s = c.stream("hi", model="m")
+        seen = []
+        with pytest.raises(nito_nb.EventTooLargeError) as caught:
+            for chunk in s:
+                seen.append(chunk["choices"][0]["delta"]["content"])
+        error = caught.value
+        assert isinstance(error, nito_nb.StreamError) and error.stream is s
+        assert (error.limit, seen, s.content, s.status) == (1000, ["Hel", "lo"], "Hello", "truncated")
+        assert "max_event_size" in str(error) and "kept in .stream" in str(error)
+        assert [e.kind for e in s.log] == ["chunk", "chunk"]  # nothing of the large event is kept
+        # Per stream: this call's limit, not the client's; it is not sent to the gateway.
+        big = c.stream("hi", model="m", max_event_size=10_000)
+        assert big.content == "Hello" + "x" * 5000 and big.status == "done"
+        assert b"max_event_size" not in script.requests[-1]["body"]
+        # A bad value is refused before anything is sent.
+        sent = script.times
+        for bad in (0, -1, "64MB", 1.5, True):
+            with pytest.raises(nito_nb.ConfigurationError, match="max_event_size must be"):
+                c.stream("hi", model="m", max_event_size=bad)  # type: ignore[arg-type]
+        assert script.times == sent
+    with pytest.raises(nito_nb.ConfigurationError, match="max_event_size must be"):
+        nito_nb.Client(max_event_size=0)
+
+
+def test_an_async_stream_stops_at_an_event_past_max_event_size(scripted: ScriptedServer) -> None:
+    from conftest import chunk_line
+
+    base = scripted.add("too-large-async", Script(parts=[
+        chunk_line({"content": "ok"}), chunk_line({"content": "y" * 3000}), b"data: [DONE]\n\n"]))
+
+    async def main() -> nito_nb.AsyncStream:
+        async with nito_nb.AsyncClient(api_key="sk-test-0123456789", base_url=base) as c:
+            s = c.stream("hi", model="m", max_event_size=2000)
+            with pytest.raises(nito_nb.EventTooLargeError):
+                await s.wait()
+            return s
+
+    s = asyncio.run(main())
+    assert (s.content, s.status, type(s.exception)) == ("ok", "truncated", nito_nb.EventTooLargeError)
