@@ -966,9 +966,12 @@ class NitoAccessor:
     # -- shared views --------------------------------------------------------------------------
 
     def _streams(self) -> tuple[np.ndarray, pd.Index]:
-        """Integer stream codes per row and the labels they index."""
+        """Integer stream codes per row and the labels they index: the streams that have rows."""
         column = self._df["stream"]
         if isinstance(column.dtype, pd.CategoricalDtype):
+            # A filtered frame (df[df.stream == "a"]) keeps every category of the whole one: each
+            # table would get a row of NaN per stream filtered out, each plot an empty series.
+            column = column.cat.remove_unused_categories()
             return column.cat.codes.to_numpy(), pd.Index(column.cat.categories, name="stream")
         codes, labels = pd.factorize(column)
         return codes, pd.Index(labels, name="stream")
@@ -1258,9 +1261,11 @@ class NitoAccessor:
         colour per stream. Markers: ``o`` content, ``.`` reasoning, ``s`` tool-call arguments (one
         per token-bearing event, classed by its first kind of text in that order), ``x`` comments,
         ``|`` [DONE], ``X`` error chunks, ``^`` the response headers. Each series is a Line2D
-        labelled ``"{stream} {what}"``; the legend is left out past ``max_legend`` entries.
-        Returns a ``matplotlib.figure.Figure`` (no pyplot state)."""
+        labelled ``"{stream} {what}"``. The legend names each stream by its colour (up to
+        ``max_legend`` streams; past that the colours are left unnamed) and each kind of event
+        shown by its marker. Returns a ``matplotlib.figure.Figure`` (no pyplot state)."""
         from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
 
         df = self._df
         codes, labels = self._streams()
@@ -1278,6 +1283,9 @@ class NitoAccessor:
         # Characters of answer text per event (its parts summed), counted on the event's first row.
         chars = np.where(ignored, 0.0, content + reasoning + tool_args)
         colors = [c["color"] for c in _color_cycle()]
+        # The legend: one entry per stream (its colour), one per kind of event (its marker).
+        streams: list[Line2D] = []
+        markers: dict[str, Line2D] = {}
         for code, label in enumerate(labels):
             every = np.flatnonzero(codes == code)
             if not len(every):
@@ -1290,6 +1298,7 @@ class NitoAccessor:
             color = colors[code % len(colors)]
             tok = token[rows]
             ax.plot(t[rows][tok], cumulative[tok], "-", color=color, alpha=0.5, label=f"{label}")
+            streams.append(Line2D([], [], color=color, label=str(label)))
             is_content = tok & (content[rows] > 0)
             is_tool = tok & ~is_content & has_tool_text
             is_reasoning = tok & ~is_content & ~is_tool
@@ -1312,14 +1321,19 @@ class NitoAccessor:
                         linestyle="none",
                         label=f"{label} {what}",
                     )
+                    markers.setdefault(
+                        what, Line2D([], [], marker=marker, linestyle="none", color="0.35", label=what)
+                    )
         ax.set_xlabel("seconds since the request was sent")
         ax.set_ylabel("characters received")
         ax.set_title("Timeline: when each delta arrived")
         if not np.isfinite(t).any():
             _say_untimed(ax)
-        # Each stream adds up to eight entries: past max_legend the legend would hide the plot.
-        if ax.lines and len(ax.get_legend_handles_labels()[1]) <= max_legend:
-            ax.legend(fontsize="small", loc="upper left")
+        # Streams by colour, kinds by marker: a stream adds one entry, not one per kind, and past
+        # max_legend streams their names would hide the plot.
+        handles = (streams if len(streams) <= max_legend else []) + list(markers.values())
+        if handles:
+            ax.legend(handles=handles, fontsize="small", loc="upper left")
         return _shown_inline(fig)
 
     def plot_gaps(self, *, bins: int = 40) -> Figure:
@@ -1337,14 +1351,16 @@ class NitoAccessor:
         for number, label in enumerate(labels):
             times = t[token & (code == number)]
             times = np.sort(times[~np.isnan(times)])  # a recording read without times has none
-            series.append((label, np.diff(times) * 1000))
+            # Rounded to the nanosecond the times were taken in: equal gaps that differ by float
+            # noise (1e-14 ms) would make a range too narrow for numpy to cut into bins.
+            series.append((label, np.round(np.diff(times) * 1000, 6)))
         everything = np.concatenate([g for _, g in series]) if series else np.zeros(0)
         edges: Any = np.histogram_bin_edges(everything, bins=bins) if len(everything) else bins
         for label, gaps in series:
             if len(gaps):
-                _, _, bars = ax.hist(
-                    gaps, bins=edges, alpha=0.6 if len(series) > 1 else 1.0, label=str(label)
-                )
+                # The label goes on the BarContainer only: hist(label=...) also puts it on the
+                # first bar, and the legend then lists every stream twice.
+                _, _, bars = ax.hist(gaps, bins=edges, alpha=0.6 if len(series) > 1 else 1.0)
                 bars.set_label(str(label))  # type: ignore[union-attr]
         ax.set_xlabel("gap between token-bearing events (ms)")
         ax.set_ylabel("gaps")

@@ -513,6 +513,49 @@ def test_plot_gaps_counts() -> None:
     assert [sum(p.get_height() for p in c) for c in bars] == [3, 3]  # K - 1 gaps each
 
 
+
+def legend_texts(fig: object) -> list[str]:
+    legend = fig.axes[0].get_legend()  # type: ignore[attr-defined]
+    return [] if legend is None else [text.get_text() for text in legend.get_texts()]
+
+
+def test_plot_legends_name_each_stream_once() -> None:
+    df = nito_nb.frame({"a": hand_stream(), "b": hand_stream(), "c": hand_stream()})
+    assert legend_texts(df.nito.plot_gaps()) == ["a", "b", "c"]
+    kinds = ["content", "reasoning", "comment", "done", "response"]
+    assert legend_texts(df.nito.plot_timeline()) == ["a", "b", "c", *kinds]
+    # Past max_legend streams their names would hide the plot: the markers stay explained.
+    assert legend_texts(df.nito.plot_timeline(max_legend=2)) == kinds
+    tools = nito_nb.frame([p for p in RECORDINGS if "tools" in p.stem][:1])
+    assert "tool" in legend_texts(tools.nito.plot_timeline())
+
+
+def test_a_filtered_frame_gives_the_tables_of_what_is_left() -> None:
+    tool = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "f", "arguments": '{"x": 1}'}}
+    b = timed([(0.1, chunk_line({"content": "b"})), (0.2, chunk_line({"tool_calls": [tool]})),
+               (0.3, chunk_line({"content": "!"})), (0.4, usage_line(3)), (0.5, DONE)])
+    df = nito_nb.frame({"a": hand_stream(), "b": b, "c": hand_stream()})
+    whole = df.nito.metrics()
+    for kept in (["b"], ["a", "c"]):
+        part = df[df.stream.isin(kept)]
+        metrics = part.nito.metrics()
+        assert metrics.index.tolist() == kept
+        pd.testing.assert_frame_equal(metrics, whole.loc[kept])
+        assert part.nito.usage().index.tolist() == kept
+        pd.testing.assert_frame_equal(part.nito.usage(), df.nito.usage().loc[kept])
+        assert part.nito.text().index.tolist() == kept
+        assert part.nito.reasoning().index.tolist() == kept
+        assert part.nito.tool_calls().stream.cat.categories.tolist() == kept
+        assert [c.get_label() for c in part.nito.plot_gaps().axes[0].containers] == kept
+        timeline = part.nito.plot_timeline()
+        assert {line.get_label().split(" ")[0] for line in timeline.axes[0].lines} == set(kept)
+    assert df[df.stream == "b"].nito.text().tolist() == ["b!"]
+    assert df[df.stream == "b"].nito.tool_calls().name.tolist() == ["f"]
+    # A filter that keeps some rows of a stream keeps the stream; one that keeps none, no stream.
+    assert df[df.kind != "response"].nito.metrics().index.tolist() == ["a", "b", "c"]
+    assert df[df.stream == "zz"].nito.metrics().empty
+
 # -- properties -----------------------------------------------------------------------------------
 
 
