@@ -102,6 +102,24 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error")
 _READABLE = ("reasoning.text", "reasoning.summary")
 
 _STRING = "string"  # the nullable string dtype ("str" in pandas 3 turns None into NaN)
+
+
+def _text_dtype() -> pd.StringDtype:
+    """The dtype of every text column, chosen here and only here: ``string`` kept in pyarrow.
+
+    Chosen rather than left to pandas, whose ``string`` follows ``pd.options.mode.string_storage``
+    (Python objects by default in pandas 2): Python strings make frame() 1.5x slower
+    (bench/bench_frame.py). pyarrow is a dependency; an install made without it
+    (``pip install --no-deps``) still works, on Python strings.
+    """
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return pd.StringDtype("python")
+    return pd.StringDtype("pyarrow")
+
+
+_TEXT = _text_dtype()
 _FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
     "kind": KIND_CATEGORIES,
     "reasoning_type": REASONING_TYPES,
@@ -855,12 +873,12 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     full: list[Any] = [None] * n
     for row, value in zip(rows.tolist(), values, strict=True):
         full[row] = value
-    return pd.array(full, dtype=dtype)
+    return pd.array(full, dtype=_TEXT)
 
 
 def _arrow() -> Any:
-    """pyarrow when pandas keeps its strings in it (pandas does when pyarrow is installed)."""
-    if pd.StringDtype().storage != "pyarrow":
+    """pyarrow when the text columns are kept in it (``_TEXT``)."""
+    if _TEXT.storage != "pyarrow":
         return None
     import pyarrow
 
@@ -929,7 +947,7 @@ def _restore(df: pd.DataFrame) -> pd.DataFrame:
             out[name] = column.astype("Int64")
         elif dtype == _STRING:
             values = column.astype(object).where(column.notna(), None)
-            out[name] = pd.array([None if v is None else str(v) for v in values], dtype=_STRING)
+            out[name] = pd.array([None if v is None else str(v) for v in values], dtype=_TEXT)
         else:
             out[name] = column.astype(dtype)
     return out
@@ -1105,11 +1123,11 @@ class NitoAccessor:
                 ),
                 "finish_reason": pd.array(
                     last_of(taken & df["finish_reason"].notna().to_numpy(), "finish_reason"),
-                    dtype=_STRING,
+                    dtype=_TEXT,
                 ),
                 "error": pd.array(
                     last_of(taken & df["error_message"].notna().to_numpy(), "error_message"),
-                    dtype=_STRING,
+                    dtype=_TEXT,
                 ),
                 "http_status": pd.array(last_of(response, "http_status"), dtype="Int64"),
             },
@@ -1181,7 +1199,7 @@ class NitoAccessor:
         out = pd.DataFrame.from_records(records, columns=columns)
         out["stream"] = pd.Categorical(out["stream"], categories=labels)
         for name in ("id", "name", "arguments"):
-            out[name] = pd.array(out[name].tolist(), dtype=_STRING)
+            out[name] = pd.array(out[name].tolist(), dtype=_TEXT)
         out["index"] = out["index"].astype("int64")
         out["n_fragments"] = out["n_fragments"].astype("int64")
         out["valid_json"] = out["valid_json"].astype(bool)
@@ -1223,7 +1241,7 @@ class NitoAccessor:
         pieces: list[list[str]] = [[] for _ in labels]
         for row in np.flatnonzero(~ignored & (codes >= 0) & df["content"].notna().to_numpy()):
             pieces[codes[row]].append(content[row])
-        return pd.Series(["".join(p) for p in pieces], index=labels, name="content", dtype=_STRING)
+        return pd.Series(["".join(p) for p in pieces], index=labels, name="content", dtype=_TEXT)
 
     def reasoning(self) -> pd.Series:
         """The readable reasoning per stream (index ``stream``), equal to ``Stream.reasoning``: the
@@ -1251,7 +1269,7 @@ class NitoAccessor:
                 out.append("\n\n".join(s for _, s in sorted(readable, key=lambda item: item[0])))
             else:
                 out.append("".join(stream_plain))
-        return pd.Series(out, index=labels, name="reasoning", dtype=_STRING)
+        return pd.Series(out, index=labels, name="reasoning", dtype=_TEXT)
 
     # -- plots ---------------------------------------------------------------------------------
 

@@ -556,6 +556,46 @@ def test_a_filtered_frame_gives_the_tables_of_what_is_left() -> None:
     assert df[df.kind != "response"].nito.metrics().index.tolist() == ["a", "b", "c"]
     assert df[df.stream == "zz"].nito.metrics().empty
 
+
+TEXT_COLUMNS = [name for name, dtype in COLUMNS.items() if dtype == "string"]
+
+
+def test_text_columns_are_kept_in_pyarrow_whatever_pandas_defaults_to() -> None:
+    # pandas' "string" follows mode.string_storage (Python objects by default in pandas 2): frame()
+    # chooses pyarrow itself, since Python strings make it 1.5x slower (bench/bench_frame.py).
+    arrow = pd.StringDtype("pyarrow")
+    with pd.option_context("mode.string_storage", "python"):
+        df = nito_nb.frame([hand_stream(), *[p for p in RECORDINGS if "tools" in p.stem][:1]])
+        assert {name: df[name].dtype for name in TEXT_COLUMNS} == dict.fromkeys(TEXT_COLUMNS, arrow)
+        assert df.nito.text().dtype == arrow and df.nito.reasoning().dtype == arrow
+        assert df.nito.metrics()["finish_reason"].dtype == arrow
+        assert df.nito.tool_calls()["arguments"].dtype == arrow
+
+
+def test_pyarrow_is_a_dependency_of_a_plain_install() -> None:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    assert any(dep.split(">")[0].split("=")[0].strip() == "pyarrow" for dep in project["dependencies"])
+
+
+def test_frame_works_without_pyarrow_on_python_strings() -> None:
+    # An install made with --no-deps: slower, but the same frame.
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pyarrow': raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import nito_nb\n"
+        f"s = nito_nb.read_sse({str(RECORDINGS[0])!r})\n"
+        "df = s.frame()\n"
+        "assert df.nito.text().iloc[0] == s.content, 'text'\n"
+        "print(df['content'].dtype.storage, 'pyarrow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["python", "False"]
+
 # -- properties -----------------------------------------------------------------------------------
 
 
