@@ -1,6 +1,7 @@
 """Benchmark of the pandas adapter (issue 4): how fast ``frame()`` and ``metrics()`` are.
 
     .venv/bin/python bench/bench_frame.py            # prints the figures and the ratio
+    .venv/bin/python bench/bench_frame.py --without-pyarrow   # as an install without pyarrow
 
 1. ``frame()`` of one log of 100,000 events, against
    ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for two
@@ -13,7 +14,9 @@
 
 Each figure is the best of several repeats, the two contenders interleaved so that a busy machine
 slows both alike. Targets (issue 4): frame() at most 0.3 s and at least 5x faster than
-json_normalize; metrics() over 1,000 streams under a second.
+json_normalize; metrics() over 1,000 streams under a second. The first line says where the text
+columns live: pyarrow, a dependency (``--without-pyarrow`` hides it, to measure the fallback on
+Python strings of an install made with ``--no-deps``).
 """
 
 from __future__ import annotations
@@ -28,9 +31,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pandas as pd
 
-import nito_nb
+class _HidePyarrow:
+    """An import hook that makes pyarrow look absent (installed before pandas is imported)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".")[0] == "pyarrow":
+            raise ImportError(f"{name} hidden by --without-pyarrow")
+
+
+if "--without-pyarrow" in sys.argv:
+    sys.meta_path.insert(0, _HidePyarrow())
+
+import pandas as pd  # noqa: E402
+
+import nito_nb  # noqa: E402
 
 CHUNK = (
     '{"id":"gen-1","object":"chat.completion.chunk","created":1751299200,"model":"z-ai/glm-5.2",'
@@ -116,6 +131,7 @@ def compare(title: str, stream: nito_nb.Stream, repeats: int) -> None:
 
 def main(repeats: int = 7) -> None:
     n = 100_000
+    print(f"text columns: {nito_nb.frame(timed_stream(3, 1)).content.dtype!r}")
     compare("synthetic log (read_sse, times set 1 ms apart)", timed_stream(n, 1_000_000), repeats)
     compare("simulator stream (sim/long, real arrival times)", simulated_stream(n - 3), repeats)
 
