@@ -131,7 +131,7 @@ def compare(title: str, stream: nito_nb.Stream, repeats: int) -> None:
 
 def main(repeats: int = 7) -> None:
     n = 100_000
-    print(f"text columns: {nito_nb.frame(timed_stream(3, 1)).content.dtype!r}")
+    print(f"text columns: string[{nito_nb.frame(timed_stream(3, 1)).content.dtype.storage}]")
     compare("synthetic log (read_sse, times set 1 ms apart)", timed_stream(n, 1_000_000), repeats)
     compare("simulator stream (sim/long, real arrival times)", simulated_stream(n - 3), repeats)
 
