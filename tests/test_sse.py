@@ -369,3 +369,12 @@ def test_an_async_stream_stops_at_an_event_past_max_event_size(scripted: Scripte
 
     s = asyncio.run(main())
     assert (s.content, s.status, type(s.exception)) == ("ok", "truncated", nito_nb.EventTooLargeError)
+
+
+def test_nito_nb_stream_takes_max_event_size_on_the_simulator() -> None:
+    ok = nito_nb.stream("hello there", model="sim/echo", max_event_size=4096)
+    assert ok.wait().status == "done" and ok.content
+    # Every chunk of the simulator is larger than 60 bytes: the first one stops the stream.
+    s = nito_nb.stream("hello there", model="sim/echo", max_event_size=60, raise_errors=False)
+    s.wait()
+    assert (s.status, s.n_chunks, type(s.exception)) == ("truncated", 0, nito_nb.EventTooLargeError)
