@@ -179,11 +179,14 @@ class StreamTimeoutError(StreamError):
 class EventTooLargeError(StreamError):
     """One event went past ``max_event_size`` bytes: the stream was cut rather than buffer it.
 
-    ``size`` is how many bytes of it had arrived, ``limit`` the limit. The events before it are
-    kept in ``.stream`` (status ``truncated``).
+    ``size`` is how many bytes of it had arrived, ``limit`` the limit (both None on a Stream
+    loaded from a saved log, whose message still says the limit). The events before it are kept
+    in ``.stream`` (status ``truncated``).
     """
 
-    def __init__(self, message: str, *, size: int, limit: int, stream: Stream | None = None) -> None:
+    def __init__(
+        self, message: str, *, size: int | None, limit: int | None, stream: Stream | None = None
+    ) -> None:
         super().__init__(message, stream=stream)
         self.size = size
         self.limit = limit

@@ -712,6 +712,8 @@ def load(path: str | os.PathLike[str]) -> Stream:
     if status == "truncated" and end.get("exception") in ("ConnectionLost", "StreamTimeoutError"):
         cls = ConnectionLost if end["exception"] == "ConnectionLost" else StreamTimeoutError
         exception = cls(end.get("message") or "")
+    elif status == "truncated" and end.get("exception") == "EventTooLargeError":
+        exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
     stream._end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
     return stream
 

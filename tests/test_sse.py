@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import httpx
 import httpx_sse
@@ -378,3 +379,19 @@ def test_nito_nb_stream_takes_max_event_size_on_the_simulator() -> None:
     s = nito_nb.stream("hello there", model="sim/echo", max_event_size=60, raise_errors=False)
     s.wait()
     assert (s.status, s.n_chunks, type(s.exception)) == ("truncated", 0, nito_nb.EventTooLargeError)
+
+
+def test_a_saved_stream_stopped_at_a_large_event_loads_the_same(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    from conftest import chunk_line
+
+    base = scripted.add("too-large-saved", Script(parts=[
+        chunk_line({"content": "ok"}), chunk_line({"content": "z" * 3000}), b"data: [DONE]\n\n"]))
+    with nito_nb.Client(api_key="sk-test-0123456789", base_url=base, max_event_size=2000) as c:
+        s = c.stream("hi", model="m", raise_errors=False).wait()
+    assert isinstance(s.exception, nito_nb.EventTooLargeError)
+    again = nito_nb.load(s.save(tmp_path / "run.jsonl"))
+    assert (again.status, again.content, type(again.exception)) == (
+        "truncated", "ok", nito_nb.EventTooLargeError)
+    assert again.exception is not None and again.exception.message == s.exception.message
