@@ -19,10 +19,11 @@ reasoning details of one chunk), ``t`` (float64: seconds since the request was s
 ``kind`` (category: ``response``, ``chunk``, ``comment``, ``done``, ``bad-data``, ``empty``,
 ``other``, ``http-error``), ``bytes`` (Int64: raw bytes of the event; NA on ``part > 0``),
 ``token`` (bool: the event carried answer text, exactly as the accumulator counts it), ``ignored``
-(bool: a chunk after ``[DONE]``, which the answer ignores, PROTOCOL rule 9), ``id``, ``model``,
-``role``, ``content`` (the delta's text), ``reasoning``, ``reasoning_type`` (category:
-``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted`` (its data is never shown as
-text), ``reasoning``, ``reasoning_content``), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
+(bool: a chunk after ``[DONE]``, which the answer ignores, docs/PROTOCOL.md rule 9), ``id``,
+``model``, ``role``, ``content`` (the delta's text), ``refusal`` (the delta's refusal text), ``reasoning``,
+``reasoning_type`` (category: ``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted``
+(its data is never shown as text), ``reasoning``, ``reasoning_content``, ``thinking`` (Mistral's
+thinking parts of ``content``)), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
 ``tool_id``, ``tool_name``, ``tool_args`` (the fragment's piece of the arguments),
 ``finish_reason`` (category), ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
 ``reasoning_tokens``, ``cached_tokens`` (Int64), ``cost`` (float64), ``usage`` (the whole usage
@@ -41,10 +42,11 @@ not keep attrs through every operation, so nothing depends on them).
 Nothing of the answer is lost: joining ``content`` over the rows that are not ``ignored`` gives
 ``s.content``; grouping ``tool_args`` by (``stream``, ``tool_index``) gives each call's arguments,
 also when one chunk carries several fragments (one row per fragment, ``part`` numbers them).
-Choice 0 is the answer (PROTOCOL rule 11); the other choices of ``n > 1`` streams stay in the log
-and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
+Choice 0 is the answer (docs/PROTOCOL.md rule 11); the other choices of ``n > 1`` streams stay in
+the log and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
 summary details when the stream sends any, else its plain ``reasoning`` strings, else its
-``reasoning_content`` strings (they duplicate each other; the duplicates are left out).
+``reasoning_content`` strings, else its ``thinking`` parts (they duplicate each other; the
+duplicates are left out).
 Encrypted details get a row of type ``reasoning.encrypted`` with no text.
 
 Metrics (``df.nito.metrics()``, one row per stream; see docs/METRICS.md)
@@ -78,7 +80,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._accumulate import PAYLOAD_KEY, _parse_arguments
+from ._accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
 from ._exceptions import error_details
 from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS
 from ._sse import SSEDecoder
@@ -97,6 +99,7 @@ REASONING_TYPES = (
     "reasoning.encrypted",
     "reasoning",
     "reasoning_content",
+    "thinking",
 )
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error")
 _READABLE = ("reasoning.text", "reasoning.summary")
@@ -123,6 +126,7 @@ COLUMNS: dict[str, str] = {
     "model": "category",
     "role": "category",
     "content": _STRING,
+    "refusal": _STRING,
     "reasoning": _STRING,
     "reasoning_type": "category",
     "reasoning_index": "Int64",
@@ -157,7 +161,7 @@ _CHUNK_KEYS = frozenset(
 )
 _CHOICE_KEYS = frozenset({"index", "delta", "finish_reason"})
 _DELTA_KEYS = frozenset(
-    {"role", "content", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
+    {"role", "content", "refusal", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
 )
 
 # -- building a frame ----------------------------------------------------------------------------
@@ -315,6 +319,7 @@ class _ChunkInfo:
         "items",
         "plain",
         "plain_content",
+        "plain_thinking",
         "readable",
         "targets",
         "values",
@@ -326,7 +331,7 @@ class _ChunkInfo:
         self.carried = False  # reasoning or tool-argument text (content is judged per row)
         self.fragments: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (fragment, its columns)
         self.items: list[tuple[str, int | None, str | None]] = []  # (reasoning type, index, text)
-        self.readable = self.plain = self.plain_content = False
+        self.readable = self.plain = self.plain_content = self.plain_thinking = False
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
 
 
@@ -393,19 +398,35 @@ def _read_chunk(chunk: Any, error_event: bool) -> _ChunkInfo | None:
             delta = choice.get("delta")
             if delta and isinstance(delta, dict):
                 extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in _DELTA_KEYS)
-                _read_delta(delta, info)
+                unread = _read_delta(delta, info)
+                if unread:
+                    extras["delta.content"] = unread  # parts of types nobody reads, kept as sent
     if extras:
         values.append(("extras", _json(extras)))
     return info
 
 
-def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> None:
+def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> list[Any]:
+    """Fill ``info`` from one delta; return the content parts nobody reads (kept in ``extras``)."""
     role = delta.get("role")
     if role is not None:
         info.values.append(("role", str(role)))
     content = delta.get("content")
+    unread: list[Any] = []
+    if isinstance(content, list):  # Mistral's parts: text is the answer, thinking is reasoning
+        parts = read_content_parts(content)
+        content = "".join(parts.text) if parts.text else None
+        thinking = "".join(parts.thinking)
+        if thinking:
+            info.items.append(("thinking", None, thinking))
+            info.carried = info.plain_thinking = True
+        unread = parts.unread
     if isinstance(content, str):
         info.content = content if info.content is None else info.content + content
+    refusal = delta.get("refusal")
+    if isinstance(refusal, str):
+        info.values.append(("refusal", refusal))
+        info.carried = info.carried or bool(refusal)
     calls = delta.get("tool_calls")
     if calls and isinstance(calls, list):
         for fragment in calls:
@@ -449,6 +470,7 @@ def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> None:
                 info.plain = True
             else:
                 info.plain_content = True
+    return unread
 
 
 def _usage_values(usage: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -530,7 +552,7 @@ class _Builder:
         infos = self._infos
         contents = cols["content"]
         reasoning_items: list[tuple[int, list[tuple[str, int | None, str | None]]]] = []
-        has_readable = has_plain = has_plain_content = False
+        has_readable = has_plain = has_plain_content = has_plain_thinking = False
         tools = _ToolIndexer()
         for seq, info_index, text in plan:
             info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
@@ -560,14 +582,22 @@ class _Builder:
                     has_readable = has_readable or info.readable
                     has_plain = has_plain or info.plain
                     has_plain_content = has_plain_content or info.plain_content
+                    has_plain_thinking = has_plain_thinking or info.plain_thinking
             if carried and not dropped:
                 token[seq + 1] = True
 
-        # Readable reasoning, as the accumulator shows it (PROTOCOL rule 4): details when there
-        # are readable ones, else the plain strings of one name (the other duplicates them).
+        # Readable reasoning, as the accumulator shows it (docs/PROTOCOL.md rule 4): details when there
+        # are readable ones, else the plain strings of one source (the others duplicate them).
         plain = None
         if not has_readable:
-            plain = "reasoning" if has_plain else "reasoning_content" if has_plain_content else None
+            for name, present in (
+                ("reasoning", has_plain),
+                ("reasoning_content", has_plain_content),
+                ("thinking", has_plain_thinking),
+            ):
+                if present:
+                    plain = name
+                    break
         for row, items in reasoning_items:
             self._put_parts(
                 row,
@@ -1189,7 +1219,7 @@ class NitoAccessor:
     def usage(self) -> pd.DataFrame:
         """One row per stream (index ``stream``): ``prompt_tokens``, ``completion_tokens``,
         ``total_tokens``, ``reasoning_tokens``, ``cached_tokens``, ``cost``, from the stream's last
-        usage object (PROTOCOL rule 6); NA when the stream reported none."""
+        usage object (docs/PROTOCOL.md rule 6); NA when the stream reported none."""
         df = self._df
         codes, labels = self._streams()
         mask = df["usage"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)

@@ -306,7 +306,7 @@ def test_extras_web_search_free_tier_kept_whole() -> None:
             (
                 0.1,
                 chunk_line(
-                    {"content": "x", "refusal": None},
+                    {"content": "x", "refusal": None, "annotations": []},
                     provider="P",
                     web_search={"results": [1, 2]},
                     free_tier={"ok": True},
@@ -316,7 +316,8 @@ def test_extras_web_search_free_tier_kept_whole() -> None:
         ]
     )
     row = s.frame().iloc[1]
-    assert json.loads(row["extras"]) == {"provider": "P", "delta.refusal": None}
+    assert json.loads(row["extras"]) == {"provider": "P", "delta.annotations": []}
+    assert pd.isna(row["refusal"])  # a known field (its own column), null here
     assert json.loads(row["web_search"]) == {"results": [1, 2]} == s.web_search
     assert json.loads(row["free_tier"]) == {"ok": True}
 

@@ -1,6 +1,6 @@
 """Every real recording parsed: results checked against a naive reference and hand-read values.
 
-The reference below is written straight from PROTOCOL.md with httpx-sse as the parser and no code
+The reference below is written straight from docs/PROTOCOL.md with httpx-sse as the parser and no code
 shared with nito_nb, so the engine and it agree only if both read the protocol the same way.
 """
 
@@ -22,7 +22,7 @@ SOURCES = recording_sources()
 
 def reference(body: bytes) -> dict:
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-    content, tools, details, plain = [], {}, {}, {"reasoning": [], "reasoning_content": []}
+    content, tools, details, plain = [], {}, {}, {"reasoning": [], "reasoning_content": [], "thinking": []}
     finish = usage = error = None
     done = False
     for sse in httpx_sse.EventSource(response).iter_sse():
@@ -45,7 +45,15 @@ def reference(body: bytes) -> dict:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
+            parts = delta.get("content") or ""
+            if isinstance(parts, list):  # Mistral: text parts are the answer, thinking parts reasoning
+                for part in parts:
+                    if part["type"] == "text":
+                        content.append(part["text"])
+                    elif part["type"] == "thinking":
+                        plain["thinking"] += [t["text"] for t in part["thinking"] if t["type"] == "text"]
+            else:
+                content.append(parts)
             for frag in delta.get("tool_calls") or []:
                 call = tools.setdefault(frag["index"], {"id": None, "name": "", "arguments": ""})
                 call["id"] = call["id"] or frag.get("id")
@@ -56,7 +64,7 @@ def reference(body: bytes) -> dict:
                 if d.get("type") in ("reasoning.text", "reasoning.summary"):
                     key = (d.get("index", 0), d["type"])
                     details[key] = details.get(key, "") + (d.get("text") or d.get("summary") or "")
-            for name in plain:
+            for name in ("reasoning", "reasoning_content"):
                 plain[name].append(delta.get(name) or "")
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
@@ -64,7 +72,7 @@ def reference(body: bytes) -> dict:
     reasoning = (
         "\n\n".join(readable)
         if readable
-        else ("".join(plain["reasoning"]) or "".join(plain["reasoning_content"]))
+        else next((text for text in map("".join, plain.values()) if text), "")
     )
     return {
         "content": "".join(content),
@@ -90,7 +98,7 @@ def results(stream: nito_nb.Stream) -> dict:
 
 
 def test_all_recordings_are_here() -> None:
-    assert len(RECORDINGS) == 51 and len(SOURCES) == 51
+    assert len(RECORDINGS) == 53 and len(SOURCES) == 53
 
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
