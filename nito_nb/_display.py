@@ -221,6 +221,9 @@ class TerminalDisplay:
         self._flush()
         self.finished = True
         lines = [""] if self._content_at or self._reasoning_at else []
+        refusal = getattr(self.state, "refusal", None)
+        if refusal:
+            lines.append(f"Refusal: {refusal}")
         for call in getattr(self.state, "tool_calls", None) or []:
             lines.append(f"tool call {getattr(call, 'name', '?')} ({getattr(call, 'id', '')}):")
             lines.append(str(getattr(call, "arguments", "") or ""))

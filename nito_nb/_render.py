@@ -4,7 +4,7 @@ Model text is data, never markup that runs. Every string the gateway controls (c
 tool names and arguments, error messages, the model name, usage values, anomalies) reaches the HTML
 either escaped, or through markdown-it with raw HTML off and only http(s)/mailto/relative links. We
 emit ``text/html`` + ``text/plain`` and never ``text/markdown``: JupyterLab renders Markdown
-outputs with their raw HTML live (see JUPYTER_FACTS.md), so it is not a safe sink.
+outputs with their raw HTML live (see docs/JUPYTER.md), so it is not a safe sink.
 
 The answer is split into blocks (``split_blocks``) so that a live display sends each finished block
 once and re-sends only a small tail: traffic stays linear in the answer length.
@@ -18,9 +18,9 @@ Public pieces:
 - ``status_text(state) -> str``: the one-line summary
 - ``RenderCache``: optional memo a live caller passes to ``render_parts`` (results never depend on it)
 
-``state`` is duck-typed like a Stream (ENGINE_API.md): ``content, reasoning, tool_calls, status,
-model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done``; missing attributes
-count as empty.
+``state`` is duck-typed like a Stream (docs/ENGINE_API.md): ``content, reasoning, refusal,
+tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done``;
+missing attributes count as empty.
 """
 
 from __future__ import annotations
@@ -804,6 +804,13 @@ def _reasoning_part(reasoning: str, growing: bool, thinking: bool) -> Part:
     return Part("reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing)
 
 
+def _refusal_part(refusal: str, final: bool) -> Part:
+    """The model declined (OpenAI's ``refusal``): its words, escaped, shown apart from any answer."""
+    text = f"⊘ Refusal: {refusal}"
+    inner = f'<strong>⊘ Refusal</strong><pre style="{_PRE_STYLE}">{_esc(refusal)}</pre>'
+    return Part("refusal", _wrap("refusal", inner, _WARN_STYLE), text, final)
+
+
 def _render_block(text: str, fence: _Fence | None, highlight: bool) -> str:
     return markdown_to_html(
         text if fence is None else f"{fence.opener}\n{text}", highlight=highlight
@@ -960,7 +967,7 @@ def render_parts(
     """The ordered outputs for ``state`` (duck-typed like a Stream).
 
     Order: ``status``, ``reasoning``, ``answer-0`` ... ``answer-N`` (finished blocks, then the live
-    tail under the next number), ``tool-<index>`` cards, ``error``, ``anomalies``. Parts only ever
+    tail under the next number), ``refusal``, ``tool-<index>`` cards, ``error``, ``anomalies``. Parts only ever
     get added after those that exist, in arrival order of the stream, so a display can append.
     ``live=True`` while the stream runs: long reasoning and tool arguments show a bounded window,
     the tail is not highlighted, anomalies wait for the end (appending them mid-stream would put
@@ -977,6 +984,9 @@ def render_parts(
         thinking = growing and not content and not tool_calls
         parts.append(_reasoning_part(reasoning, growing, thinking))
     parts.extend(_answer_parts(content, format, growing, cache))
+    refusal = getattr(state, "refusal", None)
+    if refusal and isinstance(refusal, str):
+        parts.append(_refusal_part(refusal, not growing))
     parts.extend(_tool_part(call, i, growing) for i, call in enumerate(tool_calls))
     error = _error_part(state, status, not growing)
     if error is not None:

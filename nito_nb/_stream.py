@@ -96,6 +96,11 @@ class Stream:
         return self._results().reasoning_details
 
     @property
+    def refusal(self) -> str | None:
+        """The model's refusal (OpenAI structured outputs' ``delta.refusal``), None if none came."""
+        return self._results().refusal
+
+    @property
     def tool_calls(self) -> list[ToolCall]:
         return self._results().tool_calls
 

@@ -715,3 +715,25 @@ def test_a_recording_without_times_has_unknown_timings_not_zeros() -> None:
     # Beside a timed stream, each keeps its own: the timed one's metrics are numbers.
     both = nito_nb.frame({"recorded": recorded, "live": hand_stream()}).nito.metrics()
     assert pd.isna(both.loc["recorded", "ttft"]) and both.loc["live", "ttft"] == pytest.approx(0.15)
+
+
+def test_refusal_column_and_content_parts() -> None:
+    image = {"type": "image_url", "image_url": "https://example.com/x.png"}
+    s = timed(
+        [
+            (0.1, chunk_line({"role": "assistant", "content": None, "refusal": None})),
+            (0.2, chunk_line({"refusal": "I can't "})),
+            (0.3, chunk_line({"refusal": "do that."})),
+            (0.4, chunk_line({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}]})),
+            (0.5, chunk_line({"content": [{"type": "text", "text": "a"}, image]})),
+            (0.6, DONE),
+        ]
+    )
+    df = s.frame()
+    assert "".join(df.refusal.dropna()) == s.refusal == "I can't do that."
+    assert df.token.tolist() == [False, False, True, True, True, True, False]
+    assert df.nito.reasoning().iloc[0] == s.reasoning == "t"
+    assert df.reasoning_type.dropna().tolist() == ["thinking"]
+    assert df.nito.text().iloc[0] == s.content == "a"
+    assert json.loads(df.extras.iloc[5]) == {"delta.content": [image]}
+    assert COLUMNS["refusal"] == "string" and list(df.columns) == list(COLUMNS)

@@ -155,6 +155,7 @@ hostile_text = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=12), max_siz
     usage_value=hostile_text,
     anomaly=hostile_text,
     finish=hostile_text,
+    refusal=hostile_text,
     status=st.sampled_from(["waiting", "streaming", "done", "error", "truncated", "failed"])
     | hostile_text,
     live=st.booleans(),
@@ -172,6 +173,7 @@ def test_no_model_string_makes_markup(
     usage_value: str,
     anomaly: str,
     finish: str,
+    refusal: str,
     status: str,
     live: bool,
     format: str,
@@ -187,6 +189,7 @@ def test_no_model_string_makes_markup(
         status=status,
         model=model,
         finish_reason=finish,
+        refusal=refusal,
         usage={"prompt_tokens": usage_value, "completion_tokens": 3, "cost": usage_value},
         anomalies=[SimpleNamespace(kind=anomaly, message=anomaly, seq=1, __str__=None), anomaly],
     )
@@ -565,3 +568,13 @@ def test_real_recordings_render_safely(path: Path) -> None:
     assert markup_problems(final["text/html"]) == []
     if stream.content:
         assert stream.content.strip()[:40] in final["text/plain"]
+
+
+def test_refusal_is_shown_as_a_refusal_escaped() -> None:
+    state = make_state(content="", refusal="No <b>way</b>", status="done", done=True)
+    parts = render_parts(state, live=False)
+    (part,) = [p for p in parts if p.key == "refusal"]
+    assert "Refusal" in part.html and "No &lt;b&gt;way&lt;/b&gt;" in part.html
+    assert part.text == "⊘ Refusal: No <b>way</b>" and part.final
+    assert "No &lt;b&gt;way" in final_bundle(state)["text/html"]
+    assert [p.key for p in render_parts(make_state(content="x"), live=True)] == ["status", "answer-0"]
