@@ -298,8 +298,14 @@ class Accumulator:
             if not isinstance(choice, dict):
                 self.note("bad-field", "a choice is not an object", seq)
                 continue
-            # Rule 11: the answer is choice 0; the others stay in the log.
+            # Rule 11: the answer is choice 0; the others stay in the log, and the view says so.
             if choice.get("index", position) != 0:
+                self.note(
+                    "other-choices",
+                    f"choice {choice.get('index', position)!r} arrived (n > 1): the answer shown"
+                    " is choice 0; the other choices are kept in the log only",
+                    seq,
+                )
                 continue
             delta = choice.get("delta")
             if delta:

@@ -265,9 +265,12 @@ def test_other_choices_stay_out_of_the_answer() -> None:
                 {"index": 1, "delta": {"content": "other"}},
                 {"index": 0, "delta": {"content": "main"}},
             ],
-        }
+        },
+        {"id": "g", "choices": [{"index": 2, "delta": {"content": "third"}}]},
     )
     assert acc.content == "main"
+    # Not mixed in, and not silently dropped either: the view says other choices came.
+    assert kinds(acc) == ["other-choices"] and acc.anomalies[0].count == 2
 
 
 def test_missing_finish_reason_key_and_null_delta() -> None:
