@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import httpx_sse
 import pytest
-from conftest import real_recordings, recording_sources
+from conftest import chunk_line, real_recordings, recording_sources
+from scripted_server import Script, ScriptedServer
 
 import nito_nb
 
@@ -183,3 +184,28 @@ def test_read_sse_accepts_bytes_text_and_paths() -> None:
     )
     with pytest.raises(TypeError, match="bytes, str or a path"):
         nito_nb.read_sse(42)  # type: ignore[arg-type]
+
+
+# An event left unterminated at the end of a body (no blank line after it): real gateways end
+# bodies that way. The WHATWG parser drops it; nito_nb dispatches it and notes `unterminated`.
+@pytest.mark.parametrize(
+    ("tail", "content", "status"),
+    [
+        (b"data: [DONE]", "ab", "done"),  # the last line without its line end
+        (b"data: [DONE]\n", "ab", "done"),  # a line end but no blank line
+        (chunk_line({"content": "c"}).rstrip(b"\n"), "abc", "truncated"),  # a chunk, no [DONE]
+    ],
+)
+def test_unterminated_last_event_is_kept_and_noted(
+    scripted: ScriptedServer, tail: bytes, content: str, status: str
+) -> None:
+    body = chunk_line({"content": "a"}) + chunk_line({"content": "b"}) + tail
+    recorded = nito_nb.read_sse(body)
+    base = scripted.add(f"unterminated-{len(tail)}", Script(parts=[body]))
+    with nito_nb.Client(api_key="sk-test", base_url=base) as client:
+        live = client.stream("hi", model="test/model", raise_errors=False)
+        live.wait()
+    for s in (recorded, live):
+        assert (s.content, s.status) == (content, status)
+        assert [a.kind for a in s.anomalies] == ["unterminated"]
+        assert s.log.body == body  # every byte is in the log
