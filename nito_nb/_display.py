@@ -1,6 +1,6 @@
 """The live display: a thin, throttled shell over the renderer.
 
-Why it is built this way (measured, see JUPYTER_FACTS.md): one display update per chunk floods the
+Why it is built this way (measured, see docs/JUPYTER.md): one display update per chunk floods the
 kernel's IOPub socket, which then silently drops messages, the final one included; and re-sending
 one growing output is quadratic. So:
 

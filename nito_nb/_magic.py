@@ -12,7 +12,7 @@ always reaches the notebook before the cell goes idle (which is what nbclient sa
 
 Several models (``-m a,b,c``) stream concurrently on an asyncio loop in a worker thread, which only
 iterates the streams; this thread renders them side by side at the display's rate (ipykernel 7
-sends output from other threads to the latest cell, see JUPYTER_FACTS.md).
+sends output from other threads to the latest cell, see docs/JUPYTER.md).
 
 Configuration is the ``Nito`` configurable (``%config Nito.model = "..."``, ``ipython_config.py``,
 ``NITO_MODEL``); the API key only ever comes from ``NITO_API_KEY`` and is never shown.

@@ -735,7 +735,7 @@ def status_text(state: Any) -> str:
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
-    # DESIGN.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
+    # docs/METRICS.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
     completion = _real(usage.get("completion_tokens"))
     count, unit = (
         (completion, "tok/s (usage)")

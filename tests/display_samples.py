@@ -11,7 +11,7 @@ from typing import Any
 
 
 def make_state(**overrides: Any) -> SimpleNamespace:
-    """A duck-typed stand-in for a Stream (the attributes ENGINE_API.md promises)."""
+    """A duck-typed stand-in for a Stream (the attributes docs/ENGINE_API.md promises)."""
     fields: dict[str, Any] = {
         "content": "",
         "reasoning": "",

@@ -1,4 +1,4 @@
-"""Accumulation: PROTOCOL.md's rules one by one, its quirks, and "never raises"."""
+"""Accumulation: docs/PROTOCOL.md's rules one by one, its quirks, and "never raises"."""
 
 from __future__ import annotations
 
