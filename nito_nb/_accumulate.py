@@ -109,8 +109,9 @@ def read_content_parts(parts: list[Any]) -> ContentParts:
             out.text.append(part["text"])
         elif kind == "thinking" and isinstance(part.get("thinking"), list):
             for piece in part["thinking"]:
-                if isinstance(piece, dict) and piece.get("type") == "text" and isinstance(piece.get("text"), str):
-                    out.thinking.append(piece["text"])
+                text = piece.get("text") if isinstance(piece, dict) else None
+                if isinstance(text, str) and piece.get("type") == "text":
+                    out.thinking.append(text)
                 else:
                     out.unread.append(piece)
         else:

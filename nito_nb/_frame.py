@@ -161,7 +161,15 @@ _CHUNK_KEYS = frozenset(
 )
 _CHOICE_KEYS = frozenset({"index", "delta", "finish_reason"})
 _DELTA_KEYS = frozenset(
-    {"role", "content", "refusal", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
+    {
+        "role",
+        "content",
+        "refusal",
+        "tool_calls",
+        "reasoning_details",
+        "reasoning",
+        "reasoning_content",
+    }
 )
 
 # -- building a frame ----------------------------------------------------------------------------

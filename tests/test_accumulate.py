@@ -414,7 +414,13 @@ def test_content_parts_of_other_types_are_kept_and_noted() -> None:
     reference = {"type": "reference", "reference_ids": [1]}
     acc = fold(
         chunk({"content": [{"type": "text", "text": "a"}, image]}),
-        chunk({"content": [{"type": "thinking", "thinking": [reference, {"type": "text", "text": "t"}]}]}),
+        chunk(
+            {
+                "content": [
+                    {"type": "thinking", "thinking": [reference, {"type": "text", "text": "t"}]}
+                ]
+            }
+        ),
         chunk({"content": ["bare", {"type": "text", "text": 5}]}),  # odd shapes
     )
     assert (acc.content, acc.reasoning) == ("a", "t")

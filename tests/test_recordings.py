@@ -23,7 +23,12 @@ SOURCES = recording_sources()
 
 def reference(body: bytes) -> dict:
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-    content, tools, details, plain = [], {}, {}, {"reasoning": [], "reasoning_content": [], "thinking": []}
+    content, tools, details, plain = (
+        [],
+        {},
+        {},
+        {"reasoning": [], "reasoning_content": [], "thinking": []},
+    )
     finish = usage = error = None
     done = False
     for sse in httpx_sse.EventSource(response).iter_sse():
@@ -47,12 +52,16 @@ def reference(body: bytes) -> dict:
                 continue
             delta = choice.get("delta") or {}
             parts = delta.get("content") or ""
-            if isinstance(parts, list):  # Mistral: text parts are the answer, thinking parts reasoning
+            if isinstance(
+                parts, list
+            ):  # Mistral: text parts are the answer, thinking parts reasoning
                 for part in parts:
                     if part["type"] == "text":
                         content.append(part["text"])
                     elif part["type"] == "thinking":
-                        plain["thinking"] += [t["text"] for t in part["thinking"] if t["type"] == "text"]
+                        plain["thinking"] += [
+                            t["text"] for t in part["thinking"] if t["type"] == "text"
+                        ]
             else:
                 content.append(parts)
             for frag in delta.get("tool_calls") or []:

@@ -188,14 +188,26 @@ def test_n_choices_reach_the_sdk_interleaved(client: openai.OpenAI) -> None:
     chunks = list(create(client, "sim/echo", n=2))
     indexes = [c.choices[0].index for c in chunks if c.choices]
     assert indexes[:4] == [0, 1, 0, 1]
-    texts = {i: "".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i) for i in (0, 1)}
+    texts = {
+        i: "".join(
+            c.choices[0].delta.content or ""
+            for c in chunks
+            if c.choices and c.choices[0].index == i
+        )
+        for i in (0, 1)
+    }
     assert texts == {0: "Hello, simulator!", 1: "Hello, simulator!"}
     assert len({c.id for c in chunks}) == 1
 
 
 def test_mistral_parts_through_the_sdk(client: openai.OpenAI) -> None:
     chunks = list(create(client, "sim/mistral"))
-    kinds = [p["type"] for c in chunks if c.choices and isinstance(c.choices[0].delta.content, list) for p in c.choices[0].delta.content]
+    kinds = [
+        p["type"]
+        for c in chunks
+        if c.choices and isinstance(c.choices[0].delta.content, list)
+        for p in c.choices[0].delta.content
+    ]
     assert kinds[0] == "thinking" and kinds[-1] == "text" and set(kinds) == {"thinking", "text"}
     ours = nito_nb.stream("Hello, simulator!", model="sim/mistral", sim=QUICK)
     assert accumulate(chunks)["content"] == ours.content and ours.reasoning
