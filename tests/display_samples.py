@@ -15,6 +15,7 @@ def make_state(**overrides: Any) -> SimpleNamespace:
     fields: dict[str, Any] = {
         "content": "",
         "reasoning": "",
+        "refusal": None,
         "tool_calls": [],
         "finish_reason": None,
         "usage": None,
