@@ -1019,3 +1019,15 @@ def test_mistral_streams_content_as_parts() -> None:
     assert all(isinstance(c["choices"][0]["delta"]["content"], list) for c in chunks[1:-2])
     df = s.frame()
     assert df.nito.text().iloc[0] == s.content and df.nito.reasoning().iloc[0] == s.reasoning
+
+
+def test_mistral_without_streaming_keeps_the_parts() -> None:
+    response = httpx.post(
+        sim.ensure_server() + "/chat/completions",
+        json={**body_for("sim/mistral"), "stream": False},
+        timeout=30,
+    )
+    (choice,) = response.json()["choices"]
+    parts = choice["message"]["content"]
+    assert {p["type"] for p in parts} == {"thinking", "text"}
+    assert "".join(p["text"] for p in parts if p["type"] == "text") == sc._REASONING_ANSWER
