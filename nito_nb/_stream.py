@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import operator
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -643,8 +644,15 @@ def _refail(stream: Stream, end: dict[str, Any]) -> None:
     log.end = end
 
 
+_RAW = operator.itemgetter(5)  # ServerSentEvent.raw, read in C
+
+
 def _redacted(events: list[ServerSentEvent], secret: Secret) -> list[ServerSentEvent]:
     """``events`` with the key taken out of each one that echoes it (raw bytes and every field)."""
+    # One search over the whole read first: the key holds no line break, so no occurrence spans
+    # two events, and most reads have none (2 µs per event otherwise, on the hot path).
+    if not secret.found_in(b"".join(map(_RAW, events))):
+        return events
     out = []
     for event in events:
         if secret.found_in(event.raw):
