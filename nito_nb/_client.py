@@ -171,7 +171,7 @@ class Route:
         """``stream()`` keywords for the next turn. A base URL other than this one never gets this
         route's key (the client then finds the key as for any call)."""
         other = overrides.get("base_url")
-        elsewhere = other is not None and other.rstrip("/") != self.base_url
+        elsewhere = other is not None and str(other).rstrip("/") != self.base_url
         return {"base_url": self.base_url, "api_key": None if elsewhere else self.key, "timeout": self.timeout}
 
 

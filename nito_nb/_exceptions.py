@@ -79,7 +79,7 @@ class Secret:
     URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
     """
 
-    __slots__ = ("_forms", "_byte_forms", "value")
+    __slots__ = ("_byte_forms", "_forms", "value")
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -92,7 +92,7 @@ class Secret:
     def of(cls, value: str | None) -> Secret | None:
         return cls(value) if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH else None
 
-    def found_in(self, text: str | bytes) -> bool:
+    def found_in(self, text: str | bytes | bytearray) -> bool:
         forms: tuple[Any, ...] = self._byte_forms if isinstance(text, (bytes, bytearray)) else self._forms
         return any(form in text for form in forms)
 
@@ -110,10 +110,10 @@ def redact(text: AnyStr, secret: Secret | None) -> AnyStr:
         return text
     if isinstance(text, (bytes, bytearray)):
         for form in secret._byte_forms:
-            text = text.replace(form, REDACTED.encode())  # type: ignore[arg-type]
+            text = text.replace(form, REDACTED.encode())
         return text
     for form in secret._forms:
-        text = text.replace(form, REDACTED)  # type: ignore[arg-type]
+        text = text.replace(form, REDACTED)
     return text
 
 

@@ -3,9 +3,8 @@ refuse a group that would put the API key in the prompt."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -155,8 +154,9 @@ KEY = "sk-or-v1-SECRET0123456789abcdef"
 
 
 class Holder:
-    key = KEY
-    config = {"model": "m", "api_key": KEY}
+    def __init__(self) -> None:
+        self.key = KEY
+        self.config = {"model": "m", "api_key": KEY}
 
 
 SECRET_NS: dict[str, Any] = {
