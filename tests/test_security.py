@@ -320,6 +320,19 @@ def test_an_http_error_header_echoing_the_key_is_dropped(scripted: ScriptedServe
     assert KEY not in str(info.value) and "www-authenticate" not in info.value.stream.log.headers
 
 
+def test_an_error_message_quoting_the_key_is_redacted(scripted: ScriptedServer) -> None:
+    # httpx quotes a header it refuses in its error; here a header of the user's own httpx client.
+    base = scripted.add("bad-header", Script(parts=HELLO))
+    with httpx.Client(headers={"X-Also-Key": f"{KEY}\n"}) as http:
+        with nito_nb.Client(api_key=KEY, base_url=base, http_client=http, max_retries=0) as c:
+            with pytest.raises(nito_nb.ConnectionFailed) as info:
+                c.stream("hi", model="m")
+    error = info.value
+    assert "[redacted]" in str(error)
+    assert not [t for t in (str(error), repr(error), error.message, repr(error.stream)) if KEY in t]
+    assert KEY not in json.dumps(error.stream.log.end)
+
+
 def test_a_short_placeholder_key_is_not_redacted_from_answers(scripted: ScriptedServer) -> None:
     # vLLM and Ollama clients send a placeholder such as "EMPTY": it is no secret, and answers
     # that contain the word stay whole.
