@@ -15,7 +15,8 @@ import random
 import socket
 import ssl
 import time
-from dataclasses import dataclass
+import urllib.parse
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -29,6 +30,7 @@ from ._exceptions import (
     FirstByteTimeout,
     NitoError,
     RateLimitError,
+    Secret,
     ServerError,
     StreamTimeoutError,
     not_event_stream_error,
@@ -122,8 +124,55 @@ def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
     return None
 
 
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret and len(secret) >= 4 else text
+def is_nito(url: str) -> bool:
+    """True for Nito's own gateway, the only one that needs a key: an OpenAI-compatible server of
+    one's own (vLLM, Ollama, llama.cpp, ``python -m nito_nb.sim``) may need none."""
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host == "trynito.ai" or host.endswith(".trynito.ai")
+
+
+def checked_key(key: Any, source: str) -> str:
+    """``key`` if it can go in an ``Authorization`` header as it is, else a ConfigurationError
+    that says what is wrong with it and never shows it (nor any part of it).
+
+    httpx would otherwise print the whole header in its error (``Illegal header value b'Bearer
+    sk-...\\n'``), or fail with a bare UnicodeEncodeError.
+    """
+    if not isinstance(key, str):
+        raise ConfigurationError(f"{source} must be a string, not {type(key).__name__}")
+    if key.endswith(("\n", "\r")):
+        problem = "ends with a newline (as when it is read from a file)"
+    elif key != key.strip():
+        problem = "starts or ends with whitespace"
+    elif any(char.isspace() for char in key):
+        problem = "contains whitespace"
+    elif not key.isascii():
+        problem = "contains a non-ASCII character (a typographic quote, dash or space from copying it?)"
+    elif not key.isprintable():
+        problem = "contains a control character"
+    else:
+        return key
+    raise ConfigurationError(
+        f"The API key from {source} {problem}: set it again with the key's characters only. "
+        "(The key is not shown.)"
+    )
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a Stream's request was made: :meth:`Stream.reply` sends the next turn the same way."""
+
+    client: BaseClient
+    base_url: str | None  # None: the embedded simulator (a sim/ model and no base URL)
+    key: str | None = field(repr=False)
+    timeout: Any = None  # the call's timeout= (None: the client's)
+
+    def options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """``stream()`` keywords for the next turn. A base URL other than this one never gets this
+        route's key (the client then finds the key as for any call)."""
+        other = overrides.get("base_url")
+        elsewhere = other is not None and str(other).rstrip("/") != self.base_url
+        return {"base_url": self.base_url, "api_key": None if elsewhere else self.key, "timeout": self.timeout}
 
 
 class BaseClient:
@@ -151,18 +200,37 @@ class BaseClient:
         key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
         return f"<{type(self).__name__} base_url={self.base_url!r} api_key={key}>"
 
-    def _endpoint(self, model: str, base_url: str | None) -> tuple[str, str | None]:
-        """(base URL, API key) for a call. ``sim/`` models go to the embedded simulator unless
-        a base URL was given in code (to this call or to the client)."""
-        explicit = base_url or self._base_url
-        if model.startswith("sim/") and not explicit:
+    def _embedded(self, model: str, base_url: str | None) -> bool:
+        """``sim/`` models go to the embedded simulator unless a base URL was given in code (to
+        this call or to the client)."""
+        return model.startswith("sim/") and not (base_url or self._base_url)
+
+    def _endpoint(self, model: str, base_url: str | None) -> str:
+        """The base URL of a call."""
+        if self._embedded(model, base_url):
             from .sim import ensure_server
 
-            return ensure_server().rstrip("/"), None
-        url = (explicit or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+            return ensure_server().rstrip("/")
+        url = (base_url or self._base_url or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")
-        return url, None
+        return url
+
+    def _key(self, api_key: str | None) -> str | None:
+        """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
+        if api_key:
+            return checked_key(api_key, "the api_key argument")
+        if self._api_key:
+            return checked_key(self._api_key, "the client's api_key")
+        key = os.environ.get("NITO_API_KEY")
+        return checked_key(key, "NITO_API_KEY") if key else None
+
+    def _remember(self, stream: Stream, model: str, base_url: str | None, key: str | None, timeout: Any) -> None:
+        """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
+        whatever the gateway sends back)."""
+        embedded = self._embedded(model, base_url)
+        stream._route = Route(self, None if embedded else stream.request["base_url"], key, timeout)
+        stream._secret = Secret.of(key)
 
     def _build(
         self,
@@ -176,11 +244,11 @@ class BaseClient:
         if not model or not isinstance(model, str):
             raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
         messages = as_messages(prompt_or_messages)
-        url, _ = self._endpoint(model, base_url)
+        url = self._endpoint(model, base_url)
         key: str | None = None
-        if not (model.startswith("sim/") and not (base_url or self._base_url)):
-            key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
-            if not key:
+        if not self._embedded(model, base_url):
+            key = self._key(api_key)
+            if not key and is_nito(url):  # only Nito's own gateway needs one
                 raise ConfigurationError(
                     "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
                     "(models named sim/... run on the embedded simulator and need none)."
@@ -196,7 +264,7 @@ class BaseClient:
 
     def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
         """(base URL, headers, key) of a ``GET /models``."""
-        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
+        key = self._key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return (base_url or self.base_url).rstrip("/"), headers, key
 
@@ -216,13 +284,14 @@ class BaseClient:
 
     @staticmethod
     def _http_error(stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
-        text = _redact(body.decode("utf-8", "replace"), key)
-        return stream._fail_http(response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
+        if stream._secret is None:  # a bare Stream (models()): the key it sent is redacted too
+            stream._secret = Secret.of(key)
+        return stream._fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
     def _not_event_stream(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
-        text = _redact(body.decode("utf-8", "replace"), key)
-        stream._fail_http(response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
-        return stream._fail(not_event_stream_error(response.status_code, response.headers, text, self.base_url))
+        error = self._http_error(stream, response, body, key)  # the Stream redacts the body
+        base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
+        return stream._fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
 
     @staticmethod
     def _connect_error(exc: Exception, url: str, stream: Stream) -> NitoError:
@@ -270,7 +339,7 @@ class Client(BaseClient):
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = Stream(meta, raise_errors=raise_errors)
-        stream._client = self
+        self._remember(stream, model, base_url, key, timeout)
         try:
             for attempt in range(self.max_retries + 1):
                 stream.attempts = attempt + 1
@@ -282,7 +351,7 @@ class Client(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         stream._reads = response.iter_bytes()
                         stream._close_source = response.close
@@ -352,7 +421,7 @@ class AsyncClient(BaseClient):
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = AsyncStream(meta, raise_errors=raise_errors)
-        stream._client = self
+        self._remember(stream, model, base_url, key, timeout)
 
         async def open_stream(stream: AsyncStream) -> None:
             stream._opener = None
@@ -386,7 +455,7 @@ class AsyncClient(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         stream._areads = response.aiter_bytes()
                         stream._aclose_source = response.aclose

@@ -569,7 +569,10 @@ class NitoMagics(Magics):
             raise UsageError("--run-tools runs the --tools functions of one model: give --tools and one -m")
         prompt = cell.strip("\n")
         if settings.interpolate and not args.no_interpolate:
-            prompt = interpolate(prompt, self.namespace)
+            try:  # its one refusal: a {group} that would put the key (NITO_API_KEY) in the prompt
+                prompt = interpolate(prompt, self.namespace, secrets=[os.environ.get("NITO_API_KEY")])
+            except NitoError as exc:
+                raise UsageError(exc.message) from None
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%nito line")
         params = self._params(args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import operator
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -22,10 +23,13 @@ from ._exceptions import (
     ConnectionLost,
     MidStreamError,
     NitoError,
+    Secret,
     StreamTimeoutError,
     StreamTruncatedError,
     api_error,
     error_details,
+    redact,
+    redact_error,
 )
 from ._log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog, read_log
 from ._protocol import ChunkParser
@@ -73,7 +77,11 @@ class Stream:
         self._abort_source: Callable[[], None] | None = None  # unblocks a read in another thread
         self._live: Iterator[dict[str, Any]] | None = None
         self._stop_requested = False  # close() was called, maybe from another thread
-        self._client: Any = None  # the client that made it, for reply()
+        #: How the request was made (the client, its base URL, key and timeout), for reply(); set
+        #: by the client, None for a recorded Stream.
+        self._route: Any = None
+        #: The key the request carried: taken out of everything the gateway sends (see _take).
+        self._secret: Secret | None = None
 
     # -- results (what has arrived so far) ---------------------------------------------------
 
@@ -220,6 +228,8 @@ class Stream:
 
     def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
         # The hot path (one pass per network read): every event is classified, logged and folded.
+        if self._secret is not None:  # the one door of the body: the gateway may echo the key
+            events = _redacted(events, self._secret)
         chunks: list[dict[str, Any]] = []
         acc, parse = self._acc, self._parser.parse
         first_seq = len(self.log)
@@ -296,6 +306,7 @@ class Stream:
             )
         if exception is not None:
             exception.stream = self
+            redact_error(exception, self._secret)
         self.status = status
         self.exception = exception
         self.log.end = {"status": status}
@@ -309,14 +320,24 @@ class Stream:
     def _fail(self, error: NitoError) -> NitoError:
         """The request failed before any body: no stream, only this error."""
         error.stream = self
+        redact_error(error, self._secret)
         self.status = "failed"
         self.exception = error
         self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
         return error
 
+    def _set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
+        """The response started: keep its status and headers, none that carries a credential or
+        echoes the key."""
+        self.log.set_response(status_code, headers or {}, t_ns)
+        secret = self._secret
+        if secret is not None:
+            self.log.headers = {k: v for k, v in self.log.headers.items() if not secret.found_in(v)}
+
     def _fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
         """The gateway answered with an HTTP error: log its body, keep its error, build the exception."""
-        self.log.set_response(status_code, headers or {}, t_ns)
+        body = redact(body, self._secret)
+        self._set_response(status_code, headers, t_ns)
         if not any(e.kind == "http-error" for e in self.log):
             self.log.append(t_ns, HTTP_ERROR, body)
         headers = self.log.headers
@@ -432,12 +453,27 @@ class Stream:
 
     def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> Stream:
         """Continue the conversation: this Stream's messages, then the new ones, same model and
-        parameters unless overridden. Pass tool results as ``[{"role": "tool", ...}]``."""
-        from ._client import Client, as_messages
+        parameters unless overridden. Pass tool results as ``[{"role": "tool", ...}]``.
 
-        client = self._client if isinstance(self._client, Client) else Client()
+        It is sent the way this Stream's request was: by the same client (its retries, timeouts
+        and httpx client), to the same base URL, with the same key and ``timeout``. A
+        ``base_url=`` given here sends it elsewhere, without this Stream's key. A recorded Stream
+        (``load``, ``read_sse``) was made by no client: it continues as ``nito_nb.stream`` would.
+        """
+        return self._reply(prompt_or_messages, params)
+
+    def _reply(self, prompt_or_messages: Any, params: dict[str, Any]) -> Any:
+        from ._client import as_messages
+
         messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
-        return client.stream(messages, model=model, **merged)
+        route = self._route
+        if route is None:
+            import nito_nb
+
+            start = nito_nb.astream if isinstance(self, AsyncStream) else nito_nb.stream
+            return start(messages, model=model, **merged)
+        options = {**route.options(params), "raise_errors": self.raise_errors}
+        return route.client.stream(messages, model=model, **{**options, **merged})
 
     def _next_turn(
         self, new_messages: list[dict[str, Any]], params: dict[str, Any]
@@ -592,11 +628,9 @@ class AsyncStream(Stream):
         await self.aclose()
 
     def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> AsyncStream:
-        from ._client import AsyncClient, as_messages
-
-        client = self._client if isinstance(self._client, AsyncClient) else AsyncClient()
-        messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
-        return client.stream(messages, model=model, **merged)
+        """The async twin of :meth:`Stream.reply` (same client, base URL, key and timeout)."""
+        stream: AsyncStream = self._reply(prompt_or_messages, params)
+        return stream
 
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:
@@ -613,6 +647,31 @@ def _refail(stream: Stream, end: dict[str, Any]) -> None:
             cls = NitoError
         stream._fail(cls(str(end.get("message") or "the request failed")))
     log.end = end
+
+
+_RAW = operator.itemgetter(5)  # ServerSentEvent.raw, read in C
+
+
+def _redacted(events: list[ServerSentEvent], secret: Secret) -> list[ServerSentEvent]:
+    """``events`` with the key taken out of each one that echoes it (raw bytes and every field)."""
+    # One search over the whole read first: the key holds no line break, so no occurrence spans
+    # two events, and most reads have none (2 µs per event otherwise, on the hot path).
+    if not secret.found_in(b"".join(map(_RAW, events))):
+        return events
+    out = []
+    for event in events:
+        if secret.found_in(event.raw):
+            data, name, last_id, retry, comment, raw = event
+            event = ServerSentEvent(
+                redact(data, secret),
+                redact(name, secret),
+                None if last_id is None else redact(last_id, secret),
+                retry,
+                None if comment is None else redact(comment, secret),
+                redact(raw, secret),
+            )
+        out.append(event)
+    return out
 
 
 def _cancelled_error() -> type[BaseException]:

@@ -293,8 +293,12 @@ def test_connection_refused() -> None:
 
 def test_missing_key_and_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NITO_API_KEY", raising=False)
+    monkeypatch.delenv("NITO_BASE_URL", raising=False)
+    # Only Nito's own gateway needs a key (a keyless server of one's own: tests/test_security.py).
     with pytest.raises(nito_nb.ConfigurationError, match="NITO_API_KEY"):
-        nito_nb.Client(base_url="http://127.0.0.1:9").stream("hi", model="m")
+        nito_nb.Client().stream("hi", model="m")
+    with pytest.raises(nito_nb.ConfigurationError, match="NITO_API_KEY"):
+        nito_nb.Client(base_url="https://api.trynito.ai/v1/").stream("hi", model="m")
     with pytest.raises(nito_nb.ConfigurationError, match="model is required"):
         nito_nb.Client(api_key=KEY).stream("hi", model="")
     with pytest.raises(nito_nb.ConfigurationError, match="list of messages"):
