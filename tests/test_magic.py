@@ -352,12 +352,96 @@ def test_http_error_is_shown_and_kept(ip: Any, capsys: pytest.CaptureFixture[str
     assert info.value.stream is ip.user_ns["_nito"]
 
 
-def test_no_key_is_a_one_line_error(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    run(ip, "-m vendor/model", "x")
+def test_no_key_says_how_a_notebook_sets_it(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # A cell has no api_key= to pass: the line names the environment variable and a way to set it
+    # that does not write the key into the notebook.
+    with pytest.raises(UsageError) as info:
+        run(ip, "-m vendor/model", "x")
+    message = str(info.value)
+    assert "NITO_API_KEY" in message and "getpass" in message and "api_key=" not in message
+    assert "\n" not in message and ip.user_ns.get("_nito") is None  # nothing was sent
+    # With several models, the gateway one says so and the simulator one still runs.
+    run(ip, "-m vendor/model,sim/echo", "still here")
     err = capsys.readouterr().err
-    assert err.startswith("nito: ConfigurationError") and "NITO_API_KEY" in err
-    with pytest.raises(nito_nb.ConfigurationError):
-        run(ip, "-m vendor/model --raise", "x")
+    assert "nito: vendor/model: No API key" in err and "api_key=" not in err
+    assert [s.content for s in ip.user_ns["_nito"]] == ["still here"]
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ("--param model=sim/chat", "model='sim/chat': the model is chosen"),
+        ("--param messages=[]", "messages=[]: the messages are the prompt"),
+        ("--param temperature=hot", "temperature must be a number, not 'hot'"),
+        ("--temperature nan", "temperature must be a number from 0, not nan"),
+        ("--param max_tokens=0", "max_tokens must be a whole number"),
+        ("--param sim='{\"tps\": 20'", "--param sim: the value is not valid JSON"),
+        ("--param sim=fast", "sim must be an object"),
+        ("--param top_p=1.5", "top_p must be a number from 0 to 1"),
+    ],
+)
+def test_bad_request_is_one_usage_line_before_sending(
+    ip: Any, monkeypatch: pytest.MonkeyPatch, options: str, says: str
+) -> None:
+    sent: list[Any] = []
+    monkeypatch.setattr(nito_nb, "stream", lambda *a, **k: sent.append(a))
+    with pytest.raises(UsageError) as info:
+        run(ip, f"-m sim/echo {options}", "x")
+    assert says in str(info.value) and "\n" not in str(info.value)
+    assert sent == []
+
+
+def test_lone_surrogate_in_the_prompt_is_refused(ip: Any) -> None:
+    ip.user_ns["topic"] = "bad \udcff byte"  # what errors="surrogateescape" leaves in text
+    with pytest.raises(UsageError, match=r"messages\[0\]\.content holds a lone surrogate"):
+        run(ip, "-m sim/echo", "About {topic}")
+    assert ip.user_ns.get("_nito") is None
+
+
+def test_error_line_keeps_the_hint(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m sim/http-401", "x")
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nito: AuthenticationError: HTTP 401") and "Check NITO_API_KEY" in err
+    long = nito_nb.AuthenticationError("x" * 5000, status_code=401)
+    _magic._error_line(long)
+    err = capsys.readouterr().err.strip()
+    assert len(err) < 600 and err.endswith(long.hint) and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("format", "'weird'"),
+        ("max_rate", "-1"),
+        ("max_rate", "float('nan')"),
+        ("timeout", "-1"),
+        ("timeout", "0"),
+        ("history", "-3"),
+        ("temperature", "float('nan')"),
+        ("temperature", "-0.5"),
+        ("max_tokens", "0"),
+        ("reasoning", "'extreme'"),
+        ("model", "'a b'"),
+        ("model", "'sim/chat,'"),
+        ("base_url", "'ftp://example.com'"),
+        ("params", "{'sim': 'fast'}"),
+        ("params", "{'model': 'x'}"),
+        ("params", "{'seed': float('inf')}"),
+    ],
+)
+def test_config_refuses_a_bad_value_in_one_line_and_keeps_the_old(
+    ip: Any, caplog: pytest.LogCaptureFixture, name: str, bad: str
+) -> None:
+    settings = next(c for c in ip.configurables if isinstance(c, _magic.Nito))
+    before = getattr(settings, name)
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", f"Nito.{name} = {bad}")
+    assert getattr(settings, name) == before
+    [record] = caplog.records  # %config logs a refused value: one record, one line
+    message = record.getMessage()
+    assert message.startswith(f"Nito.{name}") and "unchanged" in message and "\n" not in message
+    run(ip, "-m sim/echo", "the next cell runs")
+    assert ip.user_ns["_nito"].status == "done"
 
 
 def test_key_never_shown(
@@ -481,8 +565,12 @@ def test_interrupt_keeps_partial_and_marks_stopped(
         return displays[-1]
 
     monkeypatch.setattr(_magic.NitoMagics, "_display", make)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as info:
         run(ip, "-m sim/chat --chat k --param sim='{\"tps\": 300}'", "x")
+    # IPython shows what _render_traceback_ returns instead of the traceback: one line.
+    assert info.value._render_traceback_() == [  # type: ignore[attr-defined]
+        "KeyboardInterrupt: nito stopped; what arrived is kept in _nito, marked stopped."
+    ]
     stream = ip.user_ns["_nito"]
     assert stream.status == "stopped"
     assert stream.content and len(stream.content) < 500
