@@ -910,15 +910,15 @@ class NitoMagics(Magics):
     # -- replay ----------------------------------------------------------------------------------
 
     def _replay(self, args: Any, fmt: str) -> None:
-        from ._stream import Stream, load, read_sse
+        from ._stream import Stream, read_file
 
         path = Path(args.replay).expanduser()
         if not path.is_file():
             raise UsageError(f"--replay: no such file: {str(path)!r}")
         try:
-            recorded = load(path) if path.suffix == ".jsonl" else read_sse(path)
+            recorded = read_file(path)
         except Exception as exc:
-            raise UsageError(f"--replay: cannot read {path.name}: {exc}") from None
+            raise UsageError(f"--replay: cannot read {path.name}: {' '.join(str(exc).split())}") from None
         if recorded.status == "failed" or not len(recorded.log):
             display = self._display(recorded, fmt)
             display.finish()

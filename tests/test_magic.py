@@ -668,6 +668,16 @@ def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
         ip.run_line_magic("nito", f"--replay {tmp_path / 'missing.jsonl'}")
 
 
+def test_replay_of_a_file_that_is_not_a_stream_says_what_it_expected(
+    ip: Any, tmp_path: Path
+) -> None:
+    nito_nb.read_sse(b"data: [DONE]\n\n").frame().to_csv(tmp_path / "f.csv", index=False)
+    with pytest.raises(UsageError, match=r"--replay: cannot read f\.csv: .* is a CSV file"):
+        ip.run_line_magic("nito", f"--replay {tmp_path / 'f.csv'}")
+    with pytest.raises(UsageError, match="no such file"):
+        ip.run_line_magic("nito", f"--replay {tmp_path / 'missing.sse'}")
+
+
 def test_save_several_models(ip: Any, tmp_path: Path) -> None:
     run(ip, f"-m sim/echo,sim/chat --save {tmp_path / 'cmp.jsonl'}", "hi")
     assert sorted(p.name for p in tmp_path.iterdir()) == [
