@@ -403,6 +403,63 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
     return pd.DataFrame(rows)
 
 
+#: ``%nito history``: a prompt is shown up to this many characters.
+HISTORY_PROMPT_CHARS = 80
+
+
+def _cost(stream: Any) -> float | None:
+    usage = stream.usage if isinstance(stream.usage, dict) else {}
+    cost = usage.get("cost")
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
+def _prompt(stream: Any) -> str:
+    """The last user message of the request, on one line, shortened."""
+    text = ""
+    for message in reversed(stream.request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # content parts: their text
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            text = " ".join(str(content or "").split())
+            break
+    return text if len(text) <= HISTORY_PROMPT_CHARS else text[: HISTORY_PROMPT_CHARS - 1] + "…"
+
+
+def history_table(streams: Sequence[Any]) -> Any:
+    """``%nito history``: one row per Stream of the session, oldest first: when it was sent, the
+    prompt, the metrics, its cost and the running cost of the session so far."""
+    import pandas as pd
+
+    table = metrics_table(streams)
+    costs = pd.Series([_cost(s) for s in streams], index=table.index, dtype="float64")
+    front = {
+        # The kernel's local clock, to the second: what the user compares with their own.
+        "time": pd.Series(
+            [pd.Timestamp(s.t0_wall.astimezone()).tz_localize(None).floor("s") for s in streams],
+            index=table.index, dtype="datetime64[ns]",
+        ),
+        "prompt": pd.Series([_prompt(s) for s in streams], index=table.index, dtype=object),
+        "model": table.pop("model"),
+        "status": table.pop("status"),
+        "cost": costs,
+        "cost_total": costs.fillna(0).cumsum(),  # what the session has spent so far
+    }
+    for position, (name, column) in enumerate(front.items()):
+        table.insert(position, name, column)
+    return table
+
+
+def cost_line(streams: Sequence[Any]) -> str:
+    """``%nito cost``: the session's running total, and how many streams reported no cost."""
+    costs = [_cost(s) for s in streams]
+    known = [c for c in costs if c is not None]
+    line = f"nito: ${sum(known):.6f} over {len(streams)} stream(s) in this session".replace(".000000", "")
+    if len(known) < len(streams):
+        line += f" ({len(streams) - len(known)} reported no cost)"
+    return line
+
+
 def comparison_table(streams: Sequence[Any]) -> Any:
     """The metrics that matter when comparing models, one row per model, plus cost when sent."""
     table = metrics_table(streams)
@@ -487,7 +544,7 @@ class _Grid:
 
 @magics_class
 class NitoMagics(Magics):
-    """``%%nito`` (a prompt, streamed live) and ``%nito help|config|models|history|last|reset``."""
+    """``%%nito`` (a prompt, streamed live) and ``%nito help|config|models|history|cost|last|reset``."""
 
     def __init__(self, shell: Any, settings: Nito) -> None:
         super().__init__(shell)
@@ -536,7 +593,7 @@ class NitoMagics(Magics):
         ``Nito.history`` turns are sent again. The stop button ends the stream: what arrived stays,
         marked stopped. Errors show under the answer with a one-line message (``--raise`` raises).
 
-        Line magic: ``%nito help | config | models | history | last | reset``, and
+        Line magic: ``%nito help | config | models | history | cost | last | reset``, and
         ``%nito --replay PATH [--speed X]``.
         Defaults: ``%config Nito.model = "..."`` (see ``%config Nito``); key: ``NITO_API_KEY``.
         """
@@ -579,7 +636,10 @@ class NitoMagics(Magics):
         if command == "models":
             return self._models()
         if command == "history":
-            return metrics_table(self.streams)
+            return history_table(self.streams)
+        if command == "cost":
+            print(cost_line(self.streams))
+            return None
         if command == "last":
             if _last is None:
                 print("nito: no stream yet: run a %%nito cell first")
@@ -601,14 +661,18 @@ class NitoMagics(Magics):
             print("nito: chats, history and the last stream cleared")
             return None
         raise UsageError(
-            f"%nito {command}: unknown command. Use %nito help | config | models | history | last "
-            "| reset, or %%nito as a cell magic with the prompt in the cell."
+            f"%nito {command}: unknown command. Use %nito help | config | models | history | cost | "
+            "last | reset, or %%nito as a cell magic with the prompt in the cell."
         )
 
     def _help(self) -> str:
-        usage = self.nito.__doc__ or ""
+        # magic_arguments opens the docstring with a reST literal block ("::") of argparse's usage
+        # under the line magic's name (%nito); the options are listed below it anyway, so the help
+        # drops that block, and the reST double backquotes.
+        usage = inspect.cleandoc(self.nito.__doc__ or "")
+        usage = re.sub(r"\A::\n\n\s*%nito .*?\n\n", "", usage, flags=re.DOTALL).replace("``", "")
         return (
-            "%%nito [options]  -- then the prompt in the cell\n\n" + inspect.cleandoc(usage) + "\n\n"
+            "%%nito [options]  -- then the prompt in the cell\n\n" + usage + "\n\n"
             "Tool calls are shown (name and arguments, live); they are never executed unless you add\n"
             "--run-tools (then the --tools functions run and their results go back to the model).\n"
             "Examples:\n"

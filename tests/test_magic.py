@@ -706,8 +706,13 @@ def test_line_commands(
     run(ip, "-m sim/error-midstream", "two")
     history = ip.run_line_magic("nito", "history")
     assert isinstance(history, pd.DataFrame)
+    assert list(history.columns[:6]) == ["time", "prompt", "model", "status", "cost", "cost_total"]
     assert list(history["model"]) == ["sim/echo", "sim/error-midstream"]
     assert list(history["status"]) == ["done", "error"]
+    assert list(history["prompt"]) == ["one", "two"]
+    streams = [ip.user_ns["_nito"]]
+    assert history["time"].iloc[-1] == pd.Timestamp(streams[0].t0_wall.astimezone()).tz_localize(None).floor("s")
+    capsys.readouterr()
     capsys.readouterr()
     ip.run_line_magic("nito", "last")
     assert "error" in capsys.readouterr().out
@@ -716,6 +721,37 @@ def test_line_commands(
     ip.run_line_magic("nito", "reset")
     assert nito_nb.last() is None and "_nito" not in ip.user_ns
     assert ip.run_line_magic("nito", "history").empty
+
+
+def test_history_has_prompt_time_cost_and_the_session_total(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(ip, "-m sim/echo", "first   prompt\non two lines")
+    run(ip, "-m sim/http-401", "refused")  # no usage: no cost, the total goes on
+    run(ip, "-m sim/echo,sim/chat", "x" * 200)
+    streams = [s for s in _magic.last()]
+    history = ip.run_line_magic("nito", "history")
+    assert list(history["prompt"]) == ["first prompt on two lines", "refused", "x" * 79 + "…", "x" * 79 + "…"]
+    costs = [ip.user_ns["_nito"][0].usage["cost"], ip.user_ns["_nito"][1].usage["cost"]]
+    assert history["cost"].isna().tolist() == [False, True, False, False]
+    first = history["cost"].iloc[0]
+    assert history["cost_total"].tolist() == pytest.approx([first, first, first + costs[0], first + costs[0] + costs[1]])
+    assert history["time"].is_monotonic_increasing and len(streams) == 2
+    capsys.readouterr()
+    ip.run_line_magic("nito", "cost")
+    line = capsys.readouterr().out.strip()
+    assert line == f"nito: ${history['cost_total'].iloc[-1]:.6f} over 4 stream(s) in this session (1 reported no cost)"
+
+
+def test_help_shows_the_cell_magic_and_no_rest_markup(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_line_magic("nito", "help")
+    out = capsys.readouterr().out
+    assert out.startswith("%%nito [options]")
+    assert "::" not in out and "``" not in out
+    assert "%nito [-m MODEL]" not in out  # the usage under the line magic's name is gone
+    assert "--model" in out and "Line magic: %nito help | config | models | history | cost" in out
 
 
 def test_models_from_the_gateway(
