@@ -1070,6 +1070,22 @@ def load_ipython_extension(ipython: Any) -> None:
             settings = configurable
             break
     else:
-        settings = Nito(parent=ipython)
+        settings = _settings(ipython)
         ipython.configurables.append(settings)
     ipython.register_magics(NitoMagics(ipython, settings))
+
+
+def _settings(ipython: Any) -> Nito:
+    """The Nito configurable with the IPython configuration's values (``c.Nito.x`` in
+    ``ipython_config.py``); a value a setting refuses is left out with one line, not a traceback
+    that would stop ``%load_ext``."""
+    try:
+        return Nito(parent=ipython)
+    except TraitError:
+        settings = Nito()
+    for name, value in dict(ipython.config.get("Nito", {})).items():
+        try:
+            setattr(settings, name, value)
+        except (TraitError, AttributeError) as exc:
+            print(f"nito: ipython config: {exc}", file=sys.stderr)
+    return settings

@@ -785,6 +785,22 @@ def test_ipython_config_file_settings(ip: Any) -> None:
         settings.reasoning = "extreme"
 
 
+def test_a_bad_value_in_ipython_config_is_one_line_and_the_others_apply(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_line_magic("config", "Nito.model = 'sim/chat'")  # so the fixture resets it afterwards
+    ip.config.Nito.model = "sim/echo"
+    ip.config.Nito.max_rate = -1.0
+    ip.configurables[:] = [c for c in ip.configurables if not isinstance(c, _magic.Nito)]
+    _magic.load_ipython_extension(ip)  # raised a TraitError traceback: %load_ext failed
+    settings = next(c for c in ip.configurables if isinstance(c, _magic.Nito))
+    assert (settings.model, settings.max_rate) == ("sim/echo", 20.0)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nito: ipython config: Nito.max_rate must be") and "\n" not in err
+    run(ip, "", "configured")
+    assert ip.user_ns["_nito"].content == "configured"
+
+
 def test_reload_keeps_one_configurable(ip: Any) -> None:
     ip.run_line_magic("config", "Nito.model = 'sim/echo'")
     _magic.load_ipython_extension(ip)

@@ -275,5 +275,7 @@ def test_kernel_interrupt_stops_every_model_before_the_last_render(
             and "== sim/reasoning ==" in m["content"]["data"].get("text/plain", "")
         ]
         assert grids[-1].count("■ stopped") == 2 and "● streaming" not in grids[-1]
+        [error] = [m["content"] for m in seen if m["msg_type"] == "error"]
+        assert len(error["traceback"]) == 1 and "nito stopped" in error["traceback"][0]
         after = _plain(_execute(kc, "print(sorted({s.status for s in _nito}))"))
         assert after.strip() == "['stopped']"
