@@ -648,8 +648,8 @@ def read_sse(
     gives a Stream with status ``failed`` and its ``error`` and ``exception`` set.
 
     A str is the body itself when it reads as SSE text (it has a line break, or starts with an SSE
-    field such as ``data:`` or a ``:`` comment); any other str is a path, and a missing file is a
-    FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
+    field such as ``data:``, a ``:`` comment, or ``{`` as an error body does); any other str is a
+    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
     page) is a LogFormatError that says what it looks like and what reads it. Otherwise never
     raises for a mid-stream error or a truncated body: ``error``, ``done`` and ``status`` say what
     happened. The recording has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and
@@ -686,8 +686,9 @@ def read_sse(
     return stream
 
 
-#: Text that starts like an SSE body: a field name and its colon (or line end), or a comment.
-_SSE_START = re.compile(r"\ufeff?(?::|(?:data|event|id|retry)(?::|$))")
+#: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or
+#: like a recorded HTTP error body (a JSON object): no file name starts that way.
+_SSE_START = re.compile(r"\ufeff?\s*(?:\{|:|(?:data|event|id|retry)(?::|$))")
 
 
 def _is_sse_text(text: str) -> bool:

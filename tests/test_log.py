@@ -230,6 +230,7 @@ def test_read_sse_of_a_path_that_is_missing_or_not_sse(tmp_path: Path) -> None:
     # SSE text stays text, also on one line without its blank line.
     assert nito_nb.read_sse("data: [DONE]").done
     assert nito_nb.read_sse(": keep-alive").n_events == 1
+    assert nito_nb.read_sse('{"error": {"code": 429, "message": "slow down"}}').status == "failed"
     s = fed((0, chunk_line({"content": "hi"})), (1, b"data: [DONE]\n\n"))
     s.frame().to_csv(tmp_path / "f.csv", index=False)
     s.save(tmp_path / "log.jsonl")
