@@ -139,8 +139,8 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> Non
     lone surrogates such as ``"\\udcff"``, objects JSON does not know). Raises ConfigurationError.
     """
     for name, value in params.items():
-        if name in _NOT_PARAMS:
-            raise ConfigurationError(f"{name}={_shown(value)}: {_NOT_PARAMS[name]}.")
+        if name in _NOT_PARAMS:  # the value is not shown: an api_key given here is a secret
+            raise ConfigurationError(f"{name}: {_NOT_PARAMS[name]}.")
         if value is None:
             continue
         if name in _NUMBERS:
@@ -148,9 +148,11 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> Non
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigurationError(f"{name} must be a number, not {_shown(value)}.")
             if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
-                domain = f"from {low:g}" if high is None else f"from {low:g} to {high:g}"
-                domain = domain if low is not None else "finite"
-                raise ConfigurationError(f"{name} must be a number {domain}, not {_shown(value)}.")
+                if low is None:
+                    domain = "a finite number"
+                else:
+                    domain = f"a number from {low:g}" + (f" to {high:g}" if high is not None else "")
+                raise ConfigurationError(f"{name} must be {domain}, not {_shown(value)}.")
         elif name in _COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigurationError(f"{name} must be a whole number of at least 1, not {_shown(value)}.")
         elif name in _OBJECTS and not isinstance(value, dict):

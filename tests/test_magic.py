@@ -370,8 +370,10 @@ def test_no_key_says_how_a_notebook_sets_it(ip: Any, capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        ("--param model=sim/chat", "model='sim/chat': the model is chosen"),
-        ("--param messages=[]", "messages=[]: the messages are the prompt"),
+        ("--param model=sim/chat", "model: the model is chosen"),
+        ("--param messages=[]", "messages: the messages are the prompt"),
+        ("--param api_key=sk-secret-123456", "api_key: the API key is not a body field"),
+        ("--param presence_penalty=NaN", "presence_penalty must be a finite number, not nan"),
         ("--param temperature=hot", "temperature must be a number, not 'hot'"),
         ("--temperature nan", "temperature must be a number from 0, not nan"),
         ("--param max_tokens=0", "max_tokens must be a whole number"),
@@ -388,6 +390,7 @@ def test_bad_request_is_one_usage_line_before_sending(
     with pytest.raises(UsageError) as info:
         run(ip, f"-m sim/echo {options}", "x")
     assert says in str(info.value) and "\n" not in str(info.value)
+    assert "sk-secret" not in str(info.value)  # a key given where it does not belong is not shown
     assert sent == []
 
 
