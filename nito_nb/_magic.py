@@ -785,6 +785,10 @@ class NitoMagics(Magics):
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
                 raise UsageError(f"--param takes KEY=VALUE, not {item!r}")
+            try:  # the name first: a value given under a name like api_key is never echoed
+                check_request([], {key.strip(): None})
+            except ConfigurationError as exc:
+                raise _usage_error(exc) from None
             params[key.strip()] = _param_value(key.strip(), value)
         return params
 

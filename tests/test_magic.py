@@ -373,6 +373,7 @@ def test_no_key_says_how_a_notebook_sets_it(ip: Any, capsys: pytest.CaptureFixtu
         ("--param model=sim/chat", "model: the model is chosen"),
         ("--param messages=[]", "messages: the messages are the prompt"),
         ("--param api_key=sk-secret-123456", "api_key: the API key is not a body field"),
+        ("--param api_key='\"sk-secret-123456'", "api_key: the API key is not a body field"),
         ("--param presence_penalty=NaN", "presence_penalty must be a finite number, not nan"),
         ("--param temperature=hot", "temperature must be a number, not 'hot'"),
         ("--temperature nan", "temperature must be a number from 0, not nan"),
