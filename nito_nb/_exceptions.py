@@ -2,6 +2,7 @@
 
     NitoError
     ├── ConfigurationError        no API key, bad base URL, bad argument
+    │   └── MissingAPIKeyError    no API key for a call that needs one
     ├── APIError                  the gateway answered with an HTTP error before streaming
     │   ├── BadRequestError       400 (and other 4xx without a class of their own)
     │   ├── AuthenticationError   401 / 403
@@ -51,6 +52,7 @@ __all__ = [
     "ConnectionLost",
     "FirstByteTimeout",
     "MidStreamError",
+    "MissingAPIKeyError",
     "NitoError",
     "NotEventStreamError",
     "NotFoundError",
@@ -141,6 +143,10 @@ class NitoError(Exception):
 
 class ConfigurationError(NitoError, ValueError):
     """A missing API key, a bad base URL or a bad argument."""
+
+
+class MissingAPIKeyError(ConfigurationError):
+    """No API key for a call that needs one (a front end such as ``%%nito`` says how to set it)."""
 
 
 class APIError(NitoError):

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,9 +83,9 @@ import pandas as pd
 
 from ._accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
 from ._exceptions import error_details
-from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS
+from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, LogFormatError
 from ._sse import SSEDecoder
-from ._stream import STATUSES, Stream, load, read_sse
+from ._stream import STATUSES, Stream, read_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -175,21 +176,30 @@ _DELTA_KEYS = frozenset(
 # -- building a frame ----------------------------------------------------------------------------
 
 
-def frame(source: Any) -> pd.DataFrame:
+def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     """One row per event of one or many streams; see the module docstring for the columns.
 
-    ``source`` is a :class:`~nito_nb.Stream`; a path to a saved log (``.jsonl``, read with
-    ``nito_nb.load``), to a recorded SSE body (any other file, read with ``nito_nb.read_sse``) or to
-    a folder of them (its ``*.jsonl`` and ``*.sse`` files, sorted by name); a list of those; or a
-    mapping ``{label: source}`` to choose the ``stream`` labels. Labels are otherwise the file's
-    stem, or ``"{model}#{i}"`` for a Stream (``i`` its position in the input), made unique.
+    ``source`` is a :class:`~nito_nb.Stream`; a path to a saved log (a ``.jsonl`` written by
+    ``Stream.save``, read with ``nito_nb.load``), to a recorded SSE body (read with
+    ``nito_nb.read_sse``) or to a folder of them (its ``*.jsonl`` and ``*.sse`` files, sorted by
+    name); a list of those; or a mapping ``{label: source}`` to choose the ``stream`` labels. Labels
+    are otherwise the file's stem, or ``"{model}#{i}"`` for a Stream (``i`` its position in the
+    input), made unique.
+
+    A file that cannot be read raises an error that names it (``errors="raise"``); with
+    ``errors="skip"`` it is left out, and one warning lists every file skipped and why (also kept in
+    ``df.attrs["nito_skipped"]``, path -> reason). A log whose last line was cut loads what is
+    complete, with a ``cut-log`` anomaly on its Stream.
 
     A DataFrame (such as a frame read back from Parquet or CSV) is checked and returned with the
     frame's dtypes restored.
     """
+    if errors not in ("raise", "skip"):
+        raise ValueError(f'errors must be "raise" or "skip", not {errors!r}')
     if isinstance(source, pd.DataFrame):
         return _restore(source)
-    items = list(_expand(source))
+    skipped: dict[str, str] = {}
+    items = list(_expand(source, skipped if errors == "skip" else None))
     labels = _unique_labels([label for label, _, _ in items])
     builder = _Builder(labels)
     attrs: dict[str, Any] = {}
@@ -198,14 +208,23 @@ def frame(source: Any) -> pd.DataFrame:
         attrs[label] = _stream_attrs(stream, origin)
     df = builder.build()
     df.attrs["nito"] = attrs
+    if skipped:
+        df.attrs["nito_skipped"] = skipped
+        listed = ", ".join(f"{Path(path).name} ({reason.partition(':')[0]})" for path, reason in skipped.items())
+        warnings.warn(
+            f"nito_nb.frame skipped {len(skipped)} file(s) it cannot read: {listed}; "
+            "why: df.attrs['nito_skipped']",
+            stacklevel=3,  # the caller of nito_nb.frame
+        )
     return df
 
 
-def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
-    """(default label, Stream, path or None) for every stream in ``source``."""
+def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, Stream, str | None]]:
+    """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
+    read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
     if isinstance(source, Mapping):
         for label, item in source.items():
-            for _, stream, origin in _expand(item):
+            for _, stream, origin in _expand(item, skipped):
                 yield str(label), stream, origin
         return
     if isinstance(source, (Stream, str, os.PathLike)):
@@ -223,15 +242,21 @@ def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
                 files = sorted(
                     p for p in path.iterdir() if p.suffix in (".jsonl", ".sse") and p.is_file()
                 )
-                for file in files:
-                    yield file.stem, _open(file), str(file)
             elif path.is_file():
-                yield path.stem, _open(path), str(path)
+                files = [path]
             else:
-                raise FileNotFoundError(
+                error = FileNotFoundError(
                     f"{os.fspath(item)!r} is neither a file nor a folder: nito_nb.frame takes "
                     "Streams, saved logs (.jsonl), recorded SSE files or folders of them"
                 )
+                if skipped is None:
+                    raise error
+                skipped[os.fspath(item)] = f"FileNotFoundError: {error}"
+                continue
+            for file in files:
+                opened = _open(file, skipped)
+                if opened is not None:
+                    yield file.stem, opened, str(file)
         else:
             raise TypeError(
                 f"nito_nb.frame cannot read a {type(item).__name__}: pass Streams, paths to saved "
@@ -239,8 +264,18 @@ def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
             )
 
 
-def _open(path: Path) -> Stream:
-    return load(path) if path.suffix in (".jsonl", ".json") else read_sse(path)
+def _open(path: Path, skipped: dict[str, str] | None) -> Stream | None:
+    """The Stream of one file; an error names the file (or, when skipping, is noted and None)."""
+    try:
+        return read_file(path)
+    except (OSError, ValueError) as exc:  # LogFormatError, a bad byte, a damaged line...
+        reason = f"{type(exc).__name__}: {exc}"
+        if skipped is not None:
+            skipped[str(path)] = reason
+            return None
+        if str(path) in str(exc) or isinstance(exc, OSError):
+            raise
+        raise LogFormatError(f"{str(path)!r}: {reason}") from exc
 
 
 def _unique_labels(labels: list[str]) -> list[str]:

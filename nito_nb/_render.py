@@ -19,8 +19,8 @@ Public pieces:
 - ``RenderCache``: optional memo a live caller passes to ``render_parts`` (results never depend on it)
 
 ``state`` is duck-typed like a Stream (docs/ENGINE_API.md): ``content, reasoning, refusal,
-tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done``;
-missing attributes count as empty.
+tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done,
+free_tier``; missing attributes count as empty.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ FREEZE_CHARS = 4096
 #: While streaming, long reasoning and tool arguments show only their last characters.
 WINDOW_CHARS = 2048
 _MAX_ANOMALIES_LISTED = 20
+#: A growing answer longer than this (about a screen) shows a progress footer under its live tail.
+PROGRESS_AFTER_CHARS = 3000
+#: The status line shows a ``free_tier`` object in at most this many characters.
+_FREE_TIER_CHARS = 160
 _MAX_ERROR_CHARS = 4000
 
 _RUNNING = ("waiting", "streaming")
@@ -92,6 +96,7 @@ _STATUS_STYLE = (
     "font-family: var(--jp-ui-font-family, system-ui, sans-serif);"
     " font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color2, #888);"
 )
+_PROGRESS_STYLE = _STATUS_STYLE + " margin-top: 4px;"
 _PRE_STYLE = (
     "white-space: pre-wrap; overflow-wrap: anywhere; margin: 0;"
     " font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px);"
@@ -731,7 +736,7 @@ def status_text(state: Any) -> str:
     if ttft is not None:
         items.append(f"TTFT {ttft:.2f} s")
     if elapsed is not None:
-        items.append(f"{elapsed:.2f} s total")
+        items.append(f"{elapsed:.2f} s {'so far' if status in _RUNNING else 'total'}")
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
@@ -771,7 +776,43 @@ def status_text(state: Any) -> str:
         items.append(
             "cost $" + (f"{cost:.6f}".rstrip("0").rstrip(".") if cost < 100 else f"{cost:,.2f}")
         )
+    free_tier = getattr(state, "free_tier", None)
+    if free_tier is not None:
+        items.append(f"free tier: {_compact(free_tier, _FREE_TIER_CHARS)}")
     return " · ".join(items)
+
+
+def _compact(value: Any, limit: int) -> str:
+    """A gateway's object on one short line: ``key=value, ...`` for a flat dict, else JSON (the
+    caller escapes it; whitespace, newlines included, is collapsed)."""
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        text = ", ".join(f"{k}={v}" for k, v in value.items())
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        except ValueError:  # a circular structure: it cannot come from JSON, show its type only
+            text = type(value).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def progress_text(state: Any) -> str:
+    """The footer of a long growing answer: how long and how much so far (the status line, at the
+    top of the output, has scrolled out of view by then)."""
+    elapsed = _real(getattr(state, "elapsed", None))
+    n_chunks = getattr(state, "n_chunks", None)
+    items = [f"{elapsed:,.0f} s" if elapsed is not None else None]
+    if _number(n_chunks) is not None:
+        items.append(f"{n_chunks:,} chunks")
+    shown = " · ".join(i for i in items if i)
+    return f"{_SYMBOLS['streaming']} streaming… {shown} so far" if shown else f"{_SYMBOLS['streaming']} streaming…"
+
+
+def _with_progress(part: Part, state: Any) -> Part:
+    # In the HTML only: the plain text of an answer part stays the answer's text (what a reader of
+    # text/plain, or a copy of it, gets), and the footer goes when the block is finished.
+    footer = f'<div class="nito-out nito-progress" style="{_PROGRESS_STYLE}">{_esc(progress_text(state))}</div>'
+    return Part(part.key, part.html + footer, part.text, part.final)
 
 
 def _status_part(state: Any, final: bool) -> Part:
@@ -994,6 +1035,11 @@ def render_parts(
     anomalies = list(getattr(state, "anomalies", None) or [])
     if anomalies and not growing:
         parts.append(_anomalies_part(anomalies))
+    # A long answer pushes the status line out of view: its live tail (always the last output
+    # while the answer grows, and re-sent anyway) carries a small progress footer.
+    last = parts[-1]
+    if growing and len(content) >= PROGRESS_AFTER_CHARS and last.key.startswith("answer-") and not last.final:
+        parts[-1] = _with_progress(last, state)
     return parts
 
 

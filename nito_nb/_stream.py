@@ -9,9 +9,11 @@ Stream knows is therefore a function of (bytes, arrival times): a loaded log is 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import operator
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -31,7 +33,18 @@ from ._exceptions import (
     redact,
     redact_error,
 )
-from ._log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog, read_log
+from ._log import (
+    BAD_DATA,
+    CHUNK,
+    COMMENT,
+    DONE,
+    EMPTY,
+    HTTP_ERROR,
+    OTHER,
+    ChunkLog,
+    LogFormatError,
+    read_log,
+)
 from ._protocol import ChunkParser
 from ._sse import ServerSentEvent, SSEDecoder
 
@@ -698,17 +711,24 @@ def read_sse(
     A recorded HTTP error body (``status_code`` >= 400, or a JSON object with an ``error`` key)
     gives a Stream with status ``failed`` and its ``error`` and ``exception`` set.
 
-    A str is a path when such a file exists, else the body itself. Never raises for a mid-stream
-    error or a truncated body: ``error``, ``done`` and ``status`` say what happened. The recording
-    has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and ``elapsed`` are None (in a
-    frame, ``t`` and ``gap`` are NaN).
+    A str is the body itself when it reads as SSE text (it has a line break, or starts with an SSE
+    field such as ``data:``, a ``:`` comment, or ``{`` as an error body does); any other str is a
+    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
+    page) is a LogFormatError that says what it looks like and what reads it. Otherwise never
+    raises for a mid-stream error or a truncated body: ``error``, ``done`` and ``status`` say what
+    happened. The recording has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and
+    ``elapsed`` are None (in a frame, ``t`` and ``gap`` are NaN).
     """
+    path: Path | None = None
     if isinstance(source, (bytes, bytearray, memoryview)):
         body = bytes(source)
-    elif isinstance(source, os.PathLike) or (
-        isinstance(source, str) and "\n" not in source and len(source) < 4096 and os.path.isfile(source)
-    ):
-        body = Path(source).read_bytes()
+    elif isinstance(source, os.PathLike) or (isinstance(source, str) and not _is_sse_text(source)):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(
+                errno.ENOENT, "No such file (read_sse reads a str that is not SSE text as a path)", str(source)
+            )
+        body = path.read_bytes()
     elif isinstance(source, str):
         body = source.encode("utf-8")
     else:
@@ -725,7 +745,53 @@ def read_sse(
     stream.log.status_code = status_code
     stream._feed(body, 0)
     stream._end(0)
+    if path is not None and not len(stream.log) and body.strip():
+        raise LogFormatError(_not_sse(path, body))
     return stream
+
+
+#: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or
+#: like a recorded HTTP error body (a JSON object): no file name starts that way.
+_SSE_START = re.compile(r"\ufeff?\s*(?:\{|:|(?:data|event|id|retry)(?::|$))")
+
+
+def _is_sse_text(text: str) -> bool:
+    return not text or "\n" in text or "\r" in text or _SSE_START.match(text) is not None
+
+
+def _not_sse(path: Path, body: bytes) -> str:
+    """What a file that holds no server-sent event looks like, and what reads it."""
+    first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
+    where = repr(str(path))
+    if _first_line_is_log(body):
+        return f"{where} is a log saved by Stream.save, not an SSE body: read it with nito_nb.load(path)."
+    if path.suffix.lower() == ".csv" or first.startswith(("stream,", ",stream,")):
+        return (
+            f"{where} is a CSV file, not a recorded stream: nito_nb reads SSE bodies ('data: {{...}}' "
+            "lines) and saved logs (.jsonl). A frame saved with to_csv is read back with "
+            "nito_nb.frame(pandas.read_csv(path))."
+        )
+    return (
+        f"{where} holds no server-sent event (it starts {first[:60]!r}): nito_nb reads recorded SSE "
+        "bodies ('data: {...}' lines separated by blank lines) and logs saved by Stream.save (.jsonl, "
+        "read with nito_nb.load)."
+    )
+
+
+def _first_line_is_log(head: bytes) -> bool:
+    try:
+        header = json.loads(head.lstrip().split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(header, dict) and "nito_nb_log" in header
+
+
+def read_file(path: str | os.PathLike[str]) -> Stream:
+    """A Stream from a file: a log saved by ``Stream.save`` (its first line says so, whatever the
+    file's name), else a recorded SSE body. The one rule for ``frame(path)`` and ``--replay``."""
+    with open(path, "rb") as f:
+        head = f.readline(64 * 1024)
+    return load(path) if _first_line_is_log(head) else read_sse(Path(path))
 
 
 def _looks_like_error_body(body: bytes) -> bool:
@@ -751,6 +817,8 @@ def load(path: str | os.PathLike[str]) -> Stream:
             log.append(t_ns, kind, raw)
         else:
             stream._feed(raw, t_ns)
+    if log.cut is not None:  # what was complete is loaded; the stream says the file was cut
+        stream._acc.note("cut-log", log.cut, len(log))
     last = events[-1][0] if events else log.t0_ns
     status = end.get("status")
     if status == "failed":

@@ -27,6 +27,7 @@ def make_state(**overrides: Any) -> SimpleNamespace:
         "n_chunks": 10,
         "anomalies": [],
         "done": False,
+        "free_tier": None,
     }
     fields.update(overrides)
     return SimpleNamespace(**fields)

@@ -464,6 +464,34 @@ def test_frame_rejects_what_it_cannot_read(tmp_path: Path) -> None:
         nito_nb.frame(tmp_path / "missing.jsonl")
 
 
+def test_frame_names_the_file_it_cannot_read_and_can_skip_it(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    hand_stream().save(runs / "a.jsonl")
+    (runs / "b.sse").write_text("<html><title>502 Bad Gateway</title></html>\n")
+    (runs / "c.jsonl").write_text('{"nito_nb_log": 1}\nnot json\n{"end": {}}\n')
+    with pytest.raises(nito_nb.LogFormatError, match=r"b\.sse' holds no server-sent event"):
+        nito_nb.frame(runs)
+    with pytest.warns(UserWarning, match=r"skipped 3 file\(s\).*b\.sse.*c\.jsonl.*missing\.sse") as seen:
+        df = nito_nb.frame([runs, tmp_path / "missing.sse"], errors="skip")
+    assert len(seen) == 1  # one warning for all of them
+    assert df.stream.cat.categories.tolist() == ["a"] and df.nito.text().tolist() == ["Hello!"]
+    skipped = df.attrs["nito_skipped"]
+    assert sorted(Path(p).name for p in skipped) == ["b.sse", "c.jsonl", "missing.sse"]
+    assert "line 2" in skipped[str(runs / "c.jsonl")]
+    with pytest.raises(ValueError, match='errors must be "raise" or "skip"'):
+        nito_nb.frame(runs, errors="ignore")
+
+
+def test_frame_of_a_csv_says_how_to_read_it(tmp_path: Path) -> None:
+    hand_stream().frame().to_csv(tmp_path / "f.csv", index=False)
+    with pytest.raises(nito_nb.LogFormatError, match=r"CSV file.*nito_nb\.frame\(pandas\.read_csv\(path\)\)"):
+        nito_nb.frame(tmp_path / "f.csv")
+    # A saved log is recognised by its first line, whatever its name.
+    hand_stream().save(tmp_path / "renamed.sse")
+    assert nito_nb.frame(tmp_path / "renamed.sse").nito.text().tolist() == ["Hello!"]
+
+
 def test_empty_inputs(tmp_path: Path) -> None:
     df = nito_nb.frame(tmp_path)
     assert len(df) == 0 and list(df.columns) == list(COLUMNS)
