@@ -395,3 +395,15 @@ def test_a_saved_stream_stopped_at_a_large_event_loads_the_same(
     assert (again.status, again.content, type(again.exception)) == (
         "truncated", "ok", nito_nb.EventTooLargeError)
     assert again.exception is not None and again.exception.message == s.exception.message
+
+
+def test_reply_keeps_the_calls_max_event_size(scripted: ScriptedServer) -> None:
+    from conftest import chunk_line
+
+    base = scripted.add("too-large-reply", Script(parts=[
+        chunk_line({"content": "w" * 3000}), b"data: [DONE]\n\n"]))
+    with nito_nb.Client(api_key="sk-test-0123456789", base_url=base, max_event_size=1000) as c:
+        first = c.stream("hi", model="m", max_event_size=10_000)
+        assert first.wait().status == "done"
+        assert first.reply("again").wait().status == "done"  # not the client's 1,000
+        assert c.stream("hi", model="m", raise_errors=False).wait().status == "truncated"
