@@ -31,6 +31,7 @@ from ._exceptions import (
     RateLimitError,
     ServerError,
     StreamTimeoutError,
+    TransportError,
     not_event_stream_error,
 )
 from ._stream import AsyncStream, Stream
@@ -242,6 +243,26 @@ class BaseClient:
             )
         return stream._fail(error)
 
+    def _model_list(self, url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
+        """The models of a read ``GET /models`` response, or its typed error."""
+        if response.status_code >= 400:
+            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
+        try:
+            value = response.json()
+        except ValueError:
+            value = None
+        models = value.get("data") if isinstance(value, dict) else value
+        if isinstance(models, list):
+            return [m for m in models if isinstance(m, dict)]
+        text = _redact(response.content[:_MAX_ERROR_BODY].decode("utf-8", "replace"), key)
+        content_type = response.headers.get("content-type") or "no content type"
+        raise TransportError(
+            f"GET {url}/models answered {response.status_code} with {content_type}, not a JSON "
+            f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
+            "with the API's version, such as /v1.",
+            stream=Stream({"base_url": url}),
+        )
+
     @staticmethod
     def _is_event_stream(response: httpx.Response) -> bool:
         content_type = response.headers.get("content-type", "")
@@ -273,8 +294,12 @@ class Client(BaseClient):
         stream._client = self
         try:
             for attempt in range(self.max_retries + 1):
-                stream.attempts = attempt + 1
-                stream.log.t0_ns = time.perf_counter_ns()
+                # One clock per Stream: t0 is the first attempt's send, so every timing includes
+                # the retries (``attempts`` says how many requests were sent).
+                if attempt:
+                    stream._retry()
+                else:
+                    stream.log.t0_ns = time.perf_counter_ns()
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = self._http.send(request, stream=True)
@@ -284,10 +309,9 @@ class Client(BaseClient):
                     if response.status_code < 400 and self._is_event_stream(response):
                         stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
-                        stream._reads = response.iter_bytes()
-                        stream._close_source = response.close
-                        stream._abort_source = functools.partial(_abort, response)
-                        stream.status = "waiting"
+                        # Read from now on, whatever the caller does: arrival times are the
+                        # moment the bytes came, not the moment someone iterated.
+                        stream._start_reader(response.iter_bytes(), response.close, functools.partial(_abort, response))
                         return stream
                     try:
                         raw = _read_capped(response.iter_bytes())
@@ -311,12 +335,15 @@ class Client(BaseClient):
         raise AssertionError("unreachable")
 
     def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
-        """The gateway's model list (``GET /models``)."""
+        """The gateway's model list (``GET /models``). Failures raise typed errors, as for a
+        stream: ``ConnectionFailed`` (and its timeouts), an ``APIError``, or a ``TransportError``
+        for an answer that is not the JSON list."""
         url, headers, key = self._models_request(base_url, api_key)
-        response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
-        if response.status_code >= 400:
-            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
-        return list(response.json().get("data", []))
+        try:
+            response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
+        except httpx.HTTPError as exc:
+            raise self._connect_error(exc, url, Stream({"base_url": url})) from None
+        return self._model_list(url, response, key)
 
     def close(self) -> None:
         if self._own_http:
@@ -377,8 +404,10 @@ class AsyncClient(BaseClient):
 
         async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
-                stream.attempts = attempt + 1
-                stream.log.t0_ns = time.perf_counter_ns()
+                if attempt:  # one clock per Stream, as in Client.stream
+                    stream._retry()
+                else:
+                    stream.log.t0_ns = time.perf_counter_ns()
                 request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = await http.send(request, stream=True)
@@ -412,12 +441,12 @@ class AsyncClient(BaseClient):
         http = self._http or self._new_http()
         try:
             response = await http.get(f"{url}/models", headers=headers)
+        except httpx.HTTPError as exc:
+            raise self._connect_error(exc, url, Stream({"base_url": url})) from None
         finally:
             if http is not self._http:
                 await http.aclose()
-        if response.status_code >= 400:
-            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
-        return list(response.json().get("data", []))
+        return self._model_list(url, response, key)
 
     async def aclose(self) -> None:
         """Nothing to release: each stream closes its own connection (a client you passed in
