@@ -401,7 +401,8 @@ class Stream:
         """Read the body in a daemon thread from now on (the client calls this once the response
         has started): ``reads`` yields the body's bytes, ``close`` releases the response (only the
         reader calls it: httpx would make another thread wait for the read in progress), ``abort``
-        cuts a read in progress from another thread."""
+        cuts a read in progress from another thread. The chunks wait in the queue until someone
+        iterates; a Stream that is only waited for lets them go when it ends."""
         self._queue = queue.SimpleQueue()
         self._abort_source = abort
         self._reader = threading.Thread(
@@ -791,9 +792,6 @@ class AsyncStream(Stream):
     def close(self) -> None:
         raise TypeError("use `await stream.aclose()` on an AsyncStream")
 
-    def __del__(self) -> None:
-        pass  # its reader task holds it while reading; the loop's end cancels that task
-
     async def __aenter__(self) -> AsyncStream:
         import asyncio
 
@@ -875,6 +873,9 @@ def _read_body(
             if stream is not None:
                 stream._end(clock(), status="stopped" if stream._stop_requested and not stream._acc.done else None)
     finally:
+        stream = ref()
+        if stream is not None and not stream._stop_requested and stream.status in _RUNNING:
+            stream._end(clock(), status="truncated")  # this thread died of something unexpected
         stream = None
         try:
             close()

@@ -170,6 +170,19 @@ def test_a_retried_stream_keeps_one_clock_and_counts_its_attempts(scripted: Scri
     assert again.attempts == 2 and again.frame().nito.metrics().iloc[0]["attempts"] == 2
 
 
+def test_an_async_retried_stream_keeps_one_clock(scripted: ScriptedServer) -> None:
+    limited = Script(status=503, parts=[b"busy"], content_type="text/plain", headers={"Retry-After": "0.2"})
+    base = scripted.add("async-retry-clock", limited, Script(parts=HELLO))
+
+    async def main() -> nito_nb.AsyncStream:
+        return await nito_nb.AsyncClient(api_key=KEY, base_url=base).stream("hi", model="m").wait()
+
+    s = asyncio.run(main())
+    assert s.status == "done" and s.exception is None and s.content == "Hello" and s.attempts == 2
+    assert s.ttfb is not None and s.ttft is not None and s.elapsed is not None
+    assert 0.2 <= s.ttfb <= s.ttft <= s.elapsed
+
+
 def test_a_stream_that_failed_every_attempt_has_no_negative_time() -> None:
     with pytest.raises(nito_nb.RateLimitError) as info:
         nito_nb.stream("hi", model="sim/http-429", sim={"retry_after": 0.1})
