@@ -657,7 +657,7 @@ class AsyncStream(Stream):
             if self._areads is None and self._opener is not None:
                 try:
                     await self._open()  # raises typed HTTP errors, with .stream set
-                except NitoError as exc:
+                except Exception as exc:  # refused: whoever connects, iterates or waits raises it
                     self._task_error = exc
                     opened.set_result(exc)
                     return
