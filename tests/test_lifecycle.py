@@ -97,6 +97,18 @@ def test_a_consumer_that_sleeps_between_chunks_does_not_change_the_times() -> No
     assert statistics.median(b - a for a, b in itertools.pairwise(times)) < pause / 2
 
 
+def test_streams_waited_in_turn_keep_their_own_times() -> None:
+    # The case: several sync streams started together, then waited one after the other.
+    streams = [nito_nb.stream("hi", model="sim/long", sim=PACED) for _ in range(3)]
+    for s in streams:
+        s.wait()
+    metrics = nito_nb.frame(streams).nito.metrics()
+    assert (metrics["status"] == "done").all()
+    # Each at the server's pace (about 20 tokens/s), not all at once for the later ones.
+    assert (metrics["output_tps"] < 3 / PACE).all(), metrics["output_tps"]
+    assert (metrics["ttft"] < metrics["e2e"] / 2).all()
+
+
 def test_async_consumers_that_await_other_things_do_not_change_the_times() -> None:
     sleep = 1.5
 
