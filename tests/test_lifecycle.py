@@ -56,8 +56,11 @@ def token_times(s: nito_nb.Stream) -> list[float]:
             (e.chunk["choices"][0].get("delta") or {}).get("content")]
 
 
-def reader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "nito_nb-stream-reader"]
+def reader_of(s: nito_nb.Stream) -> threading.Thread:
+    """The thread that reads the stream's body (an implementation detail the tests check)."""
+    reader = s._reader
+    assert reader is not None and reader.name == "nito_nb-stream-reader"
+    return reader
 
 
 def wait_until(condition, seconds: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
@@ -135,24 +138,26 @@ def test_async_consumers_that_await_other_things_do_not_change_the_times() -> No
 def test_keyboard_interrupt_while_waiting_stops_and_keeps(scripted: ScriptedServer) -> None:
     base = scripted.add("wait-interrupt", Script(parts=HELLO, delays=[0, 5]))
     s = client(base).stream("hi", model="m")
+    reader = reader_of(s)
     start = time.perf_counter()
     with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
         s.wait()  # nobody iterates: blocked until the end
     assert time.perf_counter() - start < 3
     assert s.status == "stopped" and s.content == "Hel"
-    assert wait_until(lambda: not reader_threads())
+    assert wait_until(lambda: not reader.is_alive(), 3)
 
 
 def test_close_after_a_break_stops_the_reader_at_once(scripted: ScriptedServer) -> None:
     script = Script(parts=HELLO, delays=[0, 5])
     base = scripted.add("break-close", script)
     s = client(base).stream("hi", model="m")
+    reader = reader_of(s)
     for _ in s:
         break
     start = time.perf_counter()
     s.close()
     assert s.status == "stopped" and s.content == "Hel"
-    assert wait_until(lambda: not reader_threads(), 3) and time.perf_counter() - start < 3
+    assert wait_until(lambda: not reader.is_alive(), 3) and time.perf_counter() - start < 3
 
 
 # -- item 8: retries on one clock -------------------------------------------------------------
@@ -232,11 +237,11 @@ def test_a_dropped_stream_is_closed_and_says_stopped(scripted: ScriptedServer) -
     s.on_done(lambda stream: seen.append(stream.status))
     for _ in s:
         break
-    log = s.log
+    log, reader = s.log, reader_of(s)
     del s
     gc.collect()
     assert seen == ["stopped"] and log.end == {"status": "stopped"}
-    assert wait_until(lambda: not reader_threads(), 3)
+    assert wait_until(lambda: not reader.is_alive(), 3)
 
 
 DROPPED_ASYNC = """
