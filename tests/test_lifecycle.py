@@ -244,8 +244,14 @@ def test_a_dropped_stream_is_closed_and_says_stopped(scripted: ScriptedServer) -
     assert wait_until(lambda: not reader.is_alive(), 3)
 
 
-DROPPED_ASYNC = """
+DROPPED = """
 import asyncio, gc, nito_nb
+
+s = nito_nb.stream("hi", model="sim/long", sim={"chunks": 400, "tps": 100, "ttft_ms": 0})
+for _ in s:
+    break
+del s
+gc.collect()
 
 async def main():
     s = nito_nb.astream("hi", model="sim/long", sim={"chunks": 400, "tps": 100, "ttft_ms": 0})
@@ -261,10 +267,12 @@ print("ok")
 """
 
 
-def test_a_dropped_async_stream_leaves_no_unclosed_transport(tmp_path: Path) -> None:
+def test_dropped_streams_leave_no_unclosed_transport(tmp_path: Path) -> None:
     script = tmp_path / "dropped.py"
-    script.write_text(DROPPED_ASYNC)
-    run = subprocess.run([sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, timeout=120)
+    script.write_text(DROPPED)
+    run = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error", str(script)], capture_output=True, text=True, timeout=120
+    )
     assert run.stdout.strip() == "ok", run.stderr
     assert "ResourceWarning" not in run.stderr and "unclosed" not in run.stderr, run.stderr
 
