@@ -34,7 +34,7 @@ test: $(BIN)/.installed $(VENV)/ipykernel6/.installed browser-deps lint
 	NITO_IPYKERNEL6_SITE=$(CURDIR)/$(VENV)/ipykernel6 $(BIN)/python -m pytest -m browser tests/browser
 
 # ipykernel 6 beside the venv's 7, put first on the kernel's path by the browser test that checks
-# the widget on both (the issue asks for both; their threading differs, see JUPYTER_FACTS.md).
+# the widget on both (the issue asks for both; their threading differs, see docs/JUPYTER.md).
 $(VENV)/ipykernel6/.installed: $(BIN)/.installed
 	$(BIN)/pip install --quiet --no-deps --target $(VENV)/ipykernel6 'ipykernel==6.29.5'
 	touch $@

@@ -4,7 +4,7 @@
 
 1. ``frame()`` of one log of 100,000 events, against
    ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for two
-   logs: a synthetic one (99,998 content chunks of the PROTOCOL.md example, a usage chunk, [DONE];
+   logs: a synthetic one (99,998 content chunks of the docs/PROTOCOL.md example, a usage chunk, [DONE];
    arrival times set 1 ms apart) and a real stream of the embedded simulator (``sim/long``, ~4-byte
    Markdown deltas, a finish chunk, a usage chunk, [DONE], real arrival times). json_normalize gets the chunks already parsed (a list of dicts, parsed
    beforehand and not timed): only json_normalize itself is timed. ``frame()`` starts from the

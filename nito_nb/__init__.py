@@ -103,8 +103,11 @@ def astream(
     )
 
 
-def frame(source: Any) -> pd.DataFrame:
+def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     """One row per event of a Stream, or of many: Streams, saved logs, recorded SSE files, folders.
+
+    A file that cannot be read raises an error naming it; ``errors="skip"`` leaves it out with one
+    warning listing what was skipped (also in ``df.attrs["nito_skipped"]``).
 
     The pandas adapter (``nito_nb._frame``) is imported on first use, so ``import nito_nb`` never
     imports pandas. It registers the ``df.nito`` accessor (``metrics()``, ``tool_calls()``,
@@ -113,7 +116,7 @@ def frame(source: Any) -> pd.DataFrame:
     """
     from ._frame import frame as build
 
-    return build(source)
+    return build(source, errors=errors)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -1,4 +1,4 @@
-"""Accumulation: fold parsed chunks into the answer, following PROTOCOL.md's rules. No I/O.
+"""Accumulation: fold parsed chunks into the answer, following docs/PROTOCOL.md's rules. No I/O.
 
 One accumulator serves everything (live iteration, ``read_sse``, ``load``, the magic, the widget,
 the DataFrames' text), so they agree by construction. It never raises on odd input: whatever
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Accumulator", "Anomaly", "ToolCall"]
+__all__ = ["Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
 
 
 @dataclass
@@ -83,6 +83,48 @@ def _parse_arguments(text: str) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
+@dataclass
+class ContentParts:
+    """What a ``delta.content`` sent as a list of parts says (Mistral's format).
+
+    ``text``: the answer text of its ``text`` parts; ``thinking``: the text of the ``text`` pieces
+    inside its ``thinking`` parts (reasoning); ``unread``: every part or piece of another type or
+    shape (``image_url``, ``reference``...), kept as sent.
+    """
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    unread: list[Any] = field(default_factory=list)
+
+
+def read_content_parts(parts: list[Any]) -> ContentParts:
+    """Read a list-valued ``delta.content`` (docs/PROTOCOL.md, "Content as a list of parts").
+
+    The one reading of that format: the accumulator and the frame builder both call it.
+    """
+    out = ContentParts()
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            out.text.append(part["text"])
+        elif kind == "thinking" and isinstance(part.get("thinking"), list):
+            for piece in part["thinking"]:
+                text = piece.get("text") if isinstance(piece, dict) else None
+                if isinstance(text, str) and piece.get("type") == "text":
+                    out.thinking.append(text)
+                else:
+                    out.unread.append(piece)
+        else:
+            out.unread.append(part)
+    return out
+
+
+def _describe_unread(unread: list[Any]) -> str:
+    """How an anomaly names the parts nobody reads: their types, in order, once each."""
+    kinds = [str(p.get("type")) if isinstance(p, dict) else type(p).__name__ for p in unread]
+    return ", ".join(dict.fromkeys(kinds))
+
+
 class _Reasoning:
     """One reasoning detail merged by (index, type)."""
 
@@ -129,7 +171,15 @@ class Accumulator:
         self._tools_by_index: dict[int, ToolCall] = {}
         self._details: list[_Reasoning] = []
         self._details_by_key: dict[tuple[int, str], _Reasoning] = {}
-        self._reasoning_strings: dict[str, list[str]] = {"reasoning": [], "reasoning_content": []}
+        # Plain reasoning by where it came from; "thinking" is Mistral's thinking parts.
+        self._reasoning_strings: dict[str, list[str]] = {
+            "reasoning": [],
+            "reasoning_content": [],
+            "thinking": [],
+        }
+        self._refusal: list[str] = []
+        #: Parts of a list-valued ``delta.content`` of a type nito_nb does not read, as sent.
+        self.unread_parts: list[Any] = []
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
@@ -149,16 +199,25 @@ class Accumulator:
         return self._content[0] if self._content else ""
 
     @property
+    def refusal(self) -> str | None:
+        """The model's refusal (OpenAI's ``delta.refusal``, structured outputs), None if it sent none."""
+        if not self._refusal:
+            return None
+        if len(self._refusal) > 1:
+            self._refusal[:] = ["".join(self._refusal)]
+        return self._refusal[0]
+
+    @property
     def reasoning(self) -> str:
-        """Readable reasoning (PROTOCOL.md rule 4): text and summary details in index order,
-        else the plain ``reasoning`` / ``reasoning_content`` strings (never both: they duplicate)."""
+        """Readable reasoning (docs/PROTOCOL.md rule 4): text and summary details in index order,
+        else the plain ``reasoning`` / ``reasoning_content`` strings (never both: they duplicate),
+        else Mistral's thinking parts."""
         readable = sorted(
             (d for d in self._details if d.type in _READABLE and d.parts), key=lambda d: d.index
         )
         if readable:
             return "\n\n".join("".join(d.parts) for d in readable)
-        for name in ("reasoning", "reasoning_content"):
-            parts = self._reasoning_strings[name]
+        for parts in self._reasoning_strings.values():
             if parts:
                 return "".join(parts)
         return ""
@@ -240,8 +299,14 @@ class Accumulator:
             if not isinstance(choice, dict):
                 self.note("bad-field", "a choice is not an object", seq)
                 continue
-            # Rule 11: the answer is choice 0; the others stay in the log.
+            # Rule 11: the answer is choice 0; the others stay in the log, and the view says so.
             if choice.get("index", position) != 0:
+                self.note(
+                    "other-choices",
+                    f"choice {choice.get('index', position)!r} arrived (n > 1): the answer shown"
+                    " is choice 0; the other choices are kept in the log only",
+                    seq,
+                )
                 continue
             delta = choice.get("delta")
             if delta:
@@ -280,13 +345,35 @@ class Accumulator:
                 self.note("role-repeated", "role was sent on more than the first delta", seq)
         content = delta.get("content")
         if content:
+            if isinstance(content, list):
+                parts = read_content_parts(content)
+                content = "".join(parts.text)
+                if parts.thinking:
+                    self._reasoning_strings["thinking"].extend(parts.thinking)
+                    carried = carried or any(parts.thinking)
+                if parts.unread:
+                    self.unread_parts.extend(parts.unread)
+                    self.note(
+                        "content-part",
+                        f"delta.content has parts nito_nb does not read ({_describe_unread(parts.unread)}):"
+                        " they are kept in the log",
+                        seq,
+                    )
             if isinstance(content, str):
-                if self.finish_reason is not None:
-                    self.note("content-after-finish", "content arrived after the terminal chunk", seq)
-                self._content.append(content)
+                if content:
+                    if self.finish_reason is not None:
+                        self.note("content-after-finish", "content arrived after the terminal chunk", seq)
+                    self._content.append(content)
+                    carried = True
+            else:
+                self.note("bad-field", "delta.content is neither a string nor a list of parts", seq)
+        refusal = delta.get("refusal")
+        if refusal:
+            if isinstance(refusal, str):
+                self._refusal.append(refusal)
                 carried = True
             else:
-                self.note("bad-field", "delta.content is not a string", seq)
+                self.note("bad-field", "delta.refusal is not a string", seq)
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             carried = self._tool_fragments(tool_calls, seq) or carried

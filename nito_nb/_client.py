@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import os
 import random
 import socket
 import ssl
 import time
-from dataclasses import dataclass
+import urllib.parse
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -27,8 +29,10 @@ from ._exceptions import (
     ConnectionLost,
     ConnectTimeout,
     FirstByteTimeout,
+    MissingAPIKeyError,
     NitoError,
     RateLimitError,
+    Secret,
     ServerError,
     StreamTimeoutError,
     TransportError,
@@ -36,7 +40,7 @@ from ._exceptions import (
 )
 from ._stream import AsyncStream, Stream
 
-__all__ = ["AsyncClient", "Client", "Timeout", "as_messages"]
+__all__ = ["AsyncClient", "Client", "Timeout", "as_messages", "check_request"]
 
 DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
 _MAX_ERROR_BODY = 64 * 1024
@@ -103,6 +107,102 @@ def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
     )
 
 
+# -- checking a request before it is sent -----------------------------------------------------
+
+#: Names that are not body fields: a parameter of that name would clash with how the call is made.
+_NOT_PARAMS = {
+    "model": "the model is chosen with model=... (in %%nito: -m MODEL), not as a parameter",
+    "messages": "the messages are the prompt (the first argument, or the %%nito cell), not a parameter",
+    "stream": "nito_nb always streams: leave stream out",
+    "api_key": "the API key is not a body field: it comes from NITO_API_KEY or api_key=...",
+    "base_url": "the base URL is not a body field: use base_url=... or NITO_BASE_URL",
+    "timeout": "the timeout is not a body field: use timeout=... (in %%nito: %config Nito.timeout)",
+    "raise_errors": "raise_errors is not a body field",
+}
+#: Documented fields with a domain (OpenAI's chat completions reference): a value outside it is a
+#: mistake to report here, in one line, rather than an HTTP 400 from the gateway or, worse, a
+#: request sent with a meaning the user did not intend.
+_NUMBERS = {  # name: (lowest, highest); None is no bound (providers differ above 0)
+    "temperature": (0.0, None),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (None, None),
+    "frequency_penalty": (None, None),
+}
+_COUNTS = ("max_tokens", "max_completion_tokens", "n")  # whole numbers >= 1
+_OBJECTS = ("response_format", "reasoning", "stream_options", "metadata", "logit_bias", "sim")
+_LISTS = ("tools",)
+
+
+def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> None:
+    """Refuse, before anything is sent, a request that cannot mean what the caller wants.
+
+    The one check of a request body, used by ``Client``/``AsyncClient`` and by ``%%nito`` (which
+    turns the error into a one-line UsageError): parameters named like a call argument, documented
+    fields of the wrong type or out of range, and anything JSON cannot carry (NaN and infinities,
+    lone surrogates such as ``"\\udcff"``, objects JSON does not know). Raises ConfigurationError.
+    """
+    for name, value in params.items():
+        if name in _NOT_PARAMS:  # the value is not shown: an api_key given here is a secret
+            raise ConfigurationError(f"{name}: {_NOT_PARAMS[name]}.")
+        if value is None:
+            continue
+        if name in _NUMBERS:
+            low, high = _NUMBERS[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigurationError(f"{name} must be a number, not {_shown(value)}.")
+            if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
+                if low is None:
+                    domain = "a finite number"
+                else:
+                    domain = f"a number from {low:g}" + (f" to {high:g}" if high is not None else "")
+                raise ConfigurationError(f"{name} must be {domain}, not {_shown(value)}.")
+        elif name in _COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigurationError(f"{name} must be a whole number of at least 1, not {_shown(value)}.")
+        elif name in _OBJECTS and not isinstance(value, dict):
+            raise ConfigurationError(f"{name} must be an object (a dict), not {_shown(value)}.")
+        elif name in _LISTS and not isinstance(value, (list, tuple)):
+            raise ConfigurationError(f"{name} must be a list, not {_shown(value)}.")
+    _check_json(messages, "messages")
+    for name, value in params.items():
+        _check_json(value, name)
+
+
+def _check_json(value: Any, where: str) -> None:
+    """What httpx's strict JSON encoding (no NaN, UTF-8) would refuse, named by its place."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # C speed: a long prompt is not scanned in Python
+        except UnicodeEncodeError as exc:
+            bad = exc.start
+            raise ConfigurationError(
+                f"{where} holds a lone surrogate {value[bad]!r} at character {bad} (text decoded with "
+                "errors='surrogateescape', or cut inside a pair), which UTF-8 cannot carry: fix the "
+                "text, e.g. text.encode('utf-8', 'replace').decode('utf-8')."
+            ) from None
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError(f"{where} is {value!r}: JSON carries only finite numbers.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigurationError(f"{where} has a key {key!r}: JSON object keys are strings.")
+            _check_json(key, f"{where} key")
+            _check_json(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_json(item, f"{where}[{index}]")
+    elif not (value is None or isinstance(value, (bool, int))):
+        raise ConfigurationError(
+            f"{where} is a {type(value).__name__}, which JSON cannot carry: give strings, numbers, "
+            "booleans, None, lists and dicts."
+        )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return (text[:60] + "…") if len(text) > 60 else text
+
+
 def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
     """The typed error for an httpx failure during the body, or None if it is not one."""
     arrived = f"What arrived ({stream.n_chunks} chunks) is kept in .stream."
@@ -123,8 +223,55 @@ def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
     return None
 
 
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret and len(secret) >= 4 else text
+def is_nito(url: str) -> bool:
+    """True for Nito's own gateway, the only one that needs a key: an OpenAI-compatible server of
+    one's own (vLLM, Ollama, llama.cpp, ``python -m nito_nb.sim``) may need none."""
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host == "trynito.ai" or host.endswith(".trynito.ai")
+
+
+def checked_key(key: Any, source: str) -> str:
+    """``key`` if it can go in an ``Authorization`` header as it is, else a ConfigurationError
+    that says what is wrong with it and never shows it (nor any part of it).
+
+    httpx would otherwise print the whole header in its error (``Illegal header value b'Bearer
+    sk-...\\n'``), or fail with a bare UnicodeEncodeError.
+    """
+    if not isinstance(key, str):
+        raise ConfigurationError(f"{source} must be a string, not {type(key).__name__}")
+    if key.endswith(("\n", "\r")):
+        problem = "ends with a newline (as when it is read from a file)"
+    elif key != key.strip():
+        problem = "starts or ends with whitespace"
+    elif any(char.isspace() for char in key):
+        problem = "contains whitespace"
+    elif not key.isascii():
+        problem = "contains a non-ASCII character (a typographic quote, dash or space from copying it?)"
+    elif not key.isprintable():
+        problem = "contains a control character"
+    else:
+        return key
+    raise ConfigurationError(
+        f"The API key from {source} {problem}: set it again with the key's characters only. "
+        "(The key is not shown.)"
+    )
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a Stream's request was made: :meth:`Stream.reply` sends the next turn the same way."""
+
+    client: BaseClient
+    base_url: str | None  # None: the embedded simulator (a sim/ model and no base URL)
+    key: str | None = field(repr=False)
+    timeout: Any = None  # the call's timeout= (None: the client's)
+
+    def options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """``stream()`` keywords for the next turn. A base URL other than this one never gets this
+        route's key (the client then finds the key as for any call)."""
+        other = overrides.get("base_url")
+        elsewhere = other is not None and str(other).rstrip("/") != self.base_url
+        return {"base_url": self.base_url, "api_key": None if elsewhere else self.key, "timeout": self.timeout}
 
 
 class BaseClient:
@@ -152,18 +299,37 @@ class BaseClient:
         key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
         return f"<{type(self).__name__} base_url={self.base_url!r} api_key={key}>"
 
-    def _endpoint(self, model: str, base_url: str | None) -> tuple[str, str | None]:
-        """(base URL, API key) for a call. ``sim/`` models go to the embedded simulator unless
-        a base URL was given in code (to this call or to the client)."""
-        explicit = base_url or self._base_url
-        if model.startswith("sim/") and not explicit:
+    def _embedded(self, model: str, base_url: str | None) -> bool:
+        """``sim/`` models go to the embedded simulator unless a base URL was given in code (to
+        this call or to the client)."""
+        return model.startswith("sim/") and not (base_url or self._base_url)
+
+    def _endpoint(self, model: str, base_url: str | None) -> str:
+        """The base URL of a call."""
+        if self._embedded(model, base_url):
             from .sim import ensure_server
 
-            return ensure_server().rstrip("/"), None
-        url = (explicit or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+            return ensure_server().rstrip("/")
+        url = (base_url or self._base_url or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")
-        return url, None
+        return url
+
+    def _key(self, api_key: str | None) -> str | None:
+        """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
+        if api_key:
+            return checked_key(api_key, "the api_key argument")
+        if self._api_key:
+            return checked_key(self._api_key, "the client's api_key")
+        key = os.environ.get("NITO_API_KEY")
+        return checked_key(key, "NITO_API_KEY") if key else None
+
+    def _remember(self, stream: Stream, model: str, base_url: str | None, key: str | None, timeout: Any) -> None:
+        """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
+        whatever the gateway sends back)."""
+        embedded = self._embedded(model, base_url)
+        stream._route = Route(self, None if embedded else stream.request["base_url"], key, timeout)
+        stream._secret = Secret.of(key)
 
     def _build(
         self,
@@ -177,16 +343,17 @@ class BaseClient:
         if not model or not isinstance(model, str):
             raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
         messages = as_messages(prompt_or_messages)
-        url, _ = self._endpoint(model, base_url)
+        url = self._endpoint(model, base_url)
         key: str | None = None
-        if not (model.startswith("sim/") and not (base_url or self._base_url)):
-            key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
-            if not key:
-                raise ConfigurationError(
+        if not self._embedded(model, base_url):
+            key = self._key(api_key)
+            if not key and is_nito(url):  # only Nito's own gateway needs one
+                raise MissingAPIKeyError(
                     "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
                     "(models named sim/... run on the embedded simulator and need none)."
                 )
         params = {k: v for k, v in params.items() if v is not None}
+        check_request(messages, params)
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
         body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
@@ -197,7 +364,7 @@ class BaseClient:
 
     def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
         """(base URL, headers, key) of a ``GET /models``."""
-        key = api_key or self._api_key or os.environ.get("NITO_API_KEY")
+        key = self._key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return (base_url or self.base_url).rstrip("/"), headers, key
 
@@ -217,13 +384,14 @@ class BaseClient:
 
     @staticmethod
     def _http_error(stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
-        text = _redact(body.decode("utf-8", "replace"), key)
-        return stream._fail_http(response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
+        if stream._secret is None:  # a bare Stream (models()): the key it sent is redacted too
+            stream._secret = Secret.of(key)
+        return stream._fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
     def _not_event_stream(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
-        text = _redact(body.decode("utf-8", "replace"), key)
-        stream._fail_http(response.status_code, response.headers, text.encode("utf-8"), time.perf_counter_ns())
-        return stream._fail(not_event_stream_error(response.status_code, response.headers, text, self.base_url))
+        error = self._http_error(stream, response, body, key)  # the Stream redacts the body
+        base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
+        return stream._fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
 
     @staticmethod
     def _connect_error(exc: Exception, url: str, stream: Stream) -> NitoError:
@@ -243,10 +411,17 @@ class BaseClient:
             )
         return stream._fail(error)
 
+    @staticmethod
+    def _models_stream(url: str, key: str | None) -> Stream:
+        """A bare Stream for a ``GET /models`` failure: it carries the error, with the key redacted."""
+        stream = Stream({"base_url": url})
+        stream._secret = Secret.of(key)
+        return stream
+
     def _model_list(self, url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
         """The models of a read ``GET /models`` response, or its typed error."""
         if response.status_code >= 400:
-            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
+            raise self._http_error(self._models_stream(url, key), response, response.content, key)
         try:
             value = response.json()
         except ValueError:
@@ -254,14 +429,14 @@ class BaseClient:
         models = value.get("data") if isinstance(value, dict) else value
         if isinstance(models, list):
             return [m for m in models if isinstance(m, dict)]
-        text = _redact(response.content[:_MAX_ERROR_BODY].decode("utf-8", "replace"), key)
+        text = response.content[:_MAX_ERROR_BODY].decode("utf-8", "replace")
         content_type = response.headers.get("content-type") or "no content type"
-        raise TransportError(
+        stream = self._models_stream(url, key)
+        raise stream._fail(TransportError(
             f"GET {url}/models answered {response.status_code} with {content_type}, not a JSON "
             f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
-            "with the API's version, such as /v1.",
-            stream=Stream({"base_url": url}),
-        )
+            "with the API's version, such as /v1."
+        ))
 
     @staticmethod
     def _is_event_stream(response: httpx.Response) -> bool:
@@ -291,7 +466,7 @@ class Client(BaseClient):
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = Stream(meta, raise_errors=raise_errors)
-        stream._client = self
+        self._remember(stream, model, base_url, key, timeout)
         try:
             for attempt in range(self.max_retries + 1):
                 # One clock per Stream: t0 is the first attempt's send, so every timing includes
@@ -307,7 +482,7 @@ class Client(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         # Read from now on, whatever the caller does: arrival times are the
                         # moment the bytes came, not the moment someone iterated.
@@ -342,7 +517,7 @@ class Client(BaseClient):
         try:
             response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
         except httpx.HTTPError as exc:
-            raise self._connect_error(exc, url, Stream({"base_url": url})) from None
+            raise self._connect_error(exc, url, self._models_stream(url, key)) from None
         return self._model_list(url, response, key)
 
     def close(self) -> None:
@@ -379,7 +554,7 @@ class AsyncClient(BaseClient):
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = AsyncStream(meta, raise_errors=raise_errors)
-        stream._client = self
+        self._remember(stream, model, base_url, key, timeout)
 
         async def open_stream(stream: AsyncStream) -> None:
             stream._opener = None
@@ -415,7 +590,7 @@ class AsyncClient(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream.log.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         stream._areads = response.aiter_bytes()
                         stream._aclose_source = response.aclose
@@ -442,7 +617,7 @@ class AsyncClient(BaseClient):
         try:
             response = await http.get(f"{url}/models", headers=headers)
         except httpx.HTTPError as exc:
-            raise self._connect_error(exc, url, Stream({"base_url": url})) from None
+            raise self._connect_error(exc, url, self._models_stream(url, key)) from None
         finally:
             if http is not self._http:
                 await http.aclose()

@@ -1,6 +1,6 @@
 """The live display: a thin, throttled shell over the renderer.
 
-Why it is built this way (measured, see JUPYTER_FACTS.md): one display update per chunk floods the
+Why it is built this way (measured, see docs/JUPYTER.md): one display update per chunk floods the
 kernel's IOPub socket, which then silently drops messages, the final one included; and re-sending
 one growing output is quadratic. So:
 
@@ -221,6 +221,9 @@ class TerminalDisplay:
         self._flush()
         self.finished = True
         lines = [""] if self._content_at or self._reasoning_at else []
+        refusal = getattr(self.state, "refusal", None)
+        if refusal:
+            lines.append(f"Refusal: {refusal}")
         for call in getattr(self.state, "tool_calls", None) or []:
             lines.append(f"tool call {getattr(call, 'name', '?')} ({getattr(call, 'id', '')}):")
             lines.append(str(getattr(call, "arguments", "") or ""))

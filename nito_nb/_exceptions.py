@@ -2,6 +2,7 @@
 
     NitoError
     ├── ConfigurationError        no API key, bad base URL, bad argument
+    │   └── MissingAPIKeyError    no API key for a call that needs one
     ├── APIError                  the gateway answered with an HTTP error before streaming
     │   ├── BadRequestError       400 (and other 4xx without a class of their own)
     │   ├── AuthenticationError   401 / 403
@@ -22,7 +23,8 @@
 
 Every error that concerns a request carries ``.stream``: a :class:`~nito_nb.Stream` holding what
 arrived (for an HTTP error, the status, headers and body in its log). Messages never contain the
-API key or an Authorization header: they are built from the gateway's answer only.
+API key or an Authorization header: they are built from the gateway's answer only, and whatever the
+gateway echoes of the key is taken out first (:class:`Secret`, :func:`redact`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ import json
 import math
 import re
 import time
+import urllib.parse
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, AnyStr
 
 if TYPE_CHECKING:
     from ._stream import Stream
@@ -49,6 +52,7 @@ __all__ = [
     "ConnectionLost",
     "FirstByteTimeout",
     "MidStreamError",
+    "MissingAPIKeyError",
     "NitoError",
     "NotEventStreamError",
     "NotFoundError",
@@ -60,6 +64,70 @@ __all__ = [
     "StreamTruncatedError",
     "TransportError",
 ]
+
+
+#: What a key echoed by the gateway becomes.
+REDACTED = "[redacted]"
+#: Shorter keys are not redacted: a local server's placeholder ("EMPTY", "none", "ollama") is no
+#: secret, and replacing such a word everywhere would corrupt answers.
+MIN_SECRET_LENGTH = 8
+
+
+class Secret:
+    """An API key and every form in which a gateway may echo it back. Never shows itself.
+
+    The forms: the key as it is (also inside ``Bearer <key>``), JSON-escaped (``\\/`` for ``/``,
+    as some JSON encoders write it, and ``\\"``/``\\\\``) and percent-encoded (a key echoed in a
+    URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
+    """
+
+    __slots__ = ("_byte_forms", "_forms", "value")
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        forms = {value, value.replace("/", "\\/"), json.dumps(value)[1:-1], urllib.parse.quote(value, safe="")}
+        # Longest first: a form that contains another is replaced whole.
+        self._forms = tuple(sorted(forms, key=len, reverse=True))
+        self._byte_forms = tuple(form.encode("utf-8") for form in self._forms)
+
+    @classmethod
+    def of(cls, value: str | None) -> Secret | None:
+        return cls(value) if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH else None
+
+    def found_in(self, text: str | bytes | bytearray) -> bool:
+        forms: tuple[Any, ...] = self._byte_forms if isinstance(text, (bytes, bytearray)) else self._forms
+        return any(form in text for form in forms)
+
+    def __repr__(self) -> str:
+        return f"<Secret {REDACTED}>"
+
+
+def redact(text: AnyStr, secret: Secret | None) -> AnyStr:
+    """``text`` (str or bytes) with every form of ``secret`` replaced by ``[redacted]``.
+
+    The one redaction rule: the Stream applies it to everything the gateway sends (body events,
+    error bodies, header values, error messages), interpolation refuses what it would change.
+    """
+    if secret is None:
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        for form in secret._byte_forms:
+            text = text.replace(form, REDACTED.encode())
+        return text
+    for form in secret._forms:
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def redact_error(error: NitoError, secret: Secret | None) -> NitoError:
+    """``error`` with ``secret`` taken out of its message, arguments and body (in place)."""
+    if secret is None:
+        return error
+    error.message = redact(error.message, secret)
+    error.args = tuple(redact(arg, secret) if isinstance(arg, str) else arg for arg in error.args)
+    if isinstance(getattr(error, "body", None), str):
+        error.body = redact(error.body, secret)  # type: ignore[attr-defined]
+    return error
 
 
 class NitoError(Exception):
@@ -75,6 +143,10 @@ class NitoError(Exception):
 
 class ConfigurationError(NitoError, ValueError):
     """A missing API key, a bad base URL or a bad argument."""
+
+
+class MissingAPIKeyError(ConfigurationError):
+    """No API key for a call that needs one (a front end such as ``%%nito`` says how to set it)."""
 
 
 class APIError(NitoError):

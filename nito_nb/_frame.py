@@ -19,10 +19,11 @@ reasoning details of one chunk), ``t`` (float64: seconds since the request was s
 ``kind`` (category: ``response``, ``chunk``, ``comment``, ``done``, ``bad-data``, ``empty``,
 ``other``, ``http-error``), ``bytes`` (Int64: raw bytes of the event; NA on ``part > 0``),
 ``token`` (bool: the event carried answer text, exactly as the accumulator counts it), ``ignored``
-(bool: a chunk after ``[DONE]``, which the answer ignores, PROTOCOL rule 9), ``id``, ``model``,
-``role``, ``content`` (the delta's text), ``reasoning``, ``reasoning_type`` (category:
-``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted`` (its data is never shown as
-text), ``reasoning``, ``reasoning_content``), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
+(bool: a chunk after ``[DONE]``, which the answer ignores, docs/PROTOCOL.md rule 9), ``id``,
+``model``, ``role``, ``content`` (the delta's text), ``refusal`` (the delta's refusal text), ``reasoning``,
+``reasoning_type`` (category: ``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted``
+(its data is never shown as text), ``reasoning``, ``reasoning_content``, ``thinking`` (Mistral's
+thinking parts of ``content``)), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
 ``tool_id``, ``tool_name``, ``tool_args`` (the fragment's piece of the arguments),
 ``finish_reason`` (category), ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
 ``reasoning_tokens``, ``cached_tokens`` (Int64), ``cost`` (float64), ``usage`` (the whole usage
@@ -41,10 +42,11 @@ not keep attrs through every operation, so nothing depends on them).
 Nothing of the answer is lost: joining ``content`` over the rows that are not ``ignored`` gives
 ``s.content``; grouping ``tool_args`` by (``stream``, ``tool_index``) gives each call's arguments,
 also when one chunk carries several fragments (one row per fragment, ``part`` numbers them).
-Choice 0 is the answer (PROTOCOL rule 11); the other choices of ``n > 1`` streams stay in the log
-and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
+Choice 0 is the answer (docs/PROTOCOL.md rule 11); the other choices of ``n > 1`` streams stay in
+the log and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
 summary details when the stream sends any, else its plain ``reasoning`` strings, else its
-``reasoning_content`` strings (they duplicate each other; the duplicates are left out).
+``reasoning_content`` strings, else its ``thinking`` parts (they duplicate each other; the
+duplicates are left out).
 Encrypted details get a row of type ``reasoning.encrypted`` with no text.
 
 Metrics (``df.nito.metrics()``, one row per stream; see docs/METRICS.md)
@@ -71,6 +73,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,11 +81,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._accumulate import PAYLOAD_KEY, _parse_arguments
+from ._accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
 from ._exceptions import error_details
-from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS
+from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, LogFormatError
 from ._sse import SSEDecoder
-from ._stream import STATUSES, Stream, load, read_sse
+from ._stream import STATUSES, Stream, read_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -97,6 +100,7 @@ REASONING_TYPES = (
     "reasoning.encrypted",
     "reasoning",
     "reasoning_content",
+    "thinking",
 )
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error")
 _READABLE = ("reasoning.text", "reasoning.summary")
@@ -123,6 +127,7 @@ COLUMNS: dict[str, str] = {
     "model": "category",
     "role": "category",
     "content": _STRING,
+    "refusal": _STRING,
     "reasoning": _STRING,
     "reasoning_type": "category",
     "reasoning_index": "Int64",
@@ -160,27 +165,44 @@ _CHUNK_KEYS = frozenset(
 )
 _CHOICE_KEYS = frozenset({"index", "delta", "finish_reason"})
 _DELTA_KEYS = frozenset(
-    {"role", "content", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
+    {
+        "role",
+        "content",
+        "refusal",
+        "tool_calls",
+        "reasoning_details",
+        "reasoning",
+        "reasoning_content",
+    }
 )
 
 # -- building a frame ----------------------------------------------------------------------------
 
 
-def frame(source: Any) -> pd.DataFrame:
+def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     """One row per event of one or many streams; see the module docstring for the columns.
 
-    ``source`` is a :class:`~nito_nb.Stream`; a path to a saved log (``.jsonl``, read with
-    ``nito_nb.load``), to a recorded SSE body (any other file, read with ``nito_nb.read_sse``) or to
-    a folder of them (its ``*.jsonl`` and ``*.sse`` files, sorted by name); a list of those; or a
-    mapping ``{label: source}`` to choose the ``stream`` labels. Labels are otherwise the file's
-    stem, or ``"{model}#{i}"`` for a Stream (``i`` its position in the input), made unique.
+    ``source`` is a :class:`~nito_nb.Stream`; a path to a saved log (a ``.jsonl`` written by
+    ``Stream.save``, read with ``nito_nb.load``), to a recorded SSE body (read with
+    ``nito_nb.read_sse``) or to a folder of them (its ``*.jsonl`` and ``*.sse`` files, sorted by
+    name); a list of those; or a mapping ``{label: source}`` to choose the ``stream`` labels. Labels
+    are otherwise the file's stem, or ``"{model}#{i}"`` for a Stream (``i`` its position in the
+    input), made unique.
+
+    A file that cannot be read raises an error that names it (``errors="raise"``); with
+    ``errors="skip"`` it is left out, and one warning lists every file skipped and why (also kept in
+    ``df.attrs["nito_skipped"]``, path -> reason). A log whose last line was cut loads what is
+    complete, with a ``cut-log`` anomaly on its Stream.
 
     A DataFrame (such as a frame read back from Parquet or CSV) is checked and returned with the
     frame's dtypes restored.
     """
+    if errors not in ("raise", "skip"):
+        raise ValueError(f'errors must be "raise" or "skip", not {errors!r}')
     if isinstance(source, pd.DataFrame):
         return _restore(source)
-    items = list(_expand(source))
+    skipped: dict[str, str] = {}
+    items = list(_expand(source, skipped if errors == "skip" else None))
     labels = _unique_labels([label for label, _, _ in items])
     builder = _Builder(labels)
     attrs: dict[str, Any] = {}
@@ -189,14 +211,23 @@ def frame(source: Any) -> pd.DataFrame:
         attrs[label] = _stream_attrs(stream, origin)
     df = builder.build()
     df.attrs["nito"] = attrs
+    if skipped:
+        df.attrs["nito_skipped"] = skipped
+        listed = ", ".join(f"{Path(path).name} ({reason.partition(':')[0]})" for path, reason in skipped.items())
+        warnings.warn(
+            f"nito_nb.frame skipped {len(skipped)} file(s) it cannot read: {listed}; "
+            "why: df.attrs['nito_skipped']",
+            stacklevel=3,  # the caller of nito_nb.frame
+        )
     return df
 
 
-def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
-    """(default label, Stream, path or None) for every stream in ``source``."""
+def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, Stream, str | None]]:
+    """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
+    read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
     if isinstance(source, Mapping):
         for label, item in source.items():
-            for _, stream, origin in _expand(item):
+            for _, stream, origin in _expand(item, skipped):
                 yield str(label), stream, origin
         return
     if isinstance(source, (Stream, str, os.PathLike)):
@@ -214,15 +245,21 @@ def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
                 files = sorted(
                     p for p in path.iterdir() if p.suffix in (".jsonl", ".sse") and p.is_file()
                 )
-                for file in files:
-                    yield file.stem, _open(file), str(file)
             elif path.is_file():
-                yield path.stem, _open(path), str(path)
+                files = [path]
             else:
-                raise FileNotFoundError(
+                error = FileNotFoundError(
                     f"{os.fspath(item)!r} is neither a file nor a folder: nito_nb.frame takes "
                     "Streams, saved logs (.jsonl), recorded SSE files or folders of them"
                 )
+                if skipped is None:
+                    raise error
+                skipped[os.fspath(item)] = f"FileNotFoundError: {error}"
+                continue
+            for file in files:
+                opened = _open(file, skipped)
+                if opened is not None:
+                    yield file.stem, opened, str(file)
         else:
             raise TypeError(
                 f"nito_nb.frame cannot read a {type(item).__name__}: pass Streams, paths to saved "
@@ -230,8 +267,18 @@ def _expand(source: Any) -> Iterable[tuple[str, Stream, str | None]]:
             )
 
 
-def _open(path: Path) -> Stream:
-    return load(path) if path.suffix in (".jsonl", ".json") else read_sse(path)
+def _open(path: Path, skipped: dict[str, str] | None) -> Stream | None:
+    """The Stream of one file; an error names the file (or, when skipping, is noted and None)."""
+    try:
+        return read_file(path)
+    except (OSError, ValueError) as exc:  # LogFormatError, a bad byte, a damaged line...
+        reason = f"{type(exc).__name__}: {exc}"
+        if skipped is not None:
+            skipped[str(path)] = reason
+            return None
+        if str(path) in str(exc) or isinstance(exc, OSError):
+            raise
+        raise LogFormatError(f"{str(path)!r}: {reason}") from exc
 
 
 def _unique_labels(labels: list[str]) -> list[str]:
@@ -318,6 +365,7 @@ class _ChunkInfo:
         "items",
         "plain",
         "plain_content",
+        "plain_thinking",
         "readable",
         "targets",
         "values",
@@ -329,7 +377,7 @@ class _ChunkInfo:
         self.carried = False  # reasoning or tool-argument text (content is judged per row)
         self.fragments: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (fragment, its columns)
         self.items: list[tuple[str, int | None, str | None]] = []  # (reasoning type, index, text)
-        self.readable = self.plain = self.plain_content = False
+        self.readable = self.plain = self.plain_content = self.plain_thinking = False
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
 
 
@@ -396,19 +444,35 @@ def _read_chunk(chunk: Any, error_event: bool) -> _ChunkInfo | None:
             delta = choice.get("delta")
             if delta and isinstance(delta, dict):
                 extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in _DELTA_KEYS)
-                _read_delta(delta, info)
+                unread = _read_delta(delta, info)
+                if unread:
+                    extras["delta.content"] = unread  # parts of types nobody reads, kept as sent
     if extras:
         values.append(("extras", _json(extras)))
     return info
 
 
-def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> None:
+def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> list[Any]:
+    """Fill ``info`` from one delta; return the content parts nobody reads (kept in ``extras``)."""
     role = delta.get("role")
     if role is not None:
         info.values.append(("role", str(role)))
     content = delta.get("content")
+    unread: list[Any] = []
+    if isinstance(content, list):  # Mistral's parts: text is the answer, thinking is reasoning
+        parts = read_content_parts(content)
+        content = "".join(parts.text) if parts.text else None
+        thinking = "".join(parts.thinking)
+        if thinking:
+            info.items.append(("thinking", None, thinking))
+            info.carried = info.plain_thinking = True
+        unread = parts.unread
     if isinstance(content, str):
         info.content = content if info.content is None else info.content + content
+    refusal = delta.get("refusal")
+    if isinstance(refusal, str):
+        info.values.append(("refusal", refusal))
+        info.carried = info.carried or bool(refusal)
     calls = delta.get("tool_calls")
     if calls and isinstance(calls, list):
         for fragment in calls:
@@ -452,6 +516,7 @@ def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> None:
                 info.plain = True
             else:
                 info.plain_content = True
+    return unread
 
 
 def _usage_values(usage: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -534,7 +599,7 @@ class _Builder:
         infos = self._infos
         contents = cols["content"]
         reasoning_items: list[tuple[int, list[tuple[str, int | None, str | None]]]] = []
-        has_readable = has_plain = has_plain_content = False
+        has_readable = has_plain = has_plain_content = has_plain_thinking = False
         tools = _ToolIndexer()
         for seq, info_index, text in plan:
             info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
@@ -564,14 +629,22 @@ class _Builder:
                     has_readable = has_readable or info.readable
                     has_plain = has_plain or info.plain
                     has_plain_content = has_plain_content or info.plain_content
+                    has_plain_thinking = has_plain_thinking or info.plain_thinking
             if carried and not dropped:
                 token[seq + 1] = True
 
-        # Readable reasoning, as the accumulator shows it (PROTOCOL rule 4): details when there
-        # are readable ones, else the plain strings of one name (the other duplicates them).
+        # Readable reasoning, as the accumulator shows it (docs/PROTOCOL.md rule 4): details when there
+        # are readable ones, else the plain strings of one source (the others duplicate them).
         plain = None
         if not has_readable:
-            plain = "reasoning" if has_plain else "reasoning_content" if has_plain_content else None
+            for name, present in (
+                ("reasoning", has_plain),
+                ("reasoning_content", has_plain_content),
+                ("thinking", has_plain_thinking),
+            ):
+                if present:
+                    plain = name
+                    break
         for row, items in reasoning_items:
             self._put_parts(
                 row,
@@ -1197,7 +1270,7 @@ class NitoAccessor:
     def usage(self) -> pd.DataFrame:
         """One row per stream (index ``stream``): ``prompt_tokens``, ``completion_tokens``,
         ``total_tokens``, ``reasoning_tokens``, ``cached_tokens``, ``cost``, from the stream's last
-        usage object (PROTOCOL rule 6); NA when the stream reported none."""
+        usage object (docs/PROTOCOL.md rule 6); NA when the stream reported none."""
         df = self._df
         codes, labels = self._streams()
         mask = df["usage"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)

@@ -1,6 +1,6 @@
 """Interpolation of a prompt: ``{name}``, ``{obj.attr}``, ``{In[3]}`` filled from a namespace.
 
-Pure: no I/O, no globals, never raises. A prompt is not a program, so nothing in it is ``eval``-ed:
+Pure: no I/O, no globals. A prompt is not a program, so nothing in it is ``eval``-ed:
 the text between braces is parsed with ``ast`` and only an allowlist is evaluated by walking the
 tree by hand:
 
@@ -15,14 +15,23 @@ Anything else is left verbatim, braces included: unknown names, code (``{k: v fo
 ``function() { return 1; }``), JSON objects, and any lookup or formatting that fails. ``{{`` and
 ``}}`` outside such a group become ``{`` and ``}``. One pass: inserted values are never expanded
 again, whatever braces they contain.
+
+The one error: a group whose lookup passes through the API key (given as ``secrets``) raises
+:class:`~nito_nb.ConfigurationError`, so that ``{os.environ}`` cannot send the key to a model and
+show it in the output. "Passes through" means the value, or any text met on the way to it, holds
+the key in one of the forms the redaction rule knows (``_exceptions.redact``): a slice or a format
+spec cannot take a piece of it out either (``{os.environ["NITO_API_KEY"][::2]}``). Keys shorter
+than ``MIN_SECRET_LENGTH`` are placeholders, not secrets, and are not looked for.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ._exceptions import ConfigurationError, Secret, redact
 
 __all__ = ["interpolate"]
 
@@ -37,11 +46,18 @@ class _NotAllowed(Exception):
     """The group is not an allowed expression, or its value cannot be had: keep it verbatim."""
 
 
-def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
+class _Secret(Exception):
+    """The group's lookup reached the key: refuse the whole prompt (private: no object of the
+    user's can raise it, so it is never mistaken for a failing property)."""
+
+
+def interpolate(text: str, namespace: Mapping[str, Any], *, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with each allowed ``{...}`` replaced by its value from ``namespace`` (see the module).
 
-    Never raises: whatever cannot be filled is kept as written.
+    Whatever cannot be filled is kept as written. Raises ConfigurationError, and only then, when a
+    group would put one of ``secrets`` (the API key) into the text.
     """
+    guards = tuple(secret for secret in map(Secret.of, secrets) if secret is not None)
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -64,7 +80,16 @@ def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
             out.append(text[brace:])
             break
         group = text[brace : end + 1]
-        out.append(_fill(group[1:-1], namespace, group))
+        try:
+            out.append(_fill(group[1:-1], namespace, group, guards))
+        except _Secret:
+            shown = group if len(group) <= 60 else group[:57] + "..."
+            for secret in guards:
+                shown = redact(shown, secret)
+            raise ConfigurationError(
+                f"{shown} would put the API key into the prompt, so nothing was sent: take it out "
+                "of the prompt (or double its braces, {{...}}, to send them as text)."
+            ) from None
         i = end + 1
     return "".join(out)
 
@@ -92,7 +117,7 @@ def _matching(text: str, start: int) -> int:
     return -1
 
 
-def _fill(inner: str, namespace: Mapping[str, Any], verbatim: str) -> str:
+def _fill(inner: str, namespace: Mapping[str, Any], verbatim: str, guards: tuple[Secret, ...] = ()) -> str:
     # Surrounding spaces, nested braces and newlines mark code, not a slot: `{ return x; }`.
     if (
         not inner
@@ -109,12 +134,16 @@ def _fill(inner: str, namespace: Mapping[str, Any], verbatim: str) -> str:
         if spec is not None and not _FORMAT_SPEC.fullmatch(spec):
             return verbatim
         tree = ast.parse(expr, mode="eval")
-        value = _evaluate(tree.body, namespace)
+        value = _evaluate(tree.body, namespace, guards)
         if conversion == "r":
             value = repr(value)
         elif conversion == "a":
             value = ascii(value)
-        return format(value, spec or "") if spec is not None else str(value)
+        filled = format(value, spec or "") if spec is not None else str(value)
+        _guard(filled, guards)
+        return filled
+    except _Secret:
+        raise
     except _NotAllowed:
         return verbatim
     except Exception:  # a failing property, __str__ or __format__ of the user's own object
@@ -144,18 +173,29 @@ def _split(inner: str) -> tuple[str, str | None, str | None]:
     return inner, None, None
 
 
-def _evaluate(node: ast.expr, namespace: Mapping[str, Any]) -> Any:
+def _evaluate(node: ast.expr, namespace: Mapping[str, Any], guards: tuple[Secret, ...] = ()) -> Any:
     if isinstance(node, ast.Name):
         if node.id not in namespace:
             raise _NotAllowed(node.id)
-        return namespace[node.id]
-    if isinstance(node, ast.Attribute):
+        value = namespace[node.id]
+    elif isinstance(node, ast.Attribute):
         if node.attr.startswith("__"):
             raise _NotAllowed(node.attr)
-        return getattr(_evaluate(node.value, namespace), node.attr)
-    if isinstance(node, ast.Subscript):
-        return _evaluate(node.value, namespace)[_key(node.slice)]
-    raise _NotAllowed(type(node).__name__)
+        value = getattr(_evaluate(node.value, namespace, guards), node.attr)
+    elif isinstance(node, ast.Subscript):
+        value = _evaluate(node.value, namespace, guards)[_key(node.slice)]
+    else:
+        raise _NotAllowed(type(node).__name__)
+    # Text met on the way counts, not only the result: a slice or an index of the key is a piece
+    # of it. (Other values are looked at once formatted, by _fill.)
+    if isinstance(value, (str, bytes, bytearray)):
+        _guard(value, guards)
+    return value
+
+
+def _guard(value: str | bytes | bytearray, guards: tuple[Secret, ...]) -> None:
+    if any(secret.found_in(value) for secret in guards):
+        raise _Secret
 
 
 def _key(node: ast.expr) -> Any:

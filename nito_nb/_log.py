@@ -42,7 +42,8 @@ def clean_headers(headers: Any) -> dict[str, str]:
 
 
 class LogFormatError(ValueError):
-    """A file that is not a nito_nb log (or a newer version of one)."""
+    """A file that nito_nb cannot read as a stream: not a saved log (or a newer version of one),
+    not a recorded SSE body."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,9 @@ class ChunkLog:
         self.attempts = 1
         self.headers: dict[str, str] = {}
         self.end: dict[str, Any] = {}  # how the stream ended: status, error text; set by the Stream
+        #: Set by :func:`read_log` when the file was cut (its last line incomplete, or no end
+        #: record): what was lost. The complete events are loaded all the same.
+        self.cut: str | None = None
         self._times = array("q")
         self._ends = array("q")
         self._kinds = bytearray()
@@ -253,19 +257,33 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
         log.timed = header.get("timed") is not False  # logs saved before the key were all timed
         log.attempts = int(header.get("attempts") or 1)
         events: list[tuple[int, int | None, bytes]] = []
+        ended = False
+        number = 1
         for number, line in enumerate(f, start=2):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
+                if not isinstance(item, dict):
+                    raise ValueError("not a JSON object")
             except ValueError as exc:
-                raise LogFormatError(f"line {number} of {os.fspath(path)!r} is not JSON: {exc}") from None
+                if f.read().strip():  # more lines follow: damaged, not cut
+                    raise LogFormatError(f"line {number} of {os.fspath(path)!r} is not JSON: {exc}") from None
+                # The last line was cut (a copy or a save that did not finish): keep what is whole.
+                log.cut = (
+                    f"the file was cut: its last line ({number}) is incomplete; the {len(events)} "
+                    "events before it are loaded"
+                )
+                break
             if "end" in item:
                 log.end = item["end"] or {}
+                ended = True
                 continue
             raw = (
                 base64.b64decode(item["raw_b64"]) if "raw_b64" in item else item.get("raw", "").encode("utf-8")
             )
             kind = KINDS.index(item["kind"]) if item.get("kind") in KINDS else None
             events.append((t0 + int(item.get("dt_ns", 0)), kind, raw))
+    if not ended and log.cut is None:  # Stream.save always writes the end record last
+        log.cut = f"the file was cut after line {number}: it has no end record; its {len(events)} events are loaded"
     return log, events

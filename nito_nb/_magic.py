@@ -12,7 +12,7 @@ always reaches the notebook before the cell goes idle (which is what nbclient sa
 
 Several models (``-m a,b,c``) stream concurrently on an asyncio loop in a worker thread, which only
 iterates the streams; this thread renders them side by side at the display's rate (ipykernel 7
-sends output from other threads to the latest cell, see JUPYTER_FACTS.md).
+sends output from other threads to the latest cell, see docs/JUPYTER.md).
 
 Configuration is the ``Nito`` configurable (``%config Nito.model = "..."``, ``ipython_config.py``,
 ``NITO_MODEL``); the API key only ever comes from ``NITO_API_KEY`` and is never shown.
@@ -25,12 +25,14 @@ import contextlib
 import html
 import inspect
 import json
+import math
 import os
 import re
 import sys
 import threading
 import time
 import typing
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,10 +41,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
-from traitlets import Bool, CFloat, CInt, Dict, Unicode, default, validate
+from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ._exceptions import NitoError
+from ._client import check_request
+from ._exceptions import ConfigurationError, MissingAPIKeyError, NitoError
 from ._interpolate import interpolate
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
@@ -89,22 +92,86 @@ class Nito(Configurable):
     def _default_model(self) -> str:
         return os.environ.get("NITO_MODEL", "").strip() or "sim/chat"
 
+    # Every setting with a domain is checked on assignment: a TraitError makes traitlets keep the
+    # old value (it rolls back what it was loading), and %config prints its message on one line.
+
+    @validate("model")
+    def _check_model(self, proposal: Any) -> str:
+        value = proposal["value"]
+        names = [name.strip() for name in value.split(",")]
+        if not all(names) or any(len(name.split()) != 1 for name in names):
+            raise _refused("model", "a model id, or several separated by commas (no spaces inside an id)", value)
+        return ",".join(names)
+
     @validate("format")
     def _check_format(self, proposal: Any) -> str:
-        return _format_or_raise(proposal["value"], ValueError)
+        try:
+            return _format_or_raise(proposal["value"], ValueError)
+        except ValueError as exc:
+            raise TraitError(f"Nito.{exc}: the setting is unchanged.") from None
 
     @validate("reasoning")
     def _check_reasoning(self, proposal: Any) -> str | None:
         value = proposal["value"]
         if value not in (None, "", *REASONING_EFFORTS):
-            raise ValueError(f"Nito.reasoning must be one of {', '.join(REASONING_EFFORTS)}, not {value!r}")
+            raise _refused("reasoning", f"one of {', '.join(REASONING_EFFORTS)} (or None)", value)
         return value or None
+
+    @validate("temperature", "max_tokens")
+    def _check_body_field(self, proposal: Any) -> Any:
+        name, value = proposal["trait"].name, proposal["value"]
+        if value is not None:
+            _check_params(name, {name: value})
+        return value
+
+    @validate("params")
+    def _check_params(self, proposal: Any) -> dict[str, Any]:
+        _check_params("params", proposal["value"])
+        return proposal["value"]
+
+    @validate("history")
+    def _check_history(self, proposal: Any) -> int:
+        if proposal["value"] < 0:
+            raise _refused("history", "a number of turns, 0 or more (0: no limit)", proposal["value"])
+        return proposal["value"]
 
     @validate("max_rate")
     def _check_rate(self, proposal: Any) -> float:
-        if not proposal["value"] > 0:
-            raise ValueError(f"Nito.max_rate must be positive, not {proposal['value']!r}")
-        return float(proposal["value"])
+        value = proposal["value"]
+        if not (math.isfinite(value) and value > 0):
+            raise _refused("max_rate", "a positive number of updates per second", value)
+        return float(value)
+
+    @validate("timeout")
+    def _check_timeout(self, proposal: Any) -> float | None:
+        value = proposal["value"]
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise _refused("timeout", "a positive number of seconds (or None for the engine's)", value)
+        return value
+
+    @validate("base_url")
+    def _check_base_url(self, proposal: Any) -> str | None:
+        value = proposal["value"]
+        if not value:
+            return None
+        parts = urllib.parse.urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise _refused("base_url", "an http:// or https:// URL (or None)", value)
+        return value.strip()
+
+
+def _refused(name: str, domain: str, value: Any) -> TraitError:
+    return TraitError(f"Nito.{name} must be {domain}, not {value!r}: the setting is unchanged.")
+
+
+def _check_params(name: str, params: dict[str, Any]) -> None:
+    """A setting that ends in the request body: the client's own check of a request."""
+    from ._client import check_request
+
+    try:
+        check_request([], params)
+    except ConfigurationError as exc:
+        raise TraitError(f"Nito.{name}: {exc.message} The setting is unchanged.") from None
 
 
 def _format_or_raise(value: str, error: type[Exception]) -> str:
@@ -232,10 +299,17 @@ def run_tool(functions: dict[str, Callable[..., Any]], call: Any) -> dict[str, A
 # -- small helpers -------------------------------------------------------------------------------
 
 
-def _param_value(text: str) -> Any:
+def _param_value(key: str, text: str) -> Any:
+    """``--param KEY=VALUE``: VALUE as JSON; a bare word is a string, but something that starts
+    like JSON (an object, a list, a quoted string) and does not parse is a mistake, not a string."""
     try:
         return json.loads(text)
-    except ValueError:
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "[", '"'):
+            raise UsageError(
+                f"--param {key}: the value is not valid JSON ({exc}): {text[:80]!r}. "
+                "Quote the whole value, e.g. --param sim='{\"tps\": 20}'"
+            ) from None
         return text  # a bare word: a string
 
 
@@ -249,10 +323,30 @@ def _slug(model: str) -> str:
     return re.sub(r"[^\w.-]+", "-", model).strip("-") or "model"
 
 
+#: How the magic's user sets the key (the engine's message names api_key=..., which a cell lacks).
+NO_KEY = (
+    "No API key: set the NITO_API_KEY environment variable before starting Jupyter, or in the "
+    "notebook without writing the key in it: import os, getpass; "
+    "os.environ['NITO_API_KEY'] = getpass.getpass(). Models named sim/... need no key."
+)
+ERROR_LINE_CHARS = 500
+
+
 def _error_line(error: BaseException) -> None:
-    """One short line on stderr instead of a traceback (the display already shows the banner)."""
-    message = getattr(error, "message", None) or str(error)
-    print(f"nito: {type(error).__name__}: {' '.join(str(message).split())[:500]}", file=sys.stderr)
+    """One short line on stderr instead of a traceback (the display already shows the banner).
+
+    The whole message, hint included (an APIError's ``str`` ends with what to do, its ``.message``
+    is only the gateway's words); a long one loses its middle, never its end.
+    """
+    text = " ".join(str(error).split())
+    if len(text) > ERROR_LINE_CHARS:
+        text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
+    print(f"nito: {type(error).__name__}: {text}", file=sys.stderr)
+
+
+def _usage_error(error: ConfigurationError) -> UsageError:
+    """A request refused before it was sent (a user's mistake): one line, in the magic's terms."""
+    return UsageError(NO_KEY if isinstance(error, MissingAPIKeyError) else error.message)
 
 
 def _in_kernel() -> bool:
@@ -307,6 +401,63 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
             "error": error,
         })
     return pd.DataFrame(rows)
+
+
+#: ``%nito history``: a prompt is shown up to this many characters.
+HISTORY_PROMPT_CHARS = 80
+
+
+def _cost(stream: Any) -> float | None:
+    usage = stream.usage if isinstance(stream.usage, dict) else {}
+    cost = usage.get("cost")
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
+def _prompt(stream: Any) -> str:
+    """The last user message of the request, on one line, shortened."""
+    text = ""
+    for message in reversed(stream.request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # content parts: their text
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            text = " ".join(str(content or "").split())
+            break
+    return text if len(text) <= HISTORY_PROMPT_CHARS else text[: HISTORY_PROMPT_CHARS - 1] + "…"
+
+
+def history_table(streams: Sequence[Any]) -> Any:
+    """``%nito history``: one row per Stream of the session, oldest first: when it was sent, the
+    prompt, the metrics, its cost and the running cost of the session so far."""
+    import pandas as pd
+
+    table = metrics_table(streams)
+    costs = pd.Series([_cost(s) for s in streams], index=table.index, dtype="float64")
+    front = {
+        # The kernel's local clock, to the second: what the user compares with their own.
+        "time": pd.Series(
+            [pd.Timestamp(s.t0_wall.astimezone()).tz_localize(None).floor("s") for s in streams],
+            index=table.index, dtype="datetime64[ns]",
+        ),
+        "prompt": pd.Series([_prompt(s) for s in streams], index=table.index, dtype=object),
+        "model": table.pop("model"),
+        "status": table.pop("status"),
+        "cost": costs,
+        "cost_total": costs.fillna(0).cumsum(),  # what the session has spent so far
+    }
+    for position, (name, column) in enumerate(front.items()):
+        table.insert(position, name, column)
+    return table
+
+
+def cost_line(streams: Sequence[Any]) -> str:
+    """``%nito cost``: the session's running total, and how many streams reported no cost."""
+    costs = [_cost(s) for s in streams]
+    known = [c for c in costs if c is not None]
+    line = f"nito: ${sum(known):.6f} over {len(streams)} stream(s) in this session".replace(".000000", "")
+    if len(known) < len(streams):
+        line += f" ({len(streams) - len(known)} reported no cost)"
+    return line
 
 
 def comparison_table(streams: Sequence[Any]) -> Any:
@@ -393,7 +544,7 @@ class _Grid:
 
 @magics_class
 class NitoMagics(Magics):
-    """``%%nito`` (a prompt, streamed live) and ``%nito help|config|models|history|last|reset``."""
+    """``%%nito`` (a prompt, streamed live) and ``%nito help|config|models|history|cost|last|reset``."""
 
     def __init__(self, shell: Any, settings: Nito) -> None:
         super().__init__(shell)
@@ -442,15 +593,29 @@ class NitoMagics(Magics):
         ``Nito.history`` turns are sent again. The stop button ends the stream: what arrived stays,
         marked stopped. Errors show under the answer with a one-line message (``--raise`` raises).
 
-        Line magic: ``%nito help | config | models | history | last | reset``, and
+        Line magic: ``%nito help | config | models | history | cost | last | reset``, and
         ``%nito --replay PATH [--speed X]``.
         Defaults: ``%config Nito.model = "..."`` (see ``%config Nito``); key: ``NITO_API_KEY``.
         """
-        if cell is None:
-            return self._line(line)
-        args = _parse(self.nito, line)
-        self._cell(args, cell)
-        return None
+        kept = len(self.streams)
+        try:
+            if cell is None:
+                return self._line(line)
+            args = _parse(self.nito, line)
+            self._cell(args, cell)
+            return None
+        except KeyboardInterrupt as interrupt:
+            # The stop button: the cell still ends as interrupted (Run All stops there), but shown
+            # as one line, not the frames of the socket read it landed in. IPython prints what an
+            # exception's _render_traceback_ returns instead of its traceback.
+            where = (
+                "what arrived is kept in _nito, marked stopped"
+                if len(self.streams) > kept
+                else "nothing was kept"
+            )
+            line_ = f"KeyboardInterrupt: nito stopped; {where}."
+            interrupt._render_traceback_ = lambda: [line_]  # type: ignore[attr-defined]
+            raise
 
     @property
     def namespace(self) -> dict[str, Any]:
@@ -471,7 +636,10 @@ class NitoMagics(Magics):
         if command == "models":
             return self._models()
         if command == "history":
-            return metrics_table(self.streams)
+            return history_table(self.streams)
+        if command == "cost":
+            print(cost_line(self.streams))
+            return None
         if command == "last":
             if _last is None:
                 print("nito: no stream yet: run a %%nito cell first")
@@ -493,14 +661,18 @@ class NitoMagics(Magics):
             print("nito: chats, history and the last stream cleared")
             return None
         raise UsageError(
-            f"%nito {command}: unknown command. Use %nito help | config | models | history | last "
-            "| reset, or %%nito as a cell magic with the prompt in the cell."
+            f"%nito {command}: unknown command. Use %nito help | config | models | history | cost | "
+            "last | reset, or %%nito as a cell magic with the prompt in the cell."
         )
 
     def _help(self) -> str:
-        usage = self.nito.__doc__ or ""
+        # magic_arguments opens the docstring with a reST literal block ("::") of argparse's usage
+        # under the line magic's name (%nito); the options are listed below it anyway, so the help
+        # drops that block, and the reST double backquotes.
+        usage = inspect.cleandoc(self.nito.__doc__ or "")
+        usage = re.sub(r"\A::\n\n\s*%nito .*?\n\n", "", usage, flags=re.DOTALL).replace("``", "")
         return (
-            "%%nito [options]  -- then the prompt in the cell\n\n" + inspect.cleandoc(usage) + "\n\n"
+            "%%nito [options]  -- then the prompt in the cell\n\n" + usage + "\n\n"
             "Tool calls are shown (name and arguments, live); they are never executed unless you add\n"
             "--run-tools (then the --tools functions run and their results go back to the model).\n"
             "Examples:\n"
@@ -569,7 +741,10 @@ class NitoMagics(Magics):
             raise UsageError("--run-tools runs the --tools functions of one model: give --tools and one -m")
         prompt = cell.strip("\n")
         if settings.interpolate and not args.no_interpolate:
-            prompt = interpolate(prompt, self.namespace)
+            try:  # its one refusal: a {group} that would put the key (NITO_API_KEY) in the prompt
+                prompt = interpolate(prompt, self.namespace, secrets=[os.environ.get("NITO_API_KEY")])
+            except NitoError as exc:
+                raise UsageError(exc.message) from None
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%nito line")
         params = self._params(args)
@@ -584,6 +759,10 @@ class NitoMagics(Magics):
             for turn in self.chats.get(args.chat, []):
                 messages.extend(turn)
         messages.append(user)
+        try:
+            check_request(messages, params)  # the client's own check, before anything is sent
+        except ConfigurationError as exc:
+            raise _usage_error(exc) from None
         if len(models) == 1:
             self._run_one(messages, models[0], params, args, fmt, user)
         else:
@@ -609,7 +788,11 @@ class NitoMagics(Magics):
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
                 raise UsageError(f"--param takes KEY=VALUE, not {item!r}")
-            params[key.strip()] = _param_value(value)
+            try:  # the name first: a value given under a name like api_key is never echoed
+                check_request([], {key.strip(): None})
+            except ConfigurationError as exc:
+                raise _usage_error(exc) from None
+            params[key.strip()] = _param_value(key.strip(), value)
         return params
 
     def _connection(self) -> dict[str, Any]:
@@ -659,6 +842,8 @@ class NitoMagics(Magics):
 
         try:
             stream = nito_nb.stream(messages, model=model, raise_errors=False, **self._connection(), **params)
+        except ConfigurationError as exc:  # refused before sending (no key...): nothing to show
+            raise _usage_error(exc) from None
         except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
             self._show_ended(exc.stream, fmt, args, started)
             if args.raise_:
@@ -706,7 +891,9 @@ class NitoMagics(Magics):
             try:
                 streams.append(client.stream(messages, model=model, raise_errors=False, **params))
                 names.append(model)
-            except NitoError as exc:  # e.g. no key for a gateway model: the others still run
+            except MissingAPIKeyError:  # a gateway model without a key: the others still run
+                print(f"nito: {model}: {NO_KEY}", file=sys.stderr)
+            except NitoError as exc:
                 _error_line(exc)
         if not streams:
             return
@@ -794,15 +981,15 @@ class NitoMagics(Magics):
     # -- replay ----------------------------------------------------------------------------------
 
     def _replay(self, args: Any, fmt: str) -> None:
-        from ._stream import Stream, load, read_sse
+        from ._stream import Stream, read_file
 
         path = Path(args.replay).expanduser()
         if not path.is_file():
             raise UsageError(f"--replay: no such file: {str(path)!r}")
         try:
-            recorded = load(path) if path.suffix == ".jsonl" else read_sse(path)
+            recorded = read_file(path)
         except Exception as exc:
-            raise UsageError(f"--replay: cannot read {path.name}: {exc}") from None
+            raise UsageError(f"--replay: cannot read {path.name}: {' '.join(str(exc).split())}") from None
         if recorded.status == "failed" or not len(recorded.log):
             display = self._display(recorded, fmt)
             display.finish()
@@ -890,6 +1077,22 @@ def load_ipython_extension(ipython: Any) -> None:
             settings = configurable
             break
     else:
-        settings = Nito(parent=ipython)
+        settings = _settings(ipython)
         ipython.configurables.append(settings)
     ipython.register_magics(NitoMagics(ipython, settings))
+
+
+def _settings(ipython: Any) -> Nito:
+    """The Nito configurable with the IPython configuration's values (``c.Nito.x`` in
+    ``ipython_config.py``); a value a setting refuses is left out with one line, not a traceback
+    that would stop ``%load_ext``."""
+    try:
+        return Nito(parent=ipython)
+    except TraitError:
+        settings = Nito()
+    for name, value in dict(ipython.config.get("Nito", {})).items():
+        try:
+            setattr(settings, name, value)
+        except (TraitError, AttributeError) as exc:
+            print(f"nito: ipython config: {exc}", file=sys.stderr)
+    return settings

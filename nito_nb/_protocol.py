@@ -7,7 +7,9 @@ layout the first time ``json.loads`` has parsed it, keyed by the exact text arou
 string; a later chunk with the same text around its content is rebuilt from that template with its
 own content, without parsing. The result is equal to ``json.loads(data)``: only the content differs
 between chunks of one layout, and only chunks whose other values are all scalars are templates, so
-no nested object is shared between two results. Anything else goes to ``json.loads``.
+no nested object is shared between two results. Anything else goes to ``json.loads``: among
+others Mistral's chunks whose ``delta.content`` is a list of parts (its text is not a string there,
+so no template ever matches them; ``test_protocol.py`` checks it).
 """
 
 from __future__ import annotations

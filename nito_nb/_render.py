@@ -4,7 +4,7 @@ Model text is data, never markup that runs. Every string the gateway controls (c
 tool names and arguments, error messages, the model name, usage values, anomalies) reaches the HTML
 either escaped, or through markdown-it with raw HTML off and only http(s)/mailto/relative links. We
 emit ``text/html`` + ``text/plain`` and never ``text/markdown``: JupyterLab renders Markdown
-outputs with their raw HTML live (see JUPYTER_FACTS.md), so it is not a safe sink.
+outputs with their raw HTML live (see docs/JUPYTER.md), so it is not a safe sink.
 
 The answer is split into blocks (``split_blocks``) so that a live display sends each finished block
 once and re-sends only a small tail: traffic stays linear in the answer length.
@@ -18,9 +18,9 @@ Public pieces:
 - ``status_text(state) -> str``: the one-line summary
 - ``RenderCache``: optional memo a live caller passes to ``render_parts`` (results never depend on it)
 
-``state`` is duck-typed like a Stream (ENGINE_API.md): ``content, reasoning, tool_calls, status,
-model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done``; missing attributes
-count as empty.
+``state`` is duck-typed like a Stream (docs/ENGINE_API.md): ``content, reasoning, refusal,
+tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done,
+free_tier``; missing attributes count as empty.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ FREEZE_CHARS = 4096
 #: While streaming, long reasoning and tool arguments show only their last characters.
 WINDOW_CHARS = 2048
 _MAX_ANOMALIES_LISTED = 20
+#: A growing answer longer than this (about a screen) shows a progress footer under its live tail.
+PROGRESS_AFTER_CHARS = 3000
+#: The status line shows a ``free_tier`` object in at most this many characters.
+_FREE_TIER_CHARS = 160
 _MAX_ERROR_CHARS = 4000
 
 _RUNNING = ("waiting", "streaming")
@@ -92,6 +96,7 @@ _STATUS_STYLE = (
     "font-family: var(--jp-ui-font-family, system-ui, sans-serif);"
     " font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color2, #888);"
 )
+_PROGRESS_STYLE = _STATUS_STYLE + " margin-top: 4px;"
 _PRE_STYLE = (
     "white-space: pre-wrap; overflow-wrap: anywhere; margin: 0;"
     " font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px);"
@@ -731,11 +736,11 @@ def status_text(state: Any) -> str:
     if ttft is not None:
         items.append(f"TTFT {ttft:.2f} s")
     if elapsed is not None:
-        items.append(f"{elapsed:.2f} s total")
+        items.append(f"{elapsed:.2f} s {'so far' if status in _RUNNING else 'total'}")
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
-    # DESIGN.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
+    # docs/METRICS.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
     completion = _real(usage.get("completion_tokens"))
     count, unit = (
         (completion, "tok/s (usage)")
@@ -771,7 +776,43 @@ def status_text(state: Any) -> str:
         items.append(
             "cost $" + (f"{cost:.6f}".rstrip("0").rstrip(".") if cost < 100 else f"{cost:,.2f}")
         )
+    free_tier = getattr(state, "free_tier", None)
+    if free_tier is not None:
+        items.append(f"free tier: {_compact(free_tier, _FREE_TIER_CHARS)}")
     return " · ".join(items)
+
+
+def _compact(value: Any, limit: int) -> str:
+    """A gateway's object on one short line: ``key=value, ...`` for a flat dict, else JSON (the
+    caller escapes it; whitespace, newlines included, is collapsed)."""
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        text = ", ".join(f"{k}={v}" for k, v in value.items())
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        except ValueError:  # a circular structure: it cannot come from JSON, show its type only
+            text = type(value).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def progress_text(state: Any) -> str:
+    """The footer of a long growing answer: how long and how much so far (the status line, at the
+    top of the output, has scrolled out of view by then)."""
+    elapsed = _real(getattr(state, "elapsed", None))
+    n_chunks = getattr(state, "n_chunks", None)
+    items = [f"{elapsed:,.0f} s" if elapsed is not None else None]
+    if _number(n_chunks) is not None:
+        items.append(f"{n_chunks:,} chunks")
+    shown = " · ".join(i for i in items if i)
+    return f"{_SYMBOLS['streaming']} streaming… {shown} so far" if shown else f"{_SYMBOLS['streaming']} streaming…"
+
+
+def _with_progress(part: Part, state: Any) -> Part:
+    # In the HTML only: the plain text of an answer part stays the answer's text (what a reader of
+    # text/plain, or a copy of it, gets), and the footer goes when the block is finished.
+    footer = f'<div class="nito-out nito-progress" style="{_PROGRESS_STYLE}">{_esc(progress_text(state))}</div>'
+    return Part(part.key, part.html + footer, part.text, part.final)
 
 
 def _status_part(state: Any, final: bool) -> Part:
@@ -802,6 +843,13 @@ def _reasoning_part(reasoning: str, growing: bool, thinking: bool) -> Part:
         f'<pre style="{_PRE_STYLE} {_MUTED_STYLE}">{_esc(note + shown)}</pre></details>'
     )
     return Part("reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing)
+
+
+def _refusal_part(refusal: str, final: bool) -> Part:
+    """The model declined (OpenAI's ``refusal``): its words, escaped, shown apart from any answer."""
+    text = f"⊘ Refusal: {refusal}"
+    inner = f'<strong>⊘ Refusal</strong><pre style="{_PRE_STYLE}">{_esc(refusal)}</pre>'
+    return Part("refusal", _wrap("refusal", inner, _WARN_STYLE), text, final)
 
 
 def _render_block(text: str, fence: _Fence | None, highlight: bool) -> str:
@@ -960,7 +1008,7 @@ def render_parts(
     """The ordered outputs for ``state`` (duck-typed like a Stream).
 
     Order: ``status``, ``reasoning``, ``answer-0`` ... ``answer-N`` (finished blocks, then the live
-    tail under the next number), ``tool-<index>`` cards, ``error``, ``anomalies``. Parts only ever
+    tail under the next number), ``refusal``, ``tool-<index>`` cards, ``error``, ``anomalies``. Parts only ever
     get added after those that exist, in arrival order of the stream, so a display can append.
     ``live=True`` while the stream runs: long reasoning and tool arguments show a bounded window,
     the tail is not highlighted, anomalies wait for the end (appending them mid-stream would put
@@ -977,6 +1025,9 @@ def render_parts(
         thinking = growing and not content and not tool_calls
         parts.append(_reasoning_part(reasoning, growing, thinking))
     parts.extend(_answer_parts(content, format, growing, cache))
+    refusal = getattr(state, "refusal", None)
+    if refusal and isinstance(refusal, str):
+        parts.append(_refusal_part(refusal, not growing))
     parts.extend(_tool_part(call, i, growing) for i, call in enumerate(tool_calls))
     error = _error_part(state, status, not growing)
     if error is not None:
@@ -984,6 +1035,11 @@ def render_parts(
     anomalies = list(getattr(state, "anomalies", None) or [])
     if anomalies and not growing:
         parts.append(_anomalies_part(anomalies))
+    # A long answer pushes the status line out of view: its live tail (always the last output
+    # while the answer grows, and re-sent anyway) carries a small progress footer.
+    last = parts[-1]
+    if growing and len(content) >= PROGRESS_AFTER_CHARS and last.key.startswith("answer-") and not last.final:
+        parts[-1] = _with_progress(last, state)
     return parts
 
 

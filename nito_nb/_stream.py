@@ -18,10 +18,13 @@ a Stream nobody holds any more is closed by the garbage collector (its status sa
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import functools
 import json
+import operator
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -36,13 +39,27 @@ from ._exceptions import (
     ConnectionLost,
     MidStreamError,
     NitoError,
+    Secret,
     StreamTimeoutError,
     StreamTruncatedError,
     api_error,
     error_details,
+    redact,
+    redact_error,
     retry_after_of,
 )
-from ._log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog, read_log
+from ._log import (
+    BAD_DATA,
+    CHUNK,
+    COMMENT,
+    DONE,
+    EMPTY,
+    HTTP_ERROR,
+    OTHER,
+    ChunkLog,
+    LogFormatError,
+    read_log,
+)
 from ._protocol import ChunkParser
 from ._sse import ServerSentEvent, SSEDecoder
 
@@ -97,7 +114,11 @@ class Stream:
         self._live: Iterator[dict[str, Any]] | None = None
         self._consumed = False  # iterated or waited for: results are then what arrived so far
         self._stop_requested = False  # close() was called, maybe from another thread
-        self._client: Any = None  # the client that made it, for reply()
+        #: How the request was made (the client, its base URL, key and timeout), for reply(); set
+        #: by the client, None for a recorded Stream.
+        self._route: Any = None
+        #: The key the request carried: taken out of everything the gateway sends (see _take).
+        self._secret: Secret | None = None
 
     # -- results (what has arrived so far) ---------------------------------------------------
 
@@ -138,6 +159,11 @@ class Stream:
     @attempts.setter
     def attempts(self, value: int) -> None:
         self.log.attempts = value
+
+    @property
+    def refusal(self) -> str | None:
+        """The model's refusal (OpenAI structured outputs' ``delta.refusal``), None if none came."""
+        return self._results().refusal
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -259,6 +285,8 @@ class Stream:
 
     def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
         # The hot path (one pass per network read): every event is classified, logged and folded.
+        if self._secret is not None:  # the one door of the body: the gateway may echo the key
+            events = _redacted(events, self._secret)
         chunks: list[dict[str, Any]] = []
         acc, parse = self._acc, self._parser.parse
         first_seq = len(self.log)
@@ -336,6 +364,7 @@ class Stream:
                 )
             if exception is not None:
                 exception.stream = self
+                redact_error(exception, self._secret)
             self.status = status
             self.exception = exception
             self.log.end = {"status": status}
@@ -364,6 +393,7 @@ class Stream:
     def _fail(self, error: NitoError) -> NitoError:
         """The request failed before any body: no stream, only this error."""
         error.stream = self
+        redact_error(error, self._secret)
         self.status = "failed"
         self.exception = error
         self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
@@ -379,9 +409,18 @@ class Stream:
         self.status = "waiting"
         self.exception = None
 
+    def _set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
+        """The response started: keep its status and headers, none that carries a credential or
+        echoes the key."""
+        self.log.set_response(status_code, headers or {}, t_ns)
+        secret = self._secret
+        if secret is not None:
+            self.log.headers = {k: v for k, v in self.log.headers.items() if not secret.found_in(v)}
+
     def _fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
         """The gateway answered with an HTTP error: log its body, keep its error, build the exception."""
-        self.log.set_response(status_code, headers or {}, t_ns)
+        body = redact(body, self._secret)
+        self._set_response(status_code, headers, t_ns)
         if not any(e.kind == "http-error" for e in self.log):
             self.log.append(t_ns, HTTP_ERROR, body)
         headers = self.log.headers
@@ -548,12 +587,27 @@ class Stream:
 
     def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> Stream:
         """Continue the conversation: this Stream's messages, then the new ones, same model and
-        parameters unless overridden. Pass tool results as ``[{"role": "tool", ...}]``."""
-        from ._client import Client, as_messages
+        parameters unless overridden. Pass tool results as ``[{"role": "tool", ...}]``.
 
-        client = self._client if isinstance(self._client, Client) else Client()
+        It is sent the way this Stream's request was: by the same client (its retries, timeouts
+        and httpx client), to the same base URL, with the same key and ``timeout``. A
+        ``base_url=`` given here sends it elsewhere, without this Stream's key. A recorded Stream
+        (``load``, ``read_sse``) was made by no client: it continues as ``nito_nb.stream`` would.
+        """
+        return self._reply(prompt_or_messages, params)
+
+    def _reply(self, prompt_or_messages: Any, params: dict[str, Any]) -> Any:
+        from ._client import as_messages
+
         messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
-        return client.stream(messages, model=model, **merged)
+        route = self._route
+        if route is None:
+            import nito_nb
+
+            start = nito_nb.astream if isinstance(self, AsyncStream) else nito_nb.stream
+            return start(messages, model=model, **merged)
+        options = {**route.options(params), "raise_errors": self.raise_errors}
+        return route.client.stream(messages, model=model, **{**options, **merged})
 
     def _next_turn(
         self, new_messages: list[dict[str, Any]], params: dict[str, Any]
@@ -809,11 +863,9 @@ class AsyncStream(Stream):
         await self.aclose()
 
     def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> AsyncStream:
-        from ._client import AsyncClient, as_messages
-
-        client = self._client if isinstance(self._client, AsyncClient) else AsyncClient()
-        messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
-        return client.stream(messages, model=model, **merged)
+        """The async twin of :meth:`Stream.reply` (same client, base URL, key and timeout)."""
+        stream: AsyncStream = self._reply(prompt_or_messages, params)
+        return stream
 
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:
@@ -896,6 +948,31 @@ def _report_callback_error(callback: Any, exc: Exception) -> None:
     print(f"nito_nb: the on_done callback {name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
+_RAW = operator.itemgetter(5)  # ServerSentEvent.raw, read in C
+
+
+def _redacted(events: list[ServerSentEvent], secret: Secret) -> list[ServerSentEvent]:
+    """``events`` with the key taken out of each one that echoes it (raw bytes and every field)."""
+    # One search over the whole read first: the key holds no line break, so no occurrence spans
+    # two events, and most reads have none (2 µs per event otherwise, on the hot path).
+    if not secret.found_in(b"".join(map(_RAW, events))):
+        return events
+    out = []
+    for event in events:
+        if secret.found_in(event.raw):
+            data, name, last_id, retry, comment, raw = event
+            event = ServerSentEvent(
+                redact(data, secret),
+                redact(name, secret),
+                None if last_id is None else redact(last_id, secret),
+                retry,
+                None if comment is None else redact(comment, secret),
+                redact(raw, secret),
+            )
+        out.append(event)
+    return out
+
+
 def _cancelled_error() -> type[BaseException]:
     import asyncio
 
@@ -920,17 +997,24 @@ def read_sse(
     A recorded HTTP error body (``status_code`` >= 400, or a JSON object with an ``error`` key)
     gives a Stream with status ``failed`` and its ``error`` and ``exception`` set.
 
-    A str is a path when such a file exists, else the body itself. Never raises for a mid-stream
-    error or a truncated body: ``error``, ``done`` and ``status`` say what happened. The recording
-    has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and ``elapsed`` are None (in a
-    frame, ``t`` and ``gap`` are NaN).
+    A str is the body itself when it reads as SSE text (it has a line break, or starts with an SSE
+    field such as ``data:``, a ``:`` comment, or ``{`` as an error body does); any other str is a
+    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
+    page) is a LogFormatError that says what it looks like and what reads it. Otherwise never
+    raises for a mid-stream error or a truncated body: ``error``, ``done`` and ``status`` say what
+    happened. The recording has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and
+    ``elapsed`` are None (in a frame, ``t`` and ``gap`` are NaN).
     """
+    path: Path | None = None
     if isinstance(source, (bytes, bytearray, memoryview)):
         body = bytes(source)
-    elif isinstance(source, os.PathLike) or (
-        isinstance(source, str) and "\n" not in source and len(source) < 4096 and os.path.isfile(source)
-    ):
-        body = Path(source).read_bytes()
+    elif isinstance(source, os.PathLike) or (isinstance(source, str) and not _is_sse_text(source)):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(
+                errno.ENOENT, "No such file (read_sse reads a str that is not SSE text as a path)", str(source)
+            )
+        body = path.read_bytes()
     elif isinstance(source, str):
         body = source.encode("utf-8")
     else:
@@ -947,7 +1031,53 @@ def read_sse(
     stream.log.status_code = status_code
     stream._feed(body, 0)
     stream._end(0)
+    if path is not None and not len(stream.log) and body.strip():
+        raise LogFormatError(_not_sse(path, body))
     return stream
+
+
+#: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or
+#: like a recorded HTTP error body (a JSON object): no file name starts that way.
+_SSE_START = re.compile(r"\ufeff?\s*(?:\{|:|(?:data|event|id|retry)(?::|$))")
+
+
+def _is_sse_text(text: str) -> bool:
+    return not text or "\n" in text or "\r" in text or _SSE_START.match(text) is not None
+
+
+def _not_sse(path: Path, body: bytes) -> str:
+    """What a file that holds no server-sent event looks like, and what reads it."""
+    first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
+    where = repr(str(path))
+    if _first_line_is_log(body):
+        return f"{where} is a log saved by Stream.save, not an SSE body: read it with nito_nb.load(path)."
+    if path.suffix.lower() == ".csv" or first.startswith(("stream,", ",stream,")):
+        return (
+            f"{where} is a CSV file, not a recorded stream: nito_nb reads SSE bodies ('data: {{...}}' "
+            "lines) and saved logs (.jsonl). A frame saved with to_csv is read back with "
+            "nito_nb.frame(pandas.read_csv(path))."
+        )
+    return (
+        f"{where} holds no server-sent event (it starts {first[:60]!r}): nito_nb reads recorded SSE "
+        "bodies ('data: {...}' lines separated by blank lines) and logs saved by Stream.save (.jsonl, "
+        "read with nito_nb.load)."
+    )
+
+
+def _first_line_is_log(head: bytes) -> bool:
+    try:
+        header = json.loads(head.lstrip().split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(header, dict) and "nito_nb_log" in header
+
+
+def read_file(path: str | os.PathLike[str]) -> Stream:
+    """A Stream from a file: a log saved by ``Stream.save`` (its first line says so, whatever the
+    file's name), else a recorded SSE body. The one rule for ``frame(path)`` and ``--replay``."""
+    with open(path, "rb") as f:
+        head = f.readline(64 * 1024)
+    return load(path) if _first_line_is_log(head) else read_sse(Path(path))
 
 
 def _looks_like_error_body(body: bytes) -> bool:
@@ -973,6 +1103,8 @@ def load(path: str | os.PathLike[str]) -> Stream:
             log.append(t_ns, kind, raw)
         else:
             stream._feed(raw, t_ns)
+    if log.cut is not None:  # what was complete is loaded; the stream says the file was cut
+        stream._acc.note("cut-log", log.cut, len(log))
     last = events[-1][0] if events else log.t0_ns
     status = end.get("status")
     if status == "failed":

@@ -4,7 +4,7 @@
 panel built from one ``StreamView`` per turn (one rendering path, shared with the magic through
 ``render_parts``).
 
-Why it is built this way (measured; see /work/shared/JUPYTER_FACTS.md):
+Why it is built this way (measured; see docs/JUPYTER.md):
 
 - Safety: every HTML value comes from ``render_parts`` (model text escaped or rendered by
   markdown-it with raw HTML off) or from ``html.escape``; ``ipywidgets.HTML`` runs ``<img onerror>``

@@ -11,10 +11,11 @@ from typing import Any
 
 
 def make_state(**overrides: Any) -> SimpleNamespace:
-    """A duck-typed stand-in for a Stream (the attributes ENGINE_API.md promises)."""
+    """A duck-typed stand-in for a Stream (the attributes docs/ENGINE_API.md promises)."""
     fields: dict[str, Any] = {
         "content": "",
         "reasoning": "",
+        "refusal": None,
         "tool_calls": [],
         "finish_reason": None,
         "usage": None,
@@ -26,6 +27,7 @@ def make_state(**overrides: Any) -> SimpleNamespace:
         "n_chunks": 10,
         "anomalies": [],
         "done": False,
+        "free_tier": None,
     }
     fields.update(overrides)
     return SimpleNamespace(**fields)

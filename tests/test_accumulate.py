@@ -1,4 +1,4 @@
-"""Accumulation: PROTOCOL.md's rules one by one, its quirks, and "never raises"."""
+"""Accumulation: docs/PROTOCOL.md's rules one by one, its quirks, and "never raises"."""
 
 from __future__ import annotations
 
@@ -265,9 +265,12 @@ def test_other_choices_stay_out_of_the_answer() -> None:
                 {"index": 1, "delta": {"content": "other"}},
                 {"index": 0, "delta": {"content": "main"}},
             ],
-        }
+        },
+        {"id": "g", "choices": [{"index": 2, "delta": {"content": "third"}}]},
     )
     assert acc.content == "main"
+    # Not mixed in, and not silently dropped either: the view says other choices came.
+    assert kinds(acc) == ["other-choices"] and acc.anomalies[0].count == 2
 
 
 def test_missing_finish_reason_key_and_null_delta() -> None:
@@ -387,3 +390,65 @@ def test_odd_chunks_never_raise(chunks: list[dict]) -> None:
     )
     for call in acc.tool_calls:
         call.arguments, call.parsed, call.valid_json, repr(call)
+
+
+# -- content as a list of parts (Mistral), refusal (OpenAI) ---------------------------------------
+
+
+def test_content_parts_text_is_the_answer_thinking_the_reasoning() -> None:
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "17 x 23 = "}]}
+    acc = fold(
+        chunk({"role": "assistant", "content": [thinking]}),
+        chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "391"}]}]}),
+        chunk({"content": [{"type": "text", "text": "3"}]}),
+        chunk({"content": "91"}),  # text parts and plain strings mix in one stream
+        chunk({"content": ""}, "stop"),
+    )
+    assert acc.content == "391"
+    assert acc.reasoning == "17 x 23 = 391"
+    assert acc.anomalies == []
+
+
+def test_content_parts_of_other_types_are_kept_and_noted() -> None:
+    image = {"type": "image_url", "image_url": "https://example.com/x.png"}
+    reference = {"type": "reference", "reference_ids": [1]}
+    acc = fold(
+        chunk({"content": [{"type": "text", "text": "a"}, image]}),
+        chunk(
+            {
+                "content": [
+                    {"type": "thinking", "thinking": [reference, {"type": "text", "text": "t"}]}
+                ]
+            }
+        ),
+        chunk({"content": ["bare", {"type": "text", "text": 5}]}),  # odd shapes
+    )
+    assert (acc.content, acc.reasoning) == ("a", "t")
+    assert acc.unread_parts == [image, reference, "bare", {"type": "text", "text": 5}]
+    assert kinds(acc) == ["content-part"] and acc.anomalies[0].count == 3
+    assert "image_url" in acc.anomalies[0].message
+
+
+def test_content_neither_string_nor_list_is_noted() -> None:
+    acc = fold(chunk({"content": {"text": "x"}}))
+    assert acc.content == "" and kinds(acc) == ["bad-field"]
+
+
+def test_thinking_parts_are_token_bearing() -> None:
+    acc = Accumulator()
+    part = {"type": "thinking", "thinking": [{"type": "text", "text": "hm"}]}
+    assert acc.add(chunk({"content": [part]}))
+    assert not acc.add(chunk({"content": [{"type": "thinking", "thinking": []}]}))
+
+
+def test_refusal_accumulates_apart_from_the_answer() -> None:
+    acc = fold(
+        chunk({"role": "assistant", "content": None, "refusal": None}),
+        chunk({"refusal": "I can't"}),
+        chunk({"refusal": " help with that."}),
+        chunk({}, "stop"),
+    )
+    assert acc.refusal == "I can't help with that." and acc.content == ""
+    assert fold(chunk({"content": "x", "refusal": None})).refusal is None
+    assert Accumulator().add(chunk({"refusal": "no"}))  # token-bearing
+    assert kinds(fold(chunk({"refusal": ["no"]}))) == ["bad-field"]

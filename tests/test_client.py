@@ -294,8 +294,12 @@ def test_connection_refused() -> None:
 
 def test_missing_key_and_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NITO_API_KEY", raising=False)
+    monkeypatch.delenv("NITO_BASE_URL", raising=False)
+    # Only Nito's own gateway needs a key (a keyless server of one's own: tests/test_security.py).
     with pytest.raises(nito_nb.ConfigurationError, match="NITO_API_KEY"):
-        nito_nb.Client(base_url="http://127.0.0.1:9").stream("hi", model="m")
+        nito_nb.Client().stream("hi", model="m")
+    with pytest.raises(nito_nb.ConfigurationError, match="NITO_API_KEY"):
+        nito_nb.Client(base_url="https://api.trynito.ai/v1/").stream("hi", model="m")
     with pytest.raises(nito_nb.ConfigurationError, match="model is required"):
         nito_nb.Client(api_key=KEY).stream("hi", model="")
     with pytest.raises(nito_nb.ConfigurationError, match="list of messages"):
@@ -305,6 +309,33 @@ def test_missing_key_and_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- errors during the stream ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prompt", "params", "says"),
+    [
+        ("hi", {"temperature": "hot"}, "temperature must be a number, not 'hot'"),
+        ("hi", {"temperature": float("nan")}, "temperature must be a number from 0, not nan"),
+        ("hi", {"top_p": 2}, "top_p must be a number from 0 to 1"),
+        ("hi", {"max_tokens": 2.5}, "max_tokens must be a whole number"),
+        ("hi", {"sim": '{"tps": 20'}, "sim must be an object"),
+        ("hi", {"seed": float("inf")}, "seed is inf: JSON carries only finite numbers"),
+        ("hi", {"messages": []}, "the messages are the prompt"),
+        ("hi", {"stream": False}, "nito_nb always streams"),
+        ("hi", {"metadata": {"when": datetime.date(2026, 1, 1)}}, "metadata.when is a date"),
+        ("bad \udcff byte", {}, r"messages[0].content holds a lone surrogate '\udcff' at character 4"),
+    ],
+)
+def test_bad_request_is_refused_before_anything_is_sent(
+    scripted: ScriptedServer, prompt: str, params: dict, says: str
+) -> None:
+    script = Script(parts=HELLO)
+    base = scripted.add("never-called", script)
+    for make in (client, lambda base: nito_nb.AsyncClient(api_key=KEY, base_url=base)):
+        with pytest.raises(nito_nb.ConfigurationError) as info:
+            make(base).stream(prompt, model="test/model", **params)
+        assert says in str(info.value) and "\n" not in str(info.value)
+    assert script.times == 0
 
 
 def test_mid_stream_error_raises_after_keeping_everything(scripted: ScriptedServer) -> None:

@@ -394,3 +394,11 @@ def test_real_kernel_saves_final_output(tmp_path: Path) -> None:
     assert answer.startswith("word0 <img src=x onerror=alert(1)>")
     nbformat.write(nb, tmp_path / "saved.ipynb")  # a saved notebook is valid
     assert sys.executable
+
+
+def test_terminal_display_shows_a_refusal() -> None:
+    out = io.StringIO()
+    state = make_state(refusal="I can't help with that.", status="done", done=True)
+    with TerminalDisplay(state, clock=FakeClock(), file=out):
+        pass
+    assert "Refusal: I can't help with that.\n" in out.getvalue()

@@ -306,7 +306,7 @@ def test_extras_web_search_free_tier_kept_whole() -> None:
             (
                 0.1,
                 chunk_line(
-                    {"content": "x", "refusal": None},
+                    {"content": "x", "refusal": None, "annotations": []},
                     provider="P",
                     web_search={"results": [1, 2]},
                     free_tier={"ok": True},
@@ -316,7 +316,8 @@ def test_extras_web_search_free_tier_kept_whole() -> None:
         ]
     )
     row = s.frame().iloc[1]
-    assert json.loads(row["extras"]) == {"provider": "P", "delta.refusal": None}
+    assert json.loads(row["extras"]) == {"provider": "P", "delta.annotations": []}
+    assert pd.isna(row["refusal"])  # a known field (its own column), null here
     assert json.loads(row["web_search"]) == {"results": [1, 2]} == s.web_search
     assert json.loads(row["free_tier"]) == {"ok": True}
 
@@ -461,6 +462,34 @@ def test_frame_rejects_what_it_cannot_read(tmp_path: Path) -> None:
         nito_nb.frame([42])
     with pytest.raises(FileNotFoundError, match="neither a file nor a folder"):
         nito_nb.frame(tmp_path / "missing.jsonl")
+
+
+def test_frame_names_the_file_it_cannot_read_and_can_skip_it(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    hand_stream().save(runs / "a.jsonl")
+    (runs / "b.sse").write_text("<html><title>502 Bad Gateway</title></html>\n")
+    (runs / "c.jsonl").write_text('{"nito_nb_log": 1}\nnot json\n{"end": {}}\n')
+    with pytest.raises(nito_nb.LogFormatError, match=r"b\.sse' holds no server-sent event"):
+        nito_nb.frame(runs)
+    with pytest.warns(UserWarning, match=r"skipped 3 file\(s\).*b\.sse.*c\.jsonl.*missing\.sse") as seen:
+        df = nito_nb.frame([runs, tmp_path / "missing.sse"], errors="skip")
+    assert len(seen) == 1  # one warning for all of them
+    assert df.stream.cat.categories.tolist() == ["a"] and df.nito.text().tolist() == ["Hello!"]
+    skipped = df.attrs["nito_skipped"]
+    assert sorted(Path(p).name for p in skipped) == ["b.sse", "c.jsonl", "missing.sse"]
+    assert "line 2" in skipped[str(runs / "c.jsonl")]
+    with pytest.raises(ValueError, match='errors must be "raise" or "skip"'):
+        nito_nb.frame(runs, errors="ignore")
+
+
+def test_frame_of_a_csv_says_how_to_read_it(tmp_path: Path) -> None:
+    hand_stream().frame().to_csv(tmp_path / "f.csv", index=False)
+    with pytest.raises(nito_nb.LogFormatError, match=r"CSV file.*nito_nb\.frame\(pandas\.read_csv\(path\)\)"):
+        nito_nb.frame(tmp_path / "f.csv")
+    # A saved log is recognised by its first line, whatever its name.
+    hand_stream().save(tmp_path / "renamed.sse")
+    assert nito_nb.frame(tmp_path / "renamed.sse").nito.text().tolist() == ["Hello!"]
 
 
 def test_empty_inputs(tmp_path: Path) -> None:
@@ -714,3 +743,25 @@ def test_a_recording_without_times_has_unknown_timings_not_zeros() -> None:
     # Beside a timed stream, each keeps its own: the timed one's metrics are numbers.
     both = nito_nb.frame({"recorded": recorded, "live": hand_stream()}).nito.metrics()
     assert pd.isna(both.loc["recorded", "ttft"]) and both.loc["live", "ttft"] == pytest.approx(0.15)
+
+
+def test_refusal_column_and_content_parts() -> None:
+    image = {"type": "image_url", "image_url": "https://example.com/x.png"}
+    s = timed(
+        [
+            (0.1, chunk_line({"role": "assistant", "content": None, "refusal": None})),
+            (0.2, chunk_line({"refusal": "I can't "})),
+            (0.3, chunk_line({"refusal": "do that."})),
+            (0.4, chunk_line({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}]})),
+            (0.5, chunk_line({"content": [{"type": "text", "text": "a"}, image]})),
+            (0.6, DONE),
+        ]
+    )
+    df = s.frame()
+    assert "".join(df.refusal.dropna()) == s.refusal == "I can't do that."
+    assert df.token.tolist() == [False, False, True, True, True, True, False]
+    assert df.nito.reasoning().iloc[0] == s.reasoning == "t"
+    assert df.reasoning_type.dropna().tolist() == ["thinking"]
+    assert df.nito.text().iloc[0] == s.content == "a"
+    assert json.loads(df.extras.iloc[5]) == {"delta.content": [image]}
+    assert COLUMNS["refusal"] == "string" and list(df.columns) == list(COLUMNS)

@@ -1,13 +1,16 @@
-"""Prompt interpolation: allowed lookups filled, everything else verbatim, never raises."""
+"""Prompt interpolation: allowed lookups filled, everything else verbatim, never raises, except to
+refuse a group that would put the API key in the prompt."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nito_nb import ConfigurationError
 from nito_nb._interpolate import interpolate
 
 
@@ -143,3 +146,82 @@ def test_never_raises(template: str) -> None:
 def test_text_without_braces_is_unchanged(template: str) -> None:
     template = template.replace("{", "").replace("}", "")
     assert interpolate(template, NS) == template
+
+
+# -- the API key never goes into a prompt ------------------------------------------------------------
+
+KEY = "sk-or-v1-SECRET0123456789abcdef"
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.key = KEY
+        self.config = {"model": "m", "api_key": KEY}
+
+
+SECRET_NS: dict[str, Any] = {
+    **NS,
+    "env": {"HOME": "/home/me", "NITO_API_KEY": KEY},
+    "envb": {b"NITO_API_KEY": KEY.encode()},
+    "holder": Holder(),
+    "keys": [KEY, "other"],
+    "header": f"Authorization: Bearer {KEY}",
+}
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{env}",
+        "{env!r}",
+        "{env!a}",
+        '{env["NITO_API_KEY"]}',
+        '{env["NITO_API_KEY"][::2]}',  # a piece of it is refused too
+        '{env["NITO_API_KEY"][-4:]}',
+        '{env["NITO_API_KEY"][3]}',
+        '{env["NITO_API_KEY"]:.8}',
+        '{env["NITO_API_KEY"]:>60}',
+        "{envb}",
+        '{envb[b"NITO_API_KEY"][:10]}',
+        "{holder.key}",
+        "{holder.config}",
+        "{keys}",
+        "{keys[0][1:]}",
+        "{header}",
+    ],
+)
+def test_a_group_that_reaches_the_key_is_refused(template: str) -> None:
+    with pytest.raises(ConfigurationError, match="API key") as info:
+        interpolate(f"Look: {template} and {{topic}}", SECRET_NS, secrets=[KEY])
+    message = str(info.value)
+    assert template in message and "nothing was sent" in message
+    assert not [KEY[i : i + 5] for i in range(len(KEY) - 4) if KEY[i : i + 5] in message]
+
+
+def test_everything_else_still_fills_with_a_key_configured() -> None:
+    # A container that holds the key may be looked into for something else.
+    template = '{topic} {env["HOME"]} {holder.config["model"]} {keys[1]} {df.shape[0]}'
+    assert interpolate(template, SECRET_NS, secrets=[KEY, None]) == "SSE /home/me m other 3"
+    assert interpolate("{env}", SECRET_NS) != "{env}"  # no secret given: nothing to refuse
+
+
+def test_os_environ_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_API_KEY", KEY)
+    namespace = {"os": os}
+    for template in ("{os.environ}", '{os.environ["NITO_API_KEY"][1:]}', "{os.environb!r}"):
+        with pytest.raises(ConfigurationError):
+            interpolate(template, namespace, secrets=[os.environ["NITO_API_KEY"]])
+    assert interpolate("{{os.environ}}", namespace, secrets=[KEY]) == "{os.environ}"
+
+
+def test_a_key_typed_in_a_group_is_not_shown_back() -> None:
+    # The group's own text is shown in the refusal: never with the key in it.
+    namespace = {"d": {KEY: KEY}}
+    with pytest.raises(ConfigurationError) as info:
+        interpolate(f'{{d["{KEY}"]}}', namespace, secrets=[KEY])
+    assert KEY not in str(info.value) and "[redacted]" in str(info.value)
+
+
+def test_a_short_placeholder_key_is_not_a_secret() -> None:
+    # "EMPTY" or "none", what keyless local servers are given, is no secret to guard.
+    assert interpolate("{env}", {"env": {"KEY": "EMPTY"}}, secrets=["EMPTY"]) == "{'KEY': 'EMPTY'}"

@@ -193,9 +193,56 @@ def test_load_rejects_what_is_not_a_log(tmp_path: Path) -> None:
     (tmp_path / "b.jsonl").write_text('{"nito_nb_log": 99}\n')
     with pytest.raises(nito_nb.LogFormatError, match="upgrade nito_nb"):
         nito_nb.load(tmp_path / "b.jsonl")
-    (tmp_path / "c.jsonl").write_text('{"nito_nb_log": 1, "t0_wall": null}\nnot json\n')
+    # (a bad last line is a cut file, loaded: see test_a_cut_log_loads_what_is_complete_with_a_note)
+    (tmp_path / "c.jsonl").write_text('{"nito_nb_log": 1, "t0_wall": null}\nnot json\n{"end": {}}\n')
     with pytest.raises(nito_nb.LogFormatError, match="line 2"):
         nito_nb.load(tmp_path / "c.jsonl")
+
+
+def test_a_cut_log_loads_what_is_complete_with_a_note(tmp_path: Path) -> None:
+    s = fed(*[(i * 1_000_000, chunk_line({"content": f"w{i} "})) for i in range(10)], (11_000_000, b"data: [DONE]\n\n"))
+    text = s.save(tmp_path / "whole.jsonl").read_text()
+    lines = text.splitlines(keepends=True)
+    # Cut inside the 6th event's line (the header is line 1): the five events before it load.
+    (tmp_path / "cut.jsonl").write_text("".join(lines[:6]) + lines[6][:20])
+    cut = nito_nb.load(tmp_path / "cut.jsonl")
+    assert cut.content == "w0 w1 w2 w3 w4 " and cut.status == "truncated"
+    assert [a.kind for a in cut.anomalies] == ["cut-log"]
+    assert "last line (7) is incomplete" in cut.anomalies[0].message
+    # Cut at a line boundary before the end record: every event, and the note.
+    (tmp_path / "no-end.jsonl").write_text("".join(lines[:-1]))
+    no_end = nito_nb.load(tmp_path / "no-end.jsonl")
+    assert no_end.content == s.content and no_end.status == "done"
+    assert [a.kind for a in no_end.anomalies] == ["cut-log"]
+    # A whole log has no note; a damaged line that is not the last is still an error.
+    assert nito_nb.load(tmp_path / "whole.jsonl").anomalies == []
+    (tmp_path / "damaged.jsonl").write_text("".join(lines[:3]) + "garbage\n" + "".join(lines[3:]))
+    with pytest.raises(nito_nb.LogFormatError, match="line 4"):
+        nito_nb.load(tmp_path / "damaged.jsonl")
+
+
+def test_read_sse_of_a_path_that_is_missing_or_not_sse(tmp_path: Path) -> None:
+    # A str that is not SSE text is a path: a missing one is an error, not an empty stream.
+    with pytest.raises(FileNotFoundError, match=r"does/not/exist\.sse"):
+        nito_nb.read_sse("does/not/exist.sse")
+    with pytest.raises(FileNotFoundError):
+        nito_nb.read_sse(tmp_path / "missing.sse")
+    # SSE text stays text, also on one line without its blank line.
+    assert nito_nb.read_sse("data: [DONE]").done
+    assert nito_nb.read_sse(": keep-alive").n_events == 1
+    assert nito_nb.read_sse('{"error": {"code": 429, "message": "slow down"}}').status == "failed"
+    s = fed((0, chunk_line({"content": "hi"})), (1, b"data: [DONE]\n\n"))
+    s.frame().to_csv(tmp_path / "f.csv", index=False)
+    s.save(tmp_path / "log.jsonl")
+    (tmp_path / "page.sse").write_text("<html><body>Bad gateway</body></html>")
+    with pytest.raises(nito_nb.LogFormatError, match="CSV file"):
+        nito_nb.read_sse(tmp_path / "f.csv")
+    with pytest.raises(nito_nb.LogFormatError, match=r"saved by Stream.save.*nito_nb.load"):
+        nito_nb.read_sse(str(tmp_path / "log.jsonl"))
+    with pytest.raises(nito_nb.LogFormatError, match=r"holds no server-sent event .*<html>"):
+        nito_nb.read_sse(tmp_path / "page.sse")
+    (tmp_path / "empty.sse").write_bytes(b"")  # an empty recording is an empty, truncated stream
+    assert nito_nb.read_sse(tmp_path / "empty.sse").status == "truncated"
 
 
 def test_log_memory_is_close_to_the_raw_bytes() -> None:

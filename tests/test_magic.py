@@ -352,12 +352,100 @@ def test_http_error_is_shown_and_kept(ip: Any, capsys: pytest.CaptureFixture[str
     assert info.value.stream is ip.user_ns["_nito"]
 
 
-def test_no_key_is_a_one_line_error(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    run(ip, "-m vendor/model", "x")
+def test_no_key_says_how_a_notebook_sets_it(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # A cell has no api_key= to pass: the line names the environment variable and a way to set it
+    # that does not write the key into the notebook.
+    with pytest.raises(UsageError) as info:
+        run(ip, "-m vendor/model", "x")
+    message = str(info.value)
+    assert "NITO_API_KEY" in message and "getpass" in message and "api_key=" not in message
+    assert "\n" not in message and ip.user_ns.get("_nito") is None  # nothing was sent
+    # With several models, the gateway one says so and the simulator one still runs.
+    run(ip, "-m vendor/model,sim/echo", "still here")
     err = capsys.readouterr().err
-    assert err.startswith("nito: ConfigurationError") and "NITO_API_KEY" in err
-    with pytest.raises(nito_nb.ConfigurationError):
-        run(ip, "-m vendor/model --raise", "x")
+    assert "nito: vendor/model: No API key" in err and "api_key=" not in err
+    assert [s.content for s in ip.user_ns["_nito"]] == ["still here"]
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ("--param model=sim/chat", "model: the model is chosen"),
+        ("--param messages=[]", "messages: the messages are the prompt"),
+        ("--param api_key=sk-secret-123456", "api_key: the API key is not a body field"),
+        ("--param api_key='\"sk-secret-123456'", "api_key: the API key is not a body field"),
+        ("--param presence_penalty=NaN", "presence_penalty must be a finite number, not nan"),
+        ("--param temperature=hot", "temperature must be a number, not 'hot'"),
+        ("--temperature nan", "temperature must be a number from 0, not nan"),
+        ("--param max_tokens=0", "max_tokens must be a whole number"),
+        ("--param sim='{\"tps\": 20'", "--param sim: the value is not valid JSON"),
+        ("--param sim=fast", "sim must be an object"),
+        ("--param top_p=1.5", "top_p must be a number from 0 to 1"),
+    ],
+)
+def test_bad_request_is_one_usage_line_before_sending(
+    ip: Any, monkeypatch: pytest.MonkeyPatch, options: str, says: str
+) -> None:
+    sent: list[Any] = []
+    monkeypatch.setattr(nito_nb, "stream", lambda *a, **k: sent.append(a))
+    with pytest.raises(UsageError) as info:
+        run(ip, f"-m sim/echo {options}", "x")
+    assert says in str(info.value) and "\n" not in str(info.value)
+    assert "sk-secret" not in str(info.value)  # a key given where it does not belong is not shown
+    assert sent == []
+
+
+def test_lone_surrogate_in_the_prompt_is_refused(ip: Any) -> None:
+    ip.user_ns["topic"] = "bad \udcff byte"  # what errors="surrogateescape" leaves in text
+    with pytest.raises(UsageError, match=r"messages\[0\]\.content holds a lone surrogate"):
+        run(ip, "-m sim/echo", "About {topic}")
+    assert ip.user_ns.get("_nito") is None
+
+
+def test_error_line_keeps_the_hint(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "-m sim/http-401", "x")
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nito: AuthenticationError: HTTP 401") and "Check NITO_API_KEY" in err
+    long = nito_nb.AuthenticationError("x" * 5000, status_code=401)
+    _magic._error_line(long)
+    err = capsys.readouterr().err.strip()
+    assert len(err) < 600 and err.endswith(long.hint) and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("format", "'weird'"),
+        ("max_rate", "-1"),
+        ("max_rate", "float('nan')"),
+        ("timeout", "-1"),
+        ("timeout", "0"),
+        ("history", "-3"),
+        ("temperature", "float('nan')"),
+        ("temperature", "-0.5"),
+        ("max_tokens", "0"),
+        ("reasoning", "'extreme'"),
+        ("model", "'a b'"),
+        ("model", "'sim/chat,'"),
+        ("base_url", "'ftp://example.com'"),
+        ("params", "{'sim': 'fast'}"),
+        ("params", "{'model': 'x'}"),
+        ("params", "{'seed': float('inf')}"),
+    ],
+)
+def test_config_refuses_a_bad_value_in_one_line_and_keeps_the_old(
+    ip: Any, caplog: pytest.LogCaptureFixture, name: str, bad: str
+) -> None:
+    settings = next(c for c in ip.configurables if isinstance(c, _magic.Nito))
+    before = getattr(settings, name)
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", f"Nito.{name} = {bad}")
+    assert getattr(settings, name) == before
+    [record] = caplog.records  # %config logs a refused value: one record, one line
+    message = record.getMessage()
+    assert message.startswith(f"Nito.{name}") and "unchanged" in message and "\n" not in message
+    run(ip, "-m sim/echo", "the next cell runs")
+    assert ip.user_ns["_nito"].status == "done"
 
 
 def test_key_never_shown(
@@ -481,8 +569,12 @@ def test_interrupt_keeps_partial_and_marks_stopped(
         return displays[-1]
 
     monkeypatch.setattr(_magic.NitoMagics, "_display", make)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as info:
         run(ip, "-m sim/chat --chat k --param sim='{\"tps\": 300}'", "x")
+    # IPython shows what _render_traceback_ returns instead of the traceback: one line.
+    assert info.value._render_traceback_() == [  # type: ignore[attr-defined]
+        "KeyboardInterrupt: nito stopped; what arrived is kept in _nito, marked stopped."
+    ]
     stream = ip.user_ns["_nito"]
     assert stream.status == "stopped"
     assert stream.content and len(stream.content) < 500
@@ -580,6 +672,16 @@ def test_save_and_replay(ip: Any, tmp_path: Path, notebook: Recorder) -> None:
         ip.run_line_magic("nito", f"--replay {tmp_path / 'missing.jsonl'}")
 
 
+def test_replay_of_a_file_that_is_not_a_stream_says_what_it_expected(
+    ip: Any, tmp_path: Path
+) -> None:
+    nito_nb.read_sse(b"data: [DONE]\n\n").frame().to_csv(tmp_path / "f.csv", index=False)
+    with pytest.raises(UsageError, match=r"--replay: cannot read f\.csv: .* is a CSV file"):
+        ip.run_line_magic("nito", f"--replay {tmp_path / 'f.csv'}")
+    with pytest.raises(UsageError, match="no such file"):
+        ip.run_line_magic("nito", f"--replay {tmp_path / 'missing.sse'}")
+
+
 def test_save_several_models(ip: Any, tmp_path: Path) -> None:
     run(ip, f"-m sim/echo,sim/chat --save {tmp_path / 'cmp.jsonl'}", "hi")
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -608,8 +710,13 @@ def test_line_commands(
     run(ip, "-m sim/error-midstream", "two")
     history = ip.run_line_magic("nito", "history")
     assert isinstance(history, pd.DataFrame)
+    assert list(history.columns[:6]) == ["time", "prompt", "model", "status", "cost", "cost_total"]
     assert list(history["model"]) == ["sim/echo", "sim/error-midstream"]
     assert list(history["status"]) == ["done", "error"]
+    assert list(history["prompt"]) == ["one", "two"]
+    streams = [ip.user_ns["_nito"]]
+    assert history["time"].iloc[-1] == pd.Timestamp(streams[0].t0_wall.astimezone()).tz_localize(None).floor("s")
+    capsys.readouterr()
     capsys.readouterr()
     ip.run_line_magic("nito", "last")
     assert "error" in capsys.readouterr().out
@@ -618,6 +725,37 @@ def test_line_commands(
     ip.run_line_magic("nito", "reset")
     assert nito_nb.last() is None and "_nito" not in ip.user_ns
     assert ip.run_line_magic("nito", "history").empty
+
+
+def test_history_has_prompt_time_cost_and_the_session_total(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(ip, "-m sim/echo", "first   prompt\non two lines")
+    run(ip, "-m sim/http-401", "refused")  # no usage: no cost, the total goes on
+    run(ip, "-m sim/echo,sim/chat", "x" * 200)
+    streams = [s for s in _magic.last()]
+    history = ip.run_line_magic("nito", "history")
+    assert list(history["prompt"]) == ["first prompt on two lines", "refused", "x" * 79 + "…", "x" * 79 + "…"]
+    costs = [ip.user_ns["_nito"][0].usage["cost"], ip.user_ns["_nito"][1].usage["cost"]]
+    assert history["cost"].isna().tolist() == [False, True, False, False]
+    first = history["cost"].iloc[0]
+    assert history["cost_total"].tolist() == pytest.approx([first, first, first + costs[0], first + costs[0] + costs[1]])
+    assert history["time"].is_monotonic_increasing and len(streams) == 2
+    capsys.readouterr()
+    ip.run_line_magic("nito", "cost")
+    line = capsys.readouterr().out.strip()
+    assert line == f"nito: ${history['cost_total'].iloc[-1]:.6f} over 4 stream(s) in this session (1 reported no cost)"
+
+
+def test_help_shows_the_cell_magic_and_no_rest_markup(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_line_magic("nito", "help")
+    out = capsys.readouterr().out
+    assert out.startswith("%%nito [options]")
+    assert "::" not in out and "``" not in out
+    assert "%nito [-m MODEL]" not in out  # the usage under the line magic's name is gone
+    assert "--model" in out and "Line magic: %nito help | config | models | history | cost" in out
 
 
 def test_models_from_the_gateway(
@@ -649,6 +787,22 @@ def test_ipython_config_file_settings(ip: Any) -> None:
         settings.format = "html"
     with pytest.raises(Exception, match="reasoning"):
         settings.reasoning = "extreme"
+
+
+def test_a_bad_value_in_ipython_config_is_one_line_and_the_others_apply(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_line_magic("config", "Nito.model = 'sim/chat'")  # so the fixture resets it afterwards
+    ip.config.Nito.model = "sim/echo"
+    ip.config.Nito.max_rate = -1.0
+    ip.configurables[:] = [c for c in ip.configurables if not isinstance(c, _magic.Nito)]
+    _magic.load_ipython_extension(ip)  # raised a TraitError traceback: %load_ext failed
+    settings = next(c for c in ip.configurables if isinstance(c, _magic.Nito))
+    assert (settings.model, settings.max_rate) == ("sim/echo", 20.0)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nito: ipython config: Nito.max_rate must be") and "\n" not in err
+    run(ip, "", "configured")
+    assert ip.user_ns["_nito"].content == "configured"
 
 
 def test_reload_keeps_one_configurable(ip: Any) -> None:

@@ -76,6 +76,9 @@ def test_headless_notebook_is_saved_with_final_safe_answers(
             "%%nito -m sim/echo --raise\nrefused, raised",
             "%nito config",
             "print(_nito.status, type(_nito.exception).__name__)",
+            "%config Nito.max_rate = -1",
+            "%config Nito.max_rate",
+            "%%nito -m sim/echo --param temperature=hot\nnever sent",
         ]
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
@@ -121,6 +124,14 @@ def test_headless_notebook_is_saved_with_final_safe_answers(
     assert [o["output_type"] for o in outputs_of(c[12])][-1] == "error"
     assert "API key (NITO_API_KEY): set" in output_text(c[13])
     assert output_text(c[14]).strip() == "failed AuthenticationError"
+    # User mistakes: one line each, no traceback; a refused setting keeps its value.
+    for index in (15, 17):
+        [output] = outputs_of(c[index])
+        assert output["output_type"] == "stream" and output["name"] == "stderr"
+        assert len(output["text"].strip().splitlines()) == 1 and "Traceback" not in output["text"]
+    assert "Nito.max_rate must be a positive number" in output_text(c[15])
+    assert output_text(c[16]).strip() == "20.0"
+    assert output_text(c[17]).startswith("UsageError: temperature must be a number, not 'hot'")
 
     # Hostile content: escaped in every output, code still shows the tag, no live link.
     hostile_html = output_text(c[6], "text/html")
@@ -220,8 +231,13 @@ def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(
         reply = kc.get_shell_msg(timeout=10)
         while reply["parent_header"].get("msg_id") != msg_id:  # replies to the earlier cells
             reply = kc.get_shell_msg(timeout=10)
-        assert reply["content"]["status"] == "error"
+        assert reply["content"]["status"] == "error"  # Run All stops at a stopped cell
         assert reply["content"]["ename"] == "KeyboardInterrupt"
+        # ... shown as one line, not the frames of the socket read the interrupt landed in.
+        [error] = [m["content"] for m in seen if m["msg_type"] == "error"]
+        assert error["traceback"] == [
+            "KeyboardInterrupt: nito stopped; what arrived is kept in _nito, marked stopped."
+        ]
         updates = [m for m in seen if m["msg_type"] in ("display_data", "update_display_data")]
         statuses = [
             m["content"]["data"]["text/plain"]
@@ -259,5 +275,7 @@ def test_kernel_interrupt_stops_every_model_before_the_last_render(
             and "== sim/reasoning ==" in m["content"]["data"].get("text/plain", "")
         ]
         assert grids[-1].count("■ stopped") == 2 and "● streaming" not in grids[-1]
+        [error] = [m["content"] for m in seen if m["msg_type"] == "error"]
+        assert len(error["traceback"]) == 1 and "nito stopped" in error["traceback"][0]
         after = _plain(_execute(kc, "print(sorted({s.status for s in _nito}))"))
         assert after.strip() == "['stopped']"

@@ -92,3 +92,12 @@ def test_the_shortcut_accumulates_like_the_full_rules(datas: list[str], ids: lis
         full.add(json.loads(d), seq)
     assert (stream.content, stream.finish_reason, stream.n_chunks, stream.role) == (full.content, full.finish_reason, full.n_chunks, full.role)
     assert [(a.kind, a.seq, a.count) for a in stream.anomalies if a.kind != "unterminated"] == [(a.kind, a.seq, a.count) for a in full.anomalies]
+
+
+def test_content_parts_take_the_json_loads_path() -> None:
+    # Mistral's list-valued content is never a template: parsed whole, and no content string.
+    data = '{"id":"g","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"a\\"b"}]}}]}'
+    parser = ChunkParser()
+    for _ in range(2):
+        value, content = parser.parse(data)
+        assert value == json.loads(data) and content is None

@@ -1,6 +1,6 @@
 """Every real recording parsed: results checked against a naive reference and hand-read values.
 
-The reference below is written straight from PROTOCOL.md with httpx-sse as the parser and no code
+The reference below is written straight from docs/PROTOCOL.md with httpx-sse as the parser and no code
 shared with nito_nb, so the engine and it agree only if both read the protocol the same way.
 """
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import httpx_sse
 import pytest
-from conftest import real_recordings, recording_sources
+from conftest import chunk_line, real_recordings, recording_sources
+from scripted_server import Script, ScriptedServer
 
 import nito_nb
 
@@ -22,7 +23,12 @@ SOURCES = recording_sources()
 
 def reference(body: bytes) -> dict:
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-    content, tools, details, plain = [], {}, {}, {"reasoning": [], "reasoning_content": []}
+    content, tools, details, plain = (
+        [],
+        {},
+        {},
+        {"reasoning": [], "reasoning_content": [], "thinking": []},
+    )
     finish = usage = error = None
     done = False
     for sse in httpx_sse.EventSource(response).iter_sse():
@@ -45,7 +51,19 @@ def reference(body: bytes) -> dict:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
+            parts = delta.get("content") or ""
+            if isinstance(
+                parts, list
+            ):  # Mistral: text parts are the answer, thinking parts reasoning
+                for part in parts:
+                    if part["type"] == "text":
+                        content.append(part["text"])
+                    elif part["type"] == "thinking":
+                        plain["thinking"] += [
+                            t["text"] for t in part["thinking"] if t["type"] == "text"
+                        ]
+            else:
+                content.append(parts)
             for frag in delta.get("tool_calls") or []:
                 call = tools.setdefault(frag["index"], {"id": None, "name": "", "arguments": ""})
                 call["id"] = call["id"] or frag.get("id")
@@ -56,7 +74,7 @@ def reference(body: bytes) -> dict:
                 if d.get("type") in ("reasoning.text", "reasoning.summary"):
                     key = (d.get("index", 0), d["type"])
                     details[key] = details.get(key, "") + (d.get("text") or d.get("summary") or "")
-            for name in plain:
+            for name in ("reasoning", "reasoning_content"):
                 plain[name].append(delta.get(name) or "")
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
@@ -64,7 +82,7 @@ def reference(body: bytes) -> dict:
     reasoning = (
         "\n\n".join(readable)
         if readable
-        else ("".join(plain["reasoning"]) or "".join(plain["reasoning_content"]))
+        else next((text for text in map("".join, plain.values()) if text), "")
     )
     return {
         "content": "".join(content),
@@ -90,7 +108,7 @@ def results(stream: nito_nb.Stream) -> dict:
 
 
 def test_all_recordings_are_here() -> None:
-    assert len(RECORDINGS) == 51 and len(SOURCES) == 51
+    assert len(RECORDINGS) == 53 and len(SOURCES) == 53
 
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
@@ -175,3 +193,28 @@ def test_read_sse_accepts_bytes_text_and_paths() -> None:
     )
     with pytest.raises(TypeError, match="bytes, str or a path"):
         nito_nb.read_sse(42)  # type: ignore[arg-type]
+
+
+# An event left unterminated at the end of a body (no blank line after it): real gateways end
+# bodies that way. The WHATWG parser drops it; nito_nb dispatches it and notes `unterminated`.
+@pytest.mark.parametrize(
+    ("tail", "content", "status"),
+    [
+        (b"data: [DONE]", "ab", "done"),  # the last line without its line end
+        (b"data: [DONE]\n", "ab", "done"),  # a line end but no blank line
+        (chunk_line({"content": "c"}).rstrip(b"\n"), "abc", "truncated"),  # a chunk, no [DONE]
+    ],
+)
+def test_unterminated_last_event_is_kept_and_noted(
+    scripted: ScriptedServer, tail: bytes, content: str, status: str
+) -> None:
+    body = chunk_line({"content": "a"}) + chunk_line({"content": "b"}) + tail
+    recorded = nito_nb.read_sse(body)
+    base = scripted.add(f"unterminated-{len(tail)}", Script(parts=[body]))
+    with nito_nb.Client(api_key="sk-test", base_url=base) as client:
+        live = client.stream("hi", model="test/model", raise_errors=False)
+        live.wait()
+    for s in (recorded, live):
+        assert (s.content, s.status) == (content, status)
+        assert [a.kind for a in s.anomalies] == ["unterminated"]
+        assert s.log.body == body  # every byte is in the log

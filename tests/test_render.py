@@ -155,6 +155,7 @@ hostile_text = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=12), max_siz
     usage_value=hostile_text,
     anomaly=hostile_text,
     finish=hostile_text,
+    refusal=hostile_text,
     status=st.sampled_from(["waiting", "streaming", "done", "error", "truncated", "failed"])
     | hostile_text,
     live=st.booleans(),
@@ -172,6 +173,7 @@ def test_no_model_string_makes_markup(
     usage_value: str,
     anomaly: str,
     finish: str,
+    refusal: str,
     status: str,
     live: bool,
     format: str,
@@ -187,6 +189,7 @@ def test_no_model_string_makes_markup(
         status=status,
         model=model,
         finish_reason=finish,
+        refusal=refusal,
         usage={"prompt_tokens": usage_value, "completion_tokens": 3, "cost": usage_value},
         anomalies=[SimpleNamespace(kind=anomaly, message=anomaly, seq=1, __str__=None), anomaly],
     )
@@ -565,3 +568,44 @@ def test_real_recordings_render_safely(path: Path) -> None:
     assert markup_problems(final["text/html"]) == []
     if stream.content:
         assert stream.content.strip()[:40] in final["text/plain"]
+
+
+def test_refusal_is_shown_as_a_refusal_escaped() -> None:
+    state = make_state(content="", refusal="No <b>way</b>", status="done", done=True)
+    parts = render_parts(state, live=False)
+    (part,) = [p for p in parts if p.key == "refusal"]
+    assert "Refusal" in part.html and "No &lt;b&gt;way&lt;/b&gt;" in part.html
+    assert part.text == "⊘ Refusal: No <b>way</b>" and part.final
+    assert "No &lt;b&gt;way" in final_bundle(state)["text/html"]
+    assert [p.key for p in render_parts(make_state(content="x"), live=True)] == ["status", "answer-0"]
+
+
+def test_status_line_shows_free_tier_compact_and_escaped() -> None:
+    free = {"eligible": True, "plan": "free", "requests_remaining": 41, "daily_limit": 50}
+    text = status_text(make_state(status="done", free_tier=free))
+    assert text.endswith("free tier: eligible=True, plan=free, requests_remaining=41, daily_limit=50")
+    hostile = {"plan": "<img src=x onerror=alert(1)>\nfree", "limits": {"day": 50}}
+    [status] = [p for p in render_parts(make_state(free_tier=hostile)) if p.key == "status"]
+    assert "<img" not in status.html and "&lt;img" in status.html
+    assert '"limits":{"day":50}' in status.text and "\n" not in status.text
+    long = status_text(make_state(free_tier={"note": "x" * 1000}))
+    assert len(long.partition("free tier: ")[2]) == 160 and long.endswith("…")
+    assert "free tier" not in status_text(make_state())
+
+
+def test_a_long_growing_answer_shows_its_progress_at_the_bottom() -> None:
+    # The status line is the first output: under a long answer it is out of view, so the live
+    # tail (the last output while the answer grows) carries a footer; finished blocks do not.
+    long = "".join(f"Paragraph {i} " + "word " * 40 + "\n\n" for i in range(40)) + "still going"
+    assert len(long) > 3000
+    state = make_state(content=long, elapsed=42.4, n_chunks=1234)
+    parts = render_parts(state)
+    assert status_text(state).startswith("● streaming · sim/test · TTFT 0.25 s · 42.40 s so far")
+    tail = parts[-1]
+    assert tail.key.startswith("answer-") and not tail.final
+    assert "nito-progress" in tail.html and "streaming… 42 s · 1,234 chunks so far" in tail.html
+    assert "so far" not in tail.text  # the plain text stays the answer's
+    assert not any("nito-progress" in p.html for p in parts[:-1])
+    assert not any("nito-progress" in p.html for p in render_parts(make_state(content=long[:500])))
+    done = render_parts(make_state(content=long, status="done"))
+    assert not any("nito-progress" in p.html for p in done)

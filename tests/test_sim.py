@@ -1,6 +1,6 @@
 """The embedded simulator: pure scenarios, the ASGI app over loopback, and nito_nb's client on it.
 
-Every stream is checked twice: by a small PROTOCOL.md checker written here, and by nito_nb's own
+Every stream is checked twice: by a small docs/PROTOCOL.md checker written here, and by nito_nb's own
 accumulator (no anomalies, the expected content). `tests/test_sim_openai.py` checks the same
 scenarios with the openai SDK as an independent peer.
 """
@@ -28,15 +28,14 @@ import nito_nb
 from nito_nb import sim
 from nito_nb.sim import _scenarios as sc
 
-# The real recordings (copied from the project's shared fixtures into tests/data/real).
+# The real recordings (tests/data/real, with their sources).
 FIXTURES = Path(__file__).parent / "data" / "real"
-if not FIXTURES.is_dir():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 FAST: dict[str, Any] = {"tps": 0}
 STREAMING_MODELS = [
     "sim/echo",
     "sim/chat",
     "sim/reasoning",
+    "sim/mistral",
     "sim/tools",
     "sim/websearch",
     "sim/free",
@@ -86,7 +85,7 @@ def body_for(model: str, prompt: str = "Hello, simulator!", **extra: Any) -> dic
 
 
 # --------------------------------------------------------------------------------------------
-# A PROTOCOL.md checker, independent of nito_nb's accumulator
+# A docs/PROTOCOL.md checker, independent of nito_nb's accumulator
 
 
 def sse_data(body: bytes) -> list[str]:
@@ -100,7 +99,7 @@ def sse_data(body: bytes) -> list[str]:
 
 
 def check_protocol(body: bytes, *, allow_garbage: bool = False) -> dict[str, Any]:
-    """Assert the stream follows PROTOCOL.md; return what it says (content, usage, ...)."""
+    """Assert the stream follows docs/PROTOCOL.md; return what it says (content, usage, ...)."""
     data = sse_data(body)
     assert data[-1] == "[DONE]", "a complete stream ends with data: [DONE]"
     chunks = []
@@ -128,9 +127,21 @@ def check_protocol(body: bytes, *, allow_garbage: bool = False) -> dict[str, Any
             roles += 1
             assert i == 0 and delta["role"] == "assistant"
         assert not finished, "nothing comes after the terminal chunk but the usage chunk"
-        result["content"] += delta.get("content") or ""
+        content = delta.get("content") or ""
+        if isinstance(content, list):  # sim/mistral: Mistral's parts, one per chunk
+            (part,) = content
+            if part["type"] == "thinking":
+                result["reasoning"] += "".join(t["text"] for t in part["thinking"])
+            else:
+                result["content"] += part["text"]
+        else:
+            result["content"] += content
         for detail in delta.get("reasoning_details") or []:
-            result["reasoning"] += detail.get("text") or detail.get("summary") or ""
+            text = detail.get("text") or detail.get("summary") or ""
+            result["reasoning"] += text
+            # As real gateways send it: the readable text also in `reasoning` (a proxy such as
+            # LiteLLM drops a chunk whose delta has only reasoning_details).
+            assert delta.get("reasoning") == (text or None), delta
         for fragment in delta.get("tool_calls") or []:
             call = result["tool_calls"].setdefault(fragment["index"], {"arguments": ""})
             if "id" in fragment:
@@ -920,3 +931,103 @@ def test_stopping_a_server_cuts_its_open_streams_at_once() -> None:
     s.wait()
     assert s.status == "truncated" and s.n_chunks == 30
     assert repr(server).startswith("<SimServer stopped")
+
+
+# --------------------------------------------------------------------------------------------
+# Like a real gateway: fresh ids, reasoning text beside its details, parallel_tool_calls, n
+
+
+def test_each_request_gets_its_own_id_and_the_seed_keeps_the_content() -> None:
+    streams = [nito_nb.stream("hi", model="sim/chat", sim=FAST, seed=3) for _ in range(3)]
+    for s in streams:
+        s.wait()  # Stream.id does not read a lazy stream by itself
+    assert len({s.id for s in streams}) == 3 and all((s.id or "").startswith("gen-sim-") for s in streams)
+    assert len({s.content for s in streams}) == 1 and streams[0].content
+
+
+def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
+    # LiteLLM knows no reasoning_details: it drops a chunk whose delta carries nothing else (but
+    # the role), and passes the others on without them. The readable text must survive that.
+    body = bytes_of(events_of(body_for("sim/reasoning")))
+    kept = []
+    for piece in sc.split_sse(body):
+        if piece.startswith(b"data: {"):
+            chunk = json.loads(piece[6:])
+            for choice in chunk["choices"]:
+                delta = choice["delta"]
+                delta.pop("reasoning_details", None)
+                if not any(v is not None for k, v in delta.items() if k != "role"):
+                    delta.clear()
+            if chunk["choices"] and not chunk["choices"][0]["delta"] and not chunk["choices"][0]["finish_reason"]:
+                continue
+            piece = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        kept.append(piece)
+    proxied = nito_nb.read_sse(b"".join(kept))
+    assert proxied.reasoning == sc._REASONING_TEXT + sc._REASONING_SUMMARY
+    assert proxied.content == nito_nb.read_sse(body).content == sc._REASONING_ANSWER
+
+
+def test_parallel_tool_calls_false_gives_one_call() -> None:
+    both = check_protocol(bytes_of(events_of(body_for("sim/tools", tools=[WEATHER, SEARCH]))))
+    one = check_protocol(
+        bytes_of(events_of(body_for("sim/tools", tools=[WEATHER, SEARCH], parallel_tool_calls=False)))
+    )
+    assert len(both["tool_calls"]) == 2 and len(one["tool_calls"]) == 1
+    s = nito_nb.stream("hi", model="sim/tools", sim=FAST, tools=[WEATHER, SEARCH], parallel_tool_calls=False)
+    assert [c.name for c in s.tool_calls] == ["get_weather"] and s.finish_reason == "tool_calls"
+
+
+def test_n_choices_are_interleaved_and_only_choice_0_is_the_answer() -> None:
+    data = sse_data(bytes_of(events_of(body_for("sim/echo", prompt="a b c", n=3))))
+    chunks = [json.loads(d) for d in data[:-1]]
+    indexes = [c["choices"][0]["index"] for c in chunks if c["choices"]]
+    assert indexes[:6] == [0, 1, 2, 0, 1, 2] and sorted(set(indexes)) == [0, 1, 2]
+    assert all(len(c["choices"]) == 1 for c in chunks if c["choices"])  # one choice per chunk
+    roles = [c["choices"][0]["index"] for c in chunks if c["choices"] and "role" in c["choices"][0]["delta"]]
+    assert roles == [0, 1, 2]
+    (usage,) = [c["usage"] for c in chunks if "usage" in c]
+    assert usage["completion_tokens"] == 3 * 3 and data[-1] == "[DONE]"
+    s = nito_nb.stream("a b c", model="sim/chat", sim=FAST, n=2)
+    alone = nito_nb.stream("a b c", model="sim/chat", sim=FAST)
+    assert s.content == alone.content and s.status == "done"  # choice 0, nothing of choice 1 mixed in
+    assert [a.kind for a in s.anomalies] == ["other-choices"]
+
+
+def test_n_choices_without_streaming() -> None:
+    response = httpx.post(
+        sim.ensure_server() + "/chat/completions",
+        json={**body_for("sim/echo", prompt="x y", n=2), "stream": False},
+        timeout=30,
+    )
+    choices = response.json()["choices"]
+    assert [c["index"] for c in choices] == [0, 1]
+    assert [c["message"]["content"] for c in choices] == ["x y", "x y"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("n", 0), ("n", 99), ("n", "2"), ("parallel_tool_calls", "no")])
+def test_bad_n_or_parallel_tool_calls_is_a_400(field: str, value: Any) -> None:
+    reply = sc.parse_request(body_for("sim/echo", **{field: value}), {})
+    assert isinstance(reply, sc.ErrorReply) and reply.status == 400
+    assert field in json.loads(reply.body)["error"]["message"]
+
+
+def test_mistral_streams_content_as_parts() -> None:
+    s = nito_nb.stream("hi", model="sim/mistral", sim=FAST)
+    assert s.content == sc._REASONING_ANSWER and s.reasoning == sc._REASONING_TEXT
+    assert s.anomalies == [] and s.usage["completion_tokens_details"]["reasoning_tokens"] > 0
+    chunks = [json.loads(e.data) for e in s.log if e.kind == "chunk"]
+    assert all(isinstance(c["choices"][0]["delta"]["content"], list) for c in chunks[1:-2])
+    df = s.frame()
+    assert df.nito.text().iloc[0] == s.content and df.nito.reasoning().iloc[0] == s.reasoning
+
+
+def test_mistral_without_streaming_keeps_the_parts() -> None:
+    response = httpx.post(
+        sim.ensure_server() + "/chat/completions",
+        json={**body_for("sim/mistral"), "stream": False},
+        timeout=30,
+    )
+    (choice,) = response.json()["choices"]
+    parts = choice["message"]["content"]
+    assert {p["type"] for p in parts} == {"thinking", "text"}
+    assert "".join(p["text"] for p in parts if p["type"] == "text") == sc._REASONING_ANSWER

@@ -49,7 +49,11 @@ def accumulate(chunks: Any) -> dict[str, Any]:
             usage = chunk.usage
         for choice in chunk.choices:
             delta = choice.delta
-            content.append(delta.content or "")
+            parts: Any = delta.content or ""
+            if isinstance(parts, list):  # sim/mistral: the SDK hands Mistral's parts over as sent
+                content.extend(p["text"] for p in parts if p["type"] == "text")
+            else:
+                content.append(parts)
             reasoning_details.extend((delta.model_extra or {}).get("reasoning_details") or [])
             for fragment in delta.tool_calls or []:
                 call = calls.setdefault(fragment.index, {"name": "", "arguments": ""})
@@ -178,3 +182,43 @@ def test_replay_through_the_sdk(client: openai.OpenAI) -> None:
         c.arguments for c in expected.tool_calls
     ]
     assert result["content"] == expected.content
+
+
+def test_n_choices_reach_the_sdk_interleaved(client: openai.OpenAI) -> None:
+    chunks = list(create(client, "sim/echo", n=2))
+    indexes = [c.choices[0].index for c in chunks if c.choices]
+    assert indexes[:4] == [0, 1, 0, 1]
+    texts = {
+        i: "".join(
+            c.choices[0].delta.content or ""
+            for c in chunks
+            if c.choices and c.choices[0].index == i
+        )
+        for i in (0, 1)
+    }
+    assert texts == {0: "Hello, simulator!", 1: "Hello, simulator!"}
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_mistral_parts_through_the_sdk(client: openai.OpenAI) -> None:
+    chunks = list(create(client, "sim/mistral"))
+    kinds = [
+        p["type"]
+        for c in chunks
+        if c.choices and isinstance(c.choices[0].delta.content, list)
+        for p in c.choices[0].delta.content
+    ]
+    assert kinds[0] == "thinking" and kinds[-1] == "text" and set(kinds) == {"thinking", "text"}
+    ours = nito_nb.stream("Hello, simulator!", model="sim/mistral", sim=QUICK)
+    assert accumulate(chunks)["content"] == ours.content and ours.reasoning
+
+
+def test_parallel_tool_calls_false_and_fresh_ids_through_the_sdk(client: openai.OpenAI) -> None:
+    tools: Any = [WEATHER, SEARCH]
+    one = accumulate(create(client, "sim/tools", tools=tools, parallel_tool_calls=False))
+    assert [c["name"] for c in one["tool_calls"]] == ["get_weather"]
+    ids = set()
+    for _ in range(3):
+        with create(client, "sim/chat", seed=1) as stream:
+            ids.add(next(iter(stream)).id)
+    assert len(ids) == 3

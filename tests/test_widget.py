@@ -611,3 +611,12 @@ def test_plain_transcript_labels_tool_results_by_role() -> None:
 
     text = _user_text([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}])
     assert text == "You: hi\n[tool] 42"
+
+
+def test_stream_view_shows_a_refusal_escaped() -> None:
+    line = 'data: {"id":"g","model":"m","choices":[{"index":0,"delta":%s,"finish_reason":null}]}\n\n'
+    body = "".join(line % d for d in ['{"refusal":"I <b>cannot</b>"}', '{"refusal":" do that."}'])
+    view = nito_nb.StreamView(nito_nb.read_sse((body + "data: [DONE]\n\n").encode()))
+    view.update()
+    (refusal,) = [c.value for c in view.children if "nito-refusal" in c.value]
+    assert "I &lt;b&gt;cannot&lt;/b&gt; do that." in refusal and "<b>" not in refusal

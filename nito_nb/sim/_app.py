@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -240,7 +241,7 @@ def create_app(api_key: str | None = None) -> Starlette:
         if parsed.model == "sim/replay":
             reply = await _read_replay(parsed)
         else:
-            reply = scenario(parsed, int(time.time()))
+            reply = scenario(parsed, int(time.time()), secrets.token_hex(6))  # a new id each time
         if isinstance(reply, ErrorReply):
             return _respond(reply)
         options = parsed.options

@@ -16,11 +16,12 @@ arguments, cut into small pieces, count the tokens of each piece).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import random
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,7 +29,9 @@ from typing import Any, Literal
 SIM_MODELS: dict[str, str] = {
     "sim/echo": "Answers with the prompt, word by word.",
     "sim/chat": "Plausible Markdown prose: headings, lists, a code block, a table, non-ASCII text.",
-    "sim/reasoning": "reasoning_details of types text, summary and encrypted, then the answer.",
+    "sim/reasoning": "reasoning_details of types text, summary and encrypted (readable ones with the"
+    " same text in `reasoning`), then the answer.",
+    "sim/mistral": "Mistral's format: `content` as a list of parts, thinking parts then text parts.",
     "sim/tools": "Parallel tool calls built from the request's `tools`; answers after a tool message.",
     "sim/websearch": "An answer with citations and a `web_search` object.",
     "sim/free": "An answer carrying a `free_tier` object.",
@@ -57,6 +60,7 @@ PRICE_CACHED = 0.125e-6
 PRICE_COMPLETION = 1.5e-6
 
 DEFAULT_TTFT_MS = 400.0
+MAX_CHOICES = 8  # the most choices (`n`) one request may ask for
 DEFAULT_TPS = 80.0
 DEFAULT_JITTER = 0.5
 
@@ -240,6 +244,8 @@ class SimRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: Any = None
     reasoning_exclude: bool = False
+    parallel_tool_calls: bool = True
+    n: int = 1  # choices to generate, streamed interleaved
     options: SimOptions = field(default_factory=SimOptions)
 
 
@@ -281,6 +287,12 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         return bad("`tools` must be a list of function tool objects.")
     reasoning = body.get("reasoning")
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        return bad(f"`parallel_tool_calls` must be true or false, got {parallel!r}.")
+    n = body.get("n", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        return bad(f"`n` must be an integer from 1 to {MAX_CHOICES}, got {n!r}.")
     try:
         options = parse_options(body.get("sim"), env or {}, body.get("seed"))
     except OptionError as exc:
@@ -295,6 +307,8 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
         tools=tools,
         tool_choice=body.get("tool_choice"),
         reasoning_exclude=isinstance(reasoning, dict) and reasoning.get("exclude") is True,
+        parallel_tool_calls=parallel,
+        n=n,
         options=options,
     )
 
@@ -360,13 +374,25 @@ class ChunkWriter:
     reason becomes `length`), and the usage that the trailing chunk reports.
     """
 
-    def __init__(self, request: SimRequest, created: int) -> None:
+    def __init__(
+        self,
+        request: SimRequest,
+        created: int,
+        nonce: str = "",
+        choice: int = 0,
+        completion_id: str | None = None,
+    ) -> None:
         self.request = request
         digest = hashlib.sha256(
             _dumps([request.model, request.messages, request.options.seed])
         ).hexdigest()
-        self.id = f"gen-sim-{digest[:24]}"
+        # The content depends on the request alone; the id also on the nonce, which the server
+        # draws for each request (a gateway never gives two completions the same id).
+        self.id = completion_id or (
+            f"gen-sim-{digest[:12]}{nonce}" if nonce else f"gen-sim-{digest[:24]}"
+        )
         self.created = created
+        self.choice = choice
         self._head = (
             b'data: {"id":'
             + _dumps(self.id)
@@ -375,7 +401,9 @@ class ChunkWriter:
             + b',"model":'
             + _dumps(request.model)
         )
-        self._content_prefix = self._head + b',"choices":[{"index":0,"delta":{"content":'
+        self._content_prefix = (
+            self._head + b',"choices":[{"index":' + str(choice).encode() + b',"delta":{"content":'
+        )
         self._content_suffix = b'},"finish_reason":null}]}\n\n'
         self._role_sent = False
         self.completion_tokens = 0
@@ -411,7 +439,7 @@ class ChunkWriter:
             "created": self.created,
             "model": self.request.model,
             **extra,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            "choices": [{"index": self.choice, "delta": delta, "finish_reason": finish_reason}],
         }
         return b"data: " + _dumps(body) + b"\n\n"
 
@@ -441,23 +469,39 @@ class ChunkWriter:
             yield event
 
     def reasoning(self, kind: str, index: int, text: str, **extra: Any) -> Iterator[Event]:
-        """Readable reasoning (`reasoning.text` / `reasoning.summary`), one token per chunk."""
+        """Readable reasoning (`reasoning.text` / `reasoning.summary`), one token per chunk.
+
+        As OpenRouter sends it: each detail's text also in `delta.reasoning`. A proxy such as
+        LiteLLM drops a chunk whose delta carries only `reasoning_details`, and with it the text.
+        """
         key = "text" if kind == "reasoning.text" else "summary"
         for fragment in tokenize(text):
             if not self.spend(1):
                 return
             self.reasoning_tokens += 1
             detail = {"type": kind, key: fragment, "index": index, "format": "sim-v1"}
-            yield Event("token", self.chunk({"reasoning_details": [detail]}))
+            yield Event("token", self.chunk({"reasoning": fragment, "reasoning_details": [detail]}))
         if extra and not self.truncated:
             detail = {"type": kind, key: "", "index": index, "format": "sim-v1", **extra}
-            yield Event("send", self.chunk({"reasoning_details": [detail]}))
+            yield Event("send", self.chunk({"reasoning": None, "reasoning_details": [detail]}))
 
     def encrypted(self, index: int, data: str) -> Event | None:
         if self.truncated:
             return None
         detail = {"type": "reasoning.encrypted", "data": data, "index": index, "format": "sim-v1"}
-        return Event("send", self.chunk({"reasoning_details": [detail]}))
+        return Event("send", self.chunk({"reasoning": None, "reasoning_details": [detail]}))
+
+    def parts(self, kind: str, text: str) -> Iterator[Event]:
+        """Mistral's format: `text` (the answer) or `thinking` (reasoning) parts, one token each."""
+        for fragment in tokenize(text):
+            if not self.spend(1):
+                return
+            if kind == "thinking":
+                self.reasoning_tokens += 1
+                part = {"type": "thinking", "thinking": [{"type": "text", "text": fragment}]}
+            else:
+                part = {"type": "text", "text": fragment}
+            yield Event("token", self.chunk({"content": [part]}))
 
     def tool_call_start(self, index: int, call_id: str, name: str) -> Event | None:
         if self.truncated:
@@ -638,6 +682,15 @@ def _chat(w: ChunkWriter) -> Iterator[Event]:
     yield from w.finish("stop")
 
 
+def _mistral(w: ChunkWriter) -> Iterator[Event]:
+    # As Magistral streams: a role chunk with empty content, thinking parts, then text parts.
+    yield Event("send", w.chunk({"content": ""}))
+    if not w.request.reasoning_exclude:
+        yield from w.parts("thinking", _REASONING_TEXT)
+    yield from w.parts("text", _REASONING_ANSWER)
+    yield from w.finish("stop")
+
+
 def _reasoning(w: ChunkWriter) -> Iterator[Event]:
     if not w.request.reasoning_exclude:
         signature = base64.b64encode(hashlib.sha256(w.id.encode()).digest()).decode()
@@ -753,6 +806,8 @@ def _tools(w: ChunkWriter) -> Iterator[Event]:
         wanted = choice["function"].get("name")
         tools = [t for t in tools if _tool_function(t)[0] == wanted] or tools[:1]
     count = request.options.tool_calls or min(len(tools), 4)
+    if not request.parallel_tool_calls:
+        count = 1  # the request forbids several calls in one answer
     rng = random.Random(request.options.seed)
     calls = []
     for index in range(count):
@@ -771,7 +826,7 @@ def _tools(w: ChunkWriter) -> Iterator[Event]:
 
     streams = [one_call(*call) for call in calls]
     if request.options.interleave:
-        # Round-robin over the calls: PROTOCOL.md allows the fragments of parallel calls to mix.
+        # Round-robin over the calls: docs/PROTOCOL.md allows the fragments of parallel calls to mix.
         while streams:
             for s in list(streams):
                 event = next(s, None)
@@ -943,6 +998,7 @@ _STREAMS = {
     "sim/echo": _echo,
     "sim/chat": _chat,
     "sim/reasoning": _reasoning,
+    "sim/mistral": _mistral,
     "sim/tools": _tools,
     "sim/websearch": _websearch,
     "sim/free": _free,
@@ -956,8 +1012,12 @@ _STREAMS = {
 }
 
 
-def scenario(request: SimRequest, created: int) -> Reply:
-    """The reply of a scenario model to a validated request (not `sim/replay`: see `replay_*`)."""
+def scenario(request: SimRequest, created: int, nonce: str = "") -> Reply:
+    """The reply of a scenario model to a validated request (not `sim/replay`: see `replay_*`).
+
+    ``nonce`` goes into the completion id only (the server draws one per request), so the same
+    request and seed give the same content under a new id.
+    """
     model = request.model
     if model.startswith("sim/http-") and model in SIM_MODELS:
         return _http_error(model, request.options)
@@ -967,7 +1027,38 @@ def scenario(request: SimRequest, created: int) -> Reply:
             404,
             f"Model {model!r} not found: the simulator serves {', '.join(SIM_MODELS)}.",
         )
-    return StreamReply(generate(ChunkWriter(request, created)))
+    if request.n > 1:
+        return StreamReply(_choices(generate, request, created, nonce))
+    return StreamReply(generate(ChunkWriter(request, created, nonce)))
+
+
+def _choices(
+    generate: Callable[[ChunkWriter], Iterator[Event]],
+    request: SimRequest,
+    created: int,
+    nonce: str,
+) -> Iterator[Event]:
+    """``n`` choices interleaved as OpenAI streams them: one choice per chunk, in turn, each with
+    its own role, text (seed + its index) and terminal chunk; then one usage chunk for all."""
+    total = ChunkWriter(request, created, nonce)  # one completion: one id, one usage chunk
+    writers = []
+    streams = []
+    for index in range(request.n):
+        options = dataclasses.replace(request.options, seed=request.options.seed + index)
+        one = dataclasses.replace(request, options=options, include_usage=False)
+        writer = ChunkWriter(one, created, choice=index, completion_id=total.id)
+        writers.append(writer)
+        streams.append(generate(writer))
+    while streams:
+        for stream in list(streams):
+            event = next(stream, None)
+            if event is None:
+                streams.remove(stream)
+            elif event.data != DONE:
+                yield event
+    total.completion_tokens = sum(w.completion_tokens for w in writers)
+    total.reasoning_tokens = sum(w.reasoning_tokens for w in writers)
+    yield from total.usage_and_done()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1148,10 +1239,8 @@ def collect_completion(events: Iterable[Event], request: SimRequest) -> ErrorRep
     A mid-stream error or a dropped connection becomes a 502 JSON error, as a gateway that
     buffers the upstream stream would answer.
     """
-    content: list[str] = []
-    reasoning_details: list[dict[str, Any]] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish_reason = None
+    # Per choice index (several when the request asked for `n`): content, details, calls, finish.
+    choices: dict[int, dict[str, Any]] = {}
     first: dict[str, Any] = {}
     usage = None
     extras: dict[str, Any] = {}
@@ -1174,11 +1263,19 @@ def collect_completion(events: Iterable[Event], request: SimRequest) -> ErrorRep
                 if key in chunk:
                     extras[key] = chunk[key]
             for choice in chunk.get("choices") or []:
+                state = choices.setdefault(
+                    choice.get("index", 0),
+                    {"content": [], "details": [], "calls": {}, "finish": None},
+                )
                 delta = choice.get("delta") or {}
-                content.append(delta.get("content") or "")
-                reasoning_details.extend(delta.get("reasoning_details") or [])
+                content = delta.get("content") or ""
+                if isinstance(content, list):  # sim/mistral's parts: kept as parts
+                    state["content"].extend(content)
+                else:
+                    state["content"].append(content)
+                state["details"].extend(delta.get("reasoning_details") or [])
                 for fragment in delta.get("tool_calls") or []:
-                    call = calls.setdefault(
+                    call = state["calls"].setdefault(
                         fragment["index"],
                         {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
                     )
@@ -1186,18 +1283,27 @@ def collect_completion(events: Iterable[Event], request: SimRequest) -> ErrorRep
                     function = fragment.get("function") or {}
                     call["function"]["name"] += function.get("name") or ""
                     call["function"]["arguments"] += function.get("arguments") or ""
-                finish_reason = choice.get("finish_reason") or finish_reason
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    if reasoning_details:
-        message["reasoning_details"] = reasoning_details
+                state["finish"] = choice.get("finish_reason") or state["finish"]
+    out = []
+    for index in sorted(choices):
+        state = choices[index]
+        pieces = state["content"]
+        if all(isinstance(p, str) for p in pieces):
+            text: Any = "".join(pieces) or None
+        else:  # Mistral's non-streamed message keeps the parts too
+            text = [p if isinstance(p, dict) else {"type": "text", "text": p} for p in pieces if p]
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if state["calls"]:
+            message["tool_calls"] = [state["calls"][i] for i in sorted(state["calls"])]
+        if state["details"]:
+            message["reasoning_details"] = state["details"]
+        out.append({"index": index, "message": message, "finish_reason": state["finish"]})
     completion = {
         "id": first.get("id"),
         "object": "chat.completion",
         "created": first.get("created"),
         "model": request.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "choices": out,
         **extras,
     }
     if usage is not None:

@@ -11,7 +11,7 @@ Usable from pytest (see conftest.py) and from plain scripts (see screenshot.py):
         assert nb.output_text(0) == "hi"
         lab.close()
 
-The choices below follow the measurements in /work/shared/JUPYTER_FACTS.md ("A real-browser test
+The choices below follow the measurements in docs/JUPYTER.md ("A real-browser test
 here, and its pitfalls"); comments cite the pitfall that drove each of them.
 """
 

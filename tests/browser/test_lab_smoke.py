@@ -64,7 +64,7 @@ def test_xss_sentinel_detects_execution(lab: Lab) -> None:
     time.sleep(0.5)
     nb.assert_no_xss()
 
-    # Control: the same payload unescaped does run (trusted live output, see JUPYTER_FACTS.md),
+    # Control: the same payload unescaped does run (trusted live output, see docs/JUPYTER.md),
     # so an undefined sentinel above means "escaped", not "the sentinel cannot see anything".
     nb.run_cell(1, wait=True)
     nb.page.wait_for_function("() => window.__xss === 1 && window.__xss2 === 1", timeout=10_000)
