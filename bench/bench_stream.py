@@ -5,7 +5,8 @@
 A local server sends the same 50,000-chunk body (pre-built, in 64 KB writes, so the server costs
 the same for everyone) to three clients, interleaved, best of N:
 
-- nito_nb: the full path (SSE decode, accumulate, timed log of every event with its raw bytes);
+- nito_nb: the full path (SSE decode, accumulate, timed log of every event with its raw bytes),
+  read by the Stream's background reader thread and handed to the iterating loop through a queue;
 - openai: the openai SDK's ``chat.completions.stream()`` helper, which accumulates a snapshot;
 - floor: httpx + httpx-sse + ``json.loads``, keeping only the content: the least a client can do.
 

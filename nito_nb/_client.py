@@ -36,6 +36,7 @@ from ._exceptions import (
     ServerError,
     StreamError,
     StreamTimeoutError,
+    TransportError,
     not_event_stream_error,
 )
 from ._stream import AsyncStream, Stream
@@ -437,6 +438,33 @@ class BaseClient:
         return stream._fail(error)
 
     @staticmethod
+    def _models_stream(url: str, key: str | None) -> Stream:
+        """A bare Stream for a ``GET /models`` failure: it carries the error, with the key redacted."""
+        stream = Stream({"base_url": url})
+        stream._secret = Secret.of(key)
+        return stream
+
+    def _model_list(self, url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
+        """The models of a read ``GET /models`` response, or its typed error."""
+        if response.status_code >= 400:
+            raise self._http_error(self._models_stream(url, key), response, response.content, key)
+        try:
+            value = response.json()
+        except ValueError:
+            value = None
+        models = value.get("data") if isinstance(value, dict) else value
+        if isinstance(models, list):
+            return [m for m in models if isinstance(m, dict)]
+        text = response.content[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+        content_type = response.headers.get("content-type") or "no content type"
+        stream = self._models_stream(url, key)
+        raise stream._fail(TransportError(
+            f"GET {url}/models answered {response.status_code} with {content_type}, not a JSON "
+            f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
+            "with the API's version, such as /v1."
+        ))
+
+    @staticmethod
     def _is_event_stream(response: httpx.Response) -> bool:
         content_type = response.headers.get("content-type", "")
         # Some servers send no content type on a stream; anything named otherwise is not one.
@@ -468,8 +496,12 @@ class Client(BaseClient):
         self._remember(stream, model, base_url, key, timeout, max_event_size)
         try:
             for attempt in range(self.max_retries + 1):
-                stream.attempts = attempt + 1
-                stream.log.t0_ns = time.perf_counter_ns()
+                # One clock per Stream: t0 is the first attempt's send, so every timing includes
+                # the retries (``attempts`` says how many requests were sent).
+                if attempt:
+                    stream._retry()
+                else:
+                    stream.log.t0_ns = time.perf_counter_ns()
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = self._http.send(request, stream=True)
@@ -479,10 +511,9 @@ class Client(BaseClient):
                     if response.status_code < 400 and self._is_event_stream(response):
                         stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
-                        stream._reads = response.iter_bytes()
-                        stream._close_source = response.close
-                        stream._abort_source = functools.partial(_abort, response)
-                        stream.status = "waiting"
+                        # Read from now on, whatever the caller does: arrival times are the
+                        # moment the bytes came, not the moment someone iterated.
+                        stream._start_reader(response.iter_bytes(), response.close, functools.partial(_abort, response))
                         return stream
                     try:
                         raw = _read_capped(response.iter_bytes())
@@ -506,12 +537,15 @@ class Client(BaseClient):
         raise AssertionError("unreachable")
 
     def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
-        """The gateway's model list (``GET /models``)."""
+        """The gateway's model list (``GET /models``). Failures raise typed errors, as for a
+        stream: ``ConnectionFailed`` (and its timeouts), an ``APIError``, or a ``TransportError``
+        for an answer that is not the JSON list."""
         url, headers, key = self._models_request(base_url, api_key)
-        response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
-        if response.status_code >= 400:
-            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
-        return list(response.json().get("data", []))
+        try:
+            response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
+        except httpx.HTTPError as exc:
+            raise self._connect_error(exc, url, self._models_stream(url, key)) from None
+        return self._model_list(url, response, key)
 
     def close(self) -> None:
         if self._own_http:
@@ -572,8 +606,10 @@ class AsyncClient(BaseClient):
 
         async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
-                stream.attempts = attempt + 1
-                stream.log.t0_ns = time.perf_counter_ns()
+                if attempt:  # one clock per Stream, as in Client.stream
+                    stream._retry()
+                else:
+                    stream.log.t0_ns = time.perf_counter_ns()
                 request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = await http.send(request, stream=True)
@@ -607,12 +643,12 @@ class AsyncClient(BaseClient):
         http = self._http or self._new_http()
         try:
             response = await http.get(f"{url}/models", headers=headers)
+        except httpx.HTTPError as exc:
+            raise self._connect_error(exc, url, self._models_stream(url, key)) from None
         finally:
             if http is not self._http:
                 await http.aclose()
-        if response.status_code >= 400:
-            raise self._http_error(Stream({"base_url": url}), response, response.content, key)
-        return list(response.json().get("data", []))
+        return self._model_list(url, response, key)
 
     async def aclose(self) -> None:
         """Nothing to release: each stream closes its own connection (a client you passed in

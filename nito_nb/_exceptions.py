@@ -342,14 +342,46 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+#: Where a gateway says how long to wait, most precise first: ``retry-after-ms`` (milliseconds,
+#: sent by OpenAI and Azure), the standard ``Retry-After``, and LiteLLM's proxy, which forwards the
+#: upstream provider's header as ``llm_provider-retry-after``.
+RETRY_AFTER_HEADERS = (("retry-after-ms", 1e-3), ("retry-after", 1.0), ("llm_provider-retry-after", 1.0))
+
+
+def retry_after_of(headers: Any, now: float | None = None) -> float | None:
+    """Seconds to wait before retrying, from a response's headers (the first of
+    ``RETRY_AFTER_HEADERS`` that holds a usable value), or None."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    for name, unit in RETRY_AFTER_HEADERS:
+        value = lowered.get(name)
+        if value is None:
+            continue
+        if unit != 1.0:  # milliseconds: a number only
+            try:
+                ms = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(ms):
+                return max(0.0, ms * unit)
+            continue
+        seconds = retry_after_seconds(value, now)
+        if seconds is not None:
+            return seconds
+    return None
+
+
 def api_error(
     status_code: int,
     body: str,
     *,
     content_type: str = "",
-    retry_after: str | None = None,
+    retry_after: str | float | None = None,
     stream: Stream | None = None,
 ) -> APIError:
+    """The typed error of an HTTP error response. ``retry_after``: seconds (``retry_after_of``
+    of the headers), or a ``Retry-After`` value."""
     message, code, metadata = error_details(body, content_type)
     if status_code >= 500:
         cls: type[APIError] = ServerError
@@ -359,7 +391,8 @@ def api_error(
         status_code=status_code, code=code, body=body, metadata=metadata, stream=stream
     )
     if cls is RateLimitError:
-        return RateLimitError(message, retry_after=retry_after_seconds(retry_after), **kwargs)
+        seconds = retry_after if isinstance(retry_after, (int, float)) else retry_after_seconds(retry_after)
+        return RateLimitError(message, retry_after=seconds, **kwargs)
     return cls(message, **kwargs)
 
 

@@ -30,8 +30,8 @@ thinking parts of ``content``)), ``reasoning_index`` (Int64), ``tool_index`` (In
 object as JSON), ``error_code``, ``error_message``, ``comment`` (a keep-alive's text),
 ``web_search``, ``free_tier`` (kept whole, as JSON), ``extras`` (JSON: the chunk's vendor fields,
 top-level keys as they are, choice and delta fields as ``choice.<key>`` / ``delta.<key>``),
-``status`` (category, on the response row: how the stream ended) and ``http_status`` (Int64, on the
-response row). Text columns have pandas' string dtype.
+``status`` (category, on the response row: how the stream ended), ``http_status`` and ``attempts``
+(Int64, on the response row: the HTTP status, and the requests sent, more than 1 after retries). Text columns have pandas' string dtype.
 
 Each stream starts with one ``response`` row at ``t = ttfb`` (NaN when the headers time is unknown,
 as for a recorded SSE file) carrying the stream's status, HTTP status and model: the frame is then
@@ -51,7 +51,7 @@ Encrypted details get a row of type ``reasoning.encrypted`` with no text.
 
 Metrics (``df.nito.metrics()``, one row per stream; see docs/METRICS.md)
 -----------------------------------------------------------------------
-t0 = request sent. A token-bearing event is a chunk with content, reasoning or tool-call text
+t0 = the request sent (its first attempt, when it was retried). A token-bearing event is a chunk with content, reasoning or tool-call text
 (``token``). K = the number of token-bearing events; N = ``usage.completion_tokens`` of the
 stream's last usage object when present (``tokens_source == "usage"``), else K (``"chunks"``).
 
@@ -169,7 +169,10 @@ COLUMNS: dict[str, str] = {
     "extras": _STRING,
     "status": "category",
     "http_status": "Int64",
+    "attempts": "Int64",
 }
+#: Columns added after frames were first saved: a frame read back without them gets them as NA.
+_ADDED_LATER = ("attempts",)
 
 # Columns that every row has; the others are mostly empty and are filled by row index.
 _DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")
@@ -604,6 +607,7 @@ class _Builder:
         cols["model"][base - 1] = stream.model
         cols["status"][base - 1] = stream.status
         cols["http_status"][base - 1] = log.status_code  # None values count as missing
+        cols["attempts"][base - 1] = stream.attempts
 
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n
@@ -990,7 +994,7 @@ class _ToolIndexer:
 
 
 def _missing_columns(df: pd.DataFrame) -> list[str]:
-    return [name for name in COLUMNS if name not in df.columns]
+    return [name for name in COLUMNS if name not in df.columns and name not in _ADDED_LATER]
 
 
 def _restore(df: pd.DataFrame) -> pd.DataFrame:
@@ -999,6 +1003,9 @@ def _restore(df: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(_not_ours(missing))
     out = df.copy()
+    for name in _ADDED_LATER:
+        if name not in out.columns:
+            out[name] = pd.array([None] * len(out), dtype=COLUMNS[name])
     for name, dtype in COLUMNS.items():
         column = out[name]
         if str(column.dtype) == dtype and not (dtype == "category" and name in _FIXED_CATEGORIES):
@@ -1089,7 +1096,7 @@ class NitoAccessor:
         ``tpot``, ``output_tps``, ``gap_p50``, ``gap_p90``, ``gap_p99``, ``gap_max`` (seconds,
         except ``output_tps`` in tokens per second), ``n_events``, ``n_chunks``,
         ``n_token_events`` (K), ``n_tokens`` (N), ``tokens_source`` (``usage`` or ``chunks``),
-        ``finish_reason``, ``error``, ``http_status``."""
+        ``finish_reason``, ``error``, ``http_status``, ``attempts``."""
         df = self._df
         a = self._arrays()
         _, labels = self._streams()
@@ -1203,6 +1210,7 @@ class NitoAccessor:
                     dtype=_TEXT,
                 ),
                 "http_status": pd.array(last_of(response, "http_status"), dtype="Int64"),
+                "attempts": pd.array(last_of(response, "attempts"), dtype="Int64"),
             },
             index=labels,
         )

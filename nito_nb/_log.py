@@ -103,6 +103,8 @@ class ChunkLog:
         #: carries the same time, and the timing metrics are unknown rather than zero.
         self.timed = True
         self.status_code: int | None = None
+        #: Requests sent for this stream (more than 1 after retries); t0 is the first one's send.
+        self.attempts = 1
         self.headers: dict[str, str] = {}
         self.end: dict[str, Any] = {}  # how the stream ended: status, error text; set by the Stream
         #: Set by :func:`read_log` when the file was cut (its last line incomplete, or no end
@@ -199,6 +201,7 @@ class ChunkLog:
             "headers": self.headers,
             "headers_dt_ns": None if self.headers_ns is None else self.headers_ns - self.t0_ns,
             "timed": self.timed,
+            "attempts": self.attempts,
         }
         yield json.dumps(header, ensure_ascii=False)
         t0 = self.t0_ns
@@ -252,6 +255,7 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
         if header.get("headers_dt_ns") is not None:
             log.headers_ns = t0 + int(header["headers_dt_ns"])
         log.timed = header.get("timed") is not False  # logs saved before the key were all timed
+        log.attempts = int(header.get("attempts") or 1)
         events: list[tuple[int, int | None, bytes]] = []
         ended = False
         number = 1

@@ -4,17 +4,31 @@ A Stream owns the three pure parts (the SSE decoder, the accumulator, the chunk 
 the bytes its source hands it, stamping each read with ``time.perf_counter_ns()``. The client
 (``_client.py``) gives it a source; ``read_sse`` and ``load`` feed it recorded bytes. Everything a
 Stream knows is therefore a function of (bytes, arrival times): a loaded log is the same Stream.
+
+Arrival times are the moment the bytes reached the process, whatever the caller does. So a live
+body is read as soon as the response has started, by a reader of its own: a daemon thread for a
+sync Stream, a task on the event loop for an AsyncStream. The reader stamps each read as it comes
+off the socket, folds it into the Stream and hands the parsed chunks to whoever iterates, through
+a queue. The alternative, sending the request only when the Stream is first iterated, would still
+time every chunk by the consumer's pace (a consumer that sleeps between chunks, a cell that
+displays slowly), so it was not chosen. The reader holds only a weak reference to a sync Stream:
+a Stream nobody holds any more is closed by the garbage collector (its status says ``stopped``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import json
 import operator
 import os
+import queue
 import re
+import sys
+import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +47,7 @@ from ._exceptions import (
     error_details,
     redact,
     redact_error,
+    retry_after_of,
 )
 from ._log import (
     BAD_DATA,
@@ -57,14 +72,17 @@ __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 #: Every status a Stream can be in. The first two are "running"; the rest are final.
 STATUSES = ("waiting", "streaming", "done", "error", "truncated", "stopped", "failed")
 _RUNNING = ("waiting", "streaming")
+_END = object()  # the reader's last item in a Stream's queue
 
 
 class Stream:
     """One streamed chat completion.
 
     Iterate it to receive each chunk (a dict) as it arrives; read ``content``, ``reasoning``,
-    ``tool_calls``, ``usage``... at any time for what has arrived so far. A sync Stream that was
-    never iterated reads itself to the end when a result is first asked for.
+    ``tool_calls``, ``usage``... at any time for what has arrived so far. The body is read in the
+    background from the moment the response starts, so arrival times never depend on when the
+    chunks are iterated. Results of a sync Stream that was never iterated wait for its end when
+    first asked for.
     """
 
     def __init__(
@@ -80,17 +98,23 @@ class Stream:
         self.status = "waiting"
         #: The exception that ended the stream badly (also for ``raise_errors=False``), or None.
         self.exception: NitoError | None = None
-        self.attempts = 1
         self._acc = Accumulator()
         self._decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
         self._parser = ChunkParser()
         self._first_token_ns: int | None = None
         self._n_token_events = 0
         self._callbacks: list[Callable[[Stream], Any]] = []
-        self._reads: Iterator[bytes] | None = None
-        self._close_source: Callable[[], None] | None = None
-        self._abort_source: Callable[[], None] | None = None  # unblocks a read in another thread
+        # The background reader (a sync Stream with a live body): its thread, the queue of chunk
+        # lists it hands the iterating caller, and how to cut its socket read from another thread.
+        # The lock keeps the reader's folding and the caller's reading of results apart.
+        self._lock = threading.RLock()
+        self._reader: threading.Thread | None = None
+        self._queue: queue.SimpleQueue[Any] | None = None
+        self._abort_source: Callable[[], None] | None = None
+        self._settled = threading.Event()  # finished and its on_done callbacks have run
+        self._callback_thread: int | None = None  # the thread running the callbacks, meanwhile
         self._live: Iterator[dict[str, Any]] | None = None
+        self._consumed = False  # iterated or waited for: results are then what arrived so far
         self._stop_requested = False  # close() was called, maybe from another thread
         #: How the request was made (the client, its base URL, key and timeout), for reply(); set
         #: by the client, None for a recorded Stream.
@@ -101,22 +125,42 @@ class Stream:
     # -- results (what has arrived so far) ---------------------------------------------------
 
     def _results(self) -> Accumulator:
-        # A sync Stream nobody iterates would otherwise never be read: read it to the end.
-        if self.status in _RUNNING and self._live is None and self._reads is not None:
-            self.wait(raise_errors=False)
+        # A sync Stream that nobody iterates or waits for: its results are those of the whole
+        # answer (`s = stream(...); s.content`), so wait for its end.
+        if not self._consumed and self._reader is not None:
+            if self.status in _RUNNING:
+                self.wait(raise_errors=False)
+            else:
+                self._discard_queued()
         return self._acc
 
     @property
     def content(self) -> str:
-        return self._results().content
+        acc = self._results()
+        with self._lock:  # the accumulator joins its pieces lazily: not while the reader appends
+            return acc.content
 
     @property
     def reasoning(self) -> str:
-        return self._results().reasoning
+        acc = self._results()
+        with self._lock:
+            return acc.reasoning
 
     @property
     def reasoning_details(self) -> list[dict[str, Any]]:
-        return self._results().reasoning_details
+        acc = self._results()
+        with self._lock:
+            return acc.reasoning_details
+
+    @property
+    def attempts(self) -> int:
+        """How many requests were sent: 1, or more when the request was retried before the body
+        (a 429, a 5xx or a failed connection). The timings count from the first one."""
+        return self.log.attempts
+
+    @attempts.setter
+    def attempts(self, value: int) -> None:
+        self.log.attempts = value
 
     @property
     def refusal(self) -> str | None:
@@ -303,47 +347,63 @@ class Stream:
 
     def _end(self, t_ns: int, *, status: str | None = None, exception: NitoError | None = None) -> None:
         """The body ended (or was cut): settle the status, keep what arrived, run callbacks."""
-        if self.finished:
-            return
-        if self._decoder.pending:
-            seq = len(self.log)
-            self._take(self._decoder.flush(), t_ns)
-            self._acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
-        acc = self._acc
-        if status is None:
-            if acc.error is not None:
-                status = "error"
-            elif acc.done:
-                status = "done"
-            else:
-                status = "truncated"
-        if exception is None and status == "error":
-            error = acc.error or {}
-            message = str(error.get("message") or "an error chunk without a message")
-            exception = MidStreamError(
-                f"The gateway reported an error mid-stream: {message}"
-                f"{_code_text(error.get('code'))}. What arrived before it ({len(acc.content):,} "
-                "characters) is kept in .stream; retry, or try another model.",
-                code=error.get("code"),
-            )
-        elif exception is None and status == "truncated":
-            exception = StreamTruncatedError(
-                f"The stream ended without [DONE] after {acc.n_chunks} chunks: the answer may be "
-                "incomplete. What arrived is kept in .stream; retry, and if it keeps happening, "
-                "check for a proxy that cuts long responses."
-            )
-        if exception is not None:
-            exception.stream = self
-            redact_error(exception, self._secret)
-        self.status = status
-        self.exception = exception
-        self.log.end = {"status": status}
-        if exception is not None:
-            self.log.end["exception"] = type(exception).__name__
-            self.log.end["message"] = exception.message
-        self._reads = None
-        for callback in self._callbacks:
-            callback(self)
+        with self._lock:  # the reader and a closing caller may both end it: the first one counts
+            if self.finished:
+                return
+            if self._decoder.pending:
+                seq = len(self.log)
+                self._take(self._decoder.flush(), t_ns)
+                self._acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
+            acc = self._acc
+            if status is None:
+                if acc.error is not None:
+                    status = "error"
+                elif acc.done:
+                    status = "done"
+                else:
+                    status = "truncated"
+            if exception is None and status == "error":
+                error = acc.error or {}
+                message = str(error.get("message") or "an error chunk without a message")
+                exception = MidStreamError(
+                    f"The gateway reported an error mid-stream: {message}"
+                    f"{_code_text(error.get('code'))}. What arrived before it ({len(acc.content):,} "
+                    "characters) is kept in .stream; retry, or try another model.",
+                    code=error.get("code"),
+                )
+            elif exception is None and status == "truncated":
+                exception = StreamTruncatedError(
+                    f"The stream ended without [DONE] after {acc.n_chunks} chunks: the answer may be "
+                    "incomplete. What arrived is kept in .stream; retry, and if it keeps happening, "
+                    "check for a proxy that cuts long responses."
+                )
+            if exception is not None:
+                exception.stream = self
+                redact_error(exception, self._secret)
+            self.status = status
+            self.exception = exception
+            self.log.end = {"status": status}
+            if exception is not None:
+                self.log.end["exception"] = type(exception).__name__
+                self.log.end["message"] = exception.message
+            callbacks, self._callbacks = self._callbacks, []
+        self._run_callbacks(callbacks)
+
+    def _run_callbacks(self, callbacks: list[Callable[[Stream], Any]]) -> None:
+        # They run in the thread that finished the stream (the background reader, or the one that
+        # closed it), like a future's done-callbacks. A failing callback is reported in one line
+        # and does not stop the others: the stream itself ended well, and wait() must not raise
+        # someone else's error.
+        self._callback_thread = threading.get_ident()
+        try:
+            for callback in callbacks:
+                try:
+                    callback(self)
+                except Exception as exc:
+                    _report_callback_error(callback, exc)
+        finally:
+            self._callback_thread = None
+            self._settled.set()
 
     def _fail(self, error: NitoError) -> NitoError:
         """The request failed before any body: no stream, only this error."""
@@ -353,6 +413,16 @@ class Stream:
         self.exception = error
         self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
         return error
+
+    def _retry(self) -> None:
+        """An attempt failed before the body and is tried again: forget its outcome (its error,
+        its response and its log), count it, and keep the clock: t0 stays the first attempt's."""
+        attempts, log = self.attempts, self.log
+        self.log = ChunkLog(log.request, t0_ns=log.t0_ns, t0_wall=log.t0_wall)
+        self.log.attempts = attempts + 1
+        self._acc = Accumulator()
+        self.status = "waiting"
+        self.exception = None
 
     def _set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
         """The response started: keep its status and headers, none that carries a credential or
@@ -373,24 +443,56 @@ class Stream:
             status_code,
             body.decode("utf-8", "replace"),
             content_type=headers.get("content-type", ""),
-            retry_after=headers.get("retry-after"),
+            retry_after=retry_after_of(headers),
         )
         self._acc.error = {"code": error.code, "message": error.message}
         self._fail(error)
         return error
 
-    def _stop_source(self) -> None:
-        close, self._close_source = self._close_source, None
-        if close is not None:
-            close()
+    # -- the background reader (sync) --------------------------------------------------------
+
+    def _start_reader(self, reads: Iterator[bytes], close: Callable[[], None], abort: Callable[[], None]) -> None:
+        """Read the body in a daemon thread from now on (the client calls this once the response
+        has started): ``reads`` yields the body's bytes, ``close`` releases the response (only the
+        reader calls it: httpx would make another thread wait for the read in progress), ``abort``
+        cuts a read in progress from another thread. The chunks wait in the queue until someone
+        iterates; a Stream that is only waited for lets them go when it ends."""
+        self._queue = queue.SimpleQueue()
+        self._abort_source = abort
+        self._reader = threading.Thread(
+            target=_read_body,
+            args=(weakref.ref(self), reads, close, self._queue),
+            name="nito_nb-stream-reader",
+            daemon=True,
+        )
+        self._reader.start()
+
+    def _stop(self, status: str | None) -> None:
+        """Stop the reader (its socket read is cut, it closes the response) and end the stream."""
+        self._stop_requested = True
+        reader, abort = self._reader, self._abort_source
+        if reader is not None and abort is not None and reader.is_alive() and reader is not threading.current_thread():
+            abort()
+        self._end(time.perf_counter_ns(), status=status)
+        if self._queue is not None:
+            self._queue.put(_END)  # wakes a caller blocked on the next chunk in another thread
+
+    def _discard_queued(self) -> None:
+        # Nobody iterates a finished Stream's live chunks any more (iterating it again replays the
+        # log): let the parsed chunks go.
+        q, self._queue = self._queue, None
+        if q is not None and self._live is None:
+            while not q.empty():
+                q.get_nowait()
 
     # -- live iteration (sync) ---------------------------------------------------------------
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self.finished or self._reads is None:
-            return self._replay()
         if self._live is not None:
             return self._live  # continue where a `break` left off
+        if self._queue is None:  # finished and iterated (or waited for) once, or no live body
+            return self._replay()
+        self._consumed = True
         self._live = self._iterate(self.raise_errors)
         return self._live
 
@@ -403,65 +505,69 @@ class Stream:
                     yield chunk
 
     def _iterate(self, raise_errors: bool) -> Iterator[dict[str, Any]]:
-        from ._client import transport_exception  # the one place that knows httpx's errors
-
-        assert self._reads is not None
-        reads, clock = self._reads, time.perf_counter_ns
+        # The chunks the reader parsed, in order; the reader's items are lists of chunks (one per
+        # read), then _END. A KeyboardInterrupt lands here, in the blocking get().
+        assert self._queue is not None
+        get = self._queue.get
         try:
-            for data in reads:
-                yield from self._feed(data, clock())
+            while True:
+                item = get()
+                if item is _END:
+                    break
+                if type(item) is list:
+                    yield from item
+                else:
+                    raise item  # not a transport failure: a bug, passed on as it is
         except GeneratorExit:  # the consumer closed us (close(), or a with-block ended)
-            self._stop_source()
-            self._end(clock(), status=None if self._acc.done else "stopped")  # [DONE] came: done
+            self._stop(status=None if self._acc.done else "stopped")  # [DONE] came: done
             raise
         except KeyboardInterrupt:  # the kernel's stop button: keep what arrived, then stop
-            self._stop_source()
-            self._end(clock(), status="stopped")
+            self._stop(status="stopped")
             raise
-        except Exception as exc:
-            self._stop_source()
-            if self._stop_requested:  # close() from another thread cut the read under us
-                self._end(clock(), status="stopped")
-                return
-            error = transport_exception(exc, self)
-            if error is None:
-                raise
-            self._end(clock(), status="truncated", exception=error)
-        else:
-            self._stop_source()
-            self._end(clock(), status="stopped" if self._stop_requested and not self._acc.done else None)
+        finally:
+            self._live = None
+            self._queue = None  # iterating it again replays the log
+        self._settle()
         self._raise_failure(raise_errors)
 
-    def wait(self, *, raise_errors: bool | None = None) -> Stream:
-        """Read the stream to its end; raise its error if ``raise_errors`` (default: the Stream's)."""
+    def _settle(self, timeout: float | None = None) -> bool:
+        """Wait until the stream has ended and its callbacks have run (not from a callback)."""
+        if self._callback_thread == threading.get_ident() or self._reader is None:
+            return self.finished
+        return self._settled.wait(timeout)
+
+    def wait(self, *, raise_errors: bool | None = None, timeout: float | None = None) -> Stream:
+        """Block until the stream has finished; raise its error if ``raise_errors`` (default: the
+        Stream's). With ``timeout`` (seconds), return after that long even if it has not finished:
+        the Stream goes on in the background and its status is unchanged (check ``finished``).
+        A KeyboardInterrupt meanwhile stops it (status ``stopped``, what arrived is kept)."""
         raise_errors = self.raise_errors if raise_errors is None else raise_errors
-        if self._live is None and self._reads is not None:
-            self._live = self._iterate(raise_errors=False)
-        if self._live is not None:
-            for _ in self._live:
-                pass
+        self._consumed = True
+        try:
+            if not self._settle(timeout):
+                return self
+        except KeyboardInterrupt:
+            self._stop(status="stopped")
+            raise
+        self._discard_queued()
         self._raise_failure(raise_errors)
         return self
 
     def close(self) -> None:
-        """Stop reading: the connection closes, what arrived stays, the status becomes ``stopped``.
+        """Stop reading: the connection closes, what arrived stays, the status becomes ``stopped``
+        (``done`` if ``[DONE]`` had already arrived).
 
-        Safe from another thread while one is iterating (a Stop button): the connection is closed
-        under the reader, whose iteration then ends quietly with the status ``stopped``.
+        Safe from any thread, also while another one iterates (a Stop button): the background
+        reader's socket read is cut, and the iterating thread ends quietly.
         """
-        if not self.finished:
-            self._stop_requested = True
-        if self._live is not None:
+        live = self._live
+        if live is not None:
             try:
-                self._live.close()  # type: ignore[attr-defined]
-            except ValueError:  # "generator already executing": another thread is reading it
-                abort = self._abort_source
-                if abort is not None:
-                    abort()
-                return
+                live.close()  # type: ignore[attr-defined]
+            except ValueError:  # "generator already executing": another thread is iterating it
+                pass
         if not self.finished:
-            self._stop_source()
-            self._end(time.perf_counter_ns(), status="stopped")
+            self._stop(status=None if self._acc.done else "stopped")
 
     def __enter__(self) -> Stream:
         return self
@@ -469,12 +575,27 @@ class Stream:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        # Collected while its body is still being read (a `break` and nothing else holds it): stop
+        # the reader and release the connection. The status (in callbacks, or a log kept
+        # elsewhere) says stopped.
+        try:
+            if self._reader is not None and self.status in _RUNNING:
+                self._stop(status="stopped")
+        except Exception:  # never raise from the collector (e.g. at interpreter exit)
+            pass
+
     def on_done(self, callback: Callable[[Stream], Any]) -> Stream:
-        """Call ``callback(stream)`` once the stream has finished (at once if it already has)."""
-        if self.finished:
+        """Call ``callback(stream)`` once the stream has finished (at once if it already has), in
+        the thread that finished it; an exception in it is reported on stderr, not raised."""
+        with self._lock:
+            if not self.finished:
+                self._callbacks.append(callback)
+                return self
+        try:
             callback(self)
-        else:
-            self._callbacks.append(callback)
+        except Exception as exc:
+            _report_callback_error(callback, exc)
         return self
 
     # -- conversation, files, analysis -------------------------------------------------------
@@ -555,8 +676,10 @@ class Stream:
 
 
 class AsyncStream(Stream):
-    """The async twin: ``async for chunk in stream``. It connects on first use; results never
-    read implicitly (use ``await stream.wait()``)."""
+    """The async twin: ``async for chunk in stream``. It connects on first use (``async for``,
+    ``await stream.wait()``, ``async with``); from then on a task on the event loop reads the body
+    as it arrives, whatever the consumer awaits meanwhile. Results are never read implicitly (use
+    ``await stream.wait()``)."""
 
     def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(request, **kwargs)
@@ -564,6 +687,13 @@ class AsyncStream(Stream):
         self._areads: AsyncIterator[bytes] | None = None
         self._aclose_source: Callable[[], Any] | None = None
         self._alive: AsyncIterator[dict[str, Any]] | None = None
+        # The reader task (connects, then reads the body), the queue of chunk lists it hands the
+        # consumer, the future of its connecting (None, or the error that refused it), and an
+        # error that ended it (raised to whoever iterates or waits).
+        self._task: Any = None
+        self._aqueue: Any = None
+        self._opened: Any = None
+        self._task_error: BaseException | None = None
 
     def _results(self) -> Accumulator:
         return self._acc
@@ -578,39 +708,90 @@ class AsyncStream(Stream):
             self._alive = self._aiterate(self.raise_errors)
         return self._alive
 
-    async def _aiterate(self, raise_errors: bool) -> AsyncIterator[dict[str, Any]]:
+    def _astart(self) -> Any:
+        """Start the reader task once, on the running loop; return it (None: nothing to read)."""
+        import asyncio
+
+        if self._task is None:
+            if self.finished or (self._opener is None and self._areads is None):
+                return None
+            loop = asyncio.get_running_loop()
+            self._aqueue = asyncio.Queue()
+            self._opened = loop.create_future()
+            self._task = loop.create_task(self._arun(self._aqueue, self._opened), name="nito_nb-stream-reader")
+            self._task.add_done_callback(functools.partial(_never_started, self._aqueue, self._opened))
+        return self._task
+
+    async def _arun(self, out: Any, opened: Any) -> None:
+        try:
+            if self._areads is None and self._opener is not None:
+                try:
+                    await self._open()  # raises typed HTTP errors, with .stream set
+                except Exception as exc:  # refused: whoever connects, iterates or waits raises it
+                    self._task_error = exc
+                    opened.set_result(exc)
+                    return
+            opened.set_result(None)
+            if self._areads is not None:
+                await self._aread(out)
+        except Exception as exc:  # not a transport failure: handed to the consumer as it is
+            self._task_error = exc
+        finally:
+            if not opened.done():  # cancelled while connecting
+                opened.set_result(None)
+            out.put_nowait(_END)
+
+    async def _aread(self, out: Any) -> None:
         from ._client import transport_exception
 
-        if self.finished:
-            for chunk in self._replay():
-                yield chunk
-            return
+        assert self._areads is not None
         clock = time.perf_counter_ns
-        if self._areads is None and self._opener is not None:
-            await self._open()  # raises typed HTTP errors, with .stream set
-        if self._areads is None:
-            return
         try:
             async for data in self._areads:
-                for chunk in self._feed(data, clock()):
-                    yield chunk
-        except GeneratorExit:
+                chunks = self._feed(data, clock())  # stamped as the bytes came, not as consumed
+                if chunks:
+                    out.put_nowait(chunks)
+        except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
             await self._astop_source()
             self._end(clock(), status=None if self._acc.done else "stopped")
-            raise
-        except (KeyboardInterrupt, _cancelled_error()):
-            await self._astop_source()
-            self._end(clock(), status="stopped")
             raise
         except Exception as exc:
             error = transport_exception(exc, self)
             await self._astop_source()
             if error is None:
+                self._end(clock(), status="truncated")
                 raise
             self._end(clock(), status="truncated", exception=error)
         else:
             await self._astop_source()
             self._end(clock())
+
+    async def _aiterate(self, raise_errors: bool) -> AsyncIterator[dict[str, Any]]:
+        task = self._astart()
+        out = self._aqueue
+        if task is None or out is None:  # finished (and iterated once), or nothing to read
+            for chunk in self._replay():
+                yield chunk
+            return
+        self._consumed = True
+        try:
+            while True:
+                item = await out.get()
+                if item is _END:
+                    break
+                for chunk in item:
+                    yield chunk
+        except GeneratorExit:  # aclose(), or an `async with` ended
+            await self._astop()
+            raise
+        except (KeyboardInterrupt, _cancelled_error()):
+            await self._astop()
+            raise
+        finally:
+            self._alive = None
+            self._aqueue = None  # iterating it again replays the log
+        if self._task_error is not None:
+            raise self._task_error
         self._raise_failure(raise_errors)
 
     async def _open(self) -> None:
@@ -626,12 +807,42 @@ class AsyncStream(Stream):
         if close is not None:
             await close()
 
-    async def wait(self, *, raise_errors: bool | None = None) -> AsyncStream:  # type: ignore[override]
+    async def _astop(self) -> None:
+        """Cancel the reader (it closes the response and says stopped) and wait for it."""
+        import asyncio
+
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if not self.finished:
+            await self._astop_source()
+            self._end(time.perf_counter_ns(), status="stopped")
+
+    async def wait(  # type: ignore[override]
+        self, *, raise_errors: bool | None = None, timeout: float | None = None
+    ) -> AsyncStream:
+        """Connect if needed and wait until the stream has finished; raise its error if
+        ``raise_errors`` (an HTTP error when connecting always raises). With ``timeout`` (seconds),
+        return after that long even if it has not finished: it goes on, its status is unchanged
+        (check ``finished``). Cancelling the wait stops the stream."""
+        import asyncio
+
         raise_errors = self.raise_errors if raise_errors is None else raise_errors
-        if self._alive is None:
-            self._alive = self._aiterate(raise_errors=False)
-        async for _ in self._alive:
-            pass
+        task = self._astart()
+        if task is not None:
+            self._consumed = True
+            try:
+                done, _ = await asyncio.wait({task}, timeout=timeout)
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                await self._astop()
+                raise
+            if not done:
+                return self
+            if self._alive is None:
+                self._aqueue = None  # nobody iterates its live chunks: let them go
+            if self._task_error is not None:
+                raise self._task_error
         self._raise_failure(raise_errors)
         return self
 
@@ -639,18 +850,29 @@ class AsyncStream(Stream):
         return self.wait().__await__()
 
     async def aclose(self) -> None:
-        if self._alive is not None:
-            await self._alive.aclose()  # type: ignore[attr-defined]
-        if not self.finished:
-            await self._astop_source()
-            self._end(time.perf_counter_ns(), status="stopped")
+        """Stop reading: the connection closes, what arrived stays, the status becomes ``stopped``."""
+        alive = self._alive
+        if alive is not None:
+            try:
+                await alive.aclose()  # type: ignore[attr-defined]
+            except RuntimeError:  # another task is iterating it: cancelling the reader ends it
+                pass
+        await self._astop()
 
     def close(self) -> None:
         raise TypeError("use `await stream.aclose()` on an AsyncStream")
 
     async def __aenter__(self) -> AsyncStream:
-        if self._areads is None and self._opener is not None and not self.finished:
-            await self._open()
+        import asyncio
+
+        if self._astart() is not None:
+            try:
+                error = await asyncio.shield(self._opened)
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                await self._astop()
+                raise
+            if error is not None:
+                raise error
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -676,6 +898,70 @@ def _refail(stream: Stream, end: dict[str, Any]) -> None:
             cls = NitoError
         stream._fail(cls(str(end.get("message") or "the request failed")))
     log.end = end
+
+
+def _read_body(
+    ref: weakref.ReferenceType[Stream],
+    reads: Iterator[bytes],
+    close: Callable[[], None],
+    out: queue.SimpleQueue[Any],
+) -> None:
+    """The background reader of a sync Stream: fold each read into the Stream as it arrives and
+    pass its chunks on. It holds the Stream only while folding a read, so that a Stream nobody
+    holds can be collected (and closed) while this thread waits for the socket."""
+    from ._client import transport_exception  # the one place that knows httpx's errors
+
+    clock = time.perf_counter_ns
+    try:
+        try:
+            for data in reads:
+                t_ns = clock()  # the moment the bytes came off the socket
+                stream = ref()
+                if stream is None:
+                    return
+                with stream._lock:
+                    if stream.status not in _RUNNING:  # closed meanwhile: stop reading
+                        return
+                    chunks = stream._feed(data, t_ns)
+                del stream
+                if chunks:
+                    out.put(chunks)
+        except Exception as exc:
+            stream = ref()
+            if stream is None or stream._stop_requested:  # close() cut the read under us
+                return
+            error = transport_exception(exc, stream)
+            if error is None:  # not a transport failure: end the stream, hand the error over
+                stream._end(clock(), status="truncated")
+                out.put(exc)
+            else:
+                stream._end(clock(), status="truncated", exception=error)
+        else:
+            stream = ref()
+            if stream is not None:
+                stream._end(clock(), status="stopped" if stream._stop_requested and not stream._acc.done else None)
+    finally:
+        stream = ref()
+        if stream is not None and not stream._stop_requested and stream.status in _RUNNING:
+            stream._end(clock(), status="truncated")  # this thread died of something unexpected
+        stream = None
+        try:
+            close()
+        except Exception:  # a connection already cut: nothing left to release
+            pass
+        out.put(_END)
+
+
+def _never_started(out: Any, opened: Any, task: Any) -> None:
+    # A reader task cancelled before it ran never reached its `finally`: release its waiters.
+    if not opened.done():
+        opened.set_result(None)
+        out.put_nowait(_END)
+
+
+def _report_callback_error(callback: Any, exc: Exception) -> None:
+    name = getattr(callback, "__qualname__", None) or repr(callback)
+    print(f"nito_nb: the on_done callback {name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 _RAW = operator.itemgetter(5)  # ServerSentEvent.raw, read in C

@@ -140,6 +140,9 @@ class StreamView(ipywidgets.VBox):
         super().__init__(**kwargs)
         self.add_class("nito-stream-view")
         self.stream = stream
+        # A view shows what has arrived so far: its reads of the results must not wait for the
+        # end, as a sync Stream nobody iterates or shows does (its body is read in the background).
+        stream._consumed = True
         self.format = format
         self.max_rate = max_rate
         self._interval = 1.0 / max_rate
