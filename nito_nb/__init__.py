@@ -16,6 +16,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ._accumulate import Anomaly, ToolCall
+from ._capture import (
+    AsyncCaptureTransport,
+    CaptureTransport,
+    async_httpx_client,
+    httpx_client,
+    streams,
+)
 from ._client import AsyncClient, Client, Timeout
 from ._exceptions import (
     APIError,
@@ -128,13 +135,15 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def last() -> Any:
-    """The last Stream the ``%%nito`` magic ran (a list of Streams after ``-m a,b``), or None.
+    """The last Stream the ``%%nito`` magic ran (a list of Streams after ``-m a,b``), or the last
+    one captured (``httpx_client``) or watched (``watch``) if that came later; None if none.
 
-    The same object as ``_nito`` in the notebook's namespace.
+    After a ``%%nito`` cell, the same object as ``_nito`` in the notebook's namespace.
     """
+    from ._capture import REGISTRY
     from ._magic import last as _last
 
-    return _last()
+    return REGISTRY.latest(_last())
 
 
 _WIDGETS = ("ChatWidget", "StreamView")
@@ -159,10 +168,12 @@ def __dir__() -> list[str]:
 __all__ = [
     "APIError",
     "Anomaly",
+    "AsyncCaptureTransport",
     "AsyncClient",
     "AsyncStream",
     "AuthenticationError",
     "BadRequestError",
+    "CaptureTransport",
     "ChatWidget",
     "ChunkLog",
     "Client",
@@ -190,9 +201,12 @@ __all__ = [
     "ToolCall",
     "TransportError",
     "astream",
+    "async_httpx_client",
     "frame",
+    "httpx_client",
     "last",
     "load",
     "read_sse",
     "stream",
+    "streams",
 ]

@@ -8,12 +8,13 @@ import sys
 import nito_nb
 
 PUBLIC = {
-    "APIError", "Anomaly", "AsyncClient", "AsyncStream", "AuthenticationError", "BadRequestError",
-    "ChatWidget", "ChunkLog", "Client", "ConfigurationError", "ConnectTimeout", "ConnectionFailed",
+    "APIError", "Anomaly", "AsyncCaptureTransport", "AsyncClient", "AsyncStream", "AuthenticationError", "BadRequestError",
+    "CaptureTransport", "ChatWidget", "ChunkLog", "Client", "ConfigurationError", "ConnectTimeout", "ConnectionFailed",
     "ConnectionLost", "Event", "EventTooLargeError", "FirstByteTimeout", "LogFormatError", "MidStreamError", "NitoError",
     "NotEventStreamError", "NotFoundError", "PaymentRequiredError", "RateLimitError", "ServerError",
     "Stream", "StreamError", "StreamTimeoutError", "StreamTruncatedError", "StreamView", "Timeout",
-    "ToolCall", "TransportError", "astream", "frame", "last", "load", "read_sse", "stream",
+    "ToolCall", "TransportError", "astream", "async_httpx_client", "frame", "httpx_client", "last", "load",
+    "read_sse", "stream", "streams",
 }
 
 

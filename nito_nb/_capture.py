@@ -1,0 +1,490 @@
+"""Capture: the streamed chat completions that other libraries send through httpx, as Streams.
+
+The openai SDK, LangChain's ``ChatOpenAI`` and LiteLLM's OpenAI-compatible providers all send
+their requests through an httpx client. A :class:`CaptureTransport` wraps that client's transport:
+for a streamed ``POST .../chat/completions`` it hands the caller the very bytes the inner transport
+produced, at once and unchanged, and feeds a copy of each read (stamped with
+``time.perf_counter_ns()`` the moment it came off the inner transport) to a nito_nb Stream. Every
+other request passes through untouched. What nito_nb sees is thus the same (bytes, arrival times)
+as its own client would have seen, so the Stream, its frame and its metrics mean the same.
+
+Captured Streams go to a bounded registry of this process (:func:`streams`, ``nito_nb.last()``)
+and to the live views opened by ``nito_nb.live()`` (``_live.py``), through :func:`open_views`.
+
+Secrets: the request is stored without headers and without the URL's query; any value of an
+``Authorization``, ``Api-Key``, ``X-Api-Key``, ``Proxy-Authorization`` or ``Cookie`` header (and
+of a key-like query parameter) is replaced by ``[redacted]`` wherever it appears in the stored
+request body or in an error body; response headers are stored as ``ChunkLog.set_response`` does
+(``clean_headers``), minus any header whose value carries one of those secrets.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import threading
+import time
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+import httpx
+
+from ._exceptions import NitoError, not_event_stream_error
+from ._stream import Stream
+
+__all__ = [
+    "AsyncCaptureTransport",
+    "CaptureTransport",
+    "async_httpx_client",
+    "httpx_client",
+    "streams",
+]
+
+#: Streams kept by :func:`streams` unless ``NITO_KEEP_STREAMS`` says otherwise (0: no limit).
+DEFAULT_KEEP = 100
+#: An error body is kept up to this size (as the client does).
+MAX_ERROR_BODY = 64 * 1024
+#: Request headers whose values are credentials: never stored, and scrubbed wherever they appear.
+SECRET_REQUEST_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie")
+#: Query parameters that carry a key on some providers (``?key=`` on Google's endpoints).
+SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_token", "sig")
+REDACTED = "[redacted]"
+
+
+# -- the Stream's I/O-free entry points, in one place ------------------------------------------
+# Everything outside the engine that turns bytes into a Stream goes through these four functions
+# (this module, and watch() in _watch.py), so that a change of the engine's feeding API is made
+# here only.
+
+
+def feed(stream: Stream, data: bytes, t_ns: int) -> None:
+    """Decode, log and accumulate one read that arrived at ``t_ns``."""
+    stream._feed(data, t_ns)
+
+
+def end(stream: Stream, t_ns: int, *, status: str | None = None, exception: NitoError | None = None) -> None:
+    """The body ended (``status`` None: done, error or truncated, as the bytes say)."""
+    stream._end(t_ns, status=status, exception=exception)
+
+
+def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int) -> None:
+    """The server refused with an HTTP error, or answered 2xx with something other than a stream."""
+    stream._fail_http(status_code, headers, body, t_ns)
+    if status_code < 400:
+        text = body.decode("utf-8", "replace")
+        stream._fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
+
+
+def note(stream: Stream, kind: str, message: str) -> None:
+    """Record an anomaly of the stream at its current event."""
+    stream._acc.note(kind, message, len(stream.log))
+
+
+# -- the registry --------------------------------------------------------------------------------
+
+
+class _Registry:
+    """The captured (and watched) Streams of this process, oldest first, bounded."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: collections.deque[Stream] | None = None
+        self._magic_then: Any = None  # the magic's last() when the latest capture was added
+
+    def _deque(self) -> collections.deque[Stream]:
+        # Read on first use, so that an environment variable set early in a notebook applies.
+        if self._items is None:
+            try:
+                keep = int(os.environ.get("NITO_KEEP_STREAMS", DEFAULT_KEEP))
+            except ValueError:
+                keep = DEFAULT_KEEP
+            self._items = collections.deque(maxlen=keep if keep > 0 else None)
+        return self._items
+
+    def add(self, stream: Stream) -> None:
+        with self._lock:
+            self._deque().append(stream)
+            self._magic_then = _magic_last()
+
+    def items(self) -> list[Stream]:
+        with self._lock:
+            return list(self._deque())
+
+    def latest(self, magic_last: Any) -> Any:
+        """The more recent of the magic's last result and the last captured Stream."""
+        with self._lock:
+            items = self._deque()
+            captured = items[-1] if items else None
+            if captured is None or (magic_last is not None and magic_last is not self._magic_then):
+                return magic_last  # the magic kept something after the last capture
+            return captured
+
+    def clear(self) -> None:
+        with self._lock:
+            self._deque().clear()
+            self._magic_then = None
+
+
+def _magic_last() -> Any:
+    # The magic is a shell above this module: it is read only if it is already loaded, never
+    # imported from here (a script that never loads the extension has no magic result).
+    magic = sys.modules.get(f"{__package__}._magic")
+    return getattr(magic, "_last", None)
+
+
+REGISTRY = _Registry()
+
+
+def streams() -> list[Stream]:
+    """The Streams captured (``httpx_client``) or watched (``watch``) in this process, oldest first.
+
+    The last ``NITO_KEEP_STREAMS`` (default 100; 0 keeps all) are kept. ``nito_nb.frame(streams())``
+    gives one frame of them all.
+    """
+    return REGISTRY.items()
+
+
+def register(stream: Stream) -> None:
+    REGISTRY.add(stream)
+
+
+# -- live views ---------------------------------------------------------------------------------
+
+#: Who wants to see each new captured Stream: ``live()`` blocks push an opener here. An opener
+#: takes the Stream and returns a view with ``update()`` and ``finish()``, or None.
+VIEWERS: ContextVar[tuple[Callable[[Stream], Any], ...]] = ContextVar("nito_nb_viewers", default=())
+
+
+class Views:
+    """The live views of one Stream. A view that fails is dropped with one line on stderr: the
+    caller's stream must never break because of a display."""
+
+    def __init__(self, stream: Stream, views: list[Any]) -> None:
+        self.stream = stream
+        self.views = views
+
+    def _each(self, method: str) -> None:
+        for view in list(self.views):
+            try:
+                getattr(view, method)()
+            except Exception as exc:
+                self.views.remove(view)
+                print(f"nito: the live view stopped ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+    def update(self) -> None:
+        if self.views:
+            self._each("update")
+
+    def finish(self) -> None:
+        if self.views:
+            self._each("finish")
+            self.views = []
+
+
+def open_views(stream: Stream) -> Views:
+    """The live views that the ``live()`` blocks around this call want for a new Stream."""
+    views = []
+    for opener in VIEWERS.get():
+        view = opener(stream)
+        if view is not None:
+            views.append(view)
+    return Views(stream, views)
+
+
+# -- reading the request -----------------------------------------------------------------------
+
+
+def _secrets(request: httpx.Request) -> list[str]:
+    """Every credential the request carries, longest first (so that replacing is complete)."""
+    found: set[str] = set()
+    for name in SECRET_REQUEST_HEADERS:
+        for value in request.headers.get_list(name):
+            value = value.strip()
+            found.add(value)
+            scheme, _, token = value.partition(" ")
+            if token.strip() and scheme.lower() in ("bearer", "basic", "token"):
+                found.add(token.strip())
+            if name == "cookie":
+                found.update(part.partition("=")[2].strip() for part in value.split(";"))
+    for name, value in request.url.params.multi_items():
+        if name.lower() in SECRET_QUERY_PARAMS:
+            found.add(value)
+    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[str]] | None:
+    """(request metadata for the log, secrets) of a streamed chat completion, else None."""
+    if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
+        return None
+    try:
+        content = request.content
+    except httpx.RequestNotRead:  # a streaming upload: not a JSON body we could read
+        return None
+    try:
+        body = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(body, dict) or body.get("stream") is not True:
+        return None
+    secrets = _secrets(request)
+    path = request.url.path.rstrip("/")[: -len("/chat/completions")]
+    base_url = str(request.url.copy_with(path=path or "/", query=None, fragment=None)).rstrip("/")
+    params = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
+    meta: dict[str, Any] = {
+        "model": body.get("model"),
+        "messages": body.get("messages", []),
+        "params": params,
+        "base_url": base_url,
+        "capture": "httpx",  # built from the exact bytes a client of the user's received
+    }
+    if secrets:
+        meta = json.loads(redact(json.dumps(meta, ensure_ascii=False), secrets))
+    return meta, secrets
+
+
+# -- recording one response ----------------------------------------------------------------------
+
+
+def _decompressor(encoding: str) -> Any:
+    """A zlib decompressor for the response's Content-Encoding; None for identity; False for an
+    encoding nito_nb does not decode (the body then passes through unrecorded)."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    return False
+
+
+class Recorder:
+    """Feeds one response's reads to its Stream. Never raises into the caller's read: if recording
+    fails, recording stops (the anomaly says so) and the bytes still go through."""
+
+    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[str], decompressor: Any) -> None:
+        self.stream = stream
+        self.secrets = secrets
+        self.status_code = response.status_code
+        self.headers = stream.log.headers  # already cleaned
+        content_type = response.headers.get("content-type", "")
+        self.is_stream = response.status_code < 400 and (
+            not content_type or "text/event-stream" in content_type.lower()
+        )
+        self.decompressor = decompressor
+        self.error_body = bytearray()
+        self.ended = False
+        self.broken = False
+        self.views = open_views(stream)
+
+    def take(self, data: bytes, t_ns: int) -> None:
+        if self.ended or self.broken:
+            return
+        try:
+            if self.decompressor is not None:
+                data = self.decompressor.decompress(data)
+            if not self.is_stream:
+                self.error_body += data[: MAX_ERROR_BODY - len(self.error_body)]
+                return
+            if data:
+                feed(self.stream, data, t_ns)
+                self.views.update()
+        except Exception as exc:  # never the caller's problem
+            self.broken = True
+            note(self.stream, "capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
+
+    def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None) -> None:
+        """The body ended: read to its end, closed by the caller, or cut by ``error``."""
+        if self.ended:
+            return
+        self.ended = True
+        stream = self.stream
+        try:
+            if self.decompressor is not None and not self.broken:
+                rest = self.decompressor.flush()
+                if rest:
+                    self.take(rest, t_ns)
+            if not self.is_stream:
+                text = redact(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
+                fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns)
+            elif error is not None:
+                end(stream, t_ns, **_ending(error, stream))
+            elif closed_early and not (stream.done or stream.error):
+                end(stream, t_ns, status="stopped")
+            else:
+                end(stream, t_ns)
+        finally:
+            self.views.finish()
+
+
+def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
+    """How a body cut by ``error`` ends: stopped (interrupt, cancel), or truncated with the error."""
+    import asyncio
+
+    if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit)):
+        return {"status": "stopped"}
+    from ._client import transport_exception  # the one place that knows httpx's errors
+
+    return {"status": "truncated", "exception": transport_exception(error, stream)}
+
+
+def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: dict[str, Any],
+           secrets: list[str]) -> Recorder | None:
+    """The Stream and its Recorder for a response whose headers just arrived, or None to pass."""
+    t_headers = time.perf_counter_ns()
+    decompressor = _decompressor(response.headers.get("content-encoding", ""))
+    if decompressor is False:
+        return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
+    stream = Stream(meta, raise_errors=False)
+    stream.log.t0_ns = t0_ns
+    headers = [(k, v) for k, v in response.headers.multi_items() if not any(s in v for s in secrets)]
+    stream.log.set_response(response.status_code, headers, t_headers)
+    recorder = Recorder(stream, response, secrets, decompressor)
+    register(stream)
+    return recorder
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+
+    def __iter__(self) -> Iterator[bytes]:
+        clock, recorder = time.perf_counter_ns, self._recorder
+        try:
+            for data in self._inner:
+                recorder.take(data, clock())  # stamped as it came off the inner transport
+                yield data
+        except GeneratorExit:  # the caller dropped the iterator: close() says how it ended
+            raise
+        except BaseException as exc:
+            recorder.finish(clock(), error=exc)
+            raise
+        recorder.finish(clock())
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._recorder.finish(time.perf_counter_ns(), closed_early=True)
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        clock, recorder = time.perf_counter_ns, self._recorder
+        try:
+            async for data in self._inner:
+                recorder.take(data, clock())
+                yield data
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            recorder.finish(clock(), error=exc)
+            raise
+        recorder.finish(clock())
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._recorder.finish(time.perf_counter_ns(), closed_early=True)
+
+
+class CaptureTransport(httpx.BaseTransport):
+    """An httpx transport that records streamed chat completions and passes everything on.
+
+    ``httpx.Client(transport=nito_nb.CaptureTransport(inner))`` for a client you build yourself;
+    :func:`httpx_client` builds one with httpx's defaults (proxies from the environment included).
+    """
+
+    def __init__(self, inner: httpx.BaseTransport | None = None) -> None:
+        self.inner = inner if inner is not None else httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        chat = chat_request(request)
+        if chat is None:
+            return self.inner.handle_request(request)
+        t0_ns = time.perf_counter_ns()
+        response = self.inner.handle_request(request)
+        recorder = _start(request, t0_ns, response, *chat)
+        if recorder is not None:
+            assert isinstance(response.stream, httpx.SyncByteStream)
+            response.stream = _Body(response.stream, recorder)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __repr__(self) -> str:
+        return f"<CaptureTransport {type(self.inner).__name__}>"
+
+
+class AsyncCaptureTransport(httpx.AsyncBaseTransport):
+    """The async twin of :class:`CaptureTransport`."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        chat = chat_request(request)
+        if chat is None:
+            return await self.inner.handle_async_request(request)
+        t0_ns = time.perf_counter_ns()
+        response = await self.inner.handle_async_request(request)
+        recorder = _start(request, t0_ns, response, *chat)
+        if recorder is not None:
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            response.stream = _AsyncBody(response.stream, recorder)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __repr__(self) -> str:
+        return f"<AsyncCaptureTransport {type(self.inner).__name__}>"
+
+
+def _wrap_transports(client: Any, wrap: Callable[[Any], Any]) -> None:
+    # httpx builds the default transport and one per proxy (from HTTPS_PROXY & co.) in its
+    # constructor, and has no public way to wrap them afterwards; passing transport= instead would
+    # switch the environment's proxies off. So the built ones are wrapped in place.
+    client._transport = wrap(client._transport)
+    client._mounts = {
+        pattern: None if transport is None else wrap(transport) for pattern, transport in client._mounts.items()
+    }
+
+
+def httpx_client(**kwargs: Any) -> httpx.Client:
+    """An ``httpx.Client(**kwargs)`` that records every streamed chat completion it carries.
+
+    Pass it to the openai SDK (``OpenAI(http_client=nito_nb.httpx_client())``), LangChain
+    (``ChatOpenAI(http_client=...)``) or LiteLLM; each streamed ``/chat/completions`` response then
+    becomes a Stream in ``nito_nb.last()`` and ``nito_nb.streams()``, built from the exact bytes and
+    their arrival times. What the library reads is not changed or delayed; other requests pass
+    through untouched. A ``transport=`` of yours is wrapped too.
+    """
+    client = httpx.Client(**kwargs)
+    _wrap_transports(client, CaptureTransport)
+    return client
+
+
+def async_httpx_client(**kwargs: Any) -> httpx.AsyncClient:
+    """The async twin of :func:`httpx_client`: an ``httpx.AsyncClient`` (``AsyncOpenAI(http_client=
+    nito_nb.async_httpx_client())``, ``ChatOpenAI(http_async_client=...)``)."""
+    client = httpx.AsyncClient(**kwargs)
+    _wrap_transports(client, AsyncCaptureTransport)
+    return client

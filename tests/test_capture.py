@@ -1,0 +1,238 @@
+"""httpx_client(): streams made by the openai SDK, captured from their exact bytes (issue 15).
+
+Every test talks HTTP to the simulator (or the scripted server) on loopback through the real openai
+SDK; the captured Stream is compared with nito_nb's own Stream of the same request, and the SDK's
+results with those of a plain client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from scripted_server import Script, ScriptedServer
+from test_sim import QUICK, SEARCH, WEATHER
+from test_sim_openai import accumulate
+
+import nito_nb
+from nito_nb import _capture
+from nito_nb.sim import SimServer
+
+KEY = "sk-test-SECRET123456789"
+MESSAGES: list[Any] = [{"role": "user", "content": "Hello, simulator!"}]
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    # A simulator that checks the key: it is really sent, so it really passes through the capture.
+    with SimServer(api_key=KEY) as url:
+        yield url
+
+
+@pytest.fixture
+def plain(base_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def captured(base_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as client:
+        yield client
+
+
+def create(client: Any, model: str, **kwargs: Any) -> Any:
+    return client.chat.completions.create(
+        model=model, messages=MESSAGES, stream=True, stream_options={"include_usage": True},
+        extra_body={"sim": {**QUICK, **kwargs.pop("sim", {})}}, **kwargs,
+    )
+
+
+def reference(base_url: str, model: str, **params: Any) -> nito_nb.Stream:
+    """nito_nb's own Stream of the same request."""
+    with nito_nb.Client(api_key=KEY, base_url=base_url) as client:
+        return client.stream(MESSAGES, model=model, sim=QUICK, **params).wait()
+
+
+def assert_same_stream(ours: nito_nb.Stream, ref: nito_nb.Stream) -> None:
+    assert ours.status == ref.status
+    assert ours.content == ref.content
+    assert ours.reasoning == ref.reasoning
+    assert ours.reasoning_details == ref.reasoning_details
+    assert [(c.name, c.arguments) for c in ours.tool_calls] == [(c.name, c.arguments) for c in ref.tool_calls]
+    assert ours.finish_reason == ref.finish_reason
+    assert ours.usage == ref.usage
+    assert ours.n_events == ref.n_events and ours.n_chunks == ref.n_chunks
+    assert ours.timed and ours.ttft is not None and 0 <= ours.ttfb <= ours.ttft <= ours.elapsed  # type: ignore[operator]
+
+
+def key_absent(stream: nito_nb.Stream, tmp_path: Path) -> None:
+    path = stream.save(tmp_path / "captured.jsonl")
+    texts = [
+        repr(stream), json.dumps(stream.request), json.dumps(stream.log.headers), path.read_text(),
+        nito_nb.frame(stream).to_csv(), str(stream.exception), json.dumps(stream._repr_mimebundle_()),
+    ]
+    for text in texts:
+        assert KEY not in text
+
+
+CASES = [("sim/chat", {}), ("sim/reasoning", {}), ("sim/tools", {"tools": [WEATHER, SEARCH]})]
+
+
+@pytest.mark.parametrize(("model", "params"), CASES)
+def test_sync_create_is_captured_exactly(
+    plain: openai.OpenAI, captured: openai.OpenAI, base_url: str, model: str, params: dict[str, Any], tmp_path: Path
+) -> None:
+    before = len(nito_nb.streams())
+    result = accumulate(create(captured, model, **params))
+    assert result == accumulate(create(plain, model, **params))  # the SDK's own results: unchanged
+    ours = nito_nb.last()
+    assert isinstance(ours, nito_nb.Stream) and len(nito_nb.streams()) == before + 1
+    assert_same_stream(ours, reference(base_url, model, **params))
+    assert ours.content == result["content"] and ours.finish_reason == result["finish_reason"]
+    assert ours.request["model"] == model and ours.request["capture"] == "httpx"
+    assert ours.request["params"]["sim"] == QUICK and ours.request["messages"] == MESSAGES
+    key_absent(ours, tmp_path)
+
+
+@pytest.mark.parametrize(("model", "params"), CASES)
+def test_async_create_is_captured_exactly(base_url: str, model: str, params: dict[str, Any], tmp_path: Path) -> None:
+    async def run(http_client: Any) -> dict[str, Any]:
+        async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=http_client) as c:
+            chunks = [chunk async for chunk in await create(c, model, **params)]
+        return accumulate(chunks)
+
+    result = asyncio.run(run(nito_nb.async_httpx_client()))
+    ours = nito_nb.last()
+    assert result == asyncio.run(run(None))
+    assert_same_stream(ours, reference(base_url, model, **params))
+    key_absent(ours, tmp_path)
+
+
+def test_the_sdks_stream_helper_sync_and_async(captured: openai.OpenAI, base_url: str) -> None:
+    tools: Any = [WEATHER, SEARCH]
+
+    def sync() -> Any:
+        with captured.chat.completions.stream(
+            model="sim/tools", messages=MESSAGES, tools=tools, stream_options={"include_usage": True},
+            extra_body={"sim": QUICK},
+        ) as stream:
+            for _ in stream:
+                pass
+            return stream.get_final_completion()
+
+    async def run_async() -> Any:
+        async with openai.AsyncOpenAI(
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.async_httpx_client()
+        ) as c, c.chat.completions.stream(
+            model="sim/reasoning", messages=MESSAGES, stream_options={"include_usage": True},
+            extra_body={"sim": QUICK},
+        ) as stream:
+            async for _ in stream:
+                pass
+            return await stream.get_final_completion()
+
+    completion = sync()
+    ours = nito_nb.last()
+    assert_same_stream(ours, reference(base_url, "sim/tools", tools=tools))
+    calls = completion.choices[0].message.tool_calls or []
+    assert [(c.function.name, c.function.arguments) for c in calls] == [(c.name, c.arguments) for c in ours.tool_calls]
+    assert completion.usage.completion_tokens == ours.usage["completion_tokens"]
+
+    completion = asyncio.run(run_async())
+    ours = nito_nb.last()
+    assert_same_stream(ours, reference(base_url, "sim/reasoning"))
+    assert completion.choices[0].message.content == ours.content
+
+
+def test_a_dropped_connection_is_the_sdks_error_and_nito_nb_keeps_the_partial_stream(
+    captured: openai.OpenAI, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in create(captured, "sim/drop"):
+            seen.extend(c.delta.content or "" for c in chunk.choices)
+    ours = nito_nb.last()
+    assert ours.status == "truncated" and isinstance(ours.exception, nito_nb.ConnectionLost)
+    assert ours.content == "".join(seen) and len(seen) == 40
+    key_absent(ours, tmp_path)
+
+
+def test_a_midstream_error_is_the_sdks_error_and_nito_nb_keeps_it(captured: openai.OpenAI) -> None:
+    seen: list[str] = []
+    with pytest.raises(openai.APIError, match="Upstream provider disconnected"):
+        for chunk in create(captured, "sim/error-midstream"):
+            seen.extend(c.delta.content or "" for c in chunk.choices)
+    ours = nito_nb.last()
+    assert ours.status == "error" and isinstance(ours.exception, nito_nb.MidStreamError)
+    assert ours.content == "".join(seen) and ours.content.startswith("## Streaming")
+    assert "Upstream provider disconnected" in ours.error["message"]
+
+
+def test_breaking_out_early_stops_the_captured_stream(captured: openai.OpenAI) -> None:
+    response = create(captured, "sim/long", sim={"chunks": 5000})
+    for n, _ in enumerate(response):
+        if n == 10:
+            break
+    response.close()
+    ours = nito_nb.last()
+    assert ours.status == "stopped" and 0 < ours.n_chunks < 5000
+
+
+def test_non_streamed_and_other_requests_pass_through_unrecorded(captured: openai.OpenAI) -> None:
+    before = nito_nb.streams()
+    completion = captured.chat.completions.create(model="sim/echo", messages=MESSAGES, extra_body={"sim": QUICK})
+    assert completion.choices[0].message.content == "Hello, simulator!"
+    assert "sim/chat" in {m.id for m in captured.models.list()}
+    assert nito_nb.streams() == before
+
+
+def test_an_http_error_is_the_sdks_and_its_body_is_kept_without_the_key(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    # Gateways quote the key they refused: the SDK's error is its business, the log is ours.
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}.", "code": 401}}).encode()
+    url = scripted.add("capture-401", Script(status=401, parts=[body], content_type="application/json",
+                                             headers={"x-echo": f"Bearer {KEY}"}))
+    with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as c, \
+            pytest.raises(openai.AuthenticationError):
+        c.chat.completions.create(model="any", messages=MESSAGES, stream=True)
+    ours = nito_nb.last()
+    assert ours.status == "failed" and isinstance(ours.exception, nito_nb.AuthenticationError)
+    assert "[redacted]" in ours.log[0].raw.decode() and "x-echo" not in ours.log.headers
+    key_absent(ours, tmp_path)
+
+
+def test_a_gzipped_stream_is_recorded_decoded(scripted: ScriptedServer) -> None:
+    ref = nito_nb.read_sse(Path(__file__).parent / "data" / "real" / "azure-content-1.sse")
+    url = scripted.add("capture-gzip", Script(parts=[gzip.compress(ref.log.body)], headers={"content-encoding": "gzip"}))
+    with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as c:
+        text = "".join(ch.choices[0].delta.content or "" for ch in create(c, "any") if ch.choices)
+    ours = nito_nb.last()
+    assert ours.content == ref.content == text and ours.n_events == ref.n_events
+
+
+def test_the_registry_is_bounded_by_nito_keep_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_KEEP_STREAMS", "3")
+    registry = _capture._Registry()
+    made = [nito_nb.read_sse(b"data: [DONE]\n\n") for _ in range(5)]
+    for s in made:
+        registry.add(s)
+    assert registry.items() == made[-3:]
+    assert registry.latest(None) is made[-1]
+
+
+def test_user_transports_and_env_proxies_are_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    client = nito_nb.httpx_client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    assert isinstance(client._transport, nito_nb.CaptureTransport)
+    assert client.get("http://example.invalid/x").status_code == 200  # a GET passes through
+    env = nito_nb.httpx_client()
+    assert env._mounts and all(isinstance(t, nito_nb.CaptureTransport) for t in env._mounts.values() if t)
