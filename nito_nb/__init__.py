@@ -46,6 +46,7 @@ from ._exceptions import (
     StreamTruncatedError,
     TransportError,
 )
+from ._live import live
 from ._log import ChunkLog, Event, LogFormatError
 from ._stream import AsyncStream, Stream, load, read_sse
 
@@ -205,6 +206,7 @@ __all__ = [
     "frame",
     "httpx_client",
     "last",
+    "live",
     "load",
     "read_sse",
     "stream",

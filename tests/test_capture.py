@@ -236,3 +236,30 @@ def test_user_transports_and_env_proxies_are_wrapped(monkeypatch: pytest.MonkeyP
     assert client.get("http://example.invalid/x").status_code == 200  # a GET passes through
     env = nito_nb.httpx_client()
     assert env._mounts and all(isinstance(t, nito_nb.CaptureTransport) for t in env._mounts.values() if t)
+
+
+def test_live_prints_captured_streams_outside_a_notebook(
+    captured: openai.OpenAI, base_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with nito_nb.live():
+        for _ in create(captured, "sim/tools", tools=[WEATHER]):
+            pass
+    shown = capsys.readouterr().out
+    assert "tool call get_weather" in shown and "✓ done" in shown and "sim/tools" in shown
+    for _ in create(captured, "sim/echo"):  # after the block: captured, not shown
+        pass
+    assert capsys.readouterr().out == "" and nito_nb.last().content == "Hello, simulator!"
+
+
+def test_live_async_and_a_bad_format(base_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    async def run() -> None:
+        async with openai.AsyncOpenAI(
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.async_httpx_client()
+        ) as c, nito_nb.live(format="text"):
+            async for _ in await create(c, "sim/echo"):
+                pass
+
+    asyncio.run(run())
+    assert "Hello, simulator!" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="format must be one of"):
+        nito_nb.live(format="html")

@@ -13,7 +13,7 @@ PUBLIC = {
     "ConnectionLost", "Event", "EventTooLargeError", "FirstByteTimeout", "LogFormatError", "MidStreamError", "NitoError",
     "NotEventStreamError", "NotFoundError", "PaymentRequiredError", "RateLimitError", "ServerError",
     "Stream", "StreamError", "StreamTimeoutError", "StreamTruncatedError", "StreamView", "Timeout",
-    "ToolCall", "TransportError", "astream", "async_httpx_client", "frame", "httpx_client", "last", "load",
+    "ToolCall", "TransportError", "astream", "async_httpx_client", "frame", "httpx_client", "last", "live", "load",
     "read_sse", "stream", "streams",
 }
 
