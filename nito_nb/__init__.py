@@ -49,6 +49,7 @@ from ._exceptions import (
 from ._live import live
 from ._log import ChunkLog, Event, LogFormatError
 from ._stream import AsyncStream, Stream, load, read_sse
+from ._watch import watch
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,4 +212,5 @@ __all__ = [
     "read_sse",
     "stream",
     "streams",
+    "watch",
 ]

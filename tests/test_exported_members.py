@@ -14,7 +14,7 @@ PUBLIC = {
     "NotEventStreamError", "NotFoundError", "PaymentRequiredError", "RateLimitError", "ServerError",
     "Stream", "StreamError", "StreamTimeoutError", "StreamTruncatedError", "StreamView", "Timeout",
     "ToolCall", "TransportError", "astream", "async_httpx_client", "frame", "httpx_client", "last", "live", "load",
-    "read_sse", "stream", "streams",
+    "read_sse", "stream", "streams", "watch",
 }
 
 
