@@ -57,9 +57,10 @@ class Watch:
     source; ``.stream`` is the Stream. Other attributes are the source's."""
 
     def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> None:
-        from ._render import _check_format
+        if show:
+            from ._render import _check_format  # the renderer is needed only to show
 
-        _check_format(format)
+            _check_format(format)
         kind = type(source)
         self.source = source
         self.show = show

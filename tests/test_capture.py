@@ -263,3 +263,22 @@ def test_live_async_and_a_bad_format(base_url: str, capsys: pytest.CaptureFixtur
     assert "Hello, simulator!" in capsys.readouterr().out
     with pytest.raises(ValueError, match="format must be one of"):
         nito_nb.live(format="html")
+
+
+def test_last_is_the_latest_of_the_magics_result_and_the_captured_streams(
+    captured: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nito_nb import _magic
+
+    earlier = nito_nb.read_sse(b"data: [DONE]\n\n")
+    monkeypatch.setattr(_magic, "_last", earlier)  # a %%nito cell ran before
+    for _ in create(captured, "sim/echo"):
+        pass
+    first = nito_nb.last()
+    assert first is not earlier and first.request["capture"] == "httpx"
+    later = [nito_nb.read_sse(b"data: [DONE]\n\n")]
+    monkeypatch.setattr(_magic, "_last", later)  # then a %%nito -m a,b cell: its list is the latest
+    assert nito_nb.last() is later
+    for _ in create(captured, "sim/echo"):
+        pass
+    assert nito_nb.last() is nito_nb.streams()[-1] is not first

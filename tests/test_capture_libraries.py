@@ -116,7 +116,23 @@ chat = [s for s in nito_nb.streams() if s.request["capture"] == "httpx"][-1]
 again = nito_nb.Client(api_key=key, base_url=captured.request["base_url"])
 ref = again.stream(captured.request["messages"], model=captured.request["model"], **captured.request["params"]).wait()
 captured.save("captured.jsonl")
+
+async def async_text():
+    litellm.aclient_session = nito_nb.async_httpx_client()   # the documented async line
+    try:
+        response = await litellm.acompletion(
+            model="openai/sim/reasoning", api_base=base, api_key=key, stream=True,
+            messages=[{"role": "user", "content": "Think"}],
+        )
+        return "".join([c.choices[0].delta.content or "" async for c in response if c.choices])
+    finally:
+        await litellm.aclient_session.aclose()
+
+import asyncio
+async_answer = asyncio.run(async_text())
+async_captured = nito_nb.last()
 print(json.dumps({
+    "async": [async_answer, async_captured.content, async_captured.status, async_captured.request["model"]],
     "status": captured.status, "capture": captured.request["capture"], "arguments": arguments,
     "tool_calls": [[c.name, c.arguments] for c in captured.tool_calls],
     "ref_tool_calls": [[c.name, c.arguments] for c in ref.tool_calls],
@@ -150,5 +166,7 @@ def test_litellm_completion_streaming_through_a_capturing_client(base_url: str, 
     assert result["usage"] == result["ref_usage"] and result["events"][0] == result["events"][1]
     assert result["text"] == result["chat_content"] == result["watched"][0] and result["text"]
     assert result["chat_capture"] == "httpx" and result["watched"][1:] == ["done", "watch"]
+    answer, content, status, model = result["async"]
+    assert answer == content and status == "done" and model == "sim/reasoning" and answer
     assert KEY not in result["repr"] and KEY not in (tmp_path / "captured.jsonl").read_text()
     assert KEY not in run.stdout
