@@ -636,9 +636,9 @@ class NitoMagics(Magics):
         if command == "models":
             return self._models()
         if command == "history":
-            return history_table(self.streams)
+            return history_table(self._history())
         if command == "cost":
-            print(cost_line(self.streams))
+            print(cost_line(self._history()))
             return None
         if command == "last":
             if _last is None:
@@ -713,10 +713,23 @@ class NitoMagics(Magics):
                 _error_line(exc)
         return pd.DataFrame(rows)
 
+    def _history(self) -> list[Any]:
+        """This session's streams, with those captured or watched in this kernel by the time they
+        were sent (docs/CAPTURE.md); without any, the magic's in the order it kept them."""
+        from ._capture import streams
+
+        captured = streams()
+        if not captured:
+            return list(self.streams)
+        return sorted([*self.streams, *captured], key=lambda s: s.t0_wall)
+
     def _reset(self) -> None:
         global _last
+        from ._capture import REGISTRY
+
         self.chats.clear()
         self.streams.clear()
+        REGISTRY.clear()
         _last = None
         self.namespace.pop("_nito", None)
 

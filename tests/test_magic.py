@@ -811,3 +811,20 @@ def test_reload_keeps_one_configurable(ip: Any) -> None:
     assert sum(isinstance(c, _magic.Nito) for c in ip.configurables) == 1
     run(ip, "", "still echo")
     assert ip.user_ns["_nito"].content == "still echo"
+
+
+def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
+    import openai
+
+    run(ip, "-m sim/echo", "from the magic")
+    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key="unused", max_retries=0,
+                       http_client=nito_nb.httpx_client()) as client:
+        for _ in client.chat.completions.create(
+            model="sim/chat", messages=[{"role": "user", "content": "from the SDK"}], stream=True
+        ):
+            pass
+    history = ip.run_line_magic("nito", "history")
+    assert list(history["model"]) == ["sim/echo", "sim/chat"] and list(history["status"]) == ["done", "done"]
+    assert nito_nb.last() is nito_nb.streams()[-1]
+    ip.run_line_magic("nito", "reset")
+    assert nito_nb.last() is None and nito_nb.streams() == [] and ip.run_line_magic("nito", "history").empty
