@@ -21,11 +21,13 @@ request body or in an error body; response headers are stored as ``ChunkLog.set_
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
@@ -159,20 +161,29 @@ def register(stream: Stream) -> None:
 VIEWERS: ContextVar[tuple[Callable[[Stream], Any], ...]] = ContextVar("nito_nb_viewers", default=())
 
 
+#: Views that failed once: never called again, by whichever holder (a Stream's, a live() block's).
+_FAILED_VIEWS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 class Views:
     """The live views of one Stream. A view that fails is dropped with one line on stderr: the
     caller's stream must never break because of a display."""
 
-    def __init__(self, stream: Stream, views: list[Any]) -> None:
+    def __init__(self, stream: Stream | None, views: list[Any]) -> None:
         self.stream = stream
         self.views = views
 
     def _each(self, method: str) -> None:
         for view in list(self.views):
+            if view in _FAILED_VIEWS:
+                self.views.remove(view)
+                continue
             try:
                 getattr(view, method)()
             except Exception as exc:
                 self.views.remove(view)
+                with contextlib.suppress(TypeError):  # not weak-referenceable: dropped here only
+                    _FAILED_VIEWS.add(view)
                 print(f"nito: the live view stopped ({type(exc).__name__}: {exc})", file=sys.stderr)
 
     def update(self) -> None:
@@ -307,13 +318,13 @@ class Recorder:
         """The body ended: read to its end, closed by the caller, or cut by ``error``."""
         if self.ended:
             return
-        self.ended = True
         stream = self.stream
         try:
             if self.decompressor is not None and not self.broken:
                 rest = self.decompressor.flush()
                 if rest:
                     self.take(rest, t_ns)
+            self.ended = True
             if not self.is_stream:
                 text = redact(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
                 fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns)
@@ -323,7 +334,10 @@ class Recorder:
                 end(stream, t_ns, status="stopped")
             else:
                 end(stream, t_ns)
+        except Exception as exc:  # never the caller's problem (this runs in its close())
+            note(stream, "capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
         finally:
+            self.ended = True
             self.views.finish()
 
 

@@ -282,3 +282,23 @@ def test_last_is_the_latest_of_the_magics_result_and_the_captured_streams(
     for _ in create(captured, "sim/echo"):
         pass
     assert nito_nb.last() is nito_nb.streams()[-1] is not first
+
+
+def test_a_failing_view_never_breaks_the_callers_stream(
+    captured: openai.OpenAI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nito_nb import _display
+
+    class Broken:
+        def update(self) -> None:
+            raise RuntimeError("display gone")
+
+        def finish(self) -> None:
+            raise RuntimeError("display gone")
+
+    monkeypatch.setattr(_display, "live_display", lambda *a, **k: Broken())
+    with nito_nb.live():
+        result = accumulate(create(captured, "sim/chat"))
+    ours = nito_nb.last()
+    assert ours.status == "done" and ours.content == result["content"] and result["finish_reason"] == "stop"
+    assert capsys.readouterr().err.count("nito: the live view stopped (RuntimeError: display gone)") == 1
