@@ -302,3 +302,15 @@ def test_a_failing_view_never_breaks_the_callers_stream(
     ours = nito_nb.last()
     assert ours.status == "done" and ours.content == result["content"] and result["finish_reason"] == "stop"
     assert capsys.readouterr().err.count("nito: the live view stopped (RuntimeError: display gone)") == 1
+
+
+def test_a_key_in_the_query_or_the_body_is_redacted(scripted: ScriptedServer, tmp_path: Path) -> None:
+    # Some providers take the key as ?key=...; a user may also put one in the body by mistake.
+    body = json.dumps({"error": {"message": f"API key not valid: {KEY}", "code": 400}}).encode()
+    url = scripted.add("capture-query", Script(status=400, parts=[body], content_type="application/json"))
+    with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, default_query={"key": KEY},
+                       http_client=nito_nb.httpx_client()) as c, pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model="any", messages=MESSAGES, stream=True, extra_body={"note": f"x-{KEY}-x"})
+    ours = nito_nb.last()
+    assert ours.request["base_url"] == url and ours.request["params"]["note"] == "x-[redacted]-x"
+    key_absent(ours, tmp_path)
