@@ -157,3 +157,12 @@ def test_langchain_message_chunks_map_to_the_delta_format() -> None:
     assert (row["n_tokens"], row["tokens_source"]) == (7, "usage")
     deepseek = messages.AIMessageChunk(content="", additional_kwargs={"reasoning_content": "deep"})
     assert _watch.to_chunk(deepseek)["choices"][0]["delta"] == {"reasoning_content": "deep"}  # type: ignore[index]
+
+
+def test_inside_live_a_watch_uses_the_blocks_view(capsys: pytest.CaptureFixture[str]) -> None:
+    items = [{"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"content": "Once only"}, "finish_reason": "stop"}]}]
+    with nito_nb.live():
+        assert list(nito_nb.watch(iter(items))) == items
+    assert capsys.readouterr().out.count("Once only") == 1
+    assert list(nito_nb.watch(iter(items), show=False)) == items
+    assert capsys.readouterr().out == ""
