@@ -14,8 +14,10 @@ and to the live views opened by ``nito_nb.live()`` (``_live.py``), through :func
 Secrets: the request is stored without headers and without the URL's query; any value of an
 ``Authorization``, ``Api-Key``, ``X-Api-Key``, ``Proxy-Authorization`` or ``Cookie`` header (and
 of a key-like query parameter) is replaced by ``[redacted]`` wherever it appears in the stored
-request body or in an error body; response headers are stored as ``ChunkLog.set_response`` does
-(``clean_headers``), minus any header whose value carries one of those secrets.
+request body or in an error body (``_exceptions.redact``, the engine's one rule); response headers
+are stored as ``ChunkLog.set_response`` does (``clean_headers``), minus any header whose value
+carries one of those secrets; and the key itself is given to the Stream, which redacts it from the
+recorded body as it does for nito_nb's own client. The caller still receives every byte as sent.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from ._exceptions import NitoError, not_event_stream_error
+from ._exceptions import NitoError, Secret, not_event_stream_error, redact
 from ._stream import Stream
 
 __all__ = [
@@ -54,7 +56,6 @@ MAX_ERROR_BODY = 64 * 1024
 SECRET_REQUEST_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie")
 #: Query parameters that carry a key on some providers (``?key=`` on Google's endpoints).
 SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_token", "sig")
-REDACTED = "[redacted]"
 
 
 # -- the Stream's I/O-free entry points, in one place ------------------------------------------
@@ -79,6 +80,17 @@ def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns:
     if status_code < 400:
         text = body.decode("utf-8", "replace")
         stream._fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
+
+
+def protect(stream: Stream, secret: Secret | None) -> None:
+    """The key the request carried: the Stream redacts it from everything the server sends back
+    (body events, error body, headers), as it does for nito_nb's own client."""
+    stream._secret = secret
+
+
+def set_response(stream: Stream, status_code: int, headers: Any, t_ns: int) -> None:
+    """The response's status and headers arrived at ``t_ns`` (none that carries a credential)."""
+    stream._set_response(status_code, headers, t_ns)
 
 
 def note(stream: Stream, kind: str, message: str) -> None:
@@ -209,31 +221,35 @@ def open_views(stream: Stream) -> Views:
 # -- reading the request -----------------------------------------------------------------------
 
 
-def _secrets(request: httpx.Request) -> list[str]:
-    """Every credential the request carries, longest first (so that replacing is complete)."""
-    found: set[str] = set()
+def _secrets(request: httpx.Request) -> list[Secret]:
+    """Every credential the request carries, the key itself first (the bare token of
+    ``Authorization: Bearer <key>``, else an ``Api-Key`` / ``X-Api-Key`` value or a ``?key=``)."""
+    found: list[str] = []
     for name in SECRET_REQUEST_HEADERS:
         for value in request.headers.get_list(name):
             value = value.strip()
-            found.add(value)
             scheme, _, token = value.partition(" ")
             if token.strip() and scheme.lower() in ("bearer", "basic", "token"):
-                found.add(token.strip())
+                found.append(token.strip())
             if name == "cookie":
-                found.update(part.partition("=")[2].strip() for part in value.split(";"))
+                found.extend(part.partition("=")[2].strip() for part in value.split(";"))
+            found.append(value)
     for name, value in request.url.params.multi_items():
         if name.lower() in SECRET_QUERY_PARAMS:
-            found.add(value)
-    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+            found.append(value)
+    secrets = [Secret.of(value) for value in dict.fromkeys(found)]
+    return [secret for secret in secrets if secret is not None]
 
 
-def redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
+def redact_all(text: str, secrets: list[Secret]) -> str:
+    """``text`` without any form of any of ``secrets`` (the engine's one rule, ``_exceptions.redact``);
+    longest first, so that a header value is replaced whole before the key inside it."""
+    for secret in sorted(secrets, key=lambda s: len(s.value), reverse=True):
+        text = redact(text, secret)
     return text
 
 
-def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[str]] | None:
+def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[Secret]] | None:
     """(request metadata for the log, secrets) of a streamed chat completion, else None."""
     if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
         return None
@@ -259,7 +275,7 @@ def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[str]] | N
         "capture": "httpx",  # built from the exact bytes a client of the user's received
     }
     if secrets:
-        meta = json.loads(redact(json.dumps(meta, ensure_ascii=False), secrets))
+        meta = json.loads(redact_all(json.dumps(meta, ensure_ascii=False), secrets))
     return meta, secrets
 
 
@@ -283,7 +299,7 @@ class Recorder:
     """Feeds one response's reads to its Stream. Never raises into the caller's read: if recording
     fails, recording stops (the anomaly says so) and the bytes still go through."""
 
-    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[str], decompressor: Any) -> None:
+    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[Secret], decompressor: Any) -> None:
         self.stream = stream
         self.secrets = secrets
         self.status_code = response.status_code
@@ -326,7 +342,7 @@ class Recorder:
                     self.take(rest, t_ns)
             self.ended = True
             if not self.is_stream:
-                text = redact(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
+                text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
                 fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns)
             elif error is not None:
                 end(stream, t_ns, **_ending(error, stream))
@@ -353,7 +369,7 @@ def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
 
 
 def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: dict[str, Any],
-           secrets: list[str]) -> Recorder | None:
+           secrets: list[Secret]) -> Recorder | None:
     """The Stream and its Recorder for a response whose headers just arrived, or None to pass."""
     t_headers = time.perf_counter_ns()
     decompressor = _decompressor(response.headers.get("content-encoding", ""))
@@ -361,8 +377,9 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
         return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
     stream = Stream(meta, raise_errors=False)
     stream.log.t0_ns = t0_ns
-    headers = [(k, v) for k, v in response.headers.multi_items() if not any(s in v for s in secrets)]
-    stream.log.set_response(response.status_code, headers, t_headers)
+    protect(stream, secrets[0] if secrets else None)
+    headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
+    set_response(stream, response.status_code, headers, t_headers)
     recorder = Recorder(stream, response, secrets, decompressor)
     register(stream)
     return recorder

@@ -330,3 +330,19 @@ def test_a_key_in_the_query_or_the_body_is_redacted(scripted: ScriptedServer, tm
     ours = nito_nb.last()
     assert ours.request["base_url"] == url and ours.request["params"]["note"] == "x-[redacted]-x"
     key_absent(ours, tmp_path)
+
+
+def test_a_key_echoed_in_the_body_reaches_the_sdk_but_not_the_log(scripted: ScriptedServer, tmp_path: Path) -> None:
+    # A gateway that quotes the key in a mid-stream error event.
+    from conftest import chunk_line
+
+    error = json.dumps({"error": {"message": f"key {KEY} revoked", "code": 401}}).encode()
+    url = scripted.add("capture-echo", Script(parts=[chunk_line({"role": "assistant", "content": "Hi"}),
+                                                     b"data: " + error + b"\n\n"]))
+    with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as c, \
+            pytest.raises(openai.APIError, match=KEY):  # the SDK's bytes are untouched
+        for _ in create(c, "any"):
+            pass
+    ours = nito_nb.last()
+    assert ours.status == "error" and ours.error["message"] == "key [redacted] revoked" and ours.content == "Hi"
+    key_absent(ours, tmp_path)
