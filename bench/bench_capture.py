@@ -35,8 +35,9 @@ def main() -> None:
     expected = nito_nb.read_sse(body).content
     base, server, thread = serve(body)
     messages = [{"role": "user", "content": "bench"}]
-    plain = openai.OpenAI(api_key="bench", base_url=base, http_client=httpx.Client(timeout=60), max_retries=0)
-    captured = openai.OpenAI(api_key="bench", base_url=base, http_client=nito_nb.httpx_client(timeout=60),
+    key = "sk-bench-" + "0123456789abcdef" * 3  # as long as a real key: the capture redacts it from every read
+    plain = openai.OpenAI(api_key=key, base_url=base, http_client=httpx.Client(timeout=60), max_retries=0)
+    captured = openai.OpenAI(api_key=key, base_url=base, http_client=nito_nb.httpx_client(timeout=60),
                              max_retries=0)
 
     def reader(client: openai.OpenAI) -> Callable[[], str]:
