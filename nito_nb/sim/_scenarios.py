@@ -155,6 +155,10 @@ class SimOptions:
     retry_after: float = 1.0  # sim/http-429: the Retry-After header
     tool_calls: int | None = None  # sim/tools: number of calls (default: one per tool, up to 4)
     interleave: bool = False  # sim/tools: interleave the fragments of parallel calls
+    # Faults of a flaky gateway, on any model (see `fault`).
+    fail_rate: float = 0.0  # the share of distinct requests that fail, picked by hash
+    fail_status: int | str = 429  # an HTTP status >= 400, "drop" or "error" (mid-stream)
+    fail_attempts: int = 1  # a picked request fails this many times, then goes through
     # sim/replay.
     replay: str | None = None  # path of a .sse recording or a nito_nb .jsonl log
     speed: float = 1.0  # timing of a log divided by this; 0 = as fast as possible
@@ -163,7 +167,8 @@ class SimOptions:
 
 
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
-_INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls")
+_INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls", "fail_attempts")
+FAULTS = ("drop", "error")
 _ENV_OPTIONS = {"NITO_SIM_TPS": "tps", "NITO_SIM_TTFT_MS": "ttft_ms", "NITO_SIM_JITTER": "jitter"}
 
 
@@ -210,6 +215,17 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
             if not isinstance(value, str):
                 raise OptionError(f"sim.{name} must be a string, got {value!r}")
             values[name] = value
+        elif name == "fail_rate":
+            values[name] = _number(name, value)
+            if values[name] > 1:
+                raise OptionError(f"sim.fail_rate is a share between 0 and 1, got {value!r}")
+        elif name == "fail_status":
+            if value in FAULTS or (type(value) is int and 400 <= value <= 599):
+                values[name] = value
+            else:
+                raise OptionError(
+                    f"sim.fail_status must be an HTTP status 400-599, \"drop\" or \"error\", got {value!r}"
+                )
         elif name == "interleave":
             if not isinstance(value, bool):
                 raise OptionError(f"sim.interleave must be true or false, got {value!r}")
@@ -362,10 +378,7 @@ class ChunkWriter:
 
     def __init__(self, request: SimRequest, created: int) -> None:
         self.request = request
-        digest = hashlib.sha256(
-            _dumps([request.model, request.messages, request.options.seed])
-        ).hexdigest()
-        self.id = f"gen-sim-{digest[:24]}"
+        self.id = f"gen-sim-{request_digest(request)[:24]}"
         self.created = created
         self._head = (
             b'data: {"id":'
@@ -956,9 +969,33 @@ _STREAMS = {
 }
 
 
-def scenario(request: SimRequest, created: int) -> Reply:
-    """The reply of a scenario model to a validated request (not `sim/replay`: see `replay_*`)."""
+def request_digest(request: SimRequest) -> str:
+    """What identifies a request for the faults: its model, messages and seed."""
+    return hashlib.sha256(
+        _dumps([request.model, request.messages, request.options.seed])
+    ).hexdigest()
+
+
+def picked_to_fail(request: SimRequest) -> bool:
+    """Whether `sim.fail_rate` picks this request: a pure function of (model, messages, seed),
+    so that a flaky run is the same run every time."""
+    rate = request.options.fail_rate
+    if rate <= 0:
+        return False
+    return int(request_digest(request)[:12], 16) / float(1 << 48) < rate
+
+
+def scenario(request: SimRequest, created: int, seen: int = 0) -> Reply:
+    """The reply of a scenario model to a validated request (not `sim/replay`: see `replay_*`).
+
+    `seen`: how many times the server already answered this same request (`request_digest`);
+    a request picked by `sim.fail_rate` fails its first `sim.fail_attempts` times.
+    """
     model = request.model
+    options = request.options
+    faulty = picked_to_fail(request) and seen < options.fail_attempts
+    if faulty and isinstance(options.fail_status, int):
+        return _fault_status(options)
     if model.startswith("sim/http-") and model in SIM_MODELS:
         return _http_error(model, request.options)
     generate = _STREAMS.get(model)
@@ -967,7 +1004,40 @@ def scenario(request: SimRequest, created: int) -> Reply:
             404,
             f"Model {model!r} not found: the simulator serves {', '.join(SIM_MODELS)}.",
         )
-    return StreamReply(generate(ChunkWriter(request, created)))
+    writer = ChunkWriter(request, created)
+    events = generate(writer)
+    if faulty:
+        events = _fault_midstream(events, writer, str(options.fail_status))
+    return StreamReply(events)
+
+
+def _fault_status(options: SimOptions) -> ErrorReply:
+    status = int(options.fail_status)
+    message = f"Simulated fault (sim.fail_rate): HTTP {status}."
+    if status == 429:
+        retry = options.retry_after
+        return error_reply(
+            429, message, {"provider_name": "sim"}, **{"Retry-After": f"{retry:g}"}
+        )
+    return error_reply(status, message)
+
+
+#: A mid-stream fault comes after this many events of the answer (fewer if it is shorter).
+FAULT_AFTER_EVENTS = 8
+
+
+def _fault_midstream(events: Iterable[Event], w: ChunkWriter, kind: str) -> Iterator[Event]:
+    """The first events of the answer, then the connection cut ("drop") or an error chunk."""
+    for n, event in enumerate(events):
+        if n >= FAULT_AFTER_EVENTS or event.data == DONE:
+            break
+        yield event
+    if kind == "drop":
+        yield Event("drop")
+        return
+    error = {"code": 502, "message": "Upstream provider disconnected (simulated: sim.fail_rate)."}
+    yield Event("send", w.chunk({"content": ""}, "error", error=error))
+    yield Event("send", DONE)
 
 
 # --------------------------------------------------------------------------------------------
