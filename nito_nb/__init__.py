@@ -124,9 +124,10 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def last() -> Any:
-    """The last Stream the ``%%nito`` magic ran (a list of Streams after ``-m a,b``), or None.
+    """The last Stream the ``%%nito`` magic ran (a list of Streams after ``-m a,b``), or the last
+    Run of ``nito_nb.run`` / ``nito_nb.map``, whichever came last; None before any.
 
-    The same object as ``_nito`` in the notebook's namespace.
+    After a magic, the same object as ``_nito`` in the notebook's namespace.
     """
     from ._magic import last as _last
 
@@ -134,6 +135,9 @@ def last() -> Any:
 
 
 _WIDGETS = ("ChatWidget", "StreamView")
+# Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
+# served here rather than imported so that this module keeps the builtin.
+_RUNS = ("Run", "Store", "StoreBusy", "map", "open_store", "run")
 
 
 def __getattr__(name: str) -> Any:
@@ -145,11 +149,15 @@ def __getattr__(name: str) -> Any:
         value = getattr(_widget, name)
         globals()[name] = value
         return value
+    if name in _RUNS:
+        from . import runs
+
+        return getattr(runs, name)
     raise AttributeError(f"module 'nito_nb' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_WIDGETS})
+    return sorted({*globals(), *_WIDGETS, *_RUNS})
 
 
 __all__ = [
@@ -175,7 +183,10 @@ __all__ = [
     "NotFoundError",
     "PaymentRequiredError",
     "RateLimitError",
+    "Run",
     "ServerError",
+    "Store",
+    "StoreBusy",
     "Stream",
     "StreamError",
     "StreamTimeoutError",
@@ -188,6 +199,9 @@ __all__ = [
     "frame",
     "last",
     "load",
+    "map",
+    "open_store",
     "read_sse",
+    "run",
     "stream",
 ]

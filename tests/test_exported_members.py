@@ -14,6 +14,8 @@ PUBLIC = {
     "NotEventStreamError", "NotFoundError", "PaymentRequiredError", "RateLimitError", "ServerError",
     "Stream", "StreamError", "StreamTimeoutError", "StreamTruncatedError", "StreamView", "Timeout",
     "ToolCall", "TransportError", "astream", "frame", "last", "load", "read_sse", "stream",
+    # issue 13: runs
+    "Run", "Store", "StoreBusy", "map", "open_store", "run",
 }
 
 
