@@ -194,3 +194,48 @@ def test_stop_ends_the_run_and_records_in_flight_requests_as_stopped() -> None:
     assert 0 < len(stopped) <= 4 and len(results) < 20
     assert all(len(c) > 0 for c in stopped["content"])  # what arrived is kept
     assert all(math.isfinite(t) for t in stopped["ttft"])
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+def _stats(n_requests: int) -> dict[str, Any]:
+    model = {"model": "<b>m</b>", "total": n_requests, "finished": n_requests // 2, "ok": n_requests // 2,
+             "in_flight": 3, "errors": {"failed 429": 2}, "ttft_p50": 0.2, "ttft_p90": 0.4, "itl_p50": 0.01,
+             "itl_p90": 0.02, "requests_per_s": 5.0, "tokens_per_s": 100.0, "tokens": 10, "cost": 0.5}
+    return {"models": [model], "finished": n_requests // 2, "total": n_requests, "skipped": 0, "elapsed": 3.0,
+            "eta": 3.0, "attempts": 1, "retries": 0, "rate_limited": 0, "limit": 16, "state": "running",
+            "error": None}
+
+
+def test_the_panel_does_not_grow_with_the_number_of_requests_and_escapes_text() -> None:
+    from nito_nb.runs._progress import panel_html, panel_model
+
+    small, large = panel_html(panel_model(_stats(10))), panel_html(panel_model(_stats(1_000_000)))
+    assert len(large) - len(small) < 40  # only the digits of the counts differ
+    assert "<b>m</b>" not in small and "&lt;b&gt;m&lt;/b&gt;" in small
+    assert "failed 429: 2" in small and "5/10" in small
+
+
+def test_the_panels_stop_button_stops_the_run() -> None:
+    from nito_nb.runs._progress import Panel
+
+    run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(12)], model="sim/echo", concurrency=3,
+                      progress=False, sim={"tps": 100, "ttft_ms": 0})
+    panel = Panel(run)
+    deadline = time.monotonic() + 30
+    while not run._in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    panel.button.click()
+    run.wait(timeout=10)
+    panel.update()
+    assert run.stopped and "stopped" in set(run.results()["status"])
+    assert "stopped:" in panel.html.value
+
+
+def test_outside_jupyter_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    run = nito_nb.run(["a", "b"], model="sim/echo", **_sim())
+    run.wait()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("nito: done: 2/2 requests")

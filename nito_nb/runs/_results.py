@@ -131,7 +131,7 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
-    for model, group in results.groupby("model", sort=False, observed=True):
+    for model, group in results.groupby("model", sort=True, observed=True):
         status = group["status"].astype(object)
         row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
         for name in ("error", "truncated", "failed", "stopped"):

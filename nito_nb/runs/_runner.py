@@ -102,6 +102,7 @@ class Run:
                 raise
         self.skipped = [r for r in plan.requests if r.key in skipped]
         self._todo = [r for r in plan.requests if r.key not in skipped]
+        self._order = {r.key: i for i, r in enumerate(plan.requests)}
         self.backoff = Backoff(concurrency)
         #: The error that ended the run early (a 401 or 402, or a failure of the store), or None.
         self.error: BaseException | None = None
@@ -341,9 +342,12 @@ class Run:
         self._cancel()
 
     def results(self) -> pd.DataFrame:
-        """One row per finished request (see docs/RUNS.md for the columns)."""
+        """One row per finished request, in the plan's order (row, model, repeat); see
+        docs/RUNS.md for the columns."""
         with self._lock:
             rows = list(self._rows)
+        order = self._order
+        rows.sort(key=lambda row: order[row["key"]])
         return results_frame(rows)
 
     def summary(self) -> pd.DataFrame:
