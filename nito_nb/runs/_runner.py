@@ -53,8 +53,8 @@ MAX_UPDATES_PER_S = 4.0
 #: Finished requests are written (and their metrics computed) in batches of at most this many,
 #: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
 #: plus what is in flight.
-BATCH_SIZE = 64
-BATCH_SECONDS = 0.25
+BATCH_SIZE = 256
+BATCH_SECONDS = 1.0
 _END = object()
 
 

@@ -105,9 +105,19 @@ class StoreWriter:
         self.con.execute(f"CREATE TABLE IF NOT EXISTS requests ({result_sql}, {rebuild_sql})")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS events ({event_sql}, {extra_sql})")
 
+        #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
+        #: old rows are replaced. Only a batch holding one of them pays for a DELETE.
+        self._stale: set[str] = set()
+
     def done_keys(self) -> set[str]:
         """Keys whose request ended with status ``done``: a resumed run skips them."""
-        return {key for (key,) in self.con.execute("SELECT key FROM requests WHERE status = 'done'").fetchall()}
+        done = set()
+        for key, status in self.con.execute("SELECT key, status FROM requests").fetchall():
+            if status == "done":
+                done.add(key)
+            else:
+                self._stale.add(key)
+        return done
 
     def write(self, items: list[Finished], rows: list[dict[str, Any]], frame: pd.DataFrame) -> None:
         """One transaction: the batch's request rows and event rows, replacing a re-run key's."""
@@ -121,11 +131,14 @@ class StoreWriter:
         con.register("batch_events", events)
         try:
             con.execute("BEGIN TRANSACTION")
-            con.execute("DELETE FROM events WHERE stream IN (SELECT key FROM batch_requests)")
-            con.execute("DELETE FROM requests WHERE key IN (SELECT key FROM batch_requests)")
+            stale = [item.request.key for item in items if item.request.key in self._stale]
+            if stale:
+                con.execute("DELETE FROM events WHERE list_contains(?, stream)", [stale])
+                con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
             con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
             con.execute("INSERT INTO events BY NAME SELECT * FROM batch_events")
             con.execute("COMMIT")
+            self._stale.difference_update(stale)
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -157,7 +170,7 @@ def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) 
     out = frame.copy()
     for name in out.columns:
         if isinstance(out[name].dtype, pd.CategoricalDtype):
-            out[name] = out[name].astype(object)
+            out[name] = out[name].astype("string")
     seq = out["seq"].to_numpy()
     part = out["part"].to_numpy()
     keys = out["stream"].to_numpy()
