@@ -60,6 +60,24 @@ def test_a_missing_column_is_one_clear_error_before_anything_is_sent() -> None:
         nito_nb.run(df, model="sim/chat", progress=False)
 
 
+def test_a_parameter_that_is_not_json_is_refused_before_sending() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="temperature= is not JSON"):
+        nito_nb.run(["a"], model="sim/echo", temperature=object(), progress=False)
+
+
+def test_an_unexpected_failure_ends_the_run_with_its_message(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:  # a bug below the runner, say
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(nito_nb.AsyncClient, "stream", broken)
+    run = nito_nb.run(["a", "b"], model="sim/echo", progress=False)
+    run.wait(timeout=30)
+    assert isinstance(run.error, RuntimeError) and "boom" in str(run.error)
+    assert capsys.readouterr().err.count("nito: the run stopped: boom") == 1
+
+
 def test_inputs_strings_lists_series_and_message_lists() -> None:
     one = _plan.plan("hi", template=None, models=["m"], repeats=1, params={})
     assert [c[0] for c in one.cells] == [0]

@@ -158,6 +158,13 @@ def plan(
     if not models or not all(isinstance(m, str) and m for m in models):
         raise ConfigurationError("model= is required: a model id or a list of them, e.g. model=['sim/chat']")
     params = {k: v for k, v in params.items() if v is not None}
+    for name, value in params.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise ConfigurationError(
+                f"the parameter {name}= is not JSON ({type(value).__name__}): body parameters are sent as JSON"
+            ) from None
     requests: list[Request] = []
     cells: list[tuple[Any, str, int, str]] = []
     seen: set[str] = set()

@@ -152,8 +152,10 @@ class Run:
         self._loop_ready.set()
         try:
             loop.run_until_complete(self._main)
-        except BaseException:  # cancelled by stop() or a fatal error: recorded already
+        except asyncio.CancelledError:  # stop() or a 401/402: recorded already
             pass
+        except BaseException as exc:  # anything else must not vanish with the thread
+            self._fail_run(exc)
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
