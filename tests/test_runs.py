@@ -257,3 +257,24 @@ def test_outside_jupyter_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) 
     run.wait()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("nito: done: 2/2 requests")
+
+
+def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nito_nb.runs import _runner
+
+    real = _runner.result_rows
+    waiting: list[int] = []
+
+    def slow(items: Any, run_id: str) -> Any:  # a writer slower than the network
+        time.sleep(0.05)
+        return real(items, run_id)
+
+    monkeypatch.setattr(_runner, "result_rows", slow)
+    monkeypatch.setattr(_runner, "MAX_WAITING", 5)
+    monkeypatch.setattr(_runner, "BATCH_SIZE", 2)
+    run = nito_nb.run([f"q{i}" for i in range(60)], model="sim/echo", concurrency=4, progress=False, **_sim())
+    while not run.done:
+        waiting.append(run._queue.qsize())
+        time.sleep(0.002)
+    assert len(run.wait().results()) == 60
+    assert max(waiting) <= 5 + 4  # the limit, plus what the workers had in flight when it was reached

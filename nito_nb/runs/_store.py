@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store"]
 
 DB_NAME = "runs.duckdb"
+WRITER_MEMORY_LIMIT = "128MB"
 
 _SQL_TYPES = {
     "string": "VARCHAR",
@@ -94,6 +95,9 @@ class StoreWriter:
             raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
         self.path.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, read_only=False)
+        # DuckDB keeps table blocks cached up to 80% of the RAM by default: a run's memory would
+        # grow with the store. The data is on disk; the cache can be small.
+        self.con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
         result_sql = ", ".join(
             f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in RESULT_COLUMNS.items()
         )
@@ -165,6 +169,7 @@ def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
 
 def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) -> pd.DataFrame:
     """The frame rows with their raw bytes and exact arrival times (``dt_ns`` from the request)."""
+    import numpy as np
     import pandas as pd
 
     out = frame.copy()
@@ -172,26 +177,24 @@ def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) 
         if isinstance(out[name].dtype, pd.CategoricalDtype):
             out[name] = out[name].astype("string")
     seq = out["seq"].to_numpy()
-    part = out["part"].to_numpy()
-    keys = out["stream"].to_numpy()
-    raw: list[Any] = [None] * len(out)
-    dt_ns: list[Any] = [None] * len(out)
+    event = (seq >= 0) & (out["part"].to_numpy() == 0)  # one row per logged event
+    keys = out["stream"].to_numpy(dtype=object)
+    raw = np.full(len(out), None, dtype=object)
+    dt_ns = np.zeros(len(out), dtype=np.int64)
     # frame() lays the streams out one after another, in the order they were given.
-    start, total = 0, len(out)
-    for item in items:
-        log = item.stream.log
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(out) else np.array([], dtype=np.int64)
+    ends = np.r_[starts[1:], len(out)]
+    by_key = {item.request.key: item.stream.log for item in items}
+    for start, end in zip(starts, ends, strict=True):
+        log = by_key[keys[start]]
+        rows = start + np.flatnonzero(event[start:end])
+        seqs = seq[rows]
         slices = list(log.raw_slices())
-        times = log.times_ns()
-        row = start
-        while row < total and keys[row] == item.request.key:
-            s = seq[row]
-            if s >= 0 and part[row] == 0:
-                raw[row] = slices[s]
-                dt_ns[row] = times[s] - log.t0_ns
-            row += 1
-        start = row
+        raw[rows] = [slices[i] for i in seqs]
+        dt_ns[rows] = np.frombuffer(log.times_ns(), dtype=np.int64)[seqs] - log.t0_ns
     out["raw"] = raw
     out["dt_ns"] = pd.array(dt_ns, dtype="Int64")
+    out.loc[~event, "dt_ns"] = pd.NA
     out["run_id"] = run_id
     return out
 
