@@ -75,6 +75,17 @@ def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path)
         assert list(p99["model"]) == ["sim/echo", "sim/reasoning"]
 
 
+def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    run = nito_nb.run(["refused"], model="sim/echo", store=store, max_retries=0, progress=False,
+                      sim={"tps": 0, "fail_rate": 1, "fail_status": 503, "fail_attempts": 99, "seed": 41}).wait()
+    key = run.results()["key"][0]
+    with nito_nb.open_store(store) as opened:
+        stream = opened.streams(key)
+    assert stream.status == "failed" and isinstance(stream.exception, nito_nb.ServerError)
+    assert stream.error is not None and "Simulated fault" in stream.error["message"]
+
+
 def test_resume_skips_done_keys_and_reruns_the_rest_once(tmp_path: Path) -> None:
     store = str(tmp_path / "runs")
     first = nito_nb.run(_prompts(10), model="sim/echo", store=store, progress=False,
