@@ -54,7 +54,7 @@ MAX_UPDATES_PER_S = 4.0
 #: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
 #: plus what is in flight. The batch's frame is the writer's peak memory (about 0.4 MB per
 #: sim/chat stream, measured with bench/bench_runs.py), so the batch stays small.
-BATCH_SIZE = 64
+BATCH_SIZE = 128
 BATCH_SECONDS = 1.0
 #: When this many finished requests wait for the writer, the workers wait too before taking the
 #: next request (back-pressure): memory stays bounded when the writer is the slower side.
