@@ -278,3 +278,11 @@ def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -
         time.sleep(0.002)
     assert len(run.wait().results()) == 60
     assert max(waiting) <= 5 + 4  # the limit, plus what the workers had in flight when it was reached
+
+
+def test_every_429_slows_the_run_also_the_last_one() -> None:
+    run = nito_nb.run(["a"], model="sim/echo", max_retries=1, progress=False,
+                      **_sim(fail_rate=1, fail_status=429, retry_after=0.01, fail_attempts=99, seed=25))
+    row = run.wait().results().iloc[0]
+    assert row["status"] == "failed" and row["attempts"] == 2
+    assert run.backoff.n_rate_limited == 2

@@ -241,14 +241,14 @@ class Run:
                 self._finish(request, stream, attempts, started)
                 self._fail_run(error)
                 return
+            if isinstance(error, RateLimitError):  # the whole run slows, retried or not
+                self.backoff.rate_limited(loop.time(), error.retry_after)
             delay = self._retry_rule._retry_delay(attempts - 1, error)
             if delay is None:
                 self._finish(request, stream, attempts, started)
                 return
             self.n_retries += 1
-            if isinstance(error, RateLimitError):
-                self.backoff.rate_limited(loop.time(), error.retry_after)
-            else:
+            if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
 
     def _finish(self, request: Request, stream: Stream, attempts: int, started: _dt.datetime) -> None:
