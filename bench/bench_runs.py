@@ -77,7 +77,8 @@ def rss_child(base_url: str, n: int) -> None:
         run = nito_nb.run(prompts(n, "rss"), model="sim/chat", concurrency=CONCURRENCY, base_url=base_url,
                           api_key=KEY, store=str(Path(folder) / "store"), progress=False)
         run.wait()
-        assert len(run.results()) == n
+        results = run.results()
+        assert len(results) == n and set(results["status"]) == {"done"}, results["status"].value_counts()
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
@@ -101,9 +102,11 @@ def main() -> int:
             ok = overhead(base_url, n, args.rounds)
         peaks = []
         for count in counts:
-            out = subprocess.run([sys.executable, __file__, "--rss-child", str(count), "--base-url", base_url],
-                                 capture_output=True, text=True, check=True).stdout
-            peaks.append(float(out.strip().splitlines()[-1]))
+            child = subprocess.run([sys.executable, __file__, "--rss-child", str(count), "--base-url", base_url],
+                                   capture_output=True, text=True)
+            if child.returncode:
+                raise RuntimeError(f"the {count:,}-request child failed:\n{child.stderr[-3000:]}")
+            peaks.append(float(child.stdout.strip().splitlines()[-1]))
             print(f"  peak RSS with a store, {count:,} requests: {peaks[-1]:.0f} MiB")
         if len(peaks) >= 2:
             growth = peaks[-1] / peaks[0]

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store"]
 
 DB_NAME = "runs.duckdb"
-WRITER_MEMORY_LIMIT = "128MB"
+WRITER_MEMORY_LIMIT = "256MB"
 
 _SQL_TYPES = {
     "string": "VARCHAR",
@@ -98,9 +98,12 @@ class StoreWriter:
             raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
         self.path.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, read_only=False)
-        # DuckDB keeps table blocks cached up to 80% of the RAM by default: a run's memory would
-        # grow with the store. The data is on disk; the cache can be small.
+        # DuckDB caches table blocks up to 80% of the RAM by default, so a long run's memory grew
+        # with its store (674 MiB at 2,000 sim/chat requests, 923 at 10,000). A cap alone made the
+        # checkpoint fail ("failed to pin block") after ~7,000; without keeping insertion order
+        # (every read here says ORDER BY) it fits (bench/bench_runs.py).
         self.con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
+        self.con.execute("SET preserve_insertion_order = false")
         result_sql = ", ".join(
             f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in RESULT_COLUMNS.items()
         )
