@@ -69,3 +69,59 @@ def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest
     assert [o["output_type"] for o in _outputs(c[5])] == ["stream"]  # a UsageError: one line
     assert error.strip().startswith("UsageError: --over df: the template asks for {missing}")
     assert "Traceback" not in str(_outputs(c[5]))
+
+
+def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's "done when": 500 rows × 2 models, the kernel restarted half-way, the cell run
+    again: all 1,000 answers, once each; then DuckDB gives the p99 TTFT per model."""
+    from jupyter_client.manager import KernelManager
+
+    import nito_nb
+
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+    store = tmp_path / "summaries"
+    cell = (
+        "import nito_nb, pandas as pd\n"
+        "df = pd.DataFrame({'text': [f'row {i}' for i in range(500)]})\n"
+        f"run = nito_nb.run(df, template='Summarise: {{text}}', model=['sim/echo', 'sim/chat'], store={str(store)!r}, "
+        "sim={'tps': 1000, 'ttft_ms': 0})\n"
+    )
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+
+        def run_code(code: str) -> str:
+            out: list[str] = []
+
+            def hook(msg: dict[str, Any]) -> None:
+                if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                    out.append(msg["content"]["text"])
+
+            kc.execute_interactive(code, output_hook=hook, timeout=120)
+            return "".join(out)
+
+        run_code(cell)
+        finished = 0
+        for _ in range(600):
+            finished = int(run_code("print(run.stats()['finished'])").strip())
+            if finished >= 300:
+                break
+        assert 300 <= finished < 1000
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=60)
+        out = run_code(cell + "run.wait()\nprint(len(run.skipped) > 0, len(run.skipped) + len(run.results()))")
+        assert out.strip().splitlines()[-1] == "True 1000"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    with nito_nb.open_store(store) as opened:
+        results = opened.results()
+        assert len(results) == 1000 and results["key"].is_unique and set(results["status"]) == {"done"}
+        assert len(set(results["run_id"])) == 2
+        p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
+        assert list(p99["model"]) == ["sim/chat", "sim/echo"] and p99["p99"].notna().all()
