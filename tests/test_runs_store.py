@@ -182,3 +182,25 @@ def test_with_a_store_only_in_flight_logs_stay_in_memory(tmp_path: Path) -> None
         time.sleep(0.005)
     run.wait()
     assert max(captured) <= 8 and not run._streams
+
+
+def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from nito_nb.sim import SimServer
+
+    key = "sk-test-RUNSECRET-123456789"
+    store = tmp_path / "runs"
+    with SimServer(api_key=key) as base_url:
+        run = nito_nb.run(["hello there", "and again"], model="sim/echo", base_url=base_url, api_key=key,
+                          store=str(store), sim={"tps": 0}).wait()
+        refused = nito_nb.run(["x"], model="sim/echo", base_url=base_url, api_key=key + "-wrong",
+                              store=str(tmp_path / "refused"), progress=False).wait()
+    assert set(run.results()["status"]) == {"done"}  # the key was sent, and accepted
+    assert isinstance(refused.error, nito_nb.AuthenticationError)
+    shown = repr(run) + run.results().to_csv() + repr(refused) + str(refused.error) + capsys.readouterr().err
+    assert key not in shown
+    for folder in (store, tmp_path / "refused"):
+        for path in folder.iterdir():
+            assert key.encode() not in path.read_bytes(), path
+        with nito_nb.open_store(folder) as opened:
+            assert key not in opened.sql("select * from requests").to_csv()
+            assert key not in opened.sql("select * from events").to_csv()
