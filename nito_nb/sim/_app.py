@@ -43,9 +43,11 @@ from ._scenarios import (
     error_body,
     error_reply,
     parse_request,
+    picked_to_fail,
     recorded_status,
     replay_log,
     replay_sse,
+    request_digest,
     scenario,
     schedule,
 )
@@ -210,6 +212,9 @@ def create_app(api_key: str | None = None) -> Starlette:
     """
     _install_log_filter()
     shutdown = Shutdown()
+    # How many times each request picked by sim.fail_rate was answered (its digest -> count):
+    # such a request fails its first sim.fail_attempts times, then goes through.
+    faults_seen: dict[str, int] = {}
 
     def unauthorized(request: Request) -> Response | None:
         if api_key is None:
@@ -241,7 +246,13 @@ def create_app(api_key: str | None = None) -> Starlette:
         if parsed.model == "sim/replay":
             reply = await _read_replay(parsed)
         else:
-            reply = scenario(parsed, int(time.time()), secrets.token_hex(6))  # a new id each time
+            seen = 0
+            if picked_to_fail(parsed):
+                digest = request_digest(parsed)
+                seen = faults_seen.get(digest, 0)
+                faults_seen[digest] = seen + 1
+            # a new id each time: the nonce goes into the completion id only
+            reply = scenario(parsed, int(time.time()), secrets.token_hex(6), seen)
         if isinstance(reply, ErrorReply):
             return _respond(reply)
         options = parsed.options

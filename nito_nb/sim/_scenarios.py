@@ -159,6 +159,10 @@ class SimOptions:
     retry_after: float = 1.0  # sim/http-429: the Retry-After header
     tool_calls: int | None = None  # sim/tools: number of calls (default: one per tool, up to 4)
     interleave: bool = False  # sim/tools: interleave the fragments of parallel calls
+    # Faults of a flaky gateway, on any model (see `fault`).
+    fail_rate: float = 0.0  # the share of distinct requests that fail, picked by hash
+    fail_status: int | str = 429  # an HTTP status >= 400, "drop" or "error" (mid-stream)
+    fail_attempts: int = 1  # a picked request fails this many times, then goes through
     # sim/replay.
     replay: str | None = None  # path of a .sse recording or a nito_nb .jsonl log
     speed: float = 1.0  # timing of a log divided by this; 0 = as fast as possible
@@ -167,7 +171,8 @@ class SimOptions:
 
 
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
-_INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls")
+_INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls", "fail_attempts")
+FAULTS = ("drop", "error")
 _ENV_OPTIONS = {"NITO_SIM_TPS": "tps", "NITO_SIM_TTFT_MS": "ttft_ms", "NITO_SIM_JITTER": "jitter"}
 
 
@@ -214,6 +219,17 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
             if not isinstance(value, str):
                 raise OptionError(f"sim.{name} must be a string, got {value!r}")
             values[name] = value
+        elif name == "fail_rate":
+            values[name] = _number(name, value)
+            if values[name] > 1:
+                raise OptionError(f"sim.fail_rate is a share between 0 and 1, got {value!r}")
+        elif name == "fail_status":
+            if value in FAULTS or (type(value) is int and 400 <= value <= 599):
+                values[name] = value
+            else:
+                raise OptionError(
+                    f"sim.fail_status must be an HTTP status 400-599, \"drop\" or \"error\", got {value!r}"
+                )
         elif name == "interleave":
             if not isinstance(value, bool):
                 raise OptionError(f"sim.interleave must be true or false, got {value!r}")
@@ -383,11 +399,9 @@ class ChunkWriter:
         completion_id: str | None = None,
     ) -> None:
         self.request = request
-        digest = hashlib.sha256(
-            _dumps([request.model, request.messages, request.options.seed])
-        ).hexdigest()
         # The content depends on the request alone; the id also on the nonce, which the server
         # draws for each request (a gateway never gives two completions the same id).
+        digest = request_digest(request)
         self.id = completion_id or (
             f"gen-sim-{digest[:12]}{nonce}" if nonce else f"gen-sim-{digest[:24]}"
         )
@@ -1012,13 +1026,35 @@ _STREAMS = {
 }
 
 
-def scenario(request: SimRequest, created: int, nonce: str = "") -> Reply:
+def request_digest(request: SimRequest) -> str:
+    """What identifies a request for the faults: its model, messages and seed."""
+    return hashlib.sha256(
+        _dumps([request.model, request.messages, request.options.seed])
+    ).hexdigest()
+
+
+def picked_to_fail(request: SimRequest) -> bool:
+    """Whether `sim.fail_rate` picks this request: a pure function of (model, messages, seed),
+    so that a flaky run is the same run every time."""
+    rate = request.options.fail_rate
+    if rate <= 0:
+        return False
+    return int(request_digest(request)[:12], 16) / float(1 << 48) < rate
+
+
+def scenario(request: SimRequest, created: int, nonce: str = "", seen: int = 0) -> Reply:
     """The reply of a scenario model to a validated request (not `sim/replay`: see `replay_*`).
 
     ``nonce`` goes into the completion id only (the server draws one per request), so the same
-    request and seed give the same content under a new id.
+    request and seed give the same content under a new id. `seen`: how many times the server
+    already answered this same request (`request_digest`); a request picked by `sim.fail_rate`
+    fails its first `sim.fail_attempts` times.
     """
     model = request.model
+    options = request.options
+    faulty = picked_to_fail(request) and seen < options.fail_attempts
+    if faulty and isinstance(options.fail_status, int):
+        return _fault_status(options)
     if model.startswith("sim/http-") and model in SIM_MODELS:
         return _http_error(model, request.options)
     generate = _STREAMS.get(model)
@@ -1028,19 +1064,26 @@ def scenario(request: SimRequest, created: int, nonce: str = "") -> Reply:
             f"Model {model!r} not found: the simulator serves {', '.join(SIM_MODELS)}.",
         )
     if request.n > 1:
-        return StreamReply(_choices(generate, request, created, nonce))
-    return StreamReply(generate(ChunkWriter(request, created, nonce)))
+        total = ChunkWriter(request, created, nonce)
+        events: Iterable[Event] = _choices(generate, request, total)
+        writer = total
+    else:
+        writer = ChunkWriter(request, created, nonce)
+        events = generate(writer)
+    if faulty:
+        events = _fault_midstream(events, writer, str(options.fail_status))
+    return StreamReply(events)
 
 
 def _choices(
     generate: Callable[[ChunkWriter], Iterator[Event]],
     request: SimRequest,
-    created: int,
-    nonce: str,
+    total: ChunkWriter,
 ) -> Iterator[Event]:
     """``n`` choices interleaved as OpenAI streams them: one choice per chunk, in turn, each with
-    its own role, text (seed + its index) and terminal chunk; then one usage chunk for all."""
-    total = ChunkWriter(request, created, nonce)  # one completion: one id, one usage chunk
+    its own role, text (seed + its index) and terminal chunk; then one usage chunk for all
+    (``total``: the completion's writer, one id and one usage chunk)."""
+    created = total.created
     writers = []
     streams = []
     for index in range(request.n):
@@ -1059,6 +1102,36 @@ def _choices(
     total.completion_tokens = sum(w.completion_tokens for w in writers)
     total.reasoning_tokens = sum(w.reasoning_tokens for w in writers)
     yield from total.usage_and_done()
+
+
+
+def _fault_status(options: SimOptions) -> ErrorReply:
+    status = int(options.fail_status)
+    message = f"Simulated fault (sim.fail_rate): HTTP {status}."
+    if status == 429:
+        retry = options.retry_after
+        return error_reply(
+            429, message, {"provider_name": "sim"}, **{"Retry-After": f"{retry:g}"}
+        )
+    return error_reply(status, message)
+
+
+#: A mid-stream fault comes after this many events of the answer (fewer if it is shorter).
+FAULT_AFTER_EVENTS = 8
+
+
+def _fault_midstream(events: Iterable[Event], w: ChunkWriter, kind: str) -> Iterator[Event]:
+    """The first events of the answer, then the connection cut ("drop") or an error chunk."""
+    for n, event in enumerate(events):
+        if n >= FAULT_AFTER_EVENTS or event.data == DONE:
+            break
+        yield event
+    if kind == "drop":
+        yield Event("drop")
+        return
+    error = {"code": 502, "message": "Upstream provider disconnected (simulated: sim.fail_rate)."}
+    yield Event("send", w.chunk({"content": ""}, "error", error=error))
+    yield Event("send", DONE)
 
 
 # --------------------------------------------------------------------------------------------
