@@ -174,3 +174,29 @@ def test_units_are_explicit_chunks_and_tokens() -> None:
     assert row["itl_per_chunk"] == row["itl"]
     n_chunks, n_tokens = int(row["n_chunks"]), int(row["output_tokens"])
     assert row["itl_per_token"] == pytest.approx(row["itl_per_chunk"] * (n_chunks - 1) / (n_tokens - 1))
+
+
+def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rate(tmp_path: Any) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sweep = nito_nb.sweep(["a", "b"], model="sim/chat", rates=[5, 20], duration=0.6, store=str(tmp_path / "s"),
+                          slo={"ttft": 60.0}, progress=False, **_sim())
+    assert sweep.rates == [5, 20] and all(run.done for run in sweep.runs)
+    s = sweep.summary()
+    assert s.index.tolist() == [5.0, 20.0]
+    assert s["n"].tolist() == [3, 12] and (s["ok"] == s["n"]).all()
+    assert s.loc[20.0, "achieved_rate"] > s.loc[5.0, "achieved_rate"]
+    assert {"goodput", "ttft_p99", "itl_p99", "tpot_p99", "e2e_p99", "error_rate", "send_delay_p99"} <= set(s.columns)
+    fig = sweep.plot()
+    assert len(fig.axes) == 3 and fig.axes[0].get_xlabel() == "achieved rate (requests/s)"
+    # both rates share the store, each under its own run id, no row replaced by the other
+    with nito_nb.open_store(tmp_path / "s") as store:
+        counts = store.sql("select run_id, count(*) n from requests group by run_id order by n")
+    assert counts["n"].tolist() == [3, 12]
+    assert nito_nb.last() is sweep.runs[-1]
+
+
+def test_sweep_needs_rates() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="sweep needs rates"):
+        nito_nb.sweep(["a"], model="sim/chat", rates=[], duration=1)

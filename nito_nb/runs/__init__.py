@@ -20,12 +20,13 @@ from .._exceptions import ConfigurationError
 from ._plan import plan
 from ._runner import Run
 from ._schedule import Schedule
+from ._sweep import Sweep, sweep
 from ._store import Store, StoreBusy, open_store
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Run", "Store", "StoreBusy", "map", "open_store", "run"]
+__all__ = ["Run", "Store", "StoreBusy", "Sweep", "map", "open_store", "run", "sweep"]
 
 _CONNECTION = ("api_key", "base_url", "timeout")
 
