@@ -200,3 +200,26 @@ def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rat
 def test_sweep_needs_rates() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="sweep needs rates"):
         nito_nb.sweep(["a"], model="sim/chat", rates=[], duration=1)
+
+
+def test_the_panel_says_when_the_client_is_the_bottleneck() -> None:
+    from nito_nb.runs._progress import panel_model
+
+    stats = {"state": "running", "finished": 1, "total": 2, "elapsed": 1.0, "eta": None, "skipped": 0,
+             "retries": 0, "rate_limited": 0, "limit": 16, "error": None, "models": [],
+             "stop_reason": None}
+    calm = {"client_lag_p99": 0.001, "client_cpu_max": 0.2}
+    busy = {"client_lag_p99": 0.030, "client_cpu_max": 0.97}
+    for client in (calm, busy):
+        client["client_bound"], client["client_note"] = _client_load.verdict(client)
+    assert "client loop lag p99 1.0 ms, CPU 20%" in panel_model({**stats, "client": calm})["head"]
+    assert "bottleneck" not in panel_model({**stats, "client": calm})["head"]
+    head = panel_model({**stats, "client": busy})["head"]
+    assert "⚠ the client was the bottleneck: its event loop lagged 30.0 ms at p99" in head and "97% of a core" in head
+
+
+def test_a_runs_live_stats_carry_the_clients_recent_health() -> None:
+    run = nito_nb.run(["a"], model="sim/chat", rate=20, duration=0.5, progress=False, **_sim())
+    run.wait(timeout=60)
+    client = run.stats()["client"]
+    assert client["client_lag_p99"] >= 0 and isinstance(client["client_bound"], bool)

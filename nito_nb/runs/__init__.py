@@ -20,8 +20,8 @@ from .._exceptions import ConfigurationError
 from ._plan import plan
 from ._runner import Run
 from ._schedule import Schedule
-from ._sweep import Sweep, sweep
 from ._store import Store, StoreBusy, open_store
+from ._sweep import Sweep, sweep
 
 if TYPE_CHECKING:
     import pandas as pd

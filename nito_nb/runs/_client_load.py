@@ -49,12 +49,20 @@ class ClientMonitor:
                 self.cpu.append((cpu_now - cpu_start) / (now - cpu_wall))
                 cpu_start, cpu_wall = cpu_now, now
 
-    def report(self) -> dict[str, Any]:
-        """``client_lag_p50/p99/max`` (s), ``client_cpu_max`` (share of one core), ``client_bound``."""
+    def report(self, recent: int | None = None) -> dict[str, Any]:
+        """``client_lag_p50/p99/max`` (s), ``client_cpu_max`` (share of one core), ``client_bound``
+        and ``client_note``; over the last ``recent`` lag samples only when given (the panel's
+        live view: cheap, and about the last few seconds)."""
+        import itertools
+
         import numpy as np
 
-        lags = np.asarray(self.lags, dtype=float)
-        cpu = np.asarray(self.cpu, dtype=float)
+        lag_list = list(self.lags) if recent is None else list(itertools.islice(
+            reversed(self.lags), recent))
+        cpu_list = list(self.cpu) if recent is None else list(itertools.islice(
+            reversed(self.cpu), max(1, int(recent * LAG_INTERVAL / CPU_INTERVAL))))
+        lags = np.asarray(lag_list, dtype=float)
+        cpu = np.asarray(cpu_list, dtype=float)
         out: dict[str, Any] = {
             "client_lag_p50": float(np.percentile(lags, 50)) if len(lags) else float("nan"),
             "client_lag_p99": float(np.percentile(lags, 99)) if len(lags) else float("nan"),

@@ -66,6 +66,8 @@ _END = object()
 OPEN_LOOP_MAX_IN_FLIGHT = 100_000
 #: ``stop_on_error_rate`` is judged once this many requests have ended (not on the first one).
 MIN_ENDED_FOR_ERROR_RATE = 10
+#: The panel judges the client over this many of its latest loop-lag samples (5 s).
+CLIENT_RECENT_SAMPLES = 500
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
 SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 
@@ -570,4 +572,7 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "state": ("stopped" if run.stopped or run.error else "done") if ended
         else ("stopping" if run.stopped else "running"),
         "error": None if run.error is None else (getattr(run.error, "message", None) or str(run.error)),
+        # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
+        "client": run.client.report(recent=CLIENT_RECENT_SAMPLES),
+        "stop_reason": run.stop_reason,
     }
