@@ -127,6 +127,36 @@ def _json_error(status: int, message: str) -> Response:
     return _respond(error_reply(status, message))
 
 
+#: The extra field of a stamped chunk (`"sim": {"stamp": true}`).
+STAMP_FIELD = b"sim_sent_ns"
+
+
+def _stamped(data: bytes) -> bytes:
+    """`data` with `"sim_sent_ns": now` first in every JSON object event: the moment the bytes
+    leave for the socket (uvicorn writes them to the transport in the same turn of the loop)."""
+    field = b'{"' + STAMP_FIELD + b'":' + str(time.perf_counter_ns()).encode() + b","
+    if data.startswith(b"data: {"):
+        data = b"data: " + field + data[7:]
+    return data.replace(b"\n\ndata: {", b"\n\ndata: " + field)
+
+
+async def _stamped_body(
+    pieces: Iterable[tuple[float, bytes | None]], shutdown: Shutdown
+) -> AsyncIterator[bytes]:
+    """The paced body, one write per piece, each stamped as it is written (no batching: a
+    batched piece would carry the time it was built, not the time it was sent)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for due, data in pieces:
+        wait = start + due - loop.time()
+        if wait > MIN_SLEEP_S:
+            await shutdown.sleep(wait)
+        if data is None:
+            await asyncio.sleep(0.01)
+            raise SimulatedDrop("simulated connection drop")
+        yield _stamped(data)
+
+
 async def _paced_body(
     pieces: Iterable[tuple[float, bytes | None]], shutdown: Shutdown
 ) -> AsyncIterator[bytes]:
@@ -271,7 +301,8 @@ def create_app(api_key: str | None = None) -> Starlette:
         }
         if reply.content_type:
             headers["content-type"] = reply.content_type
-        return StreamingResponse(_paced_body(pieces, shutdown), reply.status, headers=headers)
+        body = (_stamped_body if options.stamp else _paced_body)(pieces, shutdown)
+        return StreamingResponse(body, reply.status, headers=headers)
 
     async def _completion(
         pieces: Iterable[tuple[float, bytes | None]], parsed: SimRequest

@@ -159,6 +159,9 @@ class SimOptions:
     retry_after: float = 1.0  # sim/http-429: the Retry-After header
     tool_calls: int | None = None  # sim/tools: number of calls (default: one per tool, up to 4)
     interleave: bool = False  # sim/tools: interleave the fragments of parallel calls
+    # Ground truth for client benchmarks: each chunk gains "sim_sent_ns", the server's
+    # time.perf_counter_ns() when its bytes were handed to the socket (same clock on one machine).
+    stamp: bool = False
     # Faults of a flaky gateway, on any model (see `fault`).
     fail_rate: float = 0.0  # the share of distinct requests that fail, picked by hash
     fail_status: int | str = 429  # an HTTP status >= 400, "drop" or "error" (mid-stream)
@@ -230,9 +233,9 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
                 raise OptionError(
                     f"sim.fail_status must be an HTTP status 400-599, \"drop\" or \"error\", got {value!r}"
                 )
-        elif name == "interleave":
+        elif name in ("interleave", "stamp"):
             if not isinstance(value, bool):
-                raise OptionError(f"sim.interleave must be true or false, got {value!r}")
+                raise OptionError(f"sim.{name} must be true or false, got {value!r}")
             values[name] = value
         else:
             raise OptionError(f"unknown sim option {name!r}")
