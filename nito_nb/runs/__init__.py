@@ -47,6 +47,9 @@ def run(
     cooldown: float = 0.0,
     slo: dict[str, float] | None = None,
     stop_on_error_rate: float | None = None,
+    engine: str = "asyncio",
+    workers: int | None = None,
+    per_worker: int = 64,
     store: str | None = None,
     system: str | None = None,
     max_retries: int = 3,
@@ -73,6 +76,10 @@ def run(
     ``cooldown`` seconds are kept but left out of the summary; ``slo={"ttft": 1.0, ...}`` gives
     the summary a ``goodput``; ``stop_on_error_rate=0.5`` stops sending once half the ended
     requests failed. ``concurrency`` then caps the requests in flight (default: no cap).
+
+    ``engine="ray"``: the requests are sent by ``workers`` Ray actors (default: one per CPU of the
+    cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
+    with at most ``per_worker`` streams in flight; the results gain their ``worker`` and ``node``.
     """
     models = [model] if isinstance(model, str) else list(model)
     the_schedule = None
@@ -89,6 +96,9 @@ def run(
         schedule=the_schedule,
         slo=slo,
         stop_on_error_rate=stop_on_error_rate,
+        engine=engine,
+        workers=workers,
+        per_worker=per_worker,
         store=store,
         connection={k: v for k, v in connection.items() if v is not None},
         max_retries=max_retries,

@@ -8,6 +8,7 @@ streams at once (see docs/METRICS.md for every definition).
 from __future__ import annotations
 
 import math
+import socket
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,9 @@ RESULT_COLUMNS: dict[str, str] = {
     "output_tokens": "Int64",  # N from usage; NA when the stream reported no usage
     "itl_per_chunk": "float64",  # mean gap between token-bearing events (= itl)
     "itl_per_token": "float64",  # (t_last - t_first) / (N - 1) with N from usage, else NA
+    # Where the request was sent from: "local" (the asyncio engine) or the Ray actor and its node.
+    "worker": "string",
+    "node": "string",
 }
 _METRICS = ("ttfb", "ttft", "e2e", "itl", "tpot", "output_tps")
 
@@ -71,6 +75,8 @@ class Finished:
     started_at: datetime  # wall time of the first attempt
     scheduled_at: float | None = None  # seconds after the run's start (open loop only)
     sent_at: float | None = None  # seconds after the run's start
+    worker: str | None = "local"
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +105,9 @@ def _value(value: Any) -> Any:
     except TypeError:  # pd.NA compares to NA
         return None
     return value
+
+
+_HOST = socket.gethostname()
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -159,6 +168,8 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "output_tokens": _value(m["n_tokens"]) if from_usage else None,
             "itl_per_chunk": row["itl"],
             "itl_per_token": row["tpot"] if from_usage else None,
+            "worker": item.worker,
+            "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),
         })
         rows.append(row)
     return rows, df

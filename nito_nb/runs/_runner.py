@@ -46,6 +46,7 @@ from ._schedule import Schedule
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ._ray import RayEngine
     from ._store import StoreWriter
 
 __all__ = ["Run"]
@@ -117,6 +118,9 @@ class Run:
         schedule: Schedule | None = None,
         slo: dict[str, float] | None = None,
         stop_on_error_rate: float | None = None,
+        engine: str = "asyncio",
+        workers: int | None = None,
+        per_worker: int = 64,
         store: str | None = None,
         connection: dict[str, Any] | None = None,
         max_retries: int = 3,
@@ -149,6 +153,16 @@ class Run:
         # Decides whether (and how long after) an attempt is retried: the client's own rule.
         self._retry_rule = BaseClient(max_retries=max_retries, max_retry_wait=max_retry_wait)
         self._check_requests()
+        if engine not in ("asyncio", "ray"):
+            raise ConfigurationError(f"engine must be 'asyncio' or 'ray', not {engine!r}")
+        self.engine = engine
+        self._engine: RayEngine | None = None
+        if engine == "ray":
+            from ._ray import RayEngine
+
+            self._engine = RayEngine(workers, per_worker, self._connection, max_retries)
+        elif workers is not None:
+            raise ConfigurationError("workers= is for engine='ray'")
         self._writer: StoreWriter | None = None
         skipped: set[str] = set()
         if store is not None:
@@ -226,6 +240,8 @@ class Run:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()
+                if self._engine is not None:
+                    self._engine.close()
             finally:
                 self._queue.put(_END)
 
@@ -301,6 +317,9 @@ class Run:
         attempts = 0
         loop = asyncio.get_running_loop()
         timing: dict[str, float | None] = {"scheduled_at": scheduled, "sent_at": None}
+        if self._engine is not None:
+            await self._one_remote(self._engine, request, started, timing)
+            return
         while True:
             await self._slot()
             if timing["sent_at"] is None:  # the first attempt's send, after any wait for a slot
@@ -348,9 +367,33 @@ class Run:
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
 
+    async def _one_remote(self, engine: RayEngine, request: Request, started: _dt.datetime,
+                          timing: dict[str, float | None]) -> None:
+        """One request sent by a Ray actor (``_ray.py``); retries happen there."""
+        await self._slot()
+        timing["sent_at"] = time.perf_counter() - self._t0
+        self.n_attempts += 1
+        try:
+            stream, worker, node = await engine.send(request)
+        except asyncio.CancelledError:  # stopped: the actor's stream is cancelled, nothing came back
+            from ._ray import failed_stream
+
+            stream = failed_stream(request, "stopped before the Ray worker sent the stream back", "stopped")
+            self._finish(request, stream, 1, started, timing, worker=None, node=None)
+            raise
+        finally:
+            self._release()
+        attempts = max(1, int(getattr(stream.log, "attempts", 1) or 1))
+        self.n_attempts += attempts - 1
+        self.n_retries += attempts - 1
+        if stream.status == "done":
+            self.backoff.succeeded()
+        self._finish(request, stream, attempts, started, timing, worker=worker, node=node)
+
     def _finish(self, request: Request, stream: Stream, attempts: int, started: _dt.datetime,
-                timing: dict[str, float | None]) -> None:
-        self._queue.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"]))
+                timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:
+        self._queue.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
+                                 worker, node))
         self._n_ended += 1
         if stream.status not in ("done", "stopped"):
             self._n_bad += 1
