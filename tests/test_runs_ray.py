@@ -60,5 +60,5 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on(cluste
 
 
 def test_a_bad_engine_is_one_clear_error() -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match="engine must be 'asyncio' or 'ray'"):
+    with pytest.raises(nito_nb.ConfigurationError, match="engine must be 'asyncio', 'processes' or 'ray'"):
         nito_nb.run(["a"], model="sim/echo", engine="threads", progress=False)

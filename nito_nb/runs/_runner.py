@@ -46,6 +46,7 @@ from ._schedule import Schedule
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ._processes import ProcessEngine
     from ._ray import RayEngine
     from ._store import StoreWriter
 
@@ -153,16 +154,20 @@ class Run:
         # Decides whether (and how long after) an attempt is retried: the client's own rule.
         self._retry_rule = BaseClient(max_retries=max_retries, max_retry_wait=max_retry_wait)
         self._check_requests()
-        if engine not in ("asyncio", "ray"):
-            raise ConfigurationError(f"engine must be 'asyncio' or 'ray', not {engine!r}")
+        if engine not in ("asyncio", "processes", "ray"):
+            raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
         self.engine = engine
-        self._engine: RayEngine | None = None
+        self._engine: RayEngine | ProcessEngine | None = None
         if engine == "ray":
             from ._ray import RayEngine
 
             self._engine = RayEngine(workers, per_worker, self._connection, max_retries)
+        elif engine == "processes":
+            from ._processes import ProcessEngine
+
+            self._engine = ProcessEngine(workers, per_worker, self._connection, max_retries)
         elif workers is not None:
-            raise ConfigurationError("workers= is for engine='ray'")
+            raise ConfigurationError("workers= is for engine='processes' or engine='ray'")
         self._writer: StoreWriter | None = None
         skipped: set[str] = set()
         if store is not None:
@@ -367,9 +372,10 @@ class Run:
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
 
-    async def _one_remote(self, engine: RayEngine, request: Request, started: _dt.datetime,
+    async def _one_remote(self, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
                           timing: dict[str, float | None]) -> None:
-        """One request sent by a Ray actor (``_ray.py``); retries happen there."""
+        """One request sent by a worker process or a Ray actor (``_processes.py``, ``_ray.py``);
+        retries happen there."""
         await self._slot()
         timing["sent_at"] = time.perf_counter() - self._t0
         self.n_attempts += 1
@@ -378,7 +384,7 @@ class Run:
         except asyncio.CancelledError:  # stopped: the actor's stream is cancelled, nothing came back
             from ._ray import failed_stream
 
-            stream = failed_stream(request, "stopped before the Ray worker sent the stream back", "stopped")
+            stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
             self._finish(request, stream, 1, started, timing, worker=None, node=None)
             raise
         finally:
