@@ -17,6 +17,7 @@ flight, sent as fast as possible (rate infinite, like ``vllm bench serve --reque
 
 - ``nito_nb.run(..., rate=inf-ish, concurrency=64)``: the asyncio engine, every chunk parsed and
   stamped, the result rows and metrics computed;
+- the same with ``engine="processes", workers=2``;
 - the floor, written the way vLLM's ``bench serve`` client works: one asyncio loop, one httpx
   streaming POST per request, one ``perf_counter_ns`` per read of the body, nothing else.
 
@@ -157,11 +158,19 @@ def main() -> int:
         ]
         ours = _spread(_stamp_errors(pairs))
         client = run.client.report()
+        run = ours_run(base_url, [f"procs {p}" for p in prompts], sim, concurrency=args.streams,
+                       max_tokens=args.max_tokens, engine="processes", workers=2)
+        pairs = [  # the workers' logs come back with their arrival times (one clock on one machine)
+            (t, raw) for stream in run._streams.values()
+            for t, raw in zip(stream.log.times_ns(), stream.log.raw_slices(), strict=True)
+        ]
+        procs = _spread(_stamp_errors(pairs))
         floor = _spread(_stamp_errors(floor_run(base_url, [f"floor {p}" for p in prompts], sim, keep=True,
                                                 max_tokens=args.max_tokens)["reads"]))
         print(f"accuracy: {args.streams} concurrent streams of sim/chat at {args.tps:g} tokens/s "
               f"(max_tokens {args.max_tokens}), simulator in its own process, arrival - send per chunk:")
-        for name, s in (("nito_nb.run", ours), ("floor (one stamp per read)", floor)):
+        for name, s in (("nito_nb.run", ours), ("nito_nb.run processes=2", procs),
+                        ("floor (one stamp per read)", floor)):
             print(f"  {name:28s} {s['n']:7d} chunks  median {s['median'] * 1e3:7.2f} ms  p99 {s['p99'] * 1e3:7.2f} ms"
                   f"  spread p99-median {s['spread'] * 1e3:7.2f} ms  max {s['max'] * 1e3:7.2f} ms")
         print(f"  nito_nb.run's own loop lag p99 {client['client_lag_p99'] * 1e3:.2f} ms, "
@@ -176,12 +185,16 @@ def main() -> int:
         run = ours_run(base_url, [f"max {i}" for i in range(n)], fast, rate=1e9, max_requests=n,
                        concurrency=CONCURRENCY)
         rates["nito_nb.run (asyncio)"] = _achieved(run)
+        run = ours_run(base_url, [f"max procs {i}" for i in range(n)], fast, rate=1e9, max_requests=n,
+                       concurrency=CONCURRENCY, engine="processes", workers=2)
+        rates["nito_nb.run processes=2"] = _achieved(run)
         out = floor_run(base_url, [f"max floor {i}" for i in range(n)], fast, concurrency=CONCURRENCY)
         rates["floor (vLLM-style)"] = n / out["elapsed"]
         print(f"\nthroughput: {n} requests of sim/chat at tps 0, {CONCURRENCY} in flight, sent at once:")
         for name, rate in rates.items():
             print(f"  {name:24s} {rate:8.1f} requests/s")
-        print(f"  ratio nito_nb.run / floor: {rates['nito_nb.run (asyncio)'] / rates['floor (vLLM-style)']:.2f}")
+        for name in ("nito_nb.run (asyncio)", "nito_nb.run processes=2"):
+            print(f"  ratio {name} / floor: {rates[name] / rates['floor (vLLM-style)']:.2f}")
 
         print(f"\nsend delay, open loop (constant) for {args.duration:g} s at 80% of each one's maximum rate:")
         r80 = 0.8 * rates["nito_nb.run (asyncio)"]
