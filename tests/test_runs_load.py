@@ -223,3 +223,25 @@ def test_a_runs_live_stats_carry_the_clients_recent_health() -> None:
     run.wait(timeout=60)
     client = run.stats()["client"]
     assert client["client_lag_p99"] >= 0 and isinstance(client["client_bound"], bool)
+
+
+def test_a_schedule_too_large_to_compute_up_front_is_refused() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="more than 1,000,000 requests"):
+        Schedule(rate=1e6, duration=60)
+    assert len(Schedule(rate=1e9, duration=60, max_requests=3).offsets()) == 3
+
+
+def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> None:
+    from nito_nb.runs._store import StoreWriter
+
+    path = tmp_path / "old"
+    writer = StoreWriter(path)
+    for name in ("scheduled_at", "send_delay", "phase", "worker", "node", "itl_per_token"):
+        writer.con.execute(f'ALTER TABLE requests DROP COLUMN "{name}"')
+    writer.close()
+    run = nito_nb.run(["a"], model="sim/chat", rate=5, max_requests=2, store=str(path), progress=False, **_sim())
+    run.wait(timeout=60)
+    assert run.error is None
+    with nito_nb.open_store(path) as store:
+        r = store.results()
+    assert len(r) == 2 and r["send_delay"].notna().all() and set(r["worker"]) == {"local"}

@@ -158,15 +158,7 @@ class Run:
             raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
         self.engine = engine
         self._engine: RayEngine | ProcessEngine | None = None
-        if engine == "ray":
-            from ._ray import RayEngine
-
-            self._engine = RayEngine(workers, per_worker, self._connection, max_retries)
-        elif engine == "processes":
-            from ._processes import ProcessEngine
-
-            self._engine = ProcessEngine(workers, per_worker, self._connection, max_retries)
-        elif workers is not None:
+        if engine == "asyncio" and workers is not None:
             raise ConfigurationError("workers= is for engine='processes' or engine='ray'")
         self._writer: StoreWriter | None = None
         skipped: set[str] = set()
@@ -205,6 +197,20 @@ class Run:
         self._finished: concurrent.futures.Future[Run] = concurrent.futures.Future()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
+        # The workers start last, once nothing else can fail (a busy store, a bad option).
+        try:
+            if engine == "ray":
+                from ._ray import RayEngine
+
+                self._engine = RayEngine(workers, per_worker, self._connection, max_retries)
+            elif engine == "processes":
+                from ._processes import ProcessEngine
+
+                self._engine = ProcessEngine(workers, per_worker, self._connection, max_retries)
+        except BaseException:
+            if self._writer is not None:
+                self._writer.close()
+            raise
         from ._progress import progress_for
 
         self.progress = progress_for(self, progress)

@@ -22,6 +22,8 @@ from .._exceptions import ConfigurationError
 __all__ = ["SCHEDULES", "Schedule", "phase"]
 
 SCHEDULES = ("constant", "poisson")
+#: A schedule is computed up front, so its size is bounded (about 100 MB of requests and keys).
+MAX_SCHEDULED = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,13 @@ class Schedule:
             isinstance(self.max_requests, bool) or not isinstance(self.max_requests, int) or self.max_requests < 1
         ):
             raise ConfigurationError(f"max_requests must be a whole number >= 1, not {self.max_requests!r}")
+        planned = self.max_requests if self.max_requests is not None else math.inf
+        if self.duration is not None:
+            planned = min(planned, math.ceil(self.rate * self.duration * (1 if self.kind == "constant" else 1.1)))
+        if planned > MAX_SCHEDULED:
+            raise ConfigurationError(
+                f"rate={self.rate:g} for duration={self.duration:g} s is more than {MAX_SCHEDULED:,} requests:"
+                " lower the rate or the duration, or set max_requests")
         for name in ("warmup", "cooldown"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or value < 0:
