@@ -245,3 +245,18 @@ def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> No
     with nito_nb.open_store(path) as store:
         r = store.results()
     assert len(r) == 2 and r["send_delay"].notna().all() and set(r["worker"]) == {"local"}
+
+
+def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nito_nb.runs._store import StoreWriter
+
+    def broken(self: Any, *args: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(StoreWriter, "write", broken)
+    run = nito_nb.run(["a"], model="sim/echo", store=str(tmp_path / "s"), progress=False, **_sim())
+    run.wait(timeout=30)  # hung forever when the failure came after the loop thread had ended
+    assert isinstance(run.error, OSError)
+    assert "nito: the run stopped: disk full" in capsys.readouterr().err

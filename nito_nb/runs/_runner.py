@@ -461,7 +461,9 @@ class Run:
                     self.progress.update()
         except BaseException as exc:  # the store failed (disk full...): stop sending, say why
             self._fail_run(exc)
-            while self._queue.get() is not _END:  # let the loop thread end
+            # Let the loop thread end; the failure may come from the last flush, after its _END
+            # (waiting for a second one hung the run forever).
+            while not ended and self._queue.get() is not _END:
                 pass
         finally:
             if self._writer is not None:
