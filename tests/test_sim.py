@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb import sim
-from nito_nb.sim import _scenarios as sc
+from nito_nb.sim import _writer as sc
 
 # The real recordings (tests/data/real, with their sources).
 FIXTURES = Path(__file__).parent / "data" / "real"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import nito_nb
-from nito_nb.sim import _scenarios as sc
+from nito_nb.sim import _writer as sc
 
 
 def _request(text: str, **sim: Any) -> sc.SimRequest:

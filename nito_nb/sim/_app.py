@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._scenarios import (
+from ._writer import (
     SIM_MODELS,
     ErrorReply,
     Event,
