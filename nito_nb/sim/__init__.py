@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._writer import SIM_MODELS
+from ._scenarios import SIM_MODELS
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

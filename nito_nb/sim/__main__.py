@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ._writer import SIM_MODELS
+from ._scenarios import SIM_MODELS
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,26 +31,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._writer import (
-    SIM_MODELS,
-    ErrorReply,
-    Event,
-    Pacing,
-    Reply,
-    SimRequest,
-    StreamReply,
-    collect_completion,
-    error_body,
-    error_reply,
-    parse_request,
-    picked_to_fail,
-    recorded_status,
-    replay_log,
-    replay_sse,
-    request_digest,
-    scenario,
-    schedule,
-)
+from ._completion import collect_completion
+from ._faults import picked_to_fail
+from ._pacing import Pacing, schedule
+from ._replay import recorded_status, replay_log, replay_sse
+from ._reply import ErrorReply, Event, Reply, StreamReply, error_body, error_reply
+from ._request import SimRequest, parse_request, request_digest
+from ._scenarios import SIM_MODELS, scenario
 
 # Bytes are written in batches of about this size when the schedule lets them pile up (no
 # pacing): one ASGI message per chunk would make the server the bottleneck of client benchmarks.
