@@ -465,6 +465,16 @@ def test_public_names() -> None:
     assert all(hasattr(sim, name) and name in dir(sim) for name in sim.__all__)
 
 
+def test_app_is_the_asgi_app_even_after_the_server_started() -> None:
+    # `nito_nb.sim._app` is also the name of a submodule: importing it (create_app,
+    # ensure_server) must not turn `sim.app` into that module.
+    from starlette.applications import Starlette
+
+    sim.create_app()
+    assert isinstance(sim.app, Starlette)
+    assert sim.app is sim.app
+
+
 def test_import_is_cheap() -> None:
     code = "import sys, nito_nb.sim; print('uvicorn' in sys.modules, 'starlette' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -48,6 +48,8 @@ class SimOptions:
 
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
 _INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls", "fail_attempts")
+_STRING_OPTIONS = ("replay", "content_type")
+_BOOL_OPTIONS = ("interleave",)
 FAULTS = ("drop", "error")
 _ENV_OPTIONS = {"NITO_SIM_TPS": "tps", "NITO_SIM_TTFT_MS": "ttft_ms", "NITO_SIM_JITTER": "jitter"}
 
@@ -91,7 +93,7 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
             values[name] = int(_number(name, value, integer=True))
         elif name == "retry_after":
             values[name] = _number(name, value)
-        elif name in ("replay", "content_type"):
+        elif name in _STRING_OPTIONS:
             if not isinstance(value, str):
                 raise OptionError(f"sim.{name} must be a string, got {value!r}")
             values[name] = value
@@ -106,9 +108,9 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
                 raise OptionError(
                     f'sim.fail_status must be an HTTP status 400-599, "drop" or "error", got {value!r}'
                 )
-        elif name == "interleave":
+        elif name in _BOOL_OPTIONS:
             if not isinstance(value, bool):
-                raise OptionError(f"sim.interleave must be true or false, got {value!r}")
+                raise OptionError(f"sim.{name} must be true or false, got {value!r}")
             values[name] = value
         else:
             raise OptionError(f"unknown sim option {name!r}")
