@@ -1,15 +1,18 @@
 """sim/replay: a recorded SSE body byte for byte, or a nito_nb log with its recorded timing.
 
-Pure: the bytes of the recording (and of its SOURCES.tsv) come in; the server reads the files.
+Pure: the bytes of the recording (and of its SOURCES.tsv) come in; the server reads the files
+(`_app._read_replay`).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Sequence
 
-from ._reply import ErrorReply, Event, Reply, StreamReply, split_sse
+from ._options import SimOptions
+from ._reply import ErrorReply, Event, Reply, StreamReply, error_reply, split_sse
 
 
 def _is_data(piece: bytes) -> bool:
@@ -100,3 +103,37 @@ def recorded_status(sources_tsv: str, filename: str) -> tuple[int, str | None] |
             except ValueError:
                 return None
     return None
+
+
+def replay_file(
+    name: str, body: bytes, options: SimOptions, sources_tsv: str | None = None
+) -> Reply:
+    """The reply that replays the recording `name` (its bytes: `body`) under the request's options.
+
+    A nito_nb log (`.jsonl`, or a body that starts like one) keeps its recorded timing and status;
+    a `.sse` body takes its status and content type from the `sources_tsv` table beside it, if
+    any. `sim.status` and `sim.content_type` override both; a streamed body under an error
+    status is sent whole, as a gateway sends an error.
+    """
+    reply: Reply
+    if name.endswith(".jsonl") or body.startswith(b'{"nito_nb_log"'):
+        try:
+            reply = replay_log(body.decode("utf-8").splitlines(), options.speed)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            return error_reply(400, f"sim.replay: {name} is not a nito_nb log: {exc}")
+    else:
+        status, content_type = 200, None
+        if sources_tsv is not None:
+            status, content_type = recorded_status(sources_tsv, name) or (status, content_type)
+        reply = replay_sse(body, options.status or status, options.content_type or content_type)
+    if options.status or options.content_type:
+        reply = dataclasses.replace(
+            reply,
+            status=options.status or reply.status,
+            content_type=options.content_type or reply.content_type,
+        )
+    if isinstance(reply, StreamReply) and reply.status != 200:
+        # A streamed body under an error status (an override): send it whole, like a gateway.
+        data = b"".join(e.data for e in reply.events)
+        reply = ErrorReply(reply.status, data, reply.content_type)
+    return reply
