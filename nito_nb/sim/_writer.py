@@ -239,6 +239,7 @@ class ChunkWriter:
 
 
 def some(events: Iterable[Event | None]) -> Iterator[Event]:
+    """The events that were written (a writer method returns None once the budget is spent)."""
     return (e for e in events if e is not None)
 
 
