@@ -11,6 +11,13 @@ body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_option
 `chat.completion` object made from the same scenario.
 
 Importing this package is cheap: Starlette and uvicorn load when a server or app is made.
+
+Layout (imports point down; everything below `_app` is pure, standard library only):
+
+    _server (uvicorn)  ->  _app (Starlette: HTTP, auth, file reads)  ->  _sending (paced writes)
+    _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
+    _writer (ChunkWriter, tokens, usage)  ->  _request  ->  _options  (every `sim` option)
+    _replay, _pacing, _completion  ->  _reply (events, replies, error bodies, SSE framing)
 """
 
 from __future__ import annotations
