@@ -8,29 +8,30 @@ from typing import Any
 import pytest
 
 import nito_nb
-from nito_nb.sim import _scenarios as sc
+from nito_nb.sim import _faults, _options, _reply, _scenarios
+from nito_nb.sim._request import SimRequest, parse_request
 
 
-def _request(text: str, **sim: Any) -> sc.SimRequest:
-    parsed = sc.parse_request(
+def _request(text: str, **sim: Any) -> SimRequest:
+    parsed = parse_request(
         {"model": "sim/chat", "messages": [{"role": "user", "content": text}], "stream": True, "sim": sim}
     )
-    assert isinstance(parsed, sc.SimRequest)
+    assert isinstance(parsed, SimRequest)
     return parsed
 
 
 def test_the_picks_are_deterministic_and_near_the_rate() -> None:
-    picks = [sc.picked_to_fail(_request(f"q{i}", fail_rate=0.2)) for i in range(2000)]
-    again = [sc.picked_to_fail(_request(f"q{i}", fail_rate=0.2)) for i in range(2000)]
+    picks = [_faults.picked_to_fail(_request(f"q{i}", fail_rate=0.2)) for i in range(2000)]
+    again = [_faults.picked_to_fail(_request(f"q{i}", fail_rate=0.2)) for i in range(2000)]
     assert picks == again
     assert 0.15 < sum(picks) / len(picks) < 0.25
-    assert not any(sc.picked_to_fail(_request(f"q{i}", fail_rate=0)) for i in range(200))
-    assert all(sc.picked_to_fail(_request(f"q{i}", fail_rate=1)) for i in range(200))
+    assert not any(_faults.picked_to_fail(_request(f"q{i}", fail_rate=0)) for i in range(200))
+    assert all(_faults.picked_to_fail(_request(f"q{i}", fail_rate=1)) for i in range(200))
 
 
 def test_another_seed_picks_other_requests() -> None:
     def picks(seed: int) -> list[bool]:
-        return [sc.picked_to_fail(_request(f"q{i}", fail_rate=0.5, seed=seed)) for i in range(200)]
+        return [_faults.picked_to_fail(_request(f"q{i}", fail_rate=0.5, seed=seed)) for i in range(200)]
 
     assert picks(1) != picks(2)
 
@@ -38,22 +39,22 @@ def test_another_seed_picks_other_requests() -> None:
 @pytest.mark.parametrize("status", [429, 500, 401])
 def test_a_status_fault_is_an_http_error_then_the_answer(status: int) -> None:
     request = _request("x", fail_rate=1, fail_status=status, retry_after=0.25)
-    reply = sc.scenario(request, 0, seen=0)
-    assert isinstance(reply, sc.ErrorReply) and reply.status == status
+    reply = _scenarios.scenario(request, 0, seen=0)
+    assert isinstance(reply, _reply.ErrorReply) and reply.status == status
     if status == 429:
         assert reply.headers["Retry-After"] == "0.25"
-    assert isinstance(sc.scenario(request, 0, seen=1), sc.StreamReply)  # fail_attempts = 1
+    assert isinstance(_scenarios.scenario(request, 0, seen=1), _reply.StreamReply)  # fail_attempts = 1
 
 
 def test_fail_attempts_keeps_failing() -> None:
     request = _request("x", fail_rate=1, fail_attempts=3)
-    assert [isinstance(sc.scenario(request, 0, seen=n), sc.ErrorReply) for n in range(4)] == [True] * 3 + [False]
+    assert [isinstance(_scenarios.scenario(request, 0, seen=n), _reply.ErrorReply) for n in range(4)] == [True] * 3 + [False]
 
 
 def test_options_are_validated() -> None:
     for bad in ({"fail_rate": 1.5}, {"fail_status": 200}, {"fail_status": "boom"}, {"fail_rate": -1}):
-        with pytest.raises(sc.OptionError):
-            sc.parse_options(bad, {})
+        with pytest.raises(_options.OptionError):
+            _options.parse_options(bad, {})
 
 
 def test_mid_stream_faults_over_loopback() -> None:
