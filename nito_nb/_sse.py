@@ -184,7 +184,9 @@ class SSEDecoder:
         append, last_id, line_event = events.append, self._last_id, self._line
         new = tuple.__new__  # what ServerSentEvent(...) does, without its Python-level __new__
         for block in blocks:
-            if block[:6] == b"data: " and b"\n" not in block and not self._raw:
+            # One step only when no field of this event came before it (a `retry:` line, even
+            # one whose bytes were already consumed by an earlier read, belongs to this event).
+            if block[:6] == b"data: " and b"\n" not in block and not self._raw and self._retry is None:
                 append(new(_Event, (block[6:].decode("utf-8", "replace"), "message", last_id, None, None,
                                     block + b"\n\n")))
                 continue
