@@ -26,11 +26,14 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check nito_nb tests bench
 	$(BIN)/mypy
 
+# The Ray tests run in a pytest of their own too: a local Ray cluster starts a dozen processes,
+# and its start-up or its leftovers should neither slow nor warn inside the other tests.
 # The browser tests run in a pytest of their own: Playwright's sync API keeps an event loop
 # running in the main thread for as long as its browser lives, and asyncio.run() in any later
 # test would fail under it.
 test: $(BIN)/.installed $(VENV)/ipykernel6/.installed browser-deps lint
-	$(BIN)/python -m pytest -m "not browser"
+	$(BIN)/python -m pytest -m "not browser and not ray"
+	$(BIN)/python -m pytest -m ray
 	NITO_IPYKERNEL6_SITE=$(CURDIR)/$(VENV)/ipykernel6 $(BIN)/python -m pytest -m browser tests/browser
 
 # ipykernel 6 beside the venv's 7, put first on the kernel's path by the browser test that checks
