@@ -21,7 +21,6 @@ Configuration is the ``Nito`` configurable (``%config Nito.model = "..."``, ``ip
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
 import inspect
 import json
@@ -29,7 +28,6 @@ import math
 import os
 import re
 import sys
-import threading
 import time
 import typing
 import urllib.parse
@@ -349,8 +347,15 @@ def _usage_error(error: ConfigurationError) -> UsageError:
     return UsageError(NO_KEY if isinstance(error, MissingAPIKeyError) else error.message)
 
 
+def _start(display: Any) -> None:
+    """Show the live view now and keep it fresh during stalls (its refresh thread), in a kernel."""
+    start = getattr(display, "start", None)
+    if start is not None:
+        start()
+
+
 def _in_kernel() -> bool:
-    from ._display import in_kernel
+    from .display.live import in_kernel
 
     return in_kernel()
 
@@ -485,12 +490,13 @@ class _Grid:
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from ._render import final_bundle, render_parts
+        from .display import snapshot
 
         state = self.streams[index]
         if not live or state.finished:
             bundle = final_bundle(state, format=self.format)
             return bundle["text/html"], bundle["text/plain"]
-        parts = render_parts(state, format=self.format, live=True, cache=self.caches[index])
+        parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index])
         answers = [p for p in parts if p.key.startswith("answer-")]
         kept: list[Any] = []
         size = 0
@@ -817,7 +823,7 @@ class NitoMagics(Magics):
         return options
 
     def _display(self, state: Any, fmt: str) -> Any:
-        from ._display import live_display
+        from .display.live import live_display
 
         return live_display(state, format=fmt, max_rate=self.settings.max_rate)
 
@@ -869,7 +875,9 @@ class NitoMagics(Magics):
         started.append(stream)
         display = self._display(stream, fmt)
         try:
-            for _ in stream:
+            chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
+            _start(display)
+            for _ in chunks:
                 display.update()
         except BaseException:
             # The interrupt may land outside the engine's own iteration (in update(), say): close
@@ -897,6 +905,7 @@ class NitoMagics(Magics):
         self, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
     ) -> None:
         from ._client import AsyncClient
+        from .display.runner import LoopThread
 
         client = AsyncClient(**self._connection())
         streams, names = [], []
@@ -929,41 +938,20 @@ class NitoMagics(Magics):
             finally:
                 await client.aclose()
 
-        loop = asyncio.new_event_loop()
-        main = loop.create_task(run_all())
-
-        # An Event, not Thread.join: when a KeyboardInterrupt lands in join(timeout), threading
-        # marks the thread stopped while it still runs (its bpo-45274 clean-up, Python 3.11's
-        # threading.py), so the later join() returned at once and the final grid was drawn while
-        # the streams still said "streaming" (seen with the kernel's interrupt).
-        ended = threading.Event()
-
-        def work() -> None:
-            try:
-                loop.run_until_complete(main)
-            except BaseException:  # cancelled by an interrupt: the streams say "stopped"
-                pass
-            finally:
-                try:
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                    loop.close()
-                finally:
-                    ended.set()  # whatever happened: the cell's thread stops waiting
-
-        worker = threading.Thread(target=work, name="nito_nb-models", daemon=True)
+        # The streams are iterated on a private loop in a worker thread (display/runner.py); this
+        # thread, the cell's, draws the grid: it is the grid's refresh loop, so a stall keeps its
+        # clocks moving and its last text shown.
+        runner = LoopThread(run_all, name="nito_nb-models")
         grid = _Grid(streams, names, fmt) if _in_kernel() else None
-        worker.start()
+        runner.start()
         interval = 1.0 / min(self.settings.max_rate, GRID_MAX_RATE)
         try:
-            while not ended.wait(interval):
+            while not runner.wait(interval):
                 if grid is not None:
                     grid.refresh(live=True)
         except BaseException:
-            # The loop may have closed meanwhile (all streams just ended): then there is nothing
-            # to cancel, and the interrupt must not turn into "Event loop is closed".
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(main.cancel)
-            ended.wait(10)
+            runner.cancel()  # the streams say "stopped"
+            runner.wait(10)
             raise
         finally:
             self._finish_many(streams, names, grid, args, fmt)
@@ -979,7 +967,7 @@ class NitoMagics(Magics):
         if grid is not None:
             grid.refresh(live=False)
         else:
-            from ._display import TerminalDisplay
+            from .display import TerminalDisplay
 
             for name, stream in zip(names, streams, strict=True):
                 print(f"== {name} ==")
@@ -1017,13 +1005,15 @@ class NitoMagics(Magics):
         display = self._display(replay, fmt)
         start = time.perf_counter()
         try:
+            _start(display)
             for index, event in enumerate(events):
                 if args.speed > 0:
                     due = (event.t if timed else index * step) / args.speed
                     wait = start + due - time.perf_counter()
                     if wait > 0:
                         time.sleep(wait)
-                replay._feed(event.raw, time.perf_counter_ns())
+                with replay._lock:  # the view's refresh thread reads it meanwhile
+                    replay._feed(event.raw, time.perf_counter_ns())
                 display.update()
             status = recorded.status if recorded.status in ("stopped", "truncated") else None
             replay._end(time.perf_counter_ns(), status=status)

@@ -44,7 +44,6 @@ __all__ = [
     "FORMATS",
     "Part",
     "RenderCache",
-    "Slot",
     "bundle",
     "final_bundle",
     "join_parts",
@@ -605,68 +604,6 @@ class Part:
     html: str
     text: str
     final: bool = False
-
-
-def _final_answer(part: Part) -> bool:
-    return part.final and part.key.startswith("answer-")
-
-
-class Slot:
-    """One output on the page (a display handle for the magic, an ``ipywidgets.HTML`` for the
-    widget: ``view``), showing one part or a run of finished answer blocks.
-
-    Finished blocks that appear in the same round share one output, so the messages per round stay
-    few even when a burst finishes hundreds of blocks; a slot sent with only finished blocks is never
-    sent again, which is what keeps the traffic linear. ``dirty`` marks a slot to send this round.
-    """
-
-    __slots__ = ("all_final_answer", "dirty", "keys", "parts", "view")
-
-    def __init__(self, part: Part) -> None:
-        self.keys = [part.key]
-        self.parts = {part.key: part}
-        self.view: Any = None
-        self.dirty = True
-        # Kept up to date rather than recomputed in can_absorb, which runs for every new block:
-        # rescanning the slot there makes a burst of finished blocks quadratic.
-        self.all_final_answer = _final_answer(part)
-
-    def can_absorb(self, part: Part, after: str | None = None) -> bool:
-        """Whether ``part`` may join this slot: only while the slot is sent this round anyway, only
-        finished answer blocks, and (``after``) only right behind the part that precedes it."""
-        return (
-            self.dirty
-            and self.all_final_answer
-            and _final_answer(part)
-            and (after is None or self.keys[-1] == after)
-        )
-
-    def add(self, part: Part) -> None:
-        self.keys.append(part.key)
-        self.parts[part.key] = part
-
-    def replace(self, part: Part) -> None:
-        self.parts[part.key] = part
-        self._changed()
-
-    def remove(self, key: str) -> None:
-        self.keys.remove(key)
-        del self.parts[key]
-        self._changed()
-
-    def _changed(self) -> None:
-        self.all_final_answer = all(_final_answer(p) for p in self.parts.values())  # a changing slot is small
-        self.dirty = True
-
-    def html(self) -> str:
-        return "".join(self.parts[key].html for key in self.keys)
-
-    def bundle(self) -> dict[str, str]:
-        if len(self.keys) == 1:
-            part = self.parts[self.keys[0]]
-            return {"text/html": part.html, "text/plain": part.text}
-        # Answer blocks carry their own line ends: joined they are the Markdown source again.
-        return {"text/html": self.html(), "text/plain": "".join(self.parts[key].text for key in self.keys)}
 
 
 @dataclass

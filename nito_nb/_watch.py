@@ -102,7 +102,7 @@ class Watch:
         if VIEWERS.get() or not self.show:
             self._views = open_views(self.stream)
         else:
-            from ._display import live_display
+            from .display.live import live_display
 
             view = live_display(self.stream, format=self.format, max_rate=self.max_rate)
             self._views = Views(self.stream, [view])

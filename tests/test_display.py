@@ -15,8 +15,8 @@ from display_samples import sample_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 from nito_nb._render import status_text
+from nito_nb.display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -346,7 +346,7 @@ def test_factory_picks_by_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
 KERNEL_CELL = """
 import time
 from types import SimpleNamespace
-from nito_nb._display import LiveDisplay
+from nito_nb.display import LiveDisplay
 
 hostile = "<img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3)) "
 state = SimpleNamespace(content="", reasoning="", tool_calls=[], finish_reason=None, usage=None,
