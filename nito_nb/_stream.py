@@ -17,6 +17,7 @@ a Stream nobody holds any more is closed by the garbage collector (its status sa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import errno
 import functools
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._accumulate import Accumulator, Anomaly, ToolCall
+from ._core.state import StreamSnapshot, frozen_tool_call
+from ._core.status import RUNNING, Status
 from ._exceptions import (
     APIError,
     ConnectionLost,
@@ -69,9 +72,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 
-#: Every status a Stream can be in. The first two are "running"; the rest are final.
-STATUSES = ("waiting", "streaming", "done", "error", "truncated", "stopped", "failed")
-_RUNNING = ("waiting", "streaming")
+_RUNNING = RUNNING
 _END = object()  # the reader's last item in a Stream's queue
 
 
@@ -95,7 +96,7 @@ class Stream:
     ) -> None:
         self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
         self.raise_errors = raise_errors
-        self.status = "waiting"
+        self.status: Status = Status.WAITING
         #: The exception that ended the stream badly (also for ``raise_errors=False``), or None.
         self.exception: NitoError | None = None
         self._acc = Accumulator()
@@ -277,12 +278,64 @@ class Stream:
         """The request's messages followed by this answer: the conversation so far."""
         return [*self.request.get("messages", []), self.message]
 
+    def snapshot(self) -> StreamSnapshot:
+        """What has arrived so far, as one immutable value taken under the Stream's lock: the
+        text, tool calls, status and timings of one moment. Never waits for the stream (unlike the
+        properties of a sync Stream nobody iterates); renderers read this, not the live fields."""
+        with self._lock:
+            acc, log = self._acc, self.log
+            timed = log.timed
+            usage = acc.usage
+            error = acc.error
+            return StreamSnapshot(
+                status=Status(self.status),
+                content=acc.content,
+                reasoning=acc.reasoning,
+                refusal=acc.refusal,
+                tool_calls=tuple(frozen_tool_call(call) for call in acc.tool_calls),
+                model=acc.model or log.request.get("model"),
+                id=acc.id,
+                role=acc.role,
+                finish_reason=acc.finish_reason,
+                usage=dict(usage) if isinstance(usage, dict) else usage,
+                error=dict(error) if isinstance(error, dict) else error,
+                anomalies=tuple(dataclasses.replace(a) for a in acc.anomalies),
+                done=acc.done,
+                web_search=acc.web_search,
+                free_tier=acc.free_tier,
+                n_chunks=acc.n_chunks,
+                n_token_events=self._n_token_events,
+                ttfb=self.ttfb,
+                ttft=self.ttft,
+                elapsed=self.elapsed if timed else None,
+                timed=timed,
+                exception=self.exception,
+            )
+
     # -- feeding (I/O-free) ------------------------------------------------------------------
+
+    def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+        """Fold one read of the body, arrived at ``t_ns`` (``time.perf_counter_ns()``), into the
+        Stream: decode its events, log them, accumulate them; return the chunks it completed.
+
+        I/O-free and thread-safe (under the Stream's lock): what the background reader does for
+        each read, and what a replay, a capture or any other source of SSE bytes calls. Raises
+        :class:`EventTooLargeError` when an event goes past ``max_event_size``."""
+        with self._lock:
+            return self._feed(data, t_ns)
+
+    def end(
+        self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
+    ) -> None:
+        """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
+        arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise), keep
+        everything, run the ``on_done`` callbacks. A second call does nothing."""
+        self._end(time.perf_counter_ns() if t_ns is None else t_ns, status=status, exception=exception)
 
     def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
         """Decode one read, log and accumulate its events; return the chunks it completed."""
         if self.status == "waiting":
-            self.status = "streaming"
+            self.status = Status.STREAMING
         try:
             events = self._decoder.decode(data)
         except EventTooLarge as too_large:
@@ -380,9 +433,9 @@ class Stream:
             if exception is not None:
                 exception.stream = self
                 redact_error(exception, self._secret)
-            self.status = status
+            self.status = Status(status)
             self.exception = exception
-            self.log.end = {"status": status}
+            self.log.end = {"status": self.status.value}
             if exception is not None:
                 self.log.end["exception"] = type(exception).__name__
                 self.log.end["message"] = exception.message
@@ -409,9 +462,9 @@ class Stream:
         """The request failed before any body: no stream, only this error."""
         error.stream = self
         redact_error(error, self._secret)
-        self.status = "failed"
+        self.status = Status.FAILED
         self.exception = error
-        self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        self.log.end = {"status": Status.FAILED.value, "exception": type(error).__name__, "message": error.message}
         return error
 
     def _retry(self) -> None:
@@ -421,7 +474,7 @@ class Stream:
         self.log = ChunkLog(log.request, t0_ns=log.t0_ns, t0_wall=log.t0_wall)
         self.log.attempts = attempts + 1
         self._acc = Accumulator()
-        self.status = "waiting"
+        self.status = Status.WAITING
         self.exception = None
 
     def _set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
@@ -748,7 +801,9 @@ class AsyncStream(Stream):
         clock = time.perf_counter_ns
         try:
             async for data in self._areads:
-                chunks = self._feed(data, clock())  # stamped as the bytes came, not as consumed
+                t_ns = clock()  # stamped as the bytes came, not as consumed
+                with self._lock:  # a display thread may take a snapshot meanwhile
+                    chunks = self._feed(data, t_ns)
                 if chunks:
                     out.put_nowait(chunks)
         except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
