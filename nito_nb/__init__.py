@@ -15,7 +15,6 @@ import atexit
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ._accumulate import Anomaly, ToolCall
 from ._capture import (
     AsyncCaptureTransport,
     CaptureTransport,
@@ -24,7 +23,8 @@ from ._capture import (
     streams,
 )
 from ._client import AsyncClient, Client, Timeout
-from ._exceptions import (
+from ._core.accumulate import Anomaly, ToolCall
+from ._core.errors import (
     APIError,
     AuthenticationError,
     BadRequestError,
@@ -46,8 +46,8 @@ from ._exceptions import (
     StreamTruncatedError,
     TransportError,
 )
+from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
-from ._log import ChunkLog, Event, LogFormatError
 from ._stream import AsyncStream, Stream, load, read_sse
 from ._watch import watch
 

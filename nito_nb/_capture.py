@@ -14,7 +14,7 @@ and to the live views opened by ``nito_nb.live()`` (``_live.py``), through :func
 Secrets: the request is stored without headers and without the URL's query; any value of an
 ``Authorization``, ``Api-Key``, ``X-Api-Key``, ``Proxy-Authorization`` or ``Cookie`` header (and
 of a key-like query parameter) is replaced by ``[redacted]`` wherever it appears in the stored
-request body or in an error body (``_exceptions.redact``, the engine's one rule); response headers
+request body or in an error body (``_core.errors.redact``, the engine's one rule); response headers
 are stored as ``ChunkLog.set_response`` does (``clean_headers``), minus any header whose value
 carries one of those secrets; and the key itself is given to the Stream, which redacts it from the
 recorded body as it does for nito_nb's own client. The caller still receives every byte as sent.
@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from ._exceptions import NitoError, Secret, not_event_stream_error, redact
+from ._core.errors import NitoError, Secret, not_event_stream_error, redact
 from ._stream import Stream
 
 __all__ = [
@@ -242,7 +242,7 @@ def _secrets(request: httpx.Request) -> list[Secret]:
 
 
 def redact_all(text: str, secrets: list[Secret]) -> str:
-    """``text`` without any form of any of ``secrets`` (the engine's one rule, ``_exceptions.redact``);
+    """``text`` without any form of any of ``secrets`` (the engine's one rule, ``_core.errors.redact``);
     longest first, so that a header value is replaced whole before the key inside it."""
     for secret in sorted(secrets, key=lambda s: len(s.value), reverse=True):
         text = redact(text, secret)

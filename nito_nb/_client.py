@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from ._exceptions import (
+from ._core.errors import (
     APIError,
     ConfigurationError,
     ConnectionFailed,

@@ -81,11 +81,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
+from ._core.accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
+from ._core.errors import error_details
+from ._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, LogFormatError
+from ._core.sse import SSEDecoder
 from ._core.status import STATUSES
-from ._exceptions import error_details
-from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, LogFormatError
-from ._sse import SSEDecoder
 from ._stream import Stream, read_file
 
 if TYPE_CHECKING:
@@ -419,7 +419,7 @@ def _chunk_data(raw: bytes) -> tuple[bytes, bool]:
 
 
 def _read_chunk(chunk: Any, error_event: bool) -> _ChunkInfo | None:
-    """Read one parsed chunk the way the accumulator does (``_accumulate.Accumulator.add``)."""
+    """Read one parsed chunk the way the accumulator does (``_core.accumulate.Accumulator.add``)."""
     if not isinstance(chunk, dict):
         return None
     if error_event and "error" not in chunk:

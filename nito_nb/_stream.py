@@ -34,10 +34,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._accumulate import Accumulator, Anomaly, ToolCall
-from ._core.state import StreamSnapshot, frozen_tool_call
-from ._core.status import RUNNING, Status
-from ._exceptions import (
+from ._core.accumulate import Accumulator, Anomaly, ToolCall
+from ._core.errors import (
     APIError,
     ConnectionLost,
     EventTooLargeError,
@@ -52,7 +50,8 @@ from ._exceptions import (
     redact_error,
     retry_after_of,
 )
-from ._log import (
+from ._core.layout import ChunkParser
+from ._core.log import (
     BAD_DATA,
     CHUNK,
     COMMENT,
@@ -64,8 +63,9 @@ from ._log import (
     LogFormatError,
     read_log,
 )
-from ._protocol import ChunkParser
-from ._sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from ._core.sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from ._core.state import StreamSnapshot, frozen_tool_call
+from ._core.status import RUNNING, Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -941,7 +941,7 @@ class AsyncStream(Stream):
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:
     """Rebuild the error of a request that failed before streaming, from its saved log."""
-    from . import _exceptions
+    from ._core import errors as _exceptions
 
     log = stream.log
     body = next((e.raw for e in log if e.kind == "http-error"), None)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ._capture import VIEWERS, Views, end, feed, note, open_views, register
-from ._exceptions import StreamTruncatedError
+from ._core.errors import StreamTruncatedError
 from ._stream import Stream
 
 __all__ = ["Watch", "to_chunk", "watch"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._accumulate import Anomaly, ToolCall
+from .accumulate import Anomaly, ToolCall
 from .metrics import n_tokens, output_tps
 from .status import Status
 
