@@ -42,6 +42,7 @@ from ._core.errors import (
     MidStreamError,
     NitoError,
     Secret,
+    StreamError,
     StreamTimeoutError,
     StreamTruncatedError,
     api_error,
@@ -63,6 +64,7 @@ from ._core.log import (
     LogFormatError,
     read_log,
 )
+from ._core.request import as_messages
 from ._core.sse import EventTooLarge, ServerSentEvent, SSEDecoder
 from ._core.state import StreamSnapshot, frozen_tool_call
 from ._core.status import RUNNING, Status
@@ -73,6 +75,17 @@ if TYPE_CHECKING:
 __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 
 _RUNNING = RUNNING
+
+#: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
+#: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
+#: that the engine never imports the layers above it.
+_default_starts: dict[bool, Callable[..., Any]] = {}
+
+
+def register_default_starts(sync: Callable[..., Any], async_: Callable[..., Any]) -> None:
+    """What reply() of a recorded Stream calls: ``sync`` for a Stream, ``async_`` for an AsyncStream."""
+    _default_starts[False] = sync
+    _default_starts[True] = async_
 _END = object()  # the reader's last item in a Stream's queue
 
 
@@ -93,6 +106,7 @@ class Stream:
         log: ChunkLog | None = None,
         raise_errors: bool = True,
         max_event_size: int | None = None,
+        transport_errors: Callable[[BaseException, Stream], NitoError | None] | None = None,
     ) -> None:
         self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
         self.raise_errors = raise_errors
@@ -122,6 +136,9 @@ class Stream:
         self._route: Any = None
         #: The key the request carried: taken out of everything the gateway sends (see _take).
         self._secret: Secret | None = None
+        # How the byte source's own failures (httpx's, for the client) become typed errors: given
+        # by whoever makes the Stream, so that the engine knows no transport library.
+        self._transport_errors = transport_errors
 
     # -- results (what has arrived so far) ---------------------------------------------------
 
@@ -332,6 +349,33 @@ class Stream:
         everything, run the ``on_done`` callbacks. A second call does nothing."""
         self._end(time.perf_counter_ns() if t_ns is None else t_ns, status=status, exception=exception)
 
+    # The rest of the source API: what a byte source (the client, a capture, a replay) tells the
+    # Stream besides the body, so that none of them writes its private fields.
+
+    def protect(self, secret: Secret | str | None) -> None:
+        """The key the request carried: from now on it is taken out of everything the server
+        sends back (body events, error body, headers), and out of the Stream's errors."""
+        self._secret = secret if secret is None or isinstance(secret, Secret) else Secret.of(secret)
+
+    def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
+        """The response's status and headers arrived at ``t_ns`` (none that carries a credential
+        or echoes the key is kept)."""
+        self._set_response(status_code, headers, t_ns)
+
+    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
+        """The server refused with an HTTP error: the body is logged (redacted), the Stream is
+        ``failed``; returns the typed error (not raised)."""
+        return self._fail_http(status_code, headers, body, t_ns)
+
+    def fail(self, error: NitoError) -> NitoError:
+        """The request failed before any body: the Stream is ``failed`` with ``error`` (returned)."""
+        return self._fail(error)
+
+    def note(self, kind: str, message: str) -> None:
+        """Record an anomaly at the current event (the same kind again only counts)."""
+        with self._lock:
+            self._acc.note(kind, message, len(self.log))
+
     def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
         """Decode one read, log and accumulate its events; return the chunks it completed."""
         if self.status == "waiting":
@@ -502,6 +546,13 @@ class Stream:
         self._fail(error)
         return error
 
+    def _transport_error(self, exc: BaseException) -> NitoError | None:
+        """The typed error for a failure of the byte source during the body, or None (a bug)."""
+        if isinstance(exc, StreamError) and exc.stream is self:  # already typed by the Stream
+            return exc
+        classify = self._transport_errors
+        return None if classify is None else classify(exc, self)
+
     # -- the background reader (sync) --------------------------------------------------------
 
     def _start_reader(self, reads: Iterator[bytes], close: Callable[[], None], abort: Callable[[], None]) -> None:
@@ -666,14 +717,12 @@ class Stream:
         return self._reply(prompt_or_messages, params)
 
     def _reply(self, prompt_or_messages: Any, params: dict[str, Any]) -> Any:
-        from ._client import as_messages
-
         messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
         route = self._route
         if route is None:
-            import nito_nb
-
-            start = nito_nb.astream if isinstance(self, AsyncStream) else nito_nb.stream
+            start = _default_starts.get(isinstance(self, AsyncStream))
+            if start is None:
+                raise NitoError("this Stream was made by no client: continue it with Client(...).stream(...)")
             return start(messages, model=model, **merged)
         options = {**route.options(params), "raise_errors": self.raise_errors}
         return route.client.stream(messages, model=model, **{**options, **merged})
@@ -795,8 +844,6 @@ class AsyncStream(Stream):
             out.put_nowait(_END)
 
     async def _aread(self, out: Any) -> None:
-        from ._client import transport_exception
-
         assert self._areads is not None
         clock = time.perf_counter_ns
         try:
@@ -811,7 +858,7 @@ class AsyncStream(Stream):
             self._end(clock(), status=None if self._acc.done else "stopped")
             raise
         except Exception as exc:
-            error = transport_exception(exc, self)
+            error = self._transport_error(exc)
             await self._astop_source()
             if error is None:
                 self._end(clock(), status="truncated")
@@ -964,8 +1011,6 @@ def _read_body(
     """The background reader of a sync Stream: fold each read into the Stream as it arrives and
     pass its chunks on. It holds the Stream only while folding a read, so that a Stream nobody
     holds can be collected (and closed) while this thread waits for the socket."""
-    from ._client import transport_exception  # the one place that knows httpx's errors
-
     clock = time.perf_counter_ns
     try:
         try:
@@ -985,7 +1030,7 @@ def _read_body(
             stream = ref()
             if stream is None or stream._stop_requested:  # close() cut the read under us
                 return
-            error = transport_exception(exc, stream)
+            error = stream._transport_error(exc)
             if error is None:  # not a transport failure: end the stream, hand the error over
                 stream._end(clock(), status="truncated")
                 out.put(exc)
