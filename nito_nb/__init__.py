@@ -15,7 +15,7 @@ import atexit
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ._accumulate import Anomaly, ToolCall
+from . import _client, _stream
 from ._capture import (
     AsyncCaptureTransport,
     CaptureTransport,
@@ -24,7 +24,8 @@ from ._capture import (
     streams,
 )
 from ._client import AsyncClient, Client, Timeout
-from ._exceptions import (
+from ._core.accumulate import Anomaly, ToolCall
+from ._core.errors import (
     APIError,
     AuthenticationError,
     BadRequestError,
@@ -46,8 +47,8 @@ from ._exceptions import (
     StreamTruncatedError,
     TransportError,
 )
+from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
-from ._log import ChunkLog, Event, LogFormatError
 from ._stream import AsyncStream, Stream, load, read_sse
 from ._watch import watch
 
@@ -111,6 +112,19 @@ def astream(
     return _default(AsyncClient).stream(
         prompt_or_messages, model=model, api_key=api_key, base_url=base_url, **params
     )
+
+
+def _embedded_simulator() -> str:
+    """Start the embedded simulator if needed; its base URL. Imported on first use only
+    (starlette and uvicorn are not cheap)."""
+    from .sim import ensure_server
+
+    return ensure_server()
+
+
+# The layers below never import the ones above: what they need from here is passed in, once.
+_client.register_simulator(_embedded_simulator)
+_stream.register_default_starts(stream, astream)
 
 
 def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:

@@ -81,11 +81,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
-from ._exceptions import error_details
-from ._log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, LogFormatError
-from ._sse import SSEDecoder
-from ._stream import STATUSES, Stream, read_file
+from ._core.accumulate import PAYLOAD_KEY, _parse_arguments, read_content_parts
+from ._core.errors import error_details
+from ._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR, KINDS, LogFormatError
+from ._core.sse import SSEDecoder
+from ._core.status import STATUSES
+from ._stream import Stream, read_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -127,7 +128,7 @@ _TEXT = _text_dtype()
 _FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
     "kind": KIND_CATEGORIES,
     "reasoning_type": REASONING_TYPES,
-    "status": STATUSES,
+    "status": tuple(s.value for s in STATUSES),
 }
 
 #: Every column of a frame, in order, with its dtype.
@@ -326,7 +327,7 @@ def _stream_attrs(stream: Stream, origin: str | None) -> dict[str, Any]:
                 "t0_wall": log.t0_wall.isoformat(),
                 "status_code": log.status_code,
                 "headers_dt_ns": None if log.headers_ns is None else log.headers_ns - log.t0_ns,
-                "status": stream.status,
+                "status": str(stream.status),
             },
             default=str,
         )
@@ -418,7 +419,7 @@ def _chunk_data(raw: bytes) -> tuple[bytes, bool]:
 
 
 def _read_chunk(chunk: Any, error_event: bool) -> _ChunkInfo | None:
-    """Read one parsed chunk the way the accumulator does (``_accumulate.Accumulator.add``)."""
+    """Read one parsed chunk the way the accumulator does (``_core.accumulate.Accumulator.add``)."""
     if not isinstance(chunk, dict):
         return None
     if error_event and "error" not in chunk:
@@ -605,7 +606,7 @@ class _Builder:
         ignored = np.zeros(rows, dtype=bool)
 
         cols["model"][base - 1] = stream.model
-        cols["status"][base - 1] = stream.status
+        cols["status"][base - 1] = str(stream.status)
         cols["http_status"][base - 1] = log.status_code  # None values count as missing
         cols["attempts"][base - 1] = stream.attempts
 
@@ -1180,7 +1181,7 @@ class NitoAccessor:
         out = pd.DataFrame(
             {
                 "model": last_of(response, "model"),
-                "status": pd.Categorical(last_of(response, "status"), categories=list(STATUSES)),
+                "status": pd.Categorical(last_of(response, "status"), categories=[s.value for s in STATUSES]),
                 "ttfb": ttfb,
                 "ttft": ttft,
                 "ttfc": minimum(has_content),

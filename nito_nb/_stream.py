@@ -17,6 +17,7 @@ a Stream nobody holds any more is closed by the garbage collector (its status sa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import errno
 import functools
@@ -33,14 +34,15 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._accumulate import Accumulator, Anomaly, ToolCall
-from ._exceptions import (
+from ._core.accumulate import Accumulator, Anomaly, ToolCall
+from ._core.errors import (
     APIError,
     ConnectionLost,
     EventTooLargeError,
     MidStreamError,
     NitoError,
     Secret,
+    StreamError,
     StreamTimeoutError,
     StreamTruncatedError,
     api_error,
@@ -49,7 +51,8 @@ from ._exceptions import (
     redact_error,
     retry_after_of,
 )
-from ._log import (
+from ._core.layout import ChunkParser
+from ._core.log import (
     BAD_DATA,
     CHUNK,
     COMMENT,
@@ -61,17 +64,28 @@ from ._log import (
     LogFormatError,
     read_log,
 )
-from ._protocol import ChunkParser
-from ._sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from ._core.request import as_messages
+from ._core.sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from ._core.state import StreamSnapshot, frozen_tool_call
+from ._core.status import RUNNING, Status
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 
-#: Every status a Stream can be in. The first two are "running"; the rest are final.
-STATUSES = ("waiting", "streaming", "done", "error", "truncated", "stopped", "failed")
-_RUNNING = ("waiting", "streaming")
+_RUNNING = RUNNING
+
+#: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
+#: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
+#: that the engine never imports the layers above it.
+_default_starts: dict[bool, Callable[..., Any]] = {}
+
+
+def register_default_starts(sync: Callable[..., Any], async_: Callable[..., Any]) -> None:
+    """What reply() of a recorded Stream calls: ``sync`` for a Stream, ``async_`` for an AsyncStream."""
+    _default_starts[False] = sync
+    _default_starts[True] = async_
 _END = object()  # the reader's last item in a Stream's queue
 
 
@@ -92,10 +106,11 @@ class Stream:
         log: ChunkLog | None = None,
         raise_errors: bool = True,
         max_event_size: int | None = None,
+        transport_errors: Callable[[BaseException, Stream], NitoError | None] | None = None,
     ) -> None:
         self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
         self.raise_errors = raise_errors
-        self.status = "waiting"
+        self.status: Status = Status.WAITING
         #: The exception that ended the stream badly (also for ``raise_errors=False``), or None.
         self.exception: NitoError | None = None
         self._acc = Accumulator()
@@ -121,6 +136,9 @@ class Stream:
         self._route: Any = None
         #: The key the request carried: taken out of everything the gateway sends (see _take).
         self._secret: Secret | None = None
+        # How the byte source's own failures (httpx's, for the client) become typed errors: given
+        # by whoever makes the Stream, so that the engine knows no transport library.
+        self._transport_errors = transport_errors
 
     # -- results (what has arrived so far) ---------------------------------------------------
 
@@ -277,12 +295,91 @@ class Stream:
         """The request's messages followed by this answer: the conversation so far."""
         return [*self.request.get("messages", []), self.message]
 
+    def snapshot(self) -> StreamSnapshot:
+        """What has arrived so far, as one immutable value taken under the Stream's lock: the
+        text, tool calls, status and timings of one moment. Never waits for the stream (unlike the
+        properties of a sync Stream nobody iterates); renderers read this, not the live fields."""
+        with self._lock:
+            acc, log = self._acc, self.log
+            timed = log.timed
+            usage = acc.usage
+            error = acc.error
+            return StreamSnapshot(
+                status=Status(self.status),
+                content=acc.content,
+                reasoning=acc.reasoning,
+                refusal=acc.refusal,
+                tool_calls=tuple(frozen_tool_call(call) for call in acc.tool_calls),
+                model=acc.model or log.request.get("model"),
+                id=acc.id,
+                role=acc.role,
+                finish_reason=acc.finish_reason,
+                usage=dict(usage) if isinstance(usage, dict) else usage,
+                error=dict(error) if isinstance(error, dict) else error,
+                anomalies=tuple(dataclasses.replace(a) for a in acc.anomalies),
+                done=acc.done,
+                web_search=acc.web_search,
+                free_tier=acc.free_tier,
+                n_chunks=acc.n_chunks,
+                n_token_events=self._n_token_events,
+                ttfb=self.ttfb,
+                ttft=self.ttft,
+                elapsed=self.elapsed if timed else None,
+                timed=timed,
+                exception=self.exception,
+            )
+
     # -- feeding (I/O-free) ------------------------------------------------------------------
+
+    def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+        """Fold one read of the body, arrived at ``t_ns`` (``time.perf_counter_ns()``), into the
+        Stream: decode its events, log them, accumulate them; return the chunks it completed.
+
+        I/O-free and thread-safe (under the Stream's lock): what the background reader does for
+        each read, and what a replay, a capture or any other source of SSE bytes calls. Raises
+        :class:`EventTooLargeError` when an event goes past ``max_event_size``."""
+        with self._lock:
+            return self._feed(data, t_ns)
+
+    def end(
+        self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
+    ) -> None:
+        """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
+        arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise), keep
+        everything, run the ``on_done`` callbacks. A second call does nothing."""
+        self._end(time.perf_counter_ns() if t_ns is None else t_ns, status=status, exception=exception)
+
+    # The rest of the source API: what a byte source (the client, a capture, a replay) tells the
+    # Stream besides the body, so that none of them writes its private fields.
+
+    def protect(self, secret: Secret | str | None) -> None:
+        """The key the request carried: from now on it is taken out of everything the server
+        sends back (body events, error body, headers), and out of the Stream's errors."""
+        self._secret = secret if secret is None or isinstance(secret, Secret) else Secret.of(secret)
+
+    def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
+        """The response's status and headers arrived at ``t_ns`` (none that carries a credential
+        or echoes the key is kept)."""
+        self._set_response(status_code, headers, t_ns)
+
+    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
+        """The server refused with an HTTP error: the body is logged (redacted), the Stream is
+        ``failed``; returns the typed error (not raised)."""
+        return self._fail_http(status_code, headers, body, t_ns)
+
+    def fail(self, error: NitoError) -> NitoError:
+        """The request failed before any body: the Stream is ``failed`` with ``error`` (returned)."""
+        return self._fail(error)
+
+    def note(self, kind: str, message: str) -> None:
+        """Record an anomaly at the current event (the same kind again only counts)."""
+        with self._lock:
+            self._acc.note(kind, message, len(self.log))
 
     def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
         """Decode one read, log and accumulate its events; return the chunks it completed."""
         if self.status == "waiting":
-            self.status = "streaming"
+            self.status = Status.STREAMING
         try:
             events = self._decoder.decode(data)
         except EventTooLarge as too_large:
@@ -380,9 +477,9 @@ class Stream:
             if exception is not None:
                 exception.stream = self
                 redact_error(exception, self._secret)
-            self.status = status
+            self.status = Status(status)
             self.exception = exception
-            self.log.end = {"status": status}
+            self.log.end = {"status": self.status.value}
             if exception is not None:
                 self.log.end["exception"] = type(exception).__name__
                 self.log.end["message"] = exception.message
@@ -409,9 +506,9 @@ class Stream:
         """The request failed before any body: no stream, only this error."""
         error.stream = self
         redact_error(error, self._secret)
-        self.status = "failed"
+        self.status = Status.FAILED
         self.exception = error
-        self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
+        self.log.end = {"status": Status.FAILED.value, "exception": type(error).__name__, "message": error.message}
         return error
 
     def _retry(self) -> None:
@@ -421,7 +518,7 @@ class Stream:
         self.log = ChunkLog(log.request, t0_ns=log.t0_ns, t0_wall=log.t0_wall)
         self.log.attempts = attempts + 1
         self._acc = Accumulator()
-        self.status = "waiting"
+        self.status = Status.WAITING
         self.exception = None
 
     def _set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
@@ -448,6 +545,13 @@ class Stream:
         self._acc.error = {"code": error.code, "message": error.message}
         self._fail(error)
         return error
+
+    def _transport_error(self, exc: BaseException) -> NitoError | None:
+        """The typed error for a failure of the byte source during the body, or None (a bug)."""
+        if isinstance(exc, StreamError) and exc.stream is self:  # already typed by the Stream
+            return exc
+        classify = self._transport_errors
+        return None if classify is None else classify(exc, self)
 
     # -- the background reader (sync) --------------------------------------------------------
 
@@ -613,14 +717,12 @@ class Stream:
         return self._reply(prompt_or_messages, params)
 
     def _reply(self, prompt_or_messages: Any, params: dict[str, Any]) -> Any:
-        from ._client import as_messages
-
         messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
         route = self._route
         if route is None:
-            import nito_nb
-
-            start = nito_nb.astream if isinstance(self, AsyncStream) else nito_nb.stream
+            start = _default_starts.get(isinstance(self, AsyncStream))
+            if start is None:
+                raise NitoError("this Stream was made by no client: continue it with Client(...).stream(...)")
             return start(messages, model=model, **merged)
         options = {**route.options(params), "raise_errors": self.raise_errors}
         return route.client.stream(messages, model=model, **{**options, **merged})
@@ -742,13 +844,13 @@ class AsyncStream(Stream):
             out.put_nowait(_END)
 
     async def _aread(self, out: Any) -> None:
-        from ._client import transport_exception
-
         assert self._areads is not None
         clock = time.perf_counter_ns
         try:
             async for data in self._areads:
-                chunks = self._feed(data, clock())  # stamped as the bytes came, not as consumed
+                t_ns = clock()  # stamped as the bytes came, not as consumed
+                with self._lock:  # a display thread may take a snapshot meanwhile
+                    chunks = self._feed(data, t_ns)
                 if chunks:
                     out.put_nowait(chunks)
         except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
@@ -756,7 +858,7 @@ class AsyncStream(Stream):
             self._end(clock(), status=None if self._acc.done else "stopped")
             raise
         except Exception as exc:
-            error = transport_exception(exc, self)
+            error = self._transport_error(exc)
             await self._astop_source()
             if error is None:
                 self._end(clock(), status="truncated")
@@ -886,7 +988,7 @@ class AsyncStream(Stream):
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:
     """Rebuild the error of a request that failed before streaming, from its saved log."""
-    from . import _exceptions
+    from ._core import errors as _exceptions
 
     log = stream.log
     body = next((e.raw for e in log if e.kind == "http-error"), None)
@@ -909,8 +1011,6 @@ def _read_body(
     """The background reader of a sync Stream: fold each read into the Stream as it arrives and
     pass its chunks on. It holds the Stream only while folding a read, so that a Stream nobody
     holds can be collected (and closed) while this thread waits for the socket."""
-    from ._client import transport_exception  # the one place that knows httpx's errors
-
     clock = time.perf_counter_ns
     try:
         try:
@@ -930,7 +1030,7 @@ def _read_body(
             stream = ref()
             if stream is None or stream._stop_requested:  # close() cut the read under us
                 return
-            error = transport_exception(exc, stream)
+            error = stream._transport_error(exc)
             if error is None:  # not a transport failure: end the stream, hand the error over
                 stream._end(clock(), status="truncated")
                 out.put(exc)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nito_nb
-from nito_nb._log import ChunkLog
+from nito_nb._core.log import ChunkLog
 
 
 def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object) -> nito_nb.Stream:
@@ -253,7 +253,7 @@ def test_log_memory_is_close_to_the_raw_bytes() -> None:
 
 
 def test_clean_headers_drops_credentials() -> None:
-    from nito_nb._log import clean_headers
+    from nito_nb._core.log import clean_headers
 
     assert clean_headers({"Authorization": "Bearer x", "Cookie": "c", "X-Request-Id": "r"}) == {
         "x-request-id": "r"

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._sse import ServerSentEvent, SSEDecoder
+from .sse import ServerSentEvent, SSEDecoder
 
 __all__ = ["KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
 
