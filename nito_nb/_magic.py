@@ -387,22 +387,19 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
 
     rows = []
     for s in streams:
-        usage = s.usage if isinstance(s.usage, dict) else {}
-        completion = usage.get("completion_tokens")
-        from_usage = isinstance(completion, (int, float))
-        count = completion if from_usage else s.n_chunks
-        span = (s.elapsed - s.ttft) if s.ttft is not None else None
-        error = s.error.get("message") if isinstance(s.error, dict) else s.error
+        snap = s.snapshot()  # docs/METRICS.md's figures, from their one definition (_core/metrics)
+        count, source = snap.n_tokens
+        error = snap.error.get("message") if isinstance(snap.error, dict) else snap.error
         rows.append({
-            "model": s.model,
-            "status": s.status,
-            "ttft": s.ttft,
-            "e2e": s.elapsed,
-            "output_tps": count / span if span and span > 0 else None,
+            "model": snap.model,
+            "status": snap.status,
+            "ttft": snap.ttft,
+            "e2e": snap.elapsed,
+            "output_tps": snap.output_tps,
             "n_tokens": count,
-            "tokens_source": "usage" if from_usage else "chunks",
-            "n_chunks": s.n_chunks,
-            "finish_reason": s.finish_reason,
+            "tokens_source": source,
+            "n_chunks": snap.n_chunks,
+            "finish_reason": snap.finish_reason,
             "error": error,
         })
     return pd.DataFrame(rows)
@@ -1000,7 +997,8 @@ class NitoMagics(Magics):
         timed = any(event.t_ns != events[0].t_ns for event in events)
         step = min(0.02, SSE_REPLAY_SECONDS / len(events))
         # A fresh Stream fed the recorded bytes: the same accumulation as live, at the recorded pace.
-        # _feed/_end are the engine's I/O-free entry points (read_sse and load use them too).
+        # feed()/end(): the engine's public, I/O-free, thread-safe entry points (the view's
+        # refresh thread takes snapshots meanwhile).
         replay = Stream(recorded.request, raise_errors=False)
         display = self._display(replay, fmt)
         start = time.perf_counter()
@@ -1012,13 +1010,12 @@ class NitoMagics(Magics):
                     wait = start + due - time.perf_counter()
                     if wait > 0:
                         time.sleep(wait)
-                with replay._lock:  # the view's refresh thread reads it meanwhile
-                    replay._feed(event.raw, time.perf_counter_ns())
+                replay.feed(event.raw, time.perf_counter_ns())
                 display.update()
             status = recorded.status if recorded.status in ("stopped", "truncated") else None
-            replay._end(time.perf_counter_ns(), status=status)
+            replay.end(status=status)
         except BaseException:
-            replay._end(time.perf_counter_ns(), status="stopped")
+            replay.end(status="stopped")
             raise
         finally:
             display.finish()

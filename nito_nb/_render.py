@@ -40,6 +40,9 @@ from pygments import token as _tokens
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from ._core import metrics
+from ._core.status import RUNNING, Status
+
 __all__ = [
     "FORMATS",
     "Part",
@@ -68,24 +71,24 @@ PROGRESS_AFTER_CHARS = 3000
 _FREE_TIER_CHARS = 160
 _MAX_ERROR_CHARS = 4000
 
-_RUNNING = ("waiting", "streaming")
-_SYMBOLS = {
-    "waiting": "⏳",
-    "streaming": "●",
-    "done": "✓",
-    "error": "✗",
-    "truncated": "⚠",
-    "stopped": "■",
-    "failed": "✗",
+_RUNNING = RUNNING
+_SYMBOLS: dict[str, str] = {
+    Status.WAITING: "⏳",
+    Status.STREAMING: "●",
+    Status.DONE: "✓",
+    Status.ERROR: "✗",
+    Status.TRUNCATED: "⚠",
+    Status.STOPPED: "■",
+    Status.FAILED: "✗",
 }
-_STATUS_COLORS = {
-    "waiting": "var(--jp-ui-font-color2, #888)",
-    "streaming": "var(--jp-brand-color1, #2196f3)",
-    "done": "var(--jp-success-color1, #2e7d32)",
-    "error": "var(--jp-error-color1, #d32f2f)",
-    "truncated": "var(--jp-warn-color1, #ef6c00)",
-    "stopped": "var(--jp-warn-color1, #ef6c00)",
-    "failed": "var(--jp-error-color1, #d32f2f)",
+_STATUS_COLORS: dict[str, str] = {
+    Status.WAITING: "var(--jp-ui-font-color2, #888)",
+    Status.STREAMING: "var(--jp-brand-color1, #2196f3)",
+    Status.DONE: "var(--jp-success-color1, #2e7d32)",
+    Status.ERROR: "var(--jp-error-color1, #d32f2f)",
+    Status.TRUNCATED: "var(--jp-warn-color1, #ef6c00)",
+    Status.STOPPED: "var(--jp-warn-color1, #ef6c00)",
+    Status.FAILED: "var(--jp-error-color1, #d32f2f)",
 }
 
 # --- styles -----------------------------------------------------------------------------------
@@ -637,7 +640,7 @@ def _status(state: Any) -> str:
     status = getattr(state, "status", None)
     if isinstance(status, str) and status:
         return status
-    return "done" if getattr(state, "done", False) else "streaming"
+    return Status.DONE if getattr(state, "done", False) else Status.STREAMING
 
 
 def _number(value: Any) -> str | None:
@@ -677,18 +680,17 @@ def status_text(state: Any) -> str:
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
-    # docs/METRICS.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
-    completion = _real(usage.get("completion_tokens"))
-    count, unit = (
-        (completion, "tok/s (usage)")
-        if completion is not None
-        else (
-            _real(n_chunks),
-            "chunks/s",
-        )
-    )
-    if count is not None and ttft is not None and elapsed is not None and elapsed > ttft:
-        items.append(f"{count / (elapsed - ttft):,.1f} {unit}")
+    # docs/METRICS.md's output_tps, from its one definition; K is the token-bearing chunks (a
+    # duck-typed state without that count: its chunks).
+    k = 0
+    for value in (getattr(state, "n_token_events", None), n_chunks):
+        if isinstance(value, int) and not isinstance(value, bool):
+            k = int(value)
+            break
+    count, source = metrics.n_tokens(usage, k)
+    tps = metrics.output_tps(count, ttft, elapsed) if (count or source == "usage") else None
+    if tps is not None:
+        items.append(f"{tps:,.1f} {'tok/s (usage)' if source == 'usage' else 'chunks/s'}")
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     finish = getattr(state, "finish_reason", None)
@@ -742,7 +744,7 @@ def progress_text(state: Any) -> str:
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     shown = " · ".join(i for i in items if i)
-    return f"{_SYMBOLS['streaming']} streaming… {shown} so far" if shown else f"{_SYMBOLS['streaming']} streaming…"
+    return f"{_SYMBOLS[Status.STREAMING]} streaming… {shown} so far" if shown else f"{_SYMBOLS[Status.STREAMING]} streaming…"
 
 
 def _with_progress(part: Part, state: Any) -> Part:
@@ -910,10 +912,10 @@ def _error_part(state: Any, status: str, final: bool) -> Part | None:
         head = "Error" + (f" {str(code)[:80]}" if code not in (None, "") else "")
         text = f"✗ {head}: {message}" if message else f"✗ {head}"
         style = _ERROR_STYLE
-    elif status == "truncated":
+    elif status == Status.TRUNCATED:
         text = "⚠ The stream ended without [DONE]: the answer may be incomplete."
         style = _WARN_STYLE
-    elif status == "failed":
+    elif status == Status.FAILED:
         text = "✗ The request failed before the answer started."
         style = _ERROR_STYLE
     else:

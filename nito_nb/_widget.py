@@ -30,10 +30,10 @@ Why it is built this way (measured; see docs/JUPYTER.md):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import os
 import threading
-import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,7 +46,7 @@ from ._client import AsyncClient, Client, as_messages
 from ._exceptions import NitoError
 from ._render import Part, RenderCache, _check_format, join_parts, render_parts
 from ._stream import AsyncStream, Stream
-from .display import CLOCK_PERIOD, Refresher, Slots, Throttle, snapshot
+from .display import CLOCK_PERIOD, Refresher, Slots, Throttle
 from .display.runner import LoopThread
 
 if TYPE_CHECKING:
@@ -74,34 +74,17 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-class _FailedState:
-    """A failed Stream, with its exception shown as the error (the client sets no ``error`` for an
-    HTTP error before the body, so the banner would not say what went wrong)."""
-
-    def __init__(self, stream: Stream) -> None:
-        self._stream = stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-    @property
-    def error(self) -> dict[str, Any]:
-        exc = self._stream.exception
-        code = getattr(exc, "status_code", None) or type(exc).__name__
-        return {"code": code, "message": getattr(exc, "message", None) or str(exc)}
-
-
 def _state_of(stream: Stream) -> Any:
-    """What to render for ``stream`` right now, without side effects.
-
-    A sync Stream that nobody iterates yet reads itself to the end when ``content`` is asked for;
-    while it is ``waiting`` nothing has arrived anyway, so only what needs no read is shown.
-    """
-    if stream.status == "waiting":
-        return types.SimpleNamespace(status="waiting", model=stream.model, elapsed=stream.elapsed)
-    if stream.status == "failed" and not stream.error and stream.exception is not None:
-        return _FailedState(stream)
-    return stream
+    """What to render for ``stream`` right now: its snapshot (never waits, never sees a half
+    update). A failed Stream shows its exception as the error: the client sets no ``error`` for
+    an HTTP error before the body, so the banner would not say what went wrong."""
+    snap = stream.snapshot()
+    if snap.status == "failed" and not snap.error and snap.exception is not None:
+        exc = snap.exception
+        code = getattr(exc, "status_code", None) or type(exc).__name__
+        message = getattr(exc, "message", None) or str(exc)
+        return dataclasses.replace(snap, error={"code": code, "message": message})
+    return snap
 
 
 class StreamView(ipywidgets.VBox):
@@ -212,7 +195,7 @@ class StreamView(ipywidgets.VBox):
 
     def _flush(self, *, live: bool) -> None:
         parts = render_parts(
-            snapshot(_state_of(self.stream)), format=self.format, live=live, cache=self._cache
+            _state_of(self.stream), format=self.format, live=live, cache=self._cache
         )
         moved, removed = self._page.reconcile(parts)
         for slot in removed:

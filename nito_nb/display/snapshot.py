@@ -2,8 +2,9 @@
 
 A live view renders in its refresh thread while another thread feeds the stream; reading the
 Stream's attributes one by one there could see a tool call half-updated or a usage dict changing
-size. ``snapshot(state)`` returns ``state.snapshot()`` when the state has one (the engine's
-immutable StreamSnapshot), else copies the attributes the renderer reads under ``state._lock``.
+size. ``snapshot(state)`` returns ``state.snapshot()`` when the state has one (a Stream: the engine's
+immutable StreamSnapshot, taken under its lock, never waiting), else copies the attributes the
+renderer reads (under ``state._lock`` if it has one): any duck-typed state the renderer accepts.
 """
 
 from __future__ import annotations
@@ -43,10 +44,6 @@ def snapshot(state: Any) -> Any:
     taker = optional(state, "snapshot")
     if callable(taker):
         return taker()
-    if optional(state, "_consumed", True) is False:
-        # A sync Stream nobody iterates reads itself to the end when its results are asked for
-        # (and needs its lock for that): it is rendered as it is, by the one thread that reads it.
-        return state
     lock = optional(state, "_lock")
     if lock is None:
         return _take(state)
