@@ -76,6 +76,11 @@ __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 
 _RUNNING = RUNNING
 
+#: The engine's only imports that point up, both lazy, each inside the method named here: a frame
+#: of the Stream (the pandas adapter) and its rich display in a notebook (the renderer). Declared
+#: in this one place; tests/test_architecture.py fails on any other import cycle.
+UPWARD_IMPORTS = (("Stream.frame", "nito_nb._frame.build"), ("Stream._repr_mimebundle_", "nito_nb._render"))
+
 #: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
 #: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
 #: that the engine never imports the layers above it.
@@ -746,8 +751,8 @@ class Stream:
         return Path(path)
 
     def frame(self) -> pd.DataFrame:
-        """One row per event: see the pandas adapter (``nito_nb.frame``)."""
-        from ._frame import frame
+        """One row per event: see the pandas adapter (``nito_nb._frame``)."""
+        from ._frame.build import frame
 
         return frame(self)
 
