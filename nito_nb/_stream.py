@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Accumulator, Anomaly, ToolCall
+from ._core.chunk import as_error_event
 from ._core.errors import (
     APIError,
     ConnectionLost,
@@ -432,9 +433,10 @@ class Stream:
                 acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
                 continue
             kinds.append(CHUNK)
-            if name == "error" and "error" not in chunk:
-                chunk = {"error": chunk}  # `event: error` with the error object as the whole data
-                content = None
+            if name == "error":
+                wrapped = as_error_event(chunk, name)
+                if wrapped is not chunk:
+                    chunk, content = wrapped, None
             if acc.done:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue

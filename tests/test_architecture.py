@@ -29,9 +29,8 @@ PENDING_SIZES = {
     "_magic.py": 1111,  # display branch: magic/
     "_widget.py": 890,  # display branch: widget.py + display/
     "sim/_scenarios.py": 1311,  # simsplit branch: scenarios by kind
-    "_stream.py": 1244,
+    "_stream.py": 1246,
     "_client.py": 717,
-    "_frame/build.py": 833,  # until the chunk reader moves to _core/chunk.py
 }
 
 
@@ -186,3 +185,48 @@ def test_pending_sizes_are_still_needed() -> None:
         assert path.exists(), f"{relative} is gone: take it off PENDING_SIZES"
         lines = len(path.read_text(encoding="utf-8").splitlines())
         assert lines > LIMIT, f"{relative} is down to {lines} lines: take it off PENDING_SIZES"
+
+
+# -- one reader -------------------------------------------------------------------------------
+
+_NEW_FIELD = (
+    'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant","x_thought":"hmm"}}]}\n\n'
+    'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+def test_the_stream_and_the_frame_read_chunks_with_the_same_function() -> None:
+    from nito_nb._core import accumulate, chunk
+    from nito_nb._frame import build
+
+    assert accumulate.read_chunk is chunk.read_chunk and build.read_chunk is chunk.read_chunk
+    assert accumulate.plain_reasoning_source is chunk.plain_reasoning_source
+    assert build.plain_reasoning_source is chunk.plain_reasoning_source
+
+
+def test_a_rule_changed_in_the_reader_is_seen_by_the_stream_and_the_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What "add a delta field" takes: one change in _core/chunk.py. Here a vendor's `x_thought`
+    # becomes reasoning; before the change it is a vendor field (the frame's extras) and nothing
+    # of it is reasoning, after it both the Stream and the frame show it.
+    from nito_nb._core import chunk
+
+    before = nito_nb.read_sse(_NEW_FIELD)
+    assert before.reasoning == "" and nito_nb.frame(before).nito.reasoning().iloc[0] == ""
+    original = chunk._read_delta
+
+    def read_delta(delta: dict, reading: chunk.Reading) -> None:
+        original(delta, reading)
+        if isinstance(delta.get("x_thought"), str):
+            reading.reasoning.append(chunk.ReasoningPiece("reasoning", None, delta["x_thought"], None))
+
+    monkeypatch.setattr(chunk, "_read_delta", read_delta)
+    s = nito_nb.read_sse(_NEW_FIELD)
+    df = nito_nb.frame(s)
+    assert s.reasoning == "hmm" and s.content == "Hi"
+    assert df.nito.reasoning().iloc[0] == "hmm" and df.nito.text().iloc[0] == "Hi"
+    assert bool(df.loc[df.seq == 0, "token"].iloc[0])  # both count it as token-bearing
+    assert s.snapshot().n_token_events == 2

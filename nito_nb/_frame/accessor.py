@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._core import metrics
 from .._core.accumulate import _parse_arguments
 from .._core.status import STATUSES
 from .dtypes import _READABLE, _TEXT, _missing_columns, _not_ours
@@ -127,29 +128,32 @@ class NitoAccessor:
         rows = np.flatnonzero(token)
         rows = rows[np.lexsort((t[rows], code[rows]))]
         same = code[rows][1:] == code[rows][:-1]
-        gaps = pd.Series(np.diff(t[rows])[same])
+        gaps = np.diff(t[rows])[same]
         gap_codes = code[rows][1:][same]
-        grouped = gaps.groupby(gap_codes)
+        # Each stream's gaps, then docs/METRICS.md's definitions (nito_nb._core.metrics), once each.
+        bounds = np.searchsorted(gap_codes, np.arange(n_streams + 1))
+        per_stream_gaps = [gaps[bounds[i] : bounds[i + 1]].tolist() for i in range(n_streams)]
         quantiles = {
-            q: grouped.quantile(q).reindex(range(n_streams)).to_numpy() for q in (0.5, 0.9, 0.99)
+            q: _floats(metrics.gap_quantile(g, q) for g in per_stream_gaps) for q in (0.5, 0.9, 0.99, 1.0)
         }
-        gap_max = grouped.max().reindex(range(n_streams)).to_numpy()
 
         usage_rows = df["usage"].notna().to_numpy() & ~ignored & valid
         completion = last_of(usage_rows, "completion_tokens")
-        from_usage = np.array([value is not None for value in completion], dtype=bool)
-        n_tokens = np.where(
-            from_usage,
-            np.array([v if v is not None else 0 for v in completion], dtype=np.float64),
-            k,
-        )
+        counted = [
+            metrics.n_tokens(None if c is None else {"completion_tokens": c}, int(kk))
+            for c, kk in zip(completion, k.tolist(), strict=True)
+        ]
+        from_usage = np.array([source == "usage" for _, source in counted], dtype=bool)
+        n_tokens = np.array([n for n, _ in counted], dtype=np.float64)
         e2e = maximum(event)
-        span = last_token - ttft
-        with np.errstate(divide="ignore", invalid="ignore"):
-            itl = np.where(k >= 2, span / (k - 1), np.nan)
-            tpot = np.where((n_tokens >= 2) & (k >= 2), span / (n_tokens - 1), np.nan)
-            duration = e2e - ttft
-            output_tps = np.where(duration > 0, n_tokens / duration, np.nan)
+        first, last, ks, e2es = ttft.tolist(), last_token.tolist(), k.tolist(), e2e.tolist()
+        ns = n_tokens.tolist()
+        itl = _floats(metrics.itl(first[i], last[i], ks[i]) for i in range(n_streams))
+        tpot = _floats(metrics.tpot(first[i], last[i], ks[i], ns[i]) for i in range(n_streams))
+        output_tps = _floats(
+            metrics.output_tps(ns[i], first[i], e2es[i]) for i in range(n_streams)
+        )
+        gap_max = quantiles[1.0]
 
         chunk_rows = event & (kind == "chunk") & ~ignored
         taken = event & ~ignored
@@ -350,3 +354,8 @@ class NitoAccessor:
         from .plots import plot_gaps
 
         return plot_gaps(self, bins=bins)
+
+
+def _floats(values: Any) -> np.ndarray:
+    """Metric values (None: undefined) as a float array with NaN."""
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)

@@ -55,42 +55,26 @@ metric's definition is in ``nito_nb._core.metrics`` (docs/METRICS.md).
 from __future__ import annotations
 
 import json
-import os
 import warnings
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from .._core.accumulate import PAYLOAD_KEY, read_content_parts
+from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
 from .._core.errors import error_details
-from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR, LogFormatError
+from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.sse import SSEDecoder
-from .._stream import Stream, read_file
-from .dtypes import _READABLE, _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
+from .._core.tools import ToolIndexer
+from .._stream import Stream
+from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
+from .inputs import _expand, _stream_attrs, _unique_labels
 
 if TYPE_CHECKING:
     pass
 
 __all__ = ["frame"]
-
-_CHUNK_KEYS = frozenset(
-    {"id", "object", "created", "model", "choices", "usage", "error", "web_search", "free_tier"}
-)
-_CHOICE_KEYS = frozenset({"index", "delta", "finish_reason"})
-_DELTA_KEYS = frozenset(
-    {
-        "role",
-        "content",
-        "refusal",
-        "tool_calls",
-        "reasoning_details",
-        "reasoning",
-        "reasoning_content",
-    }
-)
 
 # -- building a frame ----------------------------------------------------------------------------
 
@@ -138,109 +122,6 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     return df
 
 
-def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, Stream, str | None]]:
-    """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
-    read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
-    if isinstance(source, Mapping):
-        for label, item in source.items():
-            for _, stream, origin in _expand(item, skipped):
-                yield str(label), stream, origin
-        return
-    if isinstance(source, (Stream, str, os.PathLike)):
-        source = [source]
-    elif not isinstance(source, Iterable):
-        raise TypeError(
-            f"nito_nb.frame takes a Stream, a path, a list or a dict of them, not {type(source).__name__}"
-        )
-    for position, item in enumerate(source):
-        if isinstance(item, Stream):
-            yield f"{item.model or 'stream'}#{position}", item, None
-        elif isinstance(item, (str, os.PathLike)):
-            path = Path(item)
-            if path.is_dir():
-                files = sorted(
-                    p for p in path.iterdir() if p.suffix in (".jsonl", ".sse") and p.is_file()
-                )
-            elif path.is_file():
-                files = [path]
-            else:
-                error = FileNotFoundError(
-                    f"{os.fspath(item)!r} is neither a file nor a folder: nito_nb.frame takes "
-                    "Streams, saved logs (.jsonl), recorded SSE files or folders of them"
-                )
-                if skipped is None:
-                    raise error
-                skipped[os.fspath(item)] = f"FileNotFoundError: {error}"
-                continue
-            for file in files:
-                opened = _open(file, skipped)
-                if opened is not None:
-                    yield file.stem, opened, str(file)
-        else:
-            raise TypeError(
-                f"nito_nb.frame cannot read a {type(item).__name__}: pass Streams, paths to saved "
-                "logs (.jsonl), recorded SSE files, or folders of them"
-            )
-
-
-def _open(path: Path, skipped: dict[str, str] | None) -> Stream | None:
-    """The Stream of one file; an error names the file (or, when skipping, is noted and None)."""
-    try:
-        return read_file(path)
-    except (OSError, ValueError) as exc:  # LogFormatError, a bad byte, a damaged line...
-        reason = f"{type(exc).__name__}: {exc}"
-        if skipped is not None:
-            skipped[str(path)] = reason
-            return None
-        if str(path) in str(exc) or isinstance(exc, OSError):
-            raise
-        raise LogFormatError(f"{str(path)!r}: {reason}") from exc
-
-
-def _unique_labels(labels: list[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for label in labels:
-        unique, n = label, 1
-        while unique in seen:
-            n += 1
-            unique = f"{label}#{n}"
-        seen.add(unique)
-        out.append(unique)
-    return out
-
-
-def _stream_attrs(stream: Stream, origin: str | None) -> dict[str, Any]:
-    # Kept small and JSON-friendly: pandas deep-copies attrs on many operations and Parquet stores
-    # them as JSON. The messages stay in the log (they can be long).
-    log = stream.log
-    request = {k: v for k, v in log.request.items() if k != "messages"}
-    request["n_messages"] = len(log.request.get("messages") or [])
-    return json.loads(
-        json.dumps(
-            {
-                "source": origin,
-                "request": request,
-                "t0_wall": log.t0_wall.isoformat(),
-                "status_code": log.status_code,
-                "headers_dt_ns": None if log.headers_ns is None else log.headers_ns - log.t0_ns,
-                "status": str(stream.status),
-            },
-            default=str,
-        )
-    )
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -274,26 +155,16 @@ _PLACEHOLDER_TEXT = "\x00nito_nb"
 class _ChunkInfo:
     """What one chunk says, as column values: the same for every chunk with the same bytes."""
 
-    __slots__ = (
-        "carried",
-        "content",
-        "fragments",
-        "items",
-        "plain",
-        "plain_content",
-        "plain_thinking",
-        "readable",
-        "targets",
-        "values",
-    )
+    __slots__ = ("carried", "content", "fragments", "items", "plain", "readable", "targets", "values")
 
     def __init__(self) -> None:
         self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
         self.content: str | None = None
-        self.carried = False  # reasoning or tool-argument text (content is judged per row)
+        self.carried = False  # reasoning, refusal or tool-argument text (content is judged per row)
         self.fragments: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (fragment, its columns)
         self.items: list[tuple[str, int | None, str | None]] = []  # (reasoning type, index, text)
-        self.readable = self.plain = self.plain_content = self.plain_thinking = False
+        self.readable = False  # a readable reasoning detail came
+        self.plain: tuple[str, ...] = ()  # the plain reasoning strings that came
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
 
 
@@ -304,153 +175,72 @@ def _json_string(content: bytes) -> str:
     return content.decode("utf-8", "replace")
 
 
-def _chunk_data(raw: bytes) -> tuple[bytes, bool]:
-    """The data of a chunk event (its JSON text) and whether it is an ``event: error``."""
+def _chunk_data(raw: bytes) -> tuple[bytes, str | None]:
+    """The data of a chunk event (its JSON text) and its event name."""
     line = raw.strip(b"\r\n")
     if line.startswith(b"data: ") and b"\n" not in line and b"\r" not in line:
-        return line[6:], False  # the one-line form every gateway sends
+        return line[6:], None  # the one-line form every gateway sends
     # Otherwise the SSE decoder reads it (multi-line data, event: fields, a byte-order mark).
     decoder = SSEDecoder()
     event = (decoder.decode(raw) + decoder.flush())[-1]
-    return event.data.encode("utf-8"), event.event == "error"
+    return event.data.encode("utf-8"), event.event
 
 
-def _read_chunk(chunk: Any, error_event: bool) -> _ChunkInfo | None:
-    """Read one parsed chunk the way the accumulator does (``_core.accumulate.Accumulator.add``)."""
+def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
+    """One parsed chunk as column values: the engine's one reader (``_core.chunk.read_chunk``,
+    which the accumulator folds too) says what it holds; this only names the columns."""
+    chunk = as_error_event(chunk, event_name)
     if not isinstance(chunk, dict):
         return None
-    if error_event and "error" not in chunk:
-        chunk = {"error": chunk}  # `event: error` with the error object as the whole data
+    reading = read_chunk(chunk)
     info = _ChunkInfo()
     values = info.values
-    value = chunk.get("id")
-    if value is not None:
-        values.append(("id", value if isinstance(value, str) else str(value)))
-    value = chunk.get("model")
-    if isinstance(value, str):
-        values.append(("model", value))
-    extras: dict[str, Any] = {k: v for k, v in chunk.items() if k not in _CHUNK_KEYS}
-    error = chunk.get("error")
+    if reading.id is not None:
+        values.append(("id", reading.id if isinstance(reading.id, str) else str(reading.id)))
+    if isinstance(reading.model, str):
+        values.append(("model", reading.model))
+    error = reading.error
     if error is not None:
-        message, code = (
-            (error.get("message"), error.get("code")) if isinstance(error, dict) else (error, None)
-        )
+        message, code = error.get("message"), error.get("code")
         values.append(("error_message", None if message is None else str(message)))
         values.append(("error_code", None if code is None else str(code)))
-    usage = chunk.get("usage")
-    if usage is None:
-        vendor = chunk.get("x_groq")  # Groq puts the usage under its own key
-        if isinstance(vendor, dict):
-            usage = vendor.get("usage")
-    if isinstance(usage, dict):
-        values.extend(_usage_values(usage))
-    for name in ("web_search", "free_tier"):
-        if name in chunk:
-            values.append((name, _json(chunk[name])))
-
-    choices = chunk.get("choices")
-    if choices and isinstance(choices, list):
-        for position, choice in enumerate(choices):
-            if not isinstance(choice, dict) or choice.get("index", position) != 0:
-                continue  # rule 11: choice 0 is the answer
-            extras.update((f"choice.{k}", v) for k, v in choice.items() if k not in _CHOICE_KEYS)
-            finish = choice.get("finish_reason")
-            if finish is not None:
-                values.append(("finish_reason", str(finish)))
-            delta = choice.get("delta")
-            if delta and isinstance(delta, dict):
-                extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in _DELTA_KEYS)
-                unread = _read_delta(delta, info)
-                if unread:
-                    extras["delta.content"] = unread  # parts of types nobody reads, kept as sent
-    if extras:
-        values.append(("extras", _json(extras)))
+    if reading.usage is not None:
+        values.append(("usage", _json(reading.usage)))
+        values.extend(usage_counts(reading.usage).items())
+    if reading.has_web_search:
+        values.append(("web_search", _json(reading.web_search)))
+    if reading.has_free_tier:
+        values.append(("free_tier", _json(reading.free_tier)))
+    for finish in reading.finishes:
+        values.append(("finish_reason", finish))
+    if reading.role is not None:
+        values.append(("role", str(reading.role)))
+    info.content = reading.content
+    if reading.refusal is not None:
+        values.append(("refusal", reading.refusal))
+    for fragment in reading.tools:
+        part: dict[str, Any] = {}
+        if fragment.id:
+            part["tool_id"] = str(fragment.id)
+        if fragment.name:
+            part["tool_name"] = str(fragment.name)
+        if fragment.arguments is not None:
+            part["tool_args"] = fragment.arguments
+        info.fragments.append((fragment.raw, part))
+    plain = []
+    for piece in reading.reasoning:
+        info.items.append((piece.type, piece.index, piece.text))
+        if piece.index is None:
+            plain.append(piece.type)
+        elif piece.readable:
+            info.readable = True
+    info.plain = tuple(plain)
+    info.carried = bool(reading.refusal) or any(f.arguments for f in reading.tools) or any(
+        piece.readable for piece in reading.reasoning
+    )
+    if reading.extras:
+        values.append(("extras", _json(reading.extras)))
     return info
-
-
-def _read_delta(delta: dict[str, Any], info: _ChunkInfo) -> list[Any]:
-    """Fill ``info`` from one delta; return the content parts nobody reads (kept in ``extras``)."""
-    role = delta.get("role")
-    if role is not None:
-        info.values.append(("role", str(role)))
-    content = delta.get("content")
-    unread: list[Any] = []
-    if isinstance(content, list):  # Mistral's parts: text is the answer, thinking is reasoning
-        parts = read_content_parts(content)
-        content = "".join(parts.text) if parts.text else None
-        thinking = "".join(parts.thinking)
-        if thinking:
-            info.items.append(("thinking", None, thinking))
-            info.carried = info.plain_thinking = True
-        unread = parts.unread
-    if isinstance(content, str):
-        info.content = content if info.content is None else info.content + content
-    refusal = delta.get("refusal")
-    if isinstance(refusal, str):
-        info.values.append(("refusal", refusal))
-        info.carried = info.carried or bool(refusal)
-    calls = delta.get("tool_calls")
-    if calls and isinstance(calls, list):
-        for fragment in calls:
-            if not isinstance(fragment, dict):
-                continue
-            part: dict[str, Any] = {}
-            if fragment.get("id"):
-                part["tool_id"] = str(fragment["id"])
-            function = fragment.get("function")
-            if isinstance(function, dict):
-                if function.get("name"):
-                    part["tool_name"] = str(function["name"])
-                arguments = function.get("arguments")
-                if arguments is not None:
-                    if not isinstance(arguments, str):
-                        # As the accumulator does: an object is kept as its JSON text.
-                        arguments = json.dumps(arguments) if arguments else ""
-                    part["tool_args"] = arguments
-                    info.carried = info.carried or bool(arguments)
-            info.fragments.append((fragment, part))
-    details = delta.get("reasoning_details")
-    if details and isinstance(details, list):
-        for detail in details:
-            if not isinstance(detail, dict):
-                continue
-            type_ = str(detail.get("type") or "reasoning.text")
-            index = detail.get("index")
-            payload = detail.get(PAYLOAD_KEY.get(type_, "text"))
-            text = payload if isinstance(payload, str) else None
-            if type_ == "reasoning.encrypted":
-                text = None  # opaque: never shown as text
-            elif text and type_ in _READABLE:
-                info.carried = info.readable = True
-            info.items.append((type_, index if isinstance(index, int) else 0, text))
-    for name in ("reasoning", "reasoning_content"):
-        text = delta.get(name)
-        if text and isinstance(text, str):
-            info.items.append((name, None, text))
-            info.carried = True
-            if name == "reasoning":
-                info.plain = True
-            else:
-                info.plain_content = True
-    return unread
-
-
-def _usage_values(usage: dict[str, Any]) -> list[tuple[str, Any]]:
-    values: list[tuple[str, Any]] = [("usage", _json(usage))]
-    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        values.append((name, _int(usage.get(name))))
-    details = usage.get("completion_tokens_details")
-    if isinstance(details, dict):
-        values.append(("reasoning_tokens", _int(details.get("reasoning_tokens"))))
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if cached is None:
-        cached = usage.get("cached_tokens", usage.get("prompt_cache_hit_tokens"))
-    values.append(("cached_tokens", _int(cached)))
-    cost = usage.get("cost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        values.append(("cost", float(cost)))
-    return values
 
 
 class _Builder:
@@ -515,8 +305,9 @@ class _Builder:
         infos = self._infos
         contents = cols["content"]
         reasoning_items: list[tuple[int, list[tuple[str, int | None, str | None]]]] = []
-        has_readable = has_plain = has_plain_content = has_plain_thinking = False
-        tools = _ToolIndexer()
+        has_readable = False
+        plain_sources: set[str] = set()
+        tools = ToolIndexer()
         for seq, info_index, text in plan:
             info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
             if info is None:
@@ -535,7 +326,7 @@ class _Builder:
                 self._put_parts(
                     row,
                     [
-                        {**part, "tool_index": tools.index(fragment, dropped)}
+                        {**part, "tool_index": _tool_index(tools, fragment, dropped)}
                         for fragment, part in info.fragments
                     ],
                 )
@@ -543,24 +334,13 @@ class _Builder:
                 reasoning_items.append((row, info.items))
                 if not dropped:
                     has_readable = has_readable or info.readable
-                    has_plain = has_plain or info.plain
-                    has_plain_content = has_plain_content or info.plain_content
-                    has_plain_thinking = has_plain_thinking or info.plain_thinking
+                    plain_sources.update(info.plain)
             if carried and not dropped:
                 token[seq + 1] = True
 
-        # Readable reasoning, as the accumulator shows it (docs/PROTOCOL.md rule 4): details when there
-        # are readable ones, else the plain strings of one source (the others duplicate them).
-        plain = None
-        if not has_readable:
-            for name, present in (
-                ("reasoning", has_plain),
-                ("reasoning_content", has_plain_content),
-                ("thinking", has_plain_thinking),
-            ):
-                if present:
-                    plain = name
-                    break
+        # Readable reasoning, as the accumulator shows it (the one rule: plain_reasoning_source):
+        # details when there are readable ones, else the plain strings of one source.
+        plain = plain_reasoning_source(has_readable, plain_sources)
         for row, items in reasoning_items:
             self._put_parts(
                 row,
@@ -613,7 +393,7 @@ class _Builder:
         infos: list[Any] = self._infos  # the skeleton entries it reads are never None
         contents = cols["content"]
         pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
-        pending_error: list[bool] = []
+        pending_names: list[str | None] = []
         plan: list[tuple[int, int, str | None]] = []
         groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
         token_rows: list[int] = []
@@ -676,10 +456,10 @@ class _Builder:
                         if content:
                             token_rows.append(seq + 1)
                         continue
-            data, error_event = _chunk_data(body[first:last])
+            data, event_name = _chunk_data(body[first:last])
             plan.append((seq, -1 - len(pending), None))
             pending.append(data)
-            pending_error.append(error_event)
+            pending_names.append(event_name)
         if escaped:
             texts = json.loads('["' + b'","'.join(escaped).decode("utf-8", "replace") + '"]')
             contents.update(zip(escaped_rows, texts, strict=True))
@@ -699,20 +479,20 @@ class _Builder:
                 cols["error_message"][base + seq] = message
                 cols["error_code"][base + seq] = None if error_code is None else str(error_code)
         pending_base = len(infos)
-        for value, error_event in zip(_parse_chunks(pending), pending_error, strict=True):
-            infos.append(_read_chunk(value, error_event))
+        for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
+            infos.append(_read_chunk(value, event_name))
         return plan, pending_base
 
     def _skeleton(self, key: bytes) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted."""
-        data, error_event = _chunk_data(key)
-        if error_event:
+        data, event_name = _chunk_data(key)
+        if event_name == "error":
             return -1
         try:
             value = json.loads(data)
         except ValueError:
             return -1
-        info = _read_chunk(value, False)
+        info = _read_chunk(value, None)
         if info is None or info.content != _PLACEHOLDER_TEXT:
             return -1
         if not info.fragments and not info.items:
@@ -805,29 +585,10 @@ class _Builder:
         return pd.DataFrame(data, copy=False)
 
 
-class _ToolIndexer:
-    """The tool-call index of each fragment, as the accumulator assigns it (fragments without an
-    integer index: a new id starts a new call, a fragment without id continues the last one)."""
-
-    def __init__(self) -> None:
-        self.ids: dict[int, str | None] = {}
-
-    def index(self, fragment: dict[str, Any], dropped: bool) -> int | None:
+def _tool_index(tools: ToolIndexer, fragment: dict[str, Any], dropped: bool) -> int | None:
+    """The call index of a fragment, as the accumulator assigns it (the one rule, ToolIndexer); a
+    fragment after [DONE], which the accumulator never saw, keeps the index it was sent with."""
+    if dropped:
         index = fragment.get("index")
-        if dropped:  # the accumulator never saw it: report the index as sent
-            return index if isinstance(index, int) else None
-        fragment_id = fragment.get("id")
-        if not isinstance(index, int):
-            known = self.ids
-            if known and (not fragment_id or fragment_id in known.values()):
-                if fragment_id:
-                    index = next(i for i in sorted(known) if known[i] == fragment_id)
-                else:
-                    index = max(known)
-            else:
-                index = max(known, default=-1) + 1
-        if index not in self.ids:
-            self.ids[index] = None
-        if fragment_id and self.ids[index] is None:
-            self.ids[index] = fragment_id
-        return index
+        return index if isinstance(index, int) else None
+    return tools.index(fragment)
