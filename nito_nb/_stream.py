@@ -1218,6 +1218,13 @@ def _looks_like_error_body(body: bytes) -> bool:
 def load(path: str | os.PathLike[str]) -> Stream:
     """A Stream from a log written by ``Stream.save``: the same events, times and results."""
     log, events = read_log(path)
+    return from_events(log, events)
+
+
+def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> Stream:
+    """A finished Stream from a log's metadata (its ``end`` included) and its events as
+    (t_ns, kind code or None, raw bytes): what ``load`` reads from a file, or a store from
+    its tables."""
     end = dict(log.end)
     stream = Stream(log.request, log=log, raise_errors=False)
     log.end = {}
