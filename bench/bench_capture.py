@@ -12,14 +12,12 @@ the best and median time of each and their ratio: the project promises at most 1
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
-import time
 from collections.abc import Callable
 
 import httpx
 import openai
-from bench_stream import build_body, serve
+from bench_stream import build_body, interleaved, print_rates, serve
 
 import nito_nb
 from nito_nb import _capture
@@ -55,20 +53,9 @@ def main() -> None:
         assert run() == expected, name
     last = nito_nb.last()
     assert last is not None and last.content == expected and last.status == "done", last
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.repeats):
-        for name, run in contenders.items():
-            _capture.REGISTRY.clear()  # each run starts with the same heap
-            gc.collect()
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-
-    n = args.chunks + 2
-    print(f"{n:,} chunks, {len(body) / 1e6:.1f} MB body, best of {args.repeats} interleaved runs over loopback")
-    best = {name: min(t) for name, t in times.items()}
-    for name, t in times.items():
-        print(f"  {name:15s} {n / best[name]:>9,.0f} chunks/s   best {best[name]:.3f} s   median {statistics.median(t):.3f} s")
+    # each run starts with the same heap
+    times = interleaved(contenders, args.repeats, before=_capture.REGISTRY.clear)
+    best = print_rates(times, args.chunks + 2, len(body))
     ratio = best["openai+capture"] / best["openai"]
     median_ratio = statistics.median(times["openai+capture"]) / statistics.median(times["openai"])
     print(f"  capture / plain = {ratio:.3f}x best, {median_ratio:.3f}x median  (required <= 1.10x)  "

@@ -79,6 +79,35 @@ def serve(body: bytes) -> tuple[str, uvicorn.Server, threading.Thread]:
     return f"http://127.0.0.1:{port}/v1", server, thread
 
 
+def interleaved(
+    contenders: dict[str, Callable[[], object]], repeats: int, before: Callable[[], None] | None = None
+) -> dict[str, list[float]]:
+    """Each contender's times over ``repeats`` rounds, the contenders in turn within a round, so
+    that a busy machine slows them alike; ``before`` runs before each timed call (untimed)."""
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, run in contenders.items():
+            if before is not None:
+                before()
+            gc.collect()
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def print_rates(times: dict[str, list[float]], chunks: int, body_bytes: int) -> dict[str, float]:
+    """Print chunks/s, best and median of each contender; return the best times."""
+    repeats = len(next(iter(times.values())))
+    print(f"{chunks:,} chunks, {body_bytes / 1e6:.1f} MB body, best of {repeats} interleaved runs over loopback")
+    best = {name: min(t) for name, t in times.items()}
+    width = max(len(name) for name in times)
+    for name, t in times.items():
+        print(f"  {name:{width}s} {chunks / best[name]:>10,.0f} chunks/s   best {best[name]:.3f} s"
+              f"   median {statistics.median(t):.3f} s")
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=50_000)
@@ -124,19 +153,8 @@ def main() -> None:
     contenders: dict[str, Callable[[], str]] = {"nito_nb": run_nito, "openai": run_openai, "floor": run_floor}
     for name, run in contenders.items():  # warm up, and check they all read the same answer
         assert run() == expected, name
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.repeats):
-        for name, run in contenders.items():
-            gc.collect()
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-
-    n = args.chunks + 2
-    print(f"{n:,} chunks, {len(body) / 1e6:.1f} MB body, best of {args.repeats} interleaved runs over loopback")
-    best = {name: min(t) for name, t in times.items()}
-    for name, t in times.items():
-        print(f"  {name:8s} {n / best[name]:>10,.0f} chunks/s   best {best[name]:.3f} s   median {statistics.median(t):.3f} s")
+    times = interleaved(contenders, args.repeats)
+    best = print_rates(times, args.chunks + 2, len(body))
     floor_ratio = best["floor"] / best["nito_nb"]
     openai_ratio = best["openai"] / best["nito_nb"]
     print(f"  nito_nb / floor  = {floor_ratio:.2f}x  (required >= 0.8x)  {'ok' if floor_ratio >= 0.8 else 'BELOW'}")

@@ -152,9 +152,10 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def last() -> Any:
     """The last Stream the ``%%nito`` magic ran (a list of Streams after ``-m a,b``), or the last
-    one captured (``httpx_client``) or watched (``watch``) if that came later; None if none.
+    Run of ``nito_nb.run`` / ``nito_nb.map``, or the last Stream captured (``httpx_client``) or
+    watched (``watch``), whichever came last; None before any.
 
-    After a ``%%nito`` cell, the same object as ``_nito`` in the notebook's namespace.
+    After a magic, the same object as ``_nito`` in the notebook's namespace.
     """
     from ._capture import REGISTRY
     from ._magic import last as _last
@@ -163,6 +164,9 @@ def last() -> Any:
 
 
 _WIDGETS = ("ChatWidget", "StreamView")
+# Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
+# served here rather than imported so that this module keeps the builtin.
+_RUNS = ("Run", "Store", "StoreBusy", "map", "open_store", "run")
 
 
 def __getattr__(name: str) -> Any:
@@ -174,11 +178,15 @@ def __getattr__(name: str) -> Any:
         value = getattr(_widget, name)
         globals()[name] = value
         return value
+    if name in _RUNS:
+        from . import runs
+
+        return getattr(runs, name)
     raise AttributeError(f"module 'nito_nb' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_WIDGETS})
+    return sorted({*globals(), *_WIDGETS, *_RUNS})
 
 
 __all__ = [
@@ -207,7 +215,10 @@ __all__ = [
     "NotFoundError",
     "PaymentRequiredError",
     "RateLimitError",
+    "Run",
     "ServerError",
+    "Store",
+    "StoreBusy",
     "Stream",
     "StreamError",
     "StreamTimeoutError",
@@ -223,7 +234,10 @@ __all__ = [
     "last",
     "live",
     "load",
+    "map",
+    "open_store",
     "read_sse",
+    "run",
     "stream",
     "streams",
     "watch",

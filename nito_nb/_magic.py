@@ -573,6 +573,9 @@ class NitoMagics(Magics):
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
     @argument("-o", "--out", metavar="VAR", help="also store the Stream in this variable")
+    @argument("--over", metavar="VAR",
+              help="run the cell as a template over every row of the DataFrame, Series or list VAR "
+                   "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)")
     @argument("--chat", metavar="NAME",
               help="keep the conversation under NAME across cells (without it, each cell stands alone)")
     @argument("--new", action="store_true", help="start the --chat conversation afresh")
@@ -751,6 +754,9 @@ class NitoMagics(Magics):
         models = [m.strip() for m in (args.model or settings.model).split(",") if m.strip()]
         if not models:
             raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
+        if args.over:
+            self._run_over(args, cell, models)
+            return
         if args.chat and len(models) > 1:
             raise UsageError("--chat keeps one conversation: use it with one model")
         if args.run_tools and (len(models) > 1 or not args.tools):
@@ -783,6 +789,31 @@ class NitoMagics(Magics):
             self._run_one(messages, models[0], params, args, fmt, user)
         else:
             self._run_many(messages, models, params, args, fmt)
+
+    def _run_over(self, args: Any, cell: str, models: list[str]) -> None:
+        """``--over VAR``: the cell is a template filled from each row of VAR (``nito_nb.run``)."""
+        from .runs import run as start_run
+
+        if args.chat or args.run_tools:
+            raise UsageError("--over runs every row on its own: not with --chat or --run-tools")
+        if args.over not in self.namespace:
+            raise UsageError(f"--over {args.over}: no such variable in the namespace")
+        template = cell.strip("\n")
+        if not template.strip():
+            raise UsageError("the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}")
+        system = args.system if args.system is not None else self.settings.system
+        try:
+            run = start_run(self.namespace[args.over], template=template, model=models, system=system or None,
+                              **self._connection(), **self._params(args))
+        except NitoError as exc:  # a missing column, no key...: one line, nothing was sent
+            raise UsageError(f"--over {args.over}: {exc}") from None
+        global _last
+        _last = self.namespace["_nito"] = run
+        if args.out:
+            self.namespace[args.out] = run
+        if _in_kernel():
+            run._ipython_display_()
+        run.wait()
 
     def _params(self, args: Any) -> dict[str, Any]:
         settings = self.settings

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Accumulator, Anomaly, ToolCall
+from ._core.chunk import as_error_event
 from ._core.errors import (
     APIError,
     ConnectionLost,
@@ -75,6 +76,11 @@ if TYPE_CHECKING:
 __all__ = ["AsyncStream", "Stream", "load", "read_sse"]
 
 _RUNNING = RUNNING
+
+#: The engine's only imports that point up, both lazy, each inside the method named here: a frame
+#: of the Stream (the pandas adapter) and its rich display in a notebook (the renderer). Declared
+#: in this one place; tests/test_architecture.py fails on any other import cycle.
+UPWARD_IMPORTS = (("Stream.frame", "nito_nb._frame.build"), ("Stream._repr_mimebundle_", "nito_nb._render"))
 
 #: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
 #: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
@@ -427,9 +433,10 @@ class Stream:
                 acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
                 continue
             kinds.append(CHUNK)
-            if name == "error" and "error" not in chunk:
-                chunk = {"error": chunk}  # `event: error` with the error object as the whole data
-                content = None
+            if name == "error":
+                wrapped = as_error_event(chunk, name)
+                if wrapped is not chunk:
+                    chunk, content = wrapped, None
             if acc.done:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
@@ -746,8 +753,8 @@ class Stream:
         return Path(path)
 
     def frame(self) -> pd.DataFrame:
-        """One row per event: see the pandas adapter (``nito_nb.frame``)."""
-        from ._frame import frame
+        """One row per event: see the pandas adapter (``nito_nb._frame``)."""
+        from ._frame.build import frame
 
         return frame(self)
 
@@ -1211,6 +1218,13 @@ def _looks_like_error_body(body: bytes) -> bool:
 def load(path: str | os.PathLike[str]) -> Stream:
     """A Stream from a log written by ``Stream.save``: the same events, times and results."""
     log, events = read_log(path)
+    return from_events(log, events)
+
+
+def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> Stream:
+    """A finished Stream from a log's metadata (its ``end`` included) and its events as
+    (t_ns, kind code or None, raw bytes): what ``load`` reads from a file, or a store from
+    its tables."""
     end = dict(log.end)
     stream = Stream(log.request, log=log, raise_errors=False)
     log.end = {}

@@ -15,6 +15,8 @@ PUBLIC = {
     "Stream", "StreamError", "StreamTimeoutError", "StreamTruncatedError", "StreamView", "Timeout",
     "ToolCall", "TransportError", "astream", "async_httpx_client", "frame", "httpx_client", "last", "live", "load",
     "read_sse", "stream", "streams", "watch",
+    # issue 13: runs
+    "Run", "Store", "StoreBusy", "map", "open_store", "run",
 }
 
 

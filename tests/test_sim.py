@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb import sim
-from nito_nb.sim import _scenarios as sc
+from nito_nb.sim import _options, _pacing, _replay, _reply, _request, _scenarios, _texts, _writer
 
 # The real recordings (tests/data/real, with their sources).
 FIXTURES = Path(__file__).parent / "data" / "real"
@@ -91,7 +91,7 @@ def body_for(model: str, prompt: str = "Hello, simulator!", **extra: Any) -> dic
 def sse_data(body: bytes) -> list[str]:
     """The data fields of an SSE body (the simulator sends one `data:` line per event)."""
     data = []
-    for piece in sc.split_sse(body):
+    for piece in _reply.split_sse(body):
         for line in piece.decode("utf-8").splitlines():
             if line.startswith("data: "):
                 data.append(line[6:])
@@ -163,15 +163,15 @@ def check_protocol(body: bytes, *, allow_garbage: bool = False) -> dict[str, Any
     return result
 
 
-def events_of(body: dict[str, Any], env: dict[str, str] | None = None) -> list[sc.Event]:
-    request = sc.parse_request(body, env or {})
-    assert isinstance(request, sc.SimRequest)
-    reply = sc.scenario(request, created=1_751_299_200)
-    assert isinstance(reply, sc.StreamReply)
+def events_of(body: dict[str, Any], env: dict[str, str] | None = None) -> list[_reply.Event]:
+    request = _request.parse_request(body, env or {})
+    assert isinstance(request, _request.SimRequest)
+    reply = _scenarios.scenario(request, created=1_751_299_200)
+    assert isinstance(reply, _reply.StreamReply)
     return list(reply.events)
 
 
-def bytes_of(events: list[sc.Event]) -> bytes:
+def bytes_of(events: list[_reply.Event]) -> bytes:
     return b"".join(e.data for e in events)
 
 
@@ -182,7 +182,7 @@ def bytes_of(events: list[sc.Event]) -> bytes:
 @settings(deadline=None)
 @given(st.text())
 def test_tokenize_concatenates_back_to_the_text(text: str) -> None:
-    assert "".join(sc.tokenize(text)) == text
+    assert "".join(_writer.tokenize(text)) == text
 
 
 @pytest.mark.parametrize("model", [*STREAMING_MODELS, "sim/stall", "sim/garbage"])
@@ -286,14 +286,14 @@ BODY = st.fixed_dictionaries(
 @settings(max_examples=60, deadline=None)
 @given(BODY)
 def test_any_body_gets_a_reply_and_never_an_exception(body: dict[str, Any]) -> None:
-    request = sc.parse_request(body, {})
-    if isinstance(request, sc.ErrorReply):
+    request = _request.parse_request(body, {})
+    if isinstance(request, _reply.ErrorReply):
         assert 400 <= request.status < 500 and json.loads(request.body)["error"]["message"]
         return
-    reply = sc.scenario(request, created=0)
-    if isinstance(reply, sc.StreamReply):
+    reply = _scenarios.scenario(request, created=0)
+    if isinstance(reply, _reply.StreamReply):
         events = list(itertools.islice(reply.events, 400))
-        times = [t for t, _ in sc.schedule(events, sc.Pacing(0.1, 50, 0.5, 0))]
+        times = [t for t, _ in _pacing.schedule(events, _pacing.Pacing(0.1, 50, 0.5, 0))]
         assert times == sorted(times)
 
 
@@ -375,45 +375,45 @@ def test_fault_scenarios_shape() -> None:
 
 
 def test_options_validation_and_environment() -> None:
-    request = sc.parse_request(body_for("sim/chat", sim={}), {"NITO_SIM_TPS": "5"})
-    assert isinstance(request, sc.SimRequest) and request.options.tps == 0  # the body wins
+    request = _request.parse_request(body_for("sim/chat", sim={}), {"NITO_SIM_TPS": "5"})
+    assert isinstance(request, _request.SimRequest) and request.options.tps == 0  # the body wins
     body = body_for("sim/chat")
     del body["sim"]
-    request = sc.parse_request(body, {"NITO_SIM_TPS": "0"})
-    assert isinstance(request, sc.SimRequest)
+    request = _request.parse_request(body, {"NITO_SIM_TPS": "0"})
+    assert isinstance(request, _request.SimRequest)
     assert request.options.tps == 0 and request.options.ttft_ms == 0
-    request = sc.parse_request(body, {"NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "50"})
-    assert isinstance(request, sc.SimRequest) and request.options.ttft_ms == 50
+    request = _request.parse_request(body, {"NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "50"})
+    assert isinstance(request, _request.SimRequest) and request.options.ttft_ms == 50
     assert request.options.think_s == 0 and request.options.stall_s == 60
-    request = sc.parse_request(body, {})
-    assert isinstance(request, sc.SimRequest) and request.options.tps == sc.DEFAULT_TPS
+    request = _request.parse_request(body, {})
+    assert isinstance(request, _request.SimRequest) and request.options.tps == _options.DEFAULT_TPS
     assert request.options.think_s > 1
     for bad in ({"tps": "fast"}, {"tps": -1}, {"nope": 1}, {"chunks": 1.5}):
-        reply = sc.parse_request(body_for("sim/chat", sim=bad), {})
-        assert isinstance(reply, sc.ErrorReply) and reply.status == 400
-    reply = sc.parse_request(body, {"NITO_SIM_TPS": "fast"})
-    assert isinstance(reply, sc.ErrorReply) and b"NITO_SIM_TPS" in reply.body
+        reply = _request.parse_request(body_for("sim/chat", sim=bad), {})
+        assert isinstance(reply, _reply.ErrorReply) and reply.status == 400
+    reply = _request.parse_request(body, {"NITO_SIM_TPS": "fast"})
+    assert isinstance(reply, _reply.ErrorReply) and b"NITO_SIM_TPS" in reply.body
 
 
 def test_schedule_paces_tokens_after_the_time_to_first_token() -> None:
     events = events_of(
         body_for("sim/echo", "a b c d e f g h i j", sim={"tps": 10, "ttft_ms": 2500})
     )
-    pieces = list(sc.schedule(events, sc.Pacing(2.5, 10, 0.5, 0), keepalive_s=1.0))
-    keepalives = [t for t, data in pieces if data == sc.KEEPALIVE]
+    pieces = list(_pacing.schedule(events, _pacing.Pacing(2.5, 10, 0.5, 0), keepalive_s=1.0))
+    keepalives = [t for t, data in pieces if data == _reply.KEEPALIVE]
     assert keepalives == [0.0, 1.0, 2.0]
     token_times = [t for (t, data), e in zip(pieces[3:], events, strict=False) if e.kind == "token"]
     assert token_times[0] == 2.5
     gaps = [b - a for a, b in itertools.pairwise(token_times)]
     assert all(0.05 - 1e-9 <= g <= 0.15 + 1e-9 for g in gaps)
-    assert all(t == 0 for t, _ in sc.schedule(events, sc.Pacing(0, 0, 0.5, 0)))
+    assert all(t == 0 for t, _ in _pacing.schedule(events, _pacing.Pacing(0, 0, 0.5, 0)))
 
 
 def test_the_time_to_first_token_comes_before_any_chunk() -> None:
     events = events_of(body_for("sim/websearch"))  # its first chunk carries no token
-    pieces = list(sc.schedule(events, sc.Pacing(0.5, 0, 0, 0)))
+    pieces = list(_pacing.schedule(events, _pacing.Pacing(0.5, 0, 0, 0)))
     first_data = next(t for t, data in pieces if data and data.startswith(b"data:"))
-    assert pieces[0] == (0.0, sc.KEEPALIVE) and first_data == 0.5
+    assert pieces[0] == (0.0, _reply.KEEPALIVE) and first_data == 0.5
 
 
 def test_long_with_a_stop_sequence_cuts_exactly_there() -> None:
@@ -425,14 +425,14 @@ def test_long_with_a_stop_sequence_cuts_exactly_there() -> None:
 def test_split_sse_round_trips_and_replay_keeps_the_bytes() -> None:
     for path in sorted(FIXTURES.glob("*.sse")):
         body = path.read_bytes()
-        assert b"".join(sc.split_sse(body)) == body
+        assert b"".join(_reply.split_sse(body)) == body
     sources = (FIXTURES / "SOURCES.tsv").read_text("utf-8")
-    assert sc.recorded_status(sources, "openrouter-http-error-1.sse") == (429, "application/json")
-    assert sc.recorded_status(sources, "openai-content-1.sse") == (
+    assert _replay.recorded_status(sources, "openrouter-http-error-1.sse") == (429, "application/json")
+    assert _replay.recorded_status(sources, "openai-content-1.sse") == (
         200,
         "text/event-stream; charset=utf-8",
     )
-    assert sc.recorded_status(sources, "nope.sse") is None
+    assert _replay.recorded_status(sources, "nope.sse") is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,6 +463,16 @@ def test_public_names() -> None:
     assert sim.__all__ == sorted(sim.__all__)
     assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_server", "serve"]
     assert all(hasattr(sim, name) and name in dir(sim) for name in sim.__all__)
+
+
+def test_app_is_the_asgi_app_even_after_the_server_started() -> None:
+    # `nito_nb.sim._app` is also the name of a submodule: importing it (create_app,
+    # ensure_server) must not turn `sim.app` into that module.
+    from starlette.applications import Starlette
+
+    sim.create_app()
+    assert isinstance(sim.app, Starlette)
+    assert sim.app is sim.app
 
 
 def test_import_is_cheap() -> None:
@@ -950,7 +960,7 @@ def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
     # the role), and passes the others on without them. The readable text must survive that.
     body = bytes_of(events_of(body_for("sim/reasoning")))
     kept = []
-    for piece in sc.split_sse(body):
+    for piece in _reply.split_sse(body):
         if piece.startswith(b"data: {"):
             chunk = json.loads(piece[6:])
             for choice in chunk["choices"]:
@@ -963,8 +973,8 @@ def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
             piece = b"data: " + json.dumps(chunk).encode() + b"\n\n"
         kept.append(piece)
     proxied = nito_nb.read_sse(b"".join(kept))
-    assert proxied.reasoning == sc._REASONING_TEXT + sc._REASONING_SUMMARY
-    assert proxied.content == nito_nb.read_sse(body).content == sc._REASONING_ANSWER
+    assert proxied.reasoning == _texts.REASONING_TEXT + _texts.REASONING_SUMMARY
+    assert proxied.content == nito_nb.read_sse(body).content == _texts.REASONING_ANSWER
 
 
 def test_parallel_tool_calls_false_gives_one_call() -> None:
@@ -1006,14 +1016,14 @@ def test_n_choices_without_streaming() -> None:
 
 @pytest.mark.parametrize(("field", "value"), [("n", 0), ("n", 99), ("n", "2"), ("parallel_tool_calls", "no")])
 def test_bad_n_or_parallel_tool_calls_is_a_400(field: str, value: Any) -> None:
-    reply = sc.parse_request(body_for("sim/echo", **{field: value}), {})
-    assert isinstance(reply, sc.ErrorReply) and reply.status == 400
+    reply = _request.parse_request(body_for("sim/echo", **{field: value}), {})
+    assert isinstance(reply, _reply.ErrorReply) and reply.status == 400
     assert field in json.loads(reply.body)["error"]["message"]
 
 
 def test_mistral_streams_content_as_parts() -> None:
     s = nito_nb.stream("hi", model="sim/mistral", sim=FAST)
-    assert s.content == sc._REASONING_ANSWER and s.reasoning == sc._REASONING_TEXT
+    assert s.content == _texts.REASONING_ANSWER and s.reasoning == _texts.REASONING_TEXT
     assert s.anomalies == [] and s.usage["completion_tokens_details"]["reasoning_tokens"] > 0
     chunks = [json.loads(e.data) for e in s.log if e.kind == "chunk"]
     assert all(isinstance(c["choices"][0]["delta"]["content"], list) for c in chunks[1:-2])
@@ -1030,4 +1040,4 @@ def test_mistral_without_streaming_keeps_the_parts() -> None:
     (choice,) = response.json()["choices"]
     parts = choice["message"]["content"]
     assert {p["type"] for p in parts} == {"thinking", "text"}
-    assert "".join(p["text"] for p in parts if p["type"] == "text") == sc._REASONING_ANSWER
+    assert "".join(p["text"] for p in parts if p["type"] == "text") == _texts.REASONING_ANSWER

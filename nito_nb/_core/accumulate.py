@@ -11,7 +11,22 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
+from .chunk import (
+    PAYLOAD_KEY,
+    PLAIN_REASONING,
+    READABLE,
+    ContentParts,
+    Reading,
+    ReasoningPiece,
+    ToolFragment,
+    plain_content,
+    plain_reasoning_source,
+    read_chunk,
+    read_content_parts,
+)
+from .tools import ToolIndexer
+
+__all__ = ["PAYLOAD_KEY", "Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
 
 
 @dataclass
@@ -83,48 +98,6 @@ def _parse_arguments(text: str) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-@dataclass
-class ContentParts:
-    """What a ``delta.content`` sent as a list of parts says (Mistral's format).
-
-    ``text``: the answer text of its ``text`` parts; ``thinking``: the text of the ``text`` pieces
-    inside its ``thinking`` parts (reasoning); ``unread``: every part or piece of another type or
-    shape (``image_url``, ``reference``...), kept as sent.
-    """
-
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    unread: list[Any] = field(default_factory=list)
-
-
-def read_content_parts(parts: list[Any]) -> ContentParts:
-    """Read a list-valued ``delta.content`` (docs/PROTOCOL.md, "Content as a list of parts").
-
-    The one reading of that format: the accumulator and the frame builder both call it.
-    """
-    out = ContentParts()
-    for part in parts:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
-            out.text.append(part["text"])
-        elif kind == "thinking" and isinstance(part.get("thinking"), list):
-            for piece in part["thinking"]:
-                text = piece.get("text") if isinstance(piece, dict) else None
-                if isinstance(text, str) and piece.get("type") == "text":
-                    out.thinking.append(text)
-                else:
-                    out.unread.append(piece)
-        else:
-            out.unread.append(part)
-    return out
-
-
-def _describe_unread(unread: list[Any]) -> str:
-    """How an anomaly names the parts nobody reads: their types, in order, once each."""
-    kinds = [str(p.get("type")) if isinstance(p, dict) else type(p).__name__ for p in unread]
-    return ", ".join(dict.fromkeys(kinds))
-
-
 class _Reasoning:
     """One reasoning detail merged by (index, type)."""
 
@@ -149,9 +122,6 @@ class _Reasoning:
         return out
 
 
-_READABLE = {"reasoning.text": "text", "reasoning.summary": "summary"}
-#: The key of a reasoning detail's payload, by its type (``text`` for any other type).
-PAYLOAD_KEY = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}
 
 
 class Accumulator:
@@ -171,12 +141,9 @@ class Accumulator:
         self._tools_by_index: dict[int, ToolCall] = {}
         self._details: list[_Reasoning] = []
         self._details_by_key: dict[tuple[int, str], _Reasoning] = {}
+        self._tool_indexer = ToolIndexer()
         # Plain reasoning by where it came from; "thinking" is Mistral's thinking parts.
-        self._reasoning_strings: dict[str, list[str]] = {
-            "reasoning": [],
-            "reasoning_content": [],
-            "thinking": [],
-        }
+        self._reasoning_strings: dict[str, list[str]] = {name: [] for name in PLAIN_REASONING}
         self._refusal: list[str] = []
         #: Parts of a list-valued ``delta.content`` of a type nito_nb does not read, as sent.
         self.unread_parts: list[Any] = []
@@ -213,14 +180,12 @@ class Accumulator:
         else the plain ``reasoning`` / ``reasoning_content`` strings (never both: they duplicate),
         else Mistral's thinking parts."""
         readable = sorted(
-            (d for d in self._details if d.type in _READABLE and d.parts), key=lambda d: d.index
+            (d for d in self._details if d.type in READABLE and d.parts), key=lambda d: d.index
         )
-        if readable:
-            return "\n\n".join("".join(d.parts) for d in readable)
-        for parts in self._reasoning_strings.values():
-            if parts:
-                return "".join(parts)
-        return ""
+        source = plain_reasoning_source(bool(readable), (k for k, v in self._reasoning_strings.items() if v))
+        if source is not None:
+            return "".join(self._reasoning_strings[source])
+        return "\n\n".join("".join(d.parts) for d in readable)
 
     @property
     def reasoning_details(self) -> list[dict[str, Any]]:
@@ -257,72 +222,70 @@ class Accumulator:
         if self.done:
             self.note("after-done", "a chunk arrived after [DONE]; it was ignored", seq)
             return False
-        self.n_chunks += 1
-        if chunk.get("id") != self.id or self.model is None:  # the usual chunk repeats both
-            self._identity(chunk, seq)
-        error = chunk.get("error")
-        if error is not None:
-            self.error = error if isinstance(error, dict) else {"message": str(error)}
-        usage = chunk.get("usage")
-        if usage is None and "x_groq" in chunk:
-            vendor = chunk["x_groq"]  # Groq puts the usage under its own key
-            if isinstance(vendor, dict):
-                usage = vendor.get("usage")
-        if usage is not None and isinstance(usage, dict):
-            self.usage = usage  # cumulative on some gateways: take the last, never add (rule 6)
-        if "web_search" in chunk:
-            self.web_search = chunk["web_search"]
-        if "free_tier" in chunk:
-            self.free_tier = chunk["free_tier"]
+        # The usual chunk: one content fragment of choice 0 and nothing else meaningful, from the
+        # same completion. Taken in one step, it keeps accumulation well under the cost of
+        # json.loads (bench/bench_stream.py); it reads as read_chunk() would (the same test).
+        content = plain_content(chunk)
+        if content is not None and self.finish_reason is None and self.model is not None and chunk.get("id") == self.id:
+            self.n_chunks += 1
+            if content:
+                self._content.append(content)
+                return True
+            return False
+        return self.fold(read_chunk(chunk), seq)
 
-        choices = chunk.get("choices")
-        if not choices:
-            return False
-        # The usual chunk: one choice whose delta holds only a content fragment. Taken in one
-        # step, it keeps accumulation well under the cost of json.loads (bench/bench_stream.py).
-        if type(choices) is list and len(choices) == 1:
-            choice = choices[0]
-            if type(choice) is dict and choice.get("finish_reason") is None and choice.get("index", 0) == 0:
-                delta = choice.get("delta")
-                if type(delta) is dict and len(delta) == 1:
-                    content = delta.get("content")
-                    if type(content) is str and self.finish_reason is None:
-                        if not content:
-                            return False
-                        self._content.append(content)
-                        return True
-        if not isinstance(choices, list):
-            self.note("bad-field", "choices is not a list", seq)
-            return False
-        carried = False
-        for position, choice in enumerate(choices):
-            if not isinstance(choice, dict):
-                self.note("bad-field", "a choice is not an object", seq)
-                continue
+    def fold(self, reading: Reading, seq: int = 0) -> bool:
+        """Fold what one chunk says (:func:`read_chunk`) into the answer; True when it carried
+        answer text. The rules that depend on the chunks before are here; the reading is not."""
+        self.n_chunks += 1
+        if reading.id != self.id or self.model is None:  # the usual chunk repeats both
+            self._identity(reading, seq)
+        if reading.error is not None:
+            self.error = reading.error
+        if reading.usage is not None:
+            self.usage = reading.usage  # cumulative on some gateways: take the last, never add (rule 6)
+        if reading.has_web_search:
+            self.web_search = reading.web_search
+        if reading.has_free_tier:
+            self.free_tier = reading.free_tier
+        for kind, message in reading.problems:
+            self.note(kind, message, seq)
+        for index in reading.other_choices:
             # Rule 11: the answer is choice 0; the others stay in the log, and the view says so.
-            if choice.get("index", position) != 0:
-                self.note(
-                    "other-choices",
-                    f"choice {choice.get('index', position)!r} arrived (n > 1): the answer shown"
-                    " is choice 0; the other choices are kept in the log only",
-                    seq,
-                )
-                continue
-            delta = choice.get("delta")
-            if delta:
-                if isinstance(delta, dict):
-                    carried = self._delta(delta, seq) or carried
-                else:
-                    self.note("bad-field", "delta is not an object", seq)
-            finish = choice.get("finish_reason")
-            if finish is not None:
-                if self.finish_reason is not None:
-                    self.note("finish-repeated", "finish_reason was sent more than once", seq)
-                self.finish_reason = str(finish)
+            self.note(
+                "other-choices",
+                f"choice {index!r} arrived (n > 1): the answer shown is choice 0; the other choices"
+                " are kept in the log only",
+                seq,
+            )
+        carried = False
+        if reading.role is not None:
+            if self.role is None:
+                self.role = reading.role
+            else:
+                self.note("role-repeated", "role was sent on more than the first delta", seq)
+        if reading.unread:
+            self.unread_parts.extend(reading.unread)
+        if reading.content:
+            if self.finish_reason is not None:
+                self.note("content-after-finish", "content arrived after the terminal chunk", seq)
+            self._content.append(reading.content)
+            carried = True
+        if reading.refusal:
+            self._refusal.append(reading.refusal)
+            carried = True
+        for fragment in reading.tools:
+            carried = self._tool_fragment(fragment, seq) or carried
+        for piece in reading.reasoning:
+            carried = self._reasoning_piece(piece, seq) or carried
+        for finish in reading.finishes:
+            if self.finish_reason is not None:
+                self.note("finish-repeated", "finish_reason was sent more than once", seq)
+            self.finish_reason = finish
         return carried
 
-    def _identity(self, chunk: dict[str, Any], seq: int) -> None:
-        chunk_id = chunk.get("id")
+    def _identity(self, reading: Reading, seq: int) -> None:
+        chunk_id = reading.id
         if chunk_id is not None:
             if not chunk_id:
                 self.note("id-empty", "a chunk has an empty id", seq)
@@ -330,154 +293,64 @@ class Accumulator:
                 self.id = chunk_id
             elif chunk_id != self.id:
                 self.note("id-changed", f"the completion id changed to {chunk_id!r}", seq)
-        if self.model is None and chunk.get("model"):
-            self.model = chunk["model"]
-        if self.created is None and chunk.get("created") is not None:
-            self.created = chunk["created"]
+        if self.model is None and reading.model:
+            self.model = reading.model
+        if self.created is None and reading.created is not None:
+            self.created = reading.created
 
-    def _delta(self, delta: dict[str, Any], seq: int) -> bool:
-        carried = False
-        role = delta.get("role")
-        if role is not None:
-            if self.role is None:
-                self.role = role
-            else:
-                self.note("role-repeated", "role was sent on more than the first delta", seq)
-        content = delta.get("content")
-        if content:
-            if isinstance(content, list):
-                parts = read_content_parts(content)
-                content = "".join(parts.text)
-                if parts.thinking:
-                    self._reasoning_strings["thinking"].extend(parts.thinking)
-                    carried = carried or any(parts.thinking)
-                if parts.unread:
-                    self.unread_parts.extend(parts.unread)
-                    self.note(
-                        "content-part",
-                        f"delta.content has parts nito_nb does not read ({_describe_unread(parts.unread)}):"
-                        " they are kept in the log",
-                        seq,
-                    )
-            if isinstance(content, str):
-                if content:
-                    if self.finish_reason is not None:
-                        self.note("content-after-finish", "content arrived after the terminal chunk", seq)
-                    self._content.append(content)
-                    carried = True
-            else:
-                self.note("bad-field", "delta.content is neither a string nor a list of parts", seq)
-        refusal = delta.get("refusal")
-        if refusal:
-            if isinstance(refusal, str):
-                self._refusal.append(refusal)
-                carried = True
-            else:
-                self.note("bad-field", "delta.refusal is not a string", seq)
-        tool_calls = delta.get("tool_calls")
-        if tool_calls:
-            carried = self._tool_fragments(tool_calls, seq) or carried
-        details = delta.get("reasoning_details")
-        if details:
-            carried = self._reasoning_fragments(details, seq) or carried
-        for name in ("reasoning", "reasoning_content"):
-            text = delta.get(name)
-            if text and isinstance(text, str):
-                self._reasoning_strings[name].append(text)
-                carried = True
-        return carried
-
-    def _tool_fragments(self, fragments: Any, seq: int) -> bool:
-        if not isinstance(fragments, list):
-            self.note("bad-field", "delta.tool_calls is not a list", seq)
-            return False
-        carried = False
-        for fragment in fragments:
-            if not isinstance(fragment, dict):
-                self.note("bad-field", "a tool-call fragment is not an object", seq)
-                continue
-            call = self._tool_call_for(fragment, seq)
-            call.n_fragments += 1
-            if fragment.get("id") and call.id is None:
-                call.id = fragment["id"]
-            if fragment.get("type") and call.type is None:
-                call.type = fragment["type"]
-            function = fragment.get("function")
-            if not isinstance(function, dict):
-                continue
-            name = function.get("name")
-            if name:
-                if not call.name:
-                    call.name = name
-                elif name != call.name:
-                    self.note("tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq)
-            arguments = function.get("arguments")
-            if arguments:
-                if not isinstance(arguments, str):
-                    self.note("bad-field", "tool-call arguments sent as an object, not a string", seq)
-                    arguments = json.dumps(arguments)
-                call._parts.append(arguments)
-                carried = True
-        return carried
-
-    def _tool_call_for(self, fragment: dict[str, Any], seq: int) -> ToolCall:
-        index = fragment.get("index")
-        if not isinstance(index, int):
-            # Some gateways send whole calls without an index: a new id starts a new call,
-            # a fragment without id continues the last one.
+    def _tool_fragment(self, fragment: ToolFragment, seq: int) -> bool:
+        if not isinstance(fragment.raw.get("index"), int):
             self.note("tool-no-index", "a tool-call fragment has no index", seq)
-            known_ids = {c.id for c in self.tool_calls}
-            if self.tool_calls and (not fragment.get("id") or fragment.get("id") in known_ids):
-                if fragment.get("id"):
-                    return next(c for c in self.tool_calls if c.id == fragment["id"])
-                return self.tool_calls[-1]
-            index = max(self._tools_by_index, default=-1) + 1
+        index = self._tool_indexer.index(fragment.raw)
         call = self._tools_by_index.get(index)
         if call is None:
             call = ToolCall(index=index)
             self._tools_by_index[index] = call
             self.tool_calls.append(call)
             self.tool_calls.sort(key=lambda c: c.index)
-        return call
+        call.n_fragments += 1
+        if fragment.id and call.id is None:
+            call.id = fragment.id
+        if fragment.type and call.type is None:
+            call.type = fragment.type
+        name = fragment.name
+        if name:
+            if not call.name:
+                call.name = name
+            elif name != call.name:
+                self.note("tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq)
+        if fragment.arguments:
+            call._parts.append(fragment.arguments)
+            return True
+        return False
 
-    def _reasoning_fragments(self, fragments: Any, seq: int) -> bool:
-        if not isinstance(fragments, list):
-            self.note("bad-field", "delta.reasoning_details is not a list", seq)
-            return False
-        carried = False
-        for fragment in fragments:
-            if not isinstance(fragment, dict):
-                self.note("bad-field", "a reasoning detail is not an object", seq)
-                continue
-            type_ = str(fragment.get("type") or "reasoning.text")
-            index = fragment.get("index")
-            if not isinstance(index, int):
-                index = 0
-            if type_ == "reasoning.encrypted":
-                # Opaque: each encrypted block is kept whole, never joined with another.
-                detail = _Reasoning(index, type_)
+    def _reasoning_piece(self, piece: ReasoningPiece, seq: int) -> bool:
+        if piece.index is None:  # a plain string: reasoning, reasoning_content or thinking
+            self._reasoning_strings[piece.type].append(piece.payload)
+            return True
+        detail: _Reasoning | None
+        if piece.type == "reasoning.encrypted":
+            # Opaque: each encrypted block is kept whole, never joined with another.
+            detail = _Reasoning(piece.index, piece.type)
+            self._details.append(detail)
+        else:
+            key = (piece.index, piece.type)
+            detail = self._details_by_key.get(key)
+            if detail is None:
+                detail = _Reasoning(piece.index, piece.type)
+                self._details_by_key[key] = detail
                 self._details.append(detail)
-            else:
-                key = (index, type_)
-                detail = self._details_by_key.get(key)  # type: ignore[assignment]
-                if detail is None:
-                    detail = _Reasoning(index, type_)
-                    self._details_by_key[key] = detail
-                    self._details.append(detail)
-            payload_key = PAYLOAD_KEY.get(type_, "text")
-            payload = fragment.get(payload_key)
-            if payload:
-                if isinstance(payload, str):
-                    detail.parts.append(payload)
-                    carried = carried or type_ in _READABLE
-                else:
-                    self.note("bad-field", f"reasoning {payload_key} is not a string", seq)
-            if fragment.get("signature"):
-                detail.signature = fragment["signature"]  # the last signature wins (rule 4)
-            for name in ("id", "format"):
-                if fragment.get(name) is not None and getattr(detail, name) is None:
-                    setattr(detail, name, fragment[name])
-            for name, value in fragment.items():
-                if name not in ("type", "index", "text", "summary", "data", "signature", "id", "format"):
-                    detail.extra[name] = value
+        carried = False
+        if piece.payload and isinstance(piece.payload, str):
+            detail.parts.append(piece.payload)
+            carried = piece.type in READABLE
+        raw = piece.raw or {}
+        if raw.get("signature"):
+            detail.signature = raw["signature"]  # the last signature wins (rule 4)
+        for name in ("id", "format"):
+            if raw.get(name) is not None and getattr(detail, name) is None:
+                setattr(detail, name, raw[name])
+        for name, value in raw.items():
+            if name not in ("type", "index", "text", "summary", "data", "signature", "id", "format"):
+                detail.extra[name] = value
         return carried

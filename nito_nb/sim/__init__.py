@@ -5,12 +5,19 @@
 
 or `python -m nito_nb.sim --port 8765`. Models `sim/...` (see `SIM_MODELS`) are scenarios:
 prose, reasoning, tool calls, faults, replay of recordings. Per-request settings go in an extra
-body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_scenarios.SimOptions`);
+body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_options.SimOptions`);
 `NITO_SIM_TPS`, `NITO_SIM_TTFT_MS` and `NITO_SIM_JITTER` set the default pacing
 (`NITO_SIM_TPS=0`: as fast as possible). Requests with `stream: false` get one
 `chat.completion` object made from the same scenario.
 
 Importing this package is cheap: Starlette and uvicorn load when a server or app is made.
+
+Layout (imports point down; everything below `_app` is pure, standard library only):
+
+    _server (uvicorn)  ->  _app (Starlette: HTTP, auth, file reads)  ->  _sending (paced writes)
+    _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
+    _writer (ChunkWriter, tokens, usage)  ->  _request  ->  _options  (every `sim` option)
+    _replay, _pacing, _completion  ->  _reply (events, replies, error bodies, SSE framing)
 """
 
 from __future__ import annotations
@@ -48,16 +55,17 @@ def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None)
     _serve(port, host, api_key)
 
 
-_app: Any = None
+# Not named `_app`: that is the submodule's name, and importing it would overwrite the cache.
+_default_app: Any = None
 
 
 def __getattr__(name: str) -> Any:
     # `app` (for `uvicorn nito_nb.sim:app`) and `SimServer` load Starlette on first access only.
-    global _app
+    global _default_app
     if name == "app":
-        if _app is None:
-            _app = create_app()
-        return _app
+        if _default_app is None:
+            _default_app = create_app()
+        return _default_app
     if name == "SimServer":
         from ._server import SimServer
 

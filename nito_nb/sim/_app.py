@@ -1,7 +1,8 @@
 """The simulator's ASGI app: a thin Starlette shell around the pure scenarios of `_scenarios.py`.
 
 It validates requests like a gateway, asks a scenario for its reply, and writes the bytes when
-`schedule()` says they are due. Everything about what is sent lives in `_scenarios.py`.
+`schedule()` says they are due (`_sending.paced_body`). Everything about what is sent lives in
+the pure modules below `_scenarios.py`; this module only reads files and speaks HTTP.
 
 Routes (all JSON errors have the gateway's shape `{"error": {"code", "message"}}`):
 - `POST /v1/chat/completions`: the scenarios; `stream: true` streams SSE, otherwise the same
@@ -12,15 +13,13 @@ Routes (all JSON errors have the gateway's shape `{"error": {"code", "message"}}
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hmac
 import json
-import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,86 +30,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._scenarios import (
-    SIM_MODELS,
-    ErrorReply,
-    Event,
-    Pacing,
-    Reply,
-    SimRequest,
-    StreamReply,
-    collect_completion,
-    error_body,
-    error_reply,
-    parse_request,
-    recorded_status,
-    replay_log,
-    replay_sse,
-    scenario,
-    schedule,
-)
+from ._completion import collect_completion
+from ._faults import picked_to_fail
+from ._pacing import Pacing, schedule
+from ._replay import replay_file
+from ._reply import ErrorReply, Event, Reply, error_body, error_reply
+from ._request import SimRequest, parse_request, request_digest
+from ._scenarios import SIM_MODELS, scenario
+from ._sending import Shutdown, install_log_filter, paced_body
 
-# Bytes are written in batches of about this size when the schedule lets them pile up (no
-# pacing): one ASGI message per chunk would make the server the bottleneck of client benchmarks.
-BATCH_BYTES = 64 * 1024
-# Waits shorter than this are not worth a sleep (the event loop's timer is not that precise);
-# the schedule is absolute, so the time is caught up on the next token.
-MIN_SLEEP_S = 0.0005
 REPLAY_SUFFIXES = (".sse", ".jsonl")
 OWNER = "nito_nb-sim"
-
-
-class SimulatedDrop(Exception):
-    """Raised inside a response body to cut the connection mid-stream (sim/drop)."""
-
-
-class _HideSimulatedDrops(logging.Filter):
-    # uvicorn logs every exception that escapes the app, with a traceback; a drop that the
-    # simulator does on purpose is not news.
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, SimulatedDrop)
-
-
-class Shutdown:
-    """Tells the streams in progress that the server is stopping, so that they end at once.
-
-    Without it a stalled stream (sim/stall sleeps a minute) would hold uvicorn's graceful
-    shutdown until its timeout, and uvicorn would log the cancelled task as an error.
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._event: asyncio.Event | None = None
-
-    def event(self) -> asyncio.Event:
-        # Made on first use, inside the server's event loop (the app is built outside it).
-        if self._event is None:
-            self._loop = asyncio.get_running_loop()
-            self._event = asyncio.Event()
-        return self._event
-
-    def trigger(self) -> None:
-        """Safe to call from any thread."""
-        if self._loop is not None and self._event is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._event.set)
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep, or raise SimulatedDrop as soon as the server stops."""
-        event = self.event()
-        if event.is_set():
-            raise SimulatedDrop("the simulator is shutting down")
-        try:
-            await asyncio.wait_for(event.wait(), seconds)
-        except asyncio.TimeoutError:
-            return
-        raise SimulatedDrop("the simulator is shutting down")
-
-
-def _install_log_filter() -> None:
-    logger = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, _HideSimulatedDrops) for f in logger.filters):
-        logger.addFilter(_HideSimulatedDrops())
 
 
 def _respond(reply: ErrorReply) -> Response:
@@ -125,35 +55,6 @@ def _json_error(status: int, message: str) -> Response:
     return _respond(error_reply(status, message))
 
 
-async def _paced_body(
-    pieces: Iterable[tuple[float, bytes | None]], shutdown: Shutdown
-) -> AsyncIterator[bytes]:
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    buffer = bytearray()
-    for due, data in pieces:
-        wait = start + due - loop.time()
-        if wait > MIN_SLEEP_S:
-            if buffer:
-                yield bytes(buffer)
-                buffer.clear()
-            await shutdown.sleep(wait)
-        if data is None:
-            if buffer:
-                yield bytes(buffer)
-            # Let the bytes already written leave before the connection is cut.
-            await asyncio.sleep(0.01)
-            raise SimulatedDrop("simulated connection drop")
-        buffer += data
-        if len(buffer) >= BATCH_BYTES:
-            yield bytes(buffer)
-            buffer.clear()
-            # Give the other streams a turn: writing to a socket that is not full never waits.
-            await asyncio.sleep(0)
-    if buffer:
-        yield bytes(buffer)
-
-
 def _model_entry(name: str, description: str) -> dict[str, Any]:
     return {
         "id": name,
@@ -165,6 +66,7 @@ def _model_entry(name: str, description: str) -> dict[str, Any]:
 
 
 async def _read_replay(request: SimRequest) -> Reply:
+    """The recording named by `sim.replay`, read from disk; what is sent is `replay_file`'s."""
     options = request.options
     if not options.replay:
         return error_reply(
@@ -177,30 +79,11 @@ async def _read_replay(request: SimRequest) -> Reply:
     if not path.is_file():
         return error_reply(404, f"sim.replay: no such file: {str(path)!r}.")
     body: bytes = await run_in_threadpool(path.read_bytes)
-    reply: Reply
-    if path.suffix == ".jsonl" or body.startswith(b'{"nito_nb_log"'):
-        try:
-            reply = replay_log(body.decode("utf-8").splitlines(), options.speed)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            return error_reply(400, f"sim.replay: {path.name} is not a nito_nb log: {exc}")
-    else:
-        status, content_type = 200, None
-        sources = path.parent / "SOURCES.tsv"
-        if sources.is_file():
-            text = await run_in_threadpool(sources.read_text, "utf-8")
-            status, content_type = recorded_status(text, path.name) or (status, content_type)
-        reply = replay_sse(body, options.status or status, options.content_type or content_type)
-    if options.status or options.content_type:
-        reply = dataclasses.replace(
-            reply,
-            status=options.status or reply.status,
-            content_type=options.content_type or reply.content_type,
-        )
-    if isinstance(reply, StreamReply) and reply.status != 200:
-        # A streamed body under an error status (an override): send it whole, like a gateway.
-        data = b"".join(e.data for e in reply.events)
-        reply = ErrorReply(reply.status, data, reply.content_type)
-    return reply
+    sources_tsv = None
+    sources = path.parent / "SOURCES.tsv"
+    if sources.is_file():
+        sources_tsv = await run_in_threadpool(sources.read_text, "utf-8")
+    return replay_file(path.name, body, options, sources_tsv)
 
 
 def create_app(api_key: str | None = None) -> Starlette:
@@ -208,8 +91,11 @@ def create_app(api_key: str | None = None) -> Starlette:
 
     `app.state.shutdown.trigger()` ends the streams in progress (cut, like a gateway going away).
     """
-    _install_log_filter()
+    install_log_filter()
     shutdown = Shutdown()
+    # How many times each request picked by sim.fail_rate was answered (its digest -> count):
+    # such a request fails its first sim.fail_attempts times, then goes through.
+    faults_seen: dict[str, int] = {}
 
     def unauthorized(request: Request) -> Response | None:
         if api_key is None:
@@ -241,7 +127,13 @@ def create_app(api_key: str | None = None) -> Starlette:
         if parsed.model == "sim/replay":
             reply = await _read_replay(parsed)
         else:
-            reply = scenario(parsed, int(time.time()), secrets.token_hex(6))  # a new id each time
+            seen = 0
+            if picked_to_fail(parsed):
+                digest = request_digest(parsed)
+                seen = faults_seen.get(digest, 0)
+                faults_seen[digest] = seen + 1
+            # a new id each time: the nonce goes into the completion id only
+            reply = scenario(parsed, int(time.time()), secrets.token_hex(6), seen)
         if isinstance(reply, ErrorReply):
             return _respond(reply)
         options = parsed.options
@@ -260,7 +152,7 @@ def create_app(api_key: str | None = None) -> Starlette:
         }
         if reply.content_type:
             headers["content-type"] = reply.content_type
-        return StreamingResponse(_paced_body(pieces, shutdown), reply.status, headers=headers)
+        return StreamingResponse(paced_body(pieces, shutdown), reply.status, headers=headers)
 
     async def _completion(
         pieces: Iterable[tuple[float, bytes | None]], parsed: SimRequest

@@ -1,0 +1,111 @@
+"""Runs: many prompts × models × repeats from one call, with progress, a store and resume.
+
+    run = nito_nb.run(df, template="Summarise: {text}", model=["sim/chat", "z-ai/glm-5.2"],
+                      store="runs/summaries")
+    run.wait(); run.results(); run.summary(); run.frame()
+    df["summary"] = nito_nb.map(df, template="Summarise: {text}", model="sim/chat")
+    nito_nb.open_store("runs/summaries").sql("select model, quantile_cont(ttft, 0.99) from requests group by model")
+
+See docs/RUNS.md. Pure parts: ``_plan`` (requests and keys), ``_backoff`` (the shared 429
+backoff), ``_results`` (rows and summary); shells: ``_runner`` (threads, I/O), ``_store``
+(DuckDB), ``_progress`` (panel, stderr line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import ConfigurationError
+from ._plan import plan
+from ._runner import Run
+from ._store import Store, StoreBusy, open_store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Run", "Store", "StoreBusy", "map", "open_store", "run"]
+
+_CONNECTION = ("api_key", "base_url", "timeout")
+
+
+def run(
+    prompts: Any,
+    *,
+    model: str | Sequence[str],
+    template: str | None = None,
+    repeats: int = 1,
+    concurrency: int = 16,
+    store: str | None = None,
+    system: str | None = None,
+    max_retries: int = 3,
+    progress: bool | None = None,
+    run_id: str | None = None,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: Any = None,
+    **params: Any,
+) -> Run:
+    """Send every prompt × model × repeat, ``concurrency`` at a time, in the background.
+
+    ``prompts``: a string, a list of strings or message lists, a pandas Series, or a DataFrame
+    with ``template`` (its columns fill the ``{name}`` fields, with the ``%%nito`` magic's safe
+    interpolation; a list or Series fills ``{value}``). Each request has a stable key (a hash of
+    model, messages, parameters and repeat index). ``store=PATH``: a folder with a DuckDB database
+    where every finished request is written; the same call again skips the keys already done.
+    Other keyword parameters go into each request's body (``temperature``, ``seed``...).
+    Returns the :class:`Run` at once: ``run.wait()`` or ``await run``.
+    """
+    models = [model] if isinstance(model, str) else list(model)
+    the_plan = plan(prompts, template=template, models=models, repeats=repeats, params=params, system=system)
+    connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
+    the_run = Run(
+        the_plan,
+        concurrency=concurrency,
+        store=store,
+        connection={k: v for k, v in connection.items() if v is not None},
+        max_retries=max_retries,
+        progress=progress,
+        run_id=run_id,
+    )
+    _remember(the_run)
+    return the_run
+
+
+def map(prompts: Any, *, model: str, template: str | None = None, **options: Any) -> pd.Series:
+    """The answers of one model as a Series aligned with the input's index (``string`` dtype, NA
+    where a request did not end with ``done``). Waits for the run; the Run, with its errors, is
+    ``nito_nb.last()``. Takes the options of :func:`run` (``store``, ``concurrency``...)."""
+    import pandas as pd
+
+    if not isinstance(model, str):
+        raise ConfigurationError("map takes one model (model='...'); for several, use nito_nb.run")
+    if options.get("repeats", 1) != 1:
+        raise ConfigurationError("map gives one answer per row: use nito_nb.run for repeats")
+    the_run = run(prompts, model=model, template=template, **options)
+    from .._display import in_kernel
+
+    if in_kernel():
+        the_run._ipython_display_()
+    the_run.wait()
+    answers: dict[str, Any] = {}
+    for row in the_run._rows:
+        answers[row["key"]] = row["content"] if row["status"] == "done" else pd.NA
+    if the_run.skipped:  # done in an earlier session: their answers are in the store
+        with open_store(the_run.store_path) as store:  # type: ignore[arg-type]
+            done = store.sql(
+                "SELECT key, content FROM requests WHERE list_contains(?, key)",
+                [[r.key for r in the_run.skipped]],
+            )
+        answers.update(zip(done["key"], done["content"], strict=True))
+    cells = the_run.plan.cells
+    name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None
+    index = pd.Index([label for label, _, _, _ in cells], name=name)
+    return pd.Series([answers.get(key, pd.NA) for _, _, _, key in cells], index=index, dtype="string")
+
+
+def _remember(the_run: Run) -> None:
+    """``nito_nb.last()`` is the last Run (or the magic's last Stream, whichever came last)."""
+    from .. import _magic
+
+    _magic._last = the_run

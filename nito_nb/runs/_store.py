@@ -1,0 +1,305 @@
+"""The run store: a folder holding one DuckDB database with two tables.
+
+``requests``: one row per request (the result columns of ``Run.results()``, plus what rebuilds
+its Stream: the request, the response's status and headers, how it ended). ``events``: the frame
+rows of every stream (``stream`` = the request key), plus each event's arrival time and the
+end of its bytes in the request's ``body``, so that ``Store.streams(key)`` gives back the Stream itself.
+
+One process writes a store at a time: DuckDB locks the file, and a second process (writing or
+reading) gets a clear error instead of a corrupt file. A batch of finished requests is written in
+one transaction, with the rows of a re-run key replaced (resume re-runs what was not done).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import ConfigurationError, NitoError
+from .._log import HTTP_ERROR, KINDS, ChunkLog
+from ._results import RESULT_COLUMNS, Finished, results_frame, summary
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+    from .._stream import Stream
+
+__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store"]
+
+DB_NAME = "runs.duckdb"
+WRITER_MEMORY_LIMIT = "256MB"
+
+_SQL_TYPES = {
+    "string": "VARCHAR",
+    "object": "VARCHAR",
+    "category": "VARCHAR",
+    "Int64": "BIGINT",
+    "int64": "BIGINT",
+    "float64": "DOUBLE",
+    "bool": "BOOLEAN",
+    "datetime64[us, UTC]": "TIMESTAMPTZ",
+}
+#: What the requests table keeps beyond the result columns, to rebuild each Stream.
+_REBUILD_COLUMNS = {
+    "request": "VARCHAR",  # JSON: model, messages, params, base_url (never a key: see _client)
+    "http_status": "INTEGER",
+    "headers": "VARCHAR",  # JSON, without credential headers (ChunkLog.clean_headers)
+    "headers_dt_ns": "BIGINT",
+    "end_state": "VARCHAR",  # JSON: the log's end (status, exception, message)
+    "timed": "BOOLEAN",
+    "body": "BLOB",  # the body's bytes as they arrived (every event's raw bytes, in order)
+}
+#: Per event row (``part`` 0): its arrival in ns after the request, and where its bytes end in
+#: the request's ``body`` (a number per row rather than a blob per row: ten times cheaper to write).
+_EVENT_EXTRA = {"dt_ns": "BIGINT", "raw_end": "BIGINT", "run_id": "VARCHAR"}
+
+
+class StoreBusy(NitoError):
+    """Another process is writing the store (or this one already is)."""
+
+
+def _frame_columns() -> dict[str, str]:
+    from .._frame import COLUMNS
+
+    return COLUMNS
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    db = path / DB_NAME
+    try:
+        return duckdb.connect(str(db), read_only=read_only)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise StoreBusy(
+                f"the store {str(path)!r} is being written by another process: open it when that "
+                "run has ended (one process writes a store at a time)"
+            ) from None
+        raise
+    except duckdb.ConnectionException as exc:
+        # The same file already open in this process with another mode: a run is writing it.
+        raise StoreBusy(
+            f"the store {str(path)!r} is open for writing in this process (a run in progress?): "
+            f"wait for the run to end ({exc})"
+        ) from None
+
+
+class StoreWriter:
+    """The writing side, owned by one run's writer thread."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser()
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.con = _connect(self.path, read_only=False)
+        # DuckDB caches table blocks up to 80% of the RAM by default, so a long run's memory grew
+        # with its store (674 MiB at 2,000 sim/chat requests, 923 at 10,000). A cap alone made the
+        # checkpoint fail ("failed to pin block") after ~7,000; without keeping insertion order
+        # (every read here says ORDER BY) it fits (bench/bench_runs.py).
+        self.con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
+        self.con.execute("SET preserve_insertion_order = false")
+        result_sql = ", ".join(
+            f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in RESULT_COLUMNS.items()
+        )
+        rebuild_sql = ", ".join(f'"{n}" {t}' for n, t in _REBUILD_COLUMNS.items())
+        event_sql = ", ".join(
+            f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in _frame_columns().items()
+        )
+        extra_sql = ", ".join(f'"{n}" {t}' for n, t in _EVENT_EXTRA.items())
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS requests ({result_sql}, {rebuild_sql})")
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS events ({event_sql}, {extra_sql})")
+
+        #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
+        #: old rows are replaced. Only a batch holding one of them pays for a DELETE.
+        self._stale: set[str] = set()
+
+    def done_keys(self) -> set[str]:
+        """Keys whose request ended with status ``done``: a resumed run skips them."""
+        done = set()
+        for key, status in self.con.execute("SELECT key, status FROM requests").fetchall():
+            if status == "done":
+                done.add(key)
+            else:
+                self._stale.add(key)
+        return done
+
+    def write(self, items: list[Finished], rows: list[dict[str, Any]], frame: pd.DataFrame) -> None:
+        """One transaction: the batch's request rows and event rows, replacing a re-run key's."""
+        requests = results_frame(rows)
+        requests["row"] = requests["row"].map(str)
+        for name, values in _rebuild_values(items).items():
+            requests[name] = values
+        events = _event_rows(items, frame, rows[0]["run_id"] if rows else None)
+        con = self.con
+        con.register("batch_requests", requests)
+        con.register("batch_events", events)
+        try:
+            con.execute("BEGIN TRANSACTION")
+            stale = [item.request.key for item in items if item.request.key in self._stale]
+            if stale:
+                con.execute("DELETE FROM events WHERE list_contains(?, stream)", [stale])
+                con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
+            con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
+            con.execute("INSERT INTO events BY NAME SELECT * FROM batch_events")
+            con.execute("COMMIT")
+            self._stale.difference_update(stale)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.unregister("batch_requests")
+            con.unregister("batch_events")
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {name: [] for name in _REBUILD_COLUMNS}
+    for item in items:
+        log = item.stream.log
+        out["request"].append(json.dumps(log.request, ensure_ascii=False, default=str))
+        out["http_status"].append(log.status_code)
+        out["headers"].append(json.dumps(log.headers, ensure_ascii=False))
+        out["headers_dt_ns"].append(None if log.headers_ns is None else log.headers_ns - log.t0_ns)
+        out["end_state"].append(json.dumps(log.end, ensure_ascii=False, default=str))
+        out["timed"].append(log.timed)
+        out["body"].append(log.body)
+    return out
+
+
+def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) -> pd.DataFrame:
+    """The frame rows (the frame itself, extended) with each event's exact arrival (``dt_ns``)
+    and the end of its bytes in the body (``raw_end``: the running sum of the ``bytes`` column)."""
+    import numpy as np
+    import pandas as pd
+
+    out = frame
+    seq = out["seq"].to_numpy()
+    event = (seq >= 0) & (out["part"].to_numpy() == 0)  # one row per logged event
+    sizes = np.where(event, out["bytes"].to_numpy(dtype=np.int64, na_value=0), 0)
+    codes = out["stream"].cat.codes.to_numpy()
+    labels = out["stream"].cat.categories
+    raw_end = np.zeros(len(out), dtype=np.int64)
+    dt_ns = np.zeros(len(out), dtype=np.int64)
+    # frame() lays the streams out one after another, in the order they were given.
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(out) else np.array([], dtype=np.int64)
+    ends = np.r_[starts[1:], len(out)]
+    by_key = {item.request.key: item.stream.log for item in items}
+    for start, end in zip(starts, ends, strict=True):
+        log = by_key[labels[codes[start]]]
+        raw_end[start:end] = np.cumsum(sizes[start:end])
+        rows = start + np.flatnonzero(event[start:end])
+        dt_ns[rows] = np.frombuffer(log.times_ns(), dtype=np.int64)[seq[rows]] - log.t0_ns
+    out["dt_ns"] = pd.array(np.where(event, dt_ns, 0), dtype="Int64")
+    out["raw_end"] = pd.array(raw_end, dtype="Int64")
+    out.loc[~event, ["dt_ns", "raw_end"]] = pd.NA
+    out["run_id"] = run_id
+    return out
+
+
+class Store:
+    """A store opened for reading (``nito_nb.open_store(path)``)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser()
+        if not (self.path / DB_NAME).is_file():
+            raise ConfigurationError(
+                f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
+            )
+        self.con = _connect(self.path, read_only=True)
+
+    def __repr__(self) -> str:
+        (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
+        return f"<nito_nb.Store {str(self.path)!r} {n} requests>"
+
+    def sql(self, query: str, params: Any = None) -> pd.DataFrame:
+        """Any DuckDB query over the ``requests`` and ``events`` tables, as a DataFrame."""
+        return self.con.execute(query, params).df()
+
+    def results(self, run_id: str | None = None) -> pd.DataFrame:
+        """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
+        columns = ", ".join(f'"{c}"' for c in RESULT_COLUMNS)
+        where = " WHERE run_id = ?" if run_id else ""
+        df = self.con.execute(
+            f"SELECT {columns} FROM requests{where} ORDER BY started_at, key", [run_id] if run_id else []
+        ).df()
+        return results_frame(df.to_dict("records"))
+
+    def summary(self, run_id: str | None = None) -> pd.DataFrame:
+        """One row per model: see ``Run.summary()``."""
+        return summary(self.results(run_id))
+
+    def frame(self, keys: list[str] | str | None = None) -> pd.DataFrame:
+        """The frame of the streams of ``keys`` (all when None), read from the events table only
+        for those keys; ``df.nito`` works on it as on any frame."""
+        from .._frame import frame
+
+        columns = ", ".join(f'"{c}"' for c in _frame_columns())
+        if keys is None:
+            df = self.con.execute(f"SELECT {columns} FROM events ORDER BY stream, seq, part").df()
+        else:
+            keys = [keys] if isinstance(keys, str) else list(keys)
+            df = self.con.execute(
+                f"SELECT {columns} FROM events WHERE list_contains(?, stream) ORDER BY stream, seq, part",
+                [keys],
+            ).df()
+        return frame(df)
+
+    def streams(self, key: str) -> Stream:
+        """The Stream of one request, rebuilt from its events (the same content, times, status)."""
+        from .._stream import from_events
+
+        found = self.con.execute(
+            "SELECT request, http_status, headers, headers_dt_ns, end_state, timed, started_at, body "
+            "FROM requests WHERE key = ?",
+            [key],
+        ).fetchone()
+        if found is None:
+            raise KeyError(f"no request with key {key!r} in this store")
+        request, status, headers, headers_dt, end_state, timed, started, body = found
+        log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
+        log.status_code = status
+        log.headers = json.loads(headers or "{}")
+        log.headers_ns = headers_dt
+        log.timed = bool(timed)
+        log.end = json.loads(end_state or "{}")
+        body = bytes(body or b"")
+        events = []
+        start = 0
+        for dt, kind, end in self.con.execute(
+            "SELECT dt_ns, kind, raw_end FROM events WHERE stream = ? AND seq >= 0 AND part = 0 ORDER BY seq",
+            [key],
+        ).fetchall():
+            events.append((int(dt), HTTP_ERROR if kind == KINDS[HTTP_ERROR] else None, body[start:end]))
+            start = end
+        return from_events(log, events)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _as_utc(value: Any) -> _dt.datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=_dt.timezone.utc)
+    return value.astimezone(_dt.timezone.utc)
+
+
+def open_store(path: str | os.PathLike[str]) -> Store:
+    """Open a run store for reading: ``.results()``, ``.summary()``, ``.frame(keys)``, ``.sql(q)``,
+    ``.streams(key)``."""
+    return Store(path)

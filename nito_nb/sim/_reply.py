@@ -1,0 +1,108 @@
+"""What a scenario returns: the events of a streamed body, or a whole (error) response.
+
+The simulator's lowest layer (standard library only): the event and reply types, the JSON error
+body of a gateway, the compact JSON encoding of every chunk, and how an SSE body is cut into
+events.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+KEEPALIVE = b": NITO PROCESSING\n\n"
+DONE = b"data: [DONE]\n\n"
+
+
+EventKind = Literal["token", "send", "pause", "at", "drop"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One step of a streamed reply.
+
+    `token`: SSE bytes of a token-bearing chunk, paced by the tokens-per-second setting.
+    `send`: bytes sent at once (comments, the terminal and usage chunks, `[DONE]`, garbage).
+    `pause`: silence for `seconds` (stalls, long thinking).
+    `at`: bytes due `seconds` after the response started (replay of a timed log).
+    `drop`: cut the connection here.
+    """
+
+    kind: EventKind
+    data: bytes = b""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """A complete non-streamed HTTP response (an error, or a replayed error body)."""
+
+    status: int
+    body: bytes
+    content_type: str | None = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StreamReply:
+    """A streamed response: its status line and headers, then the events of its body."""
+
+    events: Iterable[Event]
+    status: int = 200
+    content_type: str | None = "text/event-stream"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # Replay of a timed log: how long the recorded gateway took to send its headers.
+    headers_delay_s: float = 0.0
+
+
+Reply = ErrorReply | StreamReply
+
+
+def error_body(status: int, message: str, metadata: Mapping[str, Any] | None = None) -> bytes:
+    error: dict[str, Any] = {"code": status, "message": message}
+    if metadata:
+        error["metadata"] = dict(metadata)
+    return json.dumps({"error": error}).encode()
+
+
+def error_reply(
+    status: int, message: str, metadata: Mapping[str, Any] | None = None, **headers: str
+) -> ErrorReply:
+    return ErrorReply(status, error_body(status, message, metadata), headers=headers)
+
+
+def round_robin(streams: Iterable[Iterator[Event]]) -> Iterator[Event]:
+    """One event of each stream in turn, until all are exhausted (interleaved fragments)."""
+    pending = list(streams)
+    while pending:
+        for stream in list(pending):
+            event = next(stream, None)
+            if event is None:
+                pending.remove(stream)
+            else:
+                yield event
+
+
+def dumps(obj: Any) -> bytes:
+    """The compact JSON bytes of a chunk."""
+    # ensure_ascii=False: real gateways send UTF-8, and clients must cope with characters split
+    # across network reads.
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def split_sse(body: bytes) -> list[bytes]:
+    """Cut an SSE body after each blank line; the pieces concatenate back to the body."""
+    pieces = []
+    start = 0
+    for match in _EVENT_END.finditer(body):
+        pieces.append(body[start : match.end()])
+        start = match.end()
+    if start < len(body):
+        pieces.append(body[start:])
+    return pieces

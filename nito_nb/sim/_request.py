@@ -1,0 +1,116 @@
+"""A chat request as the scenarios see it: validated like a gateway would, a 400 otherwise."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._options import OptionError, SimOptions, parse_options
+from ._reply import ErrorReply, dumps, error_reply
+
+MAX_CHOICES = 8  # the most choices (`n`) one request may ask for
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """The parts of a chat request that the scenarios use."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool = True
+    include_usage: bool = False
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: Any = None
+    reasoning_exclude: bool = False
+    parallel_tool_calls: bool = True
+    n: int = 1  # choices to generate, streamed interleaved
+    options: SimOptions = field(default_factory=SimOptions)
+
+
+def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest | ErrorReply:
+    """Validate a decoded JSON body like a gateway would: a 400 with a JSON error when it is wrong."""
+
+    def bad(message: str) -> ErrorReply:
+        return error_reply(400, message)
+
+    if not isinstance(body, dict):
+        return bad("The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return bad("`model` is required: a model name such as 'sim/chat'.")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return bad("`messages` is required: a non-empty list of {role, content} objects.")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return bad(f"messages[{i}] must be an object with a string `role`.")
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        return bad("`stream_options` must be an object.")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        return bad(f"`max_tokens` must be a positive integer, got {max_tokens!r}.")
+    stop = body.get("stop")
+    if stop is None:
+        stops: tuple[str, ...] = ()
+    elif isinstance(stop, str):
+        stops = (stop,)
+    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        stops = tuple(stop)
+    else:
+        return bad("`stop` must be a string or a list of strings.")
+    tools = body.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        return bad("`tools` must be a list of function tool objects.")
+    reasoning = body.get("reasoning")
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        return bad(f"`parallel_tool_calls` must be true or false, got {parallel!r}.")
+    n = body.get("n", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        return bad(f"`n` must be an integer from 1 to {MAX_CHOICES}, got {n!r}.")
+    try:
+        options = parse_options(body.get("sim"), env or {}, body.get("seed"))
+    except OptionError as exc:
+        return bad(str(exc))
+    return SimRequest(
+        model=model,
+        messages=messages,
+        stream=body.get("stream") is True,
+        include_usage=stream_options.get("include_usage") is True,
+        max_tokens=max_tokens,
+        stop=tuple(s for s in stops if s),
+        tools=tools,
+        tool_choice=body.get("tool_choice"),
+        reasoning_exclude=isinstance(reasoning, dict) and reasoning.get("exclude") is True,
+        parallel_tool_calls=parallel,
+        n=n,
+        options=options,
+    )
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a message: a string content, or the text parts of a list content."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def request_digest(request: SimRequest) -> str:
+    """What identifies a request for the faults: its model, messages and seed."""
+    return hashlib.sha256(
+        dumps([request.model, request.messages, request.options.seed])
+    ).hexdigest()

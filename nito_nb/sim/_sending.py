@@ -1,0 +1,97 @@
+"""Writing a paced body on the event loop: the schedule's waits, batched writes, the simulated
+connection drop, and the shutdown that ends the streams in progress at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+
+# Bytes are written in batches of about this size when the schedule lets them pile up (no
+# pacing): one ASGI message per chunk would make the server the bottleneck of client benchmarks.
+BATCH_BYTES = 64 * 1024
+# Waits shorter than this are not worth a sleep (the event loop's timer is not that precise);
+# the schedule is absolute, so the time is caught up on the next token.
+MIN_SLEEP_S = 0.0005
+
+
+class SimulatedDrop(Exception):
+    """Raised inside a response body to cut the connection mid-stream (sim/drop)."""
+
+
+class _HideSimulatedDrops(logging.Filter):
+    # uvicorn logs every exception that escapes the app, with a traceback; a drop that the
+    # simulator does on purpose is not news.
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, SimulatedDrop)
+
+
+class Shutdown:
+    """Tells the streams in progress that the server is stopping, so that they end at once.
+
+    Without it a stalled stream (sim/stall sleeps a minute) would hold uvicorn's graceful
+    shutdown until its timeout, and uvicorn would log the cancelled task as an error.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def event(self) -> asyncio.Event:
+        # Made on first use, inside the server's event loop (the app is built outside it).
+        if self._event is None:
+            self._loop = asyncio.get_running_loop()
+            self._event = asyncio.Event()
+        return self._event
+
+    def trigger(self) -> None:
+        """Safe to call from any thread."""
+        if self._loop is not None and self._event is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep, or raise SimulatedDrop as soon as the server stops."""
+        event = self.event()
+        if event.is_set():
+            raise SimulatedDrop("the simulator is shutting down")
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except asyncio.TimeoutError:
+            return
+        raise SimulatedDrop("the simulator is shutting down")
+
+
+def install_log_filter() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _HideSimulatedDrops) for f in logger.filters):
+        logger.addFilter(_HideSimulatedDrops())
+
+
+async def paced_body(
+    pieces: Iterable[tuple[float, bytes | None]], shutdown: Shutdown
+) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    buffer = bytearray()
+    for due, data in pieces:
+        wait = start + due - loop.time()
+        if wait > MIN_SLEEP_S:
+            if buffer:
+                yield bytes(buffer)
+                buffer.clear()
+            await shutdown.sleep(wait)
+        if data is None:
+            if buffer:
+                yield bytes(buffer)
+            # Let the bytes already written leave before the connection is cut.
+            await asyncio.sleep(0.01)
+            raise SimulatedDrop("simulated connection drop")
+        buffer += data
+        if len(buffer) >= BATCH_BYTES:
+            yield bytes(buffer)
+            buffer.clear()
+            # Give the other streams a turn: writing to a socket that is not full never waits.
+            await asyncio.sleep(0)
+    if buffer:
+        yield bytes(buffer)

@@ -1,0 +1,288 @@
+"""Runs (nito_nb.run / map): the plan, the runner against the simulator on loopback (a flaky one
+too), the shared backoff, stop, and the results computed by the frame's own metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import nito_nb
+from nito_nb.runs import _plan
+from nito_nb.runs._backoff import Backoff
+
+
+def _sim(**options: Any) -> dict[str, Any]:
+    return {"sim": {"tps": 0, "ttft_ms": 0, **options}}
+
+
+# -- the plan (pure) ----------------------------------------------------------------------------
+
+
+def test_keys_are_stable_and_depend_on_model_messages_params_and_repeat() -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    key = _plan.request_key("m", messages, {"temperature": 0}, 0)
+    assert key == _plan.request_key("m", [{"content": "hi", "role": "user"}], {"temperature": 0}, 0)
+    others = {
+        _plan.request_key("n", messages, {"temperature": 0}, 0),
+        _plan.request_key("m", [{"role": "user", "content": "ho"}], {"temperature": 0}, 0),
+        _plan.request_key("m", messages, {"temperature": 1}, 0),
+        _plan.request_key("m", messages, {"temperature": 0}, 1),
+    }
+    assert key not in others and len(others) == 4
+
+
+def test_plan_is_rows_times_models_times_repeats_and_sends_a_duplicate_once() -> None:
+    df = pd.DataFrame({"text": ["a", "b", "a"]}, index=["x", "y", "z"])
+    plan = _plan.plan(df, template="Say {text}", models=["m1", "m2"], repeats=2, params={})
+    assert len(plan.cells) == 3 * 2 * 2
+    assert len(plan.requests) == 2 * 2 * 2  # rows x and z are the same request
+    assert plan.requests[0].messages == [{"role": "user", "content": "Say a"}]
+    assert [c[0] for c in plan.cells[:4]] == ["x"] * 4
+
+
+def test_the_template_uses_the_safe_interpolation_not_str_format() -> None:
+    df = pd.DataFrame({"text": ["hello"], "n": [1234567]})
+    plan = _plan.plan(df, template='{text!r} {n:,} {{literal}} as JSON {"a": 1} {text.__class__}',
+                      models=["m"], repeats=1, params={})
+    assert plan.requests[0].messages[0]["content"] == "'hello' 1,234,567 {literal} as JSON {\"a\": 1} {text.__class__}"
+
+
+def test_a_missing_column_is_one_clear_error_before_anything_is_sent() -> None:
+    df = pd.DataFrame({"text": ["a"]})
+    with pytest.raises(nito_nb.ConfigurationError, match=r"\{title\}.*no such column.*the DataFrame has text"):
+        nito_nb.run(df, template="{title}: {text}", model="sim/chat", progress=False)
+    with pytest.raises(nito_nb.ConfigurationError, match="needs template"):
+        nito_nb.run(df, model="sim/chat", progress=False)
+
+
+def test_a_parameter_that_is_not_json_is_refused_before_sending() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="temperature= is not JSON"):
+        nito_nb.run(["a"], model="sim/echo", temperature=object(), progress=False)
+
+
+def test_an_unexpected_failure_ends_the_run_with_its_message(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:  # a bug below the runner, say
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(nito_nb.AsyncClient, "stream", broken)
+    run = nito_nb.run(["a", "b"], model="sim/echo", progress=False)
+    run.wait(timeout=30)
+    assert isinstance(run.error, RuntimeError) and "boom" in str(run.error)
+    assert capsys.readouterr().err.count("nito: the run stopped: boom") == 1
+
+
+def test_inputs_strings_lists_series_and_message_lists() -> None:
+    one = _plan.plan("hi", template=None, models=["m"], repeats=1, params={})
+    assert [c[0] for c in one.cells] == [0]
+    conversation = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert _plan.plan(conversation, template=None, models=["m"], repeats=1, params={}).requests[0].messages == conversation
+    series = pd.Series(["a", "b"], index=[10, 20], name="word")
+    plan = _plan.plan(series, template="{word}/{value}", models=["m"], repeats=1, params={})
+    assert [r.messages[0]["content"] for r in plan.requests] == ["a/a", "b/b"]
+    assert [r.row for r in plan.requests] == [10, 20]
+    with pytest.raises(nito_nb.ConfigurationError, match="repeats"):
+        _plan.plan("hi", template=None, models=["m"], repeats=0, params={})
+
+
+# -- the backoff (pure) -------------------------------------------------------------------------
+
+
+def test_a_429_pauses_everything_for_retry_after_and_halves_the_limit_once_per_burst() -> None:
+    backoff = Backoff(16)
+    assert backoff.rate_limited(now=100.0, retry_after=2.0) == 2.0
+    assert backoff.limit == 8 and backoff.wait(100.5) == pytest.approx(1.5)
+    backoff.rate_limited(now=100.1, retry_after=2.0)  # the same burst: no second halving
+    assert backoff.limit == 8
+    assert backoff.wait(102.2) == 0
+    backoff.rate_limited(now=103.0, retry_after=None)  # a new burst, no Retry-After: exponential
+    assert backoff.limit == 4 and backoff.wait(103.0) > 0
+    for _ in range(20):
+        backoff.succeeded()
+    assert backoff.limit == 16  # ramped back, never above the concurrency
+
+
+# -- runs on the simulator ----------------------------------------------------------------------
+
+
+def test_run_results_use_the_frames_metrics_and_keep_every_column() -> None:
+    prompts = [f"prompt {i}" for i in range(12)]
+    run = nito_nb.run(prompts, model=["sim/chat", "sim/echo"], concurrency=5, progress=False, **_sim())
+    assert run.wait() is run and run.done
+    results = run.results()
+    for column in ("key", "row", "model", "repeat", "status", "content", "reasoning", "n_tool_calls",
+                   "finish_reason", "prompt_tokens", "completion_tokens", "cost", "ttfb", "ttft", "e2e",
+                   "itl", "tpot", "output_tps", "error_code", "error_message", "attempts", "started_at", "run_id"):
+        assert column in results.columns
+    assert len(results) == 24 and set(results["status"]) == {"done"}
+    assert results["key"].is_unique and set(results["run_id"]) == {run.run_id}
+    metrics = run.frame().nito.metrics()
+    for name in ("ttft", "e2e", "itl", "output_tps"):
+        assert results.set_index("key")[name].astype(float).to_dict() == pytest.approx(
+            metrics[name].astype(float).to_dict(), nan_ok=True
+        )
+    echo = results[results["model"] == "sim/echo"].sort_values("row")
+    assert list(echo["content"]) == prompts
+    summary = run.summary()
+    assert list(summary.index) == ["sim/chat", "sim/echo"] and list(summary["ok"]) == [12, 12]
+    assert nito_nb.last() is run
+
+
+def test_map_is_aligned_with_a_shuffled_index_and_na_where_a_request_failed() -> None:
+    df = pd.DataFrame({"text": [f"row {i}" for i in range(30)]}, index=[f"r{i}" for i in range(30)])
+    df = df.sample(frac=1, random_state=3)
+    answers = nito_nb.map(df, template="{text}", model="sim/echo", progress=False,
+                          **_sim(fail_rate=0.3, fail_status="error", fail_attempts=99, seed=5))
+    run = nito_nb.last()
+    assert list(answers.index) == list(df.index)
+    results = run.results().set_index("row")
+    failed = set(results.index[results["status"] != "done"])
+    assert failed and len(failed) < 30
+    for label, text in df["text"].items():
+        if label in failed:
+            assert answers[label] is pd.NA
+        else:
+            assert answers[label] == text
+
+
+def test_a_run_can_be_awaited_in_a_running_event_loop() -> None:
+    async def main() -> Any:
+        run = nito_nb.run(["a", "b", "c"], model="sim/echo", progress=False, **_sim())
+        return await run
+
+    run = asyncio.run(main())
+    assert len(run.results()) == 3
+
+
+def test_429s_slow_the_run_and_every_request_is_accounted_for() -> None:
+    prompts = [f"q{i}" for i in range(40)]
+    run = nito_nb.run(prompts, model="sim/echo", concurrency=8, progress=False,
+                      **_sim(fail_rate=0.3, fail_status=429, retry_after=0.05, seed=21))
+    results = run.wait().results()
+    assert len(results) == 40 and set(results["status"]) == {"done"}
+    retried = results[results["attempts"] > 1]
+    assert len(retried) > 0 and set(retried["attempts"]) == {2}
+    assert run.n_attempts == int(results["attempts"].sum()) == 40 + len(retried)
+    assert run.backoff.n_rate_limited == len(retried)
+
+
+def test_retries_are_bounded_and_counted() -> None:
+    run = nito_nb.run(["a"], model="sim/echo", max_retries=2, progress=False,
+                      **_sim(fail_rate=1, fail_status=503, fail_attempts=99, seed=22))
+    row = run.wait().results().iloc[0]
+    assert row["status"] == "failed" and row["attempts"] == 3 and row["error_code"] == "503"
+
+
+def test_a_401_stops_the_run_at_once_with_one_message(capsys: pytest.CaptureFixture[str]) -> None:
+    run = nito_nb.run([f"q{i}" for i in range(200)], model="sim/echo", concurrency=4, progress=False,
+                      **_sim(fail_rate=1, fail_status=401, fail_attempts=99, seed=23))
+    run.wait()
+    assert isinstance(run.error, nito_nb.AuthenticationError)
+    assert run.n_attempts <= 8  # the requests already on their way, not 200
+    assert capsys.readouterr().err.count("nito: the run stopped") == 1
+    assert set(run.results()["status"]) <= {"failed", "stopped"}
+
+
+@pytest.mark.parametrize(("fault", "status"), [("error", "error"), ("drop", "truncated")])
+def test_mid_stream_faults_are_results_with_partial_content_never_retried(fault: str, status: str) -> None:
+    run = nito_nb.run(["a b c d e f g h i j k l m n o p"], model="sim/echo", progress=False,
+                      **_sim(fail_rate=1, fail_status=fault, fail_attempts=99, seed=24))
+    row = run.wait().results().iloc[0]
+    assert row["status"] == status and row["attempts"] == 1
+    assert row["content"] and row["content"] != "a b c d e f g h i j k l m n o p"
+
+
+def test_stop_ends_the_run_and_records_in_flight_requests_as_stopped() -> None:
+    run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(20)], model="sim/echo", concurrency=4,
+                      progress=False, sim={"tps": 100, "ttft_ms": 0})
+    deadline = time.monotonic() + 30
+    while not run._in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    run.stop()
+    run.wait(timeout=10)
+    results = run.results()
+    stopped = results[results["status"] == "stopped"]
+    assert 0 < len(stopped) <= 4 and len(results) < 20
+    assert all(len(c) > 0 for c in stopped["content"])  # what arrived is kept
+    assert all(math.isfinite(t) for t in stopped["ttft"])
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+def _stats(n_requests: int) -> dict[str, Any]:
+    model = {"model": "<b>m</b>", "total": n_requests, "finished": n_requests // 2, "ok": n_requests // 2,
+             "in_flight": 3, "errors": {"failed 429": 2}, "ttft_p50": 0.2, "ttft_p90": 0.4, "itl_p50": 0.01,
+             "itl_p90": 0.02, "requests_per_s": 5.0, "tokens_per_s": 100.0, "tokens": 10, "cost": 0.5}
+    return {"models": [model], "finished": n_requests // 2, "total": n_requests, "skipped": 0, "elapsed": 3.0,
+            "eta": 3.0, "attempts": 1, "retries": 0, "rate_limited": 0, "limit": 16, "state": "running",
+            "error": None}
+
+
+def test_the_panel_does_not_grow_with_the_number_of_requests_and_escapes_text() -> None:
+    from nito_nb.runs._progress import panel_html, panel_model
+
+    small, large = panel_html(panel_model(_stats(10))), panel_html(panel_model(_stats(1_000_000)))
+    assert len(large) - len(small) < 40  # only the digits of the counts differ
+    assert "<b>m</b>" not in small and "&lt;b&gt;m&lt;/b&gt;" in small
+    assert "failed 429: 2" in small and "5/10" in small
+
+
+def test_the_panels_stop_button_stops_the_run() -> None:
+    from nito_nb.runs._progress import Panel
+
+    run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(12)], model="sim/echo", concurrency=3,
+                      progress=False, sim={"tps": 100, "ttft_ms": 0})
+    panel = Panel(run)
+    deadline = time.monotonic() + 30
+    while not run._in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    panel.button.click()
+    run.wait(timeout=10)
+    panel.update()
+    assert run.stopped and "stopped" in set(run.results()["status"])
+    assert "stopped:" in panel.html.value
+
+
+def test_outside_jupyter_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    run = nito_nb.run(["a", "b"], model="sim/echo", **_sim())
+    run.wait()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("nito: done: 2/2 requests")
+
+
+def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nito_nb.runs import _runner
+
+    real = _runner.result_rows
+    waiting: list[int] = []
+
+    def slow(items: Any, run_id: str) -> Any:  # a writer slower than the network
+        time.sleep(0.05)
+        return real(items, run_id)
+
+    monkeypatch.setattr(_runner, "result_rows", slow)
+    monkeypatch.setattr(_runner, "MAX_WAITING", 5)
+    monkeypatch.setattr(_runner, "BATCH_SIZE", 2)
+    run = nito_nb.run([f"q{i}" for i in range(60)], model="sim/echo", concurrency=4, progress=False, **_sim())
+    while not run.done:
+        waiting.append(run._queue.qsize())
+        time.sleep(0.002)
+    assert len(run.wait().results()) == 60
+    assert max(waiting) <= 5 + 4  # the limit, plus what the workers had in flight when it was reached
+
+
+def test_every_429_slows_the_run_also_the_last_one() -> None:
+    run = nito_nb.run(["a"], model="sim/echo", max_retries=1, progress=False,
+                      **_sim(fail_rate=1, fail_status=429, retry_after=0.01, fail_attempts=99, seed=25))
+    row = run.wait().results().iloc[0]
+    assert row["status"] == "failed" and row["attempts"] == 2
+    assert run.backoff.n_rate_limited == 2

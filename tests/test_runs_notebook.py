@@ -1,0 +1,127 @@
+"""Runs in a real kernel (nbclient): nito_nb.run while the kernel's loop runs, its panel (a widget
+with a static copy for the saved file), and the magic's --over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+pytestmark = pytest.mark.slow
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def _outputs(cell: Any) -> list[dict[str, Any]]:
+    return [dict(o) for o in cell.get("outputs", [])]
+
+
+def _text(cell: Any, mime: str = "text/plain") -> str:
+    texts = []
+    for output in _outputs(cell):
+        if output.get("output_type") in ("display_data", "execute_result"):
+            texts.append(str(output["data"].get(mime, "")))
+        elif output.get("output_type") == "stream":
+            texts.append(output["text"])
+    return "\n".join(texts)
+
+
+def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_SIM_TPS", "0")
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+    cells = [
+        "import nito_nb, pandas as pd\n%load_ext nito_nb\n"
+        "df = pd.DataFrame({'text': [f'row {i}' for i in range(20)]}, index=list('abcdefghijklmnopqrst')[::-1])",
+        "run = nito_nb.run(df, template='Say {text}', model=['sim/echo', 'sim/chat'], concurrency=4, "
+        "sim={'tps': 1000, 'ttft_ms': 0})\nrun",
+        "run.wait()\nrate = run.progress.n_updates / (run.ended - run.started)\n"
+        "print(len(run.results()), set(run.results().status), rate <= 4.5, type(run.progress).__name__)",
+        "%%nito --over df -m sim/echo,sim/chat -o over_run\nSay {text}",
+        "r = _nito\nprint(type(r).__name__, over_run is r, nito_nb.last() is r, len(r.results()), "
+        "sorted(set(r.results().model)))\nprint(r.results().set_index('key').loc[r.plan.cells[0][3], 'content'])",
+        "%%nito --over df -m sim/echo\n{missing} {text}",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    c = nbformat.read(path, as_version=4).cells
+
+    panel = [o for o in _outputs(c[1]) if o["output_type"] == "display_data"]
+    assert len(panel) == 1 and WIDGET in panel[0]["data"]
+    # The static copy for a saved notebook, updated at the end of the run (during the next cell).
+    assert "done: 40/40 requests" in panel[0]["data"]["text/html"]
+    assert "sim/echo" in panel[0]["data"]["text/html"] and "<script" not in panel[0]["data"]["text/html"]
+    assert _text(c[2]).strip() == "40 {'done'} True Panel"
+    over = [o for o in _outputs(c[3]) if o["output_type"] == "display_data"]
+    assert len(over) == 1 and "done: 40/40 requests" in over[0]["data"]["text/html"]
+    lines = _text(c[4]).strip().splitlines()
+    assert lines[0] == "Run True True 40 ['sim/chat', 'sim/echo']"
+    assert lines[1] == "Say row 0"  # the first row of df (index "t"), through the template
+    error = _text(c[5])
+    assert "{missing}" in error and "no such column" in error
+    assert [o["output_type"] for o in _outputs(c[5])] == ["stream"]  # a UsageError: one line
+    assert error.strip().startswith("UsageError: --over df: the template asks for {missing}")
+    assert "Traceback" not in str(_outputs(c[5]))
+
+
+def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's "done when": 500 rows × 2 models, the kernel restarted half-way, the cell run
+    again: all 1,000 answers, once each; then DuckDB gives the p99 TTFT per model."""
+    from jupyter_client.manager import KernelManager
+
+    import nito_nb
+
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+    store = tmp_path / "summaries"
+    cell = (
+        "import nito_nb, pandas as pd\n"
+        "df = pd.DataFrame({'text': [f'row {i}' for i in range(500)]})\n"
+        f"run = nito_nb.run(df, template='Summarise: {{text}}', model=['sim/echo', 'sim/chat'], store={str(store)!r}, "
+        "sim={'tps': 1000, 'ttft_ms': 0})\n"
+    )
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+
+        def run_code(code: str) -> str:
+            out: list[str] = []
+
+            def hook(msg: dict[str, Any]) -> None:
+                if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                    out.append(msg["content"]["text"])
+
+            kc.execute_interactive(code, output_hook=hook, timeout=120)
+            return "".join(out)
+
+        run_code(cell)
+        finished = 0
+        for _ in range(600):
+            finished = int(run_code("print(run.stats()['finished'])").strip())
+            if finished >= 300:
+                break
+        assert 300 <= finished < 1000
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=60)
+        out = run_code(cell + "run.wait()\nprint(len(run.skipped) > 0, len(run.skipped) + len(run.results()))")
+        assert out.strip().splitlines()[-1] == "True 1000"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    with nito_nb.open_store(store) as opened:
+        results = opened.results()
+        assert len(results) == 1000 and results["key"].is_unique and set(results["status"]) == {"done"}
+        assert len(set(results["run_id"])) == 2
+        p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
+        assert list(p99["model"]) == ["sim/chat", "sim/echo"] and p99["p99"].notna().all()

@@ -1,0 +1,206 @@
+"""The run store (DuckDB in a folder): what is written, resume, a process killed half-way, and a
+second process kept out while one writes. Real files, real subprocesses, the simulator."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nito_nb
+
+FAST = {"sim": {"tps": 0, "ttft_ms": 0}}
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time, nito_nb
+    store, n = sys.argv[1], int(sys.argv[2])
+    prompts = [f"prompt {i} " + "word " * 30 for i in range(n)]
+    # The pacing comes from NITO_SIM_TPS: the same requests (the same keys) at any speed.
+    run = nito_nb.run(prompts, model="sim/echo", concurrency=4, store=store, progress=False)
+    print("started", flush=True)
+    while not run.done:
+        print("finished", run.stats()["finished"], flush=True)
+        time.sleep(0.05)
+    print("ended", len(run.results()), flush=True)
+    """
+)
+
+
+def _child(store: Path, n: int, tps: float) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+           "NITO_SIM_TPS": str(tps), "NITO_SIM_TTFT_MS": "0"}
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(store), str(n)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _prompts(n: int) -> list[str]:
+    return [f"prompt {i} " + "word " * 30 for i in range(n)]
+
+
+def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    run = nito_nb.run(["one two three", "four five"], model=["sim/echo", "sim/reasoning"], store=str(store),
+                      progress=False, **FAST)
+    run.wait()
+    assert not run._streams  # with a store, no log is kept in memory
+    assert [p.name for p in store.iterdir()] == ["runs.duckdb"]  # nothing else, nowhere else
+    results = run.results().set_index("key")
+    with nito_nb.open_store(store) as opened:
+        stored = opened.results().set_index("key")
+        assert sorted(stored.index) == sorted(results.index)
+        for column in ("status", "content", "reasoning", "model", "run_id", "completion_tokens", "attempts"):
+            assert stored[column].to_dict() == results[column].to_dict()
+        for column in ("ttft", "e2e", "itl"):
+            assert stored[column].astype(float).to_dict() == pytest.approx(results[column].astype(float).to_dict(), nan_ok=True)
+        key = results.index[results["model"] == "sim/reasoning"][0]
+        stream = opened.streams(key)
+        assert (stream.status, stream.content, stream.reasoning) == (
+            results.loc[key, "status"], results.loc[key, "content"], results.loc[key, "reasoning"])
+        assert stream.ttft == pytest.approx(results.loc[key, "ttft"], abs=1e-9)
+        frame = opened.frame([key])
+        assert set(frame["stream"]) == {key}
+        assert frame.nito.metrics().loc[key, "ttft"] == pytest.approx(results.loc[key, "ttft"], abs=1e-9)
+        assert frame.nito.text()[key] == results.loc[key, "content"]
+        summary = opened.summary()
+        assert list(summary["ok"]) == [2, 2]
+        p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
+        assert list(p99["model"]) == ["sim/echo", "sim/reasoning"]
+
+
+def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    run = nito_nb.run(["refused"], model="sim/echo", store=store, max_retries=0, progress=False,
+                      sim={"tps": 0, "fail_rate": 1, "fail_status": 503, "fail_attempts": 99, "seed": 41}).wait()
+    key = run.results()["key"][0]
+    with nito_nb.open_store(store) as opened:
+        stream = opened.streams(key)
+    assert stream.status == "failed" and isinstance(stream.exception, nito_nb.ServerError)
+    assert stream.error is not None and "Simulated fault" in stream.error["message"]
+
+
+def test_resume_skips_done_keys_and_reruns_the_rest_once(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    first = nito_nb.run(_prompts(10), model="sim/echo", store=store, progress=False,
+                        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31}).wait()
+    errors = set(first.results().query("status == 'error'")["key"])
+    assert errors
+    second = nito_nb.run(_prompts(15), model="sim/echo", store=store, progress=False,
+                         sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31}).wait()
+    assert len(second.skipped) == 10 - len(errors)
+    assert set(second.results()["key"]) >= errors  # re-run, and the server lets them through now
+    with nito_nb.open_store(store) as opened:
+        results = opened.results()
+        assert len(results) == 15 and results["key"].is_unique
+        assert set(results[results["key"].isin(errors)]["status"]) == {"done"}
+        per_key = opened.sql("select stream, count(*) filter (where kind = 'done') as n, "
+                             "count(*) filter (where error_message is not null) as e from events group by stream")
+        assert len(per_key) == 15 and set(per_key["n"]) == {1}
+        assert set(per_key[per_key["stream"].isin(errors)]["e"]) == {0}  # the error's events were replaced
+        assert set(results["run_id"]) == {first.run_id, second.run_id}
+        not_done = int((results["status"] != "done").sum())
+    again = nito_nb.map(_prompts(15), model="sim/echo", store=store, progress=False,
+                        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31})
+    assert nito_nb.last().total == not_done  # only what was not done is sent again
+    assert [a.strip() for a in again] == [p.strip() for p in _prompts(15)]  # every answer, stored or new
+
+
+def test_a_run_killed_half_way_then_resumed_has_each_result_once(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    n = 60
+    child = _child(store, n, tps=80)
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("finished") and int(line.split()[1]) >= 12:
+                break
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.communicate(timeout=30)
+    with nito_nb.open_store(store) as opened:
+        kept = opened.results()
+    assert 12 <= len(kept) < n and kept["key"].is_unique
+    resumed = _child(store, n, tps=0)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert f"ended {n - len(kept[kept['status'] == 'done'])}" in out
+    with nito_nb.open_store(store) as opened:  # from this process, after the writer ended
+        results = opened.results()
+        assert len(results) == n and results["key"].is_unique and set(results["status"]) == {"done"}
+        prompts = {p.strip() for p in _prompts(n)}
+        assert {c.strip() for c in results["content"]} == prompts  # none lost
+        events = opened.sql("select stream, count(*) filter (where kind = 'done') as done, "
+                            "count(*) filter (where seq = -1) as response from events group by stream")
+        assert len(events) == n and set(events["done"]) == {1} and set(events["response"]) == {1}
+        for key in results["key"][:10]:
+            stream = opened.streams(key)
+            assert stream.status == "done" and stream.content == results.set_index("key").loc[key, "content"]
+
+
+def test_a_second_process_gets_a_clear_error_while_one_writes(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    child = _child(store, 40, tps=20)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().startswith("started")
+        with pytest.raises(nito_nb.StoreBusy, match="being written by another process"):
+            nito_nb.run(["x"], model="sim/echo", store=str(store), progress=False)
+        with pytest.raises(nito_nb.StoreBusy, match="being written by another process"):
+            nito_nb.open_store(store)
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
+    with nito_nb.open_store(store) as opened:  # killed: the file is whole, what was committed is there
+        assert opened.sql("select count(*) as n from requests")["n"][0] >= 0
+
+
+def test_store_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="no run store"):
+        nito_nb.open_store(tmp_path / "nothing")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(nito_nb.ConfigurationError, match="names a folder"):
+        nito_nb.run(["x"], model="sim/echo", store=str(tmp_path / "file"), progress=False)
+
+
+def test_with_a_store_only_in_flight_logs_stay_in_memory(tmp_path: Path) -> None:
+    captured: list[int] = []
+    run = nito_nb.run(_prompts(80), model="sim/echo", store=str(tmp_path / "r"), progress=False, concurrency=8,
+                      **FAST)
+
+    def watch(_: Any = None) -> None:
+        captured.append(len(run._in_flight) + len(run._streams))
+
+    while not run.done:
+        watch()
+        time.sleep(0.005)
+    run.wait()
+    assert max(captured) <= 8 and not run._streams
+
+
+def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from nito_nb.sim import SimServer
+
+    key = "sk-test-RUNSECRET-123456789"
+    store = tmp_path / "runs"
+    with SimServer(api_key=key) as base_url:
+        run = nito_nb.run(["hello there", "and again"], model="sim/echo", base_url=base_url, api_key=key,
+                          store=str(store), sim={"tps": 0}).wait()
+        refused = nito_nb.run(["x"], model="sim/echo", base_url=base_url, api_key=key + "-wrong",
+                              store=str(tmp_path / "refused"), progress=False).wait()
+    assert set(run.results()["status"]) == {"done"}  # the key was sent, and accepted
+    assert isinstance(refused.error, nito_nb.AuthenticationError)
+    shown = repr(run) + run.results().to_csv() + repr(refused) + str(refused.error) + capsys.readouterr().err
+    assert key not in shown
+    for folder in (store, tmp_path / "refused"):
+        for path in folder.iterdir():
+            assert key.encode() not in path.read_bytes(), path
+        with nito_nb.open_store(folder) as opened:
+            assert key not in opened.sql("select * from requests").to_csv()
+            assert key not in opened.sql("select * from events").to_csv()
