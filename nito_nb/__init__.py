@@ -158,9 +158,9 @@ def last() -> Any:
     After a magic, the same object as ``_nito`` in the notebook's namespace.
     """
     from ._capture import REGISTRY
-    from ._magic import last as _last
+    from ._last import last as kept
 
-    return REGISTRY.latest(_last())
+    return REGISTRY.latest(kept())
 
 
 _WIDGETS = ("ChatWidget", "StreamView")

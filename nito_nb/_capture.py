@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from ._core.errors import Secret, not_event_stream_error, redact
+from ._last import last as _kept
 from ._stream import Stream
 
 __all__ = [
@@ -117,10 +118,8 @@ class _Registry:
 
 
 def _magic_last() -> Any:
-    # The magic is a shell above this module: it is read only if it is already loaded, never
-    # imported from here (a script that never loads the extension has no magic result).
-    magic = sys.modules.get(f"{__package__}._magic")
-    return getattr(magic, "_last", None)
+    """What the magic or a run kept last (``_last.py``, below this module)."""
+    return _kept()
 
 
 REGISTRY = _Registry()

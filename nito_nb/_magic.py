@@ -29,9 +29,8 @@ import os
 import re
 import sys
 import time
-import typing
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,9 @@ from traitlets.config import Configurable
 from ._client import check_request
 from ._exceptions import ConfigurationError, MissingAPIKeyError, NitoError
 from ._interpolate import interpolate
+from ._last import last as _kept
+from ._last import remember as _remember_last
+from .tools import run_tool, tool_functions, tools_from
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
 
@@ -60,12 +62,10 @@ MAX_TOOL_ROUNDS = 5
 #: A recorded SSE file has no arrival times: it is replayed at a steady pace, at most this long.
 SSE_REPLAY_SECONDS = 5.0
 
-_last: Any = None  # the last Stream (or list of Streams, for -m a,b) the magic ran
-
-
 def last() -> Any:
-    """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or None."""
-    return _last
+    """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or the last Run, or
+    None (``_last.py`` keeps it)."""
+    return _kept()
 
 
 class Nito(Configurable):
@@ -180,118 +180,6 @@ def _format_or_raise(value: str, error: type[Exception]) -> str:
     except ValueError as exc:
         raise error(str(exc)) from None
     return value
-
-
-# -- tools ---------------------------------------------------------------------------------------
-
-_JSON_TYPES: dict[Any, str] = {
-    int: "integer", float: "number", str: "string", bool: "boolean",
-    list: "array", tuple: "array", set: "array", dict: "object", type(None): "null",
-}
-
-
-def _json_schema(annotation: Any) -> dict[str, Any]:
-    """A JSON schema for a parameter annotation; an unknown one accepts anything."""
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    if origin is typing.Union or type(annotation).__name__ == "UnionType":
-        options = [a for a in args if a is not type(None)]
-        return _json_schema(options[0]) if len(options) == 1 else {}
-    if origin in (list, tuple, set, Sequence):
-        schema: dict[str, Any] = {"type": "array"}
-        if args and args[0] is not Ellipsis:
-            schema["items"] = _json_schema(args[0])
-        return schema
-    if origin is dict:
-        return {"type": "object"}
-    return {}
-
-
-def function_tool(function: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
-    """An OpenAI function tool built from a Python function's signature and docstring."""
-    try:
-        hints = typing.get_type_hints(function)
-    except Exception:  # unresolvable string annotations: fall back to the raw ones
-        hints = dict(getattr(function, "__annotations__", {}))
-    properties: dict[str, Any] = {}
-    required = []
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        schema = _json_schema(hints.get(parameter.name, parameter.empty))
-        if parameter.default is parameter.empty:
-            required.append(parameter.name)
-        elif isinstance(parameter.default, (str, int, float, bool, type(None))):
-            schema["default"] = parameter.default
-        properties[parameter.name] = schema
-    doc = inspect.getdoc(function) or ""
-    spec: dict[str, Any] = {
-        "name": name or function.__name__,
-        "parameters": {"type": "object", "properties": properties, "required": required},
-    }
-    description = doc.split("\n\n")[0].strip()
-    if description:
-        spec["description"] = description
-    return {"type": "function", "function": spec}
-
-
-def tools_from(names: str, namespace: dict[str, Any]) -> list[dict[str, Any]]:
-    """``--tools a,b``: each name is a JSON schema (dict), a list of them, or a Python function."""
-    tools: list[dict[str, Any]] = []
-    for name in filter(None, (n.strip() for n in names.split(","))):
-        if name not in namespace:
-            raise UsageError(f"--tools: no variable named {name!r} in the namespace")
-        value = namespace[name]
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for item in values:
-            if isinstance(item, dict) and item.get("type") == "function" and isinstance(item.get("function"), dict):
-                tools.append(item)
-            elif isinstance(item, dict) and "name" in item:
-                tools.append({"type": "function", "function": item})
-            elif callable(item):
-                tools.append(function_tool(item))
-            else:
-                raise UsageError(
-                    f"--tools: {name!r} is a {type(item).__name__}; give a function, or a dict like "
-                    '{"name": ..., "description": ..., "parameters": {...}}'
-                )
-    return tools
-
-
-def tool_functions(names: str, namespace: dict[str, Any]) -> dict[str, Callable[..., Any]]:
-    """The Python functions among ``--tools`` names, by tool name (schemas have nothing to run)."""
-    functions: dict[str, Callable[..., Any]] = {}
-    for name in filter(None, (n.strip() for n in names.split(","))):
-        value = namespace.get(name)
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if callable(item) and not isinstance(item, dict):
-                functions[getattr(item, "__name__", name)] = item
-    return functions
-
-
-def run_tool(functions: dict[str, Callable[..., Any]], call: Any) -> dict[str, Any]:
-    """Run one tool call (``--run-tools``) and return its ``tool`` message; a failure is the result.
-
-    Each run is printed on one line, so the notebook shows what was executed.
-    """
-    function = functions.get(call.name)
-    arguments = call.parsed if call.valid_json else None
-    if function is None:
-        result = f"Error: no function named {call.name!r} was offered to run."
-    elif not isinstance(arguments, dict):
-        result = f"Error: the arguments are not a JSON object: {call.arguments[:200]!r}"
-    else:
-        try:
-            value = function(**arguments)
-            result = value if isinstance(value, str) else json.dumps(value, default=str)
-        except Exception as exc:  # the model sees the error and may try again
-            result = f"Error: {type(exc).__name__}: {exc}"
-    shown = ", ".join(f"{k}={v!r}" for k, v in (arguments or {}).items())
-    print(f"→ ran {call.name}({shown[:200]}) → {result[:200]}")
-    return {"role": "tool", "tool_call_id": call.id, "content": result}
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -556,6 +444,7 @@ class NitoMagics(Magics):
         self.chats: dict[str, list[list[dict[str, Any]]]] = {}
         #: every Stream the magic ran in this session, oldest first
         self.streams: list[Any] = []
+        self._sync_client: Any = None
 
     @magic_arguments()
     @argument("-m", "--model", help="model id, or several comma-separated (streamed side by side)")
@@ -647,12 +536,13 @@ class NitoMagics(Magics):
             print(cost_line(self._history()))
             return None
         if command == "last":
-            if _last is None:
+            kept = _kept()
+            if kept is None:
                 print("nito: no stream yet: run a %%nito cell first")
                 return None
             from IPython.display import display
 
-            for stream in _last if isinstance(_last, list) else [_last]:
+            for stream in kept if isinstance(kept, list) else [kept]:
                 display(stream)
             return None
         if command.startswith("-"):  # `%nito --replay PATH`: options and no prompt
@@ -700,7 +590,7 @@ class NitoMagics(Magics):
     def _models(self) -> Any:
         import pandas as pd
 
-        from . import Client
+        from ._client import Client
         from .sim import SIM_MODELS
 
         rows: list[dict[str, Any]] = [
@@ -730,13 +620,12 @@ class NitoMagics(Magics):
         return sorted([*self.streams, *captured], key=lambda s: s.t0_wall)
 
     def _reset(self) -> None:
-        global _last
         from ._capture import REGISTRY
 
         self.chats.clear()
         self.streams.clear()
         REGISTRY.clear()
-        _last = None
+        _remember_last(None)
         self.namespace.pop("_nito", None)
 
     # -- cell magic ------------------------------------------------------------------------------
@@ -807,8 +696,8 @@ class NitoMagics(Magics):
                               **self._connection(), **self._params(args))
         except NitoError as exc:  # a missing column, no key...: one line, nothing was sent
             raise UsageError(f"--over {args.over}: {exc}") from None
-        global _last
-        _last = self.namespace["_nito"] = run
+        self.namespace["_nito"] = run
+        _remember_last(run)
         if args.out:
             self.namespace[args.out] = run
         if _in_kernel():
@@ -828,7 +717,10 @@ class NitoMagics(Magics):
         if reasoning:
             params["reasoning"] = {"effort": reasoning}
         if args.tools:
-            params["tools"] = tools_from(args.tools, self.namespace)
+            try:
+                params["tools"] = tools_from(args.tools, self.namespace)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         if args.json:
             params["response_format"] = {"type": "json_object"}
         for item in args.param:
@@ -841,6 +733,14 @@ class NitoMagics(Magics):
                 raise _usage_error(exc) from None
             params[key.strip()] = _param_value(key.strip(), value)
         return params
+
+    def _client(self) -> Any:
+        """The magic's Client, made on first use and kept: its connection pool is reused."""
+        if self._sync_client is None:
+            from ._client import Client
+
+            self._sync_client = Client()
+        return self._sync_client
 
     def _connection(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
@@ -885,10 +785,10 @@ class NitoMagics(Magics):
         started: list[Any],
     ) -> Any:
         """Send, show live, keep; return the Stream (None if refused before any Stream existed)."""
-        import nito_nb
-
         try:
-            stream = nito_nb.stream(messages, model=model, raise_errors=False, **self._connection(), **params)
+            stream = self._client().stream(
+                messages, model=model, raise_errors=False, **self._connection(), **params
+            )
         except ConfigurationError as exc:  # refused before sending (no key...): nothing to show
             raise _usage_error(exc) from None
         except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
@@ -1057,8 +957,7 @@ class NitoMagics(Magics):
 
     def _keep(self, kept: Any, args: Any, save: bool = True) -> None:
         """Make the result reachable (``_nito``, ``last()``, ``-o VAR``) and saved (``--save``)."""
-        global _last
-        _last = kept
+        _remember_last(kept)
         streams = kept if isinstance(kept, list) else [kept]
         self.streams.extend(streams)
         self.namespace["_nito"] = kept
