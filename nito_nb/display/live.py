@@ -25,7 +25,7 @@ from typing import Any
 from .._render import RenderCache, _check_format, render_parts
 from .refresh import Refresher
 from .slots import Slot, Slots
-from .snapshot import optional, snapshot
+from .snapshots import optional, snapshot
 from .terminal import TerminalDisplay
 from .throttle import Throttle
 

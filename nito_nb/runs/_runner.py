@@ -37,6 +37,8 @@ from .._exceptions import (
     RateLimitError,
 )
 from .._stream import AsyncStream, Stream
+from ..display.runner import LoopThread
+from ..display.throttle import Throttle
 from ._backoff import Backoff
 from ._plan import Plan, Request
 from ._results import Finished, result_rows, results_frame, summary
@@ -122,17 +124,15 @@ class Run:
         self.n_attempts = 0
         self.n_retries = 0
         self._finished: concurrent.futures.Future[Run] = concurrent.futures.Future()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._main: asyncio.Task[None] | None = None
         from ._progress import progress_for
 
         self.progress = progress_for(self, progress)
-        self._loop_thread = threading.Thread(target=self._run_loop, name="nito_nb-run", daemon=True)
+        # The requests are sent on the package's one loop-thread runner (display/runner.py); a
+        # stop() before its loop exists is kept and cancels the run as soon as it starts.
+        self._sender = LoopThread(self._send_all, name="nito_nb-run", on_end=self._sender_ended)
         self._writer_thread = threading.Thread(target=self._write_loop, name="nito_nb-run-writer", daemon=True)
-        self._loop_ready = threading.Event()
         self._writer_thread.start()
-        self._loop_thread.start()
-        self._loop_ready.wait()
+        self._sender.start()
 
     # -- checks before anything is sent ----------------------------------------------------------
 
@@ -149,23 +149,14 @@ class Run:
 
     # -- the loop thread -------------------------------------------------------------------------
 
-    def _run_loop(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._main = loop.create_task(self._send_all())
-        self._loop_ready.set()
+    def _sender_ended(self) -> None:
+        # On the loop thread, once its loop has closed. A cancellation (stop() or a 401/402) is
+        # recorded already; anything else must not vanish with the thread.
         try:
-            loop.run_until_complete(self._main)
-        except asyncio.CancelledError:  # stop() or a 401/402: recorded already
-            pass
-        except BaseException as exc:  # anything else must not vanish with the thread
-            self._fail_run(exc)
+            if self._sender.error is not None:
+                self._fail_run(self._sender.error)
         finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-            finally:
-                self._queue.put(_END)
+            self._queue.put(_END)
 
     async def _send_all(self) -> None:
         pending: Iterator[Request] = iter(self._todo)
@@ -263,20 +254,14 @@ class Run:
         self._cancel()
 
     def _cancel(self) -> None:
-        loop, main = self._loop, self._main
-        if loop is None or main is None:
-            return
-        try:
-            loop.call_soon_threadsafe(main.cancel)
-        except RuntimeError:  # the loop already closed: nothing left to cancel
-            pass
+        self._sender.cancel()  # from any thread; nothing happens once the loop has closed
 
     # -- the writer thread -----------------------------------------------------------------------
 
     def _write_loop(self) -> None:
         batch: list[Finished] = []
         first = 0.0
-        last_update = 0.0
+        updates = Throttle(MAX_UPDATES_PER_S)  # the progress panel's rate, as every live view's
         ended = False
         try:
             while not ended:
@@ -294,9 +279,9 @@ class Run:
                 if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                     self._flush(batch)
                     batch = []
-                if now - last_update >= 1.0 / MAX_UPDATES_PER_S and self.progress is not None:
-                    last_update = now
+                if self.progress is not None and updates.ready():
                     self.progress.update()
+                    updates.done()
         except BaseException as exc:  # the store failed (disk full...): stop sending, say why
             self._fail_run(exc)
             while self._queue.get() is not _END:  # let the loop thread end
