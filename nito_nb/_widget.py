@@ -118,6 +118,7 @@ class StreamView(ipywidgets.VBox):
         self._lock = threading.RLock()  # update() may come from the user's thread, a follower
         self._page = Slots()  # and the refresh thread
         self._refresher: Refresher | None = None
+        self._fed = False  # update() was called since the refresh thread's last tick
         self._closed = False
         _check_format(format)
         self._throttle = Throttle(max_rate)
@@ -140,7 +141,7 @@ class StreamView(ipywidgets.VBox):
             # The view's one refresh thread: text that came during a stall is shown within a
             # period, and the status line's clock keeps moving (see display/refresh.py).
             self._refresher = Refresher(
-                self._tick, min(self._throttle.interval, CLOCK_PERIOD), "nito_nb-StreamView"
+                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-StreamView"
             ).start()
 
     # -- rendering -------------------------------------------------------------------------------
@@ -163,6 +164,7 @@ class StreamView(ipywidgets.VBox):
     def update(self, *, force: bool = False) -> bool:
         """Render if the last render is at least ``1 / max_rate`` s old, or the stream has finished
         (the final render, sent once), or ``force``. Returns whether it rendered."""
+        self._fed = True
         with self._lock:
             if self._final or self._closed:
                 return False
@@ -174,7 +176,11 @@ class StreamView(ipywidgets.VBox):
 
     def _tick(self) -> None:
         """The refresh thread's turn: what arrived since the last render (at the view's rate), the
-        final state once the stream has finished, and the running clock while nothing arrives."""
+        final state once the stream has finished, and the running clock while nothing arrives.
+        While ``update()`` is being called the follower renders by itself (see display/live.py)."""
+        if self._fed:
+            self._fed = False
+            return
         with self._lock:
             if self._final or self._closed:
                 if self._refresher is not None:

@@ -88,6 +88,7 @@ class LiveDisplay:
         self._blank: set[int] = set()  # outputs below the last slot, emptied
         self._shown_mark: Any = None
         self._refresher: Refresher | None = None
+        self._fed = False  # update() was called since the refresh thread's last tick
         self.finished = False
         self.n_updates = 0
         self.n_messages = 0
@@ -104,13 +105,19 @@ class LiveDisplay:
             if self.finished or self._refresher is not None:
                 return self
             self._render(live=True)
+            # Half the render interval: a tick that finds the feeder active skips, and the next
+            # one still comes within an interval of the feeder's last update().
             self._refresher = Refresher(
-                self._tick, min(self._throttle.interval, CLOCK_PERIOD), "nito_nb-live-display"
+                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-live-display"
             ).start()
         return self
 
     def update(self) -> None:
         """Render if the last render ended at least ``1 / max_rate`` seconds ago; else do nothing."""
+        self._fed = True
+        # The cheap refusal first, without the lock: this runs once per chunk.
+        if self.finished or not self._throttle.ready():
+            return
         with self._lock:
             if self.finished or not self._throttle.ready():
                 return
@@ -118,7 +125,13 @@ class LiveDisplay:
 
     def _tick(self) -> None:
         """The refresh thread's turn: show what arrived since the last render (at the display's
-        rate), and the running clock while nothing arrives."""
+        rate), and the running clock while nothing arrives. While ``update()`` is being called the
+        feeder renders by itself: the thread only steps in when it has gone quiet (a stall), so a
+        fast stream is not rendered from two threads at once (measured: 0.72x -> 0.53x in
+        bench_magic.py when both did)."""
+        if self._fed:
+            self._fed = False
+            return
         with self._lock:
             if self.finished:
                 return
