@@ -173,7 +173,7 @@ def __getattr__(name: str) -> Any:
     # The widgets need ipywidgets (and comm): imported on first use only, so that `import nito_nb`
     # stays light in scripts and servers that never show a widget.
     if name in _WIDGETS:
-        from . import _widget
+        from . import widget as _widget
 
         value = getattr(_widget, name)
         globals()[name] = value

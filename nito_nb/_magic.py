@@ -42,7 +42,7 @@ from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, va
 from traitlets.config import Configurable
 
 from ._client import check_request
-from ._exceptions import ConfigurationError, MissingAPIKeyError, NitoError
+from ._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
 from ._interpolate import interpolate
 from ._last import last as _kept
 from ._last import remember as _remember_last

@@ -25,8 +25,7 @@ LIMIT = 600
 PENDING_SIZES = {
     "_render.py": 1011,  # display branch: render/
     "_magic.py": 1028,  # display branch: magic/
-    "_widget.py": 834,  # display branch: widget.py + display/
-    "sim/_scenarios.py": 1311,  # simsplit branch: scenarios by kind
+    "widget.py": 840,  # display branch: split further (the prompt box, the chat)
     "_stream.py": 1246,
     "_client.py": 717,
 }

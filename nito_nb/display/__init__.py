@@ -7,7 +7,7 @@
 - ``runner.LoopThread``: the one background asyncio loop thread (several models, widget turns,
   runs/);
 - sinks: ``live.LiveDisplay`` (IPython outputs), ``terminal.TerminalDisplay`` (stdout); the
-  widget's ``StreamView`` (``nito_nb._widget``) and the magic's grid use the same pieces.
+  widget's ``StreamView`` (``nito_nb.widget``) and the magic's grid use the same pieces.
 """
 
 from __future__ import annotations

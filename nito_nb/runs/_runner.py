@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._exceptions import (
+from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
     NitoError,

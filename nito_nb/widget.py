@@ -43,7 +43,7 @@ import ipywidgets
 import traitlets
 
 from ._client import AsyncClient, Client, as_messages
-from ._exceptions import NitoError
+from ._core.errors import NitoError
 from ._render import Part, RenderCache, _check_format, join_parts, render_parts
 from ._stream import AsyncStream, Stream
 from .display import CLOCK_PERIOD, Refresher, Slots, Throttle
