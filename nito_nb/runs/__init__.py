@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigurationError
+from .._core.errors import ConfigurationError
 from ._plan import plan
 from ._runner import Run
 from ._store import Store, StoreBusy, open_store

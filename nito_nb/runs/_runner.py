@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._exceptions import (
+from .._core import metrics
+from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
     NitoError,
@@ -396,8 +397,6 @@ class Run:
 
 def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl."""
-    import numpy as np
-
     now = run.ended if run.ended is not None else time.monotonic()
     elapsed = max(1e-9, now - run.started)
     totals = Counter(r.model for r in run._todo)
@@ -424,9 +423,9 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     out = []
     for m in models.values():
         for name in ("ttft", "itl"):
-            values = np.asarray(m.pop(name), dtype=float)
-            m[f"{name}_p50"] = float(np.percentile(values, 50)) if len(values) else None
-            m[f"{name}_p90"] = float(np.percentile(values, 90)) if len(values) else None
+            values = m.pop(name)
+            m[f"{name}_p50"] = metrics.quantile(values, 0.5)
+            m[f"{name}_p90"] = metrics.quantile(values, 0.9)
         m["requests_per_s"] = m["finished"] / elapsed
         m["tokens_per_s"] = m["tokens"] / elapsed
         m["errors"] = dict(m["errors"])
