@@ -77,7 +77,7 @@ class _FailedState:
     """A failed Stream, with its exception shown as the error (the client sets no ``error`` for an
     HTTP error before the body, so the banner would not say what went wrong)."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream | AsyncStream) -> None:
         self._stream = stream
 
     def __getattr__(self, name: str) -> Any:
@@ -90,7 +90,7 @@ class _FailedState:
         return {"code": code, "message": getattr(exc, "message", None) or str(exc)}
 
 
-def _state_of(stream: Stream) -> Any:
+def _state_of(stream: Stream | AsyncStream) -> Any:
     """What to render for ``stream`` right now, without side effects.
 
     A sync Stream that nobody iterates yet reads itself to the end when ``content`` is asked for;
@@ -124,7 +124,7 @@ class StreamView(ipywidgets.VBox):
 
     def __init__(
         self,
-        stream: Stream,
+        stream: Stream | AsyncStream,
         *,
         format: str = "markdown",
         max_rate: float = DEFAULT_MAX_RATE,
@@ -867,7 +867,7 @@ def _close_turn(turn: _Turn) -> None:
             widget.close()
 
 
-def _status_note(stream: Stream) -> str:
+def _status_note(stream: Stream | AsyncStream) -> str:
     notes = {
         "done": "✓ done",
         "stopped": "■ stopped: the partial answer is kept",

@@ -67,7 +67,7 @@ from .._core.errors import error_details
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.sse import SSEDecoder
 from .._core.tools import ToolIndexer
-from .._stream import Stream
+from .._stream_base import StreamBase
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
 from .inputs import _expand, _stream_attrs, _unique_labels
 
@@ -265,7 +265,7 @@ class _Builder:
         self._infos: list[_ChunkInfo | None] = []
         self._skeletons: dict[bytes, int] = {}
 
-    def add(self, code: int, stream: Stream) -> None:
+    def add(self, code: int, stream: StreamBase) -> None:
         log = stream.log
         n = len(log)
         base = self.n + 1  # row of event 0 (row `self.n` is the response row)

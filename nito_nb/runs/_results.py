@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
-from .._stream import Stream
+from .._stream_base import StreamBase
 from ._plan import Request
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Finished:
     """A request that ended: its last attempt's Stream and how many attempts it took."""
 
     request: Request
-    stream: Stream
+    stream: StreamBase
     attempts: int
     started_at: datetime  # wall time of the first attempt
 

@@ -38,6 +38,7 @@ from .._core.errors import (
     RateLimitError,
 )
 from .._stream import AsyncStream, Stream
+from .._stream_base import StreamBase
 from ._backoff import Backoff
 from ._plan import Plan, Request
 from ._results import Finished, result_rows, results_frame, summary
@@ -115,10 +116,10 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, Stream] = {}  # without a store only: key -> Stream
+        self._streams: dict[str, StreamBase] = {}  # without a store only: key -> Stream
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._in_flight: dict[str, Stream] = {}
+        self._in_flight: dict[str, Stream | AsyncStream] = {}
         self._sending = 0
         self.n_attempts = 0
         self.n_retries = 0
@@ -252,7 +253,7 @@ class Run:
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
 
-    def _finish(self, request: Request, stream: Stream, attempts: int, started: _dt.datetime) -> None:
+    def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime) -> None:
         self._queue.put(Finished(request, stream, attempts, started))
 
     def _fail_run(self, error: BaseException) -> None:
