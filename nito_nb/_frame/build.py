@@ -278,7 +278,7 @@ class _Builder:
         # Its kinds are appended last, so the first n entries of every column are complete.
         times = np.array(log.times_ns()[:n], dtype=np.int64)
         kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
-        ends = np.array(log._ends[:n], dtype=np.int64)  # where each event's bytes end in the body
+        ends = np.array(log.offsets()[:n], dtype=np.int64)  # where each event's bytes end in the body
         t = np.empty(rows)
         ttfb = stream.ttfb  # None when unknown, or for a recording without times
         t[0] = np.nan if ttfb is None else ttfb
