@@ -41,6 +41,7 @@ from ._core.errors import (
 )
 from ._core.request import as_messages
 from ._stream import AsyncStream, Stream
+from ._stream_base import StreamBase
 
 __all__ = ["AsyncClient", "Client", "Timeout", "as_messages", "check_request"]
 
@@ -207,7 +208,7 @@ def _shown(value: Any) -> str:
     return (text[:60] + "…") if len(text) > 60 else text
 
 
-def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
+def transport_exception(exc: BaseException, stream: StreamBase) -> NitoError | None:
     """The typed error for an httpx failure during the body, or None if it is not one."""
     if isinstance(exc, StreamError) and exc.stream is stream:  # already typed by the Stream
         return exc
@@ -352,7 +353,7 @@ class BaseClient:
         key = os.environ.get("NITO_API_KEY")
         return checked_key(key, "NITO_API_KEY") if key else None
 
-    def _remember(self, stream: Stream, model: str, base_url: str | None, key: str | None, timeout: Any,
+    def _remember(self, stream: StreamBase, model: str, base_url: str | None, key: str | None, timeout: Any,
                   max_event_size: int | None = None) -> None:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back)."""
@@ -412,18 +413,18 @@ class BaseClient:
         return min(self.max_retry_wait, 0.5 * 2**attempt) * (0.75 + random.random() / 2)
 
     @staticmethod
-    def _http_error(stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+    def _http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
         if stream._secret is None:  # a bare Stream (models()): the key it sent is redacted too
             stream.protect(key)
         return stream.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
-    def _not_event_stream(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+    def _not_event_stream(self, stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
         error = self._http_error(stream, response, body, key)  # the Stream redacts the body
         base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
         return stream.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
 
     @staticmethod
-    def _connect_error(exc: Exception, url: str, stream: Stream) -> NitoError:
+    def _connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
         if isinstance(exc, httpx.ConnectTimeout):
             error: NitoError = ConnectTimeout(
                 f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout."

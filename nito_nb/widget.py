@@ -74,7 +74,7 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _state_of(stream: Stream) -> Any:
+def _state_of(stream: Stream | AsyncStream) -> Any:
     """What to render for ``stream`` right now: its snapshot (never waits, never sees a half
     update). A failed Stream shows its exception as the error: the client sets no ``error`` for
     an HTTP error before the body, so the banner would not say what went wrong."""
@@ -108,7 +108,7 @@ class StreamView(ipywidgets.VBox):
 
     def __init__(
         self,
-        stream: Stream,
+        stream: Stream | AsyncStream,
         *,
         format: str = "markdown",
         max_rate: float = DEFAULT_MAX_RATE,
@@ -817,7 +817,7 @@ def _close_turn(turn: _Turn) -> None:
             widget.close()
 
 
-def _status_note(stream: Stream) -> str:
+def _status_note(stream: Stream | AsyncStream) -> str:
     notes = {
         "done": "✓ done",
         "stopped": "■ stopped: the partial answer is kept",

@@ -274,3 +274,13 @@ def test_garbage_bodies_never_raise_and_round_trip(body: bytes, cuts: list[int])
         assert (s.content, s.status, s.n_events) == (whole.content, whole.status, whole.n_events)
     lines = list(whole.log.to_lines())
     assert json.loads(lines[0])["nito_nb_log"] == 1
+
+
+def test_offsets_say_where_each_event_ends_in_the_body() -> None:
+    s = nito_nb.read_sse("data: {\"a\": 1}\n\n: keep-alive\n\ndata: [DONE]\n\n")
+    log = s.log
+    ends = list(log.offsets())
+    body = log.body
+    assert len(ends) == len(log) == 3 and ends[-1] == len(body)
+    starts = [0, *ends[:-1]]
+    assert [body[a:b] for a, b in zip(starts, ends, strict=True)] == [e.raw for e in log]

@@ -28,10 +28,10 @@ def test_n_tokens_takes_usage_when_it_is_a_number() -> None:
 
 
 @pytest.mark.parametrize("q", [0.0, 0.5, 0.9, 0.99, 1.0])
-def test_gap_quantiles_interpolate_linearly_like_numpy(q: float) -> None:
+def test_quantiles_interpolate_linearly_like_numpy(q: float) -> None:
     gaps = [0.3, 0.1, 0.7, 0.2, 0.05, 1.5]
-    assert metrics.gap_quantile(gaps, q) == pytest.approx(float(np.quantile(gaps, q)))
-    assert metrics.gap_quantile([], q) is None and metrics.gap_quantile([math.nan], q) is None
+    assert metrics.quantile(gaps, q) == pytest.approx(float(np.quantile(gaps, q)))
+    assert metrics.quantile([], q) is None and metrics.quantile([math.nan], q) is None
 
 
 def test_token_gaps_are_between_consecutive_events() -> None:

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "e2e",
-    "gap_quantile",
     "itl",
     "n_tokens",
     "output_tps",
+    "quantile",
     "seconds",
     "token_gaps",
     "tpot",
@@ -93,10 +93,11 @@ def token_gaps(token_times: Sequence[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(token_times)]
 
 
-def gap_quantile(gaps: Sequence[float], q: float) -> float | None:
-    """The q-quantile of the gaps, linearly interpolated (``gap_p50``/``p90``/``p99``; q = 1 is
-    ``gap_max``); None when there is no gap (K < 2). NaN gaps are left out."""
-    values = sorted(g for g in gaps if not math.isnan(g))
+def quantile(values: Iterable[float | None], q: float) -> float | None:
+    """The q-quantile, linearly interpolated between the closest ranks (numpy's default): the
+    gaps' ``gap_p50``/``p90``/``p99`` (q = 1 is ``gap_max``), a run's p50/p90/p99 of ttft, itl
+    and e2e. None when there is no value (for the gaps: K < 2); None and NaN are left out."""
+    values = sorted(v for v in values if v is not None and not math.isnan(v))
     if not values:
         return None
     position = (len(values) - 1) * q

@@ -134,7 +134,7 @@ class NitoAccessor:
         bounds = np.searchsorted(gap_codes, np.arange(n_streams + 1))
         per_stream_gaps = [gaps[bounds[i] : bounds[i + 1]].tolist() for i in range(n_streams)]
         quantiles = {
-            q: _floats(metrics.gap_quantile(g, q) for g in per_stream_gaps) for q in (0.5, 0.9, 0.99, 1.0)
+            q: _floats(metrics.quantile(g, q) for g in per_stream_gaps) for q in (0.5, 0.9, 0.99, 1.0)
         }
 
         usage_rows = df["usage"].notna().to_numpy() & ~ignored & valid

@@ -67,7 +67,7 @@ from .._core.errors import error_details
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.sse import SSEDecoder
 from .._core.tools import ToolIndexer
-from .._stream import Stream
+from .._stream_base import StreamBase
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
 from .inputs import _expand, _stream_attrs, _unique_labels
 
@@ -265,7 +265,7 @@ class _Builder:
         self._infos: list[_ChunkInfo | None] = []
         self._skeletons: dict[bytes, int] = {}
 
-    def add(self, code: int, stream: Stream) -> None:
+    def add(self, code: int, stream: StreamBase) -> None:
         log = stream.log
         n = len(log)
         base = self.n + 1  # row of event 0 (row `self.n` is the response row)
@@ -278,7 +278,7 @@ class _Builder:
         # Its kinds are appended last, so the first n entries of every column are complete.
         times = np.array(log.times_ns()[:n], dtype=np.int64)
         kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
-        ends = np.array(log._ends[:n], dtype=np.int64)  # where each event's bytes end in the body
+        ends = np.array(log.offsets()[:n], dtype=np.int64)  # where each event's bytes end in the body
         t = np.empty(rows)
         ttfb = stream.ttfb  # None when unknown, or for a recording without times
         t[0] = np.nan if ttfb is None else ttfb

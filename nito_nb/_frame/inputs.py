@@ -11,11 +11,12 @@ from typing import Any
 
 from .._core.log import LogFormatError
 from .._stream import Stream, read_file
+from .._stream_base import StreamBase
 
 __all__: list[str] = []
 
 
-def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, Stream, str | None]]:
+def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, StreamBase, str | None]]:
     """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
     read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
     if isinstance(source, Mapping):
@@ -23,14 +24,14 @@ def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, 
             for _, stream, origin in _expand(item, skipped):
                 yield str(label), stream, origin
         return
-    if isinstance(source, (Stream, str, os.PathLike)):
+    if isinstance(source, (StreamBase, str, os.PathLike)):
         source = [source]
     elif not isinstance(source, Iterable):
         raise TypeError(
             f"nito_nb.frame takes a Stream, a path, a list or a dict of them, not {type(source).__name__}"
         )
     for position, item in enumerate(source):
-        if isinstance(item, Stream):
+        if isinstance(item, StreamBase):
             yield f"{item.model or 'stream'}#{position}", item, None
         elif isinstance(item, (str, os.PathLike)):
             path = Path(item)
@@ -87,7 +88,7 @@ def _unique_labels(labels: list[str]) -> list[str]:
     return out
 
 
-def _stream_attrs(stream: Stream, origin: str | None) -> dict[str, Any]:
+def _stream_attrs(stream: StreamBase, origin: str | None) -> dict[str, Any]:
     # Kept small and JSON-friendly: pandas deep-copies attrs on many operations and Parquet stores
     # them as JSON. The messages stay in the log (they can be long).
     log = stream.log

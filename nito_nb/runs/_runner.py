@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
+from .._core import metrics
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -37,6 +38,7 @@ from .._core.errors import (
     RateLimitError,
 )
 from .._stream import AsyncStream, Stream
+from .._stream_base import StreamBase
 from ..display.runner import LoopThread
 from ..display.throttle import Throttle
 from ._backoff import Backoff
@@ -116,10 +118,10 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, Stream] = {}  # without a store only: key -> Stream
+        self._streams: dict[str, StreamBase] = {}  # without a store only: key -> Stream
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._in_flight: dict[str, Stream] = {}
+        self._in_flight: dict[str, Stream | AsyncStream] = {}
         self._sending = 0
         self.n_attempts = 0
         self.n_retries = 0
@@ -242,7 +244,7 @@ class Run:
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
 
-    def _finish(self, request: Request, stream: Stream, attempts: int, started: _dt.datetime) -> None:
+    def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime) -> None:
         self._queue.put(Finished(request, stream, attempts, started))
 
     def _fail_run(self, error: BaseException) -> None:
@@ -381,8 +383,6 @@ class Run:
 
 def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl."""
-    import numpy as np
-
     now = run.ended if run.ended is not None else time.monotonic()
     elapsed = max(1e-9, now - run.started)
     totals = Counter(r.model for r in run._todo)
@@ -409,9 +409,9 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     out = []
     for m in models.values():
         for name in ("ttft", "itl"):
-            values = np.asarray(m.pop(name), dtype=float)
-            m[f"{name}_p50"] = float(np.percentile(values, 50)) if len(values) else None
-            m[f"{name}_p90"] = float(np.percentile(values, 90)) if len(values) else None
+            values = m.pop(name)
+            m[f"{name}_p50"] = metrics.quantile(values, 0.5)
+            m[f"{name}_p90"] = metrics.quantile(values, 0.9)
         m["requests_per_s"] = m["finished"] / elapsed
         m["tokens_per_s"] = m["tokens"] / elapsed
         m["errors"] = dict(m["errors"])

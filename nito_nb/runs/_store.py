@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, NitoError
-from .._log import HTTP_ERROR, KINDS, ChunkLog
+from .._core.log import HTTP_ERROR, KINDS, ChunkLog
 from ._results import RESULT_COLUMNS, Finished, results_frame, summary
 
 if TYPE_CHECKING:
