@@ -133,7 +133,7 @@ class Slots:
                 self._slot_of[part.key] = slot
             else:
                 slot = Slot(part)
-                # Not at the end, the slots from here on move down one.
+                # A new output from here on (not at the end: the slots below move down one).
                 moved = at if moved is None else min(moved, at)
                 slots.insert(at, slot)
                 self._slot_of[part.key] = slot
