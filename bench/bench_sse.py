@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nito_nb._client import DEFAULT_MAX_EVENT_SIZE
-from nito_nb._sse import SSEDecoder
+from nito_nb._core.sse import SSEDecoder
 from nito_nb._stream import Stream
 
 

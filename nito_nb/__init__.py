@@ -15,7 +15,7 @@ import atexit
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ._accumulate import Anomaly, ToolCall
+from . import _client, _stream
 from ._capture import (
     AsyncCaptureTransport,
     CaptureTransport,
@@ -24,7 +24,8 @@ from ._capture import (
     streams,
 )
 from ._client import AsyncClient, Client, Timeout
-from ._exceptions import (
+from ._core.accumulate import Anomaly, ToolCall
+from ._core.errors import (
     APIError,
     AuthenticationError,
     BadRequestError,
@@ -46,8 +47,8 @@ from ._exceptions import (
     StreamTruncatedError,
     TransportError,
 )
+from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
-from ._log import ChunkLog, Event, LogFormatError
 from ._stream import AsyncStream, Stream, load, read_sse
 from ._watch import watch
 
@@ -113,6 +114,19 @@ def astream(
     )
 
 
+def _embedded_simulator() -> str:
+    """Start the embedded simulator if needed; its base URL. Imported on first use only
+    (starlette and uvicorn are not cheap)."""
+    from .sim import ensure_server
+
+    return ensure_server()
+
+
+# The layers below never import the ones above: what they need from here is passed in, once.
+_client.register_simulator(_embedded_simulator)
+_stream.register_default_starts(stream, astream)
+
+
 def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     """One row per event of a Stream, or of many: Streams, saved logs, recorded SSE files, folders.
 
@@ -144,9 +158,9 @@ def last() -> Any:
     After a magic, the same object as ``_nito`` in the notebook's namespace.
     """
     from ._capture import REGISTRY
-    from ._magic import last as _last
+    from ._last import last as kept
 
-    return REGISTRY.latest(_last())
+    return REGISTRY.latest(kept())
 
 
 _WIDGETS = ("ChatWidget", "StreamView")
@@ -159,7 +173,7 @@ def __getattr__(name: str) -> Any:
     # The widgets need ipywidgets (and comm): imported on first use only, so that `import nito_nb`
     # stays light in scripts and servers that never show a widget.
     if name in _WIDGETS:
-        from . import _widget
+        from . import widget as _widget
 
         value = getattr(_widget, name)
         globals()[name] = value

@@ -14,7 +14,7 @@ and to the live views opened by ``nito_nb.live()`` (``_live.py``), through :func
 Secrets: the request is stored without headers and without the URL's query; any value of an
 ``Authorization``, ``Api-Key``, ``X-Api-Key``, ``Proxy-Authorization`` or ``Cookie`` header (and
 of a key-like query parameter) is replaced by ``[redacted]`` wherever it appears in the stored
-request body or in an error body (``_exceptions.redact``, the engine's one rule); response headers
+request body or in an error body (``_core.errors.redact``, the engine's one rule); response headers
 are stored as ``ChunkLog.set_response`` does (``clean_headers``), minus any header whose value
 carries one of those secrets; and the key itself is given to the Stream, which redacts it from the
 recorded body as it does for nito_nb's own client. The caller still receives every byte as sent.
@@ -37,7 +37,8 @@ from typing import Any
 
 import httpx
 
-from ._exceptions import NitoError, Secret, not_event_stream_error, redact
+from ._core.errors import Secret, not_event_stream_error, redact
+from ._last import last as _kept
 from ._stream import Stream
 
 __all__ = [
@@ -58,44 +59,17 @@ SECRET_REQUEST_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-
 SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_token", "sig")
 
 
-# -- the Stream's I/O-free entry points, in one place ------------------------------------------
-# Everything outside the engine that turns bytes into a Stream goes through these four functions
-# (this module, and watch() in _watch.py), so that a change of the engine's feeding API is made
-# here only.
-
-
-def feed(stream: Stream, data: bytes, t_ns: int) -> None:
-    """Decode, log and accumulate one read that arrived at ``t_ns``."""
-    stream._feed(data, t_ns)
-
-
-def end(stream: Stream, t_ns: int, *, status: str | None = None, exception: NitoError | None = None) -> None:
-    """The body ended (``status`` None: done, error or truncated, as the bytes say)."""
-    stream._end(t_ns, status=status, exception=exception)
+# -- the one rule that is capture's own -----------------------------------------------------
+# Everything else goes through the Stream's public source API (feed, end, set_response, fail_http,
+# fail, protect, note), as nito_nb's own client and the replay do.
 
 
 def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int) -> None:
     """The server refused with an HTTP error, or answered 2xx with something other than a stream."""
-    stream._fail_http(status_code, headers, body, t_ns)
+    stream.fail_http(status_code, headers, body, t_ns)
     if status_code < 400:
         text = body.decode("utf-8", "replace")
-        stream._fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
-
-
-def protect(stream: Stream, secret: Secret | None) -> None:
-    """The key the request carried: the Stream redacts it from everything the server sends back
-    (body events, error body, headers), as it does for nito_nb's own client."""
-    stream._secret = secret
-
-
-def set_response(stream: Stream, status_code: int, headers: Any, t_ns: int) -> None:
-    """The response's status and headers arrived at ``t_ns`` (none that carries a credential)."""
-    stream._set_response(status_code, headers, t_ns)
-
-
-def note(stream: Stream, kind: str, message: str) -> None:
-    """Record an anomaly of the stream at its current event."""
-    stream._acc.note(kind, message, len(stream.log))
+        stream.fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
 
 
 # -- the registry --------------------------------------------------------------------------------
@@ -144,10 +118,8 @@ class _Registry:
 
 
 def _magic_last() -> Any:
-    # The magic is a shell above this module: it is read only if it is already loaded, never
-    # imported from here (a script that never loads the extension has no magic result).
-    magic = sys.modules.get(f"{__package__}._magic")
-    return getattr(magic, "_last", None)
+    """What the magic or a run kept last (``_last.py``, below this module)."""
+    return _kept()
 
 
 REGISTRY = _Registry()
@@ -242,7 +214,7 @@ def _secrets(request: httpx.Request) -> list[Secret]:
 
 
 def redact_all(text: str, secrets: list[Secret]) -> str:
-    """``text`` without any form of any of ``secrets`` (the engine's one rule, ``_exceptions.redact``);
+    """``text`` without any form of any of ``secrets`` (the engine's one rule, ``_core.errors.redact``);
     longest first, so that a header value is replaced whole before the key inside it."""
     for secret in sorted(secrets, key=lambda s: len(s.value), reverse=True):
         text = redact(text, secret)
@@ -324,11 +296,11 @@ class Recorder:
                 self.error_body += data[: MAX_ERROR_BODY - len(self.error_body)]
                 return
             if data:
-                feed(self.stream, data, t_ns)
+                self.stream.feed(data, t_ns)
                 self.views.update()
         except Exception as exc:  # never the caller's problem
             self.broken = True
-            note(self.stream, "capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
+            self.stream.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
 
     def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None) -> None:
         """The body ended: read to its end, closed by the caller, or cut by ``error``."""
@@ -345,13 +317,13 @@ class Recorder:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
                 fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns)
             elif error is not None:
-                end(stream, t_ns, **_ending(error, stream))
+                stream.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):
-                end(stream, t_ns, status="stopped")
+                stream.end(t_ns, status="stopped")
             else:
-                end(stream, t_ns)
+                stream.end(t_ns)
         except Exception as exc:  # never the caller's problem (this runs in its close())
-            note(stream, "capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
+            stream.note("capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
         finally:
             self.ended = True
             self.views.finish()
@@ -377,9 +349,9 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
         return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
     stream = Stream(meta, raise_errors=False)
     stream.log.t0_ns = t0_ns
-    protect(stream, secrets[0] if secrets else None)
+    stream.protect(secrets[0] if secrets else None)
     headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
-    set_response(stream, response.status_code, headers, t_headers)
+    stream.set_response(response.status_code, headers, t_headers)
     recorder = Recorder(stream, response, secrets, decompressor)
     register(stream)
     return recorder

@@ -17,12 +17,13 @@ import socket
 import ssl
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from ._exceptions import (
+from ._core.errors import (
     APIError,
     ConfigurationError,
     ConnectionFailed,
@@ -32,14 +33,15 @@ from ._exceptions import (
     MissingAPIKeyError,
     NitoError,
     RateLimitError,
-    Secret,
     ServerError,
     StreamError,
     StreamTimeoutError,
     TransportError,
     not_event_stream_error,
 )
+from ._core.request import as_messages
 from ._stream import AsyncStream, Stream
+from ._stream_base import StreamBase
 
 __all__ = ["AsyncClient", "Client", "Timeout", "as_messages", "check_request"]
 
@@ -97,18 +99,17 @@ def _between_chunks(response: httpx.Response, seconds: float) -> None:
     response.request.extensions["timeout"] = timeouts
 
 
-def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
-    """A string becomes one user message; a list of message dicts is taken as it is."""
-    if isinstance(prompt_or_messages, str):
-        return [{"role": "user", "content": prompt_or_messages}]
-    if isinstance(prompt_or_messages, dict):
-        return [prompt_or_messages]
-    if isinstance(prompt_or_messages, (list, tuple)) and all(isinstance(m, dict) for m in prompt_or_messages):
-        return list(prompt_or_messages)
-    raise ConfigurationError(
-        "the prompt must be a string or a list of messages like "
-        '[{"role": "user", "content": "..."}], not ' + type(prompt_or_messages).__name__
-    )
+# -- the embedded simulator: passed in, never imported here ------------------------------------
+
+#: Starts the embedded simulator if needed and returns its base URL. The package root registers it
+#: (``nito_nb/__init__.py``): the client sits below the simulator and never imports it.
+_simulator: Callable[[], str] | None = None
+
+
+def register_simulator(start: Callable[[], str] | None) -> None:
+    """Where ``sim/...`` models without a base URL are sent: ``start()`` returns a base URL."""
+    global _simulator
+    _simulator = start
 
 
 # -- checking a request before it is sent -----------------------------------------------------
@@ -207,7 +208,7 @@ def _shown(value: Any) -> str:
     return (text[:60] + "…") if len(text) > 60 else text
 
 
-def transport_exception(exc: BaseException, stream: Stream) -> NitoError | None:
+def transport_exception(exc: BaseException, stream: StreamBase) -> NitoError | None:
     """The typed error for an httpx failure during the body, or None if it is not one."""
     if isinstance(exc, StreamError) and exc.stream is stream:  # already typed by the Stream
         return exc
@@ -332,9 +333,12 @@ class BaseClient:
     def _endpoint(self, model: str, base_url: str | None) -> str:
         """The base URL of a call."""
         if self._embedded(model, base_url):
-            from .sim import ensure_server
-
-            return ensure_server().rstrip("/")
+            if _simulator is None:
+                raise ConfigurationError(
+                    f"{model!r} runs on the embedded simulator, which is not available here: "
+                    "import nito_nb (it registers it), or pass base_url=... of a running one."
+                )
+            return _simulator().rstrip("/")
         url = (base_url or self._base_url or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")
@@ -349,13 +353,13 @@ class BaseClient:
         key = os.environ.get("NITO_API_KEY")
         return checked_key(key, "NITO_API_KEY") if key else None
 
-    def _remember(self, stream: Stream, model: str, base_url: str | None, key: str | None, timeout: Any,
+    def _remember(self, stream: StreamBase, model: str, base_url: str | None, key: str | None, timeout: Any,
                   max_event_size: int | None = None) -> None:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back)."""
         embedded = self._embedded(model, base_url)
         stream._route = Route(self, None if embedded else stream.request["base_url"], key, timeout, max_event_size)
-        stream._secret = Secret.of(key)
+        stream.protect(key)
 
     def _build(
         self,
@@ -409,18 +413,18 @@ class BaseClient:
         return min(self.max_retry_wait, 0.5 * 2**attempt) * (0.75 + random.random() / 2)
 
     @staticmethod
-    def _http_error(stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+    def _http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
         if stream._secret is None:  # a bare Stream (models()): the key it sent is redacted too
-            stream._secret = Secret.of(key)
-        return stream._fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
+            stream.protect(key)
+        return stream.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
-    def _not_event_stream(self, stream: Stream, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+    def _not_event_stream(self, stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
         error = self._http_error(stream, response, body, key)  # the Stream redacts the body
         base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
-        return stream._fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
+        return stream.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
 
     @staticmethod
-    def _connect_error(exc: Exception, url: str, stream: Stream) -> NitoError:
+    def _connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
         if isinstance(exc, httpx.ConnectTimeout):
             error: NitoError = ConnectTimeout(
                 f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout."
@@ -435,13 +439,13 @@ class BaseClient:
                 f"Could not reach {url} ({type(exc).__name__}: {exc}). Check the network, "
                 "NITO_BASE_URL and any proxy settings."
             )
-        return stream._fail(error)
+        return stream.fail(error)
 
     @staticmethod
     def _models_stream(url: str, key: str | None) -> Stream:
         """A bare Stream for a ``GET /models`` failure: it carries the error, with the key redacted."""
         stream = Stream({"base_url": url})
-        stream._secret = Secret.of(key)
+        stream.protect(key)
         return stream
 
     def _model_list(self, url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
@@ -458,7 +462,7 @@ class BaseClient:
         text = response.content[:_MAX_ERROR_BODY].decode("utf-8", "replace")
         content_type = response.headers.get("content-type") or "no content type"
         stream = self._models_stream(url, key)
-        raise stream._fail(TransportError(
+        raise stream.fail(TransportError(
             f"GET {url}/models answered {response.status_code} with {content_type}, not a JSON "
             f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
             "with the API's version, such as /v1."
@@ -492,7 +496,12 @@ class Client(BaseClient):
         """
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
-        stream = Stream(meta, raise_errors=raise_errors, max_event_size=self._event_limit(max_event_size))
+        stream = Stream(
+            meta,
+            raise_errors=raise_errors,
+            max_event_size=self._event_limit(max_event_size),
+            transport_errors=transport_exception,
+        )
         self._remember(stream, model, base_url, key, timeout, max_event_size)
         try:
             for attempt in range(self.max_retries + 1):
@@ -509,7 +518,7 @@ class Client(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         # Read from now on, whatever the caller does: arrival times are the
                         # moment the bytes came, not the moment someone iterated.
@@ -531,7 +540,7 @@ class Client(BaseClient):
             # Stopped before the response started (connecting, waiting for the headers, or before
             # a retry): the Stream records the stop and travels with the interrupt, so that the
             # magic can still keep the request in _nito. The interrupt itself goes on.
-            stream._end(time.perf_counter_ns(), status="stopped")
+            stream.end(status="stopped")
             interrupt.stream = stream  # type: ignore[attr-defined]
             raise
         raise AssertionError("unreachable")
@@ -580,7 +589,12 @@ class AsyncClient(BaseClient):
         Configuration errors raise here; HTTP errors raise when it connects."""
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
-        stream = AsyncStream(meta, raise_errors=raise_errors, max_event_size=self._event_limit(max_event_size))
+        stream = AsyncStream(
+            meta,
+            raise_errors=raise_errors,
+            max_event_size=self._event_limit(max_event_size),
+            transport_errors=transport_exception,
+        )
         self._remember(stream, model, base_url, key, timeout, max_event_size)
 
         async def open_stream(stream: AsyncStream) -> None:
@@ -617,7 +631,7 @@ class AsyncClient(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream._set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         stream._areads = response.aiter_bytes()
                         stream._aclose_source = response.aclose

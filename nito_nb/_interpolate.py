@@ -19,7 +19,7 @@ again, whatever braces they contain.
 The one error: a group whose lookup passes through the API key (given as ``secrets``) raises
 :class:`~nito_nb.ConfigurationError`, so that ``{os.environ}`` cannot send the key to a model and
 show it in the output. "Passes through" means the value, or any text met on the way to it, holds
-the key in one of the forms the redaction rule knows (``_exceptions.redact``): a slice or a format
+the key in one of the forms the redaction rule knows (``_core.errors.redact``): a slice or a format
 spec cannot take a piece of it out either (``{os.environ["NITO_API_KEY"][::2]}``). Keys shorter
 than ``MIN_SECRET_LENGTH`` are placeholders, not secrets, and are not looked for.
 """
@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._exceptions import ConfigurationError, Secret, redact
+from ._core.errors import ConfigurationError, Secret, redact
 
 __all__ = ["interpolate"]
 

@@ -5,7 +5,7 @@
             ...
 
 Inside the block, every Stream that a capturing client (``httpx_client``) or ``watch()`` starts gets
-the display the magic uses (``_display.live_display``: the same renderer, throttling and escaping in
+the display the magic uses (``display.live.live_display``: the same renderer, throttling and escaping in
 a notebook, plain text elsewhere). It is updated by the code that feeds the Stream, in the thread
 that reads the response, so the view follows the bytes even when the user's code only iterates.
 A view still open when the block ends is finished there (it shows the state at that moment); a
@@ -42,7 +42,7 @@ class live:  # lower case: a context manager used like a function, `with nito_nb
         self._token: Token[Any] | None = None
 
     def _open(self, stream: Stream) -> Any:
-        from ._display import live_display
+        from .display.live import live_display
 
         view = live_display(stream, format=self.format, max_rate=self.max_rate)
         self.views.append(view)

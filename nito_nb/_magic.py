@@ -21,7 +21,6 @@ Configuration is the ``Nito`` configurable (``%config Nito.model = "..."``, ``ip
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
 import inspect
 import json
@@ -29,11 +28,9 @@ import math
 import os
 import re
 import sys
-import threading
 import time
-import typing
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +42,11 @@ from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, va
 from traitlets.config import Configurable
 
 from ._client import check_request
-from ._exceptions import ConfigurationError, MissingAPIKeyError, NitoError
+from ._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
 from ._interpolate import interpolate
+from ._last import last as _kept
+from ._last import remember as _remember_last
+from .tools import run_tool, tool_functions, tools_from
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
 
@@ -62,12 +62,10 @@ MAX_TOOL_ROUNDS = 5
 #: A recorded SSE file has no arrival times: it is replayed at a steady pace, at most this long.
 SSE_REPLAY_SECONDS = 5.0
 
-_last: Any = None  # the last Stream (or list of Streams, for -m a,b) the magic ran
-
-
 def last() -> Any:
-    """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or None."""
-    return _last
+    """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or the last Run, or
+    None (``_last.py`` keeps it)."""
+    return _kept()
 
 
 class Nito(Configurable):
@@ -184,118 +182,6 @@ def _format_or_raise(value: str, error: type[Exception]) -> str:
     return value
 
 
-# -- tools ---------------------------------------------------------------------------------------
-
-_JSON_TYPES: dict[Any, str] = {
-    int: "integer", float: "number", str: "string", bool: "boolean",
-    list: "array", tuple: "array", set: "array", dict: "object", type(None): "null",
-}
-
-
-def _json_schema(annotation: Any) -> dict[str, Any]:
-    """A JSON schema for a parameter annotation; an unknown one accepts anything."""
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    if origin is typing.Union or type(annotation).__name__ == "UnionType":
-        options = [a for a in args if a is not type(None)]
-        return _json_schema(options[0]) if len(options) == 1 else {}
-    if origin in (list, tuple, set, Sequence):
-        schema: dict[str, Any] = {"type": "array"}
-        if args and args[0] is not Ellipsis:
-            schema["items"] = _json_schema(args[0])
-        return schema
-    if origin is dict:
-        return {"type": "object"}
-    return {}
-
-
-def function_tool(function: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
-    """An OpenAI function tool built from a Python function's signature and docstring."""
-    try:
-        hints = typing.get_type_hints(function)
-    except Exception:  # unresolvable string annotations: fall back to the raw ones
-        hints = dict(getattr(function, "__annotations__", {}))
-    properties: dict[str, Any] = {}
-    required = []
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        schema = _json_schema(hints.get(parameter.name, parameter.empty))
-        if parameter.default is parameter.empty:
-            required.append(parameter.name)
-        elif isinstance(parameter.default, (str, int, float, bool, type(None))):
-            schema["default"] = parameter.default
-        properties[parameter.name] = schema
-    doc = inspect.getdoc(function) or ""
-    spec: dict[str, Any] = {
-        "name": name or function.__name__,
-        "parameters": {"type": "object", "properties": properties, "required": required},
-    }
-    description = doc.split("\n\n")[0].strip()
-    if description:
-        spec["description"] = description
-    return {"type": "function", "function": spec}
-
-
-def tools_from(names: str, namespace: dict[str, Any]) -> list[dict[str, Any]]:
-    """``--tools a,b``: each name is a JSON schema (dict), a list of them, or a Python function."""
-    tools: list[dict[str, Any]] = []
-    for name in filter(None, (n.strip() for n in names.split(","))):
-        if name not in namespace:
-            raise UsageError(f"--tools: no variable named {name!r} in the namespace")
-        value = namespace[name]
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for item in values:
-            if isinstance(item, dict) and item.get("type") == "function" and isinstance(item.get("function"), dict):
-                tools.append(item)
-            elif isinstance(item, dict) and "name" in item:
-                tools.append({"type": "function", "function": item})
-            elif callable(item):
-                tools.append(function_tool(item))
-            else:
-                raise UsageError(
-                    f"--tools: {name!r} is a {type(item).__name__}; give a function, or a dict like "
-                    '{"name": ..., "description": ..., "parameters": {...}}'
-                )
-    return tools
-
-
-def tool_functions(names: str, namespace: dict[str, Any]) -> dict[str, Callable[..., Any]]:
-    """The Python functions among ``--tools`` names, by tool name (schemas have nothing to run)."""
-    functions: dict[str, Callable[..., Any]] = {}
-    for name in filter(None, (n.strip() for n in names.split(","))):
-        value = namespace.get(name)
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if callable(item) and not isinstance(item, dict):
-                functions[getattr(item, "__name__", name)] = item
-    return functions
-
-
-def run_tool(functions: dict[str, Callable[..., Any]], call: Any) -> dict[str, Any]:
-    """Run one tool call (``--run-tools``) and return its ``tool`` message; a failure is the result.
-
-    Each run is printed on one line, so the notebook shows what was executed.
-    """
-    function = functions.get(call.name)
-    arguments = call.parsed if call.valid_json else None
-    if function is None:
-        result = f"Error: no function named {call.name!r} was offered to run."
-    elif not isinstance(arguments, dict):
-        result = f"Error: the arguments are not a JSON object: {call.arguments[:200]!r}"
-    else:
-        try:
-            value = function(**arguments)
-            result = value if isinstance(value, str) else json.dumps(value, default=str)
-        except Exception as exc:  # the model sees the error and may try again
-            result = f"Error: {type(exc).__name__}: {exc}"
-    shown = ", ".join(f"{k}={v!r}" for k, v in (arguments or {}).items())
-    print(f"→ ran {call.name}({shown[:200]}) → {result[:200]}")
-    return {"role": "tool", "tool_call_id": call.id, "content": result}
-
-
 # -- small helpers -------------------------------------------------------------------------------
 
 
@@ -349,8 +235,15 @@ def _usage_error(error: ConfigurationError) -> UsageError:
     return UsageError(NO_KEY if isinstance(error, MissingAPIKeyError) else error.message)
 
 
+def _start(display: Any) -> None:
+    """Show the live view now and keep it fresh during stalls (its refresh thread), in a kernel."""
+    start = getattr(display, "start", None)
+    if start is not None:
+        start()
+
+
 def _in_kernel() -> bool:
-    from ._display import in_kernel
+    from .display.live import in_kernel
 
     return in_kernel()
 
@@ -382,22 +275,19 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
 
     rows = []
     for s in streams:
-        usage = s.usage if isinstance(s.usage, dict) else {}
-        completion = usage.get("completion_tokens")
-        from_usage = isinstance(completion, (int, float))
-        count = completion if from_usage else s.n_chunks
-        span = (s.elapsed - s.ttft) if s.ttft is not None else None
-        error = s.error.get("message") if isinstance(s.error, dict) else s.error
+        snap = s.snapshot()  # docs/METRICS.md's figures, from their one definition (_core/metrics)
+        count, source = snap.n_tokens
+        error = snap.error.get("message") if isinstance(snap.error, dict) else snap.error
         rows.append({
-            "model": s.model,
-            "status": s.status,
-            "ttft": s.ttft,
-            "e2e": s.elapsed,
-            "output_tps": count / span if span and span > 0 else None,
+            "model": snap.model,
+            "status": snap.status,
+            "ttft": snap.ttft,
+            "e2e": snap.elapsed,
+            "output_tps": snap.output_tps,
             "n_tokens": count,
-            "tokens_source": "usage" if from_usage else "chunks",
-            "n_chunks": s.n_chunks,
-            "finish_reason": s.finish_reason,
+            "tokens_source": source,
+            "n_chunks": snap.n_chunks,
+            "finish_reason": snap.finish_reason,
             "error": error,
         })
     return pd.DataFrame(rows)
@@ -485,12 +375,13 @@ class _Grid:
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from ._render import final_bundle, render_parts
+        from .display import snapshot
 
         state = self.streams[index]
         if not live or state.finished:
             bundle = final_bundle(state, format=self.format)
             return bundle["text/html"], bundle["text/plain"]
-        parts = render_parts(state, format=self.format, live=True, cache=self.caches[index])
+        parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index])
         answers = [p for p in parts if p.key.startswith("answer-")]
         kept: list[Any] = []
         size = 0
@@ -553,6 +444,7 @@ class NitoMagics(Magics):
         self.chats: dict[str, list[list[dict[str, Any]]]] = {}
         #: every Stream the magic ran in this session, oldest first
         self.streams: list[Any] = []
+        self._sync_client: Any = None
 
     @magic_arguments()
     @argument("-m", "--model", help="model id, or several comma-separated (streamed side by side)")
@@ -644,12 +536,13 @@ class NitoMagics(Magics):
             print(cost_line(self._history()))
             return None
         if command == "last":
-            if _last is None:
+            kept = _kept()
+            if kept is None:
                 print("nito: no stream yet: run a %%nito cell first")
                 return None
             from IPython.display import display
 
-            for stream in _last if isinstance(_last, list) else [_last]:
+            for stream in kept if isinstance(kept, list) else [kept]:
                 display(stream)
             return None
         if command.startswith("-"):  # `%nito --replay PATH`: options and no prompt
@@ -697,7 +590,7 @@ class NitoMagics(Magics):
     def _models(self) -> Any:
         import pandas as pd
 
-        from . import Client
+        from ._client import Client
         from .sim import SIM_MODELS
 
         rows: list[dict[str, Any]] = [
@@ -727,13 +620,12 @@ class NitoMagics(Magics):
         return sorted([*self.streams, *captured], key=lambda s: s.t0_wall)
 
     def _reset(self) -> None:
-        global _last
         from ._capture import REGISTRY
 
         self.chats.clear()
         self.streams.clear()
         REGISTRY.clear()
-        _last = None
+        _remember_last(None)
         self.namespace.pop("_nito", None)
 
     # -- cell magic ------------------------------------------------------------------------------
@@ -804,8 +696,8 @@ class NitoMagics(Magics):
                               **self._connection(), **self._params(args))
         except NitoError as exc:  # a missing column, no key...: one line, nothing was sent
             raise UsageError(f"--over {args.over}: {exc}") from None
-        global _last
-        _last = self.namespace["_nito"] = run
+        self.namespace["_nito"] = run
+        _remember_last(run)
         if args.out:
             self.namespace[args.out] = run
         if _in_kernel():
@@ -825,7 +717,10 @@ class NitoMagics(Magics):
         if reasoning:
             params["reasoning"] = {"effort": reasoning}
         if args.tools:
-            params["tools"] = tools_from(args.tools, self.namespace)
+            try:
+                params["tools"] = tools_from(args.tools, self.namespace)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         if args.json:
             params["response_format"] = {"type": "json_object"}
         for item in args.param:
@@ -839,6 +734,14 @@ class NitoMagics(Magics):
             params[key.strip()] = _param_value(key.strip(), value)
         return params
 
+    def _client(self) -> Any:
+        """The magic's Client, made on first use and kept: its connection pool is reused."""
+        if self._sync_client is None:
+            from ._client import Client
+
+            self._sync_client = Client()
+        return self._sync_client
+
     def _connection(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if self.settings.base_url:
@@ -848,7 +751,7 @@ class NitoMagics(Magics):
         return options
 
     def _display(self, state: Any, fmt: str) -> Any:
-        from ._display import live_display
+        from .display.live import live_display
 
         return live_display(state, format=fmt, max_rate=self.settings.max_rate)
 
@@ -882,10 +785,10 @@ class NitoMagics(Magics):
         started: list[Any],
     ) -> Any:
         """Send, show live, keep; return the Stream (None if refused before any Stream existed)."""
-        import nito_nb
-
         try:
-            stream = nito_nb.stream(messages, model=model, raise_errors=False, **self._connection(), **params)
+            stream = self._client().stream(
+                messages, model=model, raise_errors=False, **self._connection(), **params
+            )
         except ConfigurationError as exc:  # refused before sending (no key...): nothing to show
             raise _usage_error(exc) from None
         except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
@@ -900,7 +803,9 @@ class NitoMagics(Magics):
         started.append(stream)
         display = self._display(stream, fmt)
         try:
-            for _ in stream:
+            chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
+            _start(display)
+            for _ in chunks:
                 display.update()
         except BaseException:
             # The interrupt may land outside the engine's own iteration (in update(), say): close
@@ -928,6 +833,7 @@ class NitoMagics(Magics):
         self, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
     ) -> None:
         from ._client import AsyncClient
+        from .display.runner import LoopThread
 
         client = AsyncClient(**self._connection())
         streams, names = [], []
@@ -960,41 +866,20 @@ class NitoMagics(Magics):
             finally:
                 await client.aclose()
 
-        loop = asyncio.new_event_loop()
-        main = loop.create_task(run_all())
-
-        # An Event, not Thread.join: when a KeyboardInterrupt lands in join(timeout), threading
-        # marks the thread stopped while it still runs (its bpo-45274 clean-up, Python 3.11's
-        # threading.py), so the later join() returned at once and the final grid was drawn while
-        # the streams still said "streaming" (seen with the kernel's interrupt).
-        ended = threading.Event()
-
-        def work() -> None:
-            try:
-                loop.run_until_complete(main)
-            except BaseException:  # cancelled by an interrupt: the streams say "stopped"
-                pass
-            finally:
-                try:
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                    loop.close()
-                finally:
-                    ended.set()  # whatever happened: the cell's thread stops waiting
-
-        worker = threading.Thread(target=work, name="nito_nb-models", daemon=True)
+        # The streams are iterated on a private loop in a worker thread (display/runner.py); this
+        # thread, the cell's, draws the grid: it is the grid's refresh loop, so a stall keeps its
+        # clocks moving and its last text shown.
+        runner = LoopThread(run_all, name="nito_nb-models")
         grid = _Grid(streams, names, fmt) if _in_kernel() else None
-        worker.start()
+        runner.start()
         interval = 1.0 / min(self.settings.max_rate, GRID_MAX_RATE)
         try:
-            while not ended.wait(interval):
+            while not runner.wait(interval):
                 if grid is not None:
                     grid.refresh(live=True)
         except BaseException:
-            # The loop may have closed meanwhile (all streams just ended): then there is nothing
-            # to cancel, and the interrupt must not turn into "Event loop is closed".
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(main.cancel)
-            ended.wait(10)
+            runner.cancel()  # the streams say "stopped"
+            runner.wait(10)
             raise
         finally:
             self._finish_many(streams, names, grid, args, fmt)
@@ -1010,7 +895,7 @@ class NitoMagics(Magics):
         if grid is not None:
             grid.refresh(live=False)
         else:
-            from ._display import TerminalDisplay
+            from .display import TerminalDisplay
 
             for name, stream in zip(names, streams, strict=True):
                 print(f"== {name} ==")
@@ -1043,23 +928,25 @@ class NitoMagics(Magics):
         timed = any(event.t_ns != events[0].t_ns for event in events)
         step = min(0.02, SSE_REPLAY_SECONDS / len(events))
         # A fresh Stream fed the recorded bytes: the same accumulation as live, at the recorded pace.
-        # _feed/_end are the engine's I/O-free entry points (read_sse and load use them too).
+        # feed()/end(): the engine's public, I/O-free, thread-safe entry points (the view's
+        # refresh thread takes snapshots meanwhile).
         replay = Stream(recorded.request, raise_errors=False)
         display = self._display(replay, fmt)
         start = time.perf_counter()
         try:
+            _start(display)
             for index, event in enumerate(events):
                 if args.speed > 0:
                     due = (event.t if timed else index * step) / args.speed
                     wait = start + due - time.perf_counter()
                     if wait > 0:
                         time.sleep(wait)
-                replay._feed(event.raw, time.perf_counter_ns())
+                replay.feed(event.raw, time.perf_counter_ns())
                 display.update()
             status = recorded.status if recorded.status in ("stopped", "truncated") else None
-            replay._end(time.perf_counter_ns(), status=status)
+            replay.end(status=status)
         except BaseException:
-            replay._end(time.perf_counter_ns(), status="stopped")
+            replay.end(status="stopped")
             raise
         finally:
             display.finish()
@@ -1070,8 +957,7 @@ class NitoMagics(Magics):
 
     def _keep(self, kept: Any, args: Any, save: bool = True) -> None:
         """Make the result reachable (``_nito``, ``last()``, ``-o VAR``) and saved (``--save``)."""
-        global _last
-        _last = kept
+        _remember_last(kept)
         streams = kept if isinstance(kept, list) else [kept]
         self.streams.extend(streams)
         self.namespace["_nito"] = kept

@@ -40,11 +40,13 @@ from pygments import token as _tokens
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from ._core import metrics
+from ._core.status import RUNNING, Status
+
 __all__ = [
     "FORMATS",
     "Part",
     "RenderCache",
-    "Slot",
     "bundle",
     "final_bundle",
     "join_parts",
@@ -69,24 +71,24 @@ PROGRESS_AFTER_CHARS = 3000
 _FREE_TIER_CHARS = 160
 _MAX_ERROR_CHARS = 4000
 
-_RUNNING = ("waiting", "streaming")
-_SYMBOLS = {
-    "waiting": "⏳",
-    "streaming": "●",
-    "done": "✓",
-    "error": "✗",
-    "truncated": "⚠",
-    "stopped": "■",
-    "failed": "✗",
+_RUNNING = RUNNING
+_SYMBOLS: dict[str, str] = {
+    Status.WAITING: "⏳",
+    Status.STREAMING: "●",
+    Status.DONE: "✓",
+    Status.ERROR: "✗",
+    Status.TRUNCATED: "⚠",
+    Status.STOPPED: "■",
+    Status.FAILED: "✗",
 }
-_STATUS_COLORS = {
-    "waiting": "var(--jp-ui-font-color2, #888)",
-    "streaming": "var(--jp-brand-color1, #2196f3)",
-    "done": "var(--jp-success-color1, #2e7d32)",
-    "error": "var(--jp-error-color1, #d32f2f)",
-    "truncated": "var(--jp-warn-color1, #ef6c00)",
-    "stopped": "var(--jp-warn-color1, #ef6c00)",
-    "failed": "var(--jp-error-color1, #d32f2f)",
+_STATUS_COLORS: dict[str, str] = {
+    Status.WAITING: "var(--jp-ui-font-color2, #888)",
+    Status.STREAMING: "var(--jp-brand-color1, #2196f3)",
+    Status.DONE: "var(--jp-success-color1, #2e7d32)",
+    Status.ERROR: "var(--jp-error-color1, #d32f2f)",
+    Status.TRUNCATED: "var(--jp-warn-color1, #ef6c00)",
+    Status.STOPPED: "var(--jp-warn-color1, #ef6c00)",
+    Status.FAILED: "var(--jp-error-color1, #d32f2f)",
 }
 
 # --- styles -----------------------------------------------------------------------------------
@@ -607,68 +609,6 @@ class Part:
     final: bool = False
 
 
-def _final_answer(part: Part) -> bool:
-    return part.final and part.key.startswith("answer-")
-
-
-class Slot:
-    """One output on the page (a display handle for the magic, an ``ipywidgets.HTML`` for the
-    widget: ``view``), showing one part or a run of finished answer blocks.
-
-    Finished blocks that appear in the same round share one output, so the messages per round stay
-    few even when a burst finishes hundreds of blocks; a slot sent with only finished blocks is never
-    sent again, which is what keeps the traffic linear. ``dirty`` marks a slot to send this round.
-    """
-
-    __slots__ = ("all_final_answer", "dirty", "keys", "parts", "view")
-
-    def __init__(self, part: Part) -> None:
-        self.keys = [part.key]
-        self.parts = {part.key: part}
-        self.view: Any = None
-        self.dirty = True
-        # Kept up to date rather than recomputed in can_absorb, which runs for every new block:
-        # rescanning the slot there makes a burst of finished blocks quadratic.
-        self.all_final_answer = _final_answer(part)
-
-    def can_absorb(self, part: Part, after: str | None = None) -> bool:
-        """Whether ``part`` may join this slot: only while the slot is sent this round anyway, only
-        finished answer blocks, and (``after``) only right behind the part that precedes it."""
-        return (
-            self.dirty
-            and self.all_final_answer
-            and _final_answer(part)
-            and (after is None or self.keys[-1] == after)
-        )
-
-    def add(self, part: Part) -> None:
-        self.keys.append(part.key)
-        self.parts[part.key] = part
-
-    def replace(self, part: Part) -> None:
-        self.parts[part.key] = part
-        self._changed()
-
-    def remove(self, key: str) -> None:
-        self.keys.remove(key)
-        del self.parts[key]
-        self._changed()
-
-    def _changed(self) -> None:
-        self.all_final_answer = all(_final_answer(p) for p in self.parts.values())  # a changing slot is small
-        self.dirty = True
-
-    def html(self) -> str:
-        return "".join(self.parts[key].html for key in self.keys)
-
-    def bundle(self) -> dict[str, str]:
-        if len(self.keys) == 1:
-            part = self.parts[self.keys[0]]
-            return {"text/html": part.html, "text/plain": part.text}
-        # Answer blocks carry their own line ends: joined they are the Markdown source again.
-        return {"text/html": self.html(), "text/plain": "".join(self.parts[key].text for key in self.keys)}
-
-
 @dataclass
 class RenderCache:
     """Memo for repeated ``render_parts`` calls on one growing state (a live display's).
@@ -700,7 +640,7 @@ def _status(state: Any) -> str:
     status = getattr(state, "status", None)
     if isinstance(status, str) and status:
         return status
-    return "done" if getattr(state, "done", False) else "streaming"
+    return Status.DONE if getattr(state, "done", False) else Status.STREAMING
 
 
 def _number(value: Any) -> str | None:
@@ -740,18 +680,17 @@ def status_text(state: Any) -> str:
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
-    # docs/METRICS.md's output_tps: N / (elapsed - ttft), N from usage when the gateway reports it.
-    completion = _real(usage.get("completion_tokens"))
-    count, unit = (
-        (completion, "tok/s (usage)")
-        if completion is not None
-        else (
-            _real(n_chunks),
-            "chunks/s",
-        )
-    )
-    if count is not None and ttft is not None and elapsed is not None and elapsed > ttft:
-        items.append(f"{count / (elapsed - ttft):,.1f} {unit}")
+    # docs/METRICS.md's output_tps, from its one definition; K is the token-bearing chunks (a
+    # duck-typed state without that count: its chunks).
+    k = 0
+    for value in (getattr(state, "n_token_events", None), n_chunks):
+        if isinstance(value, int) and not isinstance(value, bool):
+            k = int(value)
+            break
+    count, source = metrics.n_tokens(usage, k)
+    tps = metrics.output_tps(count, ttft, elapsed) if (count or source == "usage") else None
+    if tps is not None:
+        items.append(f"{tps:,.1f} {'tok/s (usage)' if source == 'usage' else 'chunks/s'}")
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     finish = getattr(state, "finish_reason", None)
@@ -805,7 +744,7 @@ def progress_text(state: Any) -> str:
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     shown = " · ".join(i for i in items if i)
-    return f"{_SYMBOLS['streaming']} streaming… {shown} so far" if shown else f"{_SYMBOLS['streaming']} streaming…"
+    return f"{_SYMBOLS[Status.STREAMING]} streaming… {shown} so far" if shown else f"{_SYMBOLS[Status.STREAMING]} streaming…"
 
 
 def _with_progress(part: Part, state: Any) -> Part:
@@ -973,10 +912,10 @@ def _error_part(state: Any, status: str, final: bool) -> Part | None:
         head = "Error" + (f" {str(code)[:80]}" if code not in (None, "") else "")
         text = f"✗ {head}: {message}" if message else f"✗ {head}"
         style = _ERROR_STYLE
-    elif status == "truncated":
+    elif status == Status.TRUNCATED:
         text = "⚠ The stream ended without [DONE]: the answer may be incomplete."
         style = _WARN_STYLE
-    elif status == "failed":
+    elif status == Status.FAILED:
         text = "✗ The request failed before the answer started."
         style = _ERROR_STYLE
     else:

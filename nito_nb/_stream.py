@@ -14,18 +14,12 @@ time every chunk by the consumer's pace (a consumer that sleeps between chunks, 
 displays slowly), so it was not chosen. The reader holds only a weak reference to a sync Stream:
 a Stream nobody holds any more is closed by the garbage collector (its status says ``stopped``).
 """
-
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import functools
-import json
-import operator
 import os
 import queue
-import re
-import sys
 import threading
 import time
 import weakref
@@ -33,49 +27,34 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._accumulate import Accumulator, Anomaly, ToolCall
-from ._exceptions import (
-    APIError,
+from ._core.accumulate import Accumulator
+from ._core.errors import (
     ConnectionLost,
     EventTooLargeError,
-    MidStreamError,
     NitoError,
-    Secret,
     StreamTimeoutError,
-    StreamTruncatedError,
-    api_error,
     error_details,
-    redact,
-    redact_error,
-    retry_after_of,
 )
-from ._log import (
-    BAD_DATA,
-    CHUNK,
-    COMMENT,
-    DONE,
-    EMPTY,
+from ._core.log import (
     HTTP_ERROR,
-    OTHER,
     ChunkLog,
     LogFormatError,
     read_log,
 )
-from ._protocol import ChunkParser
-from ._sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from ._core.recording import first_line_is_log, is_sse_text, looks_like_error_body, not_sse
+from ._core.status import RUNNING
+from ._stream_base import StreamBase, register_default_starts
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
-__all__ = ["AsyncStream", "Stream", "load", "read_sse"]
+__all__ = ["AsyncStream", "Stream", "load", "read_sse", "register_default_starts"]
 
-#: Every status a Stream can be in. The first two are "running"; the rest are final.
-STATUSES = ("waiting", "streaming", "done", "error", "truncated", "stopped", "failed")
-_RUNNING = ("waiting", "streaming")
+_RUNNING = RUNNING
 _END = object()  # the reader's last item in a Stream's queue
 
 
-class Stream:
+class Stream(StreamBase):
     """One streamed chat completion.
 
     Iterate it to receive each chunk (a dict) as it arrives; read ``content``, ``reasoning``,
@@ -84,45 +63,15 @@ class Stream:
     chunks are iterated. Results of a sync Stream that was never iterated wait for its end when
     first asked for.
     """
-
-    def __init__(
-        self,
-        request: dict[str, Any] | None = None,
-        *,
-        log: ChunkLog | None = None,
-        raise_errors: bool = True,
-        max_event_size: int | None = None,
-    ) -> None:
-        self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
-        self.raise_errors = raise_errors
-        self.status = "waiting"
-        #: The exception that ended the stream badly (also for ``raise_errors=False``), or None.
-        self.exception: NitoError | None = None
-        self._acc = Accumulator()
-        self._decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
-        self._parser = ChunkParser()
-        self._first_token_ns: int | None = None
-        self._n_token_events = 0
-        self._callbacks: list[Callable[[Stream], Any]] = []
-        # The background reader (a sync Stream with a live body): its thread, the queue of chunk
-        # lists it hands the iterating caller, and how to cut its socket read from another thread.
-        # The lock keeps the reader's folding and the caller's reading of results apart.
-        self._lock = threading.RLock()
+    def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(request, **kwargs)
+        # The background reader (a live body): its thread, the queue of chunk lists it hands the
+        # iterating caller, and how to cut its socket read from another thread.
         self._reader: threading.Thread | None = None
         self._queue: queue.SimpleQueue[Any] | None = None
         self._abort_source: Callable[[], None] | None = None
-        self._settled = threading.Event()  # finished and its on_done callbacks have run
-        self._callback_thread: int | None = None  # the thread running the callbacks, meanwhile
         self._live: Iterator[dict[str, Any]] | None = None
-        self._consumed = False  # iterated or waited for: results are then what arrived so far
         self._stop_requested = False  # close() was called, maybe from another thread
-        #: How the request was made (the client, its base URL, key and timeout), for reply(); set
-        #: by the client, None for a recorded Stream.
-        self._route: Any = None
-        #: The key the request carried: taken out of everything the gateway sends (see _take).
-        self._secret: Secret | None = None
-
-    # -- results (what has arrived so far) ---------------------------------------------------
 
     def _results(self) -> Accumulator:
         # A sync Stream that nobody iterates or waits for: its results are those of the whole
@@ -133,321 +82,6 @@ class Stream:
             else:
                 self._discard_queued()
         return self._acc
-
-    @property
-    def content(self) -> str:
-        acc = self._results()
-        with self._lock:  # the accumulator joins its pieces lazily: not while the reader appends
-            return acc.content
-
-    @property
-    def reasoning(self) -> str:
-        acc = self._results()
-        with self._lock:
-            return acc.reasoning
-
-    @property
-    def reasoning_details(self) -> list[dict[str, Any]]:
-        acc = self._results()
-        with self._lock:
-            return acc.reasoning_details
-
-    @property
-    def attempts(self) -> int:
-        """How many requests were sent: 1, or more when the request was retried before the body
-        (a 429, a 5xx or a failed connection). The timings count from the first one."""
-        return self.log.attempts
-
-    @attempts.setter
-    def attempts(self, value: int) -> None:
-        self.log.attempts = value
-
-    @property
-    def refusal(self) -> str | None:
-        """The model's refusal (OpenAI structured outputs' ``delta.refusal``), None if none came."""
-        return self._results().refusal
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        return self._results().tool_calls
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self._results().finish_reason
-
-    @property
-    def usage(self) -> dict[str, Any] | None:
-        return self._results().usage
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        return self._results().error
-
-    @property
-    def done(self) -> bool:
-        """True once ``[DONE]`` arrived."""
-        return self._results().done
-
-    @property
-    def anomalies(self) -> list[Anomaly]:
-        return self._results().anomalies
-
-    @property
-    def role(self) -> str | None:
-        return self._acc.role
-
-    @property
-    def id(self) -> str | None:
-        return self._acc.id
-
-    @property
-    def model(self) -> str | None:
-        """The model that served the call (as the gateway says), else the one requested."""
-        return self._acc.model or self.request.get("model")
-
-    @property
-    def web_search(self) -> Any:
-        return self._acc.web_search
-
-    @property
-    def free_tier(self) -> Any:
-        return self._acc.free_tier
-
-    @property
-    def request(self) -> dict[str, Any]:
-        return self.log.request
-
-    @property
-    def t0_wall(self) -> _dt.datetime:
-        return self.log.t0_wall
-
-    @property
-    def finished(self) -> bool:
-        return self.status not in _RUNNING
-
-    @property
-    def n_chunks(self) -> int:
-        return self._acc.n_chunks
-
-    @property
-    def n_events(self) -> int:
-        return len(self.log)
-
-    @property
-    def timed(self) -> bool:
-        """False for a recording read without arrival times (``read_sse``): its timings are None."""
-        return self.log.timed
-
-    @property
-    def ttfb(self) -> float | None:
-        """Seconds from request sent to response headers."""
-        if self.log.headers_ns is None or not self.log.timed:
-            return None
-        return (self.log.headers_ns - self.log.t0_ns) / 1e9
-
-    @property
-    def ttft(self) -> float | None:
-        """Seconds from request sent to the first chunk with content, reasoning or tool-call text."""
-        if self._first_token_ns is None or not self.log.timed:
-            return None
-        return (self._first_token_ns - self.log.t0_ns) / 1e9
-
-    @property
-    def elapsed(self) -> float | None:
-        """Seconds since the request was sent; once finished, to the last event (None untimed)."""
-        if not self.log.timed:
-            return None
-        times = self.log.times_ns()
-        if self.finished:
-            end = times[-1] if len(times) else (self.log.headers_ns or self.log.t0_ns)
-        else:
-            end = time.perf_counter_ns()
-        return max(0, end - self.log.t0_ns) / 1e9
-
-    @property
-    def message(self) -> dict[str, Any]:
-        """The answer as an assistant message, ready to send back in a conversation."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = [call.to_message() for call in self.tool_calls]
-        return message
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The request's messages followed by this answer: the conversation so far."""
-        return [*self.request.get("messages", []), self.message]
-
-    # -- feeding (I/O-free) ------------------------------------------------------------------
-
-    def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
-        """Decode one read, log and accumulate its events; return the chunks it completed."""
-        if self.status == "waiting":
-            self.status = "streaming"
-        try:
-            events = self._decoder.decode(data)
-        except EventTooLarge as too_large:
-            self._take(too_large.events, t_ns)  # the events before it are kept, as arrived
-            raise EventTooLargeError(
-                f"An event went past max_event_size ({too_large.limit:,} bytes): the stream was "
-                f"stopped rather than hold it in memory. What arrived before it ({self._acc.n_chunks} "
-                "chunks) is kept in .stream. If such events are expected, raise max_event_size "
-                "(Client(max_event_size=...) or stream(..., max_event_size=...)).",
-                size=too_large.size,
-                limit=too_large.limit,
-                stream=self,
-            ) from None
-        return self._take(events, t_ns)
-
-    def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
-        # The hot path (one pass per network read): every event is classified, logged and folded.
-        if self._secret is not None:  # the one door of the body: the gateway may echo the key
-            events = _redacted(events, self._secret)
-        chunks: list[dict[str, Any]] = []
-        acc, parse = self._acc, self._parser.parse
-        first_seq = len(self.log)
-        kinds = bytearray()
-        for i, (data, name, _, _, comment, _) in enumerate(events):
-            if comment is not None:
-                kinds.append(COMMENT)
-                continue
-            if data == "[DONE]":
-                kinds.append(DONE)
-                if acc.done:
-                    acc.note("after-done", "[DONE] was sent more than once", first_seq + i)
-                acc.finish()
-                continue
-            if not data:
-                kinds.append(EMPTY)
-                continue
-            try:
-                chunk, content = parse(data)
-            except ValueError:
-                kinds.append(BAD_DATA)
-                acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", first_seq + i)
-                continue
-            if type(chunk) is not dict:
-                kinds.append(OTHER)
-                acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
-                continue
-            kinds.append(CHUNK)
-            if name == "error" and "error" not in chunk:
-                chunk = {"error": chunk}  # `event: error` with the error object as the whole data
-                content = None
-            if acc.done:
-                acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
-                continue
-            if acc.add(chunk, first_seq + i) if content is None else acc.add_content(chunk, content, first_seq + i):
-                self._n_token_events += 1
-                if self._first_token_ns is None:
-                    self._first_token_ns = t_ns
-            chunks.append(chunk)
-        if events:
-            self.log.extend(t_ns, kinds, [event.raw for event in events])
-        return chunks
-
-    def _end(self, t_ns: int, *, status: str | None = None, exception: NitoError | None = None) -> None:
-        """The body ended (or was cut): settle the status, keep what arrived, run callbacks."""
-        with self._lock:  # the reader and a closing caller may both end it: the first one counts
-            if self.finished:
-                return
-            if self._decoder.pending:
-                seq = len(self.log)
-                self._take(self._decoder.flush(), t_ns)
-                self._acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
-            acc = self._acc
-            if status is None:
-                if acc.error is not None:
-                    status = "error"
-                elif acc.done:
-                    status = "done"
-                else:
-                    status = "truncated"
-            if exception is None and status == "error":
-                error = acc.error or {}
-                message = str(error.get("message") or "an error chunk without a message")
-                exception = MidStreamError(
-                    f"The gateway reported an error mid-stream: {message}"
-                    f"{_code_text(error.get('code'))}. What arrived before it ({len(acc.content):,} "
-                    "characters) is kept in .stream; retry, or try another model.",
-                    code=error.get("code"),
-                )
-            elif exception is None and status == "truncated":
-                exception = StreamTruncatedError(
-                    f"The stream ended without [DONE] after {acc.n_chunks} chunks: the answer may be "
-                    "incomplete. What arrived is kept in .stream; retry, and if it keeps happening, "
-                    "check for a proxy that cuts long responses."
-                )
-            if exception is not None:
-                exception.stream = self
-                redact_error(exception, self._secret)
-            self.status = status
-            self.exception = exception
-            self.log.end = {"status": status}
-            if exception is not None:
-                self.log.end["exception"] = type(exception).__name__
-                self.log.end["message"] = exception.message
-            callbacks, self._callbacks = self._callbacks, []
-        self._run_callbacks(callbacks)
-
-    def _run_callbacks(self, callbacks: list[Callable[[Stream], Any]]) -> None:
-        # They run in the thread that finished the stream (the background reader, or the one that
-        # closed it), like a future's done-callbacks. A failing callback is reported in one line
-        # and does not stop the others: the stream itself ended well, and wait() must not raise
-        # someone else's error.
-        self._callback_thread = threading.get_ident()
-        try:
-            for callback in callbacks:
-                try:
-                    callback(self)
-                except Exception as exc:
-                    _report_callback_error(callback, exc)
-        finally:
-            self._callback_thread = None
-            self._settled.set()
-
-    def _fail(self, error: NitoError) -> NitoError:
-        """The request failed before any body: no stream, only this error."""
-        error.stream = self
-        redact_error(error, self._secret)
-        self.status = "failed"
-        self.exception = error
-        self.log.end = {"status": "failed", "exception": type(error).__name__, "message": error.message}
-        return error
-
-    def _retry(self) -> None:
-        """An attempt failed before the body and is tried again: forget its outcome (its error,
-        its response and its log), count it, and keep the clock: t0 stays the first attempt's."""
-        attempts, log = self.attempts, self.log
-        self.log = ChunkLog(log.request, t0_ns=log.t0_ns, t0_wall=log.t0_wall)
-        self.log.attempts = attempts + 1
-        self._acc = Accumulator()
-        self.status = "waiting"
-        self.exception = None
-
-    def _set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
-        """The response started: keep its status and headers, none that carries a credential or
-        echoes the key."""
-        self.log.set_response(status_code, headers or {}, t_ns)
-        secret = self._secret
-        if secret is not None:
-            self.log.headers = {k: v for k, v in self.log.headers.items() if not secret.found_in(v)}
-
-    def _fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
-        """The gateway answered with an HTTP error: log its body, keep its error, build the exception."""
-        body = redact(body, self._secret)
-        self._set_response(status_code, headers, t_ns)
-        if not any(e.kind == "http-error" for e in self.log):
-            self.log.append(t_ns, HTTP_ERROR, body)
-        headers = self.log.headers
-        error = api_error(
-            status_code,
-            body.decode("utf-8", "replace"),
-            content_type=headers.get("content-type", ""),
-            retry_after=retry_after_of(headers),
-        )
-        self._acc.error = {"code": error.code, "message": error.message}
-        self._fail(error)
-        return error
 
     # -- the background reader (sync) --------------------------------------------------------
 
@@ -495,14 +129,6 @@ class Stream:
         self._consumed = True
         self._live = self._iterate(self.raise_errors)
         return self._live
-
-    def _replay(self) -> Iterator[dict[str, Any]]:
-        """A finished Stream iterates again over its recorded chunks."""
-        for event in self.log:
-            if event.kind == "chunk":
-                chunk = event.chunk
-                if chunk is not None:
-                    yield chunk
 
     def _iterate(self, raise_errors: bool) -> Iterator[dict[str, Any]]:
         # The chunks the reader parsed, in order; the reader's items are lists of chunks (one per
@@ -585,21 +211,6 @@ class Stream:
         except Exception:  # never raise from the collector (e.g. at interpreter exit)
             pass
 
-    def on_done(self, callback: Callable[[Stream], Any]) -> Stream:
-        """Call ``callback(stream)`` once the stream has finished (at once if it already has), in
-        the thread that finished it; an exception in it is reported on stderr, not raised."""
-        with self._lock:
-            if not self.finished:
-                self._callbacks.append(callback)
-                return self
-        try:
-            callback(self)
-        except Exception as exc:
-            _report_callback_error(callback, exc)
-        return self
-
-    # -- conversation, files, analysis -------------------------------------------------------
-
     def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> Stream:
         """Continue the conversation: this Stream's messages, then the new ones, same model and
         parameters unless overridden. Pass tool results as ``[{"role": "tool", ...}]``.
@@ -612,77 +223,16 @@ class Stream:
         """
         return self._reply(prompt_or_messages, params)
 
-    def _reply(self, prompt_or_messages: Any, params: dict[str, Any]) -> Any:
-        from ._client import as_messages
 
-        messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
-        route = self._route
-        if route is None:
-            import nito_nb
-
-            start = nito_nb.astream if isinstance(self, AsyncStream) else nito_nb.stream
-            return start(messages, model=model, **merged)
-        options = {**route.options(params), "raise_errors": self.raise_errors}
-        return route.client.stream(messages, model=model, **{**options, **merged})
-
-    def _next_turn(
-        self, new_messages: list[dict[str, Any]], params: dict[str, Any]
-    ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
-        """(messages, model, parameters) of the request that continues this conversation."""
-        merged = {**self.request.get("params", {}), **params}
-        model = merged.pop("model", self.request.get("model"))
-        return [*self.messages, *new_messages], model, merged
-
-    def _raise_failure(self, raise_errors: bool) -> None:
-        """Raise the error that ended the stream badly (a mid-stream error or a truncation)."""
-        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
-            raise self.exception
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save the whole log (every event with its arrival time) as JSON Lines; ``load`` reads it."""
-        self.log.save(path)
-        return Path(path)
-
-    def frame(self) -> pd.DataFrame:
-        """One row per event: see the pandas adapter (``nito_nb.frame``)."""
-        from ._frame import frame
-
-        return frame(self)
-
-    def __repr__(self) -> str:
-        parts = [self.model or "?", self.status]
-        acc = self._acc
-        if acc.content:
-            parts.append(f"{len(acc.content):,} chars")
-        if acc.tool_calls:
-            parts.append(f"{len(acc.tool_calls)} tool call(s)")
-        parts.append(f"{acc.n_chunks} chunks")
-        if self.ttft is not None:
-            parts.append(f"ttft {self.ttft:.2f}s")
-        if not self.log.timed:
-            parts.append("(recorded, no arrival times)")
-        if acc.finish_reason:
-            parts.append(f"finish={acc.finish_reason}")
-        if acc.error:
-            parts.append(f"error={acc.error.get('message')!r}")
-        return f"<{type(self).__name__} {' '.join(parts)}>"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        try:
-            from ._render import final_bundle
-        except ImportError:  # the renderer is optional for the engine
-            return {"text/plain": repr(self)}
-        return final_bundle(self)
-
-
-class AsyncStream(Stream):
-    """The async twin: ``async for chunk in stream``. It connects on first use (``async for``,
+class AsyncStream(StreamBase):
+    """The async sibling of :class:`Stream`: ``async for chunk in stream``. It connects on first use (``async for``,
     ``await stream.wait()``, ``async with``); from then on a task on the event loop reads the body
     as it arrives, whatever the consumer awaits meanwhile. Results are never read implicitly (use
     ``await stream.wait()``)."""
 
     def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(request, **kwargs)
+        self._is_async = True
         self._opener: Callable[[AsyncStream], Any] | None = None  # coroutine: connect, set _areads
         self._areads: AsyncIterator[bytes] | None = None
         self._aclose_source: Callable[[], Any] | None = None
@@ -694,9 +244,6 @@ class AsyncStream(Stream):
         self._aqueue: Any = None
         self._opened: Any = None
         self._task_error: BaseException | None = None
-
-    def _results(self) -> Accumulator:
-        return self._acc
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self.finished:
@@ -742,13 +289,13 @@ class AsyncStream(Stream):
             out.put_nowait(_END)
 
     async def _aread(self, out: Any) -> None:
-        from ._client import transport_exception
-
         assert self._areads is not None
         clock = time.perf_counter_ns
         try:
             async for data in self._areads:
-                chunks = self._feed(data, clock())  # stamped as the bytes came, not as consumed
+                t_ns = clock()  # stamped as the bytes came, not as consumed
+                with self._lock:  # a display thread may take a snapshot meanwhile
+                    chunks = self._feed(data, t_ns)
                 if chunks:
                     out.put_nowait(chunks)
         except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
@@ -756,7 +303,7 @@ class AsyncStream(Stream):
             self._end(clock(), status=None if self._acc.done else "stopped")
             raise
         except Exception as exc:
-            error = transport_exception(exc, self)
+            error = self._transport_error(exc)
             await self._astop_source()
             if error is None:
                 self._end(clock(), status="truncated")
@@ -819,7 +366,7 @@ class AsyncStream(Stream):
             await self._astop_source()
             self._end(time.perf_counter_ns(), status="stopped")
 
-    async def wait(  # type: ignore[override]
+    async def wait(
         self, *, raise_errors: bool | None = None, timeout: float | None = None
     ) -> AsyncStream:
         """Connect if needed and wait until the stream has finished; raise its error if
@@ -886,7 +433,7 @@ class AsyncStream(Stream):
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:
     """Rebuild the error of a request that failed before streaming, from its saved log."""
-    from . import _exceptions
+    from ._core import errors as _exceptions
 
     log = stream.log
     body = next((e.raw for e in log if e.kind == "http-error"), None)
@@ -909,8 +456,6 @@ def _read_body(
     """The background reader of a sync Stream: fold each read into the Stream as it arrives and
     pass its chunks on. It holds the Stream only while folding a read, so that a Stream nobody
     holds can be collected (and closed) while this thread waits for the socket."""
-    from ._client import transport_exception  # the one place that knows httpx's errors
-
     clock = time.perf_counter_ns
     try:
         try:
@@ -930,7 +475,7 @@ def _read_body(
             stream = ref()
             if stream is None or stream._stop_requested:  # close() cut the read under us
                 return
-            error = transport_exception(exc, stream)
+            error = stream._transport_error(exc)
             if error is None:  # not a transport failure: end the stream, hand the error over
                 stream._end(clock(), status="truncated")
                 out.put(exc)
@@ -959,44 +504,10 @@ def _never_started(out: Any, opened: Any, task: Any) -> None:
         out.put_nowait(_END)
 
 
-def _report_callback_error(callback: Any, exc: Exception) -> None:
-    name = getattr(callback, "__qualname__", None) or repr(callback)
-    print(f"nito_nb: the on_done callback {name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-_RAW = operator.itemgetter(5)  # ServerSentEvent.raw, read in C
-
-
-def _redacted(events: list[ServerSentEvent], secret: Secret) -> list[ServerSentEvent]:
-    """``events`` with the key taken out of each one that echoes it (raw bytes and every field)."""
-    # One search over the whole read first: the key holds no line break, so no occurrence spans
-    # two events, and most reads have none (2 µs per event otherwise, on the hot path).
-    if not secret.found_in(b"".join(map(_RAW, events))):
-        return events
-    out = []
-    for event in events:
-        if secret.found_in(event.raw):
-            data, name, last_id, retry, comment, raw = event
-            event = ServerSentEvent(
-                redact(data, secret),
-                redact(name, secret),
-                None if last_id is None else redact(last_id, secret),
-                retry,
-                None if comment is None else redact(comment, secret),
-                redact(raw, secret),
-            )
-        out.append(event)
-    return out
-
-
 def _cancelled_error() -> type[BaseException]:
     import asyncio
 
     return asyncio.CancelledError
-
-
-def _code_text(code: Any) -> str:
-    return "" if code is None else f" (code {code})"
 
 
 # -- recorded streams --------------------------------------------------------------------------
@@ -1024,7 +535,7 @@ def read_sse(
     path: Path | None = None
     if isinstance(source, (bytes, bytearray, memoryview)):
         body = bytes(source)
-    elif isinstance(source, os.PathLike) or (isinstance(source, str) and not _is_sse_text(source)):
+    elif isinstance(source, os.PathLike) or (isinstance(source, str) and not is_sse_text(source)):
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(
@@ -1037,7 +548,7 @@ def read_sse(
         raise TypeError(f"read_sse takes bytes, str or a path, not {type(source).__name__}")
     stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
     stream.log.timed = False
-    if (status_code is not None and status_code >= 400) or _looks_like_error_body(body):
+    if (status_code is not None and status_code >= 400) or looks_like_error_body(body):
         # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
         if status_code is None:  # a bare body: its own error code is the best guess of the status
             code = error_details(body.decode("utf-8", "replace"))[1]
@@ -1048,44 +559,9 @@ def read_sse(
     stream._feed(body, 0)
     stream._end(0)
     if path is not None and not len(stream.log) and body.strip():
-        raise LogFormatError(_not_sse(path, body))
+        raise LogFormatError(not_sse(path, body))
     return stream
 
-
-#: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or
-#: like a recorded HTTP error body (a JSON object): no file name starts that way.
-_SSE_START = re.compile(r"\ufeff?\s*(?:\{|:|(?:data|event|id|retry)(?::|$))")
-
-
-def _is_sse_text(text: str) -> bool:
-    return not text or "\n" in text or "\r" in text or _SSE_START.match(text) is not None
-
-
-def _not_sse(path: Path, body: bytes) -> str:
-    """What a file that holds no server-sent event looks like, and what reads it."""
-    first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
-    where = repr(str(path))
-    if _first_line_is_log(body):
-        return f"{where} is a log saved by Stream.save, not an SSE body: read it with nito_nb.load(path)."
-    if path.suffix.lower() == ".csv" or first.startswith(("stream,", ",stream,")):
-        return (
-            f"{where} is a CSV file, not a recorded stream: nito_nb reads SSE bodies ('data: {{...}}' "
-            "lines) and saved logs (.jsonl). A frame saved with to_csv is read back with "
-            "nito_nb.frame(pandas.read_csv(path))."
-        )
-    return (
-        f"{where} holds no server-sent event (it starts {first[:60]!r}): nito_nb reads recorded SSE "
-        "bodies ('data: {...}' lines separated by blank lines) and logs saved by Stream.save (.jsonl, "
-        "read with nito_nb.load)."
-    )
-
-
-def _first_line_is_log(head: bytes) -> bool:
-    try:
-        header = json.loads(head.lstrip().split(b"\n", 1)[0])
-    except ValueError:
-        return False
-    return isinstance(header, dict) and "nito_nb_log" in header
 
 
 def read_file(path: str | os.PathLike[str]) -> Stream:
@@ -1093,19 +569,7 @@ def read_file(path: str | os.PathLike[str]) -> Stream:
     file's name), else a recorded SSE body. The one rule for ``frame(path)`` and ``--replay``."""
     with open(path, "rb") as f:
         head = f.readline(64 * 1024)
-    return load(path) if _first_line_is_log(head) else read_sse(Path(path))
-
-
-def _looks_like_error_body(body: bytes) -> bool:
-    """A JSON object with an "error" key and no SSE field in sight: an HTTP error body."""
-    text = body.lstrip()
-    if not text.startswith(b"{"):
-        return False
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and "error" in value
+    return load(path) if first_line_is_log(head) else read_sse(Path(path))
 
 
 def load(path: str | os.PathLike[str]) -> Stream:
@@ -1142,5 +606,3 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
         exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
     stream._end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
     return stream
-
-

@@ -21,8 +21,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ._capture import VIEWERS, Views, end, feed, note, open_views, register
-from ._exceptions import StreamTruncatedError
+from ._capture import VIEWERS, Views, open_views, register
+from ._core.errors import StreamTruncatedError
 from ._stream import Stream
 
 __all__ = ["Watch", "to_chunk", "watch"]
@@ -102,7 +102,7 @@ class Watch:
         if VIEWERS.get() or not self.show:
             self._views = open_views(self.stream)
         else:
-            from ._display import live_display
+            from .display.live import live_display
 
             view = live_display(self.stream, format=self.format, max_rate=self.max_rate)
             self._views = Views(self.stream, [view])
@@ -117,13 +117,13 @@ class Watch:
                 self.stream.request["model"] = chunk["model"]
             unmapped = chunk.get("unmapped")
             data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str)
-            feed(self.stream, b"data: " + data.encode("utf-8") + b"\n\n", t_ns)
+            self.stream.feed(b"data: " + data.encode("utf-8") + b"\n\n", t_ns)
             if unmapped is not None:
-                note(self.stream, "watch-unmapped", f"an item nito_nb does not map was kept as is: {unmapped}")
+                self.stream.note("watch-unmapped", f"an item nito_nb does not map was kept as is: {unmapped}")
             assert self._views is not None
             self._views.update()
         except Exception as exc:  # recording must never break the caller's iteration
-            note(self.stream, "watch-failed", f"an item could not be recorded: {type(exc).__name__}: {exc}")
+            self.stream.note("watch-failed", f"an item could not be recorded: {type(exc).__name__}: {exc}")
 
     def _finish(self, t_ns: int, *, closed: bool = False, error: BaseException | None = None) -> None:
         stream = self.stream
@@ -134,18 +134,18 @@ class Watch:
                 import asyncio
 
                 if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
-                    end(stream, t_ns, status="stopped")
+                    stream.end(t_ns, status="stopped")
                 else:
-                    end(stream, t_ns, status="truncated", exception=StreamTruncatedError(
+                    stream.end(t_ns, status="truncated", exception=StreamTruncatedError(
                         f"The source raised {type(error).__name__} after {self._n_items} items. "
                         "What arrived is kept in .stream."
                     ))
             elif closed:
-                end(stream, t_ns, status="stopped")
+                stream.end(t_ns, status="stopped")
             else:
                 # The source ended: its library saw the end of the stream (there is no [DONE] to
                 # see here). An error chunk still says error.
-                end(stream, t_ns, status=None if stream.error else "done")
+                stream.end(t_ns, status=None if stream.error else "done")
         finally:
             if self._views is not None:
                 self._views.finish()

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nito_nb._accumulate import Accumulator
+from nito_nb._core.accumulate import Accumulator
 
 
 def chunk(delta: dict | None = None, finish: str | None = None, **top: object) -> dict:

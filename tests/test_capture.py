@@ -284,7 +284,7 @@ def test_live_async_and_a_bad_format(base_url: str, capsys: pytest.CaptureFixtur
 def test_last_is_the_latest_of_the_magics_result_and_the_captured_streams(
     captured: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nito_nb import _magic
+    from nito_nb import _last as _magic  # the slot the magic and runs keep their result in
 
     earlier = nito_nb.read_sse(b"data: [DONE]\n\n")
     monkeypatch.setattr(_magic, "_last", earlier)  # a %%nito cell ran before
@@ -303,7 +303,7 @@ def test_last_is_the_latest_of_the_magics_result_and_the_captured_streams(
 def test_a_failing_view_never_breaks_the_callers_stream(
     captured: openai.OpenAI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nito_nb import _display
+    from nito_nb.display import live as _display
 
     class Broken:
         def update(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,8 +16,8 @@ from display_samples import sample_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 from nito_nb._render import status_text
+from nito_nb.display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -346,7 +347,7 @@ def test_factory_picks_by_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
 KERNEL_CELL = """
 import time
 from types import SimpleNamespace
-from nito_nb._display import LiveDisplay
+from nito_nb.display import LiveDisplay
 
 hostile = "<img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3)) "
 state = SimpleNamespace(content="", reasoning="", tool_calls=[], finish_reason=None, usage=None,
@@ -402,3 +403,34 @@ def test_terminal_display_shows_a_refusal() -> None:
     with TerminalDisplay(state, clock=FakeClock(), file=out):
         pass
     assert "Refusal: I can't help with that.\n" in out.getvalue()
+
+
+def _chunk_bytes(delta: dict[str, Any]) -> bytes:
+    import json
+
+    body = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+@pytest.mark.parametrize("first", ["answer text first. ", "\n"])
+def test_reasoning_is_shown_above_the_answer_even_when_answer_text_came_first(first: str) -> None:
+    # Some gateways open with a bare "\n" or with answer text before the reasoning. Outputs can only
+    # be appended: the reasoning takes the output under the status line and the answer moves down.
+    import nito_nb
+
+    stream = nito_nb.Stream({"model": "m"}, raise_errors=False)
+    clock, page = FakeClock(), FakeDisplay()
+    display = LiveDisplay(stream, clock=clock, display=page)
+    for delta in [{"content": first}, {"reasoning": "thinking it over"}, {"content": "then more."}]:
+        stream.feed(_chunk_bytes(delta), time.perf_counter_ns())
+        clock.now += 1.0
+        display.update()
+    stream.feed(b"data: [DONE]\n\n", time.perf_counter_ns())
+    stream.end()
+    display.finish()
+    shown = [handle.last["text/plain"] for handle in page.handles]
+    text = "\n".join(shown)
+    assert shown[0].startswith("✓ done")
+    assert text.index("thinking it over") < text.index("then more.")
+    if first.strip():
+        assert text.index("thinking it over") < text.index(first.strip())

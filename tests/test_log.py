@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nito_nb
-from nito_nb._log import ChunkLog
+from nito_nb._core.log import ChunkLog
 
 
 def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object) -> nito_nb.Stream:
@@ -253,7 +253,7 @@ def test_log_memory_is_close_to_the_raw_bytes() -> None:
 
 
 def test_clean_headers_drops_credentials() -> None:
-    from nito_nb._log import clean_headers
+    from nito_nb._core.log import clean_headers
 
     assert clean_headers({"Authorization": "Bearer x", "Cookie": "c", "X-Request-Id": "r"}) == {
         "x-request-id": "r"
@@ -274,3 +274,13 @@ def test_garbage_bodies_never_raise_and_round_trip(body: bytes, cuts: list[int])
         assert (s.content, s.status, s.n_events) == (whole.content, whole.status, whole.n_events)
     lines = list(whole.log.to_lines())
     assert json.loads(lines[0])["nito_nb_log"] == 1
+
+
+def test_offsets_say_where_each_event_ends_in_the_body() -> None:
+    s = nito_nb.read_sse("data: {\"a\": 1}\n\n: keep-alive\n\ndata: [DONE]\n\n")
+    log = s.log
+    ends = list(log.offsets())
+    body = log.body
+    assert len(ends) == len(log) == 3 and ends[-1] == len(body)
+    starts = [0, *ends[:-1]]
+    assert [body[a:b] for a, b in zip(starts, ends, strict=True)] == [e.raw for e in log]

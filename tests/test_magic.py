@@ -21,7 +21,8 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import nito_nb
-from nito_nb import _display, _magic
+from nito_nb import _client, _magic
+from nito_nb.display import live as _display
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-SECRET123456789"
@@ -387,7 +388,7 @@ def test_bad_request_is_one_usage_line_before_sending(
     ip: Any, monkeypatch: pytest.MonkeyPatch, options: str, says: str
 ) -> None:
     sent: list[Any] = []
-    monkeypatch.setattr(nito_nb, "stream", lambda *a, **k: sent.append(a))
+    monkeypatch.setattr(_client.Client, "stream", lambda *a, **k: sent.append(a))
     with pytest.raises(UsageError) as info:
         run(ip, f"-m sim/echo {options}", "x")
     assert says in str(info.value) and "\n" not in str(info.value)

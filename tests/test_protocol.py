@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nito_nb
-from nito_nb._protocol import ChunkParser
+from nito_nb._core.layout import ChunkParser
 
 
 def test_repeated_layout_is_rebuilt_not_parsed() -> None:
@@ -81,7 +81,7 @@ def test_any_sequence_parses_like_json_loads(datas: list[str]) -> None:
 @given(st.lists(chunks(), min_size=1, max_size=12), st.lists(st.sampled_from(["g1", "g2", ""]), min_size=12, max_size=12))
 @settings(max_examples=300, deadline=None)
 def test_the_shortcut_accumulates_like_the_full_rules(datas: list[str], ids: list[str]) -> None:
-    from nito_nb._accumulate import Accumulator
+    from nito_nb._core.accumulate import Accumulator
 
     # Same chunks, with ids that change now and then: through the Stream (shortcut) and
     # through Accumulator.add alone, the results and the anomalies noted are the same.

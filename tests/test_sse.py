@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb._sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from nito_nb._core.sse import EventTooLarge, ServerSentEvent, SSEDecoder
 
 
 def decode_all(*parts: bytes) -> list[ServerSentEvent]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import html.parser
+import itertools
+import re
 import subprocess
 import sys
 import threading
@@ -23,7 +25,7 @@ import pytest
 from conftest import sigint_after
 
 import nito_nb
-from nito_nb._widget import ChatWidget, StreamView
+from nito_nb.widget import ChatWidget, StreamView
 
 XSS_PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'
 FAST = {"tps": 0}
@@ -217,7 +219,7 @@ def test_multiline_uses_a_text_area(widgets: Any) -> None:
 def test_the_prompt_box_front_end_never_parses_markup() -> None:
     # The value and placeholder reach the page only as properties of an input or textarea; the
     # browser tests type a hostile payload through it. Here: no HTML sink in its code at all.
-    from nito_nb._widget import _PROMPT_BOX_ESM
+    from nito_nb.widget import _PROMPT_BOX_ESM
 
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in _PROMPT_BOX_ESM
@@ -607,7 +609,7 @@ def test_stream_view_rejects_a_bad_format() -> None:
 
 
 def test_plain_transcript_labels_tool_results_by_role() -> None:
-    from nito_nb._widget import _user_text
+    from nito_nb.widget import _user_text
 
     text = _user_text([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}])
     assert text == "You: hi\n[tool] 42"
@@ -620,3 +622,36 @@ def test_stream_view_shows_a_refusal_escaped() -> None:
     view.update()
     (refusal,) = [c.value for c in view.children if "nito-refusal" in c.value]
     assert "I &lt;b&gt;cannot&lt;/b&gt; do that." in refusal and "<b>" not in refusal
+
+
+def test_a_stall_keeps_the_view_current_and_its_clock_moving(widgets: Any) -> None:
+    # The chat's turn (an AsyncStream followed on the turn's loop thread) during sim/stall: what
+    # came before the pause is shown long before the pause ends, and the status line's clock moves.
+    stall_s = 4.0
+    w = widgets(model="sim/stall", sim={"stall_s": stall_s, "tps": 100})
+    stream = w.ask("anything")
+    assert stream is not None
+    view = w._current.view
+    samples: list[tuple[float, str]] = []
+    while not (view.finished and stream.finished):
+        samples.append((time.monotonic(), view.text()))
+        time.sleep(0.02)
+        assert len(samples) < 100 * (stall_s + 20), "the turn did not end"
+    w.wait(10)
+    chunks = [e for e in stream.log if e.kind == "chunk" and e.chunk.get("choices")]
+    cut = max(range(1, len(chunks)), key=lambda i: chunks[i].t - chunks[i - 1].t)
+    text = lambda es: "".join(e.chunk["choices"][0].get("delta", {}).get("content") or "" for e in es)  # noqa: E731
+    head, tail = " ".join(text(chunks[:cut]).split()), " ".join(text(chunks[cut:]).split())
+    flat = [(at, " ".join(shown.split())) for at, shown in samples]
+    started = next(at for at, shown in flat if head.split()[0] in shown)
+    whole = next(at for at, shown in flat if head in shown)
+    resumed = next(at for at, shown in flat if tail.split()[0] in shown.partition(head)[2])
+    assert resumed - started > stall_s / 2
+    assert whole - started < (resumed - started) / 10
+    clocks = []
+    for at, shown in samples:
+        match = re.search(r"(\d+\.\d+) s so far", shown)
+        if whole <= at < resumed and match and (not clocks or float(match[1]) != clocks[-1]):
+            clocks.append(float(match[1]))
+    assert len(clocks) >= stall_s / 1.5, clocks
+    assert max(b - a for a, b in itertools.pairwise(clocks)) <= stall_s / 4, clocks

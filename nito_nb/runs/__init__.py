@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigurationError
+from .._core.errors import ConfigurationError
 from ._plan import plan
 from ._runner import Run
 from ._schedule import Schedule
@@ -121,7 +121,7 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     if options.get("repeats", 1) != 1:
         raise ConfigurationError("map gives one answer per row: use nito_nb.run for repeats")
     the_run = run(prompts, model=model, template=template, **options)
-    from .._display import in_kernel
+    from ..display.live import in_kernel
 
     if in_kernel():
         the_run._ipython_display_()
@@ -144,6 +144,6 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
 
 def _remember(the_run: Run) -> None:
     """``nito_nb.last()`` is the last Run (or the magic's last Stream, whichever came last)."""
-    from .. import _magic
+    from .._last import remember
 
-    _magic._last = the_run
+    remember(the_run)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._client import as_messages
-from .._exceptions import ConfigurationError
+from .._core.errors import ConfigurationError
 from .._interpolate import interpolate
 
 __all__ = ["Plan", "Request", "missing_fields", "plan", "request_key"]

@@ -186,7 +186,7 @@ def progress_for(run: Run, progress: bool | None) -> Panel | StderrLine | None:
     """The display of a run: a Panel in a kernel, a StderrLine elsewhere, None with progress=False."""
     if progress is False:
         return None
-    from .._display import in_kernel
+    from ..display.live import in_kernel
 
     if in_kernel():
         try:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .._stream import Stream
+from .._core import metrics
+from .._stream_base import StreamBase
 from ._plan import Request
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class Finished:
     """A request that ended: its last attempt's Stream and how many attempts it took."""
 
     request: Request
-    stream: Stream
+    stream: StreamBase
     attempts: int
     started_at: datetime  # wall time of the first attempt
     scheduled_at: float | None = None  # seconds after the run's start (open loop only)
@@ -206,9 +207,10 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
         for name in ("error", "truncated", "failed", "stopped"):
             row[f"n_{name}"] = int((status == name).sum())
         for metric in ("ttft", "itl", "e2e"):
-            values = group[metric].astype("float64").dropna()
+            values = group[metric].astype("float64").tolist()
             for q in (50, 90, 99):
-                row[f"{metric}_p{q}"] = float(values.quantile(q / 100)) if len(values) else math.nan
+                value = metrics.quantile(values, q / 100)
+                row[f"{metric}_p{q}"] = math.nan if value is None else value
         tps = group["output_tps"].astype("float64").dropna()
         row["output_tps_mean"] = float(tps.mean()) if len(tps) else math.nan
         row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())

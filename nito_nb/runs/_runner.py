@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._exceptions import (
+from .._core import metrics
+from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
     NitoError,
@@ -37,6 +38,9 @@ from .._exceptions import (
     RateLimitError,
 )
 from .._stream import AsyncStream, Stream
+from .._stream_base import StreamBase
+from ..display.runner import LoopThread
+from ..display.throttle import Throttle
 from ._backoff import Backoff
 from ._client_load import ClientMonitor
 from ._plan import Plan, Request, request_key
@@ -183,10 +187,10 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, Stream] = {}  # without a store only: key -> Stream
+        self._streams: dict[str, StreamBase] = {}  # without a store only: key -> Stream
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._in_flight: dict[str, Stream] = {}
+        self._in_flight: dict[str, Stream | AsyncStream] = {}
         self._sending = 0
         self.n_attempts = 0
         self.n_retries = 0
@@ -195,8 +199,6 @@ class Run:
         self.client = ClientMonitor()
         self._t0 = time.perf_counter()  # the schedule's origin (reset when sending starts)
         self._finished: concurrent.futures.Future[Run] = concurrent.futures.Future()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._main: asyncio.Task[None] | None = None
         # The workers start last, once nothing else can fail (a busy store, a bad option).
         try:
             if engine == "ray":
@@ -214,12 +216,12 @@ class Run:
         from ._progress import progress_for
 
         self.progress = progress_for(self, progress)
-        self._loop_thread = threading.Thread(target=self._run_loop, name="nito_nb-run", daemon=True)
+        # The requests are sent on the package's one loop-thread runner (display/runner.py); a
+        # stop() before its loop exists is kept and cancels the run as soon as it starts.
+        self._sender = LoopThread(self._send_all, name="nito_nb-run", on_end=self._sender_ended)
         self._writer_thread = threading.Thread(target=self._write_loop, name="nito_nb-run-writer", daemon=True)
-        self._loop_ready = threading.Event()
         self._writer_thread.start()
-        self._loop_thread.start()
-        self._loop_ready.wait()
+        self._sender.start()
 
     # -- checks before anything is sent ----------------------------------------------------------
 
@@ -236,21 +238,14 @@ class Run:
 
     # -- the loop thread -------------------------------------------------------------------------
 
-    def _run_loop(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._main = loop.create_task(self._send_all())
-        self._loop_ready.set()
+    def _sender_ended(self) -> None:
+        # On the loop thread, once its loop has closed. A cancellation (stop() or a 401/402) is
+        # recorded already; anything else must not vanish with the thread.
         try:
-            loop.run_until_complete(self._main)
-        except asyncio.CancelledError:  # stop() or a 401/402: recorded already
-            pass
-        except BaseException as exc:  # anything else must not vanish with the thread
-            self._fail_run(exc)
+            if self._sender.error is not None:
+                self._fail_run(self._sender.error)
         finally:
             try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
                 if self._engine is not None:
                     self._engine.close()
             finally:
@@ -402,7 +397,7 @@ class Run:
             self.backoff.succeeded()
         self._finish(request, stream, attempts, started, timing, worker=worker, node=node)
 
-    def _finish(self, request: Request, stream: Stream, attempts: int, started: _dt.datetime,
+    def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime,
                 timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:
         self._queue.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
                                  worker, node))
@@ -425,20 +420,14 @@ class Run:
         self._cancel()
 
     def _cancel(self) -> None:
-        loop, main = self._loop, self._main
-        if loop is None or main is None:
-            return
-        try:
-            loop.call_soon_threadsafe(main.cancel)
-        except RuntimeError:  # the loop already closed: nothing left to cancel
-            pass
+        self._sender.cancel()  # from any thread; nothing happens once the loop has closed
 
     # -- the writer thread -----------------------------------------------------------------------
 
     def _write_loop(self) -> None:
         batch: list[Finished] = []
         first = 0.0
-        last_update = 0.0
+        updates = Throttle(MAX_UPDATES_PER_S)  # the progress panel's rate, as every live view's
         ended = False
         try:
             while not ended:
@@ -456,9 +445,9 @@ class Run:
                 if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                     self._flush(batch)
                     batch = []
-                if now - last_update >= 1.0 / MAX_UPDATES_PER_S and self.progress is not None:
-                    last_update = now
+                if self.progress is not None and updates.ready():
                     self.progress.update()
+                    updates.done()
         except BaseException as exc:  # the store failed (disk full...): stop sending, say why
             self._fail_run(exc)
             # Let the loop thread end; the failure may come from the last flush, after its _END
@@ -575,8 +564,6 @@ class Run:
 
 def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl."""
-    import numpy as np
-
     now = run.ended if run.ended is not None else time.monotonic()
     elapsed = max(1e-9, now - run.started)
     totals = Counter(r.model for r in run._todo)
@@ -603,9 +590,9 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     out = []
     for m in models.values():
         for name in ("ttft", "itl"):
-            values = np.asarray(m.pop(name), dtype=float)
-            m[f"{name}_p50"] = float(np.percentile(values, 50)) if len(values) else None
-            m[f"{name}_p90"] = float(np.percentile(values, 90)) if len(values) else None
+            values = m.pop(name)
+            m[f"{name}_p50"] = metrics.quantile(values, 0.5)
+            m[f"{name}_p90"] = metrics.quantile(values, 0.9)
         m["requests_per_s"] = m["finished"] / elapsed
         m["tokens_per_s"] = m["tokens"] / elapsed
         m["errors"] = dict(m["errors"])

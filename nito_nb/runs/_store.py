@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigurationError, NitoError
-from .._log import HTTP_ERROR, KINDS, ChunkLog
+from .._core.errors import ConfigurationError, NitoError
+from .._core.log import HTTP_ERROR, KINDS, ChunkLog
 from ._results import RESULT_COLUMNS, Finished, results_frame, summary
 
 if TYPE_CHECKING:

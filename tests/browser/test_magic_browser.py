@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,33 @@ def test_stop_button_keeps_the_partial_answer(app: str, request: pytest.FixtureR
     nb.run_cell(2, wait=True)
     status, length = nb.output_text(2).split()
     assert status == "stopped" and 0 < int(length) < 1309
+
+
+def test_a_stall_keeps_the_status_clock_moving_on_the_page(lab: Any) -> None:
+    # sim/stall: 30 tokens, then STALL_S seconds of silence, then the rest. On the page, the
+    # status line's elapsed time keeps moving during the silence (it froze before issue 12), and
+    # the text that came before it stays shown.
+    stall_s = 6.0
+    lab.write_notebook(
+        "stall",
+        ["%load_ext nito_nb", "%%nito -m sim/stall --param sim='{\"stall_s\": 6, \"tps\": 100}'\nx"],
+    )
+    nb = lab.open("stall", kernel_env={"NITO_SIM_TTFT_MS": "0"})
+    nb.run_cell(0, wait=True)
+    start = time.monotonic()
+    nb.run_cell(1)
+    samples: list[tuple[float, str]] = []
+    while not nb.prompt(1).startswith("[") or nb.prompt(1) == "[*]:":
+        samples.append((time.monotonic() - start, nb.output_text(1)))
+        assert time.monotonic() - start < 60, f"not done: {samples[-3:]}"
+        time.sleep(0.1)
+    nb.wait_cell_done(1)
+    during = [
+        (at, float(match[1]))
+        for at, text in samples
+        if (match := re.search(r"(\d+\.\d+) s so far", text)) and "Tip:" not in text and "short" in text
+    ]
+    clocks = sorted({value for _, value in during})
+    assert len(clocks) >= stall_s / 1.5, during
+    assert max(b - a for a, b in itertools.pairwise(clocks)) <= stall_s / 4, clocks
+    assert clocks[-1] - clocks[0] >= stall_s / 2, clocks

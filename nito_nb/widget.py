@@ -30,11 +30,10 @@ Why it is built this way (measured; see docs/JUPYTER.md):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import os
 import threading
-import time
-import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,9 +43,11 @@ import ipywidgets
 import traitlets
 
 from ._client import AsyncClient, Client, as_messages
-from ._exceptions import NitoError
-from ._render import Part, RenderCache, Slot, _check_format, join_parts, render_parts
+from ._core.errors import NitoError
+from ._render import Part, RenderCache, _check_format, join_parts, render_parts
 from ._stream import AsyncStream, Stream
+from .display import CLOCK_PERIOD, Refresher, Slots, Throttle
+from .display.runner import LoopThread
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,34 +74,17 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-class _FailedState:
-    """A failed Stream, with its exception shown as the error (the client sets no ``error`` for an
-    HTTP error before the body, so the banner would not say what went wrong)."""
-
-    def __init__(self, stream: Stream) -> None:
-        self._stream = stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-    @property
-    def error(self) -> dict[str, Any]:
-        exc = self._stream.exception
+def _state_of(stream: Stream | AsyncStream) -> Any:
+    """What to render for ``stream`` right now: its snapshot (never waits, never sees a half
+    update). A failed Stream shows its exception as the error: the client sets no ``error`` for
+    an HTTP error before the body, so the banner would not say what went wrong."""
+    snap = stream.snapshot()
+    if snap.status == "failed" and not snap.error and snap.exception is not None:
+        exc = snap.exception
         code = getattr(exc, "status_code", None) or type(exc).__name__
-        return {"code": code, "message": getattr(exc, "message", None) or str(exc)}
-
-
-def _state_of(stream: Stream) -> Any:
-    """What to render for ``stream`` right now, without side effects.
-
-    A sync Stream that nobody iterates yet reads itself to the end when ``content`` is asked for;
-    while it is ``waiting`` nothing has arrived anyway, so only what needs no read is shown.
-    """
-    if stream.status == "waiting":
-        return types.SimpleNamespace(status="waiting", model=stream.model, elapsed=stream.elapsed)
-    if stream.status == "failed" and not stream.error and stream.exception is not None:
-        return _FailedState(stream)
-    return stream
+        message = getattr(exc, "message", None) or str(exc)
+        return dataclasses.replace(snap, error={"code": code, "message": message})
+    return snap
 
 
 class StreamView(ipywidgets.VBox):
@@ -124,19 +108,20 @@ class StreamView(ipywidgets.VBox):
 
     def __init__(
         self,
-        stream: Stream,
+        stream: Stream | AsyncStream,
         *,
         format: str = "markdown",
         max_rate: float = DEFAULT_MAX_RATE,
         **kwargs: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
-        self._lock = threading.RLock()  # update() may come from the user's thread and a follower
-        self._slots: list[Slot] = []
+        self._lock = threading.RLock()  # update() may come from the user's thread, a follower
+        self._page = Slots()  # and the refresh thread
+        self._refresher: Refresher | None = None
+        self._fed = False  # update() was called since the refresh thread's last tick
         self._closed = False
         _check_format(format)
-        if max_rate <= 0:
-            raise ValueError(f"max_rate must be positive, not {max_rate!r}")
+        self._throttle = Throttle(max_rate)
         super().__init__(**kwargs)
         self.add_class("nito-stream-view")
         self.stream = stream
@@ -145,16 +130,19 @@ class StreamView(ipywidgets.VBox):
         stream._consumed = True
         self.format = format
         self.max_rate = max_rate
-        self._interval = 1.0 / max_rate
         self._cache = RenderCache()
-        self._slot_of: dict[str, Slot] = {}
-        self._last: float | None = None
-        self._pending = False  # a render was skipped by the rate limit
+        self._shown_events: int | None = None
         self._final = False
         self._thread: threading.Thread | None = None
         #: The exception a follow() thread ended with (the Stream keeps its own errors too).
         self.follow_error: BaseException | None = None
         self.update(force=True)
+        if not self._final:
+            # The view's one refresh thread: text that came during a stall is shown within a
+            # period, and the status line's clock keeps moving (see display/refresh.py).
+            self._refresher = Refresher(
+                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-StreamView"
+            ).start()
 
     # -- rendering -------------------------------------------------------------------------------
 
@@ -169,65 +157,58 @@ class StreamView(ipywidgets.VBox):
         """True once the final state of a finished stream has been rendered."""
         return self._final
 
+    @property
+    def _slots(self) -> list[Any]:
+        return self._page.slots
+
     def update(self, *, force: bool = False) -> bool:
         """Render if the last render is at least ``1 / max_rate`` s old, or the stream has finished
         (the final render, sent once), or ``force``. Returns whether it rendered."""
+        self._fed = True
         with self._lock:
             if self._final or self._closed:
                 return False
             finished = self.stream.finished
-            now = time.monotonic()
-            if (
-                not (force or finished)
-                and self._last is not None
-                and now - self._last < self._interval
-            ):
-                self._pending = True
+            if not (force or finished or self._throttle.ready()):
                 return False
-            self._last = now
-            self._pending = False
-            self._flush(live=not finished)
-            self._final = finished
+            self._render(finished)
             return True
+
+    def _tick(self) -> None:
+        """The refresh thread's turn: what arrived since the last render (at the view's rate), the
+        final state once the stream has finished, and the running clock while nothing arrives.
+        While ``update()`` is being called the follower renders by itself (see display/live.py)."""
+        if self._fed:
+            self._fed = False
+            return
+        with self._lock:
+            if self._final or self._closed:
+                if self._refresher is not None:
+                    self._refresher.stop()
+                return
+            finished = self.stream.finished
+            fresh = self.stream.n_events != self._shown_events or self._throttle.pending
+            if finished or (fresh and self._throttle.ready()) or self._throttle.idle_for() >= CLOCK_PERIOD:
+                self._render(finished)
+
+    def _render(self, finished: bool) -> None:
+        self._shown_events = self.stream.n_events
+        try:
+            self._flush(live=not finished)
+        finally:
+            self._throttle.done()
+        self._final = finished
 
     def _flush(self, *, live: bool) -> None:
         parts = render_parts(
             _state_of(self.stream), format=self.format, live=live, cache=self._cache
         )
-        for known in self._slots:
-            known.dirty = False
-        layout_changed = False
-        prev: tuple[Slot, str] | None = None
-        for part in parts:
-            slot: Slot | None = self._slot_of.get(part.key)
-            if slot is not None:
-                if slot.parts[part.key] != part:
-                    slot.replace(part)
-            elif prev is not None and prev[0].can_absorb(part, prev[1]):
-                slot = prev[0]
-                slot.add(part)
-                self._slot_of[part.key] = slot
-            else:
-                # A part that is new to the view goes right after the one before it in the render
-                # order (usually the end; a reasoning part that comes late goes above the answer).
-                slot = Slot(part)
-                at = self._slots.index(prev[0]) + 1 if prev is not None else 0
-                self._slots.insert(at, slot)
-                self._slot_of[part.key] = slot
-                layout_changed = True
-            prev = (slot, part.key)
-        gone = set(self._slot_of) - {p.key for p in parts}
-        for key in gone:  # the renderer never drops a part today; be robust if it ever does
-            slot = self._slot_of.pop(key)
-            slot.remove(key)
+        moved, removed = self._page.reconcile(parts)
+        for slot in removed:
+            if slot.view is not None:
+                slot.view.close()
         sent = 0
-        for slot in list(self._slots):
-            if not slot.keys:
-                self._slots.remove(slot)
-                if slot.view is not None:
-                    slot.view.close()
-                layout_changed = True
-                continue
+        for slot in self._page.slots:
             if not slot.dirty:
                 continue
             value = slot.html()
@@ -239,8 +220,8 @@ class StreamView(ipywidgets.VBox):
                 continue
             sent += 1
             self.bytes_sent += _utf8_len(value)
-        if layout_changed:
-            self.children = tuple(slot.view for slot in self._slots if slot.view is not None)
+        if moved is not None:
+            self.children = tuple(slot.view for slot in self._page.slots if slot.view is not None)
         if sent:
             self.n_messages += sent
             self.n_updates += 1
@@ -280,7 +261,7 @@ class StreamView(ipywidgets.VBox):
     async def afollow(self) -> AsyncStream:
         """Iterate the AsyncStream, updating the view; the final state is always rendered.
 
-        Between chunks a skipped render is caught up by a timer, so a pause after a burst never
+        Between chunks the view's refresh thread catches up, so a pause after a burst never
         leaves the last ``1 / max_rate`` seconds of text unseen. Cancelling this coroutine stops
         the stream (status ``stopped``, what arrived kept, connection closed). It raises what
         iterating the stream raises (a ``StreamError`` at the end unless ``raise_errors=False``),
@@ -291,28 +272,10 @@ class StreamView(ipywidgets.VBox):
             raise TypeError(
                 "afollow() follows an AsyncStream; for a Stream use follow() or update()"
             )
-        loop = asyncio.get_running_loop()
-        timer: asyncio.TimerHandle | None = None
-
-        def arm() -> None:
-            nonlocal timer
-            if timer is None and self._pending and self._last is not None:
-                delay = max(0.0, self._last + self._interval - time.monotonic())
-                timer = loop.call_later(delay, fire)
-
-        def fire() -> None:
-            nonlocal timer
-            timer = None
-            self.update()
-            arm()
-
         try:
             async for _ in stream:
                 self.update()
-                arm()
         finally:
-            if timer is not None:
-                timer.cancel()
             if not stream.finished:
                 # Cancelled while connecting (before the body): nothing to keep, mark it stopped.
                 await stream.aclose()
@@ -323,6 +286,8 @@ class StreamView(ipywidgets.VBox):
 
     def close(self) -> None:
         """Close the view and its parts; a follow() thread stops its stream at the next chunk."""
+        if self._refresher is not None:
+            self._refresher.stop()
         with self._lock:
             self._closed = True
             for slot in self._slots:
@@ -354,16 +319,11 @@ class _Turn:
     stream: AsyncStream | None = None
     view: StreamView | None = None
     user: ipywidgets.HTML | None = None
-    thread: threading.Thread | None = None
-    loop: asyncio.AbstractEventLoop | None = None
+    runner: LoopThread | None = None  # its thread and private loop (display/runner.py)
     task: asyncio.Task[Any] | None = None
     following: bool = False
     stop_requested: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Set when its thread is done. Waited on instead of Thread.join: a KeyboardInterrupt inside
-    # join(timeout) makes threading mark a running thread as stopped (its bpo-45274 clean-up), and
-    # every later join, close()'s too, would then return at once.
-    ended: threading.Event = field(default_factory=threading.Event)
 
 
 def _user_html(messages: Iterable[dict[str, Any]]) -> str:
@@ -639,13 +599,12 @@ class ChatWidget(ipywidgets.VBox):
             if from_box:
                 self._input.value = ""
             self._transcript.children = (*self._transcript.children, turn.box)
-            turn.thread = threading.Thread(
-                target=self._run_turn,
-                args=(turn,),
+            turn.runner = LoopThread(
+                lambda: self._follow(turn),
                 name=f"nito_nb-chat-turn-{len(self._turns)}",
-                daemon=True,
+                on_end=lambda: self._turn_ended(turn),
             )
-            turn.thread.start()
+            turn.runner.start()
         return stream
 
     def stop(self) -> None:
@@ -655,18 +614,14 @@ class ChatWidget(ipywidgets.VBox):
             return
         with turn.lock:
             turn.stop_requested = True
-            loop = turn.loop
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(_cancel_following, turn)
-            except RuntimeError:  # the loop has closed: the turn is over already
-                pass
+        if turn.runner is not None:  # no loop yet: _follow sees stop_requested; closed: over
+            turn.runner.call_soon(_cancel_following, turn)
 
     def wait(self, timeout: float | None = None) -> AsyncStream | None:
         """Block until the streaming turn (if any) has finished; returns the last turn's Stream."""
         turn = self._current
-        if turn is not None and turn.thread is not None and turn.ended.wait(timeout):
-            turn.thread.join(1.0)  # past its last line already: this only waits for it to exit
+        if turn is not None and turn.runner is not None and turn.runner.wait(timeout):
+            turn.runner.thread.join(1.0)  # past its last line already: this only waits for it to exit
         streams = self.streams
         return streams[-1] if streams else None
 
@@ -684,20 +639,16 @@ class ChatWidget(ipywidgets.VBox):
 
     # -- the turn's thread -------------------------------------------------------------------------
 
-    def _run_turn(self, turn: _Turn) -> None:
-        # Nothing may escape this thread: threading.excepthook would print the traceback, and since
-        # ipykernel 7.1 a thread's output lands in whichever cell ran last. Keep it, show a note.
+    def _turn_ended(self, turn: _Turn) -> None:
+        # On the turn's thread, after its loop closed. Nothing may escape it (display/runner.py):
+        # a failure is kept and shown as a note.
+        assert turn.runner is not None
+        if turn.runner.error is not None:
+            self._internal_error(turn.runner.error)
         try:
-            asyncio.run(self._follow(turn))
+            self._end_turn(turn)
         except BaseException as exc:
             self._internal_error(exc)
-        finally:
-            try:
-                self._end_turn(turn)
-            except BaseException as exc:
-                self._internal_error(exc)
-            finally:
-                turn.ended.set()
 
     def _internal_error(self, exc: BaseException) -> None:
         self.last_exception = exc
@@ -706,7 +657,6 @@ class ChatWidget(ipywidgets.VBox):
     async def _follow(self, turn: _Turn) -> None:
         assert turn.stream is not None and turn.view is not None
         with turn.lock:
-            turn.loop = asyncio.get_running_loop()
             turn.task = asyncio.current_task()
             turn.following = not turn.stop_requested
         try:
@@ -745,7 +695,7 @@ class ChatWidget(ipywidgets.VBox):
         """
 
         def run() -> None:
-            try:  # nothing escapes a worker thread (see _run_turn)
+            try:  # nothing escapes a worker thread (see display/runner.py)
                 with Client(api_key=self._api_key, base_url=self._base_url) as client:
                     ids = [str(m.get("id")) for m in client.models() if m.get("id")]
                 self._picker.options = list(dict.fromkeys([*self._picker.options, *sorted(ids)]))
@@ -867,7 +817,7 @@ def _close_turn(turn: _Turn) -> None:
             widget.close()
 
 
-def _status_note(stream: Stream) -> str:
+def _status_note(stream: Stream | AsyncStream) -> str:
     notes = {
         "done": "✓ done",
         "stopped": "■ stopped: the partial answer is kept",

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._sse import ServerSentEvent, SSEDecoder
+from .sse import ServerSentEvent, SSEDecoder
 
 __all__ = ["KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
 
@@ -163,6 +163,12 @@ class ChunkLog:
 
     def kind_codes(self) -> bytes:
         return bytes(self._kinds)
+
+    def offsets(self) -> array:
+        """Where each event's raw bytes end in :attr:`body` (``array('q')``, one per event, in
+        order; event ``i`` is ``body[offsets[i-1]:offsets[i]]``). The live array: copy what you
+        keep, a live Stream appends to it."""
+        return self._ends
 
     def raw_slices(self) -> Iterator[bytes]:
         """The raw bytes of each event, in order (cheaper than building Events)."""

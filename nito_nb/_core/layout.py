@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .chunk import plain_content
+
 __all__ = ["ChunkParser"]
 
 _CONTENT = '"delta":{"content":"'  # as gateways write it: compact JSON
 _CONTENT_SPACED = '"delta": {"content": "'
-# Keys whose mere presence means something to the accumulator: such chunks never take the shortcut.
-_MEANINGFUL = frozenset({"error", "usage", "web_search", "free_tier", "x_groq"})
 _SCALARS = (str, int, float, bool, type(None))
 _decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
@@ -63,16 +63,10 @@ class ChunkParser:
 
 
 def _is_plain_content(value: Any, content: str) -> bool:
-    """One choice 0, not finished, whose delta is only this content; every other value a scalar."""
-    if type(value) is not dict or not _MEANINGFUL.isdisjoint(value):
+    """The chunk reads as this content alone (the reader's own test, :func:`chunk.plain_content`),
+    and every other value is a scalar: no nested object is shared between two results."""
+    if plain_content(value) != content:
         return False
-    choices = value.get("choices")
-    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
-        return False
-    choice = choices[0]
-    if choice.get("delta") != {"content": content} or choice.get("finish_reason") is not None:
-        return False
-    if choice.get("index", 0) != 0:
-        return False
+    choice = value["choices"][0]
     others = [v for k, v in value.items() if k != "choices"] + [v for k, v in choice.items() if k != "delta"]
     return all(isinstance(v, _SCALARS) for v in others)

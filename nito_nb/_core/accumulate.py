@@ -1,0 +1,356 @@
+"""Accumulation: fold parsed chunks into the answer, following docs/PROTOCOL.md's rules. No I/O.
+
+One accumulator serves everything (live iteration, ``read_sse``, ``load``, the magic, the widget,
+the DataFrames' text), so they agree by construction. It never raises on odd input: whatever
+breaks the rules is noted in :attr:`Accumulator.anomalies` and accumulation carries on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chunk import (
+    PAYLOAD_KEY,
+    PLAIN_REASONING,
+    READABLE,
+    ContentParts,
+    Reading,
+    ReasoningPiece,
+    ToolFragment,
+    plain_content,
+    plain_reasoning_source,
+    read_chunk,
+    read_content_parts,
+)
+from .tools import ToolIndexer
+
+__all__ = ["PAYLOAD_KEY", "Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
+
+
+@dataclass
+class Anomaly:
+    """A protocol rule the stream broke. Repeats of the same kind are counted, not listed."""
+
+    kind: str
+    message: str
+    seq: int  # the first event where it was seen
+    count: int = 1
+
+    def __str__(self) -> str:
+        times = f" ({self.count}x)" if self.count > 1 else ""
+        return f"[{self.kind}] {self.message} (event {self.seq}){times}"
+
+
+@dataclass
+class ToolCall:
+    """One tool call assembled from its fragments. ``arguments`` is the raw concatenated string."""
+
+    index: int
+    id: str | None = None
+    type: str | None = None
+    name: str = ""
+    _parts: list[str] = field(default_factory=list, repr=False)
+    n_fragments: int = 0
+
+    @property
+    def arguments(self) -> str:
+        if len(self._parts) > 1:  # join once, keep the joined string
+            self._parts[:] = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def valid_json(self) -> bool:
+        return self.json_error is None
+
+    @property
+    def json_error(self) -> str | None:
+        """Why the arguments are not valid JSON, or None when they are (an empty string is ``{}``)."""
+        return _parse_arguments(self.arguments)[1]
+
+    @property
+    def parsed(self) -> Any:
+        """The arguments parsed as JSON; None when they are not valid JSON (see :attr:`json_error`)."""
+        return _parse_arguments(self.arguments)[0]
+
+    def to_message(self) -> dict[str, Any]:
+        """The call as an assistant message carries it in the next request."""
+        return {
+            "id": self.id or f"call_{self.index}",
+            "type": self.type or "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    def __repr__(self) -> str:
+        args = self.arguments
+        shown = args if len(args) <= 80 else args[:77] + "..."
+        ok = "" if self.valid_json else ", invalid JSON"
+        return f"ToolCall(index={self.index}, id={self.id!r}, name={self.name!r}, arguments={shown!r}{ok})"
+
+
+def _parse_arguments(text: str) -> tuple[Any, str | None]:
+    if not text.strip():
+        return {}, None  # a call without arguments: what OpenAI-style clients send as "{}"
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+class _Reasoning:
+    """One reasoning detail merged by (index, type)."""
+
+    __slots__ = ("extra", "format", "id", "index", "parts", "signature", "type")
+
+    def __init__(self, index: int, type_: str) -> None:
+        self.index = index
+        self.type = type_
+        self.parts: list[str] = []
+        self.signature: str | None = None
+        self.id: str | None = None
+        self.format: str | None = None
+        self.extra: dict[str, Any] = {}
+
+    def as_dict(self) -> dict[str, Any]:
+        key = PAYLOAD_KEY.get(self.type, "text")
+        out: dict[str, Any] = {"type": self.type, "index": self.index, key: "".join(self.parts)}
+        for name in ("signature", "id", "format"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        out.update(self.extra)
+        return out
+
+
+
+
+class Accumulator:
+    """Fold chunks (parsed JSON objects) into one answer.
+
+    :meth:`add` returns True when the chunk carried answer text (content, reasoning or tool-call
+    arguments): the "token-bearing events" of the timing metrics.
+    """
+
+    def __init__(self) -> None:
+        self.role: str | None = None
+        self.id: str | None = None
+        self.model: str | None = None
+        self.created: int | None = None
+        self._content: list[str] = []
+        self.tool_calls: list[ToolCall] = []
+        self._tools_by_index: dict[int, ToolCall] = {}
+        self._details: list[_Reasoning] = []
+        self._details_by_key: dict[tuple[int, str], _Reasoning] = {}
+        self._tool_indexer = ToolIndexer()
+        # Plain reasoning by where it came from; "thinking" is Mistral's thinking parts.
+        self._reasoning_strings: dict[str, list[str]] = {name: [] for name in PLAIN_REASONING}
+        self._refusal: list[str] = []
+        #: Parts of a list-valued ``delta.content`` of a type nito_nb does not read, as sent.
+        self.unread_parts: list[Any] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.error: dict[str, Any] | None = None
+        self.web_search: Any = None
+        self.free_tier: Any = None
+        self.done = False
+        self.n_chunks = 0
+        self.anomalies: list[Anomaly] = []
+        self._anomaly_by_kind: dict[str, Anomaly] = {}
+
+    # -- results -----------------------------------------------------------------------------
+
+    @property
+    def content(self) -> str:
+        if len(self._content) > 1:  # join lazily and keep the result: reading stays O(new text)
+            self._content[:] = ["".join(self._content)]
+        return self._content[0] if self._content else ""
+
+    @property
+    def refusal(self) -> str | None:
+        """The model's refusal (OpenAI's ``delta.refusal``, structured outputs), None if it sent none."""
+        if not self._refusal:
+            return None
+        if len(self._refusal) > 1:
+            self._refusal[:] = ["".join(self._refusal)]
+        return self._refusal[0]
+
+    @property
+    def reasoning(self) -> str:
+        """Readable reasoning (docs/PROTOCOL.md rule 4): text and summary details in index order,
+        else the plain ``reasoning`` / ``reasoning_content`` strings (never both: they duplicate),
+        else Mistral's thinking parts."""
+        readable = sorted(
+            (d for d in self._details if d.type in READABLE and d.parts), key=lambda d: d.index
+        )
+        source = plain_reasoning_source(bool(readable), (k for k, v in self._reasoning_strings.items() if v))
+        if source is not None:
+            return "".join(self._reasoning_strings[source])
+        return "\n\n".join("".join(d.parts) for d in readable)
+
+    @property
+    def reasoning_details(self) -> list[dict[str, Any]]:
+        return [d.as_dict() for d in self._details]
+
+    def note(self, kind: str, message: str, seq: int) -> None:
+        """Record an anomaly; the same kind again only counts."""
+        known = self._anomaly_by_kind.get(kind)
+        if known is None:
+            anomaly = Anomaly(kind, message, seq)
+            self._anomaly_by_kind[kind] = anomaly
+            self.anomalies.append(anomaly)
+        else:
+            known.count += 1
+
+    # -- folding -----------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """``[DONE]`` arrived (rule 9): later chunks are ignored and noted."""
+        self.done = True
+
+    def add_content(self, chunk: dict[str, Any], content: str, seq: int = 0) -> bool:
+        """:meth:`add` for a chunk known to be one content-only delta of choice 0 with no other
+        meaningful key (``ChunkParser``'s shortcut): the same result, fewer steps."""
+        if self.done or self.finish_reason is not None or self.model is None or chunk.get("id") != self.id:
+            return self.add(chunk, seq)  # something to note: the full rules
+        self.n_chunks += 1
+        if content:
+            self._content.append(content)
+            return True
+        return False
+
+    def add(self, chunk: dict[str, Any], seq: int = 0) -> bool:
+        if self.done:
+            self.note("after-done", "a chunk arrived after [DONE]; it was ignored", seq)
+            return False
+        # The usual chunk: one content fragment of choice 0 and nothing else meaningful, from the
+        # same completion. Taken in one step, it keeps accumulation well under the cost of
+        # json.loads (bench/bench_stream.py); it reads as read_chunk() would (the same test).
+        content = plain_content(chunk)
+        if content is not None and self.finish_reason is None and self.model is not None and chunk.get("id") == self.id:
+            self.n_chunks += 1
+            if content:
+                self._content.append(content)
+                return True
+            return False
+        return self.fold(read_chunk(chunk), seq)
+
+    def fold(self, reading: Reading, seq: int = 0) -> bool:
+        """Fold what one chunk says (:func:`read_chunk`) into the answer; True when it carried
+        answer text. The rules that depend on the chunks before are here; the reading is not."""
+        self.n_chunks += 1
+        if reading.id != self.id or self.model is None:  # the usual chunk repeats both
+            self._identity(reading, seq)
+        if reading.error is not None:
+            self.error = reading.error
+        if reading.usage is not None:
+            self.usage = reading.usage  # cumulative on some gateways: take the last, never add (rule 6)
+        if reading.has_web_search:
+            self.web_search = reading.web_search
+        if reading.has_free_tier:
+            self.free_tier = reading.free_tier
+        for kind, message in reading.problems:
+            self.note(kind, message, seq)
+        for index in reading.other_choices:
+            # Rule 11: the answer is choice 0; the others stay in the log, and the view says so.
+            self.note(
+                "other-choices",
+                f"choice {index!r} arrived (n > 1): the answer shown is choice 0; the other choices"
+                " are kept in the log only",
+                seq,
+            )
+        carried = False
+        if reading.role is not None:
+            if self.role is None:
+                self.role = reading.role
+            else:
+                self.note("role-repeated", "role was sent on more than the first delta", seq)
+        if reading.unread:
+            self.unread_parts.extend(reading.unread)
+        if reading.content:
+            if self.finish_reason is not None:
+                self.note("content-after-finish", "content arrived after the terminal chunk", seq)
+            self._content.append(reading.content)
+            carried = True
+        if reading.refusal:
+            self._refusal.append(reading.refusal)
+            carried = True
+        for fragment in reading.tools:
+            carried = self._tool_fragment(fragment, seq) or carried
+        for piece in reading.reasoning:
+            carried = self._reasoning_piece(piece, seq) or carried
+        for finish in reading.finishes:
+            if self.finish_reason is not None:
+                self.note("finish-repeated", "finish_reason was sent more than once", seq)
+            self.finish_reason = finish
+        return carried
+
+    def _identity(self, reading: Reading, seq: int) -> None:
+        chunk_id = reading.id
+        if chunk_id is not None:
+            if not chunk_id:
+                self.note("id-empty", "a chunk has an empty id", seq)
+            elif self.id is None:
+                self.id = chunk_id
+            elif chunk_id != self.id:
+                self.note("id-changed", f"the completion id changed to {chunk_id!r}", seq)
+        if self.model is None and reading.model:
+            self.model = reading.model
+        if self.created is None and reading.created is not None:
+            self.created = reading.created
+
+    def _tool_fragment(self, fragment: ToolFragment, seq: int) -> bool:
+        if not isinstance(fragment.raw.get("index"), int):
+            self.note("tool-no-index", "a tool-call fragment has no index", seq)
+        index = self._tool_indexer.index(fragment.raw)
+        call = self._tools_by_index.get(index)
+        if call is None:
+            call = ToolCall(index=index)
+            self._tools_by_index[index] = call
+            self.tool_calls.append(call)
+            self.tool_calls.sort(key=lambda c: c.index)
+        call.n_fragments += 1
+        if fragment.id and call.id is None:
+            call.id = fragment.id
+        if fragment.type and call.type is None:
+            call.type = fragment.type
+        name = fragment.name
+        if name:
+            if not call.name:
+                call.name = name
+            elif name != call.name:
+                self.note("tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq)
+        if fragment.arguments:
+            call._parts.append(fragment.arguments)
+            return True
+        return False
+
+    def _reasoning_piece(self, piece: ReasoningPiece, seq: int) -> bool:
+        if piece.index is None:  # a plain string: reasoning, reasoning_content or thinking
+            self._reasoning_strings[piece.type].append(piece.payload)
+            return True
+        detail: _Reasoning | None
+        if piece.type == "reasoning.encrypted":
+            # Opaque: each encrypted block is kept whole, never joined with another.
+            detail = _Reasoning(piece.index, piece.type)
+            self._details.append(detail)
+        else:
+            key = (piece.index, piece.type)
+            detail = self._details_by_key.get(key)
+            if detail is None:
+                detail = _Reasoning(piece.index, piece.type)
+                self._details_by_key[key] = detail
+                self._details.append(detail)
+        carried = False
+        if piece.payload and isinstance(piece.payload, str):
+            detail.parts.append(piece.payload)
+            carried = piece.type in READABLE
+        raw = piece.raw or {}
+        if raw.get("signature"):
+            detail.signature = raw["signature"]  # the last signature wins (rule 4)
+        for name in ("id", "format"):
+            if raw.get(name) is not None and getattr(detail, name) is None:
+                setattr(detail, name, raw[name])
+        for name, value in raw.items():
+            if name not in ("type", "index", "text", "summary", "data", "signature", "id", "format"):
+                detail.extra[name] = value
+        return carried

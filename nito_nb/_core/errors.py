@@ -1,0 +1,434 @@
+"""The errors nito_nb raises. Every message says what happened and what to do next.
+
+    NitoError
+    ├── ConfigurationError        no API key, bad base URL, bad argument
+    │   └── MissingAPIKeyError    no API key for a call that needs one
+    ├── APIError                  the gateway answered with an HTTP error before streaming
+    │   ├── BadRequestError       400 (and other 4xx without a class of their own)
+    │   ├── AuthenticationError   401 / 403
+    │   ├── PaymentRequiredError  402
+    │   ├── NotFoundError         404
+    │   ├── RateLimitError        429, with .retry_after
+    │   └── ServerError           5xx
+    ├── TransportError            no usable response
+    │   ├── ConnectionFailed      could not connect
+    │   ├── ConnectTimeout        connecting took too long
+    │   ├── FirstByteTimeout      connected, but no response within the first-byte timeout
+    │   └── NotEventStreamError   a 200 that is not text/event-stream
+    └── StreamError               the stream started, then did not end well; .stream keeps what arrived
+        ├── MidStreamError        the gateway sent an error chunk
+        ├── StreamTruncatedError  the body ended without [DONE]
+        │   └── ConnectionLost    the connection broke mid-stream
+        ├── StreamTimeoutError    no data within the between-chunks timeout
+        └── EventTooLargeError    one event grew past max_event_size; reading stopped
+
+Every error that concerns a request carries ``.stream``: a :class:`~nito_nb.Stream` holding what
+arrived (for an HTTP error, the status, headers and body in its log). Messages never contain the
+API key or an Authorization header: they are built from the gateway's answer only, and whatever the
+gateway echoes of the key is taken out first (:class:`Secret`, :func:`redact`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import json
+import math
+import operator
+import re
+import time
+import urllib.parse
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING, Any, AnyStr
+
+from .sse import ServerSentEvent
+
+if TYPE_CHECKING:
+    from .._stream_base import StreamBase
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "BadRequestError",
+    "ConfigurationError",
+    "ConnectTimeout",
+    "ConnectionFailed",
+    "ConnectionLost",
+    "EventTooLargeError",
+    "FirstByteTimeout",
+    "MidStreamError",
+    "MissingAPIKeyError",
+    "NitoError",
+    "NotEventStreamError",
+    "NotFoundError",
+    "PaymentRequiredError",
+    "RateLimitError",
+    "ServerError",
+    "StreamError",
+    "StreamTimeoutError",
+    "StreamTruncatedError",
+    "TransportError",
+]
+
+
+#: What a key echoed by the gateway becomes.
+REDACTED = "[redacted]"
+#: Shorter keys are not redacted: a local server's placeholder ("EMPTY", "none", "ollama") is no
+#: secret, and replacing such a word everywhere would corrupt answers.
+MIN_SECRET_LENGTH = 8
+
+
+class Secret:
+    """An API key and every form in which a gateway may echo it back. Never shows itself.
+
+    The forms: the key as it is (also inside ``Bearer <key>``), JSON-escaped (``\\/`` for ``/``,
+    as some JSON encoders write it, and ``\\"``/``\\\\``) and percent-encoded (a key echoed in a
+    URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
+    """
+
+    __slots__ = ("_byte_forms", "_forms", "value")
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        forms = {value, value.replace("/", "\\/"), json.dumps(value)[1:-1], urllib.parse.quote(value, safe="")}
+        # Longest first: a form that contains another is replaced whole.
+        self._forms = tuple(sorted(forms, key=len, reverse=True))
+        self._byte_forms = tuple(form.encode("utf-8") for form in self._forms)
+
+    @classmethod
+    def of(cls, value: str | None) -> Secret | None:
+        return cls(value) if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH else None
+
+    def found_in(self, text: str | bytes | bytearray) -> bool:
+        forms: tuple[Any, ...] = self._byte_forms if isinstance(text, (bytes, bytearray)) else self._forms
+        return any(form in text for form in forms)
+
+    def __repr__(self) -> str:
+        return f"<Secret {REDACTED}>"
+
+
+def redact(text: AnyStr, secret: Secret | None) -> AnyStr:
+    """``text`` (str or bytes) with every form of ``secret`` replaced by ``[redacted]``.
+
+    The one redaction rule: the Stream applies it to everything the gateway sends (body events,
+    error bodies, header values, error messages), interpolation refuses what it would change.
+    """
+    if secret is None:
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        for form in secret._byte_forms:
+            text = text.replace(form, REDACTED.encode())
+        return text
+    for form in secret._forms:
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def redact_error(error: NitoError, secret: Secret | None) -> NitoError:
+    """``error`` with ``secret`` taken out of its message, arguments and body (in place)."""
+    if secret is None:
+        return error
+    error.message = redact(error.message, secret)
+    error.args = tuple(redact(arg, secret) if isinstance(arg, str) else arg for arg in error.args)
+    if isinstance(getattr(error, "body", None), str):
+        error.body = redact(error.body, secret)  # type: ignore[attr-defined]
+    return error
+
+
+class NitoError(Exception):
+    """Base of every nito_nb error."""
+
+    stream: StreamBase | None = None
+
+    def __init__(self, message: str, *, stream: StreamBase | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.stream = stream
+
+
+class ConfigurationError(NitoError, ValueError):
+    """A missing API key, a bad base URL or a bad argument."""
+
+
+class MissingAPIKeyError(ConfigurationError):
+    """No API key for a call that needs one (a front end such as ``%%nito`` says how to set it)."""
+
+
+class APIError(NitoError):
+    """The gateway refused the request with an HTTP error status."""
+
+    hint = "Check the request and try again."
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        code: Any = None,
+        body: str = "",
+        metadata: Any = None,
+        stream: StreamBase | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.code = code
+        self.body = body
+        self.metadata = metadata
+        super().__init__(f"HTTP {status_code}: {message} {self.hint}".strip(), stream=stream)
+        self.message = message
+
+
+class BadRequestError(APIError):
+    hint = "The gateway rejected the request: check the model name and the parameters."
+
+
+class AuthenticationError(APIError):
+    hint = "Check NITO_API_KEY (or the api_key argument): it is missing, wrong or revoked."
+
+
+class PaymentRequiredError(APIError):
+    hint = "The account is out of credits: add credits, or pick a free model."
+
+
+class NotFoundError(APIError):
+    hint = "Check the model name (`%nito models` or Client().models() lists them) and the base URL."
+
+
+class RateLimitError(APIError):
+    hint = "Rate limited: wait and retry, or lower the request rate."
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        self.retry_after = retry_after
+        if retry_after is not None:
+            self.hint = f"Rate limited: retry after {retry_after:g} s, or lower the request rate."
+        super().__init__(message, **kwargs)
+
+
+class ServerError(APIError):
+    hint = "The gateway or its upstream provider failed: retry later, or try another model."
+
+
+class TransportError(NitoError):
+    """No usable response came back."""
+
+
+class ConnectionFailed(TransportError):
+    """Could not connect to the gateway."""
+
+
+class ConnectTimeout(ConnectionFailed):
+    """Connecting took longer than the connect timeout."""
+
+
+class FirstByteTimeout(TransportError):
+    """Connected, but the response did not start within the first-byte timeout."""
+
+
+class NotEventStreamError(TransportError):
+    """A 200 response that is not an event stream (a proxy page, or a server ignoring stream=true)."""
+
+
+class StreamError(NitoError):
+    """The stream started but did not finish well. ``.stream`` holds everything that arrived."""
+
+
+class MidStreamError(StreamError):
+    """The gateway sent an error chunk after the stream had started."""
+
+    def __init__(self, message: str, *, code: Any = None, stream: StreamBase | None = None) -> None:
+        super().__init__(message, stream=stream)
+        self.code = code
+
+
+class StreamTruncatedError(StreamError):
+    """The body ended before ``[DONE]``: the answer may be incomplete."""
+
+
+class ConnectionLost(StreamTruncatedError):
+    """The connection broke mid-stream."""
+
+
+class StreamTimeoutError(StreamError):
+    """Nothing arrived for longer than the between-chunks timeout."""
+
+
+class EventTooLargeError(StreamError):
+    """One event went past ``max_event_size`` bytes: the stream was cut rather than buffer it.
+
+    ``size`` is how many bytes of it had arrived, ``limit`` the limit (both None on a Stream
+    loaded from a saved log, whose message still says the limit). The events before it are kept
+    in ``.stream`` (status ``truncated``).
+    """
+
+    def __init__(
+        self, message: str, *, size: int | None, limit: int | None, stream: StreamBase | None = None
+    ) -> None:
+        super().__init__(message, stream=stream)
+        self.size = size
+        self.limit = limit
+
+
+# -- building errors from HTTP responses -------------------------------------------------------
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: AuthenticationError,
+    402: PaymentRequiredError,
+    404: NotFoundError,
+    429: RateLimitError,
+}
+
+
+class _TextOfHTML(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.title = ""
+        self.text: list[str] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self._in = tag
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "title":
+            self.title += data
+        elif self._in not in ("script", "style") and data.strip():
+            self.text.append(data.strip())
+
+
+def error_details(body: str, content_type: str = "") -> tuple[str, Any, Any]:
+    """(message, code, metadata) from a JSON, pretty-printed JSON, HTML or plain-text error body."""
+    text = body.strip()
+    if text[:1] in "{[":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            error = data.get("error", data)
+            if isinstance(error, dict):
+                message = error.get("message") or error.get("detail") or json.dumps(error)[:300]
+                return str(message), error.get("code", error.get("type")), error.get("metadata")
+            if isinstance(error, str):
+                return error, data.get("code"), None
+            return json.dumps(data)[:300], None, None
+    if "html" in content_type.lower() or re.match(r"(?is)\s*(<!doctype|<html)", text):
+        parser = _TextOfHTML()
+        try:
+            parser.feed(text)
+        except Exception:  # a broken page still has a status: fall back to the raw text
+            pass
+        summary = parser.title.strip() or " ".join(parser.text)[:200]
+        return f"an HTML page ({summary})" if summary else "an HTML page", None, None
+    if not text:
+        return "an empty body", None, None
+    return text[:500], None, None
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` in seconds from now: delta-seconds, or an HTTP date (RFC 9110, 10.2.3).
+
+    ``now`` (a Unix time, default the clock) is for tests. None when the value is neither.
+    """
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # "-0000" in a date means UTC too
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+#: Where a gateway says how long to wait, most precise first: ``retry-after-ms`` (milliseconds,
+#: sent by OpenAI and Azure), the standard ``Retry-After``, and LiteLLM's proxy, which forwards the
+#: upstream provider's header as ``llm_provider-retry-after``.
+RETRY_AFTER_HEADERS = (("retry-after-ms", 1e-3), ("retry-after", 1.0), ("llm_provider-retry-after", 1.0))
+
+
+def retry_after_of(headers: Any, now: float | None = None) -> float | None:
+    """Seconds to wait before retrying, from a response's headers (the first of
+    ``RETRY_AFTER_HEADERS`` that holds a usable value), or None."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    for name, unit in RETRY_AFTER_HEADERS:
+        value = lowered.get(name)
+        if value is None:
+            continue
+        if unit != 1.0:  # milliseconds: a number only
+            try:
+                ms = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(ms):
+                return max(0.0, ms * unit)
+            continue
+        seconds = retry_after_seconds(value, now)
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def api_error(
+    status_code: int,
+    body: str,
+    *,
+    content_type: str = "",
+    retry_after: str | float | None = None,
+    stream: StreamBase | None = None,
+) -> APIError:
+    """The typed error of an HTTP error response. ``retry_after``: seconds (``retry_after_of``
+    of the headers), or a ``Retry-After`` value."""
+    message, code, metadata = error_details(body, content_type)
+    if status_code >= 500:
+        cls: type[APIError] = ServerError
+    else:
+        cls = _BY_STATUS.get(status_code, BadRequestError)
+    kwargs: dict[str, Any] = dict(
+        status_code=status_code, code=code, body=body, metadata=metadata, stream=stream
+    )
+    if cls is RateLimitError:
+        seconds = retry_after if isinstance(retry_after, (int, float)) else retry_after_seconds(retry_after)
+        return RateLimitError(message, retry_after=seconds, **kwargs)
+    return cls(message, **kwargs)
+
+
+def not_event_stream_error(status_code: int, headers: Any, text: str, base_url: str = "") -> NotEventStreamError:
+    content_type = headers.get("content-type", "") if headers else ""
+    where = f" ({base_url})" if base_url else ""
+    return NotEventStreamError(
+        f"The gateway answered {status_code} with {content_type or 'no content type'} instead of an "
+        f"event stream (body starts {text[:120]!r}). Check the base URL{where} and that nothing "
+        "between you and the gateway rewrites responses."
+    )
+
+
+_RAW_FIELD = operator.itemgetter(5)  # ServerSentEvent.raw, read in C
+
+
+def redact_events(events: list[ServerSentEvent], secret: Secret) -> list[ServerSentEvent]:
+    """``events`` with the key taken out of each one that echoes it (raw bytes and every field)."""
+    # One search over the whole read first: the key holds no line break, so no occurrence spans
+    # two events, and most reads have none (2 µs per event otherwise, on the hot path).
+    if not secret.found_in(b"".join(map(_RAW_FIELD, events))):
+        return events
+    out = []
+    for event in events:
+        if secret.found_in(event.raw):
+            data, name, last_id, retry, comment, raw = event
+            event = ServerSentEvent(
+                redact(data, secret),
+                redact(name, secret),
+                None if last_id is None else redact(last_id, secret),
+                retry,
+                None if comment is None else redact(comment, secret),
+                redact(raw, secret),
+            )
+        out.append(event)
+    return out

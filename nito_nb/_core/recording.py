@@ -1,0 +1,58 @@
+"""What a file or a text holds, before it is read as a stream: SSE text, a saved log, an HTTP error
+body, or none of them (and then one line that says what it looks like and what reads it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+__all__ = ["first_line_is_log", "is_sse_text", "looks_like_error_body", "not_sse"]
+
+
+#: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or
+#: like a recorded HTTP error body (a JSON object): no file name starts that way.
+_SSE_START = re.compile(r"\ufeff?\s*(?:\{|:|(?:data|event|id|retry)(?::|$))")
+
+
+def is_sse_text(text: str) -> bool:
+    return not text or "\n" in text or "\r" in text or _SSE_START.match(text) is not None
+
+
+def not_sse(path: Path, body: bytes) -> str:
+    """What a file that holds no server-sent event looks like, and what reads it."""
+    first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
+    where = repr(str(path))
+    if first_line_is_log(body):
+        return f"{where} is a log saved by Stream.save, not an SSE body: read it with nito_nb.load(path)."
+    if path.suffix.lower() == ".csv" or first.startswith(("stream,", ",stream,")):
+        return (
+            f"{where} is a CSV file, not a recorded stream: nito_nb reads SSE bodies ('data: {{...}}' "
+            "lines) and saved logs (.jsonl). A frame saved with to_csv is read back with "
+            "nito_nb.frame(pandas.read_csv(path))."
+        )
+    return (
+        f"{where} holds no server-sent event (it starts {first[:60]!r}): nito_nb reads recorded SSE "
+        "bodies ('data: {...}' lines separated by blank lines) and logs saved by Stream.save (.jsonl, "
+        "read with nito_nb.load)."
+    )
+
+
+def first_line_is_log(head: bytes) -> bool:
+    try:
+        header = json.loads(head.lstrip().split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(header, dict) and "nito_nb_log" in header
+
+
+def looks_like_error_body(body: bytes) -> bool:
+    """A JSON object with an "error" key and no SSE field in sight: an HTTP error body."""
+    text = body.lstrip()
+    if not text.startswith(b"{"):
+        return False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "error" in value

@@ -1,0 +1,23 @@
+"""The shape of a request's messages: the one rule for turning what a caller passes into them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["as_messages"]
+
+
+def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
+    """A string becomes one user message; a list of message dicts is taken as it is."""
+    if isinstance(prompt_or_messages, str):
+        return [{"role": "user", "content": prompt_or_messages}]
+    if isinstance(prompt_or_messages, dict):
+        return [prompt_or_messages]
+    if isinstance(prompt_or_messages, (list, tuple)) and all(isinstance(m, dict) for m in prompt_or_messages):
+        return list(prompt_or_messages)
+    raise ConfigurationError(
+        "the prompt must be a string or a list of messages like "
+        '[{"role": "user", "content": "..."}], not ' + type(prompt_or_messages).__name__
+    )

@@ -1,0 +1,361 @@
+"""``df.nito``: the accessor of a frame made by ``nito_nb.frame`` (tables and plots).
+
+Importing this module registers it. The metrics' definitions are those of ``nito_nb._core.metrics``
+(docs/METRICS.md): this module only gathers their inputs per stream from the columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .._core import metrics
+from .._core.accumulate import _parse_arguments
+from .._core.status import STATUSES
+from .dtypes import _READABLE, _TEXT, _missing_columns, _not_ours
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["NitoAccessor"]
+
+
+@pd.api.extensions.register_dataframe_accessor("nito")
+class NitoAccessor:
+    """``df.nito``: metrics, tool calls, usage, text and plots of a frame made by ``nito_nb.frame``.
+
+    It holds nothing but the frame and computes everything from its columns on each call, so it
+    also works after filtering rows (``df[df.stream == "a"].nito.metrics()``) and after a Parquet or
+    CSV round trip. On a frame that is not one of ours, ``df.nito`` raises AttributeError naming the
+    missing columns.
+    """
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        missing = _missing_columns(df)
+        if missing:
+            raise AttributeError(_not_ours(missing))
+        self._df = df
+
+    # -- shared views --------------------------------------------------------------------------
+
+    def _streams(self) -> tuple[np.ndarray, pd.Index]:
+        """Integer stream codes per row and the labels they index: the streams that have rows."""
+        column = self._df["stream"]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            # A filtered frame (df[df.stream == "a"]) keeps every category of the whole one: each
+            # table would get a row of NaN per stream filtered out, each plot an empty series.
+            column = column.cat.remove_unused_categories()
+            return column.cat.codes.to_numpy(), pd.Index(column.cat.categories, name="stream")
+        codes, labels = pd.factorize(column)
+        return codes, pd.Index(labels, name="stream")
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        df = self._df
+        codes, _ = self._streams()
+        kind = df["kind"].astype(object).to_numpy()
+        part = df["part"].to_numpy()
+        return {
+            "code": codes,
+            "t": df["t"].to_numpy(dtype=np.float64, na_value=np.nan),
+            "event": (kind != "response") & (part == 0),
+            "kind": kind,
+            "token": df["token"].to_numpy(dtype=bool) & (part == 0),
+            "ignored": df["ignored"].to_numpy(dtype=bool),
+        }
+
+    # -- tables --------------------------------------------------------------------------------
+
+    def metrics(self) -> pd.DataFrame:
+        """One row per stream (index: ``stream``), the definitions of the module docstring and
+        docs/METRICS.md: ``model``, ``status``, ``ttfb``, ``ttft``, ``ttfc``, ``e2e``, ``itl``,
+        ``tpot``, ``output_tps``, ``gap_p50``, ``gap_p90``, ``gap_p99``, ``gap_max`` (seconds,
+        except ``output_tps`` in tokens per second), ``n_events``, ``n_chunks``,
+        ``n_token_events`` (K), ``n_tokens`` (N), ``tokens_source`` (``usage`` or ``chunks``),
+        ``finish_reason``, ``error``, ``http_status``, ``attempts``."""
+        df = self._df
+        a = self._arrays()
+        _, labels = self._streams()
+        n_streams = len(labels)
+        code, t, event, token, ignored, kind = (
+            a["code"],
+            a["t"],
+            a["event"],
+            a["token"],
+            a["ignored"],
+            a["kind"],
+        )
+        valid = code >= 0
+        event &= valid
+        token &= valid
+
+        def per_stream(fill: Any = np.nan, dtype: Any = np.float64) -> np.ndarray:
+            return np.full(n_streams, fill, dtype=dtype)
+
+        # fmin/fmax skip NaN times (a recording read without arrival times has only those).
+        def minimum(mask: np.ndarray) -> np.ndarray:
+            out = per_stream(np.inf)
+            np.fmin.at(out, code[mask], t[mask])
+            out[np.isinf(out)] = np.nan
+            return out
+
+        def maximum(mask: np.ndarray) -> np.ndarray:
+            out = per_stream(-np.inf)
+            np.fmax.at(out, code[mask], t[mask])
+            out[np.isinf(out)] = np.nan
+            return out
+
+        def last_of(mask: np.ndarray, column: str) -> list[Any]:
+            """The column's value on the last row of each stream where ``mask`` holds."""
+            rows = np.flatnonzero(mask)
+            out: list[Any] = [None] * n_streams
+            values = df[column].to_numpy(dtype=object, na_value=None)
+            for row in rows:  # later rows overwrite earlier ones
+                out[code[row]] = values[row]
+            return out
+
+        response = (kind == "response") & valid
+        ttfb = per_stream()
+        ttfb[code[response]] = t[response]
+        content = df["content"].to_numpy(dtype=object, na_value="")
+        has_content = (content != "") & ~ignored & event
+        ttft = minimum(token)
+        last_token = maximum(token)
+        k = np.bincount(code[token], minlength=n_streams)
+
+        # Token gaps: consecutive token-bearing events of the same stream, in arrival order.
+        rows = np.flatnonzero(token)
+        rows = rows[np.lexsort((t[rows], code[rows]))]
+        same = code[rows][1:] == code[rows][:-1]
+        gaps = np.diff(t[rows])[same]
+        gap_codes = code[rows][1:][same]
+        # Each stream's gaps, then docs/METRICS.md's definitions (nito_nb._core.metrics), once each.
+        bounds = np.searchsorted(gap_codes, np.arange(n_streams + 1))
+        per_stream_gaps = [gaps[bounds[i] : bounds[i + 1]].tolist() for i in range(n_streams)]
+        quantiles = {
+            q: _floats(metrics.quantile(g, q) for g in per_stream_gaps) for q in (0.5, 0.9, 0.99, 1.0)
+        }
+
+        usage_rows = df["usage"].notna().to_numpy() & ~ignored & valid
+        completion = last_of(usage_rows, "completion_tokens")
+        counted = [
+            metrics.n_tokens(None if c is None else {"completion_tokens": c}, int(kk))
+            for c, kk in zip(completion, k.tolist(), strict=True)
+        ]
+        from_usage = np.array([source == "usage" for _, source in counted], dtype=bool)
+        n_tokens = np.array([n for n, _ in counted], dtype=np.float64)
+        e2e = maximum(event)
+        first, last, ks, e2es = ttft.tolist(), last_token.tolist(), k.tolist(), e2e.tolist()
+        ns = n_tokens.tolist()
+        itl = _floats(metrics.itl(first[i], last[i], ks[i]) for i in range(n_streams))
+        tpot = _floats(metrics.tpot(first[i], last[i], ks[i], ns[i]) for i in range(n_streams))
+        output_tps = _floats(
+            metrics.output_tps(ns[i], first[i], e2es[i]) for i in range(n_streams)
+        )
+        gap_max = quantiles[1.0]
+
+        chunk_rows = event & (kind == "chunk") & ~ignored
+        taken = event & ~ignored
+        out = pd.DataFrame(
+            {
+                "model": last_of(response, "model"),
+                "status": pd.Categorical(last_of(response, "status"), categories=[s.value for s in STATUSES]),
+                "ttfb": ttfb,
+                "ttft": ttft,
+                "ttfc": minimum(has_content),
+                "e2e": e2e,
+                "itl": itl,
+                "tpot": tpot,
+                "output_tps": output_tps,
+                "gap_p50": quantiles[0.5],
+                "gap_p90": quantiles[0.9],
+                "gap_p99": quantiles[0.99],
+                "gap_max": gap_max,
+                "n_events": np.bincount(code[event], minlength=n_streams),
+                "n_chunks": np.bincount(code[chunk_rows], minlength=n_streams),
+                "n_token_events": k,
+                "n_tokens": pd.array(
+                    np.where(from_usage, n_tokens, k).astype(np.int64), dtype="Int64"
+                ),
+                "tokens_source": pd.Categorical(
+                    np.where(from_usage, "usage", "chunks"), categories=["usage", "chunks"]
+                ),
+                "finish_reason": pd.array(
+                    last_of(taken & df["finish_reason"].notna().to_numpy(), "finish_reason"),
+                    dtype=_TEXT,
+                ),
+                "error": pd.array(
+                    last_of(taken & df["error_message"].notna().to_numpy(), "error_message"),
+                    dtype=_TEXT,
+                ),
+                "http_status": pd.array(last_of(response, "http_status"), dtype="Int64"),
+                "attempts": pd.array(last_of(response, "attempts"), dtype="Int64"),
+            },
+            index=labels,
+        )
+        return out
+
+    def tool_calls(self) -> pd.DataFrame:
+        """One row per assembled tool call, in stream then index order: ``stream``, ``index``,
+        ``id``, ``name``, ``arguments`` (the concatenated string), ``valid_json``, ``parsed`` (the
+        arguments as JSON, None when invalid; empty arguments are ``{}``), ``t_first``, ``t_last``
+        (arrival of its first and last fragment), ``n_fragments``. Chunks after ``[DONE]`` are
+        left out, as the accumulator leaves them out."""
+        df = self._df
+        codes, labels = self._streams()
+        mask = (
+            df["tool_index"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
+        )
+        rows = np.flatnonzero(mask)
+        index = df["tool_index"].to_numpy(dtype=object, na_value=None)
+        ids = df["tool_id"].to_numpy(dtype=object, na_value=None)
+        names = df["tool_name"].to_numpy(dtype=object, na_value=None)
+        args = df["tool_args"].to_numpy(dtype=object, na_value=None)
+        t = df["t"].to_numpy(dtype=np.float64, na_value=np.nan)
+        calls: dict[tuple[int, int], dict[str, Any]] = {}
+        for row in rows:
+            key = (int(codes[row]), int(index[row]))
+            call = calls.get(key)
+            if call is None:
+                call = calls[key] = {"id": None, "name": "", "parts": [], "t_first": t[row], "n": 0}
+            call["n"] += 1
+            call["t_last"] = t[row]
+            if call["id"] is None and ids[row]:
+                call["id"] = ids[row]
+            if not call["name"] and names[row]:
+                call["name"] = names[row]
+            if args[row]:
+                call["parts"].append(args[row])
+        records = []
+        for (code, number), call in sorted(calls.items()):
+            arguments = "".join(call["parts"])
+            parsed, error = _parse_arguments(arguments)
+            records.append(
+                {
+                    "stream": labels[code],
+                    "index": number,
+                    "id": call["id"],
+                    "name": call["name"],
+                    "arguments": arguments,
+                    "valid_json": error is None,
+                    "parsed": parsed,
+                    "t_first": call["t_first"],
+                    "t_last": call["t_last"],
+                    "n_fragments": call["n"],
+                }
+            )
+        columns = [
+            "stream",
+            "index",
+            "id",
+            "name",
+            "arguments",
+            "valid_json",
+            "parsed",
+            "t_first",
+            "t_last",
+            "n_fragments",
+        ]
+        out = pd.DataFrame.from_records(records, columns=columns)
+        out["stream"] = pd.Categorical(out["stream"], categories=labels)
+        for name in ("id", "name", "arguments"):
+            out[name] = pd.array(out[name].tolist(), dtype=_TEXT)
+        out["index"] = out["index"].astype("int64")
+        out["n_fragments"] = out["n_fragments"].astype("int64")
+        out["valid_json"] = out["valid_json"].astype(bool)
+        out["t_first"] = out["t_first"].astype("float64")
+        out["t_last"] = out["t_last"].astype("float64")
+        return out
+
+    def usage(self) -> pd.DataFrame:
+        """One row per stream (index ``stream``): ``prompt_tokens``, ``completion_tokens``,
+        ``total_tokens``, ``reasoning_tokens``, ``cached_tokens``, ``cost``, from the stream's last
+        usage object (docs/PROTOCOL.md rule 6); NA when the stream reported none."""
+        df = self._df
+        codes, labels = self._streams()
+        mask = df["usage"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
+        last = np.full(len(labels), -1, dtype=np.int64)
+        rows = np.flatnonzero(mask)
+        last[codes[rows]] = rows  # fancy assignment: the last write of each stream wins
+        names = [
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+            "reasoning_tokens",
+            "cached_tokens",
+            "cost",
+        ]
+        picked = df.iloc[np.where(last >= 0, last, 0)][names].reset_index(drop=True)
+        picked.loc[last < 0, names] = pd.NA if len(picked) else None
+        picked["cost"] = picked["cost"].astype("float64")
+        picked.index = labels
+        return picked
+
+    def text(self) -> pd.Series:
+        """The answer's content per stream (index ``stream``): the join of ``content`` over the rows
+        the accumulator took, equal to ``Stream.content``."""
+        codes, labels = self._streams()
+        df = self._df
+        content = df["content"].to_numpy(dtype=object, na_value=None)
+        ignored = df["ignored"].to_numpy(dtype=bool)
+        pieces: list[list[str]] = [[] for _ in labels]
+        for row in np.flatnonzero(~ignored & (codes >= 0) & df["content"].notna().to_numpy()):
+            pieces[codes[row]].append(content[row])
+        return pd.Series(["".join(p) for p in pieces], index=labels, name="content", dtype=_TEXT)
+
+    def reasoning(self) -> pd.Series:
+        """The readable reasoning per stream (index ``stream``), equal to ``Stream.reasoning``: the
+        text and summary details in index order (blocks joined by a blank line), else the plain
+        reasoning strings."""
+        codes, labels = self._streams()
+        df = self._df
+        text = df["reasoning"].to_numpy(dtype=object, na_value=None)
+        types = df["reasoning_type"].astype(object).to_numpy()
+        index = df["reasoning_index"].to_numpy(dtype=object, na_value=None)
+        ignored = df["ignored"].to_numpy(dtype=bool)
+        blocks: list[dict[tuple[Any, str], list[str]]] = [{} for _ in labels]
+        plain: list[list[str]] = [[] for _ in labels]
+        for row in np.flatnonzero(~ignored & (codes >= 0) & df["reasoning"].notna().to_numpy()):
+            type_ = types[row]
+            if type_ in _READABLE:
+                blocks[codes[row]].setdefault((index[row] or 0, type_), []).append(text[row])
+            else:
+                plain[codes[row]].append(text[row])
+        out = []
+        for stream_blocks, stream_plain in zip(blocks, plain, strict=True):
+            readable = [(key[0], "".join(parts)) for key, parts in stream_blocks.items()]
+            readable = [(i, s) for i, s in readable if s]
+            if readable:
+                out.append("\n\n".join(s for _, s in sorted(readable, key=lambda item: item[0])))
+            else:
+                out.append("".join(stream_plain))
+        return pd.Series(out, index=labels, name="reasoning", dtype=_TEXT)
+
+    # -- plots ---------------------------------------------------------------------------------
+
+    def plot_timeline(self, *, max_legend: int = 16) -> Figure:
+        """When each event arrived and what it was: x = seconds since the request was sent, y =
+        characters of answer text received so far (content, reasoning and tool arguments), one
+        colour per stream. Markers: ``o`` content, ``.`` reasoning, ``s`` tool-call arguments (one
+        per token-bearing event, classed by its first kind of text in that order), ``x`` comments,
+        ``|`` [DONE], ``X`` error chunks, ``^`` the response headers. Each series is a Line2D
+        labelled ``"{stream} {what}"``. The legend names each stream by its colour (up to
+        ``max_legend`` streams; past that the colours are left unnamed) and each kind of event
+        shown by its marker. Returns a ``matplotlib.figure.Figure`` (no pyplot state)."""
+        from .plots import plot_timeline
+
+        return plot_timeline(self, max_legend=max_legend)
+
+    def plot_gaps(self, *, bins: int = 40) -> Figure:
+        """Histogram of the gaps between consecutive token-bearing events (the gaps behind ``itl``
+        and ``gap_p50``...), in milliseconds, one bar series per stream (a BarContainer labelled
+        with the stream). Returns a ``matplotlib.figure.Figure``."""
+        from .plots import plot_gaps
+
+        return plot_gaps(self, bins=bins)
+
+
+def _floats(values: Any) -> np.ndarray:
+    """Metric values (None: undefined) as a float array with NaN."""
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)

@@ -1,0 +1,204 @@
+"""A frame's columns and their dtypes: the one list, and how a frame read back from Parquet or CSV
+gets them back (``nito_nb.frame(df)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._core.log import KINDS
+from .._core.status import STATUSES
+
+__all__ = ["COLUMNS", "restore"]
+
+#: The ``kind`` categories: the response row, then the chunk log's event kinds in code order.
+KIND_CATEGORIES = ("response", *KINDS)
+REASONING_TYPES = (
+    "reasoning.text",
+    "reasoning.summary",
+    "reasoning.encrypted",
+    "reasoning",
+    "reasoning_content",
+    "thinking",
+)
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error")
+_READABLE = ("reasoning.text", "reasoning.summary")
+
+_STRING = "string"  # the nullable string dtype ("str" in pandas 3 turns None into NaN)
+
+
+def _text_dtype() -> pd.StringDtype:
+    """The dtype of every text column, chosen here and only here: ``string`` kept in pyarrow.
+
+    Chosen rather than left to pandas, whose ``string`` follows ``pd.options.mode.string_storage``
+    (Python objects by default in pandas 2): Python strings make frame() 1.5x slower
+    (bench/bench_frame.py). pyarrow is a dependency; an install made without it
+    (``pip install --no-deps``) still works, on Python strings.
+    """
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return pd.StringDtype("python")
+    return pd.StringDtype("pyarrow")
+
+
+_TEXT = _text_dtype()
+_FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "kind": KIND_CATEGORIES,
+    "reasoning_type": REASONING_TYPES,
+    "status": tuple(s.value for s in STATUSES),
+}
+
+#: Every column of a frame, in order, with its dtype.
+COLUMNS: dict[str, str] = {
+    "stream": "category",
+    "seq": "int64",
+    "part": "int64",
+    "t": "float64",
+    "gap": "float64",
+    "kind": "category",
+    "bytes": "Int64",
+    "token": "bool",
+    "ignored": "bool",
+    "id": _STRING,
+    "model": "category",
+    "role": "category",
+    "content": _STRING,
+    "refusal": _STRING,
+    "reasoning": _STRING,
+    "reasoning_type": "category",
+    "reasoning_index": "Int64",
+    "tool_index": "Int64",
+    "tool_id": _STRING,
+    "tool_name": _STRING,
+    "tool_args": _STRING,
+    "finish_reason": "category",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+    "total_tokens": "Int64",
+    "reasoning_tokens": "Int64",
+    "cached_tokens": "Int64",
+    "cost": "float64",
+    "usage": _STRING,
+    "error_code": _STRING,
+    "error_message": _STRING,
+    "comment": _STRING,
+    "web_search": _STRING,
+    "free_tier": _STRING,
+    "extras": _STRING,
+    "status": "category",
+    "http_status": "Int64",
+    "attempts": "Int64",
+}
+#: Columns added after frames were first saved: a frame read back without them gets them as NA.
+_ADDED_LATER = ("attempts",)
+
+# Columns that every row has; the others are mostly empty and are filled by row index.
+_DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")
+_SPARSE = tuple(name for name in COLUMNS if name not in _DENSE)
+
+
+def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) -> Any:
+    """A column of ``n`` rows holding ``values`` at ``rows`` and nothing elsewhere.
+
+    Text goes through pyarrow when pandas keeps its strings there: ``pa.array`` then ``take``
+    spreads them in about 1 ms for 100,000 rows where ``pd.array(..., dtype="string")`` of a
+    mostly-None list takes 30 ms, and a frame has 13 text columns (bench/bench_frame.py)."""
+    if dtype in ("Int64", "float64"):
+        numbers = np.zeros(n, dtype=np.int64) if dtype == "Int64" else np.full(n, np.nan)
+        if values:
+            numbers[rows] = values
+        if dtype == "float64":
+            return numbers
+        mask = np.ones(n, dtype=bool)
+        mask[rows] = False
+        return pd.arrays.IntegerArray(numbers, mask)
+    if dtype == "category":
+        fixed = _FIXED_CATEGORIES.get(name)
+        if name == "finish_reason":
+            fixed = FINISH_REASONS
+        found_codes, found = pd.factorize(np.asarray(values, dtype=object))
+        known = list(fixed or ())
+        every = known + [v for v in found if v not in known]
+        position = {v: i for i, v in enumerate(every)}
+        recode = np.array([position[v] for v in found], dtype=np.int64)
+        codes = np.full(n, -1, dtype=np.int64)
+        if values:
+            codes[rows] = recode[found_codes]
+        return pd.Categorical.from_codes(codes, categories=pd.Index(every, dtype="str"))
+    arrow = _arrow()
+    if arrow is not None:
+        # large_string: what pandas keeps its strings in (a plain string array would be cast).
+        if not values:
+            return pd.arrays.ArrowStringArray(arrow.nulls(n, type=arrow.large_string()))
+        texts = arrow.array(values, type=arrow.large_string())
+        if len(values) == n and (rows == np.arange(n)).all():
+            return pd.arrays.ArrowStringArray(texts)  # a value on every row, in order
+        texts = arrow.array([*values, None], type=arrow.large_string())
+        spread = np.full(n, len(values), dtype=np.int64)
+        spread[rows] = np.arange(len(values), dtype=np.int64)
+        return pd.arrays.ArrowStringArray(texts.take(arrow.array(spread)))
+    full: list[Any] = [None] * n
+    for row, value in zip(rows.tolist(), values, strict=True):
+        full[row] = value
+    return pd.array(full, dtype=_TEXT)
+
+
+def _arrow() -> Any:
+    """pyarrow when the text columns are kept in it (``_TEXT``)."""
+    if _TEXT.storage != "pyarrow":
+        return None
+    import pyarrow
+
+    return pyarrow
+
+
+def _missing_columns(df: pd.DataFrame) -> list[str]:
+    return [name for name in COLUMNS if name not in df.columns and name not in _ADDED_LATER]
+
+
+def restore(df: pd.DataFrame) -> pd.DataFrame:
+    """A frame of ours with its dtypes (CSV keeps none; Parquet keeps them all)."""
+    missing = _missing_columns(df)
+    if missing:
+        raise ValueError(_not_ours(missing))
+    out = df.copy()
+    for name in _ADDED_LATER:
+        if name not in out.columns:
+            out[name] = pd.array([None] * len(out), dtype=COLUMNS[name])
+    for name, dtype in COLUMNS.items():
+        column = out[name]
+        if str(column.dtype) == dtype and not (dtype == "category" and name in _FIXED_CATEGORIES):
+            continue
+        if dtype == "category":
+            fixed = _FIXED_CATEGORIES.get(name)
+            if name == "stream" and isinstance(column.dtype, pd.CategoricalDtype):
+                continue
+            values = column.astype(object).where(column.notna(), None)
+            if fixed is not None:
+                out[name] = pd.Categorical(values, categories=list(fixed))
+            elif name == "stream":
+                out[name] = pd.Categorical(values, categories=pd.unique(values.dropna()))
+            else:
+                listed = values.tolist()
+                rows = np.array([i for i, v in enumerate(listed) if v is not None], dtype=np.int64)
+                out[name] = _column(len(listed), rows, [listed[i] for i in rows], dtype, name)
+        elif dtype == "Int64":
+            out[name] = column.astype("Int64")
+        elif dtype == _STRING:
+            values = column.astype(object).where(column.notna(), None)
+            out[name] = pd.array([None if v is None else str(v) for v in values], dtype=_TEXT)
+        else:
+            out[name] = column.astype(dtype)
+    return out
+
+
+def _not_ours(missing: list[str]) -> str:
+    shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+    return (
+        f"this DataFrame is not a nito_nb frame: it lacks the column(s) {shown}. Build one with "
+        "s.frame() or nito_nb.frame(streams_or_paths); a frame read back from Parquet or CSV "
+        "keeps them (pass it through nito_nb.frame(df) to restore the dtypes)."
+    )

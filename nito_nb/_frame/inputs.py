@@ -1,0 +1,109 @@
+"""What ``nito_nb.frame`` accepts, as labelled Streams: a Stream, a saved log, a recorded SSE body,
+a folder, a list or a dict of those (docs/METRICS.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .._core.log import LogFormatError
+from .._stream import Stream, read_file
+from .._stream_base import StreamBase
+
+__all__: list[str] = []
+
+
+def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, StreamBase, str | None]]:
+    """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
+    read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
+    if isinstance(source, Mapping):
+        for label, item in source.items():
+            for _, stream, origin in _expand(item, skipped):
+                yield str(label), stream, origin
+        return
+    if isinstance(source, (StreamBase, str, os.PathLike)):
+        source = [source]
+    elif not isinstance(source, Iterable):
+        raise TypeError(
+            f"nito_nb.frame takes a Stream, a path, a list or a dict of them, not {type(source).__name__}"
+        )
+    for position, item in enumerate(source):
+        if isinstance(item, StreamBase):
+            yield f"{item.model or 'stream'}#{position}", item, None
+        elif isinstance(item, (str, os.PathLike)):
+            path = Path(item)
+            if path.is_dir():
+                files = sorted(
+                    p for p in path.iterdir() if p.suffix in (".jsonl", ".sse") and p.is_file()
+                )
+            elif path.is_file():
+                files = [path]
+            else:
+                error = FileNotFoundError(
+                    f"{os.fspath(item)!r} is neither a file nor a folder: nito_nb.frame takes "
+                    "Streams, saved logs (.jsonl), recorded SSE files or folders of them"
+                )
+                if skipped is None:
+                    raise error
+                skipped[os.fspath(item)] = f"FileNotFoundError: {error}"
+                continue
+            for file in files:
+                opened = _open(file, skipped)
+                if opened is not None:
+                    yield file.stem, opened, str(file)
+        else:
+            raise TypeError(
+                f"nito_nb.frame cannot read a {type(item).__name__}: pass Streams, paths to saved "
+                "logs (.jsonl), recorded SSE files, or folders of them"
+            )
+
+
+def _open(path: Path, skipped: dict[str, str] | None) -> Stream | None:
+    """The Stream of one file; an error names the file (or, when skipping, is noted and None)."""
+    try:
+        return read_file(path)
+    except (OSError, ValueError) as exc:  # LogFormatError, a bad byte, a damaged line...
+        reason = f"{type(exc).__name__}: {exc}"
+        if skipped is not None:
+            skipped[str(path)] = reason
+            return None
+        if str(path) in str(exc) or isinstance(exc, OSError):
+            raise
+        raise LogFormatError(f"{str(path)!r}: {reason}") from exc
+
+
+def _unique_labels(labels: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for label in labels:
+        unique, n = label, 1
+        while unique in seen:
+            n += 1
+            unique = f"{label}#{n}"
+        seen.add(unique)
+        out.append(unique)
+    return out
+
+
+def _stream_attrs(stream: StreamBase, origin: str | None) -> dict[str, Any]:
+    # Kept small and JSON-friendly: pandas deep-copies attrs on many operations and Parquet stores
+    # them as JSON. The messages stay in the log (they can be long).
+    log = stream.log
+    request = {k: v for k, v in log.request.items() if k != "messages"}
+    request["n_messages"] = len(log.request.get("messages") or [])
+    return json.loads(
+        json.dumps(
+            {
+                "source": origin,
+                "request": request,
+                "t0_wall": log.t0_wall.isoformat(),
+                "status_code": log.status_code,
+                "headers_dt_ns": None if log.headers_ns is None else log.headers_ns - log.t0_ns,
+                "status": str(stream.status),
+            },
+            default=str,
+        )
+    )

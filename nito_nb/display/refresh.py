@@ -1,0 +1,57 @@
+"""The one refresh thread of a live view (the idea of rich's ``live.py``).
+
+A view is updated by whoever feeds its stream (after each chunk, throttled). That alone leaves a
+stall invisible: the last ``1 / max_rate`` seconds of text wait for the next chunk, and the status
+line's clock stops, so a model that thinks for 20 s looks hung mid-word. So each live view also has
+one daemon thread that calls the view's ``tick()`` a few times a second; the view takes its one lock
+in ``tick()`` as in ``update()`` and ``finish()``, and ``finish()`` renders a last time in the
+caller's thread. The thread is never joined: ``stop()`` sets an Event and the view ignores any
+tick after its final render (a KeyboardInterrupt landing in ``Thread.join`` marks a still-running
+thread stopped, bpo-45274, so joins are avoided in every runner of this package).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["Refresher"]
+
+
+class Refresher:
+    """Call ``tick()`` every ``period`` seconds in a daemon thread until ``stop()``.
+
+    A tick that raises stops the thread and is kept in ``error`` (a worker thread never prints:
+    since ipykernel 7.1 its output would land in whichever cell ran last).
+    """
+
+    def __init__(self, tick: Callable[[], object], period: float, name: str = "nito_nb-refresh") -> None:
+        if period <= 0:
+            raise ValueError(f"period must be positive, not {period!r}")
+        self._tick = tick
+        self.period = period
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.error: BaseException | None = None
+        self.n_ticks = 0
+
+    def start(self) -> Refresher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """No tick starts after this returns (one under way finishes; the view's lock orders it)."""
+        self._stopped.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and not self._stopped.is_set()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self.period):
+            try:
+                self._tick()
+                self.n_ticks += 1
+            except BaseException as exc:  # nothing escapes a worker thread
+                self.error = exc
+                return
