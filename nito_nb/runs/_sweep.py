@@ -100,7 +100,7 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
         raise ConfigurationError("sweep needs rates=[...], e.g. rates=[1, 5, 10]")
     if "rate" in options:
         raise ConfigurationError("sweep takes rates=[...], not rate=")
-    from .._display import in_kernel
+    from ..display.live import in_kernel
 
     runs: list[Run] = []
     result = Sweep(runs)
