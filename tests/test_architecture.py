@@ -30,9 +30,9 @@ PENDING_SIZES = {
     "_render.py": 1072,  # display branch: render/
     "_magic.py": 1142,  # display branch: magic/
     "_widget.py": 890,  # display branch: widget.py + display/
-    "_stream.py": 608,  # Stream and AsyncStream, siblings, and the recorded streams
-    "_stream_base.py": 613,  # what they share
-    "_client.py": 718,
+    "_stream.py": 638,  # Stream and AsyncStream, siblings, and the recorded streams
+    "_stream_base.py": 626,  # what they share
+    "_client.py": 708,
 }
 
 
