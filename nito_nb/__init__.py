@@ -166,7 +166,7 @@ def last() -> Any:
 _WIDGETS = ("ChatWidget", "StreamView")
 # Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
 # served here rather than imported so that this module keeps the builtin.
-_RUNS = ("Run", "Store", "StoreBusy", "map", "open_store", "run")
+_RUNS = ("Run", "Store", "StoreBusy", "Sweep", "map", "open_store", "run", "sweep")
 
 
 def __getattr__(name: str) -> Any:
@@ -224,6 +224,7 @@ __all__ = [
     "StreamTimeoutError",
     "StreamTruncatedError",
     "StreamView",
+    "Sweep",
     "Timeout",
     "ToolCall",
     "TransportError",
@@ -240,5 +241,6 @@ __all__ = [
     "run",
     "stream",
     "streams",
+    "sweep",
     "watch",
 ]

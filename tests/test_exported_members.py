@@ -17,6 +17,8 @@ PUBLIC = {
     "read_sse", "stream", "streams", "watch",
     # issue 13: runs
     "Run", "Store", "StoreBusy", "map", "open_store", "run",
+    # issue 14: load runs
+    "Sweep", "sweep",
 }
 
 

@@ -265,9 +265,9 @@ def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -
     real = _runner.result_rows
     waiting: list[int] = []
 
-    def slow(items: Any, run_id: str) -> Any:  # a writer slower than the network
+    def slow(*args: Any) -> Any:  # a writer slower than the network
         time.sleep(0.05)
-        return real(items, run_id)
+        return real(*args)
 
     monkeypatch.setattr(_runner, "result_rows", slow)
     monkeypatch.setattr(_runner, "MAX_WAITING", 5)

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 from .._core.errors import ConfigurationError
 from ._plan import plan
 from ._runner import Run
+from ._schedule import Schedule
 from ._store import Store, StoreBusy, open_store
+from ._sweep import Sweep, sweep
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Run", "Store", "StoreBusy", "map", "open_store", "run"]
+__all__ = ["Run", "Store", "StoreBusy", "Sweep", "map", "open_store", "run", "sweep"]
 
 _CONNECTION = ("api_key", "base_url", "timeout")
 
@@ -35,7 +37,19 @@ def run(
     model: str | Sequence[str],
     template: str | None = None,
     repeats: int = 1,
-    concurrency: int = 16,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    schedule: str = "constant",
+    burstiness: float = 1.0,
+    duration: float | None = None,
+    max_requests: int | None = None,
+    warmup: float = 0.0,
+    cooldown: float = 0.0,
+    slo: dict[str, float] | None = None,
+    stop_on_error_rate: float | None = None,
+    engine: str = "asyncio",
+    workers: int | None = None,
+    per_worker: int = 64,
     store: str | None = None,
     system: str | None = None,
     max_retries: int = 3,
@@ -55,13 +69,37 @@ def run(
     where every finished request is written; the same call again skips the keys already done.
     Other keyword parameters go into each request's body (``temperature``, ``seed``...).
     Returns the :class:`Run` at once: ``run.wait()`` or ``await run``.
+
+    A load run (docs/LOAD.md): ``rate=R`` sends the plan's requests in turn on an open-loop
+    ``schedule`` (``"constant"`` or ``"poisson"``, with a gamma ``burstiness``) for ``duration``
+    seconds or ``max_requests``; requests scheduled in the first ``warmup`` or last
+    ``cooldown`` seconds are kept but left out of the summary; ``slo={"ttft": 1.0, ...}`` gives
+    the summary a ``goodput``; ``stop_on_error_rate=0.5`` stops sending once half the ended
+    requests failed. ``concurrency`` then caps the requests in flight (default: no cap).
+
+    ``engine="ray"``: the requests are sent by ``workers`` Ray actors (default: one per CPU of the
+    cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
+    with at most ``per_worker`` streams in flight; the results gain their ``worker`` and ``node``.
+    ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
     """
     models = [model] if isinstance(model, str) else list(model)
+    the_schedule = None
+    if rate is not None:
+        the_schedule = Schedule(rate=rate, kind=schedule, burstiness=burstiness, duration=duration,
+                                max_requests=max_requests, warmup=warmup, cooldown=cooldown)
+    elif duration is not None or max_requests is not None or warmup or cooldown or slo:
+        raise ConfigurationError("duration, max_requests, warmup, cooldown and slo are for load runs: add rate=...")
     the_plan = plan(prompts, template=template, models=models, repeats=repeats, params=params, system=system)
     connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
     the_run = Run(
         the_plan,
         concurrency=concurrency,
+        schedule=the_schedule,
+        slo=slo,
+        stop_on_error_rate=stop_on_error_rate,
+        engine=engine,
+        workers=workers,
+        per_worker=per_worker,
         store=store,
         connection={k: v for k, v in connection.items() if v is not None},
         max_retries=max_retries,

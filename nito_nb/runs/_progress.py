@@ -34,6 +34,18 @@ def _seconds(value: float | None) -> str:
     return f"{value / 60:.0f} min"
 
 
+def _client_text(client: dict[str, Any] | None) -> str:
+    """The client's own health: always its loop lag and CPU, and a warning when it limited the run."""
+    if not client or client["client_lag_p99"] != client["client_lag_p99"]:  # no sample yet
+        return ""
+    cpu = client["client_cpu_max"]
+    text = f"; client loop lag p99 {client['client_lag_p99'] * 1e3:.1f} ms" + (
+        f", CPU {cpu:.0%}" if cpu == cpu else "")
+    if client["client_bound"]:
+        text += f" (⚠ {client['client_note']})"
+    return text
+
+
 def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
     """What the panel shows, as text: a header line and one row per model. Pure."""
     rows = []
@@ -57,6 +69,8 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
         + (f", {stats['skipped']} already done in the store" if stats["skipped"] else "")
         + (f", {stats['retries']} retries" if stats["retries"] else "")
         + (f", rate limited {stats['rate_limited']}× (in flight ≤ {stats['limit']})" if stats["rate_limited"] else "")
+        + _client_text(stats.get("client"))
+        + (f"; stopped sending: {stats['stop_reason']}" if stats.get("stop_reason") else "")
     )
     return {"head": head, "rows": rows, "error": stats["error"], "state": stats["state"]}
 

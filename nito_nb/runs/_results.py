@@ -8,6 +8,7 @@ streams at once (see docs/METRICS.md for every definition).
 from __future__ import annotations
 
 import math
+import socket
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from ._plan import Request
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RESULT_COLUMNS", "Finished", "result_rows", "results_frame", "summary"]
+__all__ = ["RESULT_COLUMNS", "Finished", "LoadInfo", "meets_slo", "result_rows", "results_frame", "summary"]
 
 #: The columns of ``Run.results()`` and of the store's ``requests`` table, with their dtypes.
 RESULT_COLUMNS: dict[str, str] = {
@@ -46,6 +47,21 @@ RESULT_COLUMNS: dict[str, str] = {
     "attempts": "Int64",
     "started_at": "datetime64[us, UTC]",
     "run_id": "string",
+    # Load runs (docs/LOAD.md); seconds after the run's start, on the sending loop's clock.
+    "scheduled_at": "float64",  # the intended send (open loop only)
+    "sent_at": "float64",  # the first attempt's actual send
+    "send_delay": "float64",  # sent_at - scheduled_at
+    "ttft_from_schedule": "float64",  # send_delay + ttft: what a user arriving on time waited
+    "e2e_from_schedule": "float64",  # send_delay + e2e
+    "phase": "string",  # warmup, measure or cooldown (open loop); only measure is summarised
+    # Unambiguous units (docs/METRICS.md): chunks are token-bearing events, tokens are usage's.
+    "n_chunks": "Int64",  # K, token-bearing events
+    "output_tokens": "Int64",  # N from usage; NA when the stream reported no usage
+    "itl_per_chunk": "float64",  # mean gap between token-bearing events (= itl)
+    "itl_per_token": "float64",  # (t_last - t_first) / (N - 1) with N from usage, else NA
+    # Where the request was sent from: "local" (the asyncio engine) or the Ray actor and its node.
+    "worker": "string",
+    "node": "string",
 }
 _METRICS = ("ttfb", "ttft", "e2e", "itl", "tpot", "output_tps")
 
@@ -58,6 +74,26 @@ class Finished:
     stream: StreamBase
     attempts: int
     started_at: datetime  # wall time of the first attempt
+    scheduled_at: float | None = None  # seconds after the run's start (open loop only)
+    sent_at: float | None = None  # seconds after the run's start
+    worker: str | None = "local"
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadInfo:
+    """What the summary of an open-loop run needs beyond its results."""
+
+    rate: float  # the schedule's rate (requests/s)
+    start: float  # the measured window, seconds after the run's start (warmup excluded)
+    end: float  # (cooldown excluded)
+    slo: dict[str, float]
+    client: dict[str, Any]
+
+    def phase(self, scheduled_at: float) -> str:
+        from ._schedule import phase
+
+        return phase(scheduled_at, self.start, 0.0, self.end)
 
 
 def _value(value: Any) -> Any:
@@ -72,7 +108,15 @@ def _value(value: Any) -> Any:
     return value
 
 
-def result_rows(items: list[Finished], run_id: str) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+_HOST = socket.gethostname()
+
+
+def _add(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else a + b
+
+
+def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
+                ) -> tuple[list[dict[str, Any]], pd.DataFrame]:
     """(one result row per item, the frame of their streams with ``stream`` = the request key)."""
     from .._frame import frame
 
@@ -112,6 +156,22 @@ def result_rows(items: list[Finished], run_id: str) -> tuple[list[dict[str, Any]
             "started_at": item.started_at,
             "run_id": run_id,
         }
+        delay = None if item.scheduled_at is None or item.sent_at is None else item.sent_at - item.scheduled_at
+        from_usage = m["tokens_source"] == "usage"
+        row.update({
+            "scheduled_at": item.scheduled_at,
+            "sent_at": item.sent_at,
+            "send_delay": delay,
+            "ttft_from_schedule": _add(delay, row["ttft"]),
+            "e2e_from_schedule": _add(delay, row["e2e"]),
+            "phase": None if load is None or item.scheduled_at is None else load.phase(item.scheduled_at),
+            "n_chunks": _value(m["n_token_events"]),
+            "output_tokens": _value(m["n_tokens"]) if from_usage else None,
+            "itl_per_chunk": row["itl"],
+            "itl_per_token": row["tpot"] if from_usage else None,
+            "worker": item.worker,
+            "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),
+        })
         rows.append(row)
     return rows, df
 
@@ -129,12 +189,17 @@ def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def summary(results: pd.DataFrame) -> pd.DataFrame:
+def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame:
     """One row per model: ``n``, ``ok`` (status done), one ``n_<status>`` column per other
     status, p50/p90/p99 of ``ttft``, ``itl`` and ``e2e``, mean ``output_tps``, total tokens and
-    cost. Percentiles over the requests that have the metric (linear interpolation)."""
+    cost. Percentiles over the requests that have the metric (linear interpolation).
+
+    With ``load`` (an open-loop run), only the requests of the ``measure`` phase count, and
+    the row gains the load columns of docs/LOAD.md."""
     import pandas as pd
 
+    if load is not None:
+        results = results[results["phase"].astype(object) == "measure"]
     rows = []
     for model, group in results.groupby("model", sort=True, observed=True):
         status = group["status"].astype(object)
@@ -151,5 +216,40 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
         row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
         row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
         row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
+        if load is not None:
+            row.update(_load_columns(group, load))
         rows.append(row)
     return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
+
+
+def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
+    """Per request: ended ``done`` and every bounded metric present and within its bound."""
+    ok = results["status"].astype(object) == "done"
+    for name, bound in slo.items():
+        values = results[name].astype("float64")
+        ok &= values.notna() & (values <= bound)
+    return ok
+
+
+def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
+    """The columns a load run adds to its summary row (docs/LOAD.md)."""
+    from ._client_load import verdict
+
+    window = max(load.end - load.start, 1e-9)
+    done = group["status"].astype(object) == "done"
+    out: dict[str, Any] = {
+        "rate": load.rate,
+        "window_s": window,
+        "achieved_rate": float(done.sum()) / window,
+        "output_tokens_per_s": float(group["output_tokens"].fillna(0).sum()) / window,
+        "goodput": float(meets_slo(group, load.slo).sum()) / window if load.slo else math.nan,
+        "error_rate": float((~done).sum()) / len(group) if len(group) else math.nan,
+    }
+    for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule"):
+        values = group[metric].astype("float64").tolist()
+        for q in (50, 90, 99):
+            value = metrics.quantile(values, q / 100)
+            out[f"{metric}_p{q}"] = math.nan if value is None else value
+    out.update({k: v for k, v in load.client.items() if k not in ("client_bound", "client_note")})
+    out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
+    return out

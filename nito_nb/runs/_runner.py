@@ -40,12 +40,16 @@ from .._core.errors import (
 from .._stream import AsyncStream, Stream
 from .._stream_base import StreamBase
 from ._backoff import Backoff
-from ._plan import Plan, Request
-from ._results import Finished, result_rows, results_frame, summary
+from ._client_load import ClientMonitor
+from ._plan import Plan, Request, request_key
+from ._results import Finished, LoadInfo, result_rows, results_frame, summary
+from ._schedule import Schedule
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ._processes import ProcessEngine
+    from ._ray import RayEngine
     from ._store import StoreWriter
 
 __all__ = ["Run"]
@@ -62,6 +66,43 @@ BATCH_SECONDS = 1.0
 #: next request (back-pressure): memory stays bounded when the writer is the slower side.
 MAX_WAITING = 2 * BATCH_SIZE
 _END = object()
+#: An open-loop run keeps at most this many requests in flight unless ``concurrency`` says less.
+OPEN_LOOP_MAX_IN_FLIGHT = 100_000
+#: ``stop_on_error_rate`` is judged once this many requests have ended (not on the first one).
+MIN_ENDED_FOR_ERROR_RATE = 10
+#: The panel judges the client over this many of its latest loop-lag samples (5 s).
+CLIENT_RECENT_SAMPLES = 500
+#: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
+SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
+
+
+def _check_slo(slo: dict[str, float] | None) -> dict[str, float]:
+    if slo is None:
+        return {}
+    if not isinstance(slo, dict):
+        raise ConfigurationError(f"slo is a dict like {{'ttft': 1.0, 'itl': 0.05}}, not {slo!r}")
+    for name, bound in slo.items():
+        if name not in SLO_METRICS:
+            raise ConfigurationError(f"slo: unknown metric {name!r}; use {', '.join(SLO_METRICS)}")
+        if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
+            raise ConfigurationError(f"slo[{name!r}] is a bound in seconds > 0, not {bound!r}")
+    return {name: float(bound) for name, bound in slo.items()}
+
+
+def _load_requests(plan: Plan, n: int, run_id: str) -> list[Request]:
+    """The plan's requests taken in turn until the schedule's ``n`` sends. ``repeat`` counts
+    the turns; the key also hashes the run id, so that every rate of a sweep (and every load run
+    on one store) keeps its own rows."""
+    base = plan.requests
+    if not base:
+        return []
+    out = []
+    for i in range(n):
+        r = base[i % len(base)]
+        turn = i // len(base)
+        key = request_key(r.model, r.messages, {"params": r.params, "load_run": run_id, "seq": i}, turn)
+        out.append(Request(key, r.row, r.model, turn, r.messages, r.params))
+    return out
 
 
 class Run:
@@ -76,7 +117,13 @@ class Run:
         self,
         plan: Plan,
         *,
-        concurrency: int = 16,
+        concurrency: int | None = None,
+        schedule: Schedule | None = None,
+        slo: dict[str, float] | None = None,
+        stop_on_error_rate: float | None = None,
+        engine: str = "asyncio",
+        workers: int | None = None,
+        per_worker: int = 64,
         store: str | None = None,
         connection: dict[str, Any] | None = None,
         max_retries: int = 3,
@@ -84,17 +131,37 @@ class Run:
         progress: bool | None = None,
         run_id: str | None = None,
     ) -> None:
+        if concurrency is None:  # closed loop: 16 at a time; open loop: as many as the schedule asks
+            concurrency = 16 if schedule is None else OPEN_LOOP_MAX_IN_FLIGHT
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"concurrency must be a whole number >= 1, not {concurrency!r}")
+        self.slo = _check_slo(slo)
+        if stop_on_error_rate is not None and (
+            isinstance(stop_on_error_rate, bool) or not isinstance(stop_on_error_rate, int | float)
+            or not 0 < stop_on_error_rate <= 1
+        ):
+            raise ConfigurationError(f"stop_on_error_rate is a share in (0, 1], not {stop_on_error_rate!r}")
+        self.stop_on_error_rate = stop_on_error_rate
+        #: Why the run stopped sending before its end (the error rate), or None.
+        self.stop_reason: str | None = None
         self.run_id = run_id or _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.plan = plan
         self.concurrency = concurrency
+        self.schedule = schedule
+        self._offsets: list[float] = schedule.offsets() if schedule is not None else []
+        self._phases = self.load_info(client=False)  # the measured window, for each row's phase
         self.store_path = store
         self._connection = dict(connection or {})
         self._client = AsyncClient(max_retries=0, **self._connection)
         # Decides whether (and how long after) an attempt is retried: the client's own rule.
         self._retry_rule = BaseClient(max_retries=max_retries, max_retry_wait=max_retry_wait)
         self._check_requests()
+        if engine not in ("asyncio", "processes", "ray"):
+            raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
+        self.engine = engine
+        self._engine: RayEngine | ProcessEngine | None = None
+        if engine == "asyncio" and workers is not None:
+            raise ConfigurationError("workers= is for engine='processes' or engine='ray'")
         self._writer: StoreWriter | None = None
         skipped: set[str] = set()
         if store is not None:
@@ -102,13 +169,15 @@ class Run:
 
             self._writer = StoreWriter(store)
             try:
-                skipped = self._writer.done_keys()
+                # A load run measures; it never resumes (its keys hold its run id: see _load_requests).
+                skipped = self._writer.done_keys() if schedule is None else set()
             except BaseException:
                 self._writer.close()
                 raise
-        self.skipped = [r for r in plan.requests if r.key in skipped]
-        self._todo = [r for r in plan.requests if r.key not in skipped]
-        self._order = {r.key: i for i, r in enumerate(plan.requests)}
+        requests = plan.requests if schedule is None else _load_requests(plan, len(self._offsets), self.run_id)
+        self.skipped = [r for r in requests if r.key in skipped]
+        self._todo = [r for r in requests if r.key not in skipped]
+        self._order = {r.key: i for i, r in enumerate(requests)}
         self.backoff = Backoff(concurrency)
         #: The error that ended the run early (a 401 or 402, or a failure of the store), or None.
         self.error: BaseException | None = None
@@ -123,9 +192,27 @@ class Run:
         self._sending = 0
         self.n_attempts = 0
         self.n_retries = 0
+        self._n_ended = 0  # requests ended so far (loop thread), and those that did not end done
+        self._n_bad = 0
+        self.client = ClientMonitor()
+        self._t0 = time.perf_counter()  # the schedule's origin (reset when sending starts)
         self._finished: concurrent.futures.Future[Run] = concurrent.futures.Future()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
+        # The workers start last, once nothing else can fail (a busy store, a bad option).
+        try:
+            if engine == "ray":
+                from ._ray import RayEngine
+
+                self._engine = RayEngine(workers, per_worker, self._connection, max_retries)
+            elif engine == "processes":
+                from ._processes import ProcessEngine
+
+                self._engine = ProcessEngine(workers, per_worker, self._connection, max_retries)
+        except BaseException:
+            if self._writer is not None:
+                self._writer.close()
+            raise
         from ._progress import progress_for
 
         self.progress = progress_for(self, progress)
@@ -166,12 +253,46 @@ class Run:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()
+                if self._engine is not None:
+                    self._engine.close()
             finally:
                 self._queue.put(_END)
 
     async def _send_all(self) -> None:
-        pending: Iterator[Request] = iter(self._todo)
         self._freed = asyncio.Event()
+        monitor = asyncio.ensure_future(self.client.sample())
+        self._t0 = time.perf_counter()
+        try:
+            if self.schedule is None:
+                await self._send_closed_loop()
+            else:
+                await self._send_open_loop()
+        finally:
+            monitor.cancel()
+            await asyncio.gather(monitor, return_exceptions=True)
+
+    async def _send_open_loop(self) -> None:
+        """Send each request at its scheduled time, whether or not earlier ones have ended."""
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            for request, offset in zip(self._todo, self._offsets, strict=True):
+                if self.stop_reason is not None:
+                    break
+                delay = self._t0 + offset - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                task = asyncio.ensure_future(self._one(request, offset))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            while tasks:
+                await asyncio.gather(*list(tasks))
+        finally:
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*list(tasks), return_exceptions=True)
+
+    async def _send_closed_loop(self) -> None:
+        pending: Iterator[Request] = iter(self._todo)
         workers = [asyncio.ensure_future(self._worker(pending)) for _ in range(min(self.concurrency, len(self._todo)))]
         try:
             await asyncio.gather(*workers)
@@ -204,12 +325,18 @@ class Run:
         self._sending -= 1
         self._freed.set()
 
-    async def _one(self, request: Request) -> None:
+    async def _one(self, request: Request, scheduled: float | None = None) -> None:
         started = _dt.datetime.now(_dt.timezone.utc)
         attempts = 0
         loop = asyncio.get_running_loop()
+        timing: dict[str, float | None] = {"scheduled_at": scheduled, "sent_at": None}
+        if self._engine is not None:
+            await self._one_remote(self._engine, request, started, timing)
+            return
         while True:
             await self._slot()
+            if timing["sent_at"] is None:  # the first attempt's send, after any wait for a slot
+                timing["sent_at"] = time.perf_counter() - self._t0
             attempts += 1
             self.n_attempts += 1
             stream: AsyncStream | None = None
@@ -228,7 +355,7 @@ class Run:
                 if stream is not None:
                     if not stream.finished:
                         await stream.aclose()
-                    self._finish(request, stream, attempts, started)
+                    self._finish(request, stream, attempts, started, timing)
                 raise
             finally:
                 self._in_flight.pop(request.key, None)
@@ -237,24 +364,59 @@ class Run:
             if error is None:
                 if stream.status == "done":
                     self.backoff.succeeded()
-                self._finish(request, stream, attempts, started)
+                self._finish(request, stream, attempts, started, timing)
                 return
             if isinstance(error, (AuthenticationError, PaymentRequiredError)):
-                self._finish(request, stream, attempts, started)
+                self._finish(request, stream, attempts, started, timing)
                 self._fail_run(error)
                 return
             if isinstance(error, RateLimitError):  # the whole run slows, retried or not
                 self.backoff.rate_limited(loop.time(), error.retry_after)
             delay = self._retry_rule._retry_delay(attempts - 1, error)
             if delay is None:
-                self._finish(request, stream, attempts, started)
+                self._finish(request, stream, attempts, started, timing)
                 return
             self.n_retries += 1
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
 
-    def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime) -> None:
-        self._queue.put(Finished(request, stream, attempts, started))
+    async def _one_remote(self, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
+                          timing: dict[str, float | None]) -> None:
+        """One request sent by a worker process or a Ray actor (``_processes.py``, ``_ray.py``);
+        retries happen there."""
+        await self._slot()
+        timing["sent_at"] = time.perf_counter() - self._t0
+        self.n_attempts += 1
+        try:
+            stream, worker, node = await engine.send(request)
+        except asyncio.CancelledError:  # stopped: the actor's stream is cancelled, nothing came back
+            from ._ray import failed_stream
+
+            stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
+            self._finish(request, stream, 1, started, timing, worker=None, node=None)
+            raise
+        finally:
+            self._release()
+        attempts = max(1, int(getattr(stream.log, "attempts", 1) or 1))
+        self.n_attempts += attempts - 1
+        self.n_retries += attempts - 1
+        if stream.status == "done":
+            self.backoff.succeeded()
+        self._finish(request, stream, attempts, started, timing, worker=worker, node=node)
+
+    def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime,
+                timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:
+        self._queue.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
+                                 worker, node))
+        self._n_ended += 1
+        if stream.status not in ("done", "stopped"):
+            self._n_bad += 1
+        limit = self.stop_on_error_rate
+        if (limit is not None and self.stop_reason is None and self._n_ended >= MIN_ENDED_FOR_ERROR_RATE
+                and self._n_bad / self._n_ended >= limit):
+            self.stop_reason = (f"error rate {self._n_bad}/{self._n_ended} reached stop_on_error_rate={limit:g}:"
+                                " no further request was sent")
+            print(f"nito: the run stopped sending: {self.stop_reason}", file=sys.stderr)
 
     def _fail_run(self, error: BaseException) -> None:
         """End the run now (a 401/402, or the store failed): one clear message."""
@@ -301,7 +463,9 @@ class Run:
                     self.progress.update()
         except BaseException as exc:  # the store failed (disk full...): stop sending, say why
             self._fail_run(exc)
-            while self._queue.get() is not _END:  # let the loop thread end
+            # Let the loop thread end; the failure may come from the last flush, after its _END
+            # (waiting for a second one hung the run forever).
+            while not ended and self._queue.get() is not _END:
                 pass
         finally:
             if self._writer is not None:
@@ -312,7 +476,7 @@ class Run:
             self._finished.set_result(self)
 
     def _flush(self, batch: list[Finished]) -> None:
-        rows, frame = result_rows(batch, self.run_id)
+        rows, frame = result_rows(batch, self.run_id, self._phases)
         if self._writer is not None:
             self._writer.write(batch, rows, frame)
         with self._lock:
@@ -361,8 +525,23 @@ class Run:
         return results_frame(rows)
 
     def summary(self) -> pd.DataFrame:
-        """One row per model: counts by status, p50/p90/p99 of ttft, itl, e2e, tokens, cost."""
-        return summary(self.results())
+        """One row per model: counts by status, p50/p90/p99 of ttft, itl, e2e, tokens, cost. A
+        load run (``rate=``) summarises only the requests scheduled between warmup and cooldown
+        and adds the achieved rate, throughput, goodput, send delay and the client's health."""
+        return summary(self.results(), load=self.load_info())
+
+    def load_info(self, client: bool = True) -> LoadInfo | None:
+        """What the summary of a load run needs: the measured window, the SLO, the client."""
+        if self.schedule is None:
+            return None
+        start = float(self.schedule.warmup)
+        end = self.schedule.end(self._offsets) - self.schedule.cooldown
+        if end <= start:
+            raise ConfigurationError(
+                f"warmup={self.schedule.warmup:g} s and cooldown={self.schedule.cooldown:g} s leave no time"
+                f" to measure in a schedule of {self.schedule.end(self._offsets):g} s")
+        return LoadInfo(rate=float(self.schedule.rate), start=start, end=end, slo=self.slo,
+                        client=self.client.report() if client else {})
 
     def frame(self) -> pd.DataFrame:
         """The chunk-level frame of every finished stream (``stream`` = the request key). With a
@@ -450,4 +629,7 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "state": ("stopped" if run.stopped or run.error else "done") if ended
         else ("stopping" if run.stopped else "running"),
         "error": None if run.error is None else (getattr(run.error, "message", None) or str(run.error)),
+        # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
+        "client": run.client.report(recent=CLIENT_RECENT_SAMPLES),
+        "stop_reason": run.stop_reason,
     }

@@ -114,6 +114,9 @@ class StoreWriter:
         extra_sql = ", ".join(f'"{n}" {t}' for n, t in _EVENT_EXTRA.items())
         self.con.execute(f"CREATE TABLE IF NOT EXISTS requests ({result_sql}, {rebuild_sql})")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS events ({event_sql}, {extra_sql})")
+        # A store written before a column existed (the load columns, docs/LOAD.md) gains it.
+        for name, dtype in RESULT_COLUMNS.items():
+            self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {_SQL_TYPES[dtype]}')
 
         #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
         #: old rows are replaced. Only a batch holding one of them pays for a DELETE.

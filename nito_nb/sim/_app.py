@@ -37,7 +37,7 @@ from ._replay import replay_file
 from ._reply import ErrorReply, Event, Reply, error_body, error_reply
 from ._request import SimRequest, parse_request, request_digest
 from ._scenarios import SIM_MODELS, scenario
-from ._sending import Shutdown, install_log_filter, paced_body
+from ._sending import Shutdown, install_log_filter, paced_body, stamped_body
 
 REPLAY_SUFFIXES = (".sse", ".jsonl")
 OWNER = "nito_nb-sim"
@@ -152,7 +152,8 @@ def create_app(api_key: str | None = None) -> Starlette:
         }
         if reply.content_type:
             headers["content-type"] = reply.content_type
-        return StreamingResponse(paced_body(pieces, shutdown), reply.status, headers=headers)
+        body = (stamped_body if parsed.options.stamp else paced_body)(pieces, shutdown)
+        return StreamingResponse(body, reply.status, headers=headers)
 
     async def _completion(
         pieces: Iterable[tuple[float, bytes | None]], parsed: SimRequest

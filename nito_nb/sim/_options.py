@@ -35,6 +35,9 @@ class SimOptions:
     retry_after: float = 1.0  # sim/http-429: the Retry-After header
     tool_calls: int | None = None  # sim/tools: number of calls (default: one per tool, up to 4)
     interleave: bool = False  # sim/tools: interleave the fragments of parallel calls
+    # Ground truth for client benchmarks: each chunk gains "sim_sent_ns", the server's
+    # time.perf_counter_ns() when its bytes were handed to the socket (same clock on one machine).
+    stamp: bool = False
     # Faults of a flaky gateway, on any model (see `fault`).
     fail_rate: float = 0.0  # the share of distinct requests that fail, picked by hash
     fail_status: int | str = 429  # an HTTP status >= 400, "drop" or "error" (mid-stream)
@@ -49,7 +52,7 @@ class SimOptions:
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
 _INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls", "fail_attempts")
 _STRING_OPTIONS = ("replay", "content_type")
-_BOOL_OPTIONS = ("interleave",)
+_BOOL_OPTIONS = ("interleave", "stamp")
 FAULTS = ("drop", "error")
 _ENV_OPTIONS = {"NITO_SIM_TPS": "tps", "NITO_SIM_TTFT_MS": "ttft_ms", "NITO_SIM_JITTER": "jitter"}
 

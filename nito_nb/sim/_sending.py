@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Iterable
 
 # Bytes are written in batches of about this size when the schedule lets them pile up (no
@@ -66,6 +67,36 @@ def install_log_filter() -> None:
     logger = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _HideSimulatedDrops) for f in logger.filters):
         logger.addFilter(_HideSimulatedDrops())
+
+
+#: The extra field of a stamped chunk (`"sim": {"stamp": true}`).
+STAMP_FIELD = b"sim_sent_ns"
+
+
+def stamped(data: bytes) -> bytes:
+    """`data` with `"sim_sent_ns": now` first in every JSON object event: the moment the bytes
+    leave for the socket (uvicorn writes them to the transport in the same turn of the loop)."""
+    field = b'{"' + STAMP_FIELD + b'":' + str(time.perf_counter_ns()).encode() + b","
+    if data.startswith(b"data: {"):
+        data = b"data: " + field + data[7:]
+    return data.replace(b"\n\ndata: {", b"\n\ndata: " + field)
+
+
+async def stamped_body(
+    pieces: Iterable[tuple[float, bytes | None]], shutdown: Shutdown
+) -> AsyncIterator[bytes]:
+    """The paced body, one write per piece, each stamped as it is written (no batching: a
+    batched piece would carry the time it was built, not the time it was sent)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for due, data in pieces:
+        wait = start + due - loop.time()
+        if wait > MIN_SLEEP_S:
+            await shutdown.sleep(wait)
+        if data is None:
+            await asyncio.sleep(0.01)
+            raise SimulatedDrop("simulated connection drop")
+        yield stamped(data)
 
 
 async def paced_body(

@@ -1,0 +1,89 @@
+"""Honesty about the client: is the notebook, not the gateway, what limits a load run?
+
+A sampler on the run's own event loop sleeps ``LAG_INTERVAL`` seconds at a time; how much later
+than asked it wakes up is the loop's *lag*, the delay that every chunk's arrival stamp and
+every scheduled send suffered at that moment. Every ``CPU_INTERVAL`` seconds it also reads the
+process's CPU time: a share near 1.0 (one core: the GIL) means Python itself is saturated.
+The verdict (``client_bound``) and its figures go to the summary and the panel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any
+
+__all__ = ["CPU_BOUND_SHARE", "LAG_BOUND_S", "ClientMonitor", "verdict"]
+
+#: The loop is sampled this often (seconds).
+LAG_INTERVAL = 0.010
+#: The process's CPU share is computed over windows of this many seconds.
+CPU_INTERVAL = 0.5
+#: The client is called the bottleneck when its loop's p99 lag exceeds this (seconds)...
+LAG_BOUND_S = 0.005
+#: ... or when the process used at least this share of one core in some window.
+CPU_BOUND_SHARE = 0.9
+#: Samples kept (an hour of lag samples); older ones are dropped.
+MAX_SAMPLES = 360_000
+
+
+class ClientMonitor:
+    """Samples the event loop's lag and the process's CPU share while a run sends."""
+
+    def __init__(self) -> None:
+        self.lags: deque[float] = deque(maxlen=MAX_SAMPLES)
+        self.cpu: deque[float] = deque(maxlen=MAX_SAMPLES)
+
+    async def sample(self) -> None:
+        """Run on the run's loop until cancelled."""
+        clock, cpu_clock = time.perf_counter, time.process_time
+        cpu_start, cpu_wall = cpu_clock(), clock()
+        while True:
+            before = clock()
+            await asyncio.sleep(LAG_INTERVAL)
+            now = clock()
+            self.lags.append(max(0.0, now - before - LAG_INTERVAL))
+            if now - cpu_wall >= CPU_INTERVAL:
+                cpu_now = cpu_clock()
+                self.cpu.append((cpu_now - cpu_start) / (now - cpu_wall))
+                cpu_start, cpu_wall = cpu_now, now
+
+    def report(self, recent: int | None = None) -> dict[str, Any]:
+        """``client_lag_p50/p99/max`` (s), ``client_cpu_max`` (share of one core), ``client_bound``
+        and ``client_note``; over the last ``recent`` lag samples only when given (the panel's
+        live view: cheap, and about the last few seconds)."""
+        import itertools
+
+        import numpy as np
+
+        lag_list = list(self.lags) if recent is None else list(itertools.islice(
+            reversed(self.lags), recent))
+        cpu_list = list(self.cpu) if recent is None else list(itertools.islice(
+            reversed(self.cpu), max(1, int(recent * LAG_INTERVAL / CPU_INTERVAL))))
+        lags = np.asarray(lag_list, dtype=float)
+        cpu = np.asarray(cpu_list, dtype=float)
+        out: dict[str, Any] = {
+            "client_lag_p50": float(np.percentile(lags, 50)) if len(lags) else float("nan"),
+            "client_lag_p99": float(np.percentile(lags, 99)) if len(lags) else float("nan"),
+            "client_lag_max": float(lags.max()) if len(lags) else float("nan"),
+            "client_cpu_max": float(cpu.max()) if len(cpu) else float("nan"),
+        }
+        out["client_bound"], out["client_note"] = verdict(out)
+        return out
+
+
+def verdict(report: dict[str, Any], send_delay_p99: float | None = None) -> tuple[bool, str]:
+    """(whether the client limited the run, one line saying why and by how much)."""
+    reasons = []
+    lag = report.get("client_lag_p99")
+    if lag is not None and lag == lag and lag > LAG_BOUND_S:
+        reasons.append(f"its event loop lagged {lag * 1e3:.1f} ms at p99 (bound {LAG_BOUND_S * 1e3:g} ms)")
+    cpu = report.get("client_cpu_max")
+    if cpu is not None and cpu == cpu and cpu >= CPU_BOUND_SHARE:
+        reasons.append(f"it used {cpu:.0%} of a core")
+    if send_delay_p99 is not None and send_delay_p99 == send_delay_p99 and send_delay_p99 > LAG_BOUND_S:
+        reasons.append(f"requests left {send_delay_p99 * 1e3:.1f} ms late at p99")
+    if not reasons:
+        return False, ""
+    return True, "the client was the bottleneck: " + "; ".join(reasons)

@@ -1,0 +1,262 @@
+"""Load runs (rate=..., docs/LOAD.md): the open-loop schedule (pure), a run against the
+simulator on loopback that keeps to it, warmup/cooldown, SLO goodput, the stop on an error rate,
+the client's own lag, and sweeps."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nito_nb
+from nito_nb.runs import _client_load, _results
+from nito_nb.runs._schedule import Schedule, phase
+
+
+def _sim(**options: Any) -> dict[str, Any]:
+    return {"sim": {"tps": 0, "ttft_ms": 0, **options}}
+
+
+# -- the schedule (pure) ------------------------------------------------------------------------
+
+
+def test_a_constant_schedule_is_evenly_spaced_and_ends_at_duration_or_max_requests() -> None:
+    offsets = Schedule(rate=4, duration=2).offsets()
+    assert offsets == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]
+    assert len(Schedule(rate=1000, duration=10, max_requests=7).offsets()) == 7
+    assert len(Schedule(rate=100, max_requests=5).offsets()) == 5
+
+
+def test_a_poisson_schedule_has_the_rate_on_average_and_burstiness_sets_its_spread() -> None:
+    def gaps(burstiness: float) -> np.ndarray:
+        return np.diff(Schedule(rate=50, kind="poisson", burstiness=burstiness, max_requests=20_000).offsets())
+
+    poisson = gaps(1.0)
+    assert abs(poisson.mean() - 1 / 50) / (1 / 50) < 0.05
+    assert abs(poisson.std() / poisson.mean() - 1.0) < 0.05  # exponential: coefficient of variation 1
+    assert gaps(0.25).std() > 1.5 * poisson.std() > 2 * gaps(4.0).std()  # CV = 1/sqrt(shape)
+    # computed up front, from a seed: the same schedule every time
+    assert Schedule(rate=5, kind="poisson", duration=3).offsets() == Schedule(rate=5, kind="poisson", duration=3).offsets()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"rate": 0, "duration": 1}, "rate is requests per second"),
+        ({"rate": 1}, "needs duration=SECONDS or max_requests=N"),
+        ({"rate": 1, "duration": 1, "kind": "bursty"}, "schedule must be one of constant, poisson"),
+        ({"rate": 1, "duration": 1, "burstiness": 0.5}, "burstiness applies to schedule='poisson'"),
+        ({"rate": 1, "duration": 1, "warmup": -1}, "warmup is in seconds"),
+    ],
+)
+def test_bad_schedules_are_one_clear_error(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match=match):
+        Schedule(**kwargs)
+
+
+def test_bad_load_options_are_refused_before_anything_is_sent() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="add rate="):
+        nito_nb.run(["a"], model="sim/chat", duration=5, progress=False)
+    with pytest.raises(nito_nb.ConfigurationError, match="slo: unknown metric 'latency'"):
+        nito_nb.run(["a"], model="sim/chat", rate=1, duration=1, slo={"latency": 1}, progress=False)
+    with pytest.raises(nito_nb.ConfigurationError, match="leave no time to measure"):
+        nito_nb.run(["a"], model="sim/chat", rate=1, duration=2, warmup=1, cooldown=1, progress=False)
+
+
+def test_phases() -> None:
+    assert [phase(t, 1.0, 1.0, 5.0) for t in (0.0, 0.99, 1.0, 3.99, 4.0)] == [
+        "warmup", "warmup", "measure", "measure", "cooldown"]
+
+
+def test_goodput_counts_done_requests_within_every_bound() -> None:
+    import pandas as pd
+
+    results = pd.DataFrame({"status": ["done", "done", "done", "error"], "ttft": [0.1, 0.5, 0.1, 0.1],
+                            "itl": [0.01, 0.01, math.nan, 0.01]})
+    assert _results.meets_slo(results, {"ttft": 0.2, "itl": 0.02}).tolist() == [True, False, False, False]
+
+
+def test_the_verdict_says_why_and_by_how_much() -> None:
+    assert _client_load.verdict({"client_lag_p99": 0.001, "client_cpu_max": 0.3}) == (False, "")
+    bound, note = _client_load.verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.95}, 0.012)
+    assert bound and "lagged 20.0 ms at p99" in note and "95% of a core" in note and "12.0 ms late" in note
+
+
+# -- against the simulator on loopback ----------------------------------------------------------
+
+
+def test_an_open_loop_run_sends_on_schedule_not_when_earlier_requests_end() -> None:
+    # Each stream lasts ~0.5 s; at 20 requests/s a closed loop of 2 would send ~4/s. Open loop
+    # keeps sending on the schedule, so about 10 streams are in flight at once.
+    run = nito_nb.run(["a", "b"], model="sim/chat", rate=20, duration=1.0, progress=False,
+                      **_sim(ttft_ms=500))
+    run.wait(timeout=60)
+    assert run.error is None
+    r = run.results().sort_values("scheduled_at")
+    assert len(r) == 20 and (r["status"] == "done").all()
+    assert r["scheduled_at"].tolist() == pytest.approx([i / 20 for i in range(20)])
+    assert (r["send_delay"] >= 0).all()
+    # sends follow the schedule, not the ends: many requests were in flight at once
+    sent, ended = r["sent_at"].to_numpy(), (r["sent_at"] + r["e2e"]).to_numpy()
+    in_flight = max(int(((sent <= t) & (t < ended)).sum()) for t in sent)
+    assert in_flight >= 5
+    # latency from the schedule includes the send delay
+    assert (r["ttft_from_schedule"] - r["ttft"] - r["send_delay"]).abs().max() < 1e-9
+    assert r["key"].is_unique and set(r["repeat"]) == set(range(10))
+
+
+def test_warmup_and_cooldown_are_recorded_but_left_out_of_the_summary_with_goodput() -> None:
+    run = nito_nb.run(["a"], model="sim/chat", rate=10, duration=2.0, warmup=0.5, cooldown=0.5,
+                      slo={"ttft": 60.0}, progress=False, **_sim())
+    run.wait(timeout=60)
+    r = run.results()
+    assert len(r) == 20
+    assert r.groupby("phase").size().to_dict() == {"warmup": 5, "measure": 10, "cooldown": 5}
+    s = run.summary().loc["sim/chat"]
+    assert s["n"] == 10 and s["window_s"] == pytest.approx(1.0)
+    assert s["achieved_rate"] == pytest.approx(10.0) and s["goodput"] == pytest.approx(10.0)
+    info = run.load_info()
+    assert info is not None
+    tight = _results.summary(r, dataclasses.replace(info, slo={"ttft": 1e-9}))
+    assert tight.loc["sim/chat", "goodput"] == 0.0
+
+
+def test_the_run_stops_sending_at_an_error_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    run = nito_nb.run([f"p{i}" for i in range(40)], model="sim/chat", rate=40, duration=3.0,
+                      stop_on_error_rate=0.5, max_retries=0, progress=False,
+                      **_sim(fail_rate=1.0, fail_status=500))
+    run.wait(timeout=60)
+    r = run.results()
+    assert run.stop_reason is not None and "stop_on_error_rate=0.5" in run.stop_reason
+    assert 10 <= len(r) < 120 and (r["status"] == "failed").all()
+    assert capsys.readouterr().err.count("nito: the run stopped sending") == 1
+
+
+def test_the_client_monitor_samples_the_loop_and_sees_a_blocked_loop() -> None:
+    import asyncio
+    import time
+
+    monitor = _client_load.ClientMonitor()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(monitor.sample())
+        await asyncio.sleep(0.2)
+        time.sleep(0.1)  # the loop is blocked: the next sample is ~100 ms late
+        await asyncio.sleep(0.6)
+        task.cancel()
+
+    asyncio.run(main())
+    report = monitor.report()
+    assert len(monitor.lags) > 10 and len(monitor.cpu) >= 1
+    assert report["client_lag_max"] >= 0.09 and report["client_lag_max"] > 10 * report["client_lag_p50"]
+
+
+def test_a_load_runs_summary_reports_the_client() -> None:
+    run = nito_nb.run(["a"], model="sim/chat", rate=20, duration=0.5, progress=False, **_sim())
+    run.wait(timeout=60)
+    s = run.summary().loc["sim/chat"]
+    for name in ("client_lag_p50", "client_lag_p99", "client_lag_max", "client_cpu_max", "client_bound",
+                 "send_delay_p99", "tpot_p99", "ttft_from_schedule_p99"):
+        assert name in s.index
+    assert s["client_lag_p99"] >= 0
+
+
+def test_units_are_explicit_chunks_and_tokens() -> None:
+    # sim/chat reports usage: per-token ITL from usage's tokens; sim/echo-like streams without
+    # usage leave the token columns NA instead of filling them with chunk counts.
+    run = nito_nb.run(["a"], model="sim/chat", max_requests=1, rate=1, progress=False, **_sim())
+    run.wait(timeout=60)
+    row = run.results().iloc[0]
+    assert row["n_chunks"] >= 2 and row["output_tokens"] == row["completion_tokens"]
+    assert row["itl_per_chunk"] == row["itl"]
+    n_chunks, n_tokens = int(row["n_chunks"]), int(row["output_tokens"])
+    assert row["itl_per_token"] == pytest.approx(row["itl_per_chunk"] * (n_chunks - 1) / (n_tokens - 1))
+
+
+def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rate(tmp_path: Any) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sweep = nito_nb.sweep(["a", "b"], model="sim/chat", rates=[5, 20], duration=0.6, store=str(tmp_path / "s"),
+                          slo={"ttft": 60.0}, progress=False, **_sim())
+    assert sweep.rates == [5, 20] and all(run.done for run in sweep.runs)
+    s = sweep.summary()
+    assert s.index.tolist() == [5.0, 20.0]
+    assert s["n"].tolist() == [3, 12] and (s["ok"] == s["n"]).all()
+    assert s.loc[20.0, "achieved_rate"] > s.loc[5.0, "achieved_rate"]
+    assert {"goodput", "ttft_p99", "itl_p99", "tpot_p99", "e2e_p99", "error_rate", "send_delay_p99"} <= set(s.columns)
+    fig = sweep.plot()
+    assert len(fig.axes) == 3 and fig.axes[0].get_xlabel() == "achieved rate (requests/s)"
+    # both rates share the store, each under its own run id, no row replaced by the other
+    with nito_nb.open_store(tmp_path / "s") as store:
+        counts = store.sql("select run_id, count(*) n from requests group by run_id order by n")
+    assert counts["n"].tolist() == [3, 12]
+    assert nito_nb.last() is sweep.runs[-1]
+
+
+def test_sweep_needs_rates() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="sweep needs rates"):
+        nito_nb.sweep(["a"], model="sim/chat", rates=[], duration=1)
+
+
+def test_the_panel_says_when_the_client_is_the_bottleneck() -> None:
+    from nito_nb.runs._progress import panel_model
+
+    stats = {"state": "running", "finished": 1, "total": 2, "elapsed": 1.0, "eta": None, "skipped": 0,
+             "retries": 0, "rate_limited": 0, "limit": 16, "error": None, "models": [],
+             "stop_reason": None}
+    calm = {"client_lag_p99": 0.001, "client_cpu_max": 0.2}
+    busy = {"client_lag_p99": 0.030, "client_cpu_max": 0.97}
+    for client in (calm, busy):
+        client["client_bound"], client["client_note"] = _client_load.verdict(client)
+    assert "client loop lag p99 1.0 ms, CPU 20%" in panel_model({**stats, "client": calm})["head"]
+    assert "bottleneck" not in panel_model({**stats, "client": calm})["head"]
+    head = panel_model({**stats, "client": busy})["head"]
+    assert "⚠ the client was the bottleneck: its event loop lagged 30.0 ms at p99" in head and "97% of a core" in head
+
+
+def test_a_runs_live_stats_carry_the_clients_recent_health() -> None:
+    run = nito_nb.run(["a"], model="sim/chat", rate=20, duration=0.5, progress=False, **_sim())
+    run.wait(timeout=60)
+    client = run.stats()["client"]
+    assert client["client_lag_p99"] >= 0 and isinstance(client["client_bound"], bool)
+
+
+def test_a_schedule_too_large_to_compute_up_front_is_refused() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="more than 1,000,000 requests"):
+        Schedule(rate=1e6, duration=60)
+    assert len(Schedule(rate=1e9, duration=60, max_requests=3).offsets()) == 3
+
+
+def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> None:
+    from nito_nb.runs._store import StoreWriter
+
+    path = tmp_path / "old"
+    writer = StoreWriter(path)
+    for name in ("scheduled_at", "send_delay", "phase", "worker", "node", "itl_per_token"):
+        writer.con.execute(f'ALTER TABLE requests DROP COLUMN "{name}"')
+    writer.close()
+    run = nito_nb.run(["a"], model="sim/chat", rate=5, max_requests=2, store=str(path), progress=False, **_sim())
+    run.wait(timeout=60)
+    assert run.error is None
+    with nito_nb.open_store(path) as store:
+        r = store.results()
+    assert len(r) == 2 and r["send_delay"].notna().all() and set(r["worker"]) == {"local"}
+
+
+def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nito_nb.runs._store import StoreWriter
+
+    def broken(self: Any, *args: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(StoreWriter, "write", broken)
+    run = nito_nb.run(["a"], model="sim/echo", store=str(tmp_path / "s"), progress=False, **_sim())
+    run.wait(timeout=30)  # hung forever when the failure came after the loop thread had ended
+    assert isinstance(run.error, OSError)
+    assert "nito: the run stopped: disk full" in capsys.readouterr().err
