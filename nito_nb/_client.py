@@ -358,7 +358,7 @@ class BaseClient:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back)."""
         embedded = self._embedded(model, base_url)
-        stream._route = Route(self, None if embedded else stream.request["base_url"], key, timeout, max_event_size)
+        stream.set_route(Route(self, None if embedded else stream.request["base_url"], key, timeout, max_event_size))
         stream.protect(key)
 
     def _build(
@@ -414,7 +414,7 @@ class BaseClient:
 
     @staticmethod
     def _http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
-        if stream._secret is None:  # a bare Stream (models()): the key it sent is redacted too
+        if not stream.protected:  # a bare Stream (models()): the key it sent is redacted too
             stream.protect(key)
         return stream.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
@@ -508,7 +508,7 @@ class Client(BaseClient):
                 # One clock per Stream: t0 is the first attempt's send, so every timing includes
                 # the retries (``attempts`` says how many requests were sent).
                 if attempt:
-                    stream._retry()
+                    stream.new_attempt()
                 else:
                     stream.log.t0_ns = time.perf_counter_ns()
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
@@ -522,7 +522,7 @@ class Client(BaseClient):
                         _between_chunks(response, limits.between_chunks)
                         # Read from now on, whatever the caller does: arrival times are the
                         # moment the bytes came, not the moment someone iterated.
-                        stream._start_reader(response.iter_bytes(), response.close, functools.partial(_abort, response))
+                        stream.read_body(response.iter_bytes(), response.close, functools.partial(_abort, response))
                         return stream
                     try:
                         raw = _read_capped(response.iter_bytes())
@@ -598,7 +598,7 @@ class AsyncClient(BaseClient):
         self._remember(stream, model, base_url, key, timeout, max_event_size)
 
         async def open_stream(stream: AsyncStream) -> None:
-            stream._opener = None
+            stream.set_opener(None)
             http = self._http or self._new_http()
             try:
                 await connect(stream, http)
@@ -607,21 +607,12 @@ class AsyncClient(BaseClient):
                     await http.aclose()
                 raise
             if http is not self._http:
-                close_response = stream._aclose_source
-
-                async def close_both() -> None:
-                    try:
-                        if close_response is not None:
-                            await close_response()
-                    finally:
-                        await http.aclose()
-
-                stream._aclose_source = close_both
+                stream.close_also(http.aclose)
 
         async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
                 if attempt:  # one clock per Stream, as in Client.stream
-                    stream._retry()
+                    stream.new_attempt()
                 else:
                     stream.log.t0_ns = time.perf_counter_ns()
                 request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
@@ -633,8 +624,7 @@ class AsyncClient(BaseClient):
                     if response.status_code < 400 and self._is_event_stream(response):
                         stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
-                        stream._areads = response.aiter_bytes()
-                        stream._aclose_source = response.aclose
+                        stream.set_body(response.aiter_bytes(), response.aclose)
                         return
                     try:
                         raw = await _aread_capped(response.aiter_bytes())
@@ -649,7 +639,7 @@ class AsyncClient(BaseClient):
                     raise error
                 await asyncio.sleep(delay)
 
-        stream._opener = open_stream
+        stream.set_opener(open_stream)
         return stream
 
     async def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:

@@ -101,6 +101,11 @@ class Stream(StreamBase):
         )
         self._reader.start()
 
+    def read_body(self, reads: Iterator[bytes], close: Callable[[], None], abort: Callable[[], None]) -> None:
+        """The source API of a live body: read it in the background from now on (see
+        ``_start_reader``)."""
+        self._start_reader(reads, close, abort)
+
     def _stop(self, status: str | None) -> None:
         """Stop the reader (its socket read is cut, it closes the response) and end the stream."""
         self._stop_requested = True
@@ -348,6 +353,31 @@ class AsyncStream(StreamBase):
         except (KeyboardInterrupt, _cancelled_error()):  # cancelled while connecting
             self._end(time.perf_counter_ns(), status="stopped")
             raise
+
+    # The source API of a live body (the client): how to connect, the body's reads, and what
+    # closing it releases.
+
+    def set_opener(self, opener: Callable[[AsyncStream], Any] | None) -> None:
+        """A coroutine function that connects (and calls :meth:`set_body`), run on first use."""
+        self._opener = opener
+
+    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any]) -> None:
+        """The body's reads, and the coroutine function that closes the response."""
+        self._areads = reads
+        self._aclose_source = close
+
+    def close_also(self, close: Callable[[], Any]) -> None:
+        """Closing the body also awaits ``close()`` (after the response's own, even if it fails)."""
+        first = self._aclose_source
+
+        async def close_both() -> None:
+            try:
+                if first is not None:
+                    await first()
+            finally:
+                await close()
+
+        self._aclose_source = close_both
 
     async def _astop_source(self) -> None:
         close, self._aclose_source = self._aclose_source, None

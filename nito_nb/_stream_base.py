@@ -338,6 +338,19 @@ class StreamBase:
         """The request failed before any body: the Stream is ``failed`` with ``error`` (returned)."""
         return self._fail(error)
 
+    def set_route(self, route: Any) -> None:
+        """How the request was made (its client, base URL, key, timeout), for reply()."""
+        self._route = route
+
+    @property
+    def protected(self) -> bool:
+        """A key is being redacted from what the server sends back (see :meth:`protect`)."""
+        return self._secret is not None
+
+    def new_attempt(self) -> None:
+        """The attempt failed before any body and is tried again (the client's retries)."""
+        self._retry()
+
     def note(self, kind: str, message: str) -> None:
         """Record an anomaly at the current event (the same kind again only counts)."""
         with self._lock:

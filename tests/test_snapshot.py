@@ -80,3 +80,10 @@ def test_snapshot_from_another_thread_never_sees_a_torn_state() -> None:
     for r in readers:
         r.join()
     assert not bad and s.snapshot().content == "x" * 2000
+
+
+def test_a_status_shows_as_the_plain_word_everywhere() -> None:
+    s = nito_nb.read_sse("data: [DONE]\n\n")
+    assert s.status == "done" and s.status is Status.DONE
+    assert str(s.status) == f"{s.status}" == "done" and repr([s.status]) == "['done']"
+    assert sorted({Status.STOPPED, Status.DONE}) == ["done", "stopped"]

@@ -26,6 +26,10 @@ class Status(str, Enum):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
+    # ...and in a list or a set printed in a notebook, as the plain strings statuses always were.
+    def __repr__(self) -> str:
+        return repr(self.value)
+
     @property
     def running(self) -> bool:
         return self in RUNNING

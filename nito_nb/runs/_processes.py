@@ -17,7 +17,7 @@ import socket
 import threading
 from typing import Any
 
-from .._exceptions import ConfigurationError
+from .._core.errors import ConfigurationError
 from .._stream import Stream
 from ._plan import Request
 from ._ray import _from_text, failed_stream
@@ -35,7 +35,7 @@ def _worker_main(conn: Any, connection: dict[str, Any], max_retries: int, per_wo
 
 async def _serve(conn: Any, connection: dict[str, Any], max_retries: int, per_worker: int) -> None:
     from .._client import AsyncClient
-    from .._exceptions import NitoError
+    from .._core.errors import NitoError
     from .._stream import AsyncStream
 
     loop = asyncio.get_running_loop()

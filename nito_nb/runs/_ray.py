@@ -21,8 +21,8 @@ import tempfile
 import time
 from typing import Any
 
-from .._exceptions import ConfigurationError
-from .._log import ChunkLog
+from .._core.errors import ConfigurationError
+from .._core.log import ChunkLog
 from .._stream import Stream, from_events
 from ._plan import Request
 
@@ -47,7 +47,7 @@ class Worker:
     async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]) -> str:
         """Stream one request to its end; return its log as JSON Lines (``Stream.save``'s format)."""
         from .._client import AsyncClient
-        from .._exceptions import NitoError
+        from .._core.errors import NitoError
 
         if self.client is None:
             self.client = AsyncClient(max_retries=self.max_retries)

@@ -246,9 +246,10 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
         "error_rate": float((~done).sum()) / len(group) if len(group) else math.nan,
     }
     for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule"):
-        values = group[metric].astype("float64").dropna()
+        values = group[metric].astype("float64").tolist()
         for q in (50, 90, 99):
-            out[f"{metric}_p{q}"] = float(values.quantile(q / 100)) if len(values) else math.nan
+            value = metrics.quantile(values, q / 100)
+            out[f"{metric}_p{q}"] = math.nan if value is None else value
     out.update({k: v for k, v in load.client.items() if k not in ("client_bound", "client_note")})
     out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._exceptions import ConfigurationError
+from .._core.errors import ConfigurationError
 
 __all__ = ["SCHEDULES", "Schedule", "phase"]
 

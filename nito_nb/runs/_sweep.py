@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigurationError
+from .._core.errors import ConfigurationError
 from ._runner import Run
 
 if TYPE_CHECKING:
