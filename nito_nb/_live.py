@@ -31,9 +31,9 @@ class live:  # lower case: a context manager used like a function, `with nito_nb
     """
 
     def __init__(self, *, format: str = "markdown", max_rate: float = 20.0) -> None:
-        from ._render import _check_format
+        from .render import check_format
 
-        _check_format(format)  # a bad format is the caller's mistake: say so before the block runs
+        check_format(format)  # a bad format is the caller's mistake: say so before the block runs
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         self.format = format

@@ -173,7 +173,7 @@ def _check_params(name: str, params: dict[str, Any]) -> None:
 
 
 def _format_or_raise(value: str, error: type[Exception]) -> str:
-    from ._render import _check_format
+    from .render import check_format as _check_format
 
     try:
         _check_format(value)
@@ -365,7 +365,7 @@ class _Grid:
     """Several streams side by side in one output (an HTML grid), refreshed by this thread."""
 
     def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str) -> None:
-        from ._render import RenderCache
+        from .render import RenderCache
 
         self.streams, self.models, self.format = list(streams), list(models), format
         self.caches = [RenderCache() for _ in self.streams]
@@ -374,8 +374,8 @@ class _Grid:
         self.n_messages = 0
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
-        from ._render import final_bundle, render_parts
         from .display import snapshot
+        from .render import final_bundle, render_parts
 
         state = self.streams[index]
         if not live or state.finished:

@@ -58,9 +58,9 @@ class Watch:
 
     def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> None:
         if show:
-            from ._render import _check_format  # the renderer is needed only to show
+            from .render import check_format  # the renderer is needed only to show
 
-            _check_format(format)
+            check_format(format)
         kind = type(source)
         self.source = source
         self.show = show

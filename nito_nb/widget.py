@@ -44,10 +44,10 @@ import traitlets
 
 from ._client import AsyncClient, Client, as_messages
 from ._core.errors import NitoError
-from ._render import Part, RenderCache, _check_format, join_parts, render_parts
 from ._stream import AsyncStream, Stream
 from .display import CLOCK_PERIOD, Refresher, Slots, Throttle
 from .display.runner import LoopThread
+from .render import Part, RenderCache, check_format, join_parts, render_parts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,7 +120,7 @@ class StreamView(ipywidgets.VBox):
         self._refresher: Refresher | None = None
         self._fed = False  # update() was called since the refresh thread's last tick
         self._closed = False
-        _check_format(format)
+        check_format(format)
         self._throttle = Throttle(max_rate)
         super().__init__(**kwargs)
         self.add_class("nito-stream-view")
@@ -466,7 +466,7 @@ class ChatWidget(ipywidgets.VBox):
         self._current: _Turn | None = None
         self._closed = False
         self._widgets: tuple[ipywidgets.Widget, ...] = ()
-        _check_format(format)
+        check_format(format)
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         super().__init__()

@@ -16,8 +16,8 @@ from display_samples import sample_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nito_nb._render import status_text
 from nito_nb.display import LiveDisplay, TerminalDisplay, in_kernel, live_display
+from nito_nb.render import status_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from display_samples import make_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nito_nb._render import (
+from nito_nb.render.parts import (
     CODE_STYLESHEET,
     FREEZE_CHARS,
     WINDOW_CHARS,
@@ -268,7 +268,7 @@ def test_bare_urls_become_checked_links() -> None:
 @given(st.text(alphabet="ab:/.@<>[]()` \nhtps", max_size=40))
 def test_linkify_runs_only_where_it_can_change_something(text: str) -> None:
     # markdown_to_html skips the linkify pass for text with no "://" and no "@": same HTML.
-    from nito_nb._render import _MD
+    from nito_nb.render.parts import _MD
 
     assert markdown_to_html(text) == _MD[True, True].render(text)
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._render import RenderCache, _check_format, render_parts
+from ..render import RenderCache, check_format, render_parts
 from .refresh import Refresher
 from .slots import Slot, Slots
 from .snapshots import optional, snapshot
@@ -75,7 +75,7 @@ class LiveDisplay:
         self._throttle = Throttle(max_rate, clock)
         # Fail early on a bad format, without touching the state: a sync Stream read before it is
         # iterated would read itself to the end.
-        _check_format(format)
+        check_format(format)
         self.state = stream_or_state
         self.format = format
         self.max_rate = max_rate

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._render import Part
+from ..render import Part
 
 __all__ = ["Slot", "Slots"]
 

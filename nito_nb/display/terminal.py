@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .._render import status_text
+from ..render import status_text
 from .throttle import Throttle
 
 __all__ = ["TerminalDisplay"]

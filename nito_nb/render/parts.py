@@ -40,14 +40,15 @@ from pygments import token as _tokens
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from ._core import metrics
-from ._core.status import RUNNING, Status
+from .._core import metrics
+from .._core.status import RUNNING, Status
 
 __all__ = [
     "FORMATS",
     "Part",
     "RenderCache",
     "bundle",
+    "check_format",
     "final_bundle",
     "join_parts",
     "markdown_to_html",
@@ -936,7 +937,7 @@ def _anomalies_part(anomalies: Sequence[Any]) -> Part:
     )
 
 
-def _check_format(format: str) -> None:
+def check_format(format: str) -> None:
     if format not in ("markdown", "text") and not (format == "code" or format.startswith("code:")):
         raise ValueError(f"format must be one of markdown, text, code or code:LANG, not {format!r}")
 
@@ -953,7 +954,7 @@ def render_parts(
     the tail is not highlighted, anomalies wait for the end (appending them mid-stream would put
     them above later answer blocks). A finished state renders complete whatever ``live`` says.
     """
-    _check_format(format)
+    check_format(format)
     status = _status(state)
     growing = live and status in _RUNNING
     content = getattr(state, "content", None) or ""
@@ -1001,7 +1002,7 @@ def final_bundle(state: Any, *, format: str = "markdown") -> dict[str, str]:
     Unlike the live parts, the answer is rendered in one piece (reference links resolve), and
     reasoning and tool arguments are shown whole.
     """
-    _check_format(format)
+    check_format(format)
     content = getattr(state, "content", None) or ""
     parts = [
         p for p in render_parts(state, format=format, live=False) if not p.key.startswith("answer-")
