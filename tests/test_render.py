@@ -14,13 +14,9 @@ from display_samples import make_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nito_nb.render.parts import (
-    CODE_STYLESHEET,
-    FREEZE_CHARS,
-    WINDOW_CHARS,
+from nito_nb.render import (
     Part,
     RenderCache,
-    _segment,
     bundle,
     final_bundle,
     markdown_to_html,
@@ -28,6 +24,9 @@ from nito_nb.render.parts import (
     split_blocks,
     status_text,
 )
+from nito_nb.render.blocks import FREEZE_CHARS, _segment
+from nito_nb.render.parts import WINDOW_CHARS
+from nito_nb.render.styles import CODE_STYLESHEET
 
 
 def tool_call(index: int = 0, **overrides: Any) -> SimpleNamespace:
@@ -268,7 +267,7 @@ def test_bare_urls_become_checked_links() -> None:
 @given(st.text(alphabet="ab:/.@<>[]()` \nhtps", max_size=40))
 def test_linkify_runs_only_where_it_can_change_something(text: str) -> None:
     # markdown_to_html skips the linkify pass for text with no "://" and no "@": same HTML.
-    from nito_nb.render.parts import _MD
+    from nito_nb.render.markdown import _MD
 
     assert markdown_to_html(text) == _MD[True, True].render(text)
 

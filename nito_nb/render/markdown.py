@@ -1,0 +1,182 @@
+"""Markdown to safe HTML: markdown-it set up once, link and URL checks, code highlighting.
+
+Model text is data, never markup that runs: raw HTML comes out escaped, links keep only
+http(s)/mailto/relative targets, images become links, and fenced code is highlighted into our own
+``<pre>`` (the classes are coloured by ``styles.CODE_STYLESHEET``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+from .styles import _HIGHLIGHT_MARK, _token_class
+
+_SCHEME_RE = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
+_SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+def _validate_link(url: str) -> bool:
+    """Allow http(s), mailto and scheme-less (relative, #anchor) links; drop everything else.
+
+    markdown-it calls this on the normalized URL (entities decoded, control characters and spaces
+    percent-encoded), so ``&#106;avascript:`` and ``java\\tscript:`` arrive here in plain sight.
+    An allowlist, unlike markdown-it's default denylist, also refuses ``data:`` and unknown schemes.
+    """
+    match = _SCHEME_RE.match(url.strip())
+    return match is None or match.group(1).lower() in _SAFE_SCHEMES
+
+
+def _highlight_code(code: str, lang: str) -> str:
+    """Pygments spans for a known language, else escaped text; wrapped in our own <pre>."""
+    lexer = None
+    if lang:
+        try:
+            lexer = get_lexer_by_name(lang, stripnl=False, ensurenl=False)
+        except ClassNotFound:
+            lexer = None
+    if lexer is None:
+        return f'<pre class="nito-code"><code>{html.escape(code, quote=False)}</code></pre>'
+    out: list[str] = []
+    run_class, run = "", list[str]()
+    classes: dict[Any, str] = {}  # a block repeats few token types: look each up once
+    for ttype, value in lexer.get_tokens(code):
+        if not value.strip():
+            css = run_class  # whitespace joins whatever run it is in
+        elif ttype in classes:
+            css = classes[ttype]
+        else:
+            css = classes[ttype] = _token_class(ttype)
+        if css != run_class and run:
+            out.append(_span(run_class, "".join(run)))
+            run = []
+        run_class = css
+        run.append(value)
+    if run:
+        out.append(_span(run_class, "".join(run)))
+    return f"{_HIGHLIGHT_MARK}<code>{''.join(out)}</code></pre>"
+
+
+def _span(css: str, text: str) -> str:
+    escaped = html.escape(text, quote=False)
+    return f'<span class="{css}">{escaped}</span>' if css else escaped
+
+
+def _fence_rule(highlight: bool) -> Any:
+    def render_fence(
+        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
+        token = tokens[idx]
+        lang = token.info.strip().split(maxsplit=1)[0] if token.info.strip() else ""
+        if not highlight:
+            lang = ""
+        return _highlight_code(token.content, lang) + "\n"
+
+    return render_fence
+
+
+def _render_code_block(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    return _highlight_code(tokens[idx].content, "") + "\n"
+
+
+_LINK_ATTRS = ' rel="noopener noreferrer" target="_blank"'
+
+
+def _render_link_open(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    token = tokens[idx]
+    href = str(token.attrGet("href") or "")
+    title = token.attrGet("title")
+    title_attr = f' title="{html.escape(str(title))}"' if title else ""
+    return f'<a href="{html.escape(href)}"{title_attr}{_LINK_ATTRS}>'
+
+
+def _render_image(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Images become links: a remote image in model output loads by itself, and a prompt-injected
+    # answer can leak data through its URL (the "markdown image exfiltration" attack). A link only
+    # goes out when the user clicks it.
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    alt = self.renderInlineAsText(token.children or [], options, env) or "image"
+    label = html.escape(f"[image: {alt}]", quote=False)
+    if not src:
+        return label
+    return f'<a href="{html.escape(src)}"{_LINK_ATTRS}>{label}</a>'
+
+
+def _render_math_inline(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Math stays text between its dollars: front ends that typeset (JupyterLab's MathJax) find it,
+    # and the plugin keeps Markdown from eating ``*`` and ``\\`` inside it.
+    return f'<span class="nito-math">${html.escape(tokens[idx].content, quote=False)}$</span>'
+
+
+def _render_math_block(
+    self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    content = html.escape(tokens[idx].content, quote=False)
+    return f'<div class="nito-math">$${content}$$</div>\n'
+
+
+def _make_markdown(highlight: bool, linkify: bool) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "typographer": False, "linkify": linkify})
+    md.enable(["table", "strikethrough"])
+    if linkify:
+        # Bare URLs with a scheme (and e-mail addresses) become links, checked by _validate_link
+        # like any other; no scheme-less guesses ("setup.py" would link to the .py domain).
+        md.enable("linkify")
+        assert md.linkify is not None  # linkify-it-py, a dependency
+        md.linkify.set({"fuzzy_link": False})
+    # No blank lines, labels or digit-adjacent dollars: "$5 and $10" stays currency, and a math
+    # block never spans a blank line (which split_blocks relies on).
+    md.use(
+        dollarmath_plugin,
+        allow_labels=False,
+        allow_space=True,
+        allow_digits=False,
+        allow_blank_lines=False,
+        double_inline=False,
+    )
+    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md.add_render_rule("fence", _fence_rule(highlight))
+    md.add_render_rule("code_block", _render_code_block)
+    md.add_render_rule("link_open", _render_link_open)
+    md.add_render_rule("image", _render_image)
+    md.add_render_rule("math_inline", _render_math_inline)
+    md.add_render_rule("math_block", _render_math_block)
+    return md
+
+
+# Configured once, never mutated afterwards; markdown-it keeps per-call state in ``env``. By
+# (highlight, linkify): the linkify pass costs a fifth of the rendering time (measured on
+# display_samples' answer), so it runs only on text that can hold a link at all.
+_MD = {(h, lk): _make_markdown(h, lk) for h in (True, False) for lk in (True, False)}
+
+
+def markdown_to_html(text: str, *, highlight: bool = True) -> str:
+    """Markdown (CommonMark + GFM tables and strikethrough + ``$`` math as text) to safe HTML.
+
+    Raw HTML in ``text`` comes out escaped, links (bare URLs with a scheme and e-mail addresses
+    too) keep only http(s)/mailto/relative targets and open in a new tab with
+    ``rel="noopener noreferrer"``, images become links, fenced code is highlighted with Pygments
+    (``highlight=False``: escaped plain text). Partial Markdown (an
+    unclosed fence, half a table) renders as CommonMark says: an open fence runs to the end.
+    """
+    linkable = "://" in text or "@" in text  # a URL with a scheme, or an e-mail address
+    return _MD[highlight, linkable].render(text)
+
