@@ -41,12 +41,12 @@ from IPython.utils.process import arg_split
 from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ._client import check_request
-from ._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
-from ._interpolate import interpolate
-from ._last import last as _kept
-from ._last import remember as _remember_last
-from .tools import run_tool, tool_functions, tools_from
+from .._client import check_request
+from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
+from .._interpolate import interpolate
+from .._last import last as _kept
+from .._last import remember as _remember_last
+from ..tools import run_tool, tool_functions, tools_from
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
 
@@ -164,7 +164,7 @@ def _refused(name: str, domain: str, value: Any) -> TraitError:
 
 def _check_params(name: str, params: dict[str, Any]) -> None:
     """A setting that ends in the request body: the client's own check of a request."""
-    from ._client import check_request
+    from .._client import check_request
 
     try:
         check_request([], params)
@@ -173,7 +173,7 @@ def _check_params(name: str, params: dict[str, Any]) -> None:
 
 
 def _format_or_raise(value: str, error: type[Exception]) -> str:
-    from ._render import _check_format
+    from .._render import _check_format
 
     try:
         _check_format(value)
@@ -243,7 +243,7 @@ def _start(display: Any) -> None:
 
 
 def _in_kernel() -> bool:
-    from .display.live import in_kernel
+    from ..display.live import in_kernel
 
     return in_kernel()
 
@@ -262,7 +262,7 @@ def metrics_table(streams: Sequence[Any]) -> Any:
     if not streams:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
     try:
-        from ._frame import frame
+        from .._frame import frame
 
         return frame(list(streams)).nito.metrics()
     except Exception:  # the table is secondary to the answers: never lose the cell over it
@@ -365,7 +365,7 @@ class _Grid:
     """Several streams side by side in one output (an HTML grid), refreshed by this thread."""
 
     def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str) -> None:
-        from ._render import RenderCache
+        from .._render import RenderCache
 
         self.streams, self.models, self.format = list(streams), list(models), format
         self.caches = [RenderCache() for _ in self.streams]
@@ -374,8 +374,8 @@ class _Grid:
         self.n_messages = 0
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
-        from ._render import final_bundle, render_parts
-        from .display import snapshot
+        from .._render import final_bundle, render_parts
+        from ..display import snapshot
 
         state = self.streams[index]
         if not live or state.finished:
@@ -590,8 +590,8 @@ class NitoMagics(Magics):
     def _models(self) -> Any:
         import pandas as pd
 
-        from ._client import Client
-        from .sim import SIM_MODELS
+        from .._client import Client
+        from ..sim import SIM_MODELS
 
         rows: list[dict[str, Any]] = [
             {"id": name, "source": "simulator", "description": text} for name, text in SIM_MODELS.items()
@@ -612,7 +612,7 @@ class NitoMagics(Magics):
     def _history(self) -> list[Any]:
         """This session's streams, with those captured or watched in this kernel by the time they
         were sent (docs/CAPTURE.md); without any, the magic's in the order it kept them."""
-        from ._capture import streams
+        from .._capture import streams
 
         captured = streams()
         if not captured:
@@ -620,7 +620,7 @@ class NitoMagics(Magics):
         return sorted([*self.streams, *captured], key=lambda s: s.t0_wall)
 
     def _reset(self) -> None:
-        from ._capture import REGISTRY
+        from .._capture import REGISTRY
 
         self.chats.clear()
         self.streams.clear()
@@ -681,7 +681,7 @@ class NitoMagics(Magics):
 
     def _run_over(self, args: Any, cell: str, models: list[str]) -> None:
         """``--over VAR``: the cell is a template filled from each row of VAR (``nito_nb.run``)."""
-        from .runs import run as start_run
+        from ..runs import run as start_run
 
         if args.chat or args.run_tools:
             raise UsageError("--over runs every row on its own: not with --chat or --run-tools")
@@ -737,7 +737,7 @@ class NitoMagics(Magics):
     def _client(self) -> Any:
         """The magic's Client, made on first use and kept: its connection pool is reused."""
         if self._sync_client is None:
-            from ._client import Client
+            from .._client import Client
 
             self._sync_client = Client()
         return self._sync_client
@@ -751,7 +751,7 @@ class NitoMagics(Magics):
         return options
 
     def _display(self, state: Any, fmt: str) -> Any:
-        from .display.live import live_display
+        from ..display.live import live_display
 
         return live_display(state, format=fmt, max_rate=self.settings.max_rate)
 
@@ -832,8 +832,8 @@ class NitoMagics(Magics):
     def _run_many(
         self, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
     ) -> None:
-        from ._client import AsyncClient
-        from .display.runner import LoopThread
+        from .._client import AsyncClient
+        from ..display.runner import LoopThread
 
         client = AsyncClient(**self._connection())
         streams, names = [], []
@@ -895,7 +895,7 @@ class NitoMagics(Magics):
         if grid is not None:
             grid.refresh(live=False)
         else:
-            from .display import TerminalDisplay
+            from ..display import TerminalDisplay
 
             for name, stream in zip(names, streams, strict=True):
                 print(f"== {name} ==")
@@ -910,7 +910,7 @@ class NitoMagics(Magics):
     # -- replay ----------------------------------------------------------------------------------
 
     def _replay(self, args: Any, fmt: str) -> None:
-        from ._stream import Stream, read_file
+        from .._stream import Stream, read_file
 
         path = Path(args.replay).expanduser()
         if not path.is_file():
@@ -995,7 +995,7 @@ class NitoMagics(Magics):
 
 
 def _default_base_url() -> str:
-    from ._client import DEFAULT_BASE_URL
+    from .._client import DEFAULT_BASE_URL
 
     return DEFAULT_BASE_URL
 
