@@ -22,8 +22,8 @@ from IPython.testing.globalipapp import start_ipython
 
 import nito_nb
 from nito_nb import _client
-from nito_nb.magic import magics as _magic
 from nito_nb.display import live as _display
+from nito_nb.magic import magics as _magic
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-SECRET123456789"
