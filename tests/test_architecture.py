@@ -27,7 +27,6 @@ PENDING_EDGES = {
 LIMIT = 600
 PENDING_SIZES = {
     "_render.py": 1011,  # display branch: render/
-    "magic/magics.py": 1028,  # to split: config, magics, grid, replay, history
     "widget.py": 840,  # display branch: split further (the prompt box, the chat)
     "_stream.py": 638,  # Stream and AsyncStream, siblings, and the recorded streams
     "_stream_base.py": 626,  # what they share

@@ -26,8 +26,8 @@ from IPython.testing.globalipapp import start_ipython
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
+from nito_nb import magic as _magic
 from nito_nb._render import join_parts, render_parts
-from nito_nb.magic import magics as _magic
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 ENV_KEY = "sk-env-OTHER-fedcba9876543210"
