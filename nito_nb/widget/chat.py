@@ -42,12 +42,12 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from ._client import AsyncClient, Client, as_messages
-from ._core.errors import NitoError
-from ._render import Part, RenderCache, _check_format, join_parts, render_parts
-from ._stream import AsyncStream, Stream
-from .display import CLOCK_PERIOD, Refresher, Slots, Throttle
-from .display.runner import LoopThread
+from .._client import AsyncClient, Client, as_messages
+from .._core.errors import NitoError
+from .._render import Part, RenderCache, _check_format, join_parts, render_parts
+from .._stream import AsyncStream, Stream
+from ..display import CLOCK_PERIOD, Refresher, Slots, Throttle
+from ..display.runner import LoopThread
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -486,7 +486,7 @@ class ChatWidget(ipywidgets.VBox):
         self.last_exception: BaseException | None = None
         self._models_thread: threading.Thread | None = None
 
-        from .sim import SIM_MODELS
+        from ..sim import SIM_MODELS
 
         options = list(dict.fromkeys([model, *(models or []), *SIM_MODELS]))
         self._transcript = ipywidgets.VBox()
@@ -562,7 +562,7 @@ class ChatWidget(ipywidgets.VBox):
 
     def frame(self) -> pd.DataFrame:
         """All turns as one DataFrame (the pandas adapter, ``nito_nb.frame``)."""
-        from ._frame import frame
+        from .._frame import frame
 
         return frame(self.streams)
 
