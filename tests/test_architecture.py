@@ -27,7 +27,6 @@ PENDING_EDGES = {
 LIMIT = 600
 PENDING_SIZES = {
     "_render.py": 1011,  # display branch: render/
-    "widget/chat.py": 840,  # to split: the view, the prompt box, the chat
     "_stream.py": 638,  # Stream and AsyncStream, siblings, and the recorded streams
     "_stream_base.py": 626,  # what they share
     "_client.py": 708,
