@@ -145,7 +145,7 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nito_nb``: register the ``%%nito`` / ``%nito`` magics."""
-    from ._magic import load_ipython_extension as load
+    from .magic import load_ipython_extension as load
 
     load(ipython)
 

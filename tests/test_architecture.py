@@ -26,8 +26,6 @@ PENDING_EDGES = {
 #: when it is split (see docs/ARCHITECTURE.md, "What is left").
 LIMIT = 600
 PENDING_SIZES = {
-    "_magic.py": 1028,  # display branch: magic/
-    "widget.py": 840,  # display branch: split further (the prompt box, the chat)
     "_stream.py": 638,  # Stream and AsyncStream, siblings, and the recorded streams
     "_stream_base.py": 626,  # what they share
     "_client.py": 708,

@@ -21,8 +21,11 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import nito_nb
-from nito_nb import _client, _magic
+from nito_nb import _client
+from nito_nb import magic as _magic
 from nito_nb.display import live as _display
+from nito_nb.magic import grid as _grid
+from nito_nb.magic import output as _output
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-SECRET123456789"
@@ -408,7 +411,7 @@ def test_error_line_keeps_the_hint(ip: Any, capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err.strip()
     assert err.startswith("nito: AuthenticationError: HTTP 401") and "Check NITO_API_KEY" in err
     long = nito_nb.AuthenticationError("x" * 5000, status_code=401)
-    _magic._error_line(long)
+    _output.error_line(long)
     err = capsys.readouterr().err.strip()
     assert len(err) < 600 and err.endswith(long.hint) and "\n" not in err
 
@@ -589,7 +592,7 @@ def test_interrupt_keeps_partial_and_marks_stopped(
 
 def test_interrupt_stops_every_model(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     refreshes: list[bool] = []
-    refresh = _magic._Grid.refresh
+    refresh = _grid.Grid.refresh
 
     def interrupted(self: Any, live: bool = True) -> None:
         refresh(self, live)
@@ -597,7 +600,7 @@ def test_interrupt_stops_every_model(ip: Any, notebook: Recorder, monkeypatch: p
         if live and len(refreshes) == 4:
             raise KeyboardInterrupt  # the stop button, while this thread polls the streams
 
-    monkeypatch.setattr(_magic._Grid, "refresh", interrupted)
+    monkeypatch.setattr(_grid.Grid, "refresh", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(ip, "-m sim/chat,sim/reasoning --param sim='{\"tps\": 100}'", "x")
     streams = ip.user_ns["_nito"]
@@ -609,14 +612,14 @@ def test_interrupt_stops_every_model(ip: Any, notebook: Recorder, monkeypatch: p
 
 
 def test_interrupt_while_connecting(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    refresh = _magic._Grid.refresh
+    refresh = _grid.Grid.refresh
 
     def interrupted(self: Any, live: bool = True) -> None:
         refresh(self, live)
         if live:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(_magic._Grid, "refresh", interrupted)
+    monkeypatch.setattr(_grid.Grid, "refresh", interrupted)
     monkeypatch.setenv("NITO_API_KEY", KEY)
     with socket.socket() as silent:  # accepts connections, never answers: stuck before headers
         silent.bind(("127.0.0.1", 0))

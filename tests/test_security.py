@@ -26,7 +26,7 @@ from IPython.testing.globalipapp import start_ipython
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb import _magic
+from nito_nb import magic as _magic
 from nito_nb.render import join_parts, render_parts
 
 KEY = "sk-test-SECRET-0123456789abcdef"

@@ -219,7 +219,7 @@ def test_multiline_uses_a_text_area(widgets: Any) -> None:
 def test_the_prompt_box_front_end_never_parses_markup() -> None:
     # The value and placeholder reach the page only as properties of an input or textarea; the
     # browser tests type a hostile payload through it. Here: no HTML sink in its code at all.
-    from nito_nb.widget import _PROMPT_BOX_ESM
+    from nito_nb.widget.prompt_box import _PROMPT_BOX_ESM
 
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in _PROMPT_BOX_ESM
@@ -609,7 +609,7 @@ def test_stream_view_rejects_a_bad_format() -> None:
 
 
 def test_plain_transcript_labels_tool_results_by_role() -> None:
-    from nito_nb.widget import _user_text
+    from nito_nb.widget.chat import _user_text
 
     text = _user_text([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}])
     assert text == "You: hi\n[tool] 42"

@@ -1,0 +1,157 @@
+"""The ``Nito`` configurable: the magic's defaults and the checks of each setting.
+
+``%config Nito.model = "..."``, ``c.Nito.x`` in ``ipython_config.py``, ``NITO_MODEL``. Every setting
+with a domain is checked on assignment, so a wrong value is one line and the old value stays.
+The API key is not a setting: it only ever comes from ``NITO_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import urllib.parse
+from typing import Any
+
+from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, validate
+from traitlets.config import Configurable
+
+from .._core.errors import ConfigurationError
+
+__all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "settings_for"]
+
+REASONING_EFFORTS = ("low", "medium", "high")
+
+
+class Nito(Configurable):
+    """Defaults of the ``%%nito`` magic: ``%config Nito.model = "z-ai/glm-5.2"``, or
+    ``c.Nito.model = ...`` in ``ipython_config.py``. The API key is not a setting: it comes from
+    the ``NITO_API_KEY`` environment variable only, so no configuration display can show it."""
+
+    model = Unicode(help="Model(s) when -m is not given; comma-separated for several (env NITO_MODEL).").tag(config=True)
+    system = Unicode(None, allow_none=True, help="System prompt when --system is not given.").tag(config=True)
+    temperature = CFloat(None, allow_none=True, help="Sampling temperature when --temperature is not given.").tag(config=True)
+    max_tokens = CInt(None, allow_none=True, help="Answer length limit when --max-tokens is not given.").tag(config=True)
+    reasoning = Unicode(None, allow_none=True, help="Reasoning effort (low, medium, high) when --reasoning is not given.").tag(config=True)
+    history = CInt(20, help="Turns (a prompt and its answer) kept per --chat; older ones are dropped. 0: no limit.").tag(config=True)
+    format = Unicode("markdown", help="How the answer is shown: markdown, text, code or code:LANG.").tag(config=True)
+    max_rate = CFloat(20.0, help="Most display updates per second while streaming.").tag(config=True)
+    base_url = Unicode(None, allow_none=True, help="Gateway URL (else NITO_BASE_URL, else Nito's). sim/ models then go there too.").tag(config=True)
+    timeout = CFloat(None, allow_none=True, help="Seconds for connect, first byte and between chunks (default: the engine's).").tag(config=True)
+    interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)
+    params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(config=True)
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get("NITO_MODEL", "").strip() or "sim/chat"
+
+    # Every setting with a domain is checked on assignment: a TraitError makes traitlets keep the
+    # old value (it rolls back what it was loading), and %config prints its message on one line.
+
+    @validate("model")
+    def _check_model(self, proposal: Any) -> str:
+        value = proposal["value"]
+        names = [name.strip() for name in value.split(",")]
+        if not all(names) or any(len(name.split()) != 1 for name in names):
+            raise _refused("model", "a model id, or several separated by commas (no spaces inside an id)", value)
+        return ",".join(names)
+
+    @validate("format")
+    def _check_format(self, proposal: Any) -> str:
+        try:
+            return format_or_raise(proposal["value"], ValueError)
+        except ValueError as exc:
+            raise TraitError(f"Nito.{exc}: the setting is unchanged.") from None
+
+    @validate("reasoning")
+    def _check_reasoning(self, proposal: Any) -> str | None:
+        value = proposal["value"]
+        if value not in (None, "", *REASONING_EFFORTS):
+            raise _refused("reasoning", f"one of {', '.join(REASONING_EFFORTS)} (or None)", value)
+        return value or None
+
+    @validate("temperature", "max_tokens")
+    def _check_body_field(self, proposal: Any) -> Any:
+        name, value = proposal["trait"].name, proposal["value"]
+        if value is not None:
+            _check_params(name, {name: value})
+        return value
+
+    @validate("params")
+    def _check_params(self, proposal: Any) -> dict[str, Any]:
+        _check_params("params", proposal["value"])
+        return proposal["value"]
+
+    @validate("history")
+    def _check_history(self, proposal: Any) -> int:
+        if proposal["value"] < 0:
+            raise _refused("history", "a number of turns, 0 or more (0: no limit)", proposal["value"])
+        return proposal["value"]
+
+    @validate("max_rate")
+    def _check_rate(self, proposal: Any) -> float:
+        value = proposal["value"]
+        if not (math.isfinite(value) and value > 0):
+            raise _refused("max_rate", "a positive number of updates per second", value)
+        return float(value)
+
+    @validate("timeout")
+    def _check_timeout(self, proposal: Any) -> float | None:
+        value = proposal["value"]
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise _refused("timeout", "a positive number of seconds (or None for the engine's)", value)
+        return value
+
+    @validate("base_url")
+    def _check_base_url(self, proposal: Any) -> str | None:
+        value = proposal["value"]
+        if not value:
+            return None
+        parts = urllib.parse.urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise _refused("base_url", "an http:// or https:// URL (or None)", value)
+        return value.strip()
+
+
+def _refused(name: str, domain: str, value: Any) -> TraitError:
+    return TraitError(f"Nito.{name} must be {domain}, not {value!r}: the setting is unchanged.")
+
+
+def _check_params(name: str, params: dict[str, Any]) -> None:
+    """A setting that ends in the request body: the client's own check of a request."""
+    from .._client import check_request
+
+    try:
+        check_request([], params)
+    except ConfigurationError as exc:
+        raise TraitError(f"Nito.{name}: {exc.message} The setting is unchanged.") from None
+
+
+
+def format_or_raise(value: str, error: type[Exception]) -> str:
+    from ..render import check_format
+
+    try:
+        check_format(value)
+    except ValueError as exc:
+        raise error(str(exc)) from None
+    return value
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+
+def settings_for(ipython: Any) -> Nito:
+    """The Nito configurable with the IPython configuration's values (``c.Nito.x`` in
+    ``ipython_config.py``); a value a setting refuses is left out with one line, not a traceback
+    that would stop ``%load_ext``."""
+    try:
+        return Nito(parent=ipython)
+    except TraitError:
+        settings = Nito()
+    for name, value in dict(ipython.config.get("Nito", {})).items():
+        try:
+            setattr(settings, name, value)
+        except (TraitError, AttributeError) as exc:
+            print(f"nito: ipython config: {exc}", file=sys.stderr)
+    return settings

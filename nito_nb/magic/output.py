@@ -1,0 +1,52 @@
+"""What the magic writes besides the answer: one line per error (never a traceback for a
+user's mistake), and starting a live view."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from .._core.errors import ConfigurationError, MissingAPIKeyError
+
+__all__ = ["ERROR_LINE_CHARS", "NO_KEY", "error_line", "in_kernel", "start_view", "usage_error"]
+
+#: How the magic's user sets the key (the engine's message names api_key=..., which a cell lacks).
+NO_KEY = (
+    "No API key: set the NITO_API_KEY environment variable before starting Jupyter, or in the "
+    "notebook without writing the key in it: import os, getpass; "
+    "os.environ['NITO_API_KEY'] = getpass.getpass(). Models named sim/... need no key."
+)
+ERROR_LINE_CHARS = 500
+
+
+def error_line(error: BaseException) -> None:
+    """One short line on stderr instead of a traceback (the display already shows the banner).
+
+    The whole message, hint included (an APIError's ``str`` ends with what to do, its ``.message``
+    is only the gateway's words); a long one loses its middle, never its end.
+    """
+    text = " ".join(str(error).split())
+    if len(text) > ERROR_LINE_CHARS:
+        text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
+    print(f"nito: {type(error).__name__}: {text}", file=sys.stderr)
+
+
+def usage_error(error: ConfigurationError) -> UsageError:
+    """A request refused before it was sent (a user's mistake): one line, in the magic's terms."""
+    return UsageError(NO_KEY if isinstance(error, MissingAPIKeyError) else error.message)
+
+
+def start_view(display: Any) -> None:
+    """Show the live view now and keep it fresh during stalls (its refresh thread), in a kernel."""
+    start = getattr(display, "start", None)
+    if start is not None:
+        start()
+
+
+def in_kernel() -> bool:
+    from ..display.live import in_kernel as in_a_kernel
+
+    return in_a_kernel()
+
