@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scripted_server import ScriptedServer
@@ -66,3 +67,32 @@ def scripted() -> Iterator[ScriptedServer]:
     server = ScriptedServer().start()
     yield server
     server.stop()
+
+
+# -- clients shared by several test modules ---------------------------------
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+_OPEN_CLIENTS: list[Any] = []
+
+
+def open_client(base: str, **kwargs: Any) -> Any:
+    """A ``nito_nb.Client`` to ``base`` with the test key, closed after the test."""
+    import nito_nb
+
+    c = nito_nb.Client(api_key=KEY, base_url=base, **kwargs)
+    _OPEN_CLIENTS.append(c)
+    return c
+
+
+def close_clients() -> None:
+    # An httpx client left open keeps its pooled socket until garbage collection, which
+    # pytest (warnings as errors) reports as an unclosed socket.
+    while _OPEN_CLIENTS:
+        _OPEN_CLIENTS.pop().close()
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    close_clients()
+

@@ -8,17 +8,15 @@ import email.utils
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
-from conftest import chunk_line, sigint_after
+from conftest import KEY, chunk_line, close_clients, sigint_after
+from conftest import open_client as client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-
-KEY = "sk-test-SECRET-0123456789abcdef"
 
 HELLO = [
     b": PROCESSING\n\n",
@@ -30,22 +28,6 @@ HELLO = [
 ]
 
 
-_OPEN: list[nito_nb.Client] = []
-
-
-def client(base: str, **kwargs: object) -> nito_nb.Client:
-    c = nito_nb.Client(api_key=KEY, base_url=base, **kwargs)  # type: ignore[arg-type]
-    _OPEN.append(c)
-    return c
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    # An httpx client left open keeps its pooled socket until garbage collection, which
-    # pytest (warnings as errors) reports as an unclosed socket.
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
 
 
 def test_stream_sends_the_request_and_accumulates(scripted: ScriptedServer) -> None:
@@ -576,8 +558,7 @@ def test_garbage_from_the_server_gives_only_typed_errors(
     except nito_nb.NitoError as error:
         assert error.stream is not None  # what arrived is kept, whatever happened
     finally:
-        while _OPEN:
-            _OPEN.pop().close()
+        close_clients()
 
 
 def test_async_cancel_while_connecting_is_stopped(scripted: ScriptedServer) -> None:

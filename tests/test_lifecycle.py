@@ -13,16 +13,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import chunk_line, sigint_after
+from conftest import KEY, chunk_line, sigint_after
+from conftest import open_client as client
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
 
-KEY = "sk-test-SECRET-0123456789abcdef"
 HELLO = [
     chunk_line({"role": "assistant", "content": "Hel"}),
     chunk_line({"content": "lo"}),
@@ -34,20 +33,6 @@ HELLO = [
 PACE = 0.05
 PACED = {"chunks": 12, "tps": 1 / PACE, "ttft_ms": 100, "jitter": 0}
 
-_OPEN: list[nito_nb.Client] = []
-
-
-def client(base: str, **kwargs: object) -> nito_nb.Client:
-    c = nito_nb.Client(api_key=KEY, base_url=base, **kwargs)  # type: ignore[arg-type]
-    _OPEN.append(c)
-    return c
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
 
 
 def token_times(s: nito_nb.Stream) -> list[float]:
