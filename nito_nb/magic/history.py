@@ -100,11 +100,11 @@ def history_table(streams: Sequence[Any]) -> Any:
     return table
 
 
-def cost_line(streams: Sequence[Any]) -> str:
+def cost_line(streams: Sequence[Any], where: str = "in this session") -> str:
     """``%nito cost``: the session's running total, and how many streams reported no cost."""
     costs = [_cost(s) for s in streams]
     known = [c for c in costs if c is not None]
-    line = f"nito: ${sum(known):.6f} over {len(streams)} stream(s) in this session".replace(".000000", "")
+    line = f"nito: ${sum(known):.6f} over {len(streams)} stream(s) {where}".replace(".000000", "")
     if len(known) < len(streams):
         line += f" ({len(streams) - len(known)} reported no cost)"
     return line

@@ -20,15 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, NitoError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
-from ._results import RESULT_COLUMNS, Finished, results_frame, summary
+from ._plan import Request, request_key
+from ._results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
     from .._stream import Stream
+    from .._stream_base import StreamBase
 
-__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store"]
+__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store", "stream_key", "write_streams"]
 
 DB_NAME = "runs.duckdb"
 WRITER_MEMORY_LIMIT = "256MB"
@@ -207,16 +209,59 @@ def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) 
     return out
 
 
-class Store:
-    """A store opened for reading (``nito_nb.open_store(path)``)."""
+def stream_key(stream: StreamBase) -> str:
+    """The key of a Stream that no run planned (the magic's): a hash of its request and of the
+    wall time it was sent, so that the same prompt sent twice is two rows."""
+    request = stream.request
+    sent = {"params": request.get("params"), "base_url": request.get("base_url"), "sent": stream.t0_wall.isoformat()}
+    return request_key(str(request.get("model")), list(request.get("messages") or []), sent, 0)
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+def write_streams(
+    path: str | os.PathLike[str], streams: list[StreamBase], run_id: str, row: Any = None
+) -> list[str]:
+    """Write ended Streams that no run planned (the ``%%nito`` magic's) to the store at ``path``,
+    in one transaction, with the run's own writer and result rows; return their keys.
+
+    The store is opened for this write and closed after it, so that between two cells nothing
+    holds its lock: another process (another kernel, ``open_store``) can read or write it. A run
+    of this process writing the same store meanwhile is no obstacle: DuckDB gives a second
+    connection with the same settings to the same open database (the run's writer keeps going)."""
+    items = [
+        Finished(
+            Request(
+                stream_key(stream), row, str(stream.request.get("model")), 0,
+                list(stream.request.get("messages") or []), dict(stream.request.get("params") or {}),
+            ),
+            stream, attempts=stream.attempts, started_at=stream.t0_wall,
+        )
+        for stream in streams
+    ]
+    if not items:
+        return []
+    rows, frame = result_rows(items, run_id)
+    writer = StoreWriter(path)
+    try:
+        writer.write(items, rows, frame)
+    finally:
+        writer.close()
+    return [item.request.key for item in items]
+
+
+class Store:
+    """A store opened for reading (``nito_nb.open_store(path)``).
+
+    ``shared=True`` (the magic's reads) opens it with the writer's settings, which is what lets
+    it read a store that a run of this same process is writing: DuckDB refuses a read-only
+    connection beside a writing one in one process, and shares one with the same settings."""
+
+    def __init__(self, path: str | os.PathLike[str], *, shared: bool = False) -> None:
         self.path = Path(path).expanduser()
         if not (self.path / DB_NAME).is_file():
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
-        self.con = _connect(self.path, read_only=True)
+        self.con = _connect(self.path, read_only=not shared)
 
     def __repr__(self) -> str:
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
