@@ -504,7 +504,8 @@ class NitoMagics(Magics):
             # row: the cell (a run's row is its input's), so a cell's models and tool rounds share
             # it. Its number is the last of In[] (stored before the cell runs); execution_count is
             # that number in IPython 8 but one more in IPython 9, which increments it first.
-            cell = len(self.shell.history_manager.input_hist_raw) - 1
+            history = getattr(self.shell, "history_manager", None)
+            cell = len(history.input_hist_raw) - 1 if history is not None else None
             _store.write(self.settings.store, streams, self.session, f"In[{cell}]")
         if save and args.save:
             path = Path(args.save).expanduser()
