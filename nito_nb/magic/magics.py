@@ -11,7 +11,8 @@ updated after each chunk (it throttles itself) and finished in a ``finally:``, s
 always reaches the notebook before the cell goes idle (which is what nbclient saves).
 
 The rest of the package: several models side by side (``grid.py``), ``--replay`` (``replay.py``),
-``%nito history`` / ``cost`` and the comparison table (``history.py``), the settings
+``%nito history`` / ``cost`` and the comparison table (``history.py``), ``Nito.store``
+(``store.py``: every stream also written to a run store, read back by history), the settings
 (``config.py``: ``%config Nito.model = "..."``, ``ipython_config.py``, ``NITO_MODEL``; the API key
 only ever comes from ``NITO_API_KEY`` and is never shown) and the one-line errors (``output.py``).
 """
