@@ -209,6 +209,29 @@ def test_a_broken_store_file_is_one_line_and_the_answer_stays(
     assert len(err) == 1 and err[0].startswith("nito: not written to the store") and "Traceback" not in captured.err
 
 
+def test_a_store_left_open_for_reading_in_the_kernel_is_one_line_that_says_so(
+    ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "magic"
+    ip.run_line_magic("config", f"Nito.store = {str(path)!r}")
+    cell(ip, "-m sim/echo", "before")
+    ip.run_line_magic("nito", "reset")  # "before" is now an earlier session's
+    reader = nito_nb.open_store(path)  # left open (DuckDB: one mode per file per process)
+    try:
+        capsys.readouterr()
+        cell(ip, "-m sim/echo", "while a Store is open")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "open for reading in this process" in err[0] and "store.close()" in err[0]
+        assert ip.user_ns["_nito"].content == "while a Store is open"
+        history = ip.run_line_magic("nito", "history")  # read through the reader's mode
+        assert list(history["prompt"]) == ["before", "while a Store is open"]
+        assert capsys.readouterr().err == ""
+    finally:
+        reader.close()
+    cell(ip, "-m sim/echo", "after")
+    assert list(stored(path)["content"]) == ["before", "after"]
+
+
 def test_a_run_of_the_same_kernel_writing_the_same_store(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "shared"
     ip.run_line_magic("config", f"Nito.store = {str(path)!r}")

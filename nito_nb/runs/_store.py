@@ -70,7 +70,9 @@ def _frame_columns() -> dict[str, str]:
     return COLUMNS
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to the store's database; ``either``: in the other mode if this process already
+    has it open in that one (DuckDB refuses two modes in one process)."""
     import duckdb
 
     db = path / DB_NAME
@@ -84,10 +86,17 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
             ) from None
         raise
     except duckdb.ConnectionException as exc:
-        # The same file already open in this process with another mode: a run is writing it.
+        # The same file already open in this process with the other mode.
+        if either:
+            return _connect(path, not read_only)
+        if read_only:  # a run is writing it
+            raise StoreBusy(
+                f"the store {str(path)!r} is open for writing in this process (a run in progress?): "
+                f"wait for the run to end ({exc})"
+            ) from None
         raise StoreBusy(
-            f"the store {str(path)!r} is open for writing in this process (a run in progress?): "
-            f"wait for the run to end ({exc})"
+            f"the store {str(path)!r} is open for reading in this process (nito_nb.open_store): "
+            f"close that Store first (store.close(), or open it in a with block) ({exc})"
         ) from None
 
 
@@ -255,7 +264,8 @@ class Store:
 
     ``shared=True`` (the magic's reads) opens it with the writer's settings, which is what lets
     it read a store that a run of this same process is writing: DuckDB refuses a read-only
-    connection beside a writing one in one process, and shares one with the same settings."""
+    connection beside a writing one in one process, and shares one with the same settings (and
+    read-only, if that is how this process has it open already)."""
 
     def __init__(self, path: str | os.PathLike[str], *, shared: bool = False) -> None:
         self.path = Path(path).expanduser()
@@ -263,7 +273,7 @@ class Store:
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
-        self.con = _connect(self.path, read_only=not shared)
+        self.con = _connect(self.path, read_only=not shared, either=shared)
 
     def __repr__(self) -> str:
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
