@@ -130,7 +130,7 @@ def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tm
     assert bare["n_token_chunks"] > 2 and bare["output_chunks_per_s"] > 0 and bare["itl"] > 0
     with nito_nb.open_store(tmp_path / "s") as store:
         metrics = store.frame().nito.metrics()
-        for model, row in results.iterrows():
+        for _, row in results.iterrows():
             m = metrics.loc[row["key"]]
             for name in ("itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks", "n_output_tokens"):
                 assert (pd.isna(row[name]) and pd.isna(m[name])) or row[name] == pytest.approx(m[name]), name
