@@ -111,7 +111,8 @@ def token_gaps(token_times: Sequence[float]) -> list[float]:
 def quantile(values: Iterable[float | None], q: float) -> float | None:
     """The q-quantile, linearly interpolated between the closest ranks (numpy's default): a
     stream's ``itl_p50``/``p90``/``p99`` over its token gaps (q = 1 is ``itl_max``), a run
-    summary's p50/p90/p99 over its requests of ttft, itl and e2e. None when there is no value (for the gaps: K < 2); None and NaN are left out."""
+    summary's p50/p90/p99 over its requests of ttft, itl and e2e. None when there is no value
+    (for the gaps: K < 2); None and NaN are left out."""
     values = sorted(v for v in values if v is not None and not math.isnan(v))
     if not values:
         return None
