@@ -112,7 +112,7 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
 
     key = stream_key(one)
     expected, _ = result_rows([Finished(Request(key, None, "sim/echo", 0, [], {}), one, 1, one.t0_wall)], "x")
-    for name in ("status", "content", "ttft", "e2e", "prompt_tokens", "completion_tokens", "cost", "n_chunks"):
+    for name in ("status", "content", "ttft", "e2e", "prompt_tokens", "completion_tokens", "cost", "n_token_chunks"):
         assert by_key.loc[key, name] == expected[0][name], name
     with nito_nb.open_store(path) as store:
         frame = store.frame()
