@@ -89,12 +89,12 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
     cell(ip, "-m sim/tools --tools weather --run-tools", "Weather in Paris?")  # a call, then the answer
     cell(ip, "-m sim/http-401", "refused")
     cell(ip, "-m sim/error-midstream", "broken")
-    with pytest.raises(KeyboardInterrupt), sigint_after(0.5):
+    with pytest.raises(KeyboardInterrupt), sigint_after(1.0):
         cell(ip, "-m sim/chat --param sim='{\"tps\": 20}'", "stopped half way")
     assert "not written to the store" not in capsys.readouterr().err
 
-    session = _magic.NitoMagics  # the kept streams, in the order they ended
-    kept = next(m for m in ip.magics_manager.registry.values() if isinstance(m, session)).streams
+    magics = next(m for m in ip.magics_manager.registry.values() if isinstance(m, _magic.NitoMagics))
+    kept = magics.streams  # the session's streams, in the order they ended
     results = stored(path)
     assert len(results) == len(kept) == 10
     by_key = results.set_index("key")
@@ -235,7 +235,9 @@ def test_a_store_left_open_for_reading_in_the_kernel_is_one_line_that_says_so(
 def test_a_run_of_the_same_kernel_writing_the_same_store(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "shared"
     ip.run_line_magic("config", f"Nito.store = {str(path)!r}")
-    run = nito_nb.run([f"row {i}" for i in range(2000)], model="sim/echo", store=str(path), progress=False)
+    # Paced so that it is still writing when the cells end (then stopped): 16 at a time, 0.2 s each.
+    run = nito_nb.run([f"row {i}" for i in range(2000)], model="sim/echo", store=str(path), progress=False,
+                      sim={"ttft_ms": 200})
     try:
         deadline = time.monotonic() + 60
         while run.stats()["finished"] < 50 and time.monotonic() < deadline:
@@ -245,6 +247,7 @@ def test_a_run_of_the_same_kernel_writing_the_same_store(ip: Any, tmp_path: Path
         history = ip.run_line_magic("nito", "history")
         assert run.stats()["state"] == "running"  # the cells really overlapped the run's writes
     finally:
+        run.stop()
         run.wait()
     assert run.error is None
     assert "not written" not in capsys.readouterr().err
@@ -252,7 +255,7 @@ def test_a_run_of_the_same_kernel_writing_the_same_store(ip: Any, tmp_path: Path
     results = stored(path)
     magic = results[results["run_id"].str.startswith("magic-")]
     assert list(magic["content"]) == [f"during the run {i}" for i in range(3)]
-    assert (results["run_id"] == run.run_id).sum() == 2000
+    assert (results["run_id"] == run.run_id).sum() == len(run.results()) >= 50
 
 
 def test_a_path_that_cannot_be_a_store_is_refused_in_one_line(ip: Any, tmp_path: Path) -> None:
