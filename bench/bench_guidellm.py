@@ -1,6 +1,6 @@
 """guidellm's achieved request rate beside nito_nb.run's, against the same simulator (docs/LOAD.md).
 
-    .venv/bin/python bench/bench_guidellm.py                        # prints both rates, their ratio, the medians
+    .venv/bin/python bench/bench_guidellm.py                  # the rates, their ratios, the medians
     .venv/bin/python bench/bench_guidellm.py --guidellm PATH --requests 1000 --rounds 2
 
 guidellm is not a dependency of nito_nb (it pulls torch): it lives in a venv of its own, and this
@@ -16,16 +16,17 @@ in flight, sent as fast as possible, against one simulator in its own process
 - guidellm: ``--profile kind=concurrent,streams=64`` with ``--constraint kind=max_requests``, its
   ``openai_http`` backend on ``/v1/chat/completions``, the prompts from a JSON Lines file. No
   tokenizer is loaded: guidellm takes the token counts from the stream's ``usage`` (the simulator
-  reports it), and only its synthetic data and token-length truncation call the tokenizer, which
-  this run does not use. ``HF_HUB_OFFLINE=1`` makes sure nothing reaches for the hub (a version
-  that did would fail at once instead of waiting on the network). ``validate_backend=false``: its
-  check asks ``/health``, which the simulator does not serve.
+  reports it), and in ``guidellm run`` only its synthetic and trace data sources call the
+  tokenizer, which this run does not use. ``HF_HUB_OFFLINE=1`` makes sure nothing reaches for the
+  hub (a version that did would fail at once instead of waiting on the network).
+  ``validate_backend=false``: its check asks ``/health``, which the simulator does not serve.
 - nito_nb: ``nito_nb.run(..., rate=1e9, max_requests=N, concurrency=64)`` as bench_load.py calls
   it, with the asyncio engine and with ``engine="processes", workers=2``.
 
 guidellm starts its own worker processes (10 at 64 streams, its ``max_worker_processes``): on a
 shared machine they get a larger share of the cores than one Python process does, so read its
-rate with the load average printed beside it (``--guidellm-workers 2`` caps them). Each round reverses the previous one's order.
+rate with the load average printed beside it (``--guidellm-workers 2`` caps them). Each round
+reverses the previous one's order.
 
 Achieved rate, one definition for both: requests / (last end − first start), from each tool's
 own per-request times (guidellm's ``request_start`` / ``request_end``; ours ``sent_at`` / ``sent_at
@@ -174,7 +175,7 @@ def _ms(seconds: float) -> str:
 def print_round(results: dict[str, dict[str, Any]], concurrency: int) -> None:
     g = results["guidellm"]
     print(f"  {'guidellm (concurrent, streams=' + str(concurrency) + ')':32s} {g['rate']:8.1f} requests/s  "
-          f"(its own requests_per_second {g['own_rate']:.1f}; {g['processes']} worker processes; "
+          f"(its own requests_per_second {g['own_rate']:.1f}; {g['processes']} worker process{'es' if g['processes'] != 1 else ''}; "
           f"{g['wall']:.0f} s with its start-up)")
     for name in ENGINES:
         print(f"  {name:32s} {results[name]['rate']:8.1f} requests/s  "
@@ -210,7 +211,8 @@ def main() -> int:
         print(HOW_TO_INSTALL.format(path=command))
         return 0
     version = subprocess.run([str(command), "--version"], capture_output=True, text=True, timeout=300)
-    print(f"{version.stdout.strip() or version.stderr.strip()} ({command})")
+    said = (version.stdout.strip() or version.stderr.strip()).splitlines()
+    print(f"{said[0] if said else 'guidellm, version unknown'} ({command})")
 
     proc, base_url = start_simulator()
     os.environ["NITO_API_KEY"] = KEY
@@ -235,6 +237,9 @@ def main() -> int:
                       f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} before, "
                       f"{load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f} after, on {os.cpu_count()} cores:")
                 print_round(results, c)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:  # a tool that failed: what it said, no traceback
+        print(f"bench_guidellm: {exc}", file=sys.stderr)
+        return 1
     finally:
         proc.terminate()
         proc.wait()
