@@ -5,7 +5,7 @@
 
 guidellm is not a dependency of nito_nb (it pulls torch): it lives in a venv of its own, and this
 script runs its command line (``guidellm run``) and reads the JSON report it writes. The command is
-``--guidellm``, else ``$NITO_GUIDELLM``, else ``/tmp/glvenv/bin/guidellm``; when it is missing the
+``--guidellm``, else ``$NITO_GUIDELLM``, else ``.venv-guidellm/bin/guidellm`` in the project; when it is missing the
 script says how to make it and exits 0 (``make guidellm-venv`` does the same).
 
 The settings are those of bench_load.py's throughput part: ``--requests`` requests of ``sim/chat``
@@ -60,14 +60,14 @@ import nito_nb  # noqa: E402
 CONCURRENCY = 64
 KEY = "sk-bench-not-a-secret"  # an explicit base URL sends a key; the standalone simulator takes any
 FAST = {"tps": 0, "ttft_ms": 0}
-DEFAULT_GUIDELLM = "/tmp/glvenv/bin/guidellm"
+DEFAULT_GUIDELLM = str(ROOT / ".venv-guidellm" / "bin" / "guidellm")
 HOW_TO_INSTALL = """\
 guidellm: not installed (looked for {path})
 It needs a venv of its own (it pulls torch); install torch's CPU build first, else pip takes
 several GB of CUDA wheels:
-    python3 -m venv /tmp/glvenv
-    /tmp/glvenv/bin/pip install torch==2.13.0      # a local CPU wheel; else: torch --index-url https://download.pytorch.org/whl/cpu
-    /tmp/glvenv/bin/pip install guidellm
+    python3 -m venv .venv-guidellm
+    .venv-guidellm/bin/pip install torch==2.13.0      # a local CPU wheel; else: torch --index-url https://download.pytorch.org/whl/cpu
+    .venv-guidellm/bin/pip install guidellm
 (`make guidellm-venv` runs the same), then pass --guidellm PATH or set NITO_GUIDELLM if it lives elsewhere."""
 
 
