@@ -12,8 +12,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-import pytest
-
 import nito_nb
 from nito_nb.runs import _clock
 from nito_nb.runs._ray import _from_text, from_worker
