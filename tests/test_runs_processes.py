@@ -150,3 +150,27 @@ def assert_a_429_paused_every_worker(engine: str) -> None:
 
 def test_a_429_on_one_worker_pauses_every_worker_for_retry_after() -> None:
     assert_a_429_paused_every_worker("processes")
+
+
+def assert_a_429_holds_what_workers_have_queued(engine: str) -> None:
+    """One stream at a time per worker, requests due faster than they end: they queue in the
+    workers. q7 (picked by seed 15) gets a 429 with Retry-After: 1 once; what the workers had
+    queued waits out that second too (the driver's pause reaches every worker)."""
+    from nito_nb.sim import ensure_server
+
+    run = nito_nb.run([f"q{i}" for i in range(20)], model="sim/chat", engine=engine, workers=2, per_worker=1,
+                      rate=10, duration=2.0, max_tokens=8, base_url=ensure_server(), progress=False,
+                      sim={"tps": 20, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 15})
+    r = run.wait(timeout=180).results()
+    assert run.error is None and len(r) == 20 and (r["status"] == "done").all()
+    limited = r[r["attempts"] > 1]
+    assert limited["row"].tolist() == [7] and run.backoff.n_rate_limited == 1
+    t = float(limited["sent_at"].iloc[0])
+    others = r[r["attempts"] == 1]["sent_at"]
+    paused = others[(others > t + 0.25) & (others < t + 1.0)]
+    assert paused.empty, f"sent during the pause: {paused.round(3).tolist()} (429 at {t:.3f})"
+    assert (others > t + 1.0).sum() >= 4  # queued before the 429, sent after the pause
+
+
+def test_a_429_holds_the_requests_queued_in_every_worker() -> None:
+    assert_a_429_holds_what_workers_have_queued("processes")

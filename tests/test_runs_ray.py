@@ -84,6 +84,13 @@ def test_a_429_on_one_actor_pauses_every_actor_for_retry_after(cluster: None) ->
     assert_a_429_paused_every_worker("ray")
 
 
+def test_a_429_holds_the_requests_queued_in_every_actor(cluster: None) -> None:
+    # The pause goes in the actors' "control" concurrency group: it must not wait behind the sends.
+    from test_runs_processes import assert_a_429_holds_what_workers_have_queued
+
+    assert_a_429_holds_what_workers_have_queued("ray")
+
+
 def test_sent_at_is_the_actors_own_send_on_the_drivers_timeline(cluster: None) -> None:
     # One actor, one stream at a time: requests queue in the actor; sent_at is its real send.
     run = nito_nb.run([f"q{i}" for i in range(4)], model="sim/chat", engine="ray", workers=1, per_worker=1,

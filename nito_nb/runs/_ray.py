@@ -122,7 +122,8 @@ class RayEngine:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
-        remote = ray.remote(Worker).options(max_concurrency=per_worker, num_cpus=0)
+        # "control" (the pause) never queues behind the sends that hold every slot of the default group.
+        remote = ray.remote(Worker).options(max_concurrency=per_worker, concurrency_groups={"control": 1}, num_cpus=0)
         # The key is never sent through Ray's object store unless the user gave one explicitly.
         self._actors: dict[str, Any] = {
             f"ray-{i}": remote.remote(f"ray-{i}", connection) for i in range(workers)
@@ -150,7 +151,8 @@ class RayEngine:
     def pause(self, wall_ns: int) -> None:
         """Tell every actor to send nothing before this wall time (the run's shared 429 pause)."""
         for actor in self._actors.values():
-            actor.pause.remote(wall_ns)  # fire and forget: a dead actor has nothing to hold
+            # Fire and forget (a dead actor has nothing to hold), past the sends queued in the actor.
+            actor.pause.options(concurrency_group="control").remote(wall_ns)
 
     async def send(self, request: Request) -> Sent:
         """One attempt of the request, by the least loaded actor. A dead worker gives a failed Stream."""
