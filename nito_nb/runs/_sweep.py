@@ -102,8 +102,11 @@ class Sweep:
                     break
                 if the_run.error is not None or the_run.stopped:  # a 401, a broken store, Stop
                     break
-        except BaseException as exc:  # on the sweep's thread: kept, never lost
+        except BaseException as exc:
             self.error = exc
+            if not live:  # in the caller's thread (a bad option at a later rate): raised, as run() does
+                raise
+            # on the sweep's thread: kept in .error and shown in the view, never lost
         finally:
             if self.runs:  # nito_nb.last() is the last rate's Run
                 from . import _remember
