@@ -122,8 +122,8 @@ class RayEngine:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
-        # "control" (the pause) never queues behind the sends that hold every slot of the default group.
-        # (concurrency_groups is an argument of ray.remote, not of .options).
+        # The pause runs in a "control" group of its own: it never queues behind the sends that hold
+        # every slot of the default group (concurrency_groups is an argument of ray.remote, not .options).
         remote = ray.remote(max_concurrency=per_worker, concurrency_groups={"control": 1}, num_cpus=0)(Worker)
         # The key is never sent through Ray's object store unless the user gave one explicitly.
         self._actors: dict[str, Any] = {
