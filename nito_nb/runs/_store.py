@@ -207,6 +207,25 @@ def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) 
     return out
 
 
+def _read_column(name: str, present: set[str]) -> str:
+    """The SQL that reads result column ``name``, also from rows written before the units were
+    told apart (docs/METRICS.md#renamed-columns): such a store has ``n_chunks`` (K) and no
+    ``n_token_chunks``, and its ``tpot``/``output_tps`` held chunk figures for a stream without
+    usage. N is usage's ``completion_tokens`` in both; a column missing altogether reads as NULL."""
+    quoted = f'"{name}"'
+    if name == "n_output_tokens":
+        sql = 'COALESCE("n_output_tokens", "completion_tokens")' if name in present else '"completion_tokens"'
+    elif name == "n_token_chunks" and "n_chunks" in present:
+        sql = 'COALESCE("n_token_chunks", "n_chunks")' if name in present else '"n_chunks"'
+    elif name in ("tpot", "output_tps"):  # per token: undefined without usage (N unknown)
+        sql = f'CASE WHEN "completion_tokens" IS NULL THEN NULL ELSE {quoted} END'
+    elif name in present:
+        return quoted
+    else:
+        sql = "NULL"
+    return f"{sql} AS {quoted}"
+
+
 class Store:
     """A store opened for reading (``nito_nb.open_store(path)``)."""
 
@@ -228,7 +247,13 @@ class Store:
 
     def results(self, run_id: str | None = None) -> pd.DataFrame:
         """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
-        columns = ", ".join(f'"{c}"' for c in RESULT_COLUMNS)
+        present = {
+            name
+            for (name,) in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'requests'"
+            ).fetchall()
+        }
+        columns = ", ".join(_read_column(c, present) for c in RESULT_COLUMNS)
         where = " WHERE run_id = ?" if run_id else ""
         df = self.con.execute(
             f"SELECT {columns} FROM requests{where} ORDER BY started_at, key", [run_id] if run_id else []
