@@ -124,7 +124,9 @@ class RayEngine:
             raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
         # The pause runs in a "control" group of its own: it never queues behind the sends that hold
         # every slot of the default group (concurrency_groups is an argument of ray.remote, not .options).
-        remote = ray.remote(max_concurrency=per_worker, concurrency_groups={"control": 1}, num_cpus=0)(Worker)
+        # (Ray's type stubs leave out the actor options of this form.)
+        remote = ray.remote(max_concurrency=per_worker, concurrency_groups={"control": 1},  # type: ignore[call-overload]
+                            num_cpus=0)(Worker)
         # The key is never sent through Ray's object store unless the user gave one explicitly.
         self._actors: dict[str, Any] = {
             f"ray-{i}": remote.remote(f"ray-{i}", connection) for i in range(workers)
