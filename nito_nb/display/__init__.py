@@ -18,7 +18,7 @@ from typing import Any
 #: name -> submodule. Loaded on first use: the runner and the throttle (runs/ uses them) must not
 #: pull in the renderer (markdown-it, Pygments) that the live views need.
 _WHERE = {
-    "CLOCK_PERIOD": "live",
+    "CLOCK_PERIOD": "refresh",
     "LiveDisplay": "live",
     "in_kernel": "live",
     "live_display": "live",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..render import RenderCache, check_format, render_parts
-from .refresh import Refresher
+from .refresh import CLOCK_PERIOD, Refresher, due_in
 from .slots import Slot, Slots
 from .snapshots import optional, snapshot
 from .terminal import TerminalDisplay
@@ -32,11 +32,6 @@ from .throttle import Throttle
 __all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_display"]
 
 DisplayFunction = Callable[..., Any]
-
-#: While nothing arrives, a live view re-renders this often, so that its status line's elapsed
-#: time visibly advances (at least once a second, with margin for a busy machine).
-CLOCK_PERIOD = 0.5
-
 
 def _bundle_size(bundle: dict[str, str]) -> int:
     return sum(len(value.encode("utf-8")) for value in bundle.values())
@@ -123,7 +118,7 @@ class LiveDisplay:
                 return
             self._render(live=True)
 
-    def _tick(self) -> None:
+    def _tick(self) -> float | None:
         """The refresh thread's turn: show what arrived since the last render (at the display's
         rate), and the running clock while nothing arrives. While ``update()`` is being called the
         feeder renders by itself: the thread only steps in when it has gone quiet (a stall), so a
@@ -131,15 +126,16 @@ class LiveDisplay:
         bench_magic.py when both did)."""
         if self._fed:
             self._fed = False
-            return
+            return None
         with self._lock:
             if self.finished:
-                return
+                return None
             fresh = _progress_mark(self.state) != self._shown_mark or self._throttle.pending
-            if fresh and self._throttle.ready():
-                self._render(live=True)
-            elif self._throttle.idle_for() >= CLOCK_PERIOD:
-                self._render(live=True)
+            wait = due_in(self._throttle, fresh)
+            if wait > 0:
+                return wait  # the refresh thread comes back then (display/refresh.py)
+            self._render(live=True)
+            return None
 
     def finish(self) -> None:
         """Render the final state (always; repeated calls send nothing new)."""

@@ -1,12 +1,20 @@
 """Several models side by side (``%%nito -m a,b,c``): the streams run concurrently on an
-asyncio loop in a worker thread (``display/runner.py``), which only iterates them; the cell's thread
-draws one HTML grid at the grid's rate and, at the end, a table that compares them."""
+asyncio loop in a worker thread (``display/runner.py``), which only reads them; the grid is a sink
+of the display pipeline, one HTML output drawn by its own refresh thread (``display/refresh.py``)
+at the rate of its own ``Throttle``, like every live view; the cell's thread only waits for the
+end (an Event, interruptible by the stop button), then draws the final grid and a table that
+compares the models.
+
+Why not render on the loop thread after each chunk: the loop also reads the bytes, and their
+arrival times are taken there; a render would delay them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import html
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +36,13 @@ GRID_MAX_RATE = 10.0
 
 
 class Grid:
-    """Several streams side by side in one output (an HTML grid), refreshed by this thread."""
+    """Several streams side by side in one output (an HTML grid): ``start()`` shows it and starts
+    its refresh thread, which renders what arrived (at most ``max_rate`` times a second, capped at
+    ``GRID_MAX_RATE``) and, while nothing arrives, the moving clocks; ``finish()`` renders the
+    final state in the caller's thread. The thread and ``finish()`` share one lock."""
 
-    def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str) -> None:
+    def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str, max_rate: float = GRID_MAX_RATE) -> None:
+        from ..display import Throttle
         from ..render import RenderCache
 
         self.streams, self.models, self.format = list(streams), list(models), format
@@ -38,6 +50,11 @@ class Grid:
         self.handle: Any = None
         self._sent: dict[str, str] | None = None
         self.n_messages = 0
+        self._throttle = Throttle(min(max_rate, GRID_MAX_RATE))
+        self._lock = threading.RLock()
+        self._refresher: Any = None
+        self._shown_mark: Any = None
+        self.finished = False
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from ..display import snapshot
@@ -82,7 +99,54 @@ class Grid:
         text = "\n\n".join(f"== {model} ==\n{body}" for model, (_, body) in zip(self.models, columns, strict=True))
         return {"text/html": grid, "text/plain": text}
 
+    def start(self) -> Grid:
+        """Show the grid now, and refresh it from a thread of its own until ``finish()``."""
+        from ..display import CLOCK_PERIOD, Refresher
+
+        with self._lock:
+            if self.finished or self._refresher is not None:
+                return self
+            self._render(live=True)
+            self._refresher = Refresher(
+                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-grid"
+            ).start()
+        return self
+
+    def _tick(self) -> float | None:
+        """The refresh thread's turn: what arrived, as soon as the throttle allows; else the clocks
+        (``display/refresh.py``, ``due_in``)."""
+        from ..display.refresh import due_in
+
+        with self._lock:
+            if self.finished:
+                return None
+            wait = due_in(self._throttle, self._mark() != self._shown_mark)
+            if wait > 0:
+                return wait
+            self._render(live=True)
+            return None
+
+    def finish(self) -> None:
+        """Render the final state (always, in the caller's thread); no refresh after it."""
+        if self._refresher is not None:
+            self._refresher.stop()
+        with self._lock:
+            self._render(live=False)
+            self.finished = True
+
+    def _mark(self) -> tuple[Any, ...]:
+        """Changes whenever a stream has received something (cheap to read)."""
+        return tuple((s.n_events, s.status) for s in self.streams)
+
+    def _render(self, live: bool) -> None:
+        try:
+            self._shown_mark = self._mark()
+            self.refresh(live)
+        finally:
+            self._throttle.done()  # timed from the end of the render (see Throttle)
+
     def refresh(self, live: bool = True) -> None:
+        """Render and send the grid now, if it changed (the throttle is the caller's business)."""
         from IPython.display import display
 
         bundle = self.bundle(live)
@@ -135,17 +199,16 @@ def run_models(
         finally:
             await client.aclose()
 
-    # The streams are iterated on a private loop in a worker thread (display/runner.py); this
-    # thread, the cell's, draws the grid: it is the grid's refresh loop, so a stall keeps its
-    # clocks moving and its last text shown.
+    # The streams are read on a private loop in a worker thread (display/runner.py); the grid
+    # draws itself from its refresh thread; this thread, the cell's, waits for the end (an Event:
+    # the stop button's KeyboardInterrupt lands in the wait) and draws the final grid.
     runner = LoopThread(run_all, name="nito_nb-models")
-    grid = Grid(streams, names, fmt) if in_kernel() else None
-    runner.start()
-    interval = 1.0 / min(magics.settings.max_rate, GRID_MAX_RATE)
+    grid = Grid(streams, names, fmt, magics.settings.max_rate) if in_kernel() else None
     try:
-        while not runner.wait(interval):
-            if grid is not None:
-                grid.refresh(live=True)
+        runner.start()
+        if grid is not None:
+            grid.start()
+        runner.wait()
     except BaseException:
         runner.cancel()  # the streams say "stopped"
         runner.wait(10)
@@ -166,7 +229,7 @@ def _finish(
     from IPython.display import display
 
     if grid is not None:
-        grid.refresh(live=False)
+        grid.finish()
     else:
         from ..display import TerminalDisplay
 
