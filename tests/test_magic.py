@@ -8,17 +8,14 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from conftest import sigint_after
-from IPython import get_ipython
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 import nito_nb
 from nito_nb import _client
@@ -73,29 +70,6 @@ class Recorder(DisplayPublisher):
             else:
                 outputs[key] = message["data"]
         return list(outputs.values())
-
-
-@pytest.fixture(scope="module")
-def shell() -> Any:
-    # start_ipython() returns the shell the first time only; another test module may have started it.
-    ip = start_ipython() or get_ipython()
-    assert ip is not None
-    return ip
-
-
-@pytest.fixture
-def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The shell with the extension freshly loaded (default settings, no chats, no history)."""
-    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
-    shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'
-    monkeypatch.delenv("NITO_API_KEY", raising=False)
-    monkeypatch.delenv("NITO_BASE_URL", raising=False)
-    monkeypatch.delenv("NITO_MODEL", raising=False)
-    _magic.load_ipython_extension(shell)
-    shell.run_line_magic("nito", "reset")
-    yield shell
-    for name in ("_nito", "answer", "weather", "schema", "topic"):
-        shell.user_ns.pop(name, None)
 
 
 @pytest.fixture
