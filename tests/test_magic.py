@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import re
@@ -811,3 +812,17 @@ def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
     assert nito_nb.last() is nito_nb.streams()[-1]
     ip.run_line_magic("nito", "reset")
     assert nito_nb.last() is None and nito_nb.streams() == [] and ip.run_line_magic("nito", "history").empty
+
+
+def test_earlier_tests_left_one_magics_and_no_open_client(ip: Any) -> None:
+    # The ip fixture's teardown (conftest.py): IPython keeps every registered Magics in
+    # shell.configurables, so without it each earlier test's NitoMagics stayed alive with its
+    # Client's pooled sockets, finalized at exit as unclosed-socket ResourceWarnings. Meaningful
+    # after other tests of the session (this file's order puts it last).
+    from nito_nb.magic.magics import NitoMagics
+
+    current = [c for c in ip.configurables if isinstance(c, NitoMagics)]
+    assert len(current) == 1
+    gc.collect()
+    stale = [m for m in gc.get_objects() if isinstance(m, NitoMagics) and m is not current[0]]
+    assert not [m for m in stale if m._sync_client is not None]
