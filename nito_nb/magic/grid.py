@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import html
 import sys
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import MissingAPIKeyError, NitoError
+from ..display.sink import LiveSink
 from .history import comparison_table
 from .output import NO_KEY, error_line, in_kernel
 
@@ -35,26 +35,23 @@ GRID_WINDOW_CHARS = 2000
 GRID_MAX_RATE = 10.0
 
 
-class Grid:
-    """Several streams side by side in one output (an HTML grid): ``start()`` shows it and starts
-    its refresh thread, which renders what arrived (at most ``max_rate`` times a second, capped at
-    ``GRID_MAX_RATE``) and, while nothing arrives, the moving clocks; ``finish()`` renders the
-    final state in the caller's thread. The thread and ``finish()`` share one lock."""
+class Grid(LiveSink):
+    """Several streams side by side in one output (an HTML grid), a sink of the display pipeline
+    (``display/sink.py``): ``start()`` shows it and starts its refresh thread, which renders what
+    arrived (at most ``max_rate`` times a second, capped at ``GRID_MAX_RATE``) and, while nothing
+    arrives, the moving clocks; ``finish()`` renders the final state in the caller's thread."""
+
+    refresher_name = "nito_nb-grid"
 
     def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str, max_rate: float = GRID_MAX_RATE) -> None:
-        from ..display import Throttle
         from ..render import RenderCache
 
+        super().__init__(min(max_rate, GRID_MAX_RATE))
         self.streams, self.models, self.format = list(streams), list(models), format
         self.caches = [RenderCache() for _ in self.streams]
         self.handle: Any = None
         self._sent: dict[str, str] | None = None
         self.n_messages = 0
-        self._throttle = Throttle(min(max_rate, GRID_MAX_RATE))
-        self._lock = threading.RLock()
-        self._refresher: Any = None
-        self._shown_mark: Any = None
-        self.finished = False
 
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from ..display import snapshot
@@ -99,51 +96,12 @@ class Grid:
         text = "\n\n".join(f"== {model} ==\n{body}" for model, (_, body) in zip(self.models, columns, strict=True))
         return {"text/html": grid, "text/plain": text}
 
-    def start(self) -> Grid:
-        """Show the grid now, and refresh it from a thread of its own until ``finish()``."""
-        from ..display import CLOCK_PERIOD, Refresher
-
-        with self._lock:
-            if self.finished or self._refresher is not None:
-                return self
-            self._render(live=True)
-            self._refresher = Refresher(
-                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-grid"
-            ).start()
-        return self
-
-    def _tick(self) -> float | None:
-        """The refresh thread's turn: what arrived, as soon as the throttle allows; else the clocks
-        (``display/refresh.py``, ``due_in``)."""
-        from ..display.refresh import due_in
-
-        with self._lock:
-            if self.finished:
-                return None
-            wait = due_in(self._throttle, self._mark() != self._shown_mark)
-            if wait > 0:
-                return wait
-            self._render(live=True)
-            return None
-
-    def finish(self) -> None:
-        """Render the final state (always, in the caller's thread); no refresh after it."""
-        if self._refresher is not None:
-            self._refresher.stop()
-        with self._lock:
-            self._render(live=False)
-            self.finished = True
-
     def _mark(self) -> tuple[Any, ...]:
         """Changes whenever a stream has received something (cheap to read)."""
         return tuple((s.n_events, s.status) for s in self.streams)
 
-    def _render(self, live: bool) -> None:
-        try:
-            self._shown_mark = self._mark()
-            self.refresh(live)
-        finally:
-            self._throttle.done()  # timed from the end of the render (see Throttle)
+    def _draw(self, *, live: bool) -> None:
+        self.refresh(live)
 
     def refresh(self, live: bool = True) -> None:
         """Render and send the grid now, if it changed (the throttle is the caller's business)."""
