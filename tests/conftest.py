@@ -98,7 +98,7 @@ def _close_clients() -> Iterator[None]:
 
 
 
-# -- the IPython shell with the magic, shared by test_magic and test_security ----------------------
+# -- the IPython shell with the magic: test_magic, test_magic_store, test_security ----------------------
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +130,15 @@ def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'
     for name in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NITO_SIM_TPS", "0")  # as fast as possible, whatever the caller's environment
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
     _magic.load_ipython_extension(shell)
     shell.run_line_magic("nito", "reset")
     yield shell
     for name in ("_nito", "answer", "weather", "schema", "topic", "os", "settings"):
         shell.user_ns.pop(name, None)
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
+    shell.config.pop("Nito", None)  # a setting such as Nito.store must not outlive its test
     for magics in [c for c in shell.configurables if isinstance(c, NitoMagics)]:
         if magics._sync_client is not None:
             magics._sync_client.close()
