@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,6 @@ import nbformat
 import pandas as pd
 import pytest
 from conftest import chunk_line, sigint_after
-from IPython import get_ipython
-from IPython.testing.globalipapp import start_ipython
 from nbclient import NotebookClient
 from scripted_server import Script, ScriptedServer
 
@@ -33,32 +30,7 @@ from nito_nb.sim import SimServer
 KEY = "sk-test-STORESECRET-0123456789"
 
 
-# -- in-process shell --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def shell() -> Any:
-    ip = start_ipython() or get_ipython()
-    assert ip is not None
-    return ip
-
-
-@pytest.fixture
-def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The shell with the extension freshly loaded (default settings, no history)."""
-    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
-    shell.config.pop("Nito", None)
-    for name in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NITO_SIM_TPS", "0")
-    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
-    _magic.load_ipython_extension(shell)
-    shell.run_line_magic("nito", "reset")
-    yield shell
-    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
-    shell.config.pop("Nito", None)
-    for name in ("_nito", "weather"):
-        shell.user_ns.pop(name, None)
+# -- in-process shell: the shell and ip fixtures of conftest.py ---------------------------------
 
 
 def cell(ip: Any, line: str, text: str) -> None:

@@ -36,7 +36,7 @@ from .._core.errors import ConfigurationError, NitoError
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
-from ..tools import run_tool, tool_functions, tools_from
+from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
 from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, settings_for
 from .grid import run_models
@@ -45,10 +45,6 @@ from .output import error_line, in_kernel, start_view, usage_error
 from .replay import replay
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
-
-#: --run-tools: at most this many rounds of (tool calls, results) before the answer is left as is.
-MAX_TOOL_ROUNDS = 5
-
 
 def last() -> Any:
     """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or the last Run, or
@@ -426,15 +422,12 @@ class NitoMagics(Magics):
         try:
             for round_ in range(MAX_TOOL_ROUNDS + 1):
                 stream = self._stream_one(messages, model, params, args, fmt, started)
-                if (
-                    stream is None
-                    or not functions
-                    or stream.status != "done"
-                    or not stream.tool_calls
-                    or round_ == MAX_TOOL_ROUNDS
-                ):
+                runs = None if stream is None else tool_round(stream, functions, round_)
+                if not runs:
                     break
-                results = [run_tool(functions, call) for call in stream.tool_calls]
+                for run in runs:  # the notebook shows what was executed
+                    print(run.line)
+                results = [run.message for run in runs]
                 messages = [*messages, stream.message, *results]
                 turn += [stream.message, *results]
         finally:
