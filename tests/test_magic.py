@@ -797,6 +797,23 @@ def test_reload_keeps_one_configurable(ip: Any) -> None:
     assert ip.user_ns["_nito"].content == "still echo"
 
 
+def test_reload_closes_the_old_magics_and_keeps_the_session(ip: Any) -> None:
+    # IPython keeps registered Magics in `configurables`: a reload left the old one there for the
+    # session, its Client's connection pool open, and started the history afresh.
+    run(ip, "-m sim/echo", "before the reload")
+    from nito_nb.magic.magics import NitoMagics
+
+    old = next(c for c in ip.configurables if isinstance(c, NitoMagics))
+    client = old._client()
+    _magic.load_ipython_extension(ip)
+    kept = [c for c in ip.configurables if isinstance(c, NitoMagics)]
+    assert len(kept) == 1 and kept[0] is not old
+    assert client._http.is_closed and old._sync_client is None
+    assert [s.content for s in kept[0].streams] == ["before the reload"]
+    run(ip, "-m sim/echo", "after")
+    assert list(ip.run_line_magic("nito", "history").model) == ["sim/echo", "sim/echo"]
+
+
 def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
     import openai
 

@@ -391,6 +391,12 @@ class NitoMagics(Magics):
             params[key.strip()] = _param_value(key.strip(), value)
         return params
 
+    def close(self) -> None:
+        """Close the client this magics object opened (its connection pool); the streams stay."""
+        if self._sync_client is not None:
+            self._sync_client.close()
+            self._sync_client = None
+
     def _client(self) -> Any:
         """The magic's Client, made on first use and kept: its connection pool is reused."""
         if self._sync_client is None:
@@ -547,5 +553,14 @@ def load_ipython_extension(ipython: Any) -> None:
     else:
         settings = settings_for(ipython)
         ipython.configurables.append(settings)
-    ipython.register_magics(NitoMagics(ipython, settings))
+    # IPython keeps every registered Magics object in ``configurables``: a reload would leave the
+    # old one there for the session, with its Client's connection pool open.
+    # The new one takes over the session's chats and streams (%nito history must not lose them).
+    earlier = [c for c in ipython.configurables if isinstance(c, NitoMagics)]
+    magics = NitoMagics(ipython, settings)  # (Magics.__init__ appends it to configurables)
+    for old in earlier:
+        magics.chats, magics.streams, magics.session = old.chats, old.streams, old.session
+        old.close()
+        ipython.configurables.remove(old)
+    ipython.register_magics(magics)
 
