@@ -15,13 +15,6 @@ from nito_nb import _stream_base
 
 PACKAGE = Path(nito_nb.__file__).parent
 
-#: Import edges that still close a cycle, owned by another branch of issue 12 and removed there:
-#: each must still exist (so the list only shrinks), and none may be added.
-PENDING_EDGES = {
-    # came with the load runs: the sweep calls run() from the runs package (a lazy import)
-    ("nito_nb.runs._sweep", "nito_nb.runs"),
-}
-
 #: Modules still over the size limit, with the size they may not grow past; each leaves the list
 #: when it is split (see docs/ARCHITECTURE.md, "What is left").
 LIMIT = 600
@@ -136,11 +129,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_import_graph_has_no_cycle_but_the_declared_lazy_edges() -> None:
-    graph = _graph()
-    for source, target in PENDING_EDGES:
-        assert target in graph[source], f"{source} -> {target} is gone: take it off PENDING_EDGES"
-        graph[source].discard(target)
-    assert _cycles(graph) == []
+    assert _cycles(_graph()) == []
 
 
 def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real() -> None:
@@ -152,8 +141,6 @@ def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real()
     graph = _graph()
     for _, target in _stream_base.UPWARD_IMPORTS:
         graph["nito_nb._stream_base"].add(target)
-    for source, target in PENDING_EDGES:
-        graph[source].discard(target)
     assert _cycles(graph), "an upward import must show as a cycle"
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
+from ._api import remember, run
 from ._runner import Run
 
 if TYPE_CHECKING:
@@ -93,8 +94,6 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
     wait for each (in a kernel each run's panel is shown). Takes every option of a load run
     (``schedule``, ``warmup``, ``slo``, ``store``...). An interrupt stops the current run and
     ends the sweep with the rates done so far."""
-    from . import _remember, run
-
     rates = list(rates)
     if not rates:
         raise ConfigurationError("sweep needs rates=[...], e.g. rates=[1, 5, 10]")
@@ -117,5 +116,5 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
         if the_run.error is not None:  # a 401, a broken store: no point in going on
             break
     if runs:  # nito_nb.last() is the last rate's Run
-        _remember(runs[-1])
+        remember(runs[-1])
     return result
