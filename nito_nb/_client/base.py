@@ -1,5 +1,6 @@
 """``BaseClient``: what ``Client`` and ``AsyncClient`` share, with no I/O (configuration, the
-request of a call, the retry decision); and the ``Route`` a Stream keeps for ``reply()``."""
+request of a call, the retry decision, which base URL an error names); and the ``Route`` a
+Stream keeps for ``reply()``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
 from .._core.request import as_messages
 from .._stream_base import StreamBase
 from .check import check_request
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout, check_max_event_size
 from .endpoint import base_url_of, endpoint, find_key, is_embedded, is_nito
+from .failures import not_event_stream
 from .retry import retry_delay
 
 __all__ = ["BaseClient", "Route"]
@@ -38,7 +42,7 @@ class Route:
 
 
 class BaseClient:
-    """Configuration, request building and the retry decision, with no I/O."""
+    """Configuration, request building, the retry decision and error mapping, with no I/O."""
 
     def __init__(
         self,
@@ -126,6 +130,11 @@ class BaseClient:
         key = self._key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return (base_url or self.base_url).rstrip("/"), headers, key
+
+    def _not_event_stream(self, stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+        """The error of a 2xx answer that is not an event stream, naming this call's base URL."""
+        base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
+        return not_event_stream(stream, response, body, key, base_url)
 
     def _retry_delay(self, attempt: int, error: NitoError) -> float | None:
         """Seconds to wait before trying again, or None to give up (``retry.py``'s rule with this

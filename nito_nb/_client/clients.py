@@ -29,7 +29,6 @@ from .failures import (
     is_event_stream,
     model_list,
     models_stream,
-    not_event_stream,
     transport_exception,
 )
 
@@ -92,7 +91,7 @@ class Client(BaseClient):
                     if response.status_code >= 400:
                         error = http_error(stream, response, raw, key)
                     else:
-                        error = not_event_stream(stream, response, raw, key, self.base_url)
+                        error = self._not_event_stream(stream, response, raw, key)
                 delay = self._retry_delay(attempt, error)
                 if delay is None:
                     raise error
@@ -194,7 +193,7 @@ class AsyncClient(BaseClient):
                     if response.status_code >= 400:
                         error = http_error(stream, response, raw, key)
                     else:
-                        error = not_event_stream(stream, response, raw, key, self.base_url)
+                        error = self._not_event_stream(stream, response, raw, key)
                 delay = self._retry_delay(attempt, error)
                 if delay is None:
                     raise error

@@ -77,9 +77,9 @@ def http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: s
 
 
 def not_event_stream(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None,
-                     client_base_url: str) -> NitoError:
+                     base_url: str) -> NitoError:
+    """A 2xx answer that is not an event stream; ``base_url``: this call's, not the default."""
     error = http_error(stream, response, body, key)  # the Stream redacts the body
-    base_url = stream.request.get("base_url") or client_base_url  # this call's, not the default
     return stream.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
 
 
