@@ -295,18 +295,18 @@ def test_outside_jupyter_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nito_nb.runs import _runner
+    from nito_nb.runs import _record, _runner
 
-    real = _runner.result_rows
+    real = _record.result_rows
     waiting: list[int] = []
 
     def slow(*args: Any) -> Any:  # a writer slower than the network
         time.sleep(0.05)
         return real(*args)
 
-    monkeypatch.setattr(_runner, "result_rows", slow)
-    monkeypatch.setattr(_runner, "MAX_WAITING", 5)
-    monkeypatch.setattr(_runner, "BATCH_SIZE", 2)
+    monkeypatch.setattr(_record, "result_rows", slow)
+    monkeypatch.setattr(_runner, "MAX_WAITING", 5)  # read by the loop thread's workers
+    monkeypatch.setattr(_record, "BATCH_SIZE", 2)
     run = nito_nb.run([f"q{i}" for i in range(60)], model="sim/echo", concurrency=4, progress=False, **_sim())
     while not run.done:
         waiting.append(run._queue.qsize())

@@ -1,12 +1,11 @@
 """The Run: every request of a plan, sent concurrently on an asyncio loop in a worker thread.
 
 Two threads, so that a run works the same in a script and in a notebook whose kernel already
-runs an event loop (the magic's ``-m a,b`` does the same): the *loop thread* sends the requests
-(``concurrency`` workers sharing one iterator of requests, behind the shared 429 backoff of
-``_backoff.py``) and hands each finished Stream to the *writer thread*, which turns batches of
-them into result rows (``_results.py``: the frame's own metrics), writes them to the store when
-there is one (``_store.py``; the Streams are then dropped) and refreshes the progress display at
-most ``MAX_UPDATES_PER_S`` times a second.
+runs an event loop (the magic's ``-m a,b`` does the same): the *loop thread*, here, sends the
+requests (``concurrency`` workers sharing one iterator of requests, or an open-loop schedule,
+behind the shared 429 backoff of ``_backoff.py``) and hands each finished Stream to the *writer
+thread* (``_record.py``), which turns batches of them into result rows, writes them to the store
+when there is one and refreshes the progress display. ``run.stats()`` is ``_stats.py``.
 
 Retries happen only before the first byte of a body, at most ``max_retries`` times per request,
 by the client's own rule (``BaseClient._retry_delay``), and every attempt is counted. A 401 or 402
@@ -24,12 +23,10 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._core import metrics
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -40,12 +37,13 @@ from .._core.errors import (
 from .._stream import AsyncStream, Stream
 from .._stream_base import StreamBase
 from ..display.runner import LoopThread
-from ..display.throttle import Throttle
 from ._backoff import Backoff
 from ._client_load import ClientMonitor
 from ._plan import Plan, Request, request_key
-from ._results import Finished, LoadInfo, result_rows, results_frame, summary
+from ._record import BATCH_SECONDS, END, MAX_WAITING, write_loop
+from ._results import Finished, LoadInfo, results_frame, summary
 from ._schedule import Schedule
+from ._stats import run_stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,24 +54,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Run"]
 
-#: The progress display is refreshed at most this often.
-MAX_UPDATES_PER_S = 4.0
-#: Finished requests are written (and their metrics computed) in batches of at most this many,
-#: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
-#: plus what is in flight. The batch's frame is the writer's peak memory (about 0.4 MB per
-#: sim/chat stream, measured with bench/bench_runs.py), so the batch stays small.
-BATCH_SIZE = 128
-BATCH_SECONDS = 1.0
-#: When this many finished requests wait for the writer, the workers wait too before taking the
-#: next request (back-pressure): memory stays bounded when the writer is the slower side.
-MAX_WAITING = 2 * BATCH_SIZE
-_END = object()
 #: An open-loop run keeps at most this many requests in flight unless ``concurrency`` says less.
 OPEN_LOOP_MAX_IN_FLIGHT = 100_000
 #: ``stop_on_error_rate`` is judged once this many requests have ended (not on the first one).
 MIN_ENDED_FOR_ERROR_RATE = 10
-#: The panel judges the client over this many of its latest loop-lag samples (5 s).
-CLIENT_RECENT_SAMPLES = 500
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
 SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 
@@ -219,7 +203,8 @@ class Run:
         # The requests are sent on the package's one loop-thread runner (display/runner.py); a
         # stop() before its loop exists is kept and cancels the run as soon as it starts.
         self._sender = LoopThread(self._send_all, name="nito_nb-run", on_end=self._sender_ended)
-        self._writer_thread = threading.Thread(target=self._write_loop, name="nito_nb-run-writer", daemon=True)
+        self._writer_thread = threading.Thread(target=write_loop, args=(self,), name="nito_nb-run-writer",
+                                               daemon=True)
         self._writer_thread.start()
         self._sender.start()
 
@@ -249,7 +234,7 @@ class Run:
                 if self._engine is not None:
                     self._engine.close()
             finally:
-                self._queue.put(_END)
+                self._queue.put(END)
 
     async def _send_all(self) -> None:
         self._freed = asyncio.Event()
@@ -406,56 +391,6 @@ class Run:
     def _cancel(self) -> None:
         self._sender.cancel()  # from any thread; nothing happens once the loop has closed
 
-    # -- the writer thread -----------------------------------------------------------------------
-
-    def _write_loop(self) -> None:
-        batch: list[Finished] = []
-        first = 0.0
-        updates = Throttle(MAX_UPDATES_PER_S)  # the progress panel's rate, as every live view's
-        ended = False
-        try:
-            while not ended:
-                try:
-                    item = self._queue.get(timeout=BATCH_SECONDS / 2)
-                except queue.Empty:
-                    item = None
-                if item is _END:
-                    ended = True
-                elif item is not None:
-                    if not batch:
-                        first = time.monotonic()
-                    batch.append(item)
-                now = time.monotonic()
-                if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
-                    self._flush(batch)
-                    batch = []
-                if self.progress is not None and updates.ready():
-                    self.progress.update()
-                    updates.done()
-        except BaseException as exc:  # the store failed (disk full...): stop sending, say why
-            self._fail_run(exc)
-            # Let the loop thread end; the failure may come from the last flush, after its _END
-            # (waiting for a second one hung the run forever).
-            while not ended and self._queue.get() is not _END:
-                pass
-        finally:
-            if self._writer is not None:
-                self._writer.close()
-            self.ended = time.monotonic()
-            if self.progress is not None:
-                self.progress.finish()
-            self._finished.set_result(self)
-
-    def _flush(self, batch: list[Finished]) -> None:
-        rows, frame = result_rows(batch, self.run_id, self._phases)
-        if self._writer is not None:
-            self._writer.write(batch, rows, frame)
-        with self._lock:
-            self._rows.extend(rows)
-            if self._writer is None:
-                for item in batch:
-                    self._streams[item.request.key] = item.stream
-
     # -- the user's side -------------------------------------------------------------------------
 
     @property
@@ -544,63 +479,3 @@ class Run:
         from ._progress import show
 
         show(self)
-
-
-def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl."""
-    now = run.ended if run.ended is not None else time.monotonic()
-    elapsed = max(1e-9, now - run.started)
-    totals = Counter(r.model for r in run._todo)
-    flying = Counter(s.request.get("model") for s in list(run._in_flight.values()))
-    models: dict[str, dict[str, Any]] = {}
-    for model, total in totals.items():
-        models[model] = {"model": model, "total": total, "finished": 0, "ok": 0, "in_flight": flying.get(model, 0),
-                         "errors": Counter(), "ttft": [], "itl": [], "tokens": 0, "cost": 0.0}
-    for row in rows:
-        m = models.get(row["model"])
-        if m is None:
-            continue
-        m["finished"] += 1
-        if row["status"] == "done":
-            m["ok"] += 1
-        else:
-            code = row.get("error_code")
-            m["errors"][row["status"] + (f" {code}" if code else "")] += 1
-        for name in ("ttft", "itl"):
-            if row[name] is not None:
-                m[name].append(row[name])
-        m["tokens"] += row["completion_tokens"] or 0
-        m["cost"] += row["cost"] or 0.0
-    out = []
-    for m in models.values():
-        for name in ("ttft", "itl"):
-            values = m.pop(name)
-            m[f"{name}_p50"] = metrics.quantile(values, 0.5)
-            m[f"{name}_p90"] = metrics.quantile(values, 0.9)
-        m["requests_per_s"] = m["finished"] / elapsed
-        m["tokens_per_s"] = m["tokens"] / elapsed
-        m["errors"] = dict(m["errors"])
-        out.append(m)
-    finished = sum(m["finished"] for m in out)
-    total = sum(m["total"] for m in out)
-    rate = finished / elapsed
-    ended = run.ended is not None
-    eta = (total - finished) / rate if rate > 0 and not ended else None
-    return {
-        "models": out,
-        "finished": finished,
-        "total": total,
-        "skipped": len(run.skipped),
-        "elapsed": elapsed,
-        "eta": eta,
-        "attempts": run.n_attempts,
-        "retries": run.n_retries,
-        "rate_limited": run.backoff.n_rate_limited,
-        "limit": run.backoff.limit,
-        "state": ("stopped" if run.stopped or run.error else "done") if ended
-        else ("stopping" if run.stopped else "running"),
-        "error": None if run.error is None else (getattr(run.error, "message", None) or str(run.error)),
-        # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
-        "client": run.client.report(recent=CLIENT_RECENT_SAMPLES),
-        "stop_reason": run.stop_reason,
-    }

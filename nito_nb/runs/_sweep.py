@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
+from ._api import remember, run
 from ._runner import Run
 
 if TYPE_CHECKING:
@@ -109,9 +110,7 @@ class Sweep:
             # on the sweep's thread: kept in .error and shown in the view, never lost
         finally:
             if self.runs:  # nito_nb.last() is the last rate's Run
-                from . import _remember
-
-                _remember(self.runs[-1])
+                remember(self.runs[-1])
             self.ended = True
             try:
                 if self.view is not None:
@@ -188,8 +187,6 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
     step, the current rate's panel, a Stop button, then the summary); ``sweep.wait()`` waits.
     Elsewhere it returns when the last rate ended. An interrupt, or ``stop()``, stops the
     current rate (what arrived is kept) and ends the sweep with the rates done so far."""
-    from . import run
-
     rates = list(rates)
     if not rates:
         raise ConfigurationError("sweep needs rates=[...], e.g. rates=[1, 5, 10]")

@@ -1,0 +1,40 @@
+"""The HTTP client: build the request, talk httpx, map failures to typed errors.
+
+Split the way httpx splits its own: the parts without I/O below, the two I/O shells on top.
+
+- ``config.py``: ``Timeout`` and the limit of one SSE event.
+- ``endpoint.py``: where a call goes (base URL, ``NITO_BASE_URL``, the embedded simulator that the
+  package root registers with ``register_simulator``) and with which key (``NITO_API_KEY``).
+- ``check.py``: ``check_request``, the one check of a request body before it is sent.
+- ``retry.py``: whether and when an attempt that failed before the body is tried again.
+- ``failures.py``: httpx's failures and HTTP error responses as typed errors.
+- ``base.py``: ``BaseClient`` (what both clients share: configuration, the request of a call, the
+  retry decision) and the ``Route`` a Stream keeps for ``reply()``.
+- ``clients.py``: ``Client`` and ``AsyncClient``, twins written out side by side.
+"""
+
+from __future__ import annotations
+
+from .._core.request import as_messages
+from .base import BaseClient, Route
+from .check import check_request
+from .clients import AsyncClient, Client
+from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
+from .endpoint import DEFAULT_BASE_URL, checked_key, is_nito, register_simulator
+from .failures import transport_exception
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_EVENT_SIZE",
+    "AsyncClient",
+    "BaseClient",
+    "Client",
+    "Route",
+    "Timeout",
+    "as_messages",
+    "check_request",
+    "checked_key",
+    "is_nito",
+    "register_simulator",
+    "transport_exception",
+]

@@ -1,0 +1,142 @@
+"""``BaseClient``: what ``Client`` and ``AsyncClient`` share, with no I/O (configuration, the
+request of a call, the retry decision, which base URL an error names); and the ``Route`` a
+Stream keeps for ``reply()``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
+from .._core.request import as_messages
+from .._stream_base import StreamBase
+from .check import check_request
+from .config import DEFAULT_MAX_EVENT_SIZE, Timeout, check_max_event_size
+from .endpoint import base_url_of, endpoint, find_key, is_embedded, is_nito
+from .failures import not_event_stream
+from .retry import retry_delay
+
+__all__ = ["BaseClient", "Route"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a Stream's request was made: :meth:`Stream.reply` sends the next turn the same way."""
+
+    client: BaseClient
+    base_url: str | None  # None: the embedded simulator (a sim/ model and no base URL)
+    key: str | None = field(repr=False)
+    timeout: Any = None  # the call's timeout= (None: the client's)
+    max_event_size: int | None = None  # the call's max_event_size= (None: the client's)
+
+    def options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """``stream()`` keywords for the next turn. A base URL other than this one never gets this
+        route's key (the client then finds the key as for any call)."""
+        other = overrides.get("base_url")
+        elsewhere = other is not None and str(other).rstrip("/") != self.base_url
+        return {"base_url": self.base_url, "api_key": None if elsewhere else self.key, "timeout": self.timeout,
+                "max_event_size": self.max_event_size}
+
+
+class BaseClient:
+    """Configuration, request building, the retry decision and error mapping, with no I/O."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Timeout | float | dict[str, float] | None = None,
+        max_retries: int = 2,
+        max_retry_wait: float = 30.0,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+    ) -> None:
+        self._api_key = api_key
+        self._base_url = base_url
+        self.timeout = Timeout.of(timeout)
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        #: Bytes one SSE event may take before its stream stops with EventTooLargeError.
+        self.max_event_size = check_max_event_size(max_event_size)
+
+    @property
+    def base_url(self) -> str:
+        return base_url_of(self._base_url)
+
+    def __repr__(self) -> str:
+        key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
+        return f"<{type(self).__name__} base_url={self.base_url!r} api_key={key}>"
+
+    def _event_limit(self, max_event_size: int | None) -> int:
+        """This call's limit on one event's bytes: its own, else the client's."""
+        return self.max_event_size if max_event_size is None else check_max_event_size(max_event_size)
+
+    def _embedded(self, model: str, base_url: str | None) -> bool:
+        """``sim/`` models go to the embedded simulator unless a base URL was given in code (to
+        this call or to the client)."""
+        return is_embedded(model, base_url or self._base_url)
+
+    def _endpoint(self, model: str, base_url: str | None) -> str:
+        """The base URL of a call."""
+        return endpoint(model, base_url or self._base_url)
+
+    def _key(self, api_key: str | None) -> str | None:
+        """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
+        return find_key(api_key, self._api_key)
+
+    def _remember(self, stream: StreamBase, model: str, base_url: str | None, key: str | None, timeout: Any,
+                  max_event_size: int | None = None) -> None:
+        """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
+        whatever the gateway sends back)."""
+        embedded = self._embedded(model, base_url)
+        stream.set_route(Route(self, None if embedded else stream.request["base_url"], key, timeout, max_event_size))
+        stream.protect(key)
+
+    def _build(
+        self,
+        prompt_or_messages: Any,
+        model: str | None,
+        api_key: str | None,
+        base_url: str | None,
+        params: dict[str, Any],
+    ) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any], str | None]:
+        """(url, headers, JSON body, request metadata for the log, key) of one call."""
+        if not model or not isinstance(model, str):
+            raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
+        messages = as_messages(prompt_or_messages)
+        url = self._endpoint(model, base_url)
+        key: str | None = None
+        if not self._embedded(model, base_url):
+            key = self._key(api_key)
+            if not key and is_nito(url):  # only Nito's own gateway needs one
+                raise MissingAPIKeyError(
+                    "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
+                    "(models named sim/... run on the embedded simulator and need none)."
+                )
+        params = {k: v for k, v in params.items() if v is not None}
+        check_request(messages, params)
+        body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
+        body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
+        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        meta = {"model": model, "messages": messages, "params": params, "base_url": url}
+        return f"{url}/chat/completions", headers, body, meta, key
+
+    def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
+        """(base URL, headers, key) of a ``GET /models``."""
+        key = self._key(api_key)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return (base_url or self.base_url).rstrip("/"), headers, key
+
+    def _not_event_stream(self, stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+        """The error of a 2xx answer that is not an event stream, naming this call's base URL."""
+        base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
+        return not_event_stream(stream, response, body, key, base_url)
+
+    def _retry_delay(self, attempt: int, error: NitoError) -> float | None:
+        """Seconds to wait before trying again, or None to give up (``retry.py``'s rule with this
+        client's ``max_retries`` and ``max_retry_wait``)."""
+        return retry_delay(attempt, error, self.max_retries, self.max_retry_wait)

@@ -1,0 +1,283 @@
+"""The I/O shells: ``Client`` and ``AsyncClient``, written out in full side by side, the way
+httpx writes its twins (a change to one is made to the other).
+
+Everything without I/O is below them: ``base.py`` (configuration, the request, the retry
+decision), ``failures.py`` (typed errors). Both accept an ``httpx.Client`` /
+``httpx.AsyncClient`` of the user's (proxies, auth, transports stay httpx's), and never close a
+client they did not create.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import ssl
+import time
+from typing import Any
+
+import httpx
+
+from .._core.errors import NitoError
+from .._stream import AsyncStream, Stream
+from .base import BaseClient
+from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
+from .failures import (
+    MAX_ERROR_BODY,
+    connect_error,
+    http_error,
+    is_event_stream,
+    model_list,
+    models_stream,
+    transport_exception,
+)
+
+__all__ = ["AsyncClient", "Client"]
+
+
+class Client(BaseClient):
+    """A synchronous client. ``Client(api_key=..., base_url=..., timeout=...)``, or
+    ``Client(http_client=httpx.Client(...))`` to bring your own httpx setup."""
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
+                 http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0,
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
+        self._own_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=self.timeout.httpx())
+
+    def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
+               base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
+               max_event_size: int | None = None, **params: Any) -> Stream:
+        """Send the request and return its Stream once the response has started.
+
+        HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
+        the body is read as the Stream is iterated.
+        """
+        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
+        limits = Timeout.of(timeout) if timeout is not None else self.timeout
+        stream = Stream(
+            meta,
+            raise_errors=raise_errors,
+            max_event_size=self._event_limit(max_event_size),
+            transport_errors=transport_exception,
+        )
+        self._remember(stream, model, base_url, key, timeout, max_event_size)
+        try:
+            for attempt in range(self.max_retries + 1):
+                # One clock per Stream: t0 is the first attempt's send, so every timing includes
+                # the retries (``attempts`` says how many requests were sent).
+                if attempt:
+                    stream.new_attempt()
+                else:
+                    stream.log.t0_ns = time.perf_counter_ns()
+                request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                try:
+                    response = self._http.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    error: NitoError = connect_error(exc, url, stream)
+                else:
+                    if response.status_code < 400 and is_event_stream(response):
+                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        _between_chunks(response, limits.between_chunks)
+                        # Read from now on, whatever the caller does: arrival times are the
+                        # moment the bytes came, not the moment someone iterated.
+                        stream.read_body(response.iter_bytes(), response.close, functools.partial(_abort, response))
+                        return stream
+                    try:
+                        raw = _read_capped(response.iter_bytes())
+                    finally:
+                        response.close()
+                    if response.status_code >= 400:
+                        error = http_error(stream, response, raw, key)
+                    else:
+                        error = self._not_event_stream(stream, response, raw, key)
+                delay = self._retry_delay(attempt, error)
+                if delay is None:
+                    raise error
+                time.sleep(delay)
+        except KeyboardInterrupt as interrupt:
+            # Stopped before the response started (connecting, waiting for the headers, or before
+            # a retry): the Stream records the stop and travels with the interrupt, so that the
+            # magic can still keep the request in _nito. The interrupt itself goes on.
+            stream.end(status="stopped")
+            interrupt.stream = stream  # type: ignore[attr-defined]
+            raise
+        raise AssertionError("unreachable")
+
+    def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+        """The gateway's model list (``GET /models``). Failures raise typed errors, as for a
+        stream: ``ConnectionFailed`` (and its timeouts), an ``APIError``, or a ``TransportError``
+        for an answer that is not the JSON list."""
+        url, headers, key = self._models_request(base_url, api_key)
+        try:
+            response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
+        except httpx.HTTPError as exc:
+            raise connect_error(exc, url, models_stream(url, key)) from None
+        return model_list(url, response, key)
+
+    def close(self) -> None:
+        if self._own_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class AsyncClient(BaseClient):
+    """The async twin of :class:`Client`."""
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
+                 http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
+                 max_retry_wait: float = 30.0, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
+        # Without an httpx client of the user's, each stream gets its own, closed with the stream:
+        # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
+        # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
+        self._http = http_client
+
+    def _new_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context())
+
+    def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
+               base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
+               max_event_size: int | None = None, **params: Any) -> AsyncStream:
+        """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
+        Configuration errors raise here; HTTP errors raise when it connects."""
+        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
+        limits = Timeout.of(timeout) if timeout is not None else self.timeout
+        stream = AsyncStream(
+            meta,
+            raise_errors=raise_errors,
+            max_event_size=self._event_limit(max_event_size),
+            transport_errors=transport_exception,
+        )
+        self._remember(stream, model, base_url, key, timeout, max_event_size)
+
+        async def open_stream(stream: AsyncStream) -> None:
+            stream.set_opener(None)
+            http = self._http or self._new_http()
+            try:
+                await connect(stream, http)
+            except BaseException:
+                if http is not self._http:
+                    await http.aclose()
+                raise
+            if http is not self._http:
+                stream.close_also(http.aclose)
+
+        async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
+            for attempt in range(self.max_retries + 1):
+                if attempt:  # one clock per Stream, as in Client.stream
+                    stream.new_attempt()
+                else:
+                    stream.log.t0_ns = time.perf_counter_ns()
+                request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                try:
+                    response = await http.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    error: NitoError = connect_error(exc, url, stream)
+                else:
+                    if response.status_code < 400 and is_event_stream(response):
+                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        _between_chunks(response, limits.between_chunks)
+                        stream.set_body(response.aiter_bytes(), response.aclose)
+                        return
+                    try:
+                        raw = await _aread_capped(response.aiter_bytes())
+                    finally:
+                        await response.aclose()
+                    if response.status_code >= 400:
+                        error = http_error(stream, response, raw, key)
+                    else:
+                        error = self._not_event_stream(stream, response, raw, key)
+                delay = self._retry_delay(attempt, error)
+                if delay is None:
+                    raise error
+                await asyncio.sleep(delay)
+
+        stream.set_opener(open_stream)
+        return stream
+
+    async def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+        url, headers, key = self._models_request(base_url, api_key)
+        http = self._http or self._new_http()
+        try:
+            response = await http.get(f"{url}/models", headers=headers)
+        except httpx.HTTPError as exc:
+            raise connect_error(exc, url, models_stream(url, key)) from None
+        finally:
+            if http is not self._http:
+                await http.aclose()
+        return model_list(url, response, key)
+
+    async def aclose(self) -> None:
+        """Nothing to release: each stream closes its own connection (a client you passed in
+        stays yours to close)."""
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+# -- the I/O helpers of both -------------------------------------------------------------------
+
+
+def _between_chunks(response: httpx.Response, seconds: float) -> None:
+    """Use the between-chunks timeout for the body's reads.
+
+    httpcore reads the request's ``timeout`` extension when the body iteration starts, so swapping
+    it after the headers arrived changes the read timeout of the body only. Measured by the
+    sim/stall tests (a first-byte timeout longer than the stall, a between-chunks one shorter).
+    """
+    timeouts = dict(response.request.extensions.get("timeout", {}))
+    timeouts["read"] = seconds
+    response.request.extensions["timeout"] = timeouts
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's CAs), built once: loading the CA file is the slow
+    part of creating an httpx client."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _abort(response: httpx.Response) -> None:
+    """Cut a response that another thread is reading.
+
+    ``response.close()`` from a second thread waits for the reader (httpcore holds the
+    connection's lock during a read), so a Stop button would wait for the next chunk. Shutting
+    the socket down makes the blocked read return at once; the reader then closes the response.
+    """
+    network_stream = response.extensions.get("network_stream")
+    sock = network_stream.get_extra_info("socket") if network_stream is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: nothing to cut
+            pass
+
+
+def _read_capped(reads: Any) -> bytes:
+    body = bytearray()
+    for data in reads:
+        body += data
+        if len(body) > MAX_ERROR_BODY:
+            break
+    return bytes(body[:MAX_ERROR_BODY])
+
+
+async def _aread_capped(reads: Any) -> bytes:
+    body = bytearray()
+    async for data in reads:
+        body += data
+        if len(body) > MAX_ERROR_BODY:
+            break
+    return bytes(body[:MAX_ERROR_BODY])

@@ -1,0 +1,116 @@
+"""Where a call goes and with which key: the base URL, the embedded simulator, the API key.
+
+No I/O: the environment is read per call (so that a changed ``NITO_BASE_URL`` or ``NITO_API_KEY``
+applies at once), the simulator is started by what the package root registers.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from .._core.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "base_url_of",
+    "checked_key",
+    "endpoint",
+    "find_key",
+    "is_embedded",
+    "is_nito",
+    "register_simulator",
+]
+
+DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
+
+
+# -- the embedded simulator: passed in, never imported here ------------------------------------
+
+#: Starts the embedded simulator if needed and returns its base URL. The package root registers it
+#: (``nito_nb/__init__.py``): the client sits below the simulator and never imports it.
+_simulator: Callable[[], str] | None = None
+
+
+def register_simulator(start: Callable[[], str] | None) -> None:
+    """Where ``sim/...`` models without a base URL are sent: ``start()`` returns a base URL."""
+    global _simulator
+    _simulator = start
+
+
+# -- the base URL --------------------------------------------------------------------------------
+
+
+def base_url_of(configured: str | None) -> str:
+    """The base URL given in code, else ``NITO_BASE_URL``, else Nito's (no trailing slash)."""
+    return (configured or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def is_embedded(model: str, base_url: str | None) -> bool:
+    """``sim/`` models go to the embedded simulator unless a base URL was given in code (``base_url``:
+    the call's, else the client's)."""
+    return model.startswith("sim/") and not base_url
+
+
+def endpoint(model: str, base_url: str | None) -> str:
+    """The base URL of a call (``base_url``: the call's, else the client's)."""
+    if is_embedded(model, base_url):
+        if _simulator is None:
+            raise ConfigurationError(
+                f"{model!r} runs on the embedded simulator, which is not available here: "
+                "import nito_nb (it registers it), or pass base_url=... of a running one."
+            )
+        return _simulator().rstrip("/")
+    url = base_url_of(base_url)
+    if not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")
+    return url
+
+
+def is_nito(url: str) -> bool:
+    """True for Nito's own gateway, the only one that needs a key: an OpenAI-compatible server of
+    one's own (vLLM, Ollama, llama.cpp, ``python -m nito_nb.sim``) may need none."""
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host == "trynito.ai" or host.endswith(".trynito.ai")
+
+
+# -- the key ---------------------------------------------------------------------------------------
+
+
+def find_key(api_key: str | None, client_key: str | None) -> str | None:
+    """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
+    if api_key:
+        return checked_key(api_key, "the api_key argument")
+    if client_key:
+        return checked_key(client_key, "the client's api_key")
+    key = os.environ.get("NITO_API_KEY")
+    return checked_key(key, "NITO_API_KEY") if key else None
+
+
+def checked_key(key: Any, source: str) -> str:
+    """``key`` if it can go in an ``Authorization`` header as it is, else a ConfigurationError
+    that says what is wrong with it and never shows it (nor any part of it).
+
+    httpx would otherwise print the whole header in its error (``Illegal header value b'Bearer
+    sk-...\\n'``), or fail with a bare UnicodeEncodeError.
+    """
+    if not isinstance(key, str):
+        raise ConfigurationError(f"{source} must be a string, not {type(key).__name__}")
+    if key.endswith(("\n", "\r")):
+        problem = "ends with a newline (as when it is read from a file)"
+    elif key != key.strip():
+        problem = "starts or ends with whitespace"
+    elif any(char.isspace() for char in key):
+        problem = "contains whitespace"
+    elif not key.isascii():
+        problem = "contains a non-ASCII character (a typographic quote, dash or space from copying it?)"
+    elif not key.isprintable():
+        problem = "contains a control character"
+    else:
+        return key
+    raise ConfigurationError(
+        f"The API key from {source} {problem}: set it again with the key's characters only. "
+        "(The key is not shown.)"
+    )

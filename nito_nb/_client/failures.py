@@ -1,0 +1,129 @@
+"""What went wrong, as a typed error: httpx's failures, HTTP error responses, a body that is not
+an event stream, a model list that is not one.
+
+No I/O: these read a response the shells (``clients.py``) have already received, and record the
+failure on its Stream (the Stream redacts the key from whatever the gateway sent back).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from .._core.errors import (
+    APIError,
+    ConnectionFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    FirstByteTimeout,
+    NitoError,
+    StreamError,
+    StreamTimeoutError,
+    TransportError,
+    not_event_stream_error,
+)
+from .._stream import Stream
+from .._stream_base import StreamBase
+
+__all__ = [
+    "MAX_ERROR_BODY",
+    "connect_error",
+    "http_error",
+    "is_event_stream",
+    "model_list",
+    "models_stream",
+    "not_event_stream",
+    "transport_exception",
+]
+
+#: The most bytes of an error body that are read and kept.
+MAX_ERROR_BODY = 64 * 1024
+
+
+def transport_exception(exc: BaseException, stream: StreamBase) -> NitoError | None:
+    """The typed error for an httpx failure during the body, or None if it is not one."""
+    if isinstance(exc, StreamError) and exc.stream is stream:  # already typed by the Stream
+        return exc
+    arrived = f"What arrived ({stream.n_chunks} chunks) is kept in .stream."
+    if isinstance(exc, httpx.ReadTimeout):
+        return StreamTimeoutError(
+            f"No data arrived for longer than the between-chunks timeout. {arrived} "
+            "Retry, or raise timeout={'between_chunks': ...}.",
+            stream=stream,
+        )
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.NetworkError)):
+        return ConnectionLost(
+            f"The connection broke mid-stream ({type(exc).__name__}: {exc}). {arrived} "
+            "Retry; if it keeps happening, check for a proxy that cuts long responses.",
+            stream=stream,
+        )
+    if isinstance(exc, httpx.HTTPError):
+        return ConnectionLost(f"The stream failed: {type(exc).__name__}: {exc}. {arrived}", stream=stream)
+    return None
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    content_type = response.headers.get("content-type", "")
+    # Some servers send no content type on a stream; anything named otherwise is not one.
+    return not content_type or "text/event-stream" in content_type.lower()
+
+
+def http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+    if not stream.protected:  # a bare Stream (models()): the key it sent is redacted too
+        stream.protect(key)
+    return stream.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
+
+
+def not_event_stream(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None,
+                     base_url: str) -> NitoError:
+    """A 2xx answer that is not an event stream; ``base_url``: this call's, not the default."""
+    error = http_error(stream, response, body, key)  # the Stream redacts the body
+    return stream.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
+
+
+def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
+    if isinstance(exc, httpx.ConnectTimeout):
+        error: NitoError = ConnectTimeout(
+            f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout."
+        )
+    elif isinstance(exc, httpx.TimeoutException):
+        error = FirstByteTimeout(
+            f"{url} accepted the request but sent no response within the first-byte timeout. "
+            "Retry, or raise timeout={'first_byte': ...}."
+        )
+    else:
+        error = ConnectionFailed(
+            f"Could not reach {url} ({type(exc).__name__}: {exc}). Check the network, "
+            "NITO_BASE_URL and any proxy settings."
+        )
+    return stream.fail(error)
+
+
+def models_stream(url: str, key: str | None) -> Stream:
+    """A bare Stream for a ``GET /models`` failure: it carries the error, with the key redacted."""
+    stream = Stream({"base_url": url})
+    stream.protect(key)
+    return stream
+
+
+def model_list(url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
+    """The models of a read ``GET /models`` response, or its typed error."""
+    if response.status_code >= 400:
+        raise http_error(models_stream(url, key), response, response.content, key)
+    try:
+        value = response.json()
+    except ValueError:
+        value = None
+    models = value.get("data") if isinstance(value, dict) else value
+    if isinstance(models, list):
+        return [m for m in models if isinstance(m, dict)]
+    text = response.content[:MAX_ERROR_BODY].decode("utf-8", "replace")
+    content_type = response.headers.get("content-type") or "no content type"
+    stream = models_stream(url, key)
+    raise stream.fail(TransportError(
+        f"GET {url}/models answered {response.status_code} with {content_type}, not a JSON "
+        f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
+        "with the API's version, such as /v1."
+    ))

@@ -1,0 +1,88 @@
+"""The Run's writer thread: finished Streams become result rows, written in batches.
+
+The loop thread (``_runner.py``) puts each finished request (a ``Finished``) on the Run's queue;
+this thread takes them in batches of at most ``BATCH_SIZE`` or ``BATCH_SECONDS``, turns each
+batch into result rows (``_results.py``: the frame's own metrics), writes them to the store when
+there is one (``_store.py``; the Streams are then dropped, else kept for ``run.frame()``) and
+refreshes the progress display at most ``MAX_UPDATES_PER_S`` times a second. ``END`` on the
+queue says the loop thread is done.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import TYPE_CHECKING
+
+from ..display.throttle import Throttle
+from ._results import Finished, result_rows
+
+if TYPE_CHECKING:
+    from ._runner import Run
+
+__all__ = ["BATCH_SECONDS", "BATCH_SIZE", "END", "MAX_UPDATES_PER_S", "MAX_WAITING", "write_loop"]
+
+#: The progress display is refreshed at most this often.
+MAX_UPDATES_PER_S = 4.0
+#: Finished requests are written (and their metrics computed) in batches of at most this many,
+#: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
+#: plus what is in flight. The batch's frame is the writer's peak memory (about 0.4 MB per
+#: sim/chat stream, measured with bench/bench_runs.py), so the batch stays small.
+BATCH_SIZE = 128
+BATCH_SECONDS = 1.0
+#: When this many finished requests wait for the writer, the workers wait too before taking the
+#: next request (back-pressure): memory stays bounded when the writer is the slower side.
+MAX_WAITING = 2 * BATCH_SIZE
+#: Put on the queue by the loop thread once it has ended.
+END = object()
+
+
+def write_loop(run: Run) -> None:
+    """The writer thread of ``run``, until the loop thread's ``END``; then the run has ended."""
+    batch: list[Finished] = []
+    first = 0.0
+    updates = Throttle(MAX_UPDATES_PER_S)  # the progress panel's rate, as every live view's
+    ended = False
+    try:
+        while not ended:
+            try:
+                item = run._queue.get(timeout=BATCH_SECONDS / 2)
+            except queue.Empty:
+                item = None
+            if item is END:
+                ended = True
+            elif item is not None:
+                if not batch:
+                    first = time.monotonic()
+                batch.append(item)
+            now = time.monotonic()
+            if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
+                _flush(run, batch)
+                batch = []
+            if run.progress is not None and updates.ready():
+                run.progress.update()
+                updates.done()
+    except BaseException as exc:  # the store failed (disk full...): stop sending, say why
+        run._fail_run(exc)
+        # Let the loop thread end; the failure may come from the last flush, after its END
+        # (waiting for a second one hung the run forever).
+        while not ended and run._queue.get() is not END:
+            pass
+    finally:
+        if run._writer is not None:
+            run._writer.close()
+        run.ended = time.monotonic()
+        if run.progress is not None:
+            run.progress.finish()
+        run._finished.set_result(run)
+
+
+def _flush(run: Run, batch: list[Finished]) -> None:
+    rows, frame = result_rows(batch, run.run_id, run._phases)
+    if run._writer is not None:
+        run._writer.write(batch, rows, frame)
+    with run._lock:
+        run._rows.extend(rows)
+        if run._writer is None:
+            for item in batch:
+                run._streams[item.request.key] = item.stream

@@ -1,0 +1,78 @@
+"""A Run's counts so far, per model and in total: what ``run.stats()`` returns and the progress
+display shows (``_progress.py``). Read from the Run and its result rows; no I/O."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from .._core import metrics
+
+if TYPE_CHECKING:
+    from ._runner import Run
+
+__all__ = ["run_stats"]
+
+#: The panel judges the client over this many of its latest loop-lag samples (5 s).
+CLIENT_RECENT_SAMPLES = 500
+
+
+def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl."""
+    now = run.ended if run.ended is not None else time.monotonic()
+    elapsed = max(1e-9, now - run.started)
+    totals = Counter(r.model for r in run._todo)
+    flying = Counter(s.request.get("model") for s in list(run._in_flight.values()))
+    models: dict[str, dict[str, Any]] = {}
+    for model, total in totals.items():
+        models[model] = {"model": model, "total": total, "finished": 0, "ok": 0, "in_flight": flying.get(model, 0),
+                         "errors": Counter(), "ttft": [], "itl": [], "tokens": 0, "cost": 0.0}
+    for row in rows:
+        m = models.get(row["model"])
+        if m is None:
+            continue
+        m["finished"] += 1
+        if row["status"] == "done":
+            m["ok"] += 1
+        else:
+            code = row.get("error_code")
+            m["errors"][row["status"] + (f" {code}" if code else "")] += 1
+        for name in ("ttft", "itl"):
+            if row[name] is not None:
+                m[name].append(row[name])
+        m["tokens"] += row["completion_tokens"] or 0
+        m["cost"] += row["cost"] or 0.0
+    out = []
+    for m in models.values():
+        for name in ("ttft", "itl"):
+            values = m.pop(name)
+            m[f"{name}_p50"] = metrics.quantile(values, 0.5)
+            m[f"{name}_p90"] = metrics.quantile(values, 0.9)
+        m["requests_per_s"] = m["finished"] / elapsed
+        m["tokens_per_s"] = m["tokens"] / elapsed
+        m["errors"] = dict(m["errors"])
+        out.append(m)
+    finished = sum(m["finished"] for m in out)
+    total = sum(m["total"] for m in out)
+    rate = finished / elapsed
+    ended = run.ended is not None
+    eta = (total - finished) / rate if rate > 0 and not ended else None
+    return {
+        "models": out,
+        "finished": finished,
+        "total": total,
+        "skipped": len(run.skipped),
+        "elapsed": elapsed,
+        "eta": eta,
+        "attempts": run.n_attempts,
+        "retries": run.n_retries,
+        "rate_limited": run.backoff.n_rate_limited,
+        "limit": run.backoff.limit,
+        "state": ("stopped" if run.stopped or run.error else "done") if ended
+        else ("stopping" if run.stopped else "running"),
+        "error": None if run.error is None else (getattr(run.error, "message", None) or str(run.error)),
+        # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
+        "client": run.client.report(recent=CLIENT_RECENT_SAMPLES),
+        "stop_reason": run.stop_reason,
+    }
