@@ -139,6 +139,10 @@ def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tm
             assert snap.output_chunks_per_s == pytest.approx(row["output_chunks_per_s"])
             assert snap.n_output_tokens == (None if pd.isna(row["n_output_tokens"]) else row["n_output_tokens"])
             assert snap.output_tps == (None if pd.isna(row["output_tps"]) else pytest.approx(row["output_tps"]))
+    from nito_nb.runs._progress import panel_model
+
+    rates = {m["model"]: m["rate"] for m in panel_model(run.stats())["rows"]}
+    assert "tok/s" not in rates["sim/chat"] and "tok/s" in rates["sim/replay"]  # was "0 tok/s"
     summary = run.summary()
     assert pd.isna(summary.loc["sim/chat", "output_tps_mean"])  # no usage: no tokens per second
     assert summary.loc["sim/chat", "output_chunks_per_s_mean"] == pytest.approx(bare["output_chunks_per_s"])
@@ -167,6 +171,21 @@ def test_run_results_use_the_frames_metrics_and_keep_every_column() -> None:
     summary = run.summary()
     assert list(summary.index) == ["sim/chat", "sim/echo"] and list(summary["ok"]) == [12, 12]
     assert nito_nb.last() is run
+
+
+def test_started_at_is_the_first_attempts_send_not_the_wait_for_a_slot() -> None:
+    # Open loop at 100/s with one slot, three paced streams: each request waits for the one before
+    # it (the send delay). started_at was
+    # taken before that wait, at the scheduled moment.
+    run = nito_nb.run(["a", "b", "c"], model="sim/chat", rate=100, max_requests=3, concurrency=1, progress=False,
+                      sim={"tps": 100, "ttft_ms": 0}, max_tokens=20)
+    run.wait(timeout=60)
+    results = run.results().sort_values("started_at")
+    starts = results["started_at"].tolist()
+    e2e = results["e2e"].tolist()
+    for i in range(2):
+        waited = (starts[i + 1] - starts[i]).total_seconds()
+        assert waited >= 0.5 * e2e[i], (waited, e2e[i])  # it started after the one before it
 
 
 def test_map_is_aligned_with_a_shuffled_index_and_na_where_a_request_failed() -> None:

@@ -57,7 +57,8 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
             "done": f"{m['finished']}/{m['total']}",
             "in_flight": str(m["in_flight"]),
             "errors": errors,
-            "rate": f"{m['requests_per_s']:.1f} req/s, {m['tokens_per_s']:.0f} tok/s",
+            "rate": f"{m['requests_per_s']:.1f} req/s"
+            + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
             "ttft": f"{_seconds(m['ttft_p50'])} / {_seconds(m['ttft_p90'])}",
             "itl": f"{_seconds(m['itl_p50'])} / {_seconds(m['itl_p90'])}",
             "cost": f"${m['cost']:.4f}",

@@ -315,6 +315,7 @@ class Run:
             await self._slot()
             if timing["sent_at"] is None:  # the first attempt's send, after any wait for a slot
                 timing["sent_at"] = time.perf_counter() - self._t0
+                started = _dt.datetime.now(_dt.timezone.utc)  # docs/RUNS.md: the first attempt's
             attempts += 1
             self.n_attempts += 1
             stream: AsyncStream | None = None

@@ -27,7 +27,7 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
     models: dict[str, dict[str, Any]] = {}
     for model, total in totals.items():
         models[model] = {"model": model, "total": total, "finished": 0, "ok": 0, "in_flight": flying.get(model, 0),
-                         "errors": Counter(), "ttft": [], "itl": [], "tokens": 0, "cost": 0.0}
+                         "errors": Counter(), "ttft": [], "itl": [], "tokens": None, "cost": 0.0}
     for row in rows:
         m = models.get(row["model"])
         if m is None:
@@ -41,7 +41,8 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
         for name in ("ttft", "itl"):
             if row[name] is not None:
                 m[name].append(row[name])
-        m["tokens"] += row["completion_tokens"] or 0
+        if row["completion_tokens"] is not None:  # a stream without usage has no token count
+            m["tokens"] = (m["tokens"] or 0) + row["completion_tokens"]
         m["cost"] += row["cost"] or 0.0
     out = []
     for m in models.values():
@@ -50,7 +51,8 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
             m[f"{name}_p50"] = metrics.quantile(values, 0.5)
             m[f"{name}_p90"] = metrics.quantile(values, 0.9)
         m["requests_per_s"] = m["finished"] / elapsed
-        m["tokens_per_s"] = m["tokens"] / elapsed
+        # tokens only where usage counted them (docs/METRICS.md: a figure never mixes units)
+        m["tokens_per_s"] = None if m["tokens"] is None else m["tokens"] / elapsed
         m["errors"] = dict(m["errors"])
         out.append(m)
     finished = sum(m["finished"] for m in out)
