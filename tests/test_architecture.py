@@ -26,8 +26,6 @@ PENDING_EDGES = {
 #: when it is split (see docs/ARCHITECTURE.md, "What is left").
 LIMIT = 600
 PENDING_SIZES = {
-    "_stream.py": 638,  # Stream and AsyncStream, siblings, and the recorded streams
-    "_stream_base.py": 626,  # what they share
     "_client.py": 708,
     "runs/_runner.py": 622,  # came with the load runs
 }

@@ -23,7 +23,8 @@ from typing import Any
 
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
-from .._stream import Stream, from_events
+from .._recorded import from_events
+from .._stream import Stream
 from ._plan import Request
 
 __all__ = ["RayEngine", "Worker"]
@@ -61,7 +62,7 @@ class Worker:
 
 def _from_text(text: str) -> Stream:
     """The Stream of a log sent back by an actor (the same events, times and status)."""
-    from .._stream import load
+    from .._recorded import load
 
     fd, path = tempfile.mkstemp(suffix=".jsonl", prefix="nito-ray-")
     try:
