@@ -832,3 +832,26 @@ def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
     assert nito_nb.last() is nito_nb.streams()[-1]
     ip.run_line_magic("nito", "reset")
     assert nito_nb.last() is None and nito_nb.streams() == [] and ip.run_line_magic("nito", "history").empty
+
+
+def test_the_comparison_table_keeps_tokens_and_chunks_apart() -> None:
+    # A real recording whose chunks hold several tokens (K = 27, usage N = 228) and a stream
+    # without usage: the table of `-m a,b` and its fallback from snapshots (when the adapter
+    # cannot build a frame) have the same columns and the same figures.
+    from nito_nb.magic import history
+
+    recording = Path(__file__).parent / "data" / "real" / "openai-content-1.sse"
+    packed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "tps": 400})
+    bare = nito_nb.stream("x", model="sim/chat", sim={"tps": 400}, stream_options={"include_usage": False})
+    packed.wait()
+    bare.wait()
+    table = history.comparison_table([packed, bare])
+    assert list(table.columns) == list(history.COMPARISON_COLUMNS)
+    assert (table.loc[0, "n_output_tokens"], table.loc[0, "n_token_chunks"]) == (228, 27)
+    assert pd.isna(table.loc[1, "n_output_tokens"]) and pd.isna(table.loc[1, "output_tps"])
+    assert table.loc[1, "output_chunks_per_s"] > 0 and table.loc[1, "itl_max"] > 0
+    simple = history._simple_metrics([packed, bare])
+    for name in ("output_tps", "output_chunks_per_s", "n_output_tokens", "n_token_chunks"):
+        assert [None if pd.isna(v) else pytest.approx(v) for v in table[name]] == [
+            None if pd.isna(v) else v for v in simple[name]
+        ], name

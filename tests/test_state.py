@@ -95,8 +95,8 @@ def stress(state: StreamState, body: bytes, content: str, reasoning: str) -> lis
             # One moment: the fragments seen are the first m sent, whole, and the counts agree.
             if numbers != list(range(len(numbers))) or snap.n_chunks != len(numbers):
                 problems.append(f"torn: fragments {numbers[-3:]}, {snap.n_chunks} chunks")
-            if snap.n_token_events != snap.n_chunks or "\ufffd" in text:
-                problems.append(f"half a fragment: {text[-12:]!r}, {snap.n_token_events} token events")
+            if snap.n_token_chunks != snap.n_chunks or "\ufffd" in text:
+                problems.append(f"half a fragment: {text[-12:]!r}, {snap.n_token_chunks} token chunks")
             if not (content.startswith(snap.content) and reasoning.startswith(snap.reasoning)):
                 problems.append(f"not what was sent: {snap.content[-12:]!r} / {snap.reasoning[-12:]!r}")
             with state.lock:
@@ -125,7 +125,7 @@ def test_reads_in_odd_splits_from_several_threads_lose_and_tear_nothing(switch_e
     final = state.snapshot()
     assert final.status == "done" and final.done and final.anomalies == ()
     assert final.content == content and final.reasoning == reasoning
-    assert final.n_chunks == N_FRAGMENTS and final.n_token_events == N_FRAGMENTS
+    assert final.n_chunks == N_FRAGMENTS and final.n_token_chunks == N_FRAGMENTS
     assert state.log.body == body  # every byte, in order
     times = list(state.log.times_ns())
     assert times == sorted(times) and len(times) == N_FRAGMENTS + 1

@@ -36,7 +36,7 @@ from .errors import (
 )
 from .layout import ChunkParser
 from .log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
-from .metrics import n_tokens, output_tps
+from .metrics import n_output_tokens, output_chunks_per_s, output_tps
 from .sse import EventTooLarge, ServerSentEvent, SSEDecoder
 from .status import RUNNING, Status
 
@@ -64,8 +64,8 @@ class StreamSnapshot:
     web_search: Any = None
     free_tier: Any = None
     n_chunks: int = 0
-    #: K: the chunks that carried answer text (the metrics' token-bearing events).
-    n_token_events: int = 0
+    #: K: the chunks that carried answer text (docs/METRICS.md's token-bearing chunks).
+    n_token_chunks: int = 0
     ttfb: float | None = None
     ttft: float | None = None
     #: Seconds since the request was sent; once finished, to the last event.
@@ -78,14 +78,19 @@ class StreamSnapshot:
         return not self.status.running
 
     @property
-    def n_tokens(self) -> tuple[int | float, str]:
-        """(N, ``"usage"`` or ``"chunks"``): docs/METRICS.md's N."""
-        return n_tokens(self.usage, self.n_token_events)
+    def n_output_tokens(self) -> int | float | None:
+        """docs/METRICS.md's N: the usage's ``completion_tokens``; None without usage."""
+        return n_output_tokens(self.usage)
 
     @property
     def output_tps(self) -> float | None:
-        """docs/METRICS.md's ``output_tps`` so far: N / (elapsed − ttft)."""
-        return output_tps(self.n_tokens[0], self.ttft, self.elapsed)
+        """docs/METRICS.md's ``output_tps`` so far: N / (elapsed − ttft); None without usage."""
+        return output_tps(self.n_output_tokens, self.ttft, self.elapsed)
+
+    @property
+    def output_chunks_per_s(self) -> float | None:
+        """docs/METRICS.md's ``output_chunks_per_s`` so far: K / (elapsed − ttft)."""
+        return output_chunks_per_s(self.n_token_chunks, self.ttft, self.elapsed)
 
 
 def frozen_tool_call(call: ToolCall) -> ToolCall:
@@ -122,7 +127,7 @@ class StreamState:
         self.decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
         self.parser = ChunkParser()
         self.first_token_ns: int | None = None
-        self.n_token_events = 0
+        self.n_token_chunks = 0
         #: The on_done callbacks waiting for the end (handed back by :meth:`end`).
         self.callbacks: list[Callable[[Any], Any]] = []
         #: The key the request carried: taken out of everything the server sends (see protect).
@@ -190,7 +195,7 @@ class StreamState:
                 web_search=acc.web_search,
                 free_tier=acc.free_tier,
                 n_chunks=acc.n_chunks,
-                n_token_events=self.n_token_events,
+                n_token_chunks=self.n_token_chunks,
                 ttfb=self.ttfb,
                 ttft=self.ttft,
                 elapsed=self.elapsed,
@@ -273,7 +278,7 @@ class StreamState:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
             if acc.add(chunk, first_seq + i) if content is None else acc.add_content(chunk, content, first_seq + i):
-                self.n_token_events += 1
+                self.n_token_chunks += 1
                 if self.first_token_ns is None:
                     self.first_token_ns = t_ns
             chunks.append(chunk)
