@@ -270,3 +270,10 @@ def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
     run.wait(timeout=30)  # hung forever when the failure came after the loop thread had ended
     assert isinstance(run.error, OSError)
     assert "nito: the run stopped: disk full" in capsys.readouterr().err
+
+
+def test_a_sweep_outside_a_kernel_raises_a_bad_option_of_any_rate() -> None:
+    # Two requests make a 2 s schedule at 1/s but a 0.5 s one at 4/s: warmup=1 leaves nothing to
+    # measure at the second rate only, which raises in the caller (it was kept in a background thread).
+    with pytest.raises(nito_nb.ConfigurationError, match="leave no time to measure"):
+        nito_nb.sweep(["a"], model="sim/chat", rates=[1, 4], max_requests=2, warmup=1, progress=False, **_sim())
