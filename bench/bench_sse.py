@@ -55,8 +55,8 @@ def run_decoder(reads: list[bytes]) -> int:
 def run_stream(reads: list[bytes]) -> int:
     stream = Stream({"model": "bench/model"}, max_event_size=DEFAULT_MAX_EVENT_SIZE)
     for read in reads:
-        stream._feed(read, time.perf_counter_ns())
-    stream._end(time.perf_counter_ns())
+        stream.feed(read, time.perf_counter_ns())
+    stream.end(time.perf_counter_ns())
     assert stream.status == "done"
     return len(stream.content)
 

@@ -15,7 +15,7 @@ import atexit
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import _client, _stream
+from . import _client, _stream_base
 from ._capture import (
     AsyncCaptureTransport,
     CaptureTransport,
@@ -49,7 +49,8 @@ from ._core.errors import (
 )
 from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
-from ._stream import AsyncStream, Stream, load, read_sse
+from ._recorded import load, read_sse
+from ._stream import AsyncStream, Stream
 from ._watch import watch
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def _embedded_simulator() -> str:
 
 # The layers below never import the ones above: what they need from here is passed in, once.
 _client.register_simulator(_embedded_simulator)
-_stream.register_default_starts(stream, astream)
+_stream_base.register_default_starts(stream, astream)
 
 
 def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:

@@ -1,9 +1,10 @@
 """The Stream: one streamed chat completion, live while it arrives, then inspected whole.
 
-A Stream owns the three pure parts (the SSE decoder, the accumulator, the chunk log) and feeds them
-the bytes its source hands it, stamping each read with ``time.perf_counter_ns()``. The client
-(``_client.py``) gives it a source; ``read_sse`` and ``load`` feed it recorded bytes. Everything a
-Stream knows is therefore a function of (bytes, arrival times): a loaded log is the same Stream.
+A Stream is a shell over a :class:`~nito_nb._core.state.StreamState` (the SSE decoder, the
+accumulator, the chunk log, under one lock) and a byte source: it feeds the state the bytes its
+source hands it, stamping each read with ``time.perf_counter_ns()``. The client (``_client.py``)
+gives it a source; ``read_sse`` and ``load`` (``_recorded.py``) feed it recorded bytes. Everything
+a Stream knows is therefore a function of (bytes, arrival times): a loaded log is the same Stream.
 
 Arrival times are the moment the bytes reached the process, whatever the caller does. So a live
 body is read as soon as the response has started, by a reader of its own: a daemon thread for a
@@ -16,39 +17,19 @@ a Stream nobody holds any more is closed by the garbage collector (its status sa
 """
 from __future__ import annotations
 
-import errno
 import functools
-import os
 import queue
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._core.accumulate import Accumulator
-from ._core.errors import (
-    ConnectionLost,
-    EventTooLargeError,
-    NitoError,
-    StreamTimeoutError,
-    error_details,
-)
-from ._core.log import (
-    HTTP_ERROR,
-    ChunkLog,
-    LogFormatError,
-    read_log,
-)
-from ._core.recording import first_line_is_log, is_sse_text, looks_like_error_body, not_sse
+from ._core.state import StreamState
 from ._core.status import RUNNING
-from ._stream_base import StreamBase, register_default_starts
+from ._stream_base import StreamBase
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["AsyncStream", "Stream", "load", "read_sse", "register_default_starts"]
+__all__ = ["AsyncStream", "Stream"]
 
 _RUNNING = RUNNING
 _END = object()  # the reader's last item in a Stream's queue
@@ -73,15 +54,15 @@ class Stream(StreamBase):
         self._live: Iterator[dict[str, Any]] | None = None
         self._stop_requested = False  # close() was called, maybe from another thread
 
-    def _results(self) -> Accumulator:
+    def _results(self) -> StreamState:
         # A sync Stream that nobody iterates or waits for: its results are those of the whole
         # answer (`s = stream(...); s.content`), so wait for its end.
         if not self._consumed and self._reader is not None:
-            if self.status in _RUNNING:
+            if self._state.status in _RUNNING:
                 self.wait(raise_errors=False)
             else:
                 self._discard_queued()
-        return self._acc
+        return self._state
 
     # -- the background reader (sync) --------------------------------------------------------
 
@@ -112,7 +93,7 @@ class Stream(StreamBase):
         reader, abort = self._reader, self._abort_source
         if reader is not None and abort is not None and reader.is_alive() and reader is not threading.current_thread():
             abort()
-        self._end(time.perf_counter_ns(), status=status)
+        self.end(time.perf_counter_ns(), status=status)
         if self._queue is not None:
             self._queue.put(_END)  # wakes a caller blocked on the next chunk in another thread
 
@@ -150,7 +131,7 @@ class Stream(StreamBase):
                 else:
                     raise item  # not a transport failure: a bug, passed on as it is
         except GeneratorExit:  # the consumer closed us (close(), or a with-block ended)
-            self._stop(status=None if self._acc.done else "stopped")  # [DONE] came: done
+            self._stop(status=None if self._state.acc.done else "stopped")  # [DONE] came: done
             raise
         except KeyboardInterrupt:  # the kernel's stop button: keep what arrived, then stop
             self._stop(status="stopped")
@@ -198,7 +179,7 @@ class Stream(StreamBase):
             except ValueError:  # "generator already executing": another thread is iterating it
                 pass
         if not self.finished:
-            self._stop(status=None if self._acc.done else "stopped")
+            self._stop(status=None if self._state.acc.done else "stopped")
 
     def __enter__(self) -> Stream:
         return self
@@ -295,28 +276,28 @@ class AsyncStream(StreamBase):
 
     async def _aread(self, out: Any) -> None:
         assert self._areads is not None
-        clock = time.perf_counter_ns
+        clock, state = time.perf_counter_ns, self._state
+        feed = state.feed  # under the state's lock: a display thread may take a snapshot meanwhile
         try:
             async for data in self._areads:
                 t_ns = clock()  # stamped as the bytes came, not as consumed
-                with self._lock:  # a display thread may take a snapshot meanwhile
-                    chunks = self._feed(data, t_ns)
+                chunks = feed(data, t_ns)
                 if chunks:
                     out.put_nowait(chunks)
         except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
             await self._astop_source()
-            self._end(clock(), status=None if self._acc.done else "stopped")
+            self.end(clock(), status=None if state.acc.done else "stopped")
             raise
         except Exception as exc:
             error = self._transport_error(exc)
             await self._astop_source()
             if error is None:
-                self._end(clock(), status="truncated")
+                self.end(clock(), status="truncated")
                 raise
-            self._end(clock(), status="truncated", exception=error)
+            self.end(clock(), status="truncated", exception=error)
         else:
             await self._astop_source()
-            self._end(clock())
+            self.end(clock())
 
     async def _aiterate(self, raise_errors: bool) -> AsyncIterator[dict[str, Any]]:
         task = self._astart()
@@ -351,7 +332,7 @@ class AsyncStream(StreamBase):
         try:
             await self._opener(self)
         except (KeyboardInterrupt, _cancelled_error()):  # cancelled while connecting
-            self._end(time.perf_counter_ns(), status="stopped")
+            self.end(time.perf_counter_ns(), status="stopped")
             raise
 
     # The source API of a live body (the client): how to connect, the body's reads, and what
@@ -394,7 +375,7 @@ class AsyncStream(StreamBase):
             await asyncio.wait({task})
         if not self.finished:
             await self._astop_source()
-            self._end(time.perf_counter_ns(), status="stopped")
+            self.end(time.perf_counter_ns(), status="stopped")
 
     async def wait(
         self, *, raise_errors: bool | None = None, timeout: float | None = None
@@ -461,22 +442,6 @@ class AsyncStream(StreamBase):
         return stream
 
 
-def _refail(stream: Stream, end: dict[str, Any]) -> None:
-    """Rebuild the error of a request that failed before streaming, from its saved log."""
-    from ._core import errors as _exceptions
-
-    log = stream.log
-    body = next((e.raw for e in log if e.kind == "http-error"), None)
-    if body is not None and (log.status_code or 0) >= 400:
-        stream._fail_http(log.status_code or 400, log.headers, body, log.headers_ns or log.t0_ns)
-    else:
-        cls = getattr(_exceptions, str(end.get("exception")), None)
-        if not (isinstance(cls, type) and issubclass(cls, NitoError)):
-            cls = NitoError
-        stream._fail(cls(str(end.get("message") or "the request failed")))
-    log.end = end
-
-
 def _read_body(
     ref: weakref.ReferenceType[Stream],
     reads: Iterator[bytes],
@@ -494,11 +459,10 @@ def _read_body(
                 stream = ref()
                 if stream is None:
                     return
-                with stream._lock:
-                    if stream.status not in _RUNNING:  # closed meanwhile: stop reading
-                        return
-                    chunks = stream._feed(data, t_ns)
+                chunks = stream._state.feed_live(data, t_ns)
                 del stream
+                if chunks is None:  # closed meanwhile: stop reading
+                    return
                 if chunks:
                     out.put(chunks)
         except Exception as exc:
@@ -507,18 +471,19 @@ def _read_body(
                 return
             error = stream._transport_error(exc)
             if error is None:  # not a transport failure: end the stream, hand the error over
-                stream._end(clock(), status="truncated")
+                stream.end(clock(), status="truncated")
                 out.put(exc)
             else:
-                stream._end(clock(), status="truncated", exception=error)
+                stream.end(clock(), status="truncated", exception=error)
         else:
             stream = ref()
             if stream is not None:
-                stream._end(clock(), status="stopped" if stream._stop_requested and not stream._acc.done else None)
+                stopped = stream._stop_requested and not stream._state.acc.done
+                stream.end(clock(), status="stopped" if stopped else None)
     finally:
         stream = ref()
-        if stream is not None and not stream._stop_requested and stream.status in _RUNNING:
-            stream._end(clock(), status="truncated")  # this thread died of something unexpected
+        if stream is not None and not stream._stop_requested and not stream.finished:
+            stream.end(clock(), status="truncated")  # this thread died of something unexpected
         stream = None
         try:
             close()
@@ -538,101 +503,3 @@ def _cancelled_error() -> type[BaseException]:
     import asyncio
 
     return asyncio.CancelledError
-
-
-# -- recorded streams --------------------------------------------------------------------------
-
-
-def read_sse(
-    source: bytes | str | os.PathLike[str],
-    *,
-    request: dict[str, Any] | None = None,
-    status_code: int | None = None,
-) -> Stream:
-    """A Stream from a recorded SSE body: bytes, the body as text, or a path to a file.
-
-    A recorded HTTP error body (``status_code`` >= 400, or a JSON object with an ``error`` key)
-    gives a Stream with status ``failed`` and its ``error`` and ``exception`` set.
-
-    A str is the body itself when it reads as SSE text (it has a line break, or starts with an SSE
-    field such as ``data:``, a ``:`` comment, or ``{`` as an error body does); any other str is a
-    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
-    page) is a LogFormatError that says what it looks like and what reads it. Otherwise never
-    raises for a mid-stream error or a truncated body: ``error``, ``done`` and ``status`` say what
-    happened. The recording has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and
-    ``elapsed`` are None (in a frame, ``t`` and ``gap`` are NaN).
-    """
-    path: Path | None = None
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        body = bytes(source)
-    elif isinstance(source, os.PathLike) or (isinstance(source, str) and not is_sse_text(source)):
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(
-                errno.ENOENT, "No such file (read_sse reads a str that is not SSE text as a path)", str(source)
-            )
-        body = path.read_bytes()
-    elif isinstance(source, str):
-        body = source.encode("utf-8")
-    else:
-        raise TypeError(f"read_sse takes bytes, str or a path, not {type(source).__name__}")
-    stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
-    stream.log.timed = False
-    if (status_code is not None and status_code >= 400) or looks_like_error_body(body):
-        # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
-        if status_code is None:  # a bare body: its own error code is the best guess of the status
-            code = error_details(body.decode("utf-8", "replace"))[1]
-            status_code = int(code) if str(code).isdigit() and 400 <= int(code) < 600 else 400
-        stream._fail_http(status_code, {}, body, 0)
-        return stream
-    stream.log.status_code = status_code
-    stream._feed(body, 0)
-    stream._end(0)
-    if path is not None and not len(stream.log) and body.strip():
-        raise LogFormatError(not_sse(path, body))
-    return stream
-
-
-
-def read_file(path: str | os.PathLike[str]) -> Stream:
-    """A Stream from a file: a log saved by ``Stream.save`` (its first line says so, whatever the
-    file's name), else a recorded SSE body. The one rule for ``frame(path)`` and ``--replay``."""
-    with open(path, "rb") as f:
-        head = f.readline(64 * 1024)
-    return load(path) if first_line_is_log(head) else read_sse(Path(path))
-
-
-def load(path: str | os.PathLike[str]) -> Stream:
-    """A Stream from a log written by ``Stream.save``: the same events, times and results."""
-    log, events = read_log(path)
-    return from_events(log, events)
-
-
-def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> Stream:
-    """A finished Stream from a log's metadata (its ``end`` included) and its events as
-    (t_ns, kind code or None, raw bytes): what ``load`` reads from a file, or a store from
-    its tables."""
-    end = dict(log.end)
-    stream = Stream(log.request, log=log, raise_errors=False)
-    log.end = {}
-    for t_ns, kind, raw in events:
-        if kind == HTTP_ERROR:
-            log.append(t_ns, kind, raw)
-        else:
-            stream._feed(raw, t_ns)
-    if log.cut is not None:  # what was complete is loaded; the stream says the file was cut
-        stream._acc.note("cut-log", log.cut, len(log))
-    last = events[-1][0] if events else log.t0_ns
-    status = end.get("status")
-    if status == "failed":
-        _refail(stream, end)
-        return stream
-    # Only statuses that the bytes alone cannot tell are taken from the file.
-    exception: NitoError | None = None
-    if status == "truncated" and end.get("exception") in ("ConnectionLost", "StreamTimeoutError"):
-        cls = ConnectionLost if end["exception"] == "ConnectionLost" else StreamTimeoutError
-        exception = cls(end.get("message") or "")
-    elif status == "truncated" and end.get("exception") == "EventTooLargeError":
-        exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
-    stream._end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
-    return stream

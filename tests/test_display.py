@@ -293,10 +293,10 @@ def test_reasoning_stays_above_an_answer_that_opens_with_a_bare_newline() -> Non
     live = nito_nb.Stream({"model": "replay", "messages": []})
     display = LiveDisplay(live, clock=clock, display=page)
     for event in recorded.log:
-        live._feed(event.raw, 0)
+        live.feed(event.raw, 0)
         clock.now += 1.0
         display.update()
-    live._end(0)
+    live.end(0)
     display.finish()
     kinds = [b["text/html"].split('"')[1].split()[-1] for b in page.outputs]
     assert kinds.index("nito-reasoning") < kinds.index("nito-answer")

@@ -34,9 +34,9 @@ def timed(
     if ttfb is not None:
         s.log.set_response(200, {"content-type": "text/event-stream"}, round(ttfb * 1e9))
     for t, data in events:
-        s._feed(data, round(t * 1e9))
+        s.feed(data, round(t * 1e9))
     last = events[-1][0] if events else 0.0
-    s._end(round((end if end is not None else last) * 1e9))
+    s.end(round((end if end is not None else last) * 1e9))
     return s
 
 
@@ -777,10 +777,10 @@ def test_simulated_streams_side_by_side() -> None:
 def test_frame_of_a_live_stream_is_a_snapshot() -> None:
     s = nito_nb.Stream({"model": "m"})
     s.log.t0_ns = 0
-    s._feed(chunk_line({"content": "so far"}), 10 * MS)
+    s.feed(chunk_line({"content": "so far"}), 10 * MS)
     df = s.frame()
-    s._feed(chunk_line({"content": " and more"}) + DONE, 20 * MS)  # the log still grows
-    s._end(20 * MS)
+    s.feed(chunk_line({"content": " and more"}) + DONE, 20 * MS)  # the log still grows
+    s.end(20 * MS)
     assert df.nito.metrics().iloc[0]["status"] == "streaming"
     assert df.nito.text().iloc[0] == "so far" and s.frame().nito.text().iloc[0] == "so far and more"
 

@@ -24,8 +24,8 @@ def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object)
         200, {"content-type": "text/event-stream", "Set-Cookie": "x"}, 1_000 + 5_000_000
     )
     for t, data in reads:
-        s._feed(data, 1_000 + t)
-    s._end(1_000 + (end if end is not None else reads[-1][0]), **end_kwargs)  # type: ignore[arg-type]
+        s.feed(data, 1_000 + t)
+    s.end(1_000 + (end if end is not None else reads[-1][0]), **end_kwargs)  # type: ignore[arg-type]
     return s
 
 
@@ -268,8 +268,8 @@ def test_garbage_bodies_never_raise_and_round_trip(body: bytes, cuts: list[int])
     s = nito_nb.Stream({"model": "m"})
     points = sorted({c % (len(body) + 1) for c in cuts})
     for a, b in zip([0, *points], [*points, len(body)], strict=True):
-        s._feed(body[a:b], 0)
-    s._end(0)
+        s.feed(body[a:b], 0)
+    s.end(0)
     if whole.status != "failed":
         assert (s.content, s.status, s.n_events) == (whole.content, whole.status, whole.n_events)
     lines = list(whole.log.to_lines())

@@ -1,22 +1,46 @@
-"""What a stream has received so far, as one immutable value: :class:`StreamSnapshot`.
+"""What a stream knows: :class:`StreamState`, fed by a source of bytes under one lock, and
+:class:`StreamSnapshot`, what it has received so far as one immutable value.
 
-A renderer reads a snapshot, never the live Stream: the snapshot is taken under the Stream's one
-lock, in one step, so its text, tool calls, status and counts belong to the same moment, and no
-fragment the reader thread appends afterwards can change or tear it.
+The state is I/O-free (no network, no thread of its own): the Stream and the AsyncStream
+(``_stream.py``) are shells that read a body and hand each read to :meth:`StreamState.feed`, and so
+does any other source (a replay, a capture, a store). A renderer reads a snapshot, never the live
+state: the snapshot is taken under the state's lock, in one step, so its text, tool calls, status
+and counts belong to the same moment, and no fragment the reader thread appends afterwards can
+change or tear it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .accumulate import Anomaly, ToolCall
+from .accumulate import Accumulator, Anomaly, ToolCall
+from .chunk import as_error_event
+from .errors import (
+    APIError,
+    EventTooLargeError,
+    MidStreamError,
+    NitoError,
+    Secret,
+    StreamTruncatedError,
+    api_error,
+    redact,
+    redact_error,
+    redact_events,
+    retry_after_of,
+)
+from .layout import ChunkParser
+from .log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
 from .metrics import n_output_tokens, output_chunks_per_s, output_tps
-from .status import Status
+from .sse import EventTooLarge, ServerSentEvent, SSEDecoder
+from .status import RUNNING, Status
 
-__all__ = ["StreamSnapshot", "frozen_tool_call"]
+__all__ = ["StreamSnapshot", "StreamState", "frozen_tool_call"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +97,305 @@ def frozen_tool_call(call: ToolCall) -> ToolCall:
     """A copy of a tool call that later fragments do not reach."""
     copy = dataclasses.replace(call, _parts=[call.arguments] if call.arguments else [])
     return copy
+
+
+class StreamState:
+    """Everything a stream knows, fed by its source and read by everyone else, under one lock.
+
+    I/O-free: a function of the bytes fed and their arrival times. It owns the SSE decoder, the
+    chunk parser, the accumulator, the timed log, the status and the error that ended the stream,
+    the key to redact and the ``on_done`` callbacks waiting for the end. The source operations
+    (:meth:`feed`, :meth:`end`, :meth:`set_response`, :meth:`fail_http`, :meth:`fail`,
+    :meth:`new_attempt`, :meth:`note`) and :meth:`snapshot` each take the lock, so a reader in one
+    thread and a renderer in another never see half a read. ``owner`` is the object the errors'
+    ``.stream`` points to (a Stream), held weakly so that a Stream nobody holds can be collected.
+    """
+
+    def __init__(
+        self,
+        request: dict[str, Any] | None = None,
+        *,
+        log: ChunkLog | None = None,
+        max_event_size: int | None = None,
+        owner: Any = None,
+    ) -> None:
+        self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
+        self.status: Status = Status.WAITING
+        #: The exception that ended the stream badly, or None.
+        self.exception: NitoError | None = None
+        self.acc = Accumulator()
+        self.decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
+        self.parser = ChunkParser()
+        self.first_token_ns: int | None = None
+        self.n_token_chunks = 0
+        #: The on_done callbacks waiting for the end (handed back by :meth:`end`).
+        self.callbacks: list[Callable[[Any], Any]] = []
+        #: The key the request carried: taken out of everything the server sends (see protect).
+        self.secret: Secret | None = None
+        # One lock keeps the folding of a read and every reading of results apart (a reader thread
+        # feeds while a display thread takes snapshots). Reentrant: end() flushes through _take.
+        self.lock = threading.RLock()
+        self._owner = None if owner is None else weakref.ref(owner)
+
+    @property
+    def owner(self) -> Any:
+        """What the errors' ``.stream`` is: the Stream this state belongs to, else the state."""
+        return self if self._owner is None else self._owner()
+
+    # -- what has arrived (read under the lock by the shells) --------------------------------
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in RUNNING
+
+    @property
+    def ttfb(self) -> float | None:
+        log = self.log
+        if log.headers_ns is None or not log.timed:
+            return None
+        return (log.headers_ns - log.t0_ns) / 1e9
+
+    @property
+    def ttft(self) -> float | None:
+        if self.first_token_ns is None or not self.log.timed:
+            return None
+        return (self.first_token_ns - self.log.t0_ns) / 1e9
+
+    @property
+    def elapsed(self) -> float | None:
+        log = self.log
+        if not log.timed:
+            return None
+        times = log.times_ns()
+        if self.finished:
+            end = times[-1] if len(times) else (log.headers_ns or log.t0_ns)
+        else:
+            end = time.perf_counter_ns()
+        return max(0, end - log.t0_ns) / 1e9
+
+    def snapshot(self) -> StreamSnapshot:
+        """What has arrived so far, as one immutable value taken under the lock."""
+        with self.lock:
+            acc, log = self.acc, self.log
+            usage, error = acc.usage, acc.error
+            return StreamSnapshot(
+                status=Status(self.status),
+                content=acc.content,
+                reasoning=acc.reasoning,
+                refusal=acc.refusal,
+                tool_calls=tuple(frozen_tool_call(call) for call in acc.tool_calls),
+                model=acc.model or log.request.get("model"),
+                id=acc.id,
+                role=acc.role,
+                finish_reason=acc.finish_reason,
+                usage=dict(usage) if isinstance(usage, dict) else usage,
+                error=dict(error) if isinstance(error, dict) else error,
+                anomalies=tuple(dataclasses.replace(a) for a in acc.anomalies),
+                done=acc.done,
+                web_search=acc.web_search,
+                free_tier=acc.free_tier,
+                n_chunks=acc.n_chunks,
+                n_token_chunks=self.n_token_chunks,
+                ttfb=self.ttfb,
+                ttft=self.ttft,
+                elapsed=self.elapsed,
+                timed=log.timed,
+                exception=self.exception,
+            )
+
+    # -- the source operations ---------------------------------------------------------------
+
+    def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+        """Fold one read of the body, arrived at ``t_ns``: decode its events, log them, accumulate
+        them; return the chunks it completed. Raises :class:`EventTooLargeError` when an event
+        goes past ``max_event_size`` (the events before it are kept)."""
+        with self.lock:
+            return self._feed(data, t_ns)
+
+    def feed_live(self, data: bytes, t_ns: int) -> list[dict[str, Any]] | None:
+        """:meth:`feed`, unless the stream has already ended (closed meanwhile): then None, and
+        nothing is fed. The live reader's one call per read."""
+        with self.lock:
+            if self.status not in RUNNING:
+                return None
+            return self._feed(data, t_ns)
+
+    def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+        if self.status is Status.WAITING:
+            self.status = Status.STREAMING
+        try:
+            events = self.decoder.decode(data)
+        except EventTooLarge as too_large:
+            self._take(too_large.events, t_ns)  # the events before it are kept, as arrived
+            raise EventTooLargeError(
+                f"An event went past max_event_size ({too_large.limit:,} bytes): the stream was "
+                f"stopped rather than hold it in memory. What arrived before it ({self.acc.n_chunks} "
+                "chunks) is kept in .stream. If such events are expected, raise max_event_size "
+                "(Client(max_event_size=...) or stream(..., max_event_size=...)).",
+                size=too_large.size,
+                limit=too_large.limit,
+                stream=self.owner,
+            ) from None
+        return self._take(events, t_ns)
+
+    def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
+        # The hot path (one pass per network read): every event is classified, logged and folded.
+        if self.secret is not None:  # the one door of the body: the gateway may echo the key
+            events = redact_events(events, self.secret)
+        chunks: list[dict[str, Any]] = []
+        acc, parse = self.acc, self.parser.parse
+        first_seq = len(self.log)
+        kinds = bytearray()
+        for i, (data, name, _, _, comment, _) in enumerate(events):
+            if comment is not None:
+                kinds.append(COMMENT)
+                continue
+            if data == "[DONE]":
+                kinds.append(DONE)
+                if acc.done:
+                    acc.note("after-done", "[DONE] was sent more than once", first_seq + i)
+                acc.finish()
+                continue
+            if not data:
+                kinds.append(EMPTY)
+                continue
+            try:
+                chunk, content = parse(data)
+            except ValueError:
+                kinds.append(BAD_DATA)
+                acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", first_seq + i)
+                continue
+            if type(chunk) is not dict:
+                kinds.append(OTHER)
+                acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
+                continue
+            kinds.append(CHUNK)
+            if name == "error":
+                wrapped = as_error_event(chunk, name)
+                if wrapped is not chunk:
+                    chunk, content = wrapped, None
+            if acc.done:
+                acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
+                continue
+            if acc.add(chunk, first_seq + i) if content is None else acc.add_content(chunk, content, first_seq + i):
+                self.n_token_chunks += 1
+                if self.first_token_ns is None:
+                    self.first_token_ns = t_ns
+            chunks.append(chunk)
+        if events:
+            self.log.extend(t_ns, kinds, [event.raw for event in events])
+        return chunks
+
+    def end(
+        self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
+    ) -> list[Callable[[Any], Any]] | None:
+        """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
+        arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise) and keep
+        everything. Returns the ``on_done`` callbacks for the caller to run, outside the lock; None
+        when the stream had already ended (the first end counts, a second does nothing)."""
+        if t_ns is None:
+            t_ns = time.perf_counter_ns()
+        with self.lock:  # the reader and a closing caller may both end it: the first one counts
+            if self.status not in RUNNING:
+                return None
+            acc = self.acc
+            if self.decoder.pending:
+                seq = len(self.log)
+                self._take(self.decoder.flush(), t_ns)
+                acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
+            if status is None:
+                status = "error" if acc.error is not None else "done" if acc.done else "truncated"
+            if exception is None and status == "error":
+                error = acc.error or {}
+                message = str(error.get("message") or "an error chunk without a message")
+                code = error.get("code")
+                exception = MidStreamError(
+                    f"The gateway reported an error mid-stream: {message}"
+                    f"{'' if code is None else f' (code {code})'}. What arrived before it "
+                    f"({len(acc.content):,} characters) is kept in .stream; retry, or try another model.",
+                    code=code,
+                )
+            elif exception is None and status == "truncated":
+                exception = StreamTruncatedError(
+                    f"The stream ended without [DONE] after {acc.n_chunks} chunks: the answer may be "
+                    "incomplete. What arrived is kept in .stream; retry, and if it keeps happening, "
+                    "check for a proxy that cuts long responses."
+                )
+            if exception is not None:
+                exception.stream = self.owner
+                redact_error(exception, self.secret)
+            self.status = Status(status)
+            self.exception = exception
+            self.log.end = {"status": self.status.value}
+            if exception is not None:
+                self.log.end["exception"] = type(exception).__name__
+                self.log.end["message"] = exception.message
+            callbacks, self.callbacks = self.callbacks, []
+            return callbacks
+
+    def protect(self, secret: Secret | str | None) -> None:
+        """The key the request carried: from now on it is taken out of everything the server
+        sends back (body events, error body, headers), and out of the errors."""
+        self.secret = secret if secret is None or isinstance(secret, Secret) else Secret.of(secret)
+
+    def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
+        """The response's status and headers arrived at ``t_ns`` (none that carries a credential
+        or echoes the key is kept)."""
+        with self.lock:
+            log, secret = self.log, self.secret
+            log.set_response(status_code, headers or {}, t_ns)
+            if secret is not None:
+                log.headers = {k: v for k, v in log.headers.items() if not secret.found_in(v)}
+
+    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
+        """The server refused with an HTTP error: the body is logged (redacted), the status is
+        ``failed``; returns the typed error (not raised)."""
+        with self.lock:
+            body = redact(body, self.secret)
+            self.set_response(status_code, headers, t_ns)
+            log = self.log
+            if not any(e.kind == "http-error" for e in log):
+                log.append(t_ns, HTTP_ERROR, body)
+            error = api_error(
+                status_code,
+                body.decode("utf-8", "replace"),
+                content_type=log.headers.get("content-type", ""),
+                retry_after=retry_after_of(log.headers),
+            )
+            self.acc.error = {"code": error.code, "message": error.message}
+            self.fail(error)
+            return error
+
+    def fail(self, error: NitoError) -> NitoError:
+        """The request failed before any body: the status is ``failed`` with ``error`` (returned)."""
+        with self.lock:
+            error.stream = self.owner
+            redact_error(error, self.secret)
+            self.status = Status.FAILED
+            self.exception = error
+            self.log.end = {"status": Status.FAILED.value, "exception": type(error).__name__, "message": error.message}
+            return error
+
+    def new_attempt(self) -> None:
+        """The attempt failed before the body and is tried again: forget its outcome (its error,
+        its response and its log), count it, and keep the clock: t0 stays the first attempt's."""
+        with self.lock:
+            log = self.log
+            self.log = ChunkLog(log.request, t0_ns=log.t0_ns, t0_wall=log.t0_wall)
+            self.log.attempts = log.attempts + 1
+            self.acc = Accumulator()
+            self.status = Status.WAITING
+            self.exception = None
+
+    def note(self, kind: str, message: str) -> None:
+        """Record an anomaly at the current event (the same kind again only counts)."""
+        with self.lock:
+            self.acc.note(kind, message, len(self.log))
+
+    def add_callback(self, callback: Callable[[Any], Any]) -> bool:
+        """Keep ``callback`` for :meth:`end` to hand back; False (not kept) if it has ended."""
+        with self.lock:
+            if self.status not in RUNNING:
+                return False
+            self.callbacks.append(callback)
+            return True

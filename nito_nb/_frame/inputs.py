@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .._core.log import LogFormatError
-from .._stream import Stream, read_file
+from .._recorded import read_file
+from .._stream import Stream
 from .._stream_base import StreamBase
 
 __all__: list[str] = []

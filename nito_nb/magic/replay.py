@@ -24,7 +24,8 @@ SSE_REPLAY_SECONDS = 5.0
 
 def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
     """Show the recording at ``args.speed`` in the magic's live view, then keep the recording."""
-    from .._stream import Stream, read_file
+    from .._recorded import read_file
+    from .._stream import Stream
 
     path = Path(args.replay).expanduser()
     if not path.is_file():

@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
-from .._stream import Stream, from_events
+from .._recorded import from_events
+from .._stream import Stream
 from ._clock import Hold, offset_ns, rebase_log
 from ._plan import Request
 
@@ -86,7 +87,7 @@ def from_worker(text: str, worker_offset_ns: int) -> Stream:
 
 def _from_text(text: str) -> Stream:
     """The Stream of a log sent back by a worker (the same events, times and status)."""
-    from .._stream import load
+    from .._recorded import load
 
     fd, path = tempfile.mkstemp(suffix=".jsonl", prefix="nito-ray-")
     try:

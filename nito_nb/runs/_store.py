@@ -339,7 +339,7 @@ class Store:
 
     def streams(self, key: str) -> Stream:
         """The Stream of one request, rebuilt from its events (the same content, times, status)."""
-        from .._stream import from_events
+        from .._recorded import from_events
 
         found = self.con.execute(
             "SELECT request, http_status, headers, headers_dt_ns, end_state, timed, started_at, body "

@@ -1,0 +1,134 @@
+"""Streams from recordings: a recorded SSE body (``read_sse``), a log saved by ``Stream.save``
+(``load``), either one by what the file holds (``read_file``), or a store's events
+(``from_events``). Each is a finished :class:`~nito_nb.Stream` fed through the source API, so a
+recording gives the same results as the live stream it came from.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+from ._core import errors
+from ._core.errors import (
+    ConnectionLost,
+    EventTooLargeError,
+    NitoError,
+    StreamTimeoutError,
+    error_details,
+)
+from ._core.log import HTTP_ERROR, ChunkLog, LogFormatError, read_log
+from ._core.recording import first_line_is_log, is_sse_text, looks_like_error_body, not_sse
+from ._stream import Stream
+
+__all__ = ["from_events", "load", "read_file", "read_sse"]
+
+
+def read_sse(
+    source: bytes | str | os.PathLike[str],
+    *,
+    request: dict[str, Any] | None = None,
+    status_code: int | None = None,
+) -> Stream:
+    """A Stream from a recorded SSE body: bytes, the body as text, or a path to a file.
+
+    A recorded HTTP error body (``status_code`` >= 400, or a JSON object with an ``error`` key)
+    gives a Stream with status ``failed`` and its ``error`` and ``exception`` set.
+
+    A str is the body itself when it reads as SSE text (it has a line break, or starts with an SSE
+    field such as ``data:``, a ``:`` comment, or ``{`` as an error body does); any other str is a
+    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
+    page) is a LogFormatError that says what it looks like and what reads it. Otherwise never
+    raises for a mid-stream error or a truncated body: ``error``, ``done`` and ``status`` say what
+    happened. The recording has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and
+    ``elapsed`` are None (in a frame, ``t`` and ``gap`` are NaN).
+    """
+    path: Path | None = None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        body = bytes(source)
+    elif isinstance(source, os.PathLike) or (isinstance(source, str) and not is_sse_text(source)):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(
+                errno.ENOENT, "No such file (read_sse reads a str that is not SSE text as a path)", str(source)
+            )
+        body = path.read_bytes()
+    elif isinstance(source, str):
+        body = source.encode("utf-8")
+    else:
+        raise TypeError(f"read_sse takes bytes, str or a path, not {type(source).__name__}")
+    stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
+    stream.log.timed = False
+    if (status_code is not None and status_code >= 400) or looks_like_error_body(body):
+        # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
+        if status_code is None:  # a bare body: its own error code is the best guess of the status
+            code = error_details(body.decode("utf-8", "replace"))[1]
+            status_code = int(code) if str(code).isdigit() and 400 <= int(code) < 600 else 400
+        stream.fail_http(status_code, {}, body, 0)
+        return stream
+    stream.log.status_code = status_code
+    stream.feed(body, 0)
+    stream.end(0)
+    if path is not None and not len(stream.log) and body.strip():
+        raise LogFormatError(not_sse(path, body))
+    return stream
+
+
+def read_file(path: str | os.PathLike[str]) -> Stream:
+    """A Stream from a file: a log saved by ``Stream.save`` (its first line says so, whatever the
+    file's name), else a recorded SSE body. The one rule for ``frame(path)`` and ``--replay``."""
+    with open(path, "rb") as f:
+        head = f.readline(64 * 1024)
+    return load(path) if first_line_is_log(head) else read_sse(Path(path))
+
+
+def load(path: str | os.PathLike[str]) -> Stream:
+    """A Stream from a log written by ``Stream.save``: the same events, times and results."""
+    log, events = read_log(path)
+    return from_events(log, events)
+
+
+def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> Stream:
+    """A finished Stream from a log's metadata (its ``end`` included) and its events as
+    (t_ns, kind code or None, raw bytes): what ``load`` reads from a file, or a store from
+    its tables."""
+    end = dict(log.end)
+    stream = Stream(log.request, log=log, raise_errors=False)
+    log.end = {}
+    for t_ns, kind, raw in events:
+        if kind == HTTP_ERROR:
+            log.append(t_ns, kind, raw)
+        else:
+            stream.feed(raw, t_ns)
+    if log.cut is not None:  # what was complete is loaded; the stream says the file was cut
+        stream.note("cut-log", log.cut)
+    last = events[-1][0] if events else log.t0_ns
+    status = end.get("status")
+    if status == "failed":
+        _refail(stream, end)
+        return stream
+    # Only statuses that the bytes alone cannot tell are taken from the file.
+    exception: NitoError | None = None
+    if status == "truncated" and end.get("exception") in ("ConnectionLost", "StreamTimeoutError"):
+        cls = ConnectionLost if end["exception"] == "ConnectionLost" else StreamTimeoutError
+        exception = cls(end.get("message") or "")
+    elif status == "truncated" and end.get("exception") == "EventTooLargeError":
+        exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
+    stream.end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
+    return stream
+
+
+def _refail(stream: Stream, end: dict[str, Any]) -> None:
+    """Rebuild the error of a request that failed before streaming, from its saved log."""
+    log = stream.log
+    body = next((e.raw for e in log if e.kind == "http-error"), None)
+    if body is not None and (log.status_code or 0) >= 400:
+        stream.fail_http(log.status_code or 400, log.headers, body, log.headers_ns or log.t0_ns)
+    else:
+        cls = getattr(errors, str(end.get("exception")), None)
+        if not (isinstance(cls, type) and issubclass(cls, NitoError)):
+            cls = NitoError
+        stream.fail(cls(str(end.get("message") or "the request failed")))
+    log.end = end
