@@ -2,7 +2,7 @@
 
 A Stream is a shell over a :class:`~nito_nb._core.state.StreamState` (the SSE decoder, the
 accumulator, the chunk log, under one lock) and a byte source: it feeds the state the bytes its
-source hands it, stamping each read with ``time.perf_counter_ns()``. The client (``_client.py``)
+source hands it, stamping each read with ``time.perf_counter_ns()``. The client (``_client/``)
 gives it a source; ``read_sse`` and ``load`` (``_recorded.py``) feed it recorded bytes. Everything
 a Stream knows is therefore a function of (bytes, arrival times): a loaded log is the same Stream.
 
