@@ -42,6 +42,7 @@ from ._core.errors import (
 from ._core.request import as_messages
 from ._stream import AsyncStream, Stream
 from ._stream_base import StreamBase
+from ._transport import arrival_clock
 
 __all__ = ["AsyncClient", "Client", "Timeout", "as_messages", "check_request"]
 
@@ -622,9 +623,10 @@ class AsyncClient(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        arrival = arrival_clock(response)  # the socket read's time, if stamped
+                        stream.set_response(response.status_code, response.headers, arrival())
                         _between_chunks(response, limits.between_chunks)
-                        stream.set_body(response.aiter_bytes(), response.aclose)
+                        stream.set_body(response.aiter_bytes(), response.aclose, arrival)
                         return
                     try:
                         raw = await _aread_capped(response.aiter_bytes())

@@ -240,6 +240,7 @@ class AsyncStream(StreamBase):
         self._is_async = True
         self._opener: Callable[[AsyncStream], Any] | None = None  # coroutine: connect, set _areads
         self._areads: AsyncIterator[bytes] | None = None
+        self._arrival: Callable[[], int] = time.perf_counter_ns  # the time of the read just yielded
         self._aclose_source: Callable[[], Any] | None = None
         self._alive: AsyncIterator[dict[str, Any]] | None = None
         # The reader task (connects, then reads the body), the queue of chunk lists it hands the
@@ -295,10 +296,10 @@ class AsyncStream(StreamBase):
 
     async def _aread(self, out: Any) -> None:
         assert self._areads is not None
-        clock = time.perf_counter_ns
+        clock, arrival = time.perf_counter_ns, self._arrival
         try:
             async for data in self._areads:
-                t_ns = clock()  # stamped as the bytes came, not as consumed
+                t_ns = arrival()  # stamped as the bytes came, not as consumed
                 with self._lock:  # a display thread may take a snapshot meanwhile
                     chunks = self._feed(data, t_ns)
                 if chunks:
@@ -361,10 +362,16 @@ class AsyncStream(StreamBase):
         """A coroutine function that connects (and calls :meth:`set_body`), run on first use."""
         self._opener = opener
 
-    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any]) -> None:
-        """The body's reads, and the coroutine function that closes the response."""
+    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any],
+                 arrival: Callable[[], int] | None = None) -> None:
+        """The body's reads, and the coroutine function that closes the response. ``arrival()``
+        gives the arrival time (perf_counter ns) of the bytes a read just yielded, when the
+        transport knows it (``_transport.py``: the socket read's own time); else the time of
+        the reader task's turn."""
         self._areads = reads
         self._aclose_source = close
+        if arrival is not None:
+            self._arrival = arrival
 
     def close_also(self, close: Callable[[], Any]) -> None:
         """Closing the body also awaits ``close()`` (after the response's own, even if it fails)."""
