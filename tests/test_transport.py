@@ -179,3 +179,60 @@ def test_the_stream_keeps_the_time_of_the_read_that_carried_each_piece() -> None
     assert (d1, d2, d3, d4) == (b"fir", b"st", b"sec", b"ond")  # a piece split keeps its time
     assert t1 == t2 < t3 == t4
     assert t3 - t1 > 0.5 * 0.05e9  # read later, each with the time it arrived
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (made with the openssl command)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
+    import ssl
+
+    from conftest import chunk_line
+
+    cert, key = certificate
+    served: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        served.append(head + await reader.readexactly(length))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        writer.write(chunk_line({"role": "assistant", "content": "Hello"}))
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.write(chunk_line({"content": " world"}) + chunk_line(finish="stop") + b"data: [DONE]\n\n")
+        await writer.drain()
+        writer.close()
+
+    async def main() -> Any:
+        server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_side.load_cert_chain(cert, key)
+        server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_side)
+        port = server.sockets[0].getsockname()[1]
+        http = load_http_client(Timeout().httpx(), ssl.create_default_context(cafile=cert))
+        client = AsyncClient(http_client=http, api_key="sk-test", base_url=f"https://127.0.0.1:{port}/v1")
+        try:
+            return await client.stream("hi", model="test/model").wait()
+        finally:
+            await http.aclose()
+            server.close()
+            await server.wait_closed()
+
+    stream = asyncio.run(main())
+    assert stream.status == "done" and stream.content == "Hello world"
+    assert served and served[0].startswith(b"POST /v1/chat/completions")
+    t = stream.log.times_ns()
+    assert t[-1] - t[0] > 0.5 * 0.2e9  # the second write's time, not the first's
