@@ -41,8 +41,12 @@ def test_a_blocked_run_loop_does_not_move_the_arrival_times() -> None:
     run = nito_nb.run(["hi"], model="sim/stall", sim={"stamp": True, "stall_s": silence, "tps": 0},
                       progress=False, concurrency=1)
     deadline = time.monotonic() + 30
-    while not any(s.n_chunks for s in list(run._in_flight.values())):
+    seen, since = 0, time.monotonic()
+    while not seen or time.monotonic() - since < silence / 4:  # inside the silence: all first chunks read
         assert time.monotonic() < deadline and not run.done, "the stream never started"
+        n = sum(s.n_chunks for s in list(run._in_flight.values()))
+        if n != seen:
+            seen, since = n, time.monotonic()
         time.sleep(0.005)
     assert run._sender.call_soon(time.sleep, block)  # the loop is blocked from now on
     run.wait()
@@ -72,11 +76,16 @@ def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> Non
             async for _ in stream:
                 if not blocked:
                     blocked = True
-                    # The first chunks come at once (tps 0): let the loop read them, then block it
+                    # The first chunks come at once (tps 0): let the loop read them all (the count
+                    # stops growing: the silence has begun), then block it
                     # (a slow display, a sync call) across the end of the silence. (Had it blocked
                     # at once, one socket read would take the first chunks and the rest together,
                     # with the time of the last packet: an upper bound, see _transport.py.)
-                    await asyncio.sleep(silence / 2)
+                    seen, since = 0, time.monotonic()
+                    while time.monotonic() - since < silence / 4:
+                        if stream.n_chunks != seen:
+                            seen, since = stream.n_chunks, time.monotonic()
+                        await asyncio.sleep(0.005)
                     time.sleep(block)
             assert blocked
             return stream
