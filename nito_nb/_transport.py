@@ -13,7 +13,9 @@ time:
 - elsewhere, ``perf_counter_ns()`` in the read callback (as late as the loop's selector is).
 
 A read that takes several packets at once (the loop was later than the gap between two chunks of
-one stream) carries the time of the last one: an upper bound for the earlier ones.
+one stream) carries the time of the last one: an upper bound for the earlier ones. It cannot be
+split: the kernel merges packets that wait in a socket's queue and keeps the newest time (peeking
+up to each event's end was tried, and gave every event the same time).
 
 ``StampingBackend`` is an httpcore network backend (plain TCP, TLS through ``ssl.MemoryBIO``);
 ``arrival_clock(response)`` returns the function that gives the stamp of the read that carried
