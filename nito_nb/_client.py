@@ -42,7 +42,7 @@ from ._core.errors import (
 from ._core.request import as_messages
 from ._stream import AsyncStream, Stream
 from ._stream_base import StreamBase
-from ._transport import arrival_clock
+from ._transport import arrival_clock, stamping_transport
 
 __all__ = ["AsyncClient", "Client", "Timeout", "as_messages", "check_request"]
 
@@ -238,7 +238,6 @@ def _max_event_size(value: Any) -> int:
             f"the default is {DEFAULT_MAX_EVENT_SIZE:,} (64 MiB)."
         )
     return value
-
 
 
 def is_nito(url: str) -> bool:
@@ -580,8 +579,8 @@ class AsyncClient(BaseClient):
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
         self._http = http_client
 
-    def _new_http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context())
+    def _new_http(self) -> httpx.AsyncClient:  # socket reads timed as they arrive (_transport.py)
+        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context(), transport=stamping_transport(_ssl_context()))
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
@@ -623,10 +622,9 @@ class AsyncClient(BaseClient):
                     error: NitoError = self._connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and self._is_event_stream(response):
-                        arrival = arrival_clock(response)  # the socket read's time, if stamped
-                        stream.set_response(response.status_code, response.headers, arrival())
+                        stream.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
                         _between_chunks(response, limits.between_chunks)
-                        stream.set_body(response.aiter_bytes(), response.aclose, arrival)
+                        stream.set_body(response.aiter_bytes(), response.aclose, arrival)  # the socket reads' times
                         return
                     try:
                         raw = await _aread_capped(response.aiter_bytes())

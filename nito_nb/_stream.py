@@ -25,7 +25,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._core.accumulate import Accumulator
 from ._core.errors import (
@@ -44,9 +44,6 @@ from ._core.log import (
 from ._core.recording import first_line_is_log, is_sse_text, looks_like_error_body, not_sse
 from ._core.status import RUNNING
 from ._stream_base import StreamBase, register_default_starts
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["AsyncStream", "Stream", "load", "read_sse", "register_default_starts"]
 
@@ -240,7 +237,6 @@ class AsyncStream(StreamBase):
         self._is_async = True
         self._opener: Callable[[AsyncStream], Any] | None = None  # coroutine: connect, set _areads
         self._areads: AsyncIterator[bytes] | None = None
-        self._arrival: Callable[[], int] = time.perf_counter_ns  # the time of the read just yielded
         self._aclose_source: Callable[[], Any] | None = None
         self._alive: AsyncIterator[dict[str, Any]] | None = None
         # The reader task (connects, then reads the body), the queue of chunk lists it hands the
@@ -362,16 +358,10 @@ class AsyncStream(StreamBase):
         """A coroutine function that connects (and calls :meth:`set_body`), run on first use."""
         self._opener = opener
 
-    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any],
-                 arrival: Callable[[], int] | None = None) -> None:
-        """The body's reads, and the coroutine function that closes the response. ``arrival()``
-        gives the arrival time (perf_counter ns) of the bytes a read just yielded, when the
-        transport knows it (``_transport.py``: the socket read's own time); else the time of
-        the reader task's turn."""
-        self._areads = reads
-        self._aclose_source = close
-        if arrival is not None:
-            self._arrival = arrival
+    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any], arrival: Callable[[], int] | None = None) -> None:
+        """The body's reads, the coroutine function that closes the response, and ``arrival()``: the
+        time (perf_counter ns) the bytes just yielded arrived (_transport.py), else now is taken."""
+        self._areads, self._aclose_source, self._arrival = reads, close, arrival or time.perf_counter_ns
 
     def close_also(self, close: Callable[[], Any]) -> None:
         """Closing the body also awaits ``close()`` (after the response's own, even if it fails)."""

@@ -20,10 +20,11 @@ up to each event's end was tried, and gave every event the same time).
 ``StampingBackend`` is an httpcore network backend (plain TCP, TLS through ``ssl.MemoryBIO``);
 ``arrival_clock(response)`` returns the function that gives the stamp of the read that carried
 the bytes httpx just yielded (``response.extensions["network_stream"]``), or
-``time.perf_counter_ns`` for any other transport. ``load_http_client`` builds the one httpx
-client a load run's loop shares. It is not the default of ``nito_nb.astream``: a transport given
-to httpx turns off its proxy settings from the environment, and a single stream's loop is idle
-enough for the consumer's own stamp.
+``time.perf_counter_ns`` for any other transport. ``AsyncClient`` (``nito_nb.astream``, load runs
+and their worker processes) uses it for the httpx client it makes for each stream, unless the
+environment sets a proxy (a transport given to httpx turns off its proxy settings). An httpx client
+of the user's keeps its own transport. The sync ``Client`` does not need it: its reader thread
+does nothing but read, and stamps each read as the blocking call returns.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 import httpcore
 import httpx
 
-__all__ = ["StampingBackend", "StampingTransport", "arrival_clock", "load_http_client"]
+__all__ = ["StampingBackend", "StampingTransport", "arrival_clock", "stamping_transport"]
 
 #: Linux's SO_TIMESTAMPNS / SCM_TIMESTAMPNS (asm-generic/socket.h); the socket module lacks them.
 _SO_TIMESTAMPNS = 35
@@ -425,10 +426,9 @@ def arrival_clock(response: httpx.Response) -> Callable[[], int]:
     return time.perf_counter_ns
 
 
-def load_http_client(timeout: httpx.Timeout, verify: ssl.SSLContext) -> httpx.AsyncClient | None:
-    """One httpx client for a load run's loop, with the stamping transport. None when the environment sets a proxy: httpx's
-    proxy settings then apply, with its own transport (stamped as the body is read). No limit on
-    connections: the run's own concurrency is the limit."""
+def stamping_transport(verify: ssl.SSLContext) -> StampingTransport | None:
+    """The stamping transport, or None when the environment sets a proxy: a transport given to
+    httpx turns off its proxy settings, so httpx's own then serves (stamped as the body is read)."""
     if any(name in ("http", "https", "all") for name in urllib.request.getproxies()):
         return None
-    return httpx.AsyncClient(timeout=timeout, transport=StampingTransport(verify=verify))
+    return StampingTransport(verify=verify)

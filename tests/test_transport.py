@@ -9,11 +9,12 @@ import sys
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 import nito_nb
-from nito_nb._client import AsyncClient, Timeout, _ssl_context
-from nito_nb._transport import StampedSocketStream, load_http_client
+from nito_nb._client import AsyncClient, _ssl_context
+from nito_nb._transport import StampedSocketStream, StampingTransport, stamping_transport
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"),
@@ -63,34 +64,29 @@ def test_a_blocked_run_loop_does_not_move_the_arrival_times() -> None:
 
 @linux_only
 def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> None:
-    # The same through the client API with the load-run http client: the consumer itself stalls.
+    # The same through nito_nb's AsyncClient (astream's): the consumer itself stalls its loop.
     silence, block = 1.0, 1.6
 
     async def main() -> Any:
-        http = load_http_client(Timeout().httpx(), _ssl_context())
-        assert http is not None
-        client = AsyncClient(http_client=http)
-        try:
-            stream = client.stream("hi", model="sim/stall", sim={"stamp": True, "stall_s": silence, "tps": 0})
-            blocked = False
-            async for _ in stream:
-                if not blocked:
-                    blocked = True
-                    # The first chunks come at once (tps 0): let the loop read them all (the count
-                    # stops growing: the silence has begun), then block it
-                    # (a slow display, a sync call) across the end of the silence. (Had it blocked
-                    # at once, one socket read would take the first chunks and the rest together,
-                    # with the time of the last packet: an upper bound, see _transport.py.)
-                    seen, since = 0, time.monotonic()
-                    while time.monotonic() - since < silence / 4:
-                        if stream.n_chunks != seen:
-                            seen, since = stream.n_chunks, time.monotonic()
-                        await asyncio.sleep(0.005)
-                    time.sleep(block)
-            assert blocked
-            return stream
-        finally:
-            await http.aclose()
+        client = AsyncClient()  # its own httpx client per stream, with the stamping transport
+        stream = client.stream("hi", model="sim/stall", sim={"stamp": True, "stall_s": silence, "tps": 0})
+        blocked = False
+        async for _ in stream:
+            if not blocked:
+                blocked = True
+                # The first chunks come at once (tps 0): let the loop read them all (the count
+                # stops growing: the silence has begun), then block it
+                # (a slow display, a sync call) across the end of the silence. (Had it blocked
+                # at once, one socket read would take the first chunks and the rest together,
+                # with the time of the last packet: an upper bound, see _transport.py.)
+                seen, since = 0, time.monotonic()
+                while time.monotonic() - since < silence / 4:
+                    if stream.n_chunks != seen:
+                        seen, since = stream.n_chunks, time.monotonic()
+                    await asyncio.sleep(0.005)
+                time.sleep(block)
+        assert blocked
+        return stream
 
     stream = asyncio.run(main())
     assert stream.status == "done"
@@ -99,19 +95,21 @@ def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> Non
     assert max(errors) < block / 4 * 1e9, f"worst error {max(errors) / 1e6:.0f} ms after a {block} s block"
 
 
-def test_the_load_client_gives_the_same_stream_as_the_default_one() -> None:
-    async def main(use_load_client: bool) -> Any:
-        http = load_http_client(Timeout().httpx(), _ssl_context()) if use_load_client else None
+def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
+    async def main(stamping: bool) -> Any:
+        http = None if stamping else httpx.AsyncClient()
         client = AsyncClient(http_client=http)
         try:
             stream = client.stream("hi", model="sim/tools", sim={"tps": 0, "seed": 3},
                                    stream_options={"include_usage": True})
-            return await stream.wait()
+            await stream.wait()
+            return stream, stream._arrival
         finally:
             if http is not None:
                 await http.aclose()
 
-    ours, default = asyncio.run(main(True)), asyncio.run(main(False))
+    (ours, ours_clock), (default, default_clock) = asyncio.run(main(True)), asyncio.run(main(False))
+    assert ours_clock is not time.perf_counter_ns and default_clock is time.perf_counter_ns  # which was used
     assert ours.status == default.status == "done"
     assert [e.kind for e in ours.log] == [e.kind for e in default.log]  # whatever reads the socket
     assert [(c.name, c.arguments) for c in ours.tool_calls] == [(c.name, c.arguments) for c in default.tool_calls]
@@ -121,15 +119,11 @@ def test_the_load_client_gives_the_same_stream_as_the_default_one() -> None:
 
 def test_a_silent_stream_times_out_between_chunks_through_the_transport() -> None:
     async def main() -> Any:
-        http = load_http_client(Timeout().httpx(), _ssl_context())
-        client = AsyncClient(http_client=http, timeout={"between_chunks": 0.3})
-        try:
-            stream = client.stream("hi", model="sim/stall", sim={"stall_s": 30, "tps": 0}, raise_errors=False)
-            started = time.monotonic()
-            await stream.wait()
-            return stream, time.monotonic() - started
-        finally:
-            await http.aclose()
+        client = AsyncClient(timeout={"between_chunks": 0.3})
+        stream = client.stream("hi", model="sim/stall", sim={"stall_s": 30, "tps": 0}, raise_errors=False)
+        started = time.monotonic()
+        await stream.wait()
+        return stream, time.monotonic() - started
 
     stream, took = asyncio.run(main())
     assert stream.status == "truncated"
@@ -145,23 +139,23 @@ def test_a_refused_connection_is_a_typed_error() -> None:
         port = sock.getsockname()[1]
 
     async def main() -> BaseException:
-        http = load_http_client(Timeout(connect=2).httpx(), _ssl_context())
-        client = AsyncClient(http_client=http, max_retries=0, api_key="sk-x", base_url=f"http://127.0.0.1:{port}/v1")
-        try:
-            with pytest.raises(nito_nb.ConnectionFailed) as caught:
-                await client.stream("hi", model="m").wait()
-            return caught.value
-        finally:
-            await http.aclose()
+        client = AsyncClient(max_retries=0, api_key="sk-x", base_url=f"http://127.0.0.1:{port}/v1")
+        with pytest.raises(nito_nb.ConnectionFailed) as caught:
+            await client.stream("hi", model="m").wait()
+        return caught.value
 
     error = asyncio.run(main())
     assert f"127.0.0.1:{port}" in str(error)
 
 
-def test_no_stamping_client_when_the_environment_sets_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_httpxs_own_transport_when_the_environment_sets_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     # A transport given to httpx turns its proxy settings off: with a proxy, httpx's own is kept.
+    assert isinstance(stamping_transport(_ssl_context()), StampingTransport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    assert load_http_client(Timeout().httpx(), _ssl_context()) is None
+    assert stamping_transport(_ssl_context()) is None
+    http = AsyncClient()._new_http()
+    assert http._mounts and not isinstance(http._transport, StampingTransport)  # httpx routes by proxy
+    asyncio.run(http.aclose())
 
 
 def test_the_stream_keeps_the_time_of_the_read_that_carried_each_piece() -> None:
@@ -231,7 +225,7 @@ def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
         server_side.load_cert_chain(cert, key)
         server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_side)
         port = server.sockets[0].getsockname()[1]
-        http = load_http_client(Timeout().httpx(), ssl.create_default_context(cafile=cert))
+        http = httpx.AsyncClient(transport=StampingTransport(verify=ssl.create_default_context(cafile=cert)))
         client = AsyncClient(http_client=http, api_key="sk-test", base_url=f"https://127.0.0.1:{port}/v1")
         try:
             return await client.stream("hi", model="test/model").wait()

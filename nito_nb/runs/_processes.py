@@ -34,15 +34,12 @@ def _worker_main(conn: Any, connection: dict[str, Any], max_retries: int, per_wo
 
 
 async def _serve(conn: Any, connection: dict[str, Any], max_retries: int, per_worker: int) -> None:
-    from .._client import AsyncClient, Timeout, _ssl_context
+    from .._client import AsyncClient
     from .._core.errors import NitoError
     from .._stream import AsyncStream
-    from .._transport import load_http_client
 
     loop = asyncio.get_running_loop()
-    # One httpx client reading the sockets itself: each chunk's time is its socket read's.
-    http = load_http_client(Timeout.of(connection.get("timeout")).httpx(), _ssl_context())
-    client = AsyncClient(max_retries=max_retries, http_client=http)
+    client = AsyncClient(max_retries=max_retries)
     limit = asyncio.Semaphore(per_worker)
     tasks: set[asyncio.Task[None]] = set()
 
@@ -68,8 +65,6 @@ async def _serve(conn: Any, connection: dict[str, Any], max_retries: int, per_wo
     for task in list(tasks):
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    if http is not None:
-        await http.aclose()
 
 
 class _Worker:

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .._client import AsyncClient, BaseClient, _ssl_context
+from .._client import AsyncClient, BaseClient
 from .._core import metrics
 from .._core.errors import (
     AuthenticationError,
@@ -39,7 +39,6 @@ from .._core.errors import (
 )
 from .._stream import AsyncStream, Stream
 from .._stream_base import StreamBase
-from .._transport import load_http_client
 from ..display.runner import LoopThread
 from ..display.throttle import Throttle
 from ._backoff import Backoff
@@ -254,11 +253,6 @@ class Run:
 
     async def _send_all(self) -> None:
         self._freed = asyncio.Event()
-        # One httpx client for every stream of this loop, reading the sockets itself so that each
-        # chunk's time is its socket read's (_transport.py), not the reader task's turn.
-        http = load_http_client(self._client.timeout.httpx(), _ssl_context())
-        if http is not None:
-            self._client = AsyncClient(max_retries=0, http_client=http, **self._connection)
         monitor = asyncio.ensure_future(self.client.sample())
         self._t0 = time.perf_counter()
         try:
@@ -269,8 +263,6 @@ class Run:
         finally:
             monitor.cancel()
             await asyncio.gather(monitor, return_exceptions=True)
-            if http is not None:
-                await http.aclose()
 
     async def _send_open_loop(self) -> None:
         """Send each request at its scheduled time, whether or not earlier ones have ended."""
