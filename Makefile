@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench browser-deps clean
+.PHONY: demo test lint bench browser-deps clean guidellm-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,16 @@ $(VENV)/ipykernel6/.installed: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+# guidellm for bench/bench_guidellm.py, in a venv of its own (.venv-guidellm, ignored by git) (it pulls torch,
+# which nito_nb does not need). torch's CPU build goes first, else pip takes the CUDA wheels: the
+# default finds it where pip's find-links holds a CPU wheel; elsewhere TORCH_PIP='torch --index-url https://download.pytorch.org/whl/cpu'.
+GUIDELLM_VENV ?= .venv-guidellm
+TORCH_PIP ?= torch==2.13.0
+guidellm-venv:
+	$(PY) -m venv $(GUIDELLM_VENV)
+	$(GUIDELLM_VENV)/bin/pip install --quiet $(TORCH_PIP)
+	$(GUIDELLM_VENV)/bin/pip install --quiet guidellm
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -288,7 +288,7 @@ class StreamBase:
                 web_search=acc.web_search,
                 free_tier=acc.free_tier,
                 n_chunks=acc.n_chunks,
-                n_token_events=self._n_token_events,
+                n_token_chunks=self._n_token_events,
                 ttfb=self.ttfb,
                 ttft=self.ttft,
                 elapsed=self.elapsed if timed else None,

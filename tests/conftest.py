@@ -96,3 +96,51 @@ def _close_clients() -> Iterator[None]:
     yield
     close_clients()
 
+
+
+# -- the IPython shell with the magic: test_magic, test_magic_store, test_security ----------------------
+
+
+@pytest.fixture(scope="module")
+def shell() -> Any:
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    # start_ipython() returns the shell the first time only; another test module may have started it.
+    ip = start_ipython() or get_ipython()
+    assert ip is not None
+    return ip
+
+
+@pytest.fixture
+def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The shell with the extension freshly loaded (default settings, no chats, no history).
+
+    Each test registers a new ``NitoMagics``; IPython keeps every registered Magics in
+    ``shell.configurables`` for the session, and each keeps its Client (a connection pool to the
+    embedded simulator) open. Left there, dozens of pooled sockets were finalized at interpreter
+    exit, after pytest, as "unclosed socket" ResourceWarnings (whether they print depends on the
+    shutdown order, which is why moving these fixtures here made them appear). So the teardown
+    closes the test's magics' client and drops it.
+    """
+    from nito_nb import magic as _magic
+    from nito_nb.magic.magics import NitoMagics
+
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
+    shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'
+    for name in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NITO_SIM_TPS", "0")  # as fast as possible, whatever the caller's environment
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+    _magic.load_ipython_extension(shell)
+    shell.run_line_magic("nito", "reset")
+    yield shell
+    for name in ("_nito", "answer", "weather", "schema", "topic", "os", "settings"):
+        shell.user_ns.pop(name, None)
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
+    shell.config.pop("Nito", None)  # a setting such as Nito.store must not outlive its test
+    for magics in [c for c in shell.configurables if isinstance(c, NitoMagics)]:
+        if magics._sync_client is not None:
+            magics._sync_client.close()
+            magics._sync_client = None
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, NitoMagics)]

@@ -228,7 +228,7 @@ def test_a_rule_changed_in_the_reader_is_seen_by_the_stream_and_the_frame(
     assert s.reasoning == "hmm" and s.content == "Hi"
     assert df.nito.reasoning().iloc[0] == "hmm" and df.nito.text().iloc[0] == "Hi"
     assert bool(df.loc[df.seq == 0, "token"].iloc[0])  # both count it as token-bearing
-    assert s.snapshot().n_token_events == 2
+    assert s.snapshot().n_token_chunks == 2
 
 
 def test_stream_and_async_stream_are_siblings_over_one_base() -> None:

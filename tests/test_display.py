@@ -434,3 +434,43 @@ def test_reasoning_is_shown_above_the_answer_even_when_answer_text_came_first(fi
     assert text.index("thinking it over") < text.index("then more.")
     if first.strip():
         assert text.index("thinking it over") < text.index(first.strip())
+
+
+def test_the_refresh_thread_comes_back_when_the_tick_asks() -> None:
+    # A tick that is early (new text, the throttle not ready yet) says how long to wait: the thread
+    # comes back then, not a whole period later, so text is shown within the throttle's interval.
+    import threading
+
+    from nito_nb.display import Refresher
+
+    ticks: list[float] = []
+    three = threading.Event()
+
+    def tick() -> float:
+        ticks.append(time.monotonic())
+        if len(ticks) >= 3:
+            three.set()
+        return 0.01
+
+    refresher = Refresher(tick, period=0.2).start()
+    try:
+        assert three.wait(5)
+    finally:
+        refresher.stop()
+    # The two waits asked for were much shorter than the period (a ratio, not an absolute bound).
+    assert (ticks[2] - ticks[0]) < 0.2 and refresher.error is None
+
+
+def test_due_in_is_the_one_rule_of_the_refresh_threads() -> None:
+    from nito_nb.display import CLOCK_PERIOD, Throttle
+    from nito_nb.display.refresh import due_in
+
+    clock = FakeClock()
+    throttle = Throttle(10, clock)
+    assert due_in(throttle, fresh=True) == 0.0  # never rendered: now
+    throttle.done()
+    clock.now = 0.03
+    assert due_in(throttle, fresh=True) == pytest.approx(0.07)  # new text: when the throttle allows
+    assert due_in(throttle, fresh=False) == pytest.approx(CLOCK_PERIOD - 0.03)  # only the clock
+    clock.now = 1.0
+    assert due_in(throttle, fresh=True) == 0.0 and due_in(throttle, fresh=False) == 0.0

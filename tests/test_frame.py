@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb._frame import COLUMNS
+from nito_nb.render import status_text
 
 matplotlib.use("Agg")
 
@@ -86,25 +87,74 @@ def test_metrics_match_hand_computed_values() -> None:
     assert m["itl"] == pytest.approx((0.60 - 0.15) / 3)
     assert m["tpot"] == pytest.approx((0.60 - 0.15) / 4)
     assert m["output_tps"] == pytest.approx(5 / (0.71 - 0.15))
+    assert m["output_chunks_per_s"] == pytest.approx(4 / (0.71 - 0.15))
     # Gaps 0.15, 0.05, 0.25: linear-interpolated percentiles of [0.05, 0.15, 0.25].
-    assert m["gap_p50"] == pytest.approx(0.15)
-    assert m["gap_p90"] == pytest.approx(0.23)
-    assert m["gap_p99"] == pytest.approx(0.248)
-    assert m["gap_max"] == pytest.approx(0.25)
-    assert (m["n_events"], m["n_chunks"], m["n_token_events"], m["n_tokens"]) == (9, 7, 4, 5)
-    assert m["tokens_source"] == "usage"
+    assert m["itl_p50"] == pytest.approx(0.15)
+    assert m["itl_p90"] == pytest.approx(0.23)
+    assert m["itl_p99"] == pytest.approx(0.248)
+    assert m["itl_max"] == pytest.approx(0.25)
+    assert (m["n_events"], m["n_chunks"], m["n_token_chunks"], m["n_output_tokens"]) == (9, 7, 4, 5)
     assert m["finish_reason"] == "stop" and pd.isna(m["error"])
     assert m["status"] == "done" and m["http_status"] == 200 and m["model"] == "test/model"
 
 
-def test_metrics_without_usage_count_chunks() -> None:
+def test_metrics_without_usage_have_no_token_figures() -> None:
     s = timed(
         [(0.1, chunk_line({"content": "a"})), (0.3, chunk_line({"content": "b"})), (0.4, DONE)]
     )
     m = s.frame().nito.metrics().iloc[0]
-    assert m["tokens_source"] == "chunks" and m["n_tokens"] == 2
-    assert m["tpot"] == pytest.approx(0.2) == pytest.approx(m["itl"])
-    assert m["output_tps"] == pytest.approx(2 / (0.4 - 0.1))
+    # Chunks are not tokens: the per-token columns are NA, the per-chunk ones are defined.
+    assert undefined(m, "n_output_tokens", "tpot", "output_tps")
+    assert m["n_token_chunks"] == 2 and m["itl"] == pytest.approx(0.2)
+    assert m["output_chunks_per_s"] == pytest.approx(2 / (0.4 - 0.1))
+
+
+def packed_and_bare_streams() -> tuple[nito_nb.Stream, nito_nb.Stream]:
+    """Over HTTP from the simulator: a real recording whose chunks hold several tokens each (K =
+    27 token-bearing chunks, usage N = 228), and a stream sent without usage."""
+    packed = nito_nb.stream(
+        "x", model="sim/replay", sim={"replay": str(REAL / "openai-content-1.sse"), "tps": 400}
+    )
+    bare = nito_nb.stream(
+        "x", model="sim/chat", sim={"tps": 400}, stream_options={"include_usage": False}
+    )
+    packed.wait()
+    bare.wait()
+    return packed, bare
+
+
+PER_TOKEN = ("n_output_tokens", "tpot", "output_tps")
+PER_CHUNK = ("n_token_chunks", "itl", "itl_p50", "itl_p90", "itl_p99", "itl_max",
+             "output_chunks_per_s")  # fmt: skip
+
+
+def test_a_column_never_mixes_tokens_and_chunks() -> None:
+    packed, bare = packed_and_bare_streams()
+    m = nito_nb.frame({"packed": packed, "bare": bare}).nito.metrics()
+    assert "tokens_source" not in m.columns and not m.columns.str.startswith("gap").any()
+    p, b = m.loc["packed"], m.loc["bare"]
+    assert (p["n_token_chunks"], p["n_output_tokens"]) == (27, 228)
+    # Without usage the token columns are NA (not the chunk count), the chunk columns are set.
+    assert undefined(b, *PER_TOKEN)
+    assert not undefined(b, *PER_CHUNK) and b["n_token_chunks"] > 2
+    assert not undefined(p, *PER_TOKEN, *PER_CHUNK)
+    span = p["e2e"] - p["ttft"]
+    assert p["output_tps"] == pytest.approx(228 / span)
+    assert p["output_chunks_per_s"] == pytest.approx(27 / span)
+    assert p["tpot"] == pytest.approx(p["itl"] * 26 / 227)
+    # The snapshot and the status line take the same figures from the same functions.
+    for s, row in ((packed, p), (bare, b)):
+        snap = s.snapshot()
+        assert snap.n_token_chunks == row["n_token_chunks"]
+        assert snap.output_chunks_per_s == pytest.approx(row["output_chunks_per_s"])
+        if pd.isna(row["n_output_tokens"]):
+            assert snap.n_output_tokens is None and snap.output_tps is None
+        else:
+            assert snap.n_output_tokens == row["n_output_tokens"]
+            assert snap.output_tps == pytest.approx(row["output_tps"])
+    assert f"{p['output_tps']:,.1f} tok/s (usage)" in status_text(packed.snapshot())
+    bare_line = status_text(bare.snapshot())
+    assert f"{b['output_chunks_per_s']:,.1f} chunks/s" in bare_line and "tok/s" not in bare_line
 
 
 def test_usage_table() -> None:
@@ -132,8 +182,9 @@ def test_edge_empty_answer() -> None:
     )
     df = s.frame()
     m = df.nito.metrics().iloc[0]
-    assert undefined(m, "ttft", "ttfc", "itl", "tpot", "output_tps", "gap_p50", "gap_max")
-    assert m["n_token_events"] == 0 and m["n_tokens"] == 0 and m["e2e"] == pytest.approx(0.3)
+    assert undefined(m, "ttft", "ttfc", "itl", "tpot", "output_tps", "itl_p50", "itl_max")
+    assert undefined(m, "output_chunks_per_s", "n_output_tokens")  # no usage sent
+    assert m["n_token_chunks"] == 0 and m["e2e"] == pytest.approx(0.3)
     assert df.nito.text().iloc[0] == "" and df.nito.tool_calls().empty
 
 
@@ -146,8 +197,8 @@ def test_edge_single_chunk() -> None:
         ]
     )
     m = s.frame().nito.metrics().iloc[0]
-    assert m["ttft"] == pytest.approx(0.2) and m["n_token_events"] == 1
-    assert undefined(m, "itl", "tpot", "gap_p50", "gap_max")  # one event spans no time
+    assert m["ttft"] == pytest.approx(0.2) and m["n_token_chunks"] == 1
+    assert undefined(m, "itl", "tpot", "itl_p50", "itl_max")  # one event spans no time
     assert m["output_tps"] == pytest.approx(3 / 0.05)
 
 
@@ -297,7 +348,7 @@ def test_one_row_per_fragment_with_parts() -> None:
     assert calls.t_first.tolist() == [0.2, 0.2] and calls.t_last.tolist() == [0.3, 0.3]
     assert df.nito.reasoning().iloc[0] == s.reasoning == "first\n\nsum"
     m = df.nito.metrics().iloc[0]
-    assert m["n_events"] == 5 == s.n_events and m["n_token_events"] == 3
+    assert m["n_events"] == 5 == s.n_events and m["n_token_chunks"] == 3
 
 
 def test_extras_web_search_free_tier_kept_whole() -> None:
@@ -354,10 +405,10 @@ def test_every_recording(path: Path) -> None:
         assert m["ttft"] == s.ttft
     u = df.nito.usage().iloc[0]
     if s.usage and "completion_tokens" in s.usage:
-        assert u["completion_tokens"] == s.usage["completion_tokens"] == m["n_tokens"]
-        assert m["tokens_source"] == "usage"
+        assert u["completion_tokens"] == s.usage["completion_tokens"] == m["n_output_tokens"]
     else:
-        assert m["tokens_source"] == "chunks"
+        assert pd.isna(m["n_output_tokens"])
+    assert m["n_token_chunks"] == s.snapshot().n_token_chunks
 
 
 def test_all_recordings_in_one_frame_side_by_side() -> None:
@@ -664,7 +715,7 @@ def test_any_stream_text_and_itl(pieces: list[tuple[str, int]], args: list[str])
             .get("arguments")
         )
     ]
-    assert m["n_token_events"] == len(times)
+    assert m["n_token_chunks"] == len(times)
     if len(times) >= 2:
         assert m["itl"] == pytest.approx((times[-1] - times[0]) / (len(times) - 1))
     else:
@@ -715,7 +766,7 @@ def test_simulated_streams_side_by_side() -> None:
         assert m["e2e"] >= m["ttfb"]
         mine = calls[calls.stream == label]
         assert mine.arguments.tolist() == [c.arguments for c in s.tool_calls]
-    assert (metrics["n_token_events"] > 0).all()
+    assert (metrics["n_token_chunks"] > 0).all()
     assert metrics.loc["sim/tools#8", "finish_reason"] == "tool_calls"
     assert metrics.loc["sim/error-midstream#4", "status"] == "error"
     assert metrics.loc["sim/drop#5", "status"] == "truncated"
@@ -816,7 +867,8 @@ def test_a_recording_without_times_has_unknown_timings_not_zeros() -> None:
     df = recorded.frame()
     assert df["t"].isna().all() and df["gap"].isna().all()
     m = df.nito.metrics().iloc[0]
-    for name in ("ttfb", "ttft", "ttfc", "e2e", "itl", "tpot", "output_tps", "gap_p50", "gap_max"):
+    for name in ("ttfb", "ttft", "ttfc", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s",
+                 "itl_p50", "itl_max"):
         assert pd.isna(m[name]), name
     assert m["n_chunks"] == recorded.n_chunks and m["finish_reason"] == "tool_calls"
     calls = df.nito.tool_calls()

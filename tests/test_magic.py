@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from conftest import sigint_after
-from IPython import get_ipython
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 import nito_nb
 from nito_nb import _client
 from nito_nb import magic as _magic
 from nito_nb.display import live as _display
-from nito_nb.magic import grid as _grid
 from nito_nb.magic import output as _output
 from nito_nb.sim import SimServer
 
@@ -55,7 +52,10 @@ class Recorder(DisplayPublisher):
         update: bool = False,
         **kwargs: Any,
     ) -> None:
-        self.messages.append({"data": data, "transient": transient or {}, "update": update})
+        self.messages.append({
+            "data": data, "transient": transient or {}, "update": update,
+            "thread": threading.current_thread().name,
+        })
 
     def clear_output(self, wait: bool = False) -> None:
         pass
@@ -71,29 +71,6 @@ class Recorder(DisplayPublisher):
             else:
                 outputs[key] = message["data"]
         return list(outputs.values())
-
-
-@pytest.fixture(scope="module")
-def shell() -> Any:
-    # start_ipython() returns the shell the first time only; another test module may have started it.
-    ip = start_ipython() or get_ipython()
-    assert ip is not None
-    return ip
-
-
-@pytest.fixture
-def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The shell with the extension freshly loaded (default settings, no chats, no history)."""
-    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
-    shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'
-    monkeypatch.delenv("NITO_API_KEY", raising=False)
-    monkeypatch.delenv("NITO_BASE_URL", raising=False)
-    monkeypatch.delenv("NITO_MODEL", raising=False)
-    _magic.load_ipython_extension(shell)
-    shell.run_line_magic("nito", "reset")
-    yield shell
-    for name in ("_nito", "answer", "weather", "schema", "topic"):
-        shell.user_ns.pop(name, None)
 
 
 @pytest.fixture
@@ -536,6 +513,19 @@ def test_several_models_side_by_side(ip: Any, notebook: Recorder) -> None:
     assert "sim/echo" in outputs[1]["text/plain"]  # the comparison table
 
 
+def test_the_grid_draws_itself_from_its_refresh_thread(ip: Any, notebook: Recorder) -> None:
+    # The grid is a sink of the display pipeline: its live renders come from its own refresh
+    # thread (display/refresh.py), not from the cell's thread polling the streams; the cell's
+    # thread shows it first and draws the final state.
+    run(ip, "-m sim/echo,sim/chat --param sim='{\"tps\": 60}'", "side by side, live")
+    grids = [m for m in notebook.messages if "== sim/chat ==" in m["data"].get("text/plain", "")]
+    cell = threading.current_thread().name
+    assert grids[0]["thread"] == cell and not grids[0]["update"]
+    assert grids[-1]["thread"] == cell and "● streaming" not in grids[-1]["data"]["text/plain"]
+    live = grids[1:-1]
+    assert live and {m["thread"] for m in live} == {"nito_nb-grid"}
+
+
 def test_several_models_in_a_terminal(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     run(ip, "-m sim/echo,sim/http-401", "side by side")
     out, err = capsys.readouterr()
@@ -590,42 +580,32 @@ def test_interrupt_keeps_partial_and_marks_stopped(
     assert ip.user_ns["_nito"].content == "next cell"
 
 
-def test_interrupt_stops_every_model(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    refreshes: list[bool] = []
-    refresh = _grid.Grid.refresh
-
-    def interrupted(self: Any, live: bool = True) -> None:
-        refresh(self, live)
-        refreshes.append(live)
-        if live and len(refreshes) == 4:
-            raise KeyboardInterrupt  # the stop button, while this thread polls the streams
-
-    monkeypatch.setattr(_grid.Grid, "refresh", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+def test_interrupt_stops_every_model(ip: Any, notebook: Recorder) -> None:
+    # The stop button's SIGINT lands in the cell's thread, which waits for the streams while the
+    # grid draws itself from its refresh thread.
+    with sigint_after(0.6), pytest.raises(KeyboardInterrupt):
         run(ip, "-m sim/chat,sim/reasoning --param sim='{\"tps\": 100}'", "x")
     streams = ip.user_ns["_nito"]
     assert [s.status for s in streams] == ["stopped", "stopped"]
     assert all(len(s.content) < 1000 for s in streams)
-    assert refreshes[-1] is False  # the final state was still shown
+    grids = [m["data"]["text/plain"] for m in notebook.messages if "== sim/reasoning ==" in m["data"]["text/plain"]]
+    assert any("● streaming" in grid for grid in grids[:-1])  # live renders, then the final one
+    assert grids[-1].count("■ stopped") == 2 and "● streaming" not in grids[-1]
     assert notebook.final_outputs()[0]["text/plain"].count("■ stopped") == 2
     assert not [t for t in threading.enumerate() if t.name == "nito_nb-models"]
+    deadline = time.monotonic() + 5  # the grid's refresh thread is stopped, never joined: it ends
+    while [t for t in threading.enumerate() if t.name == "nito_nb-grid"]:  # at its next wake-up
+        assert time.monotonic() < deadline, "the grid's refresh thread outlived the cell"
+        time.sleep(0.01)
 
 
 def test_interrupt_while_connecting(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    refresh = _grid.Grid.refresh
-
-    def interrupted(self: Any, live: bool = True) -> None:
-        refresh(self, live)
-        if live:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(_grid.Grid, "refresh", interrupted)
     monkeypatch.setenv("NITO_API_KEY", KEY)
     with socket.socket() as silent:  # accepts connections, never answers: stuck before headers
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         ip.run_line_magic("config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'")
-        with pytest.raises(KeyboardInterrupt):
+        with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
             run(ip, "-m a/one,b/two", "x")
     assert [s.status for s in ip.user_ns["_nito"]] == ["stopped", "stopped"]
 
@@ -832,3 +812,40 @@ def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
     assert nito_nb.last() is nito_nb.streams()[-1]
     ip.run_line_magic("nito", "reset")
     assert nito_nb.last() is None and nito_nb.streams() == [] and ip.run_line_magic("nito", "history").empty
+
+
+def test_the_comparison_table_keeps_tokens_and_chunks_apart() -> None:
+    # A real recording whose chunks hold several tokens (K = 27, usage N = 228) and a stream
+    # without usage: the table of `-m a,b` and its fallback from snapshots (when the adapter
+    # cannot build a frame) have the same columns and the same figures.
+    from nito_nb.magic import history
+
+    recording = Path(__file__).parent / "data" / "real" / "openai-content-1.sse"
+    packed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "tps": 400})
+    bare = nito_nb.stream("x", model="sim/chat", sim={"tps": 400}, stream_options={"include_usage": False})
+    packed.wait()
+    bare.wait()
+    table = history.comparison_table([packed, bare])
+    assert list(table.columns) == list(history.COMPARISON_COLUMNS)
+    assert (table.loc[0, "n_output_tokens"], table.loc[0, "n_token_chunks"]) == (228, 27)
+    assert pd.isna(table.loc[1, "n_output_tokens"]) and pd.isna(table.loc[1, "output_tps"])
+    assert table.loc[1, "output_chunks_per_s"] > 0 and table.loc[1, "itl_max"] > 0
+    simple = history._simple_metrics([packed, bare])
+    for name in ("output_tps", "output_chunks_per_s", "n_output_tokens", "n_token_chunks"):
+        assert [None if pd.isna(v) else pytest.approx(v) for v in table[name]] == [
+            None if pd.isna(v) else v for v in simple[name]
+        ], name
+
+
+def test_earlier_tests_left_one_magics_and_no_open_client(ip: Any) -> None:
+    # The ip fixture's teardown (conftest.py): IPython keeps every registered Magics in
+    # shell.configurables, so without it each earlier test's NitoMagics stayed alive with its
+    # Client's pooled sockets, finalized at exit as unclosed-socket ResourceWarnings. Meaningful
+    # after other tests of the session (this file's order puts it last).
+    from nito_nb.magic.magics import NitoMagics
+
+    current = [c for c in ip.configurables if isinstance(c, NitoMagics)]
+    assert len(current) == 1
+    gc.collect()
+    stale = [m for m in gc.get_objects() if isinstance(m, NitoMagics) and m is not current[0]]
+    assert not [m for m in stale if m._sync_client is not None]

@@ -18,13 +18,24 @@ def test_itl_tpot_and_output_tps_follow_the_definitions() -> None:
     assert metrics.output_tps(20, 1.0, 3.0) == pytest.approx(10.0)  # N / (e2e - ttft)
     assert metrics.output_tps(20, 3.0, 3.0) is None and metrics.output_tps(20, None, 3.0) is None
     assert metrics.output_tps(20, math.nan, 3.0) is None  # untimed: undefined, not an error
+    assert metrics.output_chunks_per_s(5, 1.0, 3.0) == pytest.approx(2.5)  # K / (e2e - ttft)
+    assert metrics.output_chunks_per_s(5, 3.0, 3.0) is None
 
 
-def test_n_tokens_takes_usage_when_it_is_a_number() -> None:
-    assert metrics.n_tokens({"completion_tokens": 42}, 7) == (42, "usage")
-    assert metrics.n_tokens({"completion_tokens": None}, 7) == (7, "chunks")
-    assert metrics.n_tokens({"completion_tokens": True}, 7) == (7, "chunks")
-    assert metrics.n_tokens(None, 0) == (0, "chunks")
+def test_per_token_metrics_need_usage_and_never_fall_back_to_chunks() -> None:
+    # Without usage N is unknown: the per-token figures are undefined, not the chunk figures.
+    assert metrics.tpot(1.0, 3.0, 5, None) is None
+    assert metrics.output_tps(None, 1.0, 3.0) is None
+    assert metrics.output_chunks_per_s(5, 1.0, 3.0) == pytest.approx(2.5)  # still defined
+
+
+def test_n_output_tokens_is_usage_or_nothing() -> None:
+    assert metrics.n_output_tokens({"completion_tokens": 42}) == 42
+    assert metrics.n_output_tokens({"completion_tokens": 0}) == 0
+    assert metrics.n_output_tokens({"completion_tokens": None}) is None
+    assert metrics.n_output_tokens({"completion_tokens": True}) is None
+    assert metrics.n_output_tokens({"prompt_tokens": 3}) is None
+    assert metrics.n_output_tokens(None) is None
 
 
 @pytest.mark.parametrize("q", [0.0, 0.5, 0.9, 0.99, 1.0])

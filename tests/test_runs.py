@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -111,6 +112,39 @@ def test_a_429_pauses_everything_for_retry_after_and_halves_the_limit_once_per_b
 # -- runs on the simulator ----------------------------------------------------------------------
 
 
+def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tmp_path: Any) -> None:
+    # sim/replay plays a real recording whose chunks hold several tokens (K = 27, usage N = 228);
+    # sim/chat is asked for no usage. Results, frame metrics and snapshots use the same names.
+    recording = str(Path(__file__).parent / "data" / "real" / "openai-content-1.sse")
+    run = nito_nb.run(["x"], model=["sim/replay", "sim/chat"], progress=False, store=str(tmp_path / "s"),
+                      sim={"replay": recording, "tps": 400}, stream_options={"include_usage": False})
+    run.wait(timeout=60)
+    assert run.error is None
+    results = run.results().set_index("model")
+    for gone in ("output_tokens", "n_chunks", "itl_per_chunk", "itl_per_token", "tokens_source"):
+        assert gone not in results.columns
+    packed, bare = results.loc["sim/replay"], results.loc["sim/chat"]
+    assert (packed["n_token_chunks"], packed["n_output_tokens"]) == (27, 228)
+    assert packed["tpot"] == pytest.approx(packed["itl"] * 26 / 227)  # per token, not per chunk
+    assert pd.isna(bare["n_output_tokens"]) and pd.isna(bare["tpot"]) and pd.isna(bare["output_tps"])
+    assert bare["n_token_chunks"] > 2 and bare["output_chunks_per_s"] > 0 and bare["itl"] > 0
+    with nito_nb.open_store(tmp_path / "s") as store:
+        metrics = store.frame().nito.metrics()
+        for _, row in results.iterrows():
+            m = metrics.loc[row["key"]]
+            for name in ("itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks", "n_output_tokens"):
+                assert (pd.isna(row[name]) and pd.isna(m[name])) or row[name] == pytest.approx(m[name]), name
+            snap = store.streams(row["key"]).snapshot()
+            assert snap.n_token_chunks == row["n_token_chunks"]
+            assert snap.output_chunks_per_s == pytest.approx(row["output_chunks_per_s"])
+            assert snap.n_output_tokens == (None if pd.isna(row["n_output_tokens"]) else row["n_output_tokens"])
+            assert snap.output_tps == (None if pd.isna(row["output_tps"]) else pytest.approx(row["output_tps"]))
+    summary = run.summary()
+    assert pd.isna(summary.loc["sim/chat", "output_tps_mean"])  # no usage: no tokens per second
+    assert summary.loc["sim/chat", "output_chunks_per_s_mean"] == pytest.approx(bare["output_chunks_per_s"])
+    assert summary.loc["sim/replay", "output_tps_mean"] == pytest.approx(packed["output_tps"])
+
+
 def test_run_results_use_the_frames_metrics_and_keep_every_column() -> None:
     prompts = [f"prompt {i}" for i in range(12)]
     run = nito_nb.run(prompts, model=["sim/chat", "sim/echo"], concurrency=5, progress=False, **_sim())
@@ -118,12 +152,13 @@ def test_run_results_use_the_frames_metrics_and_keep_every_column() -> None:
     results = run.results()
     for column in ("key", "row", "model", "repeat", "status", "content", "reasoning", "n_tool_calls",
                    "finish_reason", "prompt_tokens", "completion_tokens", "cost", "ttfb", "ttft", "e2e",
-                   "itl", "tpot", "output_tps", "error_code", "error_message", "attempts", "started_at", "run_id"):
+                   "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks", "n_output_tokens",
+                   "error_code", "error_message", "attempts", "started_at", "run_id"):
         assert column in results.columns
     assert len(results) == 24 and set(results["status"]) == {"done"}
     assert results["key"].is_unique and set(results["run_id"]) == {run.run_id}
     metrics = run.frame().nito.metrics()
-    for name in ("ttft", "e2e", "itl", "output_tps"):
+    for name in ("ttft", "e2e", "itl", "output_tps", "output_chunks_per_s"):
         assert results.set_index("key")[name].astype(float).to_dict() == pytest.approx(
             metrics[name].astype(float).to_dict(), nan_ok=True
         )

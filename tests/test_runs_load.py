@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import nito_nb
@@ -165,15 +166,24 @@ def test_a_load_runs_summary_reports_the_client() -> None:
 
 
 def test_units_are_explicit_chunks_and_tokens() -> None:
-    # sim/chat reports usage: per-token ITL from usage's tokens; sim/echo-like streams without
-    # usage leave the token columns NA instead of filling them with chunk counts.
-    run = nito_nb.run(["a"], model="sim/chat", max_requests=1, rate=1, progress=False, **_sim())
-    run.wait(timeout=60)
-    row = run.results().iloc[0]
-    assert row["n_chunks"] >= 2 and row["output_tokens"] == row["completion_tokens"]
-    assert row["itl_per_chunk"] == row["itl"]
-    n_chunks, n_tokens = int(row["n_chunks"]), int(row["output_tokens"])
-    assert row["itl_per_token"] == pytest.approx(row["itl_per_chunk"] * (n_chunks - 1) / (n_tokens - 1))
+    # With usage, tpot is per token (usage's N) and itl per chunk (K); without usage the token
+    # columns of a load run's results and summary are NA instead of chunk counts.
+    for usage in (True, False):
+        run = nito_nb.run(["a"], model="sim/chat", max_requests=1, rate=1, progress=False,
+                          stream_options={"include_usage": usage}, **_sim(tps=1000))
+        run.wait(timeout=60)
+        row = run.results().iloc[0]
+        summary = run.summary().loc["sim/chat"]
+        k = int(row["n_token_chunks"])
+        assert k >= 2 and row["itl"] > 0 and row["output_chunks_per_s"] > 0
+        if usage:
+            n = int(row["n_output_tokens"])
+            assert n == row["completion_tokens"]
+            assert row["tpot"] == pytest.approx(row["itl"] * (k - 1) / (n - 1))
+            assert summary["output_tokens_per_s"] == pytest.approx(n / summary["window_s"])
+        else:
+            assert pd.isna(row["n_output_tokens"]) and pd.isna(row["tpot"]) and pd.isna(row["output_tps"])
+            assert math.isnan(summary["output_tokens_per_s"]) and math.isnan(summary["tpot_p50"])
 
 
 def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rate(tmp_path: Any) -> None:
@@ -236,7 +246,7 @@ def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> No
 
     path = tmp_path / "old"
     writer = StoreWriter(path)
-    for name in ("scheduled_at", "send_delay", "phase", "worker", "node", "itl_per_token"):
+    for name in ("scheduled_at", "send_delay", "phase", "worker", "node", "n_output_tokens"):
         writer.con.execute(f'ALTER TABLE requests DROP COLUMN "{name}"')
     writer.close()
     run = nito_nb.run(["a"], model="sim/chat", rate=5, max_requests=2, store=str(path), progress=False, **_sim())
@@ -260,3 +270,10 @@ def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
     run.wait(timeout=30)  # hung forever when the failure came after the loop thread had ended
     assert isinstance(run.error, OSError)
     assert "nito: the run stopped: disk full" in capsys.readouterr().err
+
+
+def test_a_sweep_outside_a_kernel_raises_a_bad_option_of_any_rate() -> None:
+    # Two requests make a 2 s schedule at 1/s but a 0.5 s one at 4/s: warmup=1 leaves nothing to
+    # measure at the second rate only, which raises in the caller (it was kept in a background thread).
+    with pytest.raises(nito_nb.ConfigurationError, match="leave no time to measure"):
+        nito_nb.sweep(["a"], model="sim/chat", rates=[1, 4], max_requests=2, warmup=1, progress=False, **_sim())

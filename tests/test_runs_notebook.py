@@ -125,3 +125,32 @@ def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
         assert len(set(results["run_id"])) == 2
         p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
         assert list(p99["model"]) == ["sim/chat", "sim/echo"] and p99["p99"].notna().all()
+
+
+def test_a_sweep_in_a_kernel_runs_in_the_background_and_saves_its_summary(tmp_path: Path) -> None:
+    """In a kernel, sweep() returns before its rates ran (a blocked cell could not receive the
+    view's Stop); the view shows each rate, and its static copy ends with the summary."""
+    cells = [
+        "import nito_nb\n"
+        "sweep = nito_nb.sweep(['a', 'b'], model='sim/chat', rates=[5, 10], duration=1.0, sim={'tps': 0, 'ttft_ms': 0})\n"
+        "print(sweep.done, sweep.runs[0].done)",
+        "sweep.wait()\nprint(sweep.done, sweep.rates, sweep.summary()['n'].tolist(), nito_nb.last() is sweep.runs[-1])",
+        "nito_nb.sweep(['a'], model='sim/chat', rates=[5], duration=1.0, warmup=2)",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    c = nb.cells
+    assert _text(c[0]).strip().splitlines()[-1] == "False False"  # the cell ended first
+    view = [o for o in _outputs(c[0]) if o["output_type"] == "display_data"]
+    assert len(view) == 1 and WIDGET in view[0]["data"]
+    static = view[0]["data"]["text/html"]
+    assert "sweep done: 2 of 2 rates" in static and "5/s" in static and "10/s" in static
+    assert "nito-sweep-summary" in static and "achieved_rate" in static
+    assert _text(c[1]).strip() == "True [5, 10] [5, 10] True"
+    # A bad option raises in the cell (as nito_nb.run does), before anything runs in the background.
+    outputs = _outputs(c[2])
+    assert [o["output_type"] for o in outputs] == ["error"] and outputs[0]["ename"] == "ConfigurationError"
+    assert "warmup=2 s and cooldown=0 s leave no time" in outputs[0]["evalue"]

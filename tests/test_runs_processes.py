@@ -1,14 +1,20 @@
 """engine="processes": a run's requests sent by local worker processes; a worker killed mid-run
-fails only its in-flight requests, with the reason, and the run goes on."""
+fails only its in-flight requests, with the reason, and the run goes on; worker times are mapped
+onto the driver's timeline; a 429 on one worker pauses them all."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 import nito_nb
+from nito_nb.runs import _clock
+from nito_nb.runs._ray import _from_text, from_worker
 
 
 def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
@@ -52,3 +58,120 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on() -> N
     assert failed["error_message"].str.contains("exit code -9").all()
     done = r[r["status"] == "done"]
     assert len(done) == 16 - len(failed) and (done["worker"] == "proc-0").any()
+
+
+# -- one timeline: worker times mapped onto the driver's (nito_nb/runs/_clock.py) ----------------
+
+
+def test_a_worker_clock_far_from_the_drivers_is_mapped_and_durations_are_kept() -> None:
+    # A stream streamed here, then its log "written by a worker" whose perf_counter is 10^6 s
+    # ahead of ours: the same wall time, so its offset (wall - perf_counter) is 10^6 s smaller.
+    stream = nito_nb.stream("x", model="sim/chat", sim={"tps": 200, "ttft_ms": 20, "seed": 3}, max_tokens=8)
+    stream.wait()
+    far = 10**15
+    local = _clock.offset_ns()
+    assert _clock.to_local_ns(123 + far, local - far, local) == 123
+    header, rest = "\n".join(stream.log.to_lines()).split("\n", 1)
+    moved = json.loads(header)
+    moved["t0_ns"] += far
+    text = json.dumps(moved) + "\n" + rest + "\n"
+    back = from_worker(text, local - far)  # measured now: the offsets of two processes on one machine
+    assert abs(back.log.t0_ns - stream.log.t0_ns) < 10**7  # 10 ms: the two offset readings
+    def after_t0(s: Any) -> list[int]:
+        return [t - s.log.t0_ns for t in s.log.times_ns()]
+
+    assert after_t0(back) == after_t0(stream) and len(after_t0(stream)) > 3  # the worker's own durations
+    assert back.content == stream.content and back.status == "done"
+    naive = _from_text(text)  # without the mapping: 10^6 s away from every time of ours
+    assert naive.log.t0_ns - stream.log.t0_ns > far // 2
+
+
+def test_a_hold_given_in_wall_time_waits_on_the_local_clock() -> None:
+    hold = _clock.Hold()
+    hold.until(time.time_ns() + 300_000_000)
+    hold.until(time.time_ns())  # an earlier pause never shortens it
+    t = time.perf_counter()
+    asyncio.run(hold.wait())
+    assert time.perf_counter() - t >= 0.29
+
+
+def test_sent_at_is_the_workers_own_send_so_a_queue_in_the_worker_shows_as_delay() -> None:
+    # One worker, one stream at a time, 5 requests due 0.1 s apart, each ~0.25 s long: they queue
+    # in the worker. sent_at is when the worker really sent each (not when the driver handed it
+    # over), so each starts after the previous one ended.
+    run = nito_nb.run([f"q{i}" for i in range(5)], model="sim/chat", engine="processes", workers=1, per_worker=1,
+                      rate=10, duration=0.5, max_tokens=5, progress=False, sim={"tps": 20, "ttft_ms": 0})
+    r = run.wait(timeout=120).results().sort_values("scheduled_at")
+    assert (r["status"] == "done").all() and len(r) == 5
+    sent, e2e = r["sent_at"].to_numpy(), r["e2e"].to_numpy()
+    assert (sent[1:] >= sent[:-1] + e2e[:-1] - 0.002).all(), (sent, e2e)
+    assert r["send_delay"].iloc[-1] > r["send_delay"].iloc[0]
+
+
+def test_a_processes_run_lines_up_on_the_drivers_timeline_with_the_right_phases() -> None:
+    before = datetime.now(timezone.utc)
+    run = nito_nb.run([f"q{i}" for i in range(4)], model="sim/chat", engine="processes", workers=2, rate=10,
+                      duration=2.0, warmup=0.5, cooldown=0.5, progress=False, sim={"tps": 0, "ttft_ms": 0})
+    r = run.wait(timeout=120).results()
+    after = datetime.now(timezone.utc)
+    assert len(r) == 20 and (r["status"] == "done").all()
+    assert (r["sent_at"] >= r["scheduled_at"] - 0.002).all()  # never before its time
+    assert (r["sent_at"] >= 0).all() and (r["sent_at"] <= (after - before).total_seconds()).all()
+    assert ((r["started_at"] >= before) & (r["started_at"] <= after)).all()
+    assert r.groupby("phase").size().to_dict() == {"cooldown": 5, "measure": 10, "warmup": 5}
+    assert set(r["worker"]) == {"proc-0", "proc-1"}
+
+
+# -- a 429 on any worker pauses every worker (the run's shared backoff) ----------------------------
+
+
+def assert_a_429_paused_every_worker(engine: str) -> None:
+    """30 requests at 10/s on 2 workers sharing one simulator; q9 (picked by seed 51) gets a 429
+    with Retry-After: 1 once. No worker sends anything in the second after it (but the few in
+    flight with it, hence 0.25 s); then the held requests go, and every request ends done."""
+    from nito_nb.sim import ensure_server
+
+    run = nito_nb.run([f"q{i}" for i in range(30)], model="sim/echo", engine=engine, workers=2, rate=10,
+                      duration=3.0, base_url=ensure_server(), progress=False,
+                      sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 51})
+    r = run.wait(timeout=180).results()
+    assert run.error is None
+    assert len(r) == 30 and r["key"].is_unique and (r["status"] == "done").all()
+    limited = r[r["attempts"] > 1]
+    assert limited["content"].tolist() == ["q9"] and limited["attempts"].tolist() == [2]
+    assert run.n_attempts == int(r["attempts"].sum()) == 31 and run.backoff.n_rate_limited == 1
+    t = float(limited["sent_at"].iloc[0])  # its 429 came back within milliseconds (tps 0, ttft 0)
+    others = r[r["attempts"] == 1]["sent_at"]
+    paused = others[(others > t + 0.25) & (others < t + 1.0)]
+    assert paused.empty, f"sent during the pause: {paused.round(3).tolist()} (429 at {t:.3f})"
+    held = r[(r["scheduled_at"] > t + 0.25) & (r["scheduled_at"] < t + 1.0)]
+    assert len(held) >= 5 and (held["sent_at"] >= t + 1.0).all()  # due during the pause: sent after it
+    assert r["worker"].nunique() == 2
+
+
+def test_a_429_on_one_worker_pauses_every_worker_for_retry_after() -> None:
+    assert_a_429_paused_every_worker("processes")
+
+
+def assert_a_429_holds_what_workers_have_queued(engine: str) -> None:
+    """One stream at a time per worker, requests due faster than they end: they queue in the
+    workers. q7 (picked by seed 15) gets a 429 with Retry-After: 1 once; what the workers had
+    queued waits out that second too (the driver's pause reaches every worker)."""
+    from nito_nb.sim import ensure_server
+
+    run = nito_nb.run([f"q{i}" for i in range(20)], model="sim/chat", engine=engine, workers=2, per_worker=1,
+                      rate=10, duration=2.0, max_tokens=8, base_url=ensure_server(), progress=False,
+                      sim={"tps": 20, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 15})
+    r = run.wait(timeout=180).results()
+    assert run.error is None and len(r) == 20 and (r["status"] == "done").all()
+    limited = r[r["attempts"] > 1]
+    assert limited["row"].tolist() == [7] and run.backoff.n_rate_limited == 1
+    t = float(limited["sent_at"].iloc[0])
+    others = r[r["attempts"] == 1]["sent_at"]
+    paused = others[(others > t + 0.25) & (others < t + 1.0)]
+    assert paused.empty, f"sent during the pause: {paused.round(3).tolist()} (429 at {t:.3f})"
+    assert (others > t + 1.0).sum() >= 4  # queued before the 429, sent after the pause
+
+
+def test_a_429_holds_the_requests_queued_in_every_worker() -> None:
+    assert_a_429_holds_what_workers_have_queued("processes")

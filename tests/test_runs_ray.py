@@ -76,3 +76,27 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on(cluste
 def test_a_bad_engine_is_one_clear_error() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="engine must be 'asyncio', 'processes' or 'ray'"):
         nito_nb.run(["a"], model="sim/echo", engine="threads", progress=False)
+
+
+def test_a_429_on_one_actor_pauses_every_actor_for_retry_after(cluster: None) -> None:
+    from test_runs_processes import assert_a_429_paused_every_worker
+
+    assert_a_429_paused_every_worker("ray")
+
+
+def test_a_429_holds_the_requests_queued_in_every_actor(cluster: None) -> None:
+    # The pause goes in the actors' "control" concurrency group: it must not wait behind the sends.
+    from test_runs_processes import assert_a_429_holds_what_workers_have_queued
+
+    assert_a_429_holds_what_workers_have_queued("ray")
+
+
+def test_sent_at_is_the_actors_own_send_on_the_drivers_timeline(cluster: None) -> None:
+    # One actor, one stream at a time: requests queue in the actor; sent_at is its real send.
+    run = nito_nb.run([f"q{i}" for i in range(4)], model="sim/chat", engine="ray", workers=1, per_worker=1,
+                      rate=10, duration=0.4, max_tokens=5, progress=False, sim={"tps": 20, "ttft_ms": 0})
+    r = run.wait(timeout=120).results().sort_values("scheduled_at")
+    assert (r["status"] == "done").all() and len(r) == 4
+    sent, e2e = r["sent_at"].to_numpy(), r["e2e"].to_numpy()
+    assert (sent[1:] >= sent[:-1] + e2e[:-1] - 0.002).all(), (sent, e2e)
+    assert (r["sent_at"] >= r["scheduled_at"] - 0.002).all()

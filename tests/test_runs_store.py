@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import nito_nb
@@ -73,6 +74,42 @@ def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path)
         assert list(summary["ok"]) == [2, 2]
         p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
         assert list(p99["model"]) == ["sim/echo", "sim/reasoning"]
+
+
+def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units(tmp_path: Path) -> None:
+    # One request with usage, one without; then the requests table is put back the way it was
+    # written before the rename (docs/METRICS.md#renamed-columns): K in `n_chunks`, no new
+    # columns, and the chunk figures that `tpot` and `output_tps` held without usage.
+    from nito_nb.runs._store import StoreWriter
+
+    path = tmp_path / "old"
+    for usage in (True, False):
+        run = nito_nb.run(["a"], model="sim/chat", store=str(path), progress=False,
+                          stream_options={"include_usage": usage}, sim={"tps": 1000, "ttft_ms": 0})
+        run.wait(timeout=60)
+        assert run.error is None
+    with nito_nb.open_store(path) as store:
+        new = store.results()
+    new_bare = new[new["completion_tokens"].isna()].iloc[0]
+    new_packed = new[new["completion_tokens"].notna()].iloc[0]
+    writer = StoreWriter(path)
+    con = writer.con
+    con.execute('ALTER TABLE requests RENAME COLUMN "n_token_chunks" TO "n_chunks"')
+    con.execute('ALTER TABLE requests DROP COLUMN "n_output_tokens"')
+    con.execute('ALTER TABLE requests DROP COLUMN "output_chunks_per_s"')
+    con.execute('UPDATE requests SET tpot = itl, output_tps = 1.0 WHERE completion_tokens IS NULL')
+    writer.con.close()
+    for reopened in (False, True):  # read as it is, then after a writer added the new columns
+        if reopened:
+            StoreWriter(path).con.close()
+        with nito_nb.open_store(path) as store:
+            old = store.results()
+        bare = old[old["completion_tokens"].isna()].iloc[0]
+        packed = old[old["completion_tokens"].notna()].iloc[0]
+        assert pd.isna(bare["tpot"]) and pd.isna(bare["output_tps"]) and pd.isna(bare["n_output_tokens"])
+        assert bare["n_token_chunks"] == new_bare["n_token_chunks"] and bare["itl"] == new_bare["itl"]
+        assert packed["n_output_tokens"] == packed["completion_tokens"] == new_packed["n_output_tokens"]
+        assert packed["tpot"] == new_packed["tpot"] and packed["output_tps"] == new_packed["output_tps"]
 
 
 def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None:

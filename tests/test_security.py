@@ -20,13 +20,10 @@ from typing import Any
 import httpx
 import pytest
 from conftest import chunk_line
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb import magic as _magic
 from nito_nb.render import join_parts, render_parts
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -344,27 +341,6 @@ def test_a_short_placeholder_key_is_not_redacted_from_answers(scripted: Scripted
 
 
 # -- 4. interpolation never puts the key in a prompt -----------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def shell() -> Any:
-    ip = start_ipython() or get_ipython()
-    assert ip is not None
-    return ip
-
-
-@pytest.fixture
-def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The shell with the extension freshly loaded (as in tests/test_magic.py)."""
-    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
-    shell.config.pop("Nito", None)
-    for name in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    _magic.load_ipython_extension(shell)
-    shell.run_line_magic("nito", "reset")
-    yield shell
-    for name in ("_nito", "os", "settings"):
-        shell.user_ns.pop(name, None)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ def test_snapshot_has_what_arrived_and_does_not_change_afterwards() -> None:
     s.feed(CHUNK.format(text="Hel").encode(), s.log.t0_ns + 1_000_000)
     first = s.snapshot()
     assert first.status is Status.STREAMING and first.status == "streaming"
-    assert first.content == "Hel" and first.n_chunks == 1 and first.n_token_events == 1
+    assert first.content == "Hel" and first.n_chunks == 1 and first.n_token_chunks == 1
     assert first.ttft == pytest.approx(0.001) and not first.finished
     s.feed(CHUNK.format(text="lo").encode(), s.log.t0_ns + 2_000_000)
     s.feed(b"data: [DONE]\n\n", s.log.t0_ns + 3_000_000)
@@ -55,7 +55,22 @@ def test_snapshot_output_tps_is_the_metrics_definition() -> None:
     s = nito_nb.read_sse(CHUNK.format(text="a") + CHUNK.format(text="b") + "data: [DONE]\n\n")
     snap = s.snapshot()
     assert snap.timed is False and snap.ttft is None and snap.output_tps is None
-    assert snap.n_tokens == (2, "chunks")
+    assert snap.output_chunks_per_s is None  # no arrival times: undefined, like output_tps
+    assert snap.n_token_chunks == 2 and snap.n_output_tokens is None  # no usage: no token count
+
+
+def test_snapshot_counts_chunks_and_tokens_apart() -> None:
+    usage = '{"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}'
+    s = nito_nb.Stream({"model": "m", "messages": []})
+    t0 = s.log.t0_ns
+    s.feed(CHUNK.format(text="several tokens ").encode(), t0 + 100_000_000)
+    s.feed(CHUNK.format(text="in each chunk").encode(), t0 + 300_000_000)
+    s.feed(f"data: {usage}\n\ndata: [DONE]\n\n".encode(), t0 + 500_000_000)
+    s.end(t0 + 500_000_000)
+    snap = s.snapshot()
+    assert (snap.n_token_chunks, snap.n_output_tokens) == (2, 9)
+    assert snap.output_tps == pytest.approx(9 / 0.4)  # N / (elapsed - ttft)
+    assert snap.output_chunks_per_s == pytest.approx(2 / 0.4)  # K / (elapsed - ttft)
 
 
 def test_snapshot_from_another_thread_never_sees_a_torn_state() -> None:

@@ -155,7 +155,7 @@ def test_langchain_message_chunks_map_to_the_delta_format() -> None:
     }
     assert [a.kind for a in s.anomalies] == ["watch-unmapped"] and "image" in str(s.anomalies[0])
     row = nito_nb.frame(s).nito.metrics().iloc[0]
-    assert (row["n_tokens"], row["tokens_source"]) == (7, "usage")
+    assert row["n_output_tokens"] == 7
     deepseek = messages.AIMessageChunk(content="", additional_kwargs={"reasoning_content": "deep"})
     assert _watch.to_chunk(deepseek)["choices"][0]["delta"] == {"reasoning_content": "deep"}  # type: ignore[index]
 

@@ -9,8 +9,10 @@ have sent, never absolute latencies (CI machines are slow and noisy).
 from __future__ import annotations
 
 import asyncio
+import html
 import html.parser
 import itertools
+import json
 import re
 import subprocess
 import sys
@@ -475,6 +477,90 @@ def test_tool_calls_become_cards(widgets: Any) -> None:
     cards = [p for p in w._turns[0].view.parts if p.key.startswith("tool-")]
     assert cards and "get_weather" in cards[0].text
     assert w.messages[-1]["tool_calls"]
+
+
+def test_python_functions_as_tools_are_shown_not_run_by_default(widgets: Any) -> None:
+    def get_weather(city: str, days: int = 1) -> str:
+        """Forecast for a city."""
+        raise AssertionError("tools never run without run_tools=True")
+
+    w = widgets(model="sim/tools", tools=[get_weather], sim=FAST)
+    stream = w.ask("weather in Lyon?")
+    w.wait(20)
+    # The schema is the magic's (nito_nb.tools), built from the signature and docstring.
+    assert stream.request["params"]["tools"] == [nito_nb.tools.function_tool(get_weather)]
+    assert [call.name for call in stream.tool_calls] == ["get_weather"]
+    assert len(w.streams) == 1 and w.messages[-1]["tool_calls"]
+
+
+def test_run_tools_runs_the_calls_and_sends_the_results_back(
+    widgets: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+
+    def get_weather(city: str) -> dict[str, str]:
+        """Weather for a city."""
+        ran.append(city)
+        return {"city": city, "sky": "sunny"}
+
+    w = widgets(model="sim/tools", tools=[get_weather], run_tools=True, sim=FAST)
+    first = w.ask("weather in Lyon?")
+    final = w.wait(20)
+    assert final is not None and final is not first and w.streams == [first, final]
+    assert ran and first.tool_calls and final.status == "done"
+    assert final.content and not final.tool_calls  # the model answered from the results
+    messages = final.request["messages"]
+    results = [m for m in messages if m["role"] == "tool"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] + ["tool"] * len(results)
+    assert [r["tool_call_id"] for r in results] == [c.id for c in first.tool_calls]
+    assert json.loads(results[0]["content"]) == {"city": ran[0], "sky": "sunny"}
+    # The conversation holds the whole exchange; the transcript shows what ran, one line each.
+    assert [m["role"] for m in w.messages] == [*(m["role"] for m in messages), "assistant"]
+    text = w.transcript()["text/plain"]
+    assert f"→ ran get_weather(city={ran[0]!r}) → " in text
+    assert not w.busy and w.status == "✓ done" and w.last_exception is None
+    assert capsys.readouterr().out == ""  # a worker thread never prints
+
+
+def test_a_failing_tool_is_one_line_and_its_error_goes_to_the_model(widgets: Any) -> None:
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        raise RuntimeError("the weather service is down")
+
+    w = widgets(model="sim/tools", tools=get_weather, run_tools=True, sim=FAST)
+    w.ask("weather?")
+    final = w.wait(20)
+    assert final is not None and final.status == "done" and len(w.streams) == 2
+    results = [m for m in final.request["messages"] if m["role"] == "tool"]
+    assert results and all(r["content"] == "Error: RuntimeError: the weather service is down" for r in results)
+    (box,) = [v for v in _html_values(w) if "nito-tool-runs" in v]
+    lines = html.unescape(box).split("</b>\n", 1)[1].removesuffix("</div>").splitlines()
+    assert len(lines) == len(results)
+    assert all(line.endswith("→ Error: RuntimeError: the weather service is down") for line in lines)
+    assert not any("Traceback" in v for v in _html_values(w))
+    assert w.last_exception is None and w.status == "✓ done"
+
+
+def test_stop_while_tools_run_sends_nothing_more_and_keeps_the_results(widgets: Any) -> None:
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        w.stop()  # the user presses Stop while the tool runs
+        return "sunny"
+
+    w = widgets(model="sim/tools", tools=[get_weather], run_tools=True, sim=FAST)
+    w.ask("weather?")
+    w.wait(20)
+    assert len(w.streams) == 1 and not w.busy
+    roles = [m["role"] for m in w.messages]
+    assert roles[:2] == ["user", "assistant"] and roles[2:] and set(roles[2:]) == {"tool"}
+
+
+def test_run_tools_needs_a_python_function() -> None:
+    schema = {"name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    with pytest.raises(ValueError, match="run_tools"):
+        ChatWidget(model="sim/tools", tools=[schema], run_tools=True)
+    with pytest.raises(ValueError, match="give a function"):
+        ChatWidget(model="sim/tools", tools=[42])
 
 
 def test_model_list_failure_is_a_note(widgets: Any) -> None:

@@ -6,9 +6,10 @@ status line all call these, so a figure means the same wherever it is shown. An 
 is None (the frame shows it as NaN); a NaN time (a recording without arrival times) gives NaN or
 None, never an error.
 
-- **K**: the token-bearing events (chunks with content, reasoning, refusal or tool-call text).
-- **N**: ``usage.completion_tokens`` of the last usage object when the gateway sent one, else K
-  (:func:`n_tokens`).
+- **K**: the token-bearing chunks (chunks with content, reasoning, refusal or tool-call text).
+- **N**: ``usage.completion_tokens`` of the last usage object; None when the gateway sent none
+  (:func:`n_output_tokens`). Never replaced by K: a chunk may carry several tokens, so every
+  metric is either per chunk (K, always defined) or per token (N, undefined without usage).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 __all__ = [
     "e2e",
     "itl",
-    "n_tokens",
+    "n_output_tokens",
+    "output_chunks_per_s",
     "output_tps",
     "quantile",
     "seconds",
@@ -52,51 +54,65 @@ def e2e(last_event: float | None) -> float | None:
     return last_event
 
 
-def n_tokens(usage: Mapping[str, Any] | None, k: int) -> tuple[int | float, str]:
-    """(N, where it comes from): the usage's ``completion_tokens`` (``"usage"``) when it is a
-    number, else the count of token-bearing events K (``"chunks"``)."""
+def n_output_tokens(usage: Mapping[str, Any] | None) -> int | float | None:
+    """N: the usage's ``completion_tokens`` when it is a number, else None (no usage, or no count
+    in it). Never K instead: a column holds one unit."""
     completion = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
     if isinstance(completion, (int, float)) and not isinstance(completion, bool):
-        return completion, "usage"
-    return k, "chunks"
+        return completion
+    return None
 
 
 def itl(first_token: float | None, last_token: float | None, k: int) -> float | None:
-    """The mean gap between consecutive token-bearing events: (t_last − t_first) / (K − 1);
-    None when K < 2."""
+    """Inter-token latency, per chunk (vLLM's ITL): the mean gap between consecutive token-bearing
+    chunks, (t_last − t_first) / (K − 1); None when K < 2."""
     if k < 2 or first_token is None or last_token is None:
         return None
     return (last_token - first_token) / (k - 1)
 
 
-def tpot(first_token: float | None, last_token: float | None, k: int, n: float) -> float | None:
-    """Time per output token: (t_last − t_first) / (N − 1); None when N < 2 or K < 2 (one event
-    spans no time)."""
-    if n < 2 or k < 2 or first_token is None or last_token is None:
+def tpot(
+    first_token: float | None, last_token: float | None, k: int, n: float | None
+) -> float | None:
+    """Time per output token: (t_last − t_first) / (N − 1); None without usage (N None), when
+    N < 2, or when K < 2 (one chunk spans no time)."""
+    if n is None or n < 2 or k < 2 or first_token is None or last_token is None:
         return None
     return (last_token - first_token) / (n - 1)
 
 
 def output_tps(n: float | None, ttft: float | None, e2e: float | None) -> float | None:
-    """Tokens per second: N / (e2e − ttft); None when K = 0 (no ttft) or e2e = ttft. For a live
-    stream, ``e2e`` is the time elapsed so far."""
-    if n is None or ttft is None or e2e is None:
+    """Output tokens per second: N / (e2e − ttft); None without usage (N None), when K = 0 (no
+    ttft) or e2e = ttft. For a live stream, ``e2e`` is the time elapsed so far."""
+    return _per_second(n, ttft, e2e)
+
+
+def output_chunks_per_s(k: int, ttft: float | None, e2e: float | None) -> float | None:
+    """Token-bearing chunks per second: K / (e2e − ttft), defined with or without usage; None when
+    K = 0 (no ttft) or e2e = ttft."""
+    return _per_second(k, ttft, e2e)
+
+
+def _per_second(count: float | None, ttft: float | None, e2e: float | None) -> float | None:
+    if count is None or ttft is None or e2e is None:
         return None
     duration = e2e - ttft
     if not duration > 0:  # also NaN
         return None
-    return n / duration
+    return count / duration
 
 
 def token_gaps(token_times: Sequence[float]) -> list[float]:
-    """The K − 1 gaps between consecutive token-bearing events (times in arrival order)."""
+    """The K − 1 gaps between consecutive token-bearing chunks (times in arrival order): the
+    samples of ``itl_p50``... ``itl_max``."""
     return [b - a for a, b in itertools.pairwise(token_times)]
 
 
 def quantile(values: Iterable[float | None], q: float) -> float | None:
-    """The q-quantile, linearly interpolated between the closest ranks (numpy's default): the
-    gaps' ``gap_p50``/``p90``/``p99`` (q = 1 is ``gap_max``), a run's p50/p90/p99 of ttft, itl
-    and e2e. None when there is no value (for the gaps: K < 2); None and NaN are left out."""
+    """The q-quantile, linearly interpolated between the closest ranks (numpy's default): a
+    stream's ``itl_p50``/``p90``/``p99`` over its token gaps (q = 1 is ``itl_max``), a run
+    summary's p50/p90/p99 over its requests of ttft, itl and e2e. None when there is no value
+    (for the gaps: K < 2); None and NaN are left out."""
     values = sorted(v for v in values if v is not None and not math.isnan(v))
     if not values:
         return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .accumulate import Anomaly, ToolCall
-from .metrics import n_tokens, output_tps
+from .metrics import n_output_tokens, output_chunks_per_s, output_tps
 from .status import Status
 
 __all__ = ["StreamSnapshot", "frozen_tool_call"]
@@ -40,8 +40,8 @@ class StreamSnapshot:
     web_search: Any = None
     free_tier: Any = None
     n_chunks: int = 0
-    #: K: the chunks that carried answer text (the metrics' token-bearing events).
-    n_token_events: int = 0
+    #: K: the chunks that carried answer text (docs/METRICS.md's token-bearing chunks).
+    n_token_chunks: int = 0
     ttfb: float | None = None
     ttft: float | None = None
     #: Seconds since the request was sent; once finished, to the last event.
@@ -54,14 +54,19 @@ class StreamSnapshot:
         return not self.status.running
 
     @property
-    def n_tokens(self) -> tuple[int | float, str]:
-        """(N, ``"usage"`` or ``"chunks"``): docs/METRICS.md's N."""
-        return n_tokens(self.usage, self.n_token_events)
+    def n_output_tokens(self) -> int | float | None:
+        """docs/METRICS.md's N: the usage's ``completion_tokens``; None without usage."""
+        return n_output_tokens(self.usage)
 
     @property
     def output_tps(self) -> float | None:
-        """docs/METRICS.md's ``output_tps`` so far: N / (elapsed − ttft)."""
-        return output_tps(self.n_tokens[0], self.ttft, self.elapsed)
+        """docs/METRICS.md's ``output_tps`` so far: N / (elapsed − ttft); None without usage."""
+        return output_tps(self.n_output_tokens, self.ttft, self.elapsed)
+
+    @property
+    def output_chunks_per_s(self) -> float | None:
+        """docs/METRICS.md's ``output_chunks_per_s`` so far: K / (elapsed − ttft)."""
+        return output_chunks_per_s(self.n_token_chunks, self.ttft, self.elapsed)
 
 
 def frozen_tool_call(call: ToolCall) -> ToolCall:

@@ -68,12 +68,13 @@ class NitoAccessor:
     # -- tables --------------------------------------------------------------------------------
 
     def metrics(self) -> pd.DataFrame:
-        """One row per stream (index: ``stream``), the definitions of the module docstring and
-        docs/METRICS.md: ``model``, ``status``, ``ttfb``, ``ttft``, ``ttfc``, ``e2e``, ``itl``,
-        ``tpot``, ``output_tps``, ``gap_p50``, ``gap_p90``, ``gap_p99``, ``gap_max`` (seconds,
-        except ``output_tps`` in tokens per second), ``n_events``, ``n_chunks``,
-        ``n_token_events`` (K), ``n_tokens`` (N), ``tokens_source`` (``usage`` or ``chunks``),
-        ``finish_reason``, ``error``, ``http_status``, ``attempts``."""
+        """One row per stream (index: ``stream``), the definitions of docs/METRICS.md (one
+        function each in ``nito_nb._core.metrics``): ``model``, ``status``, ``ttfb``, ``ttft``,
+        ``ttfc``, ``e2e``, ``itl``, ``itl_p50``, ``itl_p90``, ``itl_p99``, ``itl_max``, ``tpot``
+        (seconds), ``output_tps`` (tokens/s), ``output_chunks_per_s``, ``n_events``,
+        ``n_chunks``, ``n_token_chunks`` (K), ``n_output_tokens`` (N), ``finish_reason``,
+        ``error``, ``http_status``, ``attempts``. Each column holds one unit: the per-token ones
+        (``tpot``, ``output_tps``, ``n_output_tokens``) are NA for a stream without usage."""
         df = self._df
         a = self._arrays()
         _, labels = self._streams()
@@ -138,22 +139,20 @@ class NitoAccessor:
         }
 
         usage_rows = df["usage"].notna().to_numpy() & ~ignored & valid
-        completion = last_of(usage_rows, "completion_tokens")
-        counted = [
-            metrics.n_tokens(None if c is None else {"completion_tokens": c}, int(kk))
-            for c, kk in zip(completion, k.tolist(), strict=True)
+        ns = [
+            metrics.n_output_tokens(None if c is None else {"completion_tokens": c})
+            for c in last_of(usage_rows, "completion_tokens")
         ]
-        from_usage = np.array([source == "usage" for _, source in counted], dtype=bool)
-        n_tokens = np.array([n for n, _ in counted], dtype=np.float64)
         e2e = maximum(event)
         first, last, ks, e2es = ttft.tolist(), last_token.tolist(), k.tolist(), e2e.tolist()
-        ns = n_tokens.tolist()
         itl = _floats(metrics.itl(first[i], last[i], ks[i]) for i in range(n_streams))
         tpot = _floats(metrics.tpot(first[i], last[i], ks[i], ns[i]) for i in range(n_streams))
         output_tps = _floats(
             metrics.output_tps(ns[i], first[i], e2es[i]) for i in range(n_streams)
         )
-        gap_max = quantiles[1.0]
+        chunks_per_s = _floats(
+            metrics.output_chunks_per_s(ks[i], first[i], e2es[i]) for i in range(n_streams)
+        )
 
         chunk_rows = event & (kind == "chunk") & ~ignored
         taken = event & ~ignored
@@ -166,20 +165,18 @@ class NitoAccessor:
                 "ttfc": minimum(has_content),
                 "e2e": e2e,
                 "itl": itl,
+                "itl_p50": quantiles[0.5],
+                "itl_p90": quantiles[0.9],
+                "itl_p99": quantiles[0.99],
+                "itl_max": quantiles[1.0],
                 "tpot": tpot,
                 "output_tps": output_tps,
-                "gap_p50": quantiles[0.5],
-                "gap_p90": quantiles[0.9],
-                "gap_p99": quantiles[0.99],
-                "gap_max": gap_max,
+                "output_chunks_per_s": chunks_per_s,
                 "n_events": np.bincount(code[event], minlength=n_streams),
                 "n_chunks": np.bincount(code[chunk_rows], minlength=n_streams),
-                "n_token_events": k,
-                "n_tokens": pd.array(
-                    np.where(from_usage, n_tokens, k).astype(np.int64), dtype="Int64"
-                ),
-                "tokens_source": pd.Categorical(
-                    np.where(from_usage, "usage", "chunks"), categories=["usage", "chunks"]
+                "n_token_chunks": k,
+                "n_output_tokens": pd.array(
+                    [None if n is None else int(n) for n in ns], dtype="Int64"
                 ),
                 "finish_reason": pd.array(
                     last_of(taken & df["finish_reason"].notna().to_numpy(), "finish_reason"),
@@ -348,8 +345,8 @@ class NitoAccessor:
         return plot_timeline(self, max_legend=max_legend)
 
     def plot_gaps(self, *, bins: int = 40) -> Figure:
-        """Histogram of the gaps between consecutive token-bearing events (the gaps behind ``itl``
-        and ``gap_p50``...), in milliseconds, one bar series per stream (a BarContainer labelled
+        """Histogram of the gaps between consecutive token-bearing chunks (the gaps behind ``itl``
+        and ``itl_p50``...), in milliseconds, one bar series per stream (a BarContainer labelled
         with the stream). Returns a ``matplotlib.figure.Figure``."""
         from .plots import plot_gaps
 

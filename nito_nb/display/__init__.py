@@ -6,8 +6,11 @@
 - ``snapshots.snapshot``: what a renderer reads (a consistent copy of the stream's state);
 - ``runner.LoopThread``: the one background asyncio loop thread (several models, widget turns,
   runs/);
-- sinks: ``live.LiveDisplay`` (IPython outputs), ``terminal.TerminalDisplay`` (stdout); the
-  widget's ``StreamView`` (``nito_nb.widget``) and the magic's grid use the same pieces.
+- ``sink.LiveSink``: the lifecycle every live output shares (start, update, the refresh thread's
+  tick, finish) around those pieces;
+- sinks: ``live.LiveDisplay`` (IPython outputs) and the magic's side-by-side grid
+  (``nito_nb.magic.grid``), both ``LiveSink``s; ``terminal.TerminalDisplay`` (stdout); the
+  widget's ``StreamView`` (``nito_nb.widget``) uses the same pieces.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from typing import Any
 #: name -> submodule. Loaded on first use: the runner and the throttle (runs/ uses them) must not
 #: pull in the renderer (markdown-it, Pygments) that the live views need.
 _WHERE = {
-    "CLOCK_PERIOD": "live",
+    "CLOCK_PERIOD": "refresh",
     "LiveDisplay": "live",
+    "LiveSink": "sink",
     "in_kernel": "live",
     "live_display": "live",
     "Refresher": "refresh",
@@ -43,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CLOCK_PERIOD",
     "LiveDisplay",
+    "LiveSink",
     "LoopThread",
     "Refresher",
     "Slot",

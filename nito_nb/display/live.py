@@ -11,32 +11,27 @@ one growing output is quadratic. So:
 - outputs can only be appended: a part that belongs above others (reasoning after the first answer
   text) takes its place and the outputs below it are re-sent one further down;
 - ``start()`` adds the view's refresh thread (``Refresher``): during a stall the text that came in
-  the last ``1 / max_rate`` seconds is shown within one period, and the status line's clock keeps
-  moving (twice a second). ``update()``, the thread and ``finish()`` share one lock.
+  the last ``1 / max_rate`` seconds is shown as soon as the throttle allows, and the status line's
+  clock keeps moving (twice a second). ``update()``, the thread and ``finish()`` share one lock.
+  That lifecycle is ``sink.LiveSink``'s, shared with the magic's side-by-side grid.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..render import RenderCache, check_format, render_parts
-from .refresh import Refresher
+from .refresh import CLOCK_PERIOD
+from .sink import LiveSink
 from .slots import Slot, Slots
 from .snapshots import optional, snapshot
 from .terminal import TerminalDisplay
-from .throttle import Throttle
 
 __all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_display"]
 
 DisplayFunction = Callable[..., Any]
-
-#: While nothing arrives, a live view re-renders this often, so that its status line's elapsed
-#: time visibly advances (at least once a second, with margin for a busy machine).
-CLOCK_PERIOD = 0.5
-
 
 def _bundle_size(bundle: dict[str, str]) -> int:
     return sum(len(value.encode("utf-8")) for value in bundle.values())
@@ -48,7 +43,7 @@ def _progress_mark(state: Any) -> Any:
     return n_events if n_events is not None else optional(state, "n_chunks")
 
 
-class LiveDisplay:
+class LiveDisplay(LiveSink):
     """Show a growing Stream (or any object with its attributes) in a notebook output, live.
 
     Call ``update()`` after every chunk and ``finish()`` once at the end (or use ``with``); call
@@ -63,6 +58,8 @@ class LiveDisplay:
     ``render_seconds`` time spent rendering and sending (the throttled checks are not in it).
     """
 
+    refresher_name = "nito_nb-live-display"
+
     def __init__(
         self,
         stream_or_state: Any,
@@ -72,24 +69,19 @@ class LiveDisplay:
         clock: Callable[[], float] = time.monotonic,
         display: DisplayFunction | None = None,
     ) -> None:
-        self._throttle = Throttle(max_rate, clock)
         # Fail early on a bad format, without touching the state: a sync Stream read before it is
         # iterated would read itself to the end.
         check_format(format)
+        super().__init__(max_rate, clock)
         self.state = stream_or_state
         self.format = format
         self.max_rate = max_rate
         self._clock = clock
         self._display = display
-        self._lock = threading.RLock()
         self._cache = RenderCache()
         self._page = Slots()
         self._handles: list[Any] = []  # the outputs on the page, top to bottom
         self._blank: set[int] = set()  # outputs below the last slot, emptied
-        self._shown_mark: Any = None
-        self._refresher: Refresher | None = None
-        self._fed = False  # update() was called since the refresh thread's last tick
-        self.finished = False
         self.n_updates = 0
         self.n_messages = 0
         self.bytes_sent = 0
@@ -98,56 +90,6 @@ class LiveDisplay:
     @property
     def _slots(self) -> list[Slot]:
         return self._page.slots
-
-    def start(self) -> LiveDisplay:
-        """Show the state now, and refresh it from a thread of its own until ``finish()``."""
-        with self._lock:
-            if self.finished or self._refresher is not None:
-                return self
-            self._render(live=True)
-            # Half the render interval: a tick that finds the feeder active skips, and the next
-            # one still comes within an interval of the feeder's last update().
-            self._refresher = Refresher(
-                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-live-display"
-            ).start()
-        return self
-
-    def update(self) -> None:
-        """Render if the last render ended at least ``1 / max_rate`` seconds ago; else do nothing."""
-        self._fed = True
-        # The cheap refusal first, without the lock: this runs once per chunk.
-        if self.finished or not self._throttle.ready():
-            return
-        with self._lock:
-            if self.finished or not self._throttle.ready():
-                return
-            self._render(live=True)
-
-    def _tick(self) -> None:
-        """The refresh thread's turn: show what arrived since the last render (at the display's
-        rate), and the running clock while nothing arrives. While ``update()`` is being called the
-        feeder renders by itself: the thread only steps in when it has gone quiet (a stall), so a
-        fast stream is not rendered from two threads at once (measured: 0.72x -> 0.53x in
-        bench_magic.py when both did)."""
-        if self._fed:
-            self._fed = False
-            return
-        with self._lock:
-            if self.finished:
-                return
-            fresh = _progress_mark(self.state) != self._shown_mark or self._throttle.pending
-            if fresh and self._throttle.ready():
-                self._render(live=True)
-            elif self._throttle.idle_for() >= CLOCK_PERIOD:
-                self._render(live=True)
-
-    def finish(self) -> None:
-        """Render the final state (always; repeated calls send nothing new)."""
-        if self._refresher is not None:
-            self._refresher.stop()
-        with self._lock:
-            self._render(live=False)
-            self.finished = True
 
     def __enter__(self) -> LiveDisplay:
         return self
@@ -162,15 +104,15 @@ class LiveDisplay:
 
         return display(bundle, raw=True, display_id=True)
 
-    def _render(self, *, live: bool) -> None:
+    def _mark(self) -> Any:
+        return _progress_mark(self.state)
+
+    def _draw(self, *, live: bool) -> None:
         started = time.perf_counter()
         try:
-            self._shown_mark = _progress_mark(self.state)
             self._send(snapshot(self.state), live=live)
         finally:
             self.render_seconds += time.perf_counter() - started
-            # Timed from the end of the render (see Throttle).
-            self._throttle.done()
 
     def _send(self, state: Any, *, live: bool) -> None:
         parts = render_parts(state, format=self.format, live=live, cache=self._cache)

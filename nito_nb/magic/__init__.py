@@ -3,7 +3,8 @@
 One concern per module: ``magics.py`` (the ``NitoMagics`` class, the line commands and the cell
 flow), ``config.py`` (the ``Nito`` configurable and its checks), ``grid.py`` (several models side
 by side), ``replay.py`` (``--replay``), ``history.py`` (``%nito history`` / ``cost``, the comparison
-table), ``output.py`` (one-line errors, starting a live view).
+table), ``store.py`` (``Nito.store``: the streams written to a run store and read back),
+``output.py`` (one-line errors, starting a live view).
 """
 
 from .config import Nito

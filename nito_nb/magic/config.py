@@ -11,14 +11,16 @@ import math
 import os
 import sys
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from .._core.errors import ConfigurationError
+from ..runs._store import DB_NAME
 
-__all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "settings_for"]
+__all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "settings_for", "store_problem"]
 
 REASONING_EFFORTS = ("low", "medium", "high")
 
@@ -40,6 +42,7 @@ class Nito(Configurable):
     timeout = CFloat(None, allow_none=True, help="Seconds for connect, first byte and between chunks (default: the engine's).").tag(config=True)
     interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)
     params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(config=True)
+    store = Unicode(None, allow_none=True, help="A run store folder (nito_nb.open_store): every %%nito stream is also written there, and %nito history lists the streams stored by earlier kernels.").tag(config=True)
 
     @default("model")
     def _default_model(self) -> str:
@@ -111,6 +114,42 @@ class Nito(Configurable):
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise _refused("base_url", "an http:// or https:// URL (or None)", value)
         return value.strip()
+
+    @validate("store")
+    def _check_store(self, proposal: Any) -> str | None:
+        value = proposal["value"]
+        if not value or not value.strip():
+            return None
+        why = store_problem(value.strip())
+        if why:
+            raise TraitError(f"Nito.store must be a folder for the run store (or None), not {value!r}: {why}. "
+                             "The setting is unchanged.")
+        # Absolute from now on: a later os.chdir in the notebook does not start a second store.
+        return str(Path(value.strip()).expanduser().resolve())
+
+
+def store_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a store folder (a file, under a file, not writable), or None.
+
+    The folder need not exist: the first write makes it (as ``nito_nb.run(store=...)`` does)."""
+    path = Path(value).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            return f"{str(path)!r} is a file"
+        db = path / DB_NAME
+        if db.exists() and not db.is_file():
+            return f"{str(db)!r} is a folder"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"the folder {str(path)!r} is not writable"
+        return None
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{str(parent)!r} is a file, so no folder can be made under it"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"the folder {str(parent)!r} is not writable, so {str(path)!r} cannot be made"
+    return None
 
 
 def _refused(name: str, domain: str, value: Any) -> TraitError:

@@ -1,6 +1,13 @@
 """Several models side by side (``%%nito -m a,b,c``): the streams run concurrently on an
-asyncio loop in a worker thread (``display/runner.py``), which only iterates them; the cell's thread
-draws one HTML grid at the grid's rate and, at the end, a table that compares them."""
+asyncio loop in a worker thread (``display/runner.py``), which only reads them; the grid is a sink
+of the display pipeline, one HTML output drawn by its own refresh thread (``display/refresh.py``)
+at the rate of its own ``Throttle``, like every live view; the cell's thread only waits for the
+end (an Event, interruptible by the stop button), then draws the final grid and a table that
+compares the models.
+
+Why not render on the loop thread after each chunk: the loop also reads the bytes, and their
+arrival times are taken there; a render would delay them.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import MissingAPIKeyError, NitoError
+from ..display.sink import LiveSink
 from .history import comparison_table
 from .output import NO_KEY, error_line, in_kernel
 
@@ -27,12 +35,18 @@ GRID_WINDOW_CHARS = 2000
 GRID_MAX_RATE = 10.0
 
 
-class Grid:
-    """Several streams side by side in one output (an HTML grid), refreshed by this thread."""
+class Grid(LiveSink):
+    """Several streams side by side in one output (an HTML grid), a sink of the display pipeline
+    (``display/sink.py``): ``start()`` shows it and starts its refresh thread, which renders what
+    arrived (at most ``max_rate`` times a second, capped at ``GRID_MAX_RATE``) and, while nothing
+    arrives, the moving clocks; ``finish()`` renders the final state in the caller's thread."""
 
-    def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str) -> None:
+    refresher_name = "nito_nb-grid"
+
+    def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str, max_rate: float = GRID_MAX_RATE) -> None:
         from ..render import RenderCache
 
+        super().__init__(min(max_rate, GRID_MAX_RATE))
         self.streams, self.models, self.format = list(streams), list(models), format
         self.caches = [RenderCache() for _ in self.streams]
         self.handle: Any = None
@@ -82,7 +96,15 @@ class Grid:
         text = "\n\n".join(f"== {model} ==\n{body}" for model, (_, body) in zip(self.models, columns, strict=True))
         return {"text/html": grid, "text/plain": text}
 
+    def _mark(self) -> tuple[Any, ...]:
+        """Changes whenever a stream has received something (cheap to read)."""
+        return tuple((s.n_events, s.status) for s in self.streams)
+
+    def _draw(self, *, live: bool) -> None:
+        self.refresh(live)
+
     def refresh(self, live: bool = True) -> None:
+        """Render and send the grid now, if it changed (the throttle is the caller's business)."""
         from IPython.display import display
 
         bundle = self.bundle(live)
@@ -135,17 +157,16 @@ def run_models(
         finally:
             await client.aclose()
 
-    # The streams are iterated on a private loop in a worker thread (display/runner.py); this
-    # thread, the cell's, draws the grid: it is the grid's refresh loop, so a stall keeps its
-    # clocks moving and its last text shown.
+    # The streams are read on a private loop in a worker thread (display/runner.py); the grid
+    # draws itself from its refresh thread; this thread, the cell's, waits for the end (an Event:
+    # the stop button's KeyboardInterrupt lands in the wait) and draws the final grid.
     runner = LoopThread(run_all, name="nito_nb-models")
-    grid = Grid(streams, names, fmt) if in_kernel() else None
-    runner.start()
-    interval = 1.0 / min(magics.settings.max_rate, GRID_MAX_RATE)
+    grid = Grid(streams, names, fmt, magics.settings.max_rate) if in_kernel() else None
     try:
-        while not runner.wait(interval):
-            if grid is not None:
-                grid.refresh(live=True)
+        runner.start()
+        if grid is not None:
+            grid.start()
+        runner.wait()
     except BaseException:
         runner.cancel()  # the streams say "stopped"
         runner.wait(10)
@@ -166,7 +187,7 @@ def _finish(
     from IPython.display import display
 
     if grid is not None:
-        grid.refresh(live=False)
+        grid.finish()
     else:
         from ..display import TerminalDisplay
 

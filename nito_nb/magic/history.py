@@ -10,8 +10,8 @@ __all__ = ["COMPARISON_COLUMNS", "comparison_table", "cost_line", "history_table
 
 #: The columns of the comparison table shown after ``-m a,b,c`` (``%nito history`` has them all).
 COMPARISON_COLUMNS = (
-    "model", "status", "ttft", "e2e", "output_tps", "n_tokens", "tokens_source", "gap_max",
-    "finish_reason", "error",
+    "model", "status", "ttft", "e2e", "output_tps", "output_chunks_per_s", "n_output_tokens",
+    "n_token_chunks", "itl_max", "finish_reason", "error",
 )
 
 
@@ -36,7 +36,6 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
     rows = []
     for s in streams:
         snap = s.snapshot()  # docs/METRICS.md's figures, from their one definition (_core/metrics)
-        count, source = snap.n_tokens
         error = snap.error.get("message") if isinstance(snap.error, dict) else snap.error
         rows.append({
             "model": snap.model,
@@ -44,8 +43,9 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
             "ttft": snap.ttft,
             "e2e": snap.elapsed,
             "output_tps": snap.output_tps,
-            "n_tokens": count,
-            "tokens_source": source,
+            "output_chunks_per_s": snap.output_chunks_per_s,
+            "n_output_tokens": snap.n_output_tokens,
+            "n_token_chunks": snap.n_token_chunks,
             "n_chunks": snap.n_chunks,
             "finish_reason": snap.finish_reason,
             "error": error,
@@ -100,11 +100,11 @@ def history_table(streams: Sequence[Any]) -> Any:
     return table
 
 
-def cost_line(streams: Sequence[Any]) -> str:
+def cost_line(streams: Sequence[Any], where: str = "in this session") -> str:
     """``%nito cost``: the session's running total, and how many streams reported no cost."""
     costs = [_cost(s) for s in streams]
     known = [c for c in costs if c is not None]
-    line = f"nito: ${sum(known):.6f} over {len(streams)} stream(s) in this session".replace(".000000", "")
+    line = f"nito: ${sum(known):.6f} over {len(streams)} stream(s) {where}".replace(".000000", "")
     if len(known) < len(streams):
         line += f" ({len(streams) - len(known)} reported no cost)"
     return line

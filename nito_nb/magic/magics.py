@@ -11,7 +11,8 @@ updated after each chunk (it throttles itself) and finished in a ``finally:``, s
 always reaches the notebook before the cell goes idle (which is what nbclient saves).
 
 The rest of the package: several models side by side (``grid.py``), ``--replay`` (``replay.py``),
-``%nito history`` / ``cost`` and the comparison table (``history.py``), the settings
+``%nito history`` / ``cost`` and the comparison table (``history.py``), ``Nito.store``
+(``store.py``: every stream also written to a run store, read back by history), the settings
 (``config.py``: ``%config Nito.model = "..."``, ``ipython_config.py``, ``NITO_MODEL``; the API key
 only ever comes from ``NITO_API_KEY`` and is never shown) and the one-line errors (``output.py``).
 """
@@ -35,7 +36,8 @@ from .._core.errors import ConfigurationError, NitoError
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
-from ..tools import run_tool, tool_functions, tools_from
+from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
+from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, settings_for
 from .grid import run_models
 from .history import cost_line, history_table
@@ -43,10 +45,6 @@ from .output import error_line, in_kernel, start_view, usage_error
 from .replay import replay
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
-
-#: --run-tools: at most this many rounds of (tool calls, results) before the answer is left as is.
-MAX_TOOL_ROUNDS = 5
-
 
 def last() -> Any:
     """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or the last Run, or
@@ -95,6 +93,8 @@ class NitoMagics(Magics):
         self.chats: dict[str, list[list[dict[str, Any]]]] = {}
         #: every Stream the magic ran in this session, oldest first
         self.streams: list[Any] = []
+        #: the run id of this session's rows in a store (Nito.store); %nito reset starts another
+        self.session = _store.new_session()
         self._sync_client: Any = None
 
     @magic_arguments()
@@ -184,10 +184,13 @@ class NitoMagics(Magics):
         if command == "history":
             return history_table(self._history())
         if command == "cost":
-            print(cost_line(self._history()))
+            where = "in the store and this session" if self.settings.store else "in this session"
+            print(cost_line(self._history(), where=where))
             return None
         if command == "last":
             kept = _kept()
+            if kept is None and self.settings.store:  # a new kernel: the store's last, rebuilt
+                kept = _store.last_stream(self.settings.store)
             if kept is None:
                 print("nito: no stream yet: run a %%nito cell first")
                 return None
@@ -262,19 +265,22 @@ class NitoMagics(Magics):
 
     def _history(self) -> list[Any]:
         """This session's streams, with those captured or watched in this kernel by the time they
-        were sent (docs/CAPTURE.md); without any, the magic's in the order it kept them."""
+        were sent (docs/CAPTURE.md); without any, the magic's in the order it kept them. With a
+        store, the magic's streams of earlier sessions (earlier kernels) come first."""
         from .._capture import streams
 
+        earlier = _store.earlier_streams(self.settings.store, self.session) if self.settings.store else []
         captured = streams()
         if not captured:
-            return list(self.streams)
-        return sorted([*self.streams, *captured], key=lambda s: s.t0_wall)
+            return [*earlier, *self.streams]
+        return [*earlier, *sorted([*self.streams, *captured], key=lambda s: s.t0_wall)]
 
     def _reset(self) -> None:
         from .._capture import REGISTRY
 
         self.chats.clear()
         self.streams.clear()
+        self.session = _store.new_session()  # a store keeps the cleared streams, as earlier ones
         REGISTRY.clear()
         _remember_last(None)
         self.namespace.pop("_nito", None)
@@ -416,15 +422,12 @@ class NitoMagics(Magics):
         try:
             for round_ in range(MAX_TOOL_ROUNDS + 1):
                 stream = self._stream_one(messages, model, params, args, fmt, started)
-                if (
-                    stream is None
-                    or not functions
-                    or stream.status != "done"
-                    or not stream.tool_calls
-                    or round_ == MAX_TOOL_ROUNDS
-                ):
+                runs = None if stream is None else tool_round(stream, functions, round_)
+                if not runs:
                     break
-                results = [run_tool(functions, call) for call in stream.tool_calls]
+                for run in runs:  # the notebook shows what was executed
+                    print(run.line)
+                results = [run.message for run in runs]
                 messages = [*messages, stream.message, *results]
                 turn += [stream.message, *results]
         finally:
@@ -483,13 +486,21 @@ class NitoMagics(Magics):
     # -- keeping ---------------------------------------------------------------------------------
 
     def _keep(self, kept: Any, args: Any, save: bool = True) -> None:
-        """Make the result reachable (``_nito``, ``last()``, ``-o VAR``) and saved (``--save``)."""
+        """Make the result reachable (``_nito``, ``last()``, ``-o VAR``), saved (``--save``) and
+        stored (``Nito.store``); ``save=False``: a replayed recording, neither saved nor stored."""
         _remember_last(kept)
         streams = kept if isinstance(kept, list) else [kept]
         self.streams.extend(streams)
         self.namespace["_nito"] = kept
         if args.out:
             self.namespace[args.out] = kept
+        if save and self.settings.store:
+            # row: the cell (a run's row is its input's), so a cell's models and tool rounds share
+            # it. Its number is the last of In[] (stored before the cell runs); execution_count is
+            # that number in IPython 8 but one more in IPython 9, which increments it first.
+            history = getattr(self.shell, "history_manager", None)
+            cell = len(history.input_hist_raw) - 1 if history is not None else None
+            _store.write(self.settings.store, streams, self.session, f"In[{cell}]")
         if save and args.save:
             path = Path(args.save).expanduser()
             for stream in streams:

@@ -67,17 +67,21 @@ def status_text(state: Any) -> str:
     usage = getattr(state, "usage", None)
     usage = usage if isinstance(usage, dict) else {}
     n_chunks = getattr(state, "n_chunks", None)
-    # docs/METRICS.md's output_tps, from its one definition; K is the token-bearing chunks (a
-    # duck-typed state without that count: its chunks).
+    # The speed, from docs/METRICS.md's one definition each: output_tps (tokens/s) when the usage
+    # counts tokens, else output_chunks_per_s, labelled as chunks (never chunks called tokens).
+    # K is the token-bearing chunks (a duck-typed state without that count: its chunks).
     k = 0
-    for value in (getattr(state, "n_token_events", None), n_chunks):
+    for value in (getattr(state, "n_token_chunks", None), n_chunks):
         if isinstance(value, int) and not isinstance(value, bool):
             k = int(value)
             break
-    count, source = metrics.n_tokens(usage, k)
-    tps = metrics.output_tps(count, ttft, elapsed) if (count or source == "usage") else None
+    tps = metrics.output_tps(metrics.n_output_tokens(usage), ttft, elapsed)
     if tps is not None:
-        items.append(f"{tps:,.1f} {'tok/s (usage)' if source == 'usage' else 'chunks/s'}")
+        items.append(f"{tps:,.1f} tok/s (usage)")
+    else:
+        per_s = metrics.output_chunks_per_s(k, ttft, elapsed) if k else None
+        if per_s is not None:
+            items.append(f"{per_s:,.1f} chunks/s")
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     finish = getattr(state, "finish_reason", None)

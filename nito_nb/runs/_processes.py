@@ -1,11 +1,15 @@
 """``engine="processes"``: a run's requests sent by N local worker processes.
 
 Like ``engine="ray"`` (``_ray.py``) without Ray: the driver (the Run) keeps the schedule, the
-in-flight limit, the panel and the store, and hands each request to the least loaded worker over
-a pipe; each worker is one asyncio loop with at most ``per_worker`` streams in flight and sends
-back each stream's whole log (arrival times on its own clock). Workers are started with
-``spawn`` (a fork of a process that runs threads can deadlock). A worker that dies fails the
-requests it had in flight, with the reason, and leaves the pool; the run goes on.
+in-flight limit, the panel and the store, and hands each attempt of a request to the least
+loaded worker over a pipe; each worker is one asyncio loop with at most ``per_worker`` streams in
+flight and sends back each stream's whole log (arrival times on its own clock) with its clock's
+offset, so that the driver can put the log's origin on its own timeline (``_clock.py``). Workers
+never retry: retries and the run's shared 429 backoff happen in the driver (``_remote.py``),
+which sends every worker a pause ("nothing before this wall time") when a 429 comes back.
+Workers are started with ``spawn`` (a fork of a process that runs threads can deadlock). A
+worker that dies fails the requests it had in flight, with the reason, and leaves the pool; the
+run goes on.
 """
 
 from __future__ import annotations
@@ -18,39 +22,41 @@ import threading
 from typing import Any
 
 from .._core.errors import ConfigurationError
-from .._stream import Stream
+from ._clock import Hold, offset_ns
 from ._plan import Request
-from ._ray import _from_text, failed_stream
+from ._ray import Sent, failed_stream, from_worker
 
 __all__ = ["ProcessEngine"]
 
 
-def _worker_main(conn: Any, connection: dict[str, Any], max_retries: int, per_worker: int) -> None:
-    """A worker process: requests in through ``conn``, logs out."""
+def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int) -> None:
+    """A worker process: requests (and pauses) in through ``conn``, logs out."""
     try:
-        asyncio.run(_serve(conn, connection, max_retries, per_worker))
+        asyncio.run(_serve(conn, connection, per_worker))
     except KeyboardInterrupt:  # the notebook's interrupt reaches the whole process group
         pass
 
 
-async def _serve(conn: Any, connection: dict[str, Any], max_retries: int, per_worker: int) -> None:
+async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None:
     from .._client import AsyncClient
     from .._core.errors import NitoError
     from .._stream import AsyncStream
 
     loop = asyncio.get_running_loop()
-    client = AsyncClient(max_retries=max_retries)
+    client = AsyncClient(max_retries=0)  # one attempt per message: the driver retries
     limit = asyncio.Semaphore(per_worker)
+    hold = Hold()
     tasks: set[asyncio.Task[None]] = set()
 
     async def one(rid: int, messages: list[dict[str, Any]], model: str, params: dict[str, Any]) -> None:
         async with limit:
+            await hold.wait()  # a request queued here waits out the run's pause too
             stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
             try:
                 await stream.wait(raise_errors=False)
             except NitoError as exc:  # refused before the body: the log says how
                 stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
-            conn.send((rid, "\n".join(stream.log.to_lines()) + "\n"))
+            conn.send((rid, "\n".join(stream.log.to_lines()) + "\n", offset_ns()))
 
     while True:
         try:
@@ -59,6 +65,9 @@ async def _serve(conn: Any, connection: dict[str, Any], max_retries: int, per_wo
             break
         if message is None:
             break
+        if message[0] == "pause":  # ("pause", wall_ns): send nothing before then
+            hold.until(message[1])
+            continue
         task = asyncio.ensure_future(one(*message))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -68,14 +77,14 @@ async def _serve(conn: Any, connection: dict[str, Any], max_retries: int, per_wo
 
 
 class _Worker:
-    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], max_retries: int, per_worker: int) -> None:
+    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], per_worker: int) -> None:
         self.name = name
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, connection, max_retries, per_worker),
+        self.process = ctx.Process(target=_worker_main, args=(child, connection, per_worker),
                                    name=f"nito_nb-{name}", daemon=True)
         self.process.start()
         child.close()
-        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[str]]] = {}
+        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[str, int]]]] = {}
         self.alive = True
         self.lock = threading.Lock()
         self.reader = threading.Thread(target=self._read, name=f"nito_nb-{name}-reader", daemon=True)
@@ -85,14 +94,14 @@ class _Worker:
         """Resolve each request's future with its log; fail them all when the worker dies."""
         while True:
             try:
-                rid, text = self.conn.recv()
+                rid, text, worker_offset = self.conn.recv()
             except (EOFError, OSError):
                 break
             with self.lock:
                 found = self.pending.pop(rid, None)
             if found is not None:
                 loop, future = found
-                loop.call_soon_threadsafe(_resolve, future, text, None)
+                loop.call_soon_threadsafe(_resolve, future, (text, worker_offset), None)
         self.alive = False
         self.process.join(timeout=5)
         code = self.process.exitcode
@@ -106,13 +115,13 @@ class _Worker:
                 pass
 
 
-def _resolve(future: asyncio.Future[Any], text: str | None, died: str | None) -> None:
+def _resolve(future: asyncio.Future[Any], reply: tuple[str, int] | None, died: str | None) -> None:
     if future.done():
         return
     if died is not None:
         future.set_exception(_WorkerDied(died))
     else:
-        future.set_result(text)
+        future.set_result(reply)
 
 
 class _WorkerDied(Exception):
@@ -123,7 +132,7 @@ class ProcessEngine:
     """``workers`` local processes (default: one per core), each with at most ``per_worker``
     streams in flight."""
 
-    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any], max_retries: int) -> None:
+    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any]) -> None:
         if workers is None:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -131,7 +140,7 @@ class ProcessEngine:
         if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
             raise ConfigurationError(f"per_worker must be a whole number >= 1, not {per_worker!r}")
         ctx = multiprocessing.get_context("spawn")
-        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, max_retries, per_worker)
+        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker)
                          for i in range(workers)}
         self._load = dict.fromkeys(self._workers, 0)
         self._next_id = 0
@@ -146,16 +155,25 @@ class ProcessEngine:
         assert pid is not None
         return pid
 
-    async def send(self, request: Request) -> tuple[Stream, str | None, str | None]:
-        """(the request's Stream, worker, node). A dead worker gives a failed Stream."""
+    def pause(self, wall_ns: int) -> None:
+        """Tell every worker to send nothing before this wall time (the run's shared 429 pause)."""
+        for name in self.alive:
+            try:
+                self._workers[name].conn.send(("pause", wall_ns))
+            except (OSError, ValueError):  # the worker is gone: nothing to hold
+                pass
+
+    async def send(self, request: Request) -> Sent:
+        """One attempt of the request, by the least loaded worker. A dead worker gives a failed Stream."""
         alive = self.alive
         if not alive:
-            return failed_stream(request, "no worker process is left: every worker of the run died"), None, None
+            return Sent(failed_stream(request, "no worker process is left: every worker of the run died"), None, None,
+                        False)
         name = min(alive, key=lambda n: self._load[n])
         worker = self._workers[name]
         self._next_id += 1
         rid = self._next_id
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
         with worker.lock:
             worker.pending[rid] = (asyncio.get_running_loop(), future)
         self._load[name] += 1
@@ -166,15 +184,15 @@ class ProcessEngine:
                 with worker.lock:
                     worker.pending.pop(rid, None)
                 raise _WorkerDied(f"its pipe broke: {exc}") from None
-            text = await future
+            text, worker_offset = await future
         except _WorkerDied as exc:
             message = f"the worker process {name} died while this request was in flight ({exc})"
-            return failed_stream(request, message), name, self.node
+            return Sent(failed_stream(request, message), name, self.node, False)
         finally:
             self._load[name] -= 1
             with worker.lock:
                 worker.pending.pop(rid, None)
-        return _from_text(text), name, self.node
+        return Sent(from_worker(text, worker_offset), name, self.node, True)
 
     def close(self) -> None:
         for worker in self._workers.values():

@@ -1,12 +1,13 @@
 """``engine="ray"``: a run's requests sent by Ray actors, on any node of a Ray cluster.
 
 The driver (the Run, in the notebook) keeps the schedule, the backoff's in-flight limit, the
-panel and the store: it hands each request to an actor when it is due and gets the whole log of
-its stream back (every chunk with its arrival time, on the actor's own clock, so durations never
-mix two machines' clocks). Each actor is one asyncio loop with at most ``per_worker`` streams in
-flight (Ray's ``max_concurrency`` of an async actor). Retries before the first byte happen in the
-actor, by the client's own rule (``max_retries``): the run-wide 429 backoff of the asyncio engine
-is not shared across actors.
+panel and the store: it hands each attempt of a request to an actor when it is due and gets the
+whole log of its stream back (every chunk with its arrival time, on the actor's own clock, so
+durations never mix two machines' clocks; the log's origin is moved onto the driver's timeline,
+``_clock.py``). Each actor is one asyncio loop with at most ``per_worker`` streams in flight
+(Ray's ``max_concurrency`` of an async actor). Actors never retry: retries and the run's shared
+429 backoff happen in the driver (``_remote.py``), which also tells every actor to hold its
+sends while the run is paused.
 
 An actor that dies (killed, its node lost) fails the requests it had in flight, each with the
 reason (status ``failed``); it is taken out of the pool and the run goes on with the others.
@@ -19,24 +20,36 @@ import itertools
 import os
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
 from .._stream import Stream, from_events
+from ._clock import Hold, offset_ns, rebase_log
 from ._plan import Request
 
-__all__ = ["RayEngine", "Worker"]
+__all__ = ["RayEngine", "Sent", "Worker"]
+
+
+class Sent(NamedTuple):
+    """What a worker gave back for one attempt."""
+
+    stream: Stream
+    worker: str | None
+    node: str | None
+    #: True when the stream is the worker's own (its ``log.t0_ns`` is the attempt's send, on the
+    #: driver's timeline); False for a stream the driver made (the worker died, none was left).
+    sent: bool
 
 
 class Worker:
     """The actor's class (wrapped by ``ray.remote`` when the engine starts)."""
 
-    def __init__(self, name: str, connection: dict[str, Any], max_retries: int) -> None:
+    def __init__(self, name: str, connection: dict[str, Any]) -> None:
         self.name = name
         self.connection = connection
-        self.max_retries = max_retries
         self.client: Any = None
+        self.hold = Hold()
 
     def where(self) -> tuple[str, str, int]:
         """(worker name, node id, pid)."""
@@ -44,23 +57,35 @@ class Worker:
 
         return self.name, ray.get_runtime_context().get_node_id(), os.getpid()
 
-    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]) -> str:
-        """Stream one request to its end; return its log as JSON Lines (``Stream.save``'s format)."""
+    async def pause(self, wall_ns: int) -> None:
+        """Send nothing before this wall time (the run's shared 429 pause)."""
+        self.hold.until(wall_ns)
+
+    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]) -> tuple[str, int]:
+        """Send one attempt and stream it to its end; return its log as JSON Lines
+        (``Stream.save``'s format) and this process's clock offset (``_clock.py``)."""
         from .._client import AsyncClient
         from .._core.errors import NitoError
 
         if self.client is None:
-            self.client = AsyncClient(max_retries=self.max_retries)
+            self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
+        await self.hold.wait()
         stream = self.client.stream(messages, model=model, raise_errors=False, **self.connection, **params)
         try:
             await stream.wait(raise_errors=False)
         except NitoError as exc:  # refused before the body: the log says how
             stream = exc.stream if exc.stream is not None else stream
-        return "\n".join(stream.log.to_lines()) + "\n"
+        return "\n".join(stream.log.to_lines()) + "\n", offset_ns()
+
+
+def from_worker(text: str, worker_offset_ns: int) -> Stream:
+    """The Stream of a log sent back by a worker (the same events, durations and status), its
+    origin moved onto this process's clock."""
+    return _from_text(rebase_log(text, worker_offset_ns, offset_ns()))
 
 
 def _from_text(text: str) -> Stream:
-    """The Stream of a log sent back by an actor (the same events, times and status)."""
+    """The Stream of a log sent back by a worker (the same events, times and status)."""
     from .._stream import load
 
     fd, path = tempfile.mkstemp(suffix=".jsonl", prefix="nito-ray-")
@@ -84,7 +109,7 @@ def failed_stream(request: Request, message: str, status: str = "failed") -> Str
 class RayEngine:
     """A pool of ``workers`` Ray actors, each with at most ``per_worker`` streams in flight."""
 
-    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any], max_retries: int) -> None:
+    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any]) -> None:
         try:
             import ray
         except ImportError:
@@ -97,10 +122,14 @@ class RayEngine:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
-        remote = ray.remote(Worker).options(max_concurrency=per_worker, num_cpus=0)
+        # The pause runs in a "control" group of its own: it never queues behind the sends that hold
+        # every slot of the default group (concurrency_groups is an argument of ray.remote, not .options).
+        # (Ray's type stubs leave out the actor options of this form.)
+        remote = ray.remote(max_concurrency=per_worker, concurrency_groups={"control": 1},  # type: ignore[call-overload]
+                            num_cpus=0)(Worker)
         # The key is never sent through Ray's object store unless the user gave one explicitly.
         self._actors: dict[str, Any] = {
-            f"ray-{i}": remote.remote(f"ray-{i}", connection, max_retries) for i in range(workers)
+            f"ray-{i}": remote.remote(f"ray-{i}", connection) for i in range(workers)
         }
         self.nodes: dict[str, str] = {}
         for name, actor in self._actors.items():
@@ -122,19 +151,26 @@ class RayEngine:
             return None
         return min(self._actors, key=lambda name: self._load[name])  # the least loaded worker
 
-    async def send(self, request: Request) -> tuple[Stream, str | None, str | None]:
-        """(the request's Stream, worker, node). A dead worker gives a failed Stream."""
+    def pause(self, wall_ns: int) -> None:
+        """Tell every actor to send nothing before this wall time (the run's shared 429 pause)."""
+        for actor in self._actors.values():
+            # Fire and forget (a dead actor has nothing to hold), past the sends queued in the actor.
+            actor.pause.options(concurrency_group="control").remote(wall_ns)
+
+    async def send(self, request: Request) -> Sent:
+        """One attempt of the request, by the least loaded actor. A dead worker gives a failed Stream."""
         import ray
         from ray.exceptions import RayActorError
 
         name = self._pick()
         if name is None:
-            return failed_stream(request, "no Ray worker is left: every worker of the run died"), None, None
+            return Sent(failed_stream(request, "no Ray worker is left: every worker of the run died"), None, None,
+                        False)
         self._load[name] += 1
         try:
             ref = self._actors[name].send.remote(request.messages, request.model, dict(request.params))
             try:
-                text = await ref
+                text, worker_offset = await ref
             except asyncio.CancelledError:
                 ray.cancel(ref)
                 raise
@@ -142,10 +178,10 @@ class RayEngine:
             self._actors.pop(name, None)
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             message = f"the Ray worker {name} died while this request was in flight ({reason[:300]})"
-            return failed_stream(request, message), name, self.nodes.get(name)
+            return Sent(failed_stream(request, message), name, self.nodes.get(name), False)
         finally:
             self._load[name] -= 1
-        return _from_text(text), name, self.nodes.get(name)
+        return Sent(from_worker(text, worker_offset), name, self.nodes.get(name), True)
 
     def close(self) -> None:
         import ray

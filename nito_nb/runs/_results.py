@@ -43,6 +43,10 @@ RESULT_COLUMNS: dict[str, str] = {
     "itl": "float64",
     "tpot": "float64",
     "output_tps": "float64",
+    # One unit per column (docs/METRICS.md): K chunks always, N tokens from usage (else NA).
+    "output_chunks_per_s": "float64",
+    "n_token_chunks": "Int64",
+    "n_output_tokens": "Int64",
     "error_code": "string",
     "error_message": "string",
     "attempts": "Int64",
@@ -55,16 +59,14 @@ RESULT_COLUMNS: dict[str, str] = {
     "ttft_from_schedule": "float64",  # send_delay + ttft: what a user arriving on time waited
     "e2e_from_schedule": "float64",  # send_delay + e2e
     "phase": "string",  # warmup, measure or cooldown (open loop); only measure is summarised
-    # Unambiguous units (docs/METRICS.md): chunks are token-bearing events, tokens are usage's.
-    "n_chunks": "Int64",  # K, token-bearing events
-    "output_tokens": "Int64",  # N from usage; NA when the stream reported no usage
-    "itl_per_chunk": "float64",  # mean gap between token-bearing events (= itl)
-    "itl_per_token": "float64",  # (t_last - t_first) / (N - 1) with N from usage, else NA
     # Where the request was sent from: "local" (the asyncio engine) or the Ray actor and its node.
     "worker": "string",
     "node": "string",
 }
-_METRICS = ("ttfb", "ttft", "e2e", "itl", "tpot", "output_tps")
+_METRICS = (
+    "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
+    "n_output_tokens",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +161,6 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "run_id": run_id,
         }
         delay = None if item.scheduled_at is None or item.sent_at is None else item.sent_at - item.scheduled_at
-        from_usage = m["tokens_source"] == "usage"
         row.update({
             "scheduled_at": item.scheduled_at,
             "sent_at": item.sent_at,
@@ -167,10 +168,6 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "ttft_from_schedule": _add(delay, row["ttft"]),
             "e2e_from_schedule": _add(delay, row["e2e"]),
             "phase": None if load is None or item.scheduled_at is None else load.phase(item.scheduled_at),
-            "n_chunks": _value(m["n_token_events"]),
-            "output_tokens": _value(m["n_tokens"]) if from_usage else None,
-            "itl_per_chunk": row["itl"],
-            "itl_per_token": row["tpot"] if from_usage else None,
             "worker": item.worker,
             "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),
         })
@@ -193,8 +190,9 @@ def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame:
     """One row per model: ``n``, ``ok`` (status done), one ``n_<status>`` column per other
-    status, p50/p90/p99 of ``ttft``, ``itl`` and ``e2e``, mean ``output_tps``, total tokens and
-    cost. Percentiles over the requests that have the metric (linear interpolation).
+    status, p50/p90/p99 of ``ttft``, ``itl`` and ``e2e``, mean ``output_tps`` (over the requests
+    with usage) and ``output_chunks_per_s``, total tokens and cost. Percentiles over the requests
+    that have the metric (linear interpolation), each request counting once.
 
     With ``load`` (an open-loop run), only the requests of the ``measure`` phase count, and
     the row gains the load columns of docs/LOAD.md."""
@@ -213,8 +211,9 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
             for q in (50, 90, 99):
                 value = metrics.quantile(values, q / 100)
                 row[f"{metric}_p{q}"] = math.nan if value is None else value
-        tps = group["output_tps"].astype("float64").dropna()
-        row["output_tps_mean"] = float(tps.mean()) if len(tps) else math.nan
+        for speed in ("output_tps", "output_chunks_per_s"):
+            values = group[speed].astype("float64").dropna()
+            row[f"{speed}_mean"] = float(values.mean()) if len(values) else math.nan
         row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
         row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
         row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
@@ -239,11 +238,13 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
 
     window = max(load.end - load.start, 1e-9)
     done = group["status"].astype(object) == "done"
+    tokens = group["n_output_tokens"].dropna()  # only where usage counted them
     out: dict[str, Any] = {
         "rate": load.rate,
         "window_s": window,
         "achieved_rate": float(done.sum()) / window,
-        "output_tokens_per_s": float(group["output_tokens"].fillna(0).sum()) / window,
+        # NaN when no request reported usage: chunks are never counted as tokens, nor as 0.
+        "output_tokens_per_s": float(tokens.sum()) / window if len(tokens) else math.nan,
         "goodput": float(meets_slo(group, load.slo).sum()) / window if load.slo else math.nan,
         "error_rate": float((~done).sum()) / len(group) if len(group) else math.nan,
     }

@@ -204,11 +204,11 @@ class Run:
             if engine == "ray":
                 from ._ray import RayEngine
 
-                self._engine = RayEngine(workers, per_worker, self._connection, max_retries)
+                self._engine = RayEngine(workers, per_worker, self._connection)
             elif engine == "processes":
                 from ._processes import ProcessEngine
 
-                self._engine = ProcessEngine(workers, per_worker, self._connection, max_retries)
+                self._engine = ProcessEngine(workers, per_worker, self._connection)
         except BaseException:
             if self._writer is not None:
                 self._writer.close()
@@ -375,27 +375,11 @@ class Run:
 
     async def _one_remote(self, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
                           timing: dict[str, float | None]) -> None:
-        """One request sent by a worker process or a Ray actor (``_processes.py``, ``_ray.py``);
-        retries happen there."""
-        await self._slot()
-        timing["sent_at"] = time.perf_counter() - self._t0
-        self.n_attempts += 1
-        try:
-            stream, worker, node = await engine.send(request)
-        except asyncio.CancelledError:  # stopped: the actor's stream is cancelled, nothing came back
-            from ._ray import failed_stream
+        """One request sent by worker processes or Ray actors: retried, and paused with every
+        worker on a 429, by the driver (``_remote.py``)."""
+        from ._remote import send_remote
 
-            stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
-            self._finish(request, stream, 1, started, timing, worker=None, node=None)
-            raise
-        finally:
-            self._release()
-        attempts = max(1, int(getattr(stream.log, "attempts", 1) or 1))
-        self.n_attempts += attempts - 1
-        self.n_retries += attempts - 1
-        if stream.status == "done":
-            self.backoff.succeeded()
-        self._finish(request, stream, attempts, started, timing, worker=worker, node=node)
+        await send_remote(self, engine, request, started, timing)
 
     def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime,
                 timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:

@@ -20,15 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, NitoError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
-from ._results import RESULT_COLUMNS, Finished, results_frame, summary
+from ._plan import Request, request_key
+from ._results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
     from .._stream import Stream
+    from .._stream_base import StreamBase
 
-__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store"]
+__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store", "stream_key", "write_streams"]
 
 DB_NAME = "runs.duckdb"
 WRITER_MEMORY_LIMIT = "256MB"
@@ -68,7 +70,9 @@ def _frame_columns() -> dict[str, str]:
     return COLUMNS
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to the store's database; ``either``: in the other mode if this process already
+    has it open in that one (DuckDB refuses two modes in one process)."""
     import duckdb
 
     db = path / DB_NAME
@@ -82,10 +86,17 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
             ) from None
         raise
     except duckdb.ConnectionException as exc:
-        # The same file already open in this process with another mode: a run is writing it.
+        # The same file already open in this process with the other mode.
+        if either:
+            return _connect(path, not read_only)
+        if read_only:  # a run is writing it
+            raise StoreBusy(
+                f"the store {str(path)!r} is open for writing in this process (a run in progress?): "
+                f"wait for the run to end ({exc})"
+            ) from None
         raise StoreBusy(
-            f"the store {str(path)!r} is open for writing in this process (a run in progress?): "
-            f"wait for the run to end ({exc})"
+            f"the store {str(path)!r} is open for reading in this process (nito_nb.open_store): "
+            f"close that Store first (store.close(), or open it in a with block) ({exc})"
         ) from None
 
 
@@ -207,16 +218,81 @@ def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) 
     return out
 
 
-class Store:
-    """A store opened for reading (``nito_nb.open_store(path)``)."""
+def stream_key(stream: StreamBase) -> str:
+    """The key of a Stream that no run planned (the magic's): a hash of its request and of the
+    wall time it was sent, so that the same prompt sent twice is two rows."""
+    request = stream.request
+    sent = {"params": request.get("params"), "base_url": request.get("base_url"), "sent": stream.t0_wall.isoformat()}
+    return request_key(str(request.get("model")), list(request.get("messages") or []), sent, 0)
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+def _read_column(name: str, present: set[str]) -> str:
+    """The SQL that reads result column ``name``, also from rows written before the units were
+    told apart (docs/METRICS.md#renamed-columns): such a store has ``n_chunks`` (K) and no
+    ``n_token_chunks``, and its ``tpot``/``output_tps`` held chunk figures for a stream without
+    usage. N is usage's ``completion_tokens`` in both; a column missing altogether reads as NULL."""
+    quoted = f'"{name}"'
+    if name == "n_output_tokens":
+        sql = 'COALESCE("n_output_tokens", "completion_tokens")' if name in present else '"completion_tokens"'
+    elif name == "n_token_chunks" and "n_chunks" in present:
+        sql = 'COALESCE("n_token_chunks", "n_chunks")' if name in present else '"n_chunks"'
+    elif name in ("tpot", "output_tps"):  # per token: undefined without usage (N unknown)
+        sql = f'CASE WHEN "completion_tokens" IS NULL THEN NULL ELSE {quoted} END'
+    elif name in present:
+        return quoted
+    else:
+        sql = "NULL"
+    return f"{sql} AS {quoted}"
+
+
+def write_streams(
+    path: str | os.PathLike[str], streams: list[StreamBase], run_id: str, row: Any = None
+) -> list[str]:
+    """Write ended Streams that no run planned (the ``%%nito`` magic's) to the store at ``path``,
+    in one transaction, with the run's own writer and result rows; return their keys.
+
+    The store is opened for this write and closed after it, so that between two cells nothing
+    holds its lock: another process (another kernel, ``open_store``) can read or write it. That
+    costs about 2.3 times a write on a kept connection (bench/bench_magic_store.py), once per
+    cell, which is the price of not locking everyone else out of the store. A run
+    of this process writing the same store meanwhile is no obstacle: DuckDB gives a second
+    connection with the same settings to the same open database (the run's writer keeps going)."""
+    items = [
+        Finished(
+            Request(
+                stream_key(stream), row, str(stream.request.get("model")), 0,
+                list(stream.request.get("messages") or []), dict(stream.request.get("params") or {}),
+            ),
+            stream, attempts=stream.attempts, started_at=stream.t0_wall,
+        )
+        for stream in streams
+    ]
+    if not items:
+        return []
+    rows, frame = result_rows(items, run_id)
+    writer = StoreWriter(path)
+    try:
+        writer.write(items, rows, frame)
+    finally:
+        writer.close()
+    return [item.request.key for item in items]
+
+
+class Store:
+    """A store opened for reading (``nito_nb.open_store(path)``).
+
+    ``shared=True`` (the magic's reads) opens it with the writer's settings, which is what lets
+    it read a store that a run of this same process is writing: DuckDB refuses a read-only
+    connection beside a writing one in one process, and shares one with the same settings (and
+    read-only, if that is how this process has it open already)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, shared: bool = False) -> None:
         self.path = Path(path).expanduser()
         if not (self.path / DB_NAME).is_file():
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
-        self.con = _connect(self.path, read_only=True)
+        self.con = _connect(self.path, read_only=not shared, either=shared)
 
     def __repr__(self) -> str:
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
@@ -228,7 +304,13 @@ class Store:
 
     def results(self, run_id: str | None = None) -> pd.DataFrame:
         """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
-        columns = ", ".join(f'"{c}"' for c in RESULT_COLUMNS)
+        present = {
+            name
+            for (name,) in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'requests'"
+            ).fetchall()
+        }
+        columns = ", ".join(_read_column(c, present) for c in RESULT_COLUMNS)
         where = " WHERE run_id = ?" if run_id else ""
         df = self.con.execute(
             f"SELECT {columns} FROM requests{where} ORDER BY started_at, key", [run_id] if run_id else []

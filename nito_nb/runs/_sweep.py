@@ -1,16 +1,21 @@
 """A sweep: the same load run at several rates, one after the other, and its summary and plot.
 
     sweep = nito_nb.sweep(prompts, model="sim/chat", rates=[1, 5, 10, 20], duration=30, store="runs/sweep")
+    sweep.wait()      # in a kernel the sweep runs in the background; elsewhere it has ended already
     sweep.summary()   # one row per rate (per rate and model with several models)
     sweep.plot()      # latency percentiles against the achieved rate, errors marked
 
 Each rate is one :class:`~nito_nb.runs.Run` (its own ``run_id``, sharing the store); the rates
 run in the order given, each after the previous one ended, so that they do not load each other.
+In a kernel the rates run on a thread of their own and ``sweep(...)`` returns at once with a live
+view (``_sweep_view.py``): a blocked cell could not receive the view's Stop button.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import concurrent.futures
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
@@ -20,24 +25,110 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from ._sweep_view import SweepView
+
 __all__ = ["Sweep"]
+
+#: While a rate runs in the background, the live view is refreshed this often (seconds).
+VIEW_REFRESH_S = 0.25
 
 
 class Sweep:
-    """The runs of a sweep, one per rate, in order."""
+    """The runs of a sweep, one per rate, in order. ``wait()`` (in a kernel) waits for the last
+    rate; ``stop()`` stops the current rate (what arrived is kept) and starts no other."""
 
-    def __init__(self, runs: list[Run]) -> None:
-        self.runs = runs
+    def __init__(self, rates: list[float]) -> None:
+        #: The rates asked for, in order; ``rates`` are those that started.
+        self.asked = rates
+        self.runs: list[Run] = []
+        self.stopped = False
+        #: An unexpected failure of the background thread (a rate's options are checked before
+        #: ``sweep`` returns), or None.
+        self.error: BaseException | None = None
+        self.view: SweepView | None = None
+        #: True once no rate runs any more (set before the view's last refresh and ``wait``'s return).
+        self.ended = False
+        self._lock = threading.Lock()
+        self._finished: concurrent.futures.Future[Sweep] = concurrent.futures.Future()
+
+    @property
+    def done(self) -> bool:
+        return self._finished.done()
+
+    def wait(self, timeout: float | None = None) -> Sweep:
+        """Wait for the last rate (a KeyboardInterrupt stops the sweep, then waits for its end)."""
+        try:
+            self._finished.result(timeout)
+        except KeyboardInterrupt:
+            self.stop()
+            self._finished.result()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the current rate (in-flight requests recorded as stopped) and start no other."""
+        with self._lock:
+            self.stopped = True
+            current = self.runs[-1] if self.runs else None
+        if current is not None:
+            current.stop()
+
+    def _next(self, make: Callable[[float], Run], rate: float) -> Run | None:
+        with self._lock:
+            if self.stopped:
+                return None
+            the_run = make(rate)
+            self.runs.append(the_run)
+            return the_run
+
+    def _run_rates(self, make: Callable[[float], Run], first: Run | None, live: bool) -> None:
+        """Each rate in turn (``first`` is already running); ``live``: refresh the view meanwhile."""
+        try:
+            for i, rate in enumerate(self.asked):
+                the_run = first if i == 0 and first is not None else self._next(make, rate)
+                if the_run is None:
+                    break
+                try:
+                    while True:
+                        if self.view is not None:
+                            self.view.update()
+                        try:
+                            the_run.wait(VIEW_REFRESH_S if live else None)
+                            break
+                        except concurrent.futures.TimeoutError:
+                            continue
+                except KeyboardInterrupt:
+                    self.stopped = True
+                    break
+                if the_run.error is not None or the_run.stopped:  # a 401, a broken store, Stop
+                    break
+        except BaseException as exc:
+            self.error = exc
+            if not live:  # in the caller's thread (a bad option at a later rate): raised, as run() does
+                raise
+            # on the sweep's thread: kept in .error and shown in the view, never lost
+        finally:
+            if self.runs:  # nito_nb.last() is the last rate's Run
+                from . import _remember
+
+                _remember(self.runs[-1])
+            self.ended = True
+            try:
+                if self.view is not None:
+                    self.view.finish()
+            finally:
+                self._finished.set_result(self)
 
     @property
     def rates(self) -> list[float]:
-        return [run.schedule.rate for run in self.runs if run.schedule is not None]
+        """The rates that started (all of ``asked`` unless the sweep was stopped or failed)."""
+        return [run.schedule.rate for run in list(self.runs) if run.schedule is not None]
 
     def results(self) -> pd.DataFrame:
         """Every request of every rate (``Run.results()`` with a ``rate`` column)."""
         import pandas as pd
 
-        frames = [run.results().assign(rate=rate) for run, rate in zip(self.runs, self.rates, strict=True)]
+        frames = [run.results().assign(rate=run.schedule.rate) for run in list(self.runs) if run.schedule is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def summary(self) -> pd.DataFrame:
@@ -45,7 +136,7 @@ class Sweep:
         i.e. achieved rate, throughput, goodput, p50/p90/p99 of ttft, itl, tpot, e2e, errors."""
         import pandas as pd
 
-        frames = [run.summary().reset_index() for run in self.runs]
+        frames = [run.summary().reset_index() for run in list(self.runs)]
         frames = [f for f in frames if len(f)]
         if not frames:
             return pd.DataFrame()
@@ -84,16 +175,20 @@ class Sweep:
         return fig
 
     def __repr__(self) -> str:
-        return f"<nito_nb.Sweep rates={self.rates}: {len(self.runs)} runs>"
+        state = "done" if self.done else ("stopping" if self.stopped else "running")
+        return f"<nito_nb.Sweep {state} rates={self.rates}: {len(self.runs)}/{len(self.asked)} runs>"
 
 
 def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], duration: float | None = None,
           run_id: str | None = None, **options: Any) -> Sweep:
-    """Run ``nito_nb.run(prompts, model=..., rate=r, duration=...)`` for each rate in turn and
-    wait for each (in a kernel each run's panel is shown). Takes every option of a load run
-    (``schedule``, ``warmup``, ``slo``, ``store``...). An interrupt stops the current run and
-    ends the sweep with the rates done so far."""
-    from . import _remember, run
+    """Run ``nito_nb.run(prompts, model=..., rate=r, duration=...)`` for each rate in turn. Takes
+    every option of a load run (``schedule``, ``warmup``, ``slo``, ``store``...).
+
+    In a kernel it returns at once: the rates run in the background, shown live (each rate's
+    step, the current rate's panel, a Stop button, then the summary); ``sweep.wait()`` waits.
+    Elsewhere it returns when the last rate ended. An interrupt, or ``stop()``, stops the
+    current rate (what arrived is kept) and ends the sweep with the rates done so far."""
+    from . import run
 
     rates = list(rates)
     if not rates:
@@ -102,20 +197,22 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
         raise ConfigurationError("sweep takes rates=[...], not rate=")
     from ..display.live import in_kernel
 
-    runs: list[Run] = []
-    result = Sweep(runs)
-    for rate in rates:
-        the_run = run(prompts, model=model, rate=rate, duration=duration,
-                      run_id=None if run_id is None else f"{run_id}-rate{rate:g}", **options)
-        runs.append(the_run)
-        if in_kernel() and options.get("progress") is not False:
-            the_run._ipython_display_()
-        try:
-            the_run.wait()
-        except KeyboardInterrupt:
-            break
-        if the_run.error is not None:  # a 401, a broken store: no point in going on
-            break
-    if runs:  # nito_nb.last() is the last rate's Run
-        _remember(runs[-1])
+    live = in_kernel() and options.get("progress") is not False
+    if live:  # the sweep's view shows each rate's progress; a panel per rate would repeat it
+        options = {**options, "progress": False}
+
+    def make(rate: float) -> Run:
+        return run(prompts, model=model, rate=rate, duration=duration,
+                   run_id=None if run_id is None else f"{run_id}-rate{rate:g}", **options)
+
+    result = Sweep(rates)
+    if not live:
+        result._run_rates(make, None, live=False)
+        return result
+    from ._sweep_view import SweepView
+
+    first = result._next(make, rates[0])  # in this thread: a bad option is one clear error, now
+    result.view = SweepView(result)
+    result.view.display()
+    threading.Thread(target=result._run_rates, args=(make, first, True), name="nito_nb-sweep", daemon=True).start()
     return result

@@ -13,15 +13,22 @@ task on the kernel's own loop stalls whenever a cell blocks the kernel (and does
 plain Python). A thread works the same on ipykernel 6 and 7: widget updates are comm messages,
 routed by comm id, so they reach the browser after the cell that made the widget has finished.
 Worker threads never print or display: failures become the turn's error banner or the status line.
+
+Tools: ``tools=`` takes Python functions or schemas, as ``%%nito --tools`` does, through the same
+``nito_nb.tools``; with ``run_tools=True`` the model's calls of those functions run on the turn's
+thread (``tools.tool_round``), their one-line reports go into the transcript, and the results are
+sent back as the next round, on the same thread and loop, until the model answers without calls
+(at most ``tools.MAX_TOOL_ROUNDS`` rounds). Send stays disabled, and Stop works, across the rounds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
+import itertools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +40,7 @@ from .._core.errors import NitoError
 from .._stream import AsyncStream, Stream
 from ..display.runner import LoopThread
 from ..render import check_format, join_parts
+from ..tools import ToolRun, python_tools, tool_round, tool_schemas
 from .prompt_box import PromptBox
 from .view import DEFAULT_MAX_RATE, StreamView
 
@@ -58,7 +66,8 @@ _BANNER_STYLE = (
 
 @dataclass
 class _Turn:
-    """One prompt and its answer; ``loop``/``task`` exist while its thread runs."""
+    """One prompt (or one round of tool results) and its answer; ``task`` exists while its
+    thread runs. The rounds of one prompt share its ``runner``."""
 
     new_messages: list[dict[str, Any]]
     box: ipywidgets.VBox
@@ -70,9 +79,14 @@ class _Turn:
     following: bool = False
     stop_requested: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    runs: list[ToolRun] | None = None  # a tool round: the runs whose results it sends
+    kept: bool = False  # its messages went into the conversation (or were left out) already
 
 
-def _user_html(messages: Iterable[dict[str, Any]]) -> str:
+def _user_html(messages: Iterable[dict[str, Any]], runs: list[ToolRun] | None = None) -> str:
+    if runs is not None:  # a tool round shows what ran, one line each, not the raw results
+        body = html.escape("\n".join(run.line for run in runs), quote=True)
+        return f'<div class="nito-out nito-user nito-tool-runs" style="{_USER_STYLE}"><b>Tools</b>\n{body}</div>'
     lines = []
     for message in messages:
         content = message.get("content")
@@ -84,7 +98,9 @@ def _user_html(messages: Iterable[dict[str, Any]]) -> str:
     return f'<div class="nito-out nito-user" style="{_USER_STYLE}"><b>You</b>\n{body}</div>'
 
 
-def _user_text(messages: Iterable[dict[str, Any]]) -> str:
+def _user_text(messages: Iterable[dict[str, Any]], runs: list[ToolRun] | None = None) -> str:
+    if runs is not None:
+        return "\n".join(["Tools:", *(run.line for run in runs)])
     # A tool result is not the user's words: label it with its role, as _user_html does.
     return "\n".join(
         f"You: {m.get('content', '')}" if m.get("role", "user") == "user" else f"[{m.get('role')}] {m.get('content', '')}"
@@ -95,7 +111,10 @@ def _user_text(messages: Iterable[dict[str, Any]]) -> str:
 class ChatWidget(ipywidgets.VBox):
     """A chat panel: a transcript, an input box, Send and Stop, a model picker, a status line.
 
-    ``ChatWidget(model="sim/chat", system=None, tools=None, **params)``; ``params`` go into every
+    ``ChatWidget(model="sim/chat", system=None, tools=None, run_tools=False, **params)``; ``tools``
+    are Python functions (schema from the signature and docstring) or tool schemas, as for
+    ``%%nito --tools``; with ``run_tools=True`` the model's calls of those functions run and their
+    results go back (``nito_nb.tools``), otherwise calls are only shown. ``params`` go into every
     request body (``temperature``, ``sim={"tps": 40}``...), ``api_key``/``base_url``/``timeout``
     configure the client. Press Send, or Enter in the box (``multiline=True``: a text area, where
     Enter makes a new line and Shift+Enter sends). The answer streams in a background thread, so Stop
@@ -117,7 +136,8 @@ class ChatWidget(ipywidgets.VBox):
         model: str = "sim/chat",
         *,
         system: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        tools: Iterable[Any] | None = None,
+        run_tools: bool = False,
         format: str = "markdown",
         multiline: bool = False,
         models: Iterable[str] | None = None,
@@ -133,9 +153,16 @@ class ChatWidget(ipywidgets.VBox):
         self._current: _Turn | None = None
         self._closed = False
         self._widgets: tuple[ipywidgets.Widget, ...] = ()
+        self._stopping = False  # stop() was called: no further tool round starts
         check_format(format)
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
+        items = [tools] if callable(tools) or isinstance(tools, dict) else list(tools or [])
+        schemas = tool_schemas(items)
+        #: The functions run_tools=True may run, by tool name (empty: calls are only shown).
+        self._functions: dict[str, Callable[..., Any]] = python_tools(items) if run_tools else {}
+        if run_tools and not self._functions:
+            raise ValueError("run_tools=True runs the Python functions among tools=: give at least one")
         super().__init__()
         self.add_class("nito-chat")
         self.system = system
@@ -143,7 +170,7 @@ class ChatWidget(ipywidgets.VBox):
         self.max_rate = max_rate
         self.params = dict(params)
         if tools is not None:
-            self.params["tools"] = tools
+            self.params["tools"] = schemas
         self._api_key = api_key
         self._base_url = base_url
         # One client per widget: each turn's loop gets its own httpx pool, closed when the turn ends.
@@ -251,32 +278,42 @@ class ChatWidget(ipywidgets.VBox):
                 raise RuntimeError("this ChatWidget is closed")
             if self.busy:
                 raise RuntimeError("a turn is still streaming: stop() it or wait() for it first")
-            model = (self.model or "").strip()
-            stream = self._client.stream(
-                [*self.messages, *new], model=model, raise_errors=False, **self.params
-            )
-            user = ipywidgets.HTML(value=_user_html(new))
-            view = StreamView(stream, format=self.format, max_rate=self.max_rate)
-            turn = _Turn(new, ipywidgets.VBox([user, view]), stream, view, user)
-            turn.box.add_class("nito-chat-turn")
-            self._turns.append(turn)
-            self._current = turn
+            turn = self._new_turn(new, (self.model or "").strip())
+            self._stopping = False
             self.busy = True
-            self.status = f"streaming: {model}"
             if from_box:
                 self._input.value = ""
-            self._transcript.children = (*self._transcript.children, turn.box)
+            chain = [turn]  # this prompt's turn, then one per tool round (the last is current)
             turn.runner = LoopThread(
-                lambda: self._follow(turn),
+                lambda: self._follow(chain),
                 name=f"nito_nb-chat-turn-{len(self._turns)}",
-                on_end=lambda: self._turn_ended(turn),
+                on_end=lambda: self._turn_ended(chain),
             )
             turn.runner.start()
-        return stream
+        assert turn.stream is not None
+        return turn.stream
+
+    def _new_turn(
+        self, new: list[dict[str, Any]], model: str, runs: list[ToolRun] | None = None, runner: LoopThread | None = None
+    ) -> _Turn:
+        """Send ``new`` after the conversation and add the turn to the transcript (under the lock)."""
+        stream = self._client.stream([*self.messages, *new], model=model, raise_errors=False, **self.params)
+        user = ipywidgets.HTML(value=_user_html(new, runs))
+        view = StreamView(stream, format=self.format, max_rate=self.max_rate)
+        # The runner is set before the turn becomes current: wait() and stop() read it from there.
+        turn = _Turn(new, ipywidgets.VBox([user, view]), stream, view, user, runner=runner, runs=runs)
+        turn.box.add_class("nito-chat-turn")
+        self._turns.append(turn)
+        self._current = turn
+        self.status = f"streaming: {model}"
+        self._transcript.children = (*self._transcript.children, turn.box)
+        return turn
 
     def stop(self) -> None:
         """Stop the streaming turn: its connection closes, the partial answer stays (``stopped``)."""
-        turn = self._current
+        with self._lock:  # the same lock a tool round takes to become current: one of them sees the other
+            self._stopping = True
+            turn = self._current
         if turn is None:
             return
         with turn.lock:
@@ -306,9 +343,10 @@ class ChatWidget(ipywidgets.VBox):
 
     # -- the turn's thread -------------------------------------------------------------------------
 
-    def _turn_ended(self, turn: _Turn) -> None:
+    def _turn_ended(self, chain: list[_Turn]) -> None:
         # On the turn's thread, after its loop closed. Nothing may escape it (display/runner.py):
         # a failure is kept and shown as a note.
+        turn = chain[-1]
         assert turn.runner is not None
         if turn.runner.error is not None:
             self._internal_error(turn.runner.error)
@@ -321,7 +359,47 @@ class ChatWidget(ipywidgets.VBox):
         self.last_exception = exc
         self.status = f"✗ internal error: {type(exc).__name__}: {_one_line(exc)}"
 
-    async def _follow(self, turn: _Turn) -> None:
+    async def _follow(self, chain: list[_Turn]) -> None:
+        """Follow the prompt's turn, then each tool round (``run_tools=True``), on this loop."""
+        try:
+            turn = chain[0]
+            for rounds_done in itertools.count():
+                await self._follow_turn(turn)
+                self._keep(turn)
+                next_turn = self._tool_round(turn, rounds_done)
+                if next_turn is None:
+                    return
+                chain.append(next_turn)
+                turn = next_turn
+        finally:
+            await self._client.aclose()  # this loop's connection pool; the loop ends with the turn
+
+    def _tool_round(self, turn: _Turn, rounds_done: int) -> _Turn | None:
+        """Run the answer's tool calls (if a round is due) and send their results: the next turn."""
+        stream = turn.stream
+        assert stream is not None
+        if self._stopping or not (self._functions and stream.tool_calls):
+            return None
+        self.status = "running tools: " + ", ".join(str(call.name) for call in stream.tool_calls)
+        runs = tool_round(stream, self._functions, rounds_done)  # a failing tool is its result
+        if not runs:
+            return None
+        model = str(stream.request.get("model") or self.model)
+        with self._lock:
+            if self._stopping or self._closed or turn not in self._turns:
+                # Stopped (or cleared) while the tools ran: the results are kept, nothing is sent,
+                # so the conversation stays valid (each call answered) for the next prompt.
+                if turn.kept and turn in self._turns:
+                    self._history.extend(run.message for run in runs)
+                return None
+            try:
+                return self._new_turn([run.message for run in runs], model, runs, turn.runner)
+            except NitoError as exc:  # refused before sending (the key went away...): a note
+                self._history.extend(run.message for run in runs)
+                self.status = f"✗ {_one_line(exc)}"
+                return None
+
+    async def _follow_turn(self, turn: _Turn) -> None:
         assert turn.stream is not None and turn.view is not None
         with turn.lock:
             turn.task = asyncio.current_task()
@@ -338,15 +416,25 @@ class ChatWidget(ipywidgets.VBox):
             pass  # an HTTP error before the body: the stream is failed and its view says why
         finally:
             turn.following = False
-            await self._client.aclose()  # this loop's connection pool; the loop ends with the turn
+
+    def _keep(self, turn: _Turn) -> None:
+        """Add a finished turn to the conversation, once: its messages and the answer if one came
+        (a stopped or broken answer keeps what arrived). A failed or empty answer is left out,
+        except for a tool round's results, which answer calls already kept."""
+        stream = turn.stream
+        with self._lock:
+            if turn.kept or stream is None or turn not in self._turns:
+                return
+            turn.kept = True
+            if stream.status != "failed" and (stream.content or stream.tool_calls):
+                self._history.extend([*turn.new_messages, stream.message])
+            elif turn.runs is not None:
+                self._history.extend(turn.new_messages)
 
     def _end_turn(self, turn: _Turn) -> None:
         stream = turn.stream
+        self._keep(turn)
         with self._lock:
-            if stream is not None and turn in self._turns:
-                keep = stream.status != "failed" and (stream.content or stream.tool_calls)
-                if keep:
-                    self._history.extend([*turn.new_messages, stream.message])
             if self._current is turn:
                 self._current = None
             if stream is not None:
@@ -424,8 +512,8 @@ class ChatWidget(ipywidgets.VBox):
         with self._lock:
             turns = list(self._turns)
         for turn in turns:
-            htmls.append(_user_html(turn.new_messages))
-            texts.append(_user_text(turn.new_messages))
+            htmls.append(_user_html(turn.new_messages, turn.runs))
+            texts.append(_user_text(turn.new_messages, turn.runs))
             if turn.view is not None:
                 bundle = join_parts(turn.view.parts)
                 htmls.append(bundle["text/html"])

@@ -24,6 +24,7 @@ import traitlets
 
 from .._stream import AsyncStream, Stream
 from ..display import CLOCK_PERIOD, Refresher, Slots, Throttle
+from ..display.refresh import due_in
 from ..render import Part, RenderCache, check_format, join_parts, render_parts
 
 __all__ = ["DEFAULT_MAX_RATE", "StreamView"]
@@ -136,22 +137,25 @@ class StreamView(ipywidgets.VBox):
             self._render(finished)
             return True
 
-    def _tick(self) -> None:
+    def _tick(self) -> float | None:
         """The refresh thread's turn: what arrived since the last render (at the view's rate), the
         final state once the stream has finished, and the running clock while nothing arrives.
         While ``update()`` is being called the follower renders by itself (see display/live.py)."""
         if self._fed:
             self._fed = False
-            return
+            return None
         with self._lock:
             if self._final or self._closed:
                 if self._refresher is not None:
                     self._refresher.stop()
-                return
+                return None
             finished = self.stream.finished
             fresh = self.stream.n_events != self._shown_events or self._throttle.pending
-            if finished or (fresh and self._throttle.ready()) or self._throttle.idle_for() >= CLOCK_PERIOD:
-                self._render(finished)
+            wait = 0.0 if finished else due_in(self._throttle, fresh)
+            if wait > 0:
+                return wait  # the refresh thread comes back then (display/refresh.py)
+            self._render(finished)
+            return None
 
     def _render(self, finished: bool) -> None:
         self._shown_events = self.stream.n_events

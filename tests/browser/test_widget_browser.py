@@ -172,3 +172,47 @@ def chat_session(lab: Lab, env: dict[str, str] | None, ipykernel: str, send_key:
     nb.run_cell(2, wait=True)
     assert nb.output_text(2) == f"ipykernel {ipykernel}"
     print(f"browser chat test ({lab.server.app}): {time.monotonic() - started:.1f} s")
+
+
+TOOLS = """\
+import nito_nb
+
+def get_weather(city: str) -> dict:
+    "Current weather in a city."
+    return {"city": city, "sky": "clear"}
+
+def get_time(timezone: str) -> str:
+    "Local time in a time zone."
+    raise RuntimeError("the clock service is down")
+
+w = nito_nb.ChatWidget(model="sim/tools", tools=[get_weather, get_time], run_tools=True, sim={"tps": 0})
+w
+"""
+
+
+def test_run_tools_rounds_reach_the_page(lab: Lab) -> None:
+    # With run_tools=True the tool round's turn (its Tools box and its answer) is made on the
+    # turn's thread, after the cell has finished: its widgets must reach the page all the same.
+    # A tool that raises is one line in the Tools box, not a traceback.
+    lab.write_notebook("tools", [TOOLS])
+    nb = lab.open("tools")
+    nb.run_cell(0, wait=True)
+    box = nb.cell(0).locator(".nito-chat-input input")
+    box.wait_for(timeout=20_000)
+    box.fill("Weather in Paris, and the time in Tokyo?")
+    box.press("Enter")
+    _wait(lambda: "✓ done" in _status(nb, 1), 30, "the answer to the tool results")
+    runs = nb.cell(0).locator(".nito-tool-runs").inner_text()
+    lines = [line for line in runs.splitlines() if line.startswith("→ ran")]
+    assert any(line.startswith("→ ran get_weather(city=") and "clear" in line for line in lines), runs
+    assert any(line.endswith("→ Error: RuntimeError: the clock service is down") for line in lines), runs
+    assert "Traceback" not in nb.cell(0).inner_text()
+    # The model answered from the results (its blocks are widgets of their own: they may reach the
+    # page a moment after the status line).
+    _wait(lambda: bool(_answer(nb, 1).strip()), 10, "the answer's text")
+    assert _wait_enabled(nb)
+
+
+def _wait_enabled(nb: NotebookPage) -> bool:
+    _wait(lambda: nb.page.locator("button.nito-chat-send").is_enabled(), 10, "Send enabled again")
+    return True

@@ -1,0 +1,87 @@
+"""What ``%config Nito.store`` costs a cell, and the choice it measures (docs/RUNS.md).
+
+    .venv/bin/python bench/bench_magic_store.py            # sim/chat, about 270 chunks a stream
+    .venv/bin/python bench/bench_magic_store.py --model sim/echo --n 40
+
+Streams of ``--model`` on the embedded simulator at ``tps 0``, then, per stream (median and max,
+the first write left out):
+
+- open + write + close: ``runs/_store.write_streams``, what the magic does at the end of a cell;
+- kept writer: one ``StoreWriter`` open throughout, ``result_rows`` + ``write`` per stream (what
+  sharing one connection would cost);
+- result rows alone: the frame and metrics of the stream (``runs/_results.result_rows``), which
+  both pay;
+
+and the time to rebuild every stored stream (``Store.streams``), what ``%nito history`` pays per
+stream of earlier kernels. Prints the figures; no target (the choice is a trade: see the docs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("NITO_SIM_TPS", "0")
+os.environ.setdefault("NITO_SIM_TTFT_MS", "0")
+
+import nito_nb
+from nito_nb.runs._plan import Request
+from nito_nb.runs._results import Finished, result_rows
+from nito_nb.runs._store import Store, StoreWriter, stream_key, write_streams
+
+
+def _ms(values: list[float]) -> str:
+    return f"median {statistics.median(values) * 1000:.1f} ms, max {max(values) * 1000:.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="sim/chat")
+    parser.add_argument("--n", type=int, default=30, help="streams per contender")
+    args = parser.parse_args()
+    streams = [nito_nb.stream(f"prompt {i}", model=args.model) for i in range(2 * args.n)]
+    for s in streams:
+        s.wait()
+    folder = tempfile.mkdtemp()
+
+    def finished(s: nito_nb.Stream) -> list[Finished]:
+        return [Finished(Request(stream_key(s), None, args.model, 0, [], {}), s, 1, s.t0_wall)]
+
+    per_write = []
+    for s in streams[: args.n]:
+        t = time.perf_counter()
+        write_streams(folder + "/per-write", [s], "magic-bench")
+        per_write.append(time.perf_counter() - t)
+    kept, rows_only = [], []
+    writer = StoreWriter(folder + "/kept")
+    try:
+        for s in streams[args.n :]:
+            t = time.perf_counter()
+            items = finished(s)
+            rows, frame = result_rows(items, "magic-bench")
+            writer.write(items, rows, frame)
+            kept.append(time.perf_counter() - t)
+    finally:
+        writer.close()
+    for s in streams[args.n :]:
+        t = time.perf_counter()
+        result_rows(finished(s), "magic-bench")
+        rows_only.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    with Store(folder + "/per-write", shared=True) as store:
+        keys = [key for (key,) in store.con.execute("SELECT key FROM requests").fetchall()]
+        for key in keys:
+            store.streams(key)
+    rebuild = (time.perf_counter() - t) / len(keys)
+    print(f"{args.model}, {args.n} streams each")
+    print(f"  open + write + close per stream: {_ms(per_write[1:])}")
+    print(f"  kept writer, write per stream:   {_ms(kept[1:])}")
+    print(f"  result rows alone:               {_ms(rows_only[1:])}")
+    print(f"  rebuild a stored stream:         {rebuild * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""One request of a run sent by workers (``engine="processes"`` or ``"ray"``): the driver's side.
+
+Each attempt is one send by a worker; workers never retry. Retrying here, in the driver, is what
+makes a 429 seen by any worker slow the whole run: it goes into the run's one ``Backoff``
+(``_backoff.py``), which holds every dispatch of the driver, and the driver tells every worker
+to hold what it has queued until the same moment (``engine.pause``); the ramp back up is the
+backoff's, as with the default engine. The retry rule is the client's own
+(``BaseClient._retry_delay``), and a 401 or 402 ends the run, as there.
+
+Times: the worker's stream comes back with its log's origin on the driver's clock (``_clock.py``),
+so ``sent_at`` is the moment the worker actually sent the first attempt (after any wait in its
+own queue), on the run's timeline; its durations stay the worker's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import time
+from typing import TYPE_CHECKING
+
+from .._core.errors import AuthenticationError, NitoError, PaymentRequiredError, RateLimitError
+from ._plan import Request
+from ._ray import failed_stream
+
+if TYPE_CHECKING:
+    from ._processes import ProcessEngine
+    from ._ray import RayEngine
+    from ._runner import Run
+
+__all__ = ["send_remote"]
+
+
+async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
+                      timing: dict[str, float | None]) -> None:
+    """Send ``request`` through ``engine`` until it ends or may not be retried; hand it to the run."""
+    loop = asyncio.get_running_loop()
+    attempts = 0
+    while True:
+        await run._slot()
+        dispatched = time.perf_counter() - run._t0
+        attempts += 1
+        run.n_attempts += 1
+        try:
+            stream, worker, node, sent = await engine.send(request)
+        except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
+            stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
+            if timing["sent_at"] is None:
+                timing["sent_at"] = dispatched
+            run._finish(request, stream, attempts, started, timing, worker=None, node=None)
+            raise
+        finally:
+            run._release()
+        if timing["sent_at"] is None:
+            if sent:  # the worker's own send of the first attempt, on the run's timeline
+                timing["sent_at"] = stream.log.t0_ns / 1e9 - run._t0
+                started = stream.log.t0_wall
+            else:  # the worker died: when the driver handed the request over is all there is
+                timing["sent_at"] = dispatched
+        error = stream.exception if sent and stream.status == "failed" else None
+        if not isinstance(error, NitoError):  # a result (done, error, truncated), or a dead worker
+            if stream.status == "done":
+                run.backoff.succeeded()
+            run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
+            return
+        if isinstance(error, (AuthenticationError, PaymentRequiredError)):
+            run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
+            run._fail_run(error)
+            return
+        if isinstance(error, RateLimitError):  # the whole run slows, every worker, retried or not
+            run.backoff.rate_limited(loop.time(), error.retry_after)
+            engine.pause(time.time_ns() + int(run.backoff.wait(loop.time()) * 1e9))
+        delay = run._retry_rule._retry_delay(attempts - 1, error)
+        if delay is None:
+            run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
+            return
+        run.n_retries += 1
+        if not isinstance(error, RateLimitError):  # a 429 waits in the run's _slot, with everyone
+            await asyncio.sleep(delay)
