@@ -9,7 +9,9 @@ Accuracy: ``--streams`` concurrent paced streams of ``sim/chat`` (``tps``, ``max
 ``"sim": {"stamp": true}``: every chunk carries the simulator's send time (``perf_counter_ns``,
 one clock on one machine), so arrival − send is the client's timing error per chunk. What
 matters is its spread, p99 − median (the median is the loopback's own latency): target at most
-5 ms for ``nito_nb.run``. The floor below is measured the same way, for comparison.
+5 ms for ``nito_nb.run``. The floor below is measured the same way, for comparison. Each line also
+gives the client's CPU time per chunk (this process, plus the worker processes once they ended):
+at ``streams × tps`` chunks a second, more than one core's worth means a loop that falls behind.
 
 Throughput: ``--requests`` requests of ``sim/chat`` at ``tps 0``, at most ``CONCURRENCY`` in
 flight, sent as fast as possible (rate infinite, like ``vllm bench serve --request-rate inf
@@ -62,10 +64,18 @@ def _stamp_errors(pairs: list[tuple[int, bytes]]) -> list[int]:
     return out
 
 
-def _spread(errors: list[int]) -> dict[str, float]:
+def _spread(errors: list[int], cpu_s: float) -> dict[str, float]:
     e = np.asarray(errors, dtype=float) / 1e9
     p50, p99 = np.percentile(e, [50, 99])
-    return {"n": len(e), "median": p50, "p99": p99, "spread": p99 - p50, "max": e.max()}
+    return {"n": len(e), "median": p50, "p99": p99, "spread": p99 - p50, "max": e.max(),
+            "cpu_us": cpu_s / len(e) * 1e6}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its ended children (the workers of engine="processes";
+    the simulator, still running, is not counted)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 # -- the floor: how vLLM's bench serve client works ---------------------------------------------
@@ -151,28 +161,32 @@ def main() -> int:
         # -- accuracy ---------------------------------------------------------------------------
         sim = {"tps": args.tps, "ttft_ms": 200, "stamp": True}
         prompts = [f"accuracy {i}" for i in range(args.streams)]
+        cpu = _cpu()
         run = ours_run(base_url, prompts, sim, concurrency=args.streams, max_tokens=args.max_tokens)
         pairs = [
             (t, raw) for stream in run._streams.values()
             for t, raw in zip(stream.log.times_ns(), stream.log.raw_slices(), strict=True)
         ]
-        ours = _spread(_stamp_errors(pairs))
+        ours = _spread(_stamp_errors(pairs), _cpu() - cpu)
         client = run.client.report()
+        cpu = _cpu()
         run = ours_run(base_url, [f"procs {p}" for p in prompts], sim, concurrency=args.streams,
                        max_tokens=args.max_tokens, engine="processes", workers=2)
         pairs = [  # the workers' logs come back with their arrival times (one clock on one machine)
             (t, raw) for stream in run._streams.values()
             for t, raw in zip(stream.log.times_ns(), stream.log.raw_slices(), strict=True)
         ]
-        procs = _spread(_stamp_errors(pairs))
-        floor = _spread(_stamp_errors(floor_run(base_url, [f"floor {p}" for p in prompts], sim, keep=True,
-                                                max_tokens=args.max_tokens)["reads"]))
+        procs = _spread(_stamp_errors(pairs), _cpu() - cpu)
+        cpu = _cpu()
+        reads = floor_run(base_url, [f"floor {p}" for p in prompts], sim, keep=True, max_tokens=args.max_tokens)
+        floor = _spread(_stamp_errors(reads["reads"]), _cpu() - cpu)
         print(f"accuracy: {args.streams} concurrent streams of sim/chat at {args.tps:g} tokens/s "
               f"(max_tokens {args.max_tokens}), simulator in its own process, arrival - send per chunk:")
         for name, s in (("nito_nb.run", ours), ("nito_nb.run processes=2", procs),
                         ("floor (one stamp per read)", floor)):
             print(f"  {name:28s} {s['n']:7d} chunks  median {s['median'] * 1e3:7.2f} ms  p99 {s['p99'] * 1e3:7.2f} ms"
-                  f"  spread p99-median {s['spread'] * 1e3:7.2f} ms  max {s['max'] * 1e3:7.2f} ms")
+                  f"  spread p99-median {s['spread'] * 1e3:7.2f} ms  max {s['max'] * 1e3:7.2f} ms"
+                  f"  client CPU {s['cpu_us']:6.1f} us/chunk")
         print(f"  nito_nb.run's own loop lag p99 {client['client_lag_p99'] * 1e3:.2f} ms, "
               f"max {client['client_lag_max'] * 1e3:.1f} ms, CPU max {client['client_cpu_max']:.0%}")
         if ours["spread"] > TARGET_SPREAD_S:

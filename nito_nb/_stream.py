@@ -276,11 +276,11 @@ class AsyncStream(StreamBase):
 
     async def _aread(self, out: Any) -> None:
         assert self._areads is not None
-        clock, state = time.perf_counter_ns, self._state
+        clock, arrival, state = time.perf_counter_ns, self._arrival, self._state
         feed = state.feed  # under the state's lock: a display thread may take a snapshot meanwhile
         try:
             async for data in self._areads:
-                t_ns = clock()  # stamped as the bytes came, not as consumed
+                t_ns = arrival()  # stamped as the bytes came, not as consumed
                 chunks = feed(data, t_ns)
                 if chunks:
                     out.put_nowait(chunks)
@@ -342,10 +342,10 @@ class AsyncStream(StreamBase):
         """A coroutine function that connects (and calls :meth:`set_body`), run on first use."""
         self._opener = opener
 
-    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any]) -> None:
-        """The body's reads, and the coroutine function that closes the response."""
-        self._areads = reads
-        self._aclose_source = close
+    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any], arrival: Callable[[], int] | None = None) -> None:
+        """The body's reads, the coroutine function that closes the response, and ``arrival()``: the
+        time (perf_counter ns) the bytes just yielded arrived (_transport.py), else now is taken."""
+        self._areads, self._aclose_source, self._arrival = reads, close, arrival or time.perf_counter_ns
 
     def close_also(self, close: Callable[[], Any]) -> None:
         """Closing the body also awaits ``close()`` (after the response's own, even if it fails)."""

@@ -24,6 +24,17 @@ def test_repeated_layout_is_rebuilt_not_parsed() -> None:
     assert second["choices"] is not first["choices"]  # nothing shared between two results
 
 
+def test_a_field_that_changes_on_every_chunk_does_not_grow_the_templates() -> None:
+    # The simulator's send stamp, OpenAI's obfuscation padding: no chunk's layout ever repeats.
+    from nito_nb._core.layout import MAX_TEMPLATES
+
+    parser = ChunkParser()
+    base = '{"sim_sent_ns":%d,"id":"g","choices":[{"index":0,"delta":{"content":"x%d"},"finish_reason":null}]}'
+    for i in range(10 * MAX_TEMPLATES):
+        assert parser.parse(base % (i, i)) == (json.loads(base % (i, i)), f"x{i}")
+    assert len(parser._templates) <= MAX_TEMPLATES
+
+
 @pytest.mark.parametrize(
     "data",
     [

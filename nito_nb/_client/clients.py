@@ -20,6 +20,7 @@ import httpx
 
 from .._core.errors import NitoError
 from .._stream import AsyncStream, Stream
+from .._transport import arrival_clock, stamping_transport
 from .base import BaseClient
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .failures import (
@@ -139,8 +140,10 @@ class AsyncClient(BaseClient):
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
         self._http = http_client
 
-    def _new_http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context())
+    def _new_http(self) -> httpx.AsyncClient:  # socket reads timed as they arrive (_transport.py)
+        return httpx.AsyncClient(
+            timeout=self.timeout.httpx(), verify=_ssl_context(), transport=stamping_transport(_ssl_context())
+        )
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
@@ -182,9 +185,9 @@ class AsyncClient(BaseClient):
                     error: NitoError = connect_error(exc, url, stream)
                 else:
                     if response.status_code < 400 and is_event_stream(response):
-                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                        stream.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
                         _between_chunks(response, limits.between_chunks)
-                        stream.set_body(response.aiter_bytes(), response.aclose)
+                        stream.set_body(response.aiter_bytes(), response.aclose, arrival)  # the socket reads' times
                         return
                     try:
                         raw = await _aread_capped(response.aiter_bytes())

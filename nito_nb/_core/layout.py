@@ -25,6 +25,10 @@ _CONTENT = '"delta":{"content":"'  # as gateways write it: compact JSON
 _CONTENT_SPACED = '"delta": {"content": "'
 _SCALARS = (str, int, float, bool, type(None))
 _decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
+#: Layouts remembered per parser. A field that changes on every chunk (the simulator's send stamp,
+#: OpenAI's ``obfuscation`` padding) makes every chunk a layout of its own that never matches
+#: again: without a bound, a stream kept one template per chunk.
+MAX_TEMPLATES = 32
 
 
 class ChunkParser:
@@ -57,7 +61,8 @@ class ChunkParser:
             return chunk, content
         value = _decode(data)
         if _is_plain_content(value, content):
-            self._templates[key] = (dict(value), dict(value["choices"][0]))
+            if len(self._templates) < MAX_TEMPLATES:
+                self._templates[key] = (dict(value), dict(value["choices"][0]))
             return value, content
         return value, None
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
 from .._stream_base import StreamBase
+from ._gil import loop_first
 from ._plan import Request
 
 if TYPE_CHECKING:
@@ -122,13 +123,14 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
     """(one result row per item, the frame of their streams with ``stream`` = the request key)."""
     from .._frame import frame
 
-    df = frame({item.request.key: item.stream for item in items})
-    # pandas deep-copies attrs on every column access: with a batch of streams, the per-stream
-    # attrs cost a third of metrics() (profiled). Nothing here reads them (the store keeps the
-    # request in its own columns).
-    df.attrs.clear()
-    metrics = df.nito.metrics().to_dict("index")
-    usage = df.nito.usage().to_dict("index")
+    with loop_first():  # the sending loop keeps its turns meanwhile (_gil.py)
+        df = frame({item.request.key: item.stream for item in items})
+        # pandas deep-copies attrs on every column access: with a batch of streams, the per-stream
+        # attrs cost a third of metrics() (profiled). Nothing here reads them (the store keeps the
+        # request in its own columns).
+        df.attrs.clear()
+        metrics = df.nito.metrics().to_dict("index")
+        usage = df.nito.usage().to_dict("index")
     rows = []
     for item in items:
         request, stream = item.request, item.stream

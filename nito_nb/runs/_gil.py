@@ -1,0 +1,45 @@
+"""While a run's writer thread computes result rows, the sending loop gets the GIL back quickly.
+
+CPython hands the GIL from a busy thread to a waiting one only every ``sys.getswitchinterval()``
+seconds (5 ms by default). The run's loop thread waits for it after every ``select`` while the
+writer turns a batch of finished streams into rows (pandas, a fraction of a second of CPU), so
+each of its wake-ups could come up to 5 ms late: requests left late and chunks were read late.
+Measured on a shared 2-core machine (load runs at 40 requests/s for 8 s, three interleaved
+pairs): send delay p99 27, 113 and 168 ms with this, 84, 144 and 198 ms without. The interval is
+process-wide, so it is shortened only while some writer computes rows, and the value found is put
+back when the last one ends (a value set meanwhile by someone else is overwritten then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+
+__all__ = ["WRITER_SWITCH_INTERVAL", "loop_first"]
+
+#: The switch interval (seconds) while a writer computes rows.
+WRITER_SWITCH_INTERVAL = 0.0005
+
+_lock = threading.Lock()
+_active = 0
+_saved = 0.0
+
+
+@contextlib.contextmanager
+def loop_first() -> Iterator[None]:
+    """Shorten the GIL's switch interval for the duration (nested and concurrent uses count)."""
+    global _active, _saved
+    with _lock:
+        if _active == 0:
+            _saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_saved, WRITER_SWITCH_INTERVAL))
+        _active += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                sys.setswitchinterval(_saved)
