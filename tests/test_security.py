@@ -7,6 +7,7 @@ request reached and with which headers; the simulator runs as its own process fo
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import socket
@@ -468,3 +469,36 @@ def test_the_standalone_simulator_needs_no_key(sim_process: str, monkeypatch: py
     assert second.content == "and back" and second.request["base_url"] == sim_process
     with nito_nb.Client(base_url=sim_process) as c:
         assert "sim/echo" in [m["id"] for m in c.models()]
+
+
+# -- a password in the base URL -------------------------------------------------------------------
+
+
+def test_a_password_in_the_base_url_is_used_but_never_shown_or_saved(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    # https://user:pass@host is Basic auth (httpx sends it): a secret like the key. The request
+    # kept on the Stream (saved files, stores, history) and every message and repr show the URL
+    # with "[redacted]" in place of the credentials; the calls, reply() included, use it as given.
+    password = "pw-Zq8XvN3kLm"
+    script = Script(parts=HELLO)
+    base = scripted.add("basic-auth", script)
+    with_auth = base.replace("http://", f"http://alice:{password}@")
+    first = nito_nb.stream("first", model="vendor/model", base_url=with_auth, api_key=KEY)
+    second = first.reply("second")
+    assert second.content == "Hello" and script.times == 2
+    basic = "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
+    assert [sent(script, i)[1]["authorization"] for i in range(2)] == [basic, basic]  # httpx's rule
+    shown = everything_shown(first, None, tmp_path)
+    shown["request"] = json.dumps(first.request)
+    shown["reply's request"] = json.dumps(second.request)
+    with nito_nb.Client(base_url=with_auth, api_key=KEY) as client:
+        shown["repr(client)"] = repr(client)
+    closed = f"http://alice:{password}@127.0.0.1:{_free_port()}/v1"
+    with pytest.raises(nito_nb.NitoError) as info:
+        nito_nb.stream("hi", model="vendor/model", base_url=closed, api_key=KEY)
+    shown["connect error"] = str(info.value)
+    for where, text in shown.items():
+        assert password not in text and "alice" not in text, where
+    assert first.request["base_url"] == base.replace("http://", "http://[redacted]@")
+    assert "[redacted]@127.0.0.1" in shown["connect error"]

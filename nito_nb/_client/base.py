@@ -15,7 +15,7 @@ from .._core.request import as_messages
 from .._stream_base import StreamBase
 from .check import check_request
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout, check_max_event_size
-from .endpoint import base_url_of, endpoint, find_key, is_embedded, is_nito
+from .endpoint import base_url_of, endpoint, find_key, is_embedded, is_nito, shown_url
 from .failures import not_event_stream
 from .retry import retry_delay
 
@@ -67,7 +67,7 @@ class BaseClient:
 
     def __repr__(self) -> str:
         key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
-        return f"<{type(self).__name__} base_url={self.base_url!r} api_key={key}>"
+        return f"<{type(self).__name__} base_url={shown_url(self.base_url)!r} api_key={key}>"
 
     def _event_limit(self, max_event_size: int | None) -> int:
         """This call's limit on one event's bytes: its own, else the client's."""
@@ -91,7 +91,8 @@ class BaseClient:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back)."""
         embedded = self._embedded(model, base_url)
-        stream.set_route(Route(self, None if embedded else stream.request["base_url"], key, timeout, max_event_size))
+        route_url = None if embedded else self._endpoint(model, base_url)  # as given: the request shows it redacted
+        stream.set_route(Route(self, route_url, key, timeout, max_event_size))
         stream.protect(key)
 
     def _build(
@@ -122,7 +123,7 @@ class BaseClient:
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        meta = {"model": model, "messages": messages, "params": params, "base_url": url}
+        meta = {"model": model, "messages": messages, "params": params, "base_url": shown_url(url)}
         return f"{url}/chat/completions", headers, body, meta, key
 
     def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:

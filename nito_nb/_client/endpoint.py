@@ -48,6 +48,16 @@ def base_url_of(configured: str | None) -> str:
     return (configured or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown or saved: a user name and password in it (``https://user:pass@host``,
+    which httpx sends as Basic auth) become ``[redacted]``. The one rule for every message, repr
+    and saved request that names a base URL; the call itself uses the URL as given."""
+    split = urllib.parse.urlsplit(url)
+    if "@" not in split.netloc:
+        return url
+    return urllib.parse.urlunsplit(split._replace(netloc="[redacted]@" + split.netloc.rpartition("@")[2]))
+
+
 def is_embedded(model: str, base_url: str | None) -> bool:
     """``sim/`` models go to the embedded simulator unless a base URL was given in code (``base_url``:
     the call's, else the client's)."""

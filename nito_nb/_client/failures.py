@@ -26,6 +26,7 @@ from .._core.errors import (
 )
 from .._stream import Stream
 from .._stream_base import StreamBase
+from .endpoint import shown_url
 
 __all__ = [
     "MAX_ERROR_BODY",
@@ -84,6 +85,7 @@ def not_event_stream(stream: StreamBase, response: httpx.Response, body: bytes, 
 
 
 def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
+    url = shown_url(url)
     if isinstance(exc, httpx.ConnectTimeout):
         error: NitoError = ConnectTimeout(
             f"Connecting to {url} timed out. Check the network and NITO_BASE_URL, or raise timeout."
@@ -103,7 +105,7 @@ def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
 
 def models_stream(url: str, key: str | None) -> Stream:
     """A bare Stream for a ``GET /models`` failure: it carries the error, with the key redacted."""
-    stream = Stream({"base_url": url})
+    stream = Stream({"base_url": shown_url(url)})
     stream.protect(key)
     return stream
 
@@ -123,7 +125,7 @@ def model_list(url: str, response: httpx.Response, key: str | None) -> list[dict
     content_type = response.headers.get("content-type") or "no content type"
     stream = models_stream(url, key)
     raise stream.fail(TransportError(
-        f"GET {url}/models answered {response.status_code} with {content_type}, not a JSON "
+        f"GET {shown_url(url)}/models answered {response.status_code} with {content_type}, not a JSON "
         f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
         "with the API's version, such as /v1."
     ))
