@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
@@ -89,6 +89,17 @@ def _load_requests(plan: Plan, n: int, run_id: str) -> list[Request]:
         key = request_key(r.model, r.messages, {"params": r.params, "load_run": run_id, "seq": i}, turn)
         out.append(Request(key, r.row, r.model, turn, r.messages, r.params))
     return out
+
+
+def wait_or_stop(finished: concurrent.futures.Future[Any], stop: Callable[[], None], timeout: float | None) -> None:
+    """Wait for ``finished``; a KeyboardInterrupt (the notebook's stop button) calls ``stop``, waits
+    for the clean end (what arrived is recorded), then goes on up. For runs and sweeps."""
+    try:
+        finished.result(timeout)
+    except KeyboardInterrupt:
+        stop()
+        finished.result()
+        raise
 
 
 class Run:
@@ -405,12 +416,7 @@ class Run:
 
     def wait(self, timeout: float | None = None) -> Run:
         """Wait for the run to end (a KeyboardInterrupt stops it, then waits for the clean end)."""
-        try:
-            self._finished.result(timeout)
-        except KeyboardInterrupt:
-            self.stop()
-            self._finished.result()
-            raise
+        wait_or_stop(self._finished, self.stop, timeout)
         return self
 
     def __await__(self) -> Any:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
 from ._api import remember, run
-from ._runner import Run
+from ._runner import Run, wait_or_stop
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,12 +58,7 @@ class Sweep:
 
     def wait(self, timeout: float | None = None) -> Sweep:
         """Wait for the last rate (a KeyboardInterrupt stops the sweep, then waits for its end)."""
-        try:
-            self._finished.result(timeout)
-        except KeyboardInterrupt:
-            self.stop()
-            self._finished.result()
-            raise
+        wait_or_stop(self._finished, self.stop, timeout)
         return self
 
     def stop(self) -> None:
