@@ -62,6 +62,7 @@ def main() -> None:
             t = time.perf_counter()
             items = finished(s)
             rows, frame = result_rows(items, "magic-bench")
+            assert frame is not None
             writer.write(items, rows, frame)
             kept.append(time.perf_counter() - t)
     finally:

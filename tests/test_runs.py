@@ -319,9 +319,9 @@ def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -
     real = _record.result_rows
     waiting: list[int] = []
 
-    def slow(*args: Any) -> Any:  # a writer slower than the network
+    def slow(*args: Any, **kwargs: Any) -> Any:  # a writer slower than the network
         time.sleep(0.05)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(_record, "result_rows", slow)
     monkeypatch.setattr(_runner, "MAX_WAITING", 5)  # read by the loop thread's workers
@@ -340,3 +340,40 @@ def test_every_429_slows_the_run_also_the_last_one() -> None:
     row = run.wait().results().iloc[0]
     assert row["status"] == "failed" and row["attempts"] == 2
     assert run.backoff.n_rate_limited == 2
+
+
+# -- result rows agree with the frame -------------------------------------------------------------
+
+_RECORDINGS = sorted((Path(__file__).parent / "data" / "real").glob("*.sse"))
+
+
+def _timed(path: Path) -> nito_nb.Stream:
+    """The recording fed event by event, 7 ms apart, through the public source API."""
+    s = nito_nb.Stream({"model": "recorded"})
+    t0 = s.log.t0_ns
+    events = [e + b"\n\n" for e in path.read_bytes().replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
+    s.set_response(200, {"content-type": "text/event-stream"}, t0 + 3_000_000)
+    for i, event in enumerate(events):
+        s.feed(event, t0 + (i + 1) * 7_000_000)
+    s.end(t0 + (len(events) + 2) * 7_000_000)
+    return s
+
+
+@pytest.mark.parametrize("path", _RECORDINGS, ids=[p.stem for p in _RECORDINGS])
+def test_result_rows_agree_with_the_frames_metrics_on_every_recording(path: Path) -> None:
+    # A run's rows come from the Stream (the frame of every batch halved a run's rate); the
+    # figures must be the frame's, value for value (docs/METRICS.md's one definition each).
+    from nito_nb.runs._results import stream_metrics
+
+    s = _timed(path)
+    df = nito_nb.frame({"k": s})
+    expected = {**df.nito.metrics().loc["k"].to_dict(), **df.nito.usage().loc["k"].to_dict()}
+    got = stream_metrics(s)
+    for name, value in got.items():
+        want = expected[name]
+        if pd.isna(want):
+            assert value is None, (name, value)
+        elif isinstance(value, float):
+            assert value == pytest.approx(want, rel=1e-9, abs=1e-12), name
+        else:
+            assert value == want, (name, value, want)

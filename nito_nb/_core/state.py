@@ -68,6 +68,8 @@ class StreamSnapshot:
     n_token_chunks: int = 0
     ttfb: float | None = None
     ttft: float | None = None
+    #: The last token-bearing chunk's arrival, seconds since the request was sent (docs/METRICS.md).
+    last_token: float | None = None
     #: Seconds since the request was sent; once finished, to the last event.
     elapsed: float | None = None
     timed: bool = True
@@ -127,6 +129,7 @@ class StreamState:
         self.decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
         self.parser = ChunkParser()
         self.first_token_ns: int | None = None
+        self.last_token_ns: int | None = None
         self.n_token_chunks = 0
         #: The on_done callbacks waiting for the end (handed back by :meth:`end`).
         self.callbacks: list[Callable[[Any], Any]] = []
@@ -160,6 +163,12 @@ class StreamState:
         if self.first_token_ns is None or not self.log.timed:
             return None
         return (self.first_token_ns - self.log.t0_ns) / 1e9
+
+    @property
+    def last_token(self) -> float | None:
+        if self.last_token_ns is None or not self.log.timed:
+            return None
+        return (self.last_token_ns - self.log.t0_ns) / 1e9
 
     @property
     def elapsed(self) -> float | None:
@@ -198,6 +207,7 @@ class StreamState:
                 n_token_chunks=self.n_token_chunks,
                 ttfb=self.ttfb,
                 ttft=self.ttft,
+                last_token=self.last_token,
                 elapsed=self.elapsed,
                 timed=log.timed,
                 exception=self.exception,
@@ -279,6 +289,7 @@ class StreamState:
                 continue
             if acc.add(chunk, first_seq + i) if content is None else acc.add_content(chunk, content, first_seq + i):
                 self.n_token_chunks += 1
+                self.last_token_ns = t_ns
                 if self.first_token_ns is None:
                     self.first_token_ns = t_ns
             chunks.append(chunk)

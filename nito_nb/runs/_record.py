@@ -78,8 +78,9 @@ def write_loop(run: Run) -> None:
 
 
 def _flush(run: Run, batch: list[Finished]) -> None:
-    rows, frame = result_rows(batch, run.run_id, run._phases)
+    rows, frame = result_rows(batch, run.run_id, run._phases, with_frame=run._writer is not None)
     if run._writer is not None:
+        assert frame is not None
         run._writer.write(batch, rows, frame)
     with run._lock:
         run._rows.extend(rows)

@@ -1,8 +1,11 @@
 """Result rows of a run (one per request) and its summary (one per model).
 
-The timings come from ``df.nito.metrics()`` and the tokens from ``df.nito.usage()`` of the
-frame of the finished streams: the same code as a user's own frame, computed for a batch of
-streams at once (see docs/METRICS.md for every definition).
+The timings and token counts come from each finished Stream's snapshot through the functions of
+``_core/metrics.py`` and ``_core/chunk.usage_counts``: docs/METRICS.md's one definition each, the
+same functions ``df.nito.metrics()`` and ``df.nito.usage()`` call (tests/test_runs.py checks
+that the two agree on every recording). Not through a frame: building the frame of every batch
+halved a run's request rate (bench/bench_runs.py: 0.54-0.65x the floor with it, 0.85-1.09x
+without), so the frame is built only when a store keeps the events.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
+from .._core.chunk import usage_counts
 from .._stream_base import StreamBase
 from ._gil import loop_first
 from ._plan import Request
@@ -21,7 +25,9 @@ from ._plan import Request
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RESULT_COLUMNS", "Finished", "LoadInfo", "meets_slo", "result_rows", "results_frame", "summary"]
+__all__ = [
+    "RESULT_COLUMNS", "Finished", "LoadInfo", "meets_slo", "result_rows", "results_frame", "stream_metrics", "summary",
+]
 
 #: The columns of ``Run.results()`` and of the store's ``requests`` table, with their dtypes.
 RESULT_COLUMNS: dict[str, str] = {
@@ -99,18 +105,6 @@ class LoadInfo:
         return phase(scheduled_at, self.start, 0.0, self.end)
 
 
-def _value(value: Any) -> Any:
-    """None for every flavour of missing (NaN, pd.NA, None)."""
-    if value is None:
-        return None
-    try:
-        if value != value:  # NaN
-            return None
-    except TypeError:  # pd.NA compares to NA
-        return None
-    return value
-
-
 _HOST = socket.gethostname()
 
 
@@ -118,23 +112,47 @@ def _add(a: Any, b: Any) -> Any:
     return None if a is None or b is None else a + b
 
 
-def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
-                ) -> tuple[list[dict[str, Any]], pd.DataFrame]:
-    """(one result row per item, the frame of their streams with ``stream`` = the request key)."""
-    from .._frame import frame
+def stream_metrics(stream: StreamBase) -> dict[str, Any]:
+    """A finished Stream's docs/METRICS.md figures and usage counts, from its snapshot."""
+    snap = stream.snapshot()
+    counts = usage_counts(snap.usage) if isinstance(snap.usage, dict) else {}
+    completion = counts.get("completion_tokens")
+    n = metrics.n_output_tokens(None if completion is None else {"completion_tokens": completion})
+    log = stream.log
+    times: Any = log.times_ns() if log.timed else ()
+    e2e = metrics.e2e(metrics.seconds(int(times[-1]), log.t0_ns) if len(times) else None)
+    first, last, k = snap.ttft, snap.last_token, snap.n_token_chunks
+    return {
+        "ttfb": metrics.ttfb(snap.ttfb),
+        "ttft": metrics.ttft(first),
+        "e2e": e2e,
+        "itl": metrics.itl(first, last, k),
+        "tpot": metrics.tpot(first, last, k, n),
+        "output_tps": metrics.output_tps(n, first, e2e),
+        "output_chunks_per_s": metrics.output_chunks_per_s(k, first, e2e),
+        "n_token_chunks": k,
+        "n_output_tokens": n,
+        "finish_reason": snap.finish_reason,
+        "prompt_tokens": counts.get("prompt_tokens"),
+        "completion_tokens": completion,
+        "cost": counts.get("cost"),
+    }
 
-    with loop_first():  # the sending loop keeps its turns meanwhile (_gil.py)
-        df = frame({item.request.key: item.stream for item in items})
-        # pandas deep-copies attrs on every column access: with a batch of streams, the per-stream
-        # attrs cost a third of metrics() (profiled). Nothing here reads them (the store keeps the
-        # request in its own columns).
-        df.attrs.clear()
-        metrics = df.nito.metrics().to_dict("index")
-        usage = df.nito.usage().to_dict("index")
+
+def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None, *, with_frame: bool = True
+                ) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
+    """(one result row per item, the frame of their streams with ``stream`` = the request key,
+    built only ``with_frame``: for a store's events)."""
+    df = None
+    if with_frame:
+        from .._frame import frame
+
+        with loop_first():  # the sending loop keeps its turns meanwhile (_gil.py)
+            df = frame({item.request.key: item.stream for item in items})
     rows = []
     for item in items:
         request, stream = item.request, item.stream
-        m, u = metrics[request.key], usage[request.key]
+        m = stream_metrics(stream)
         error = stream.error or {}
         code = error.get("code")
         message = error.get("message")
@@ -149,11 +167,11 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "content": stream.content,
             "reasoning": stream.reasoning,
             "n_tool_calls": len(stream.tool_calls),
-            "finish_reason": _value(m["finish_reason"]),
-            "prompt_tokens": _value(u["prompt_tokens"]),
-            "completion_tokens": _value(u["completion_tokens"]),
-            "cost": _value(u["cost"]),
-            **{name: _value(m[name]) for name in _METRICS},
+            "finish_reason": m["finish_reason"],
+            "prompt_tokens": m["prompt_tokens"],
+            "completion_tokens": m["completion_tokens"],
+            "cost": m["cost"],
+            **{name: m[name] for name in _METRICS},
             "error_code": None if code is None else str(code),
             "error_message": None if message is None else str(message),
             "attempts": item.attempts,

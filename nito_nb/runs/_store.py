@@ -270,6 +270,7 @@ def write_streams(
     if not items:
         return []
     rows, frame = result_rows(items, run_id)
+    assert frame is not None  # (built by default)
     writer = StoreWriter(path)
     try:
         writer.write(items, rows, frame)
