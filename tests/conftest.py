@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +145,14 @@ def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             magics._sync_client.close()
             magics._sync_client = None
     shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, NitoMagics)]
+
+
+@pytest.fixture
+def switch_every_microsecond() -> Iterator[None]:
+    """The GIL handed between threads every microsecond: for the stress tests of the one lock."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)

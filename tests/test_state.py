@@ -8,12 +8,8 @@ import gc
 import json
 import random
 import re
-import sys
 import threading
 import weakref
-from collections.abc import Iterator
-
-import pytest
 
 import nito_nb
 from nito_nb._core.errors import MidStreamError, NitoError
@@ -55,16 +51,6 @@ def _odd_splits(body: bytes, seed: int = 12) -> list[bytes]:
         pieces.append(body[at : at + size])
         at += size
     return pieces
-
-
-@pytest.fixture
-def switch_every_microsecond() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def stress(state: StreamState, body: bytes, content: str, reasoning: str) -> list[str]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 import nito_nb
 from nito_nb.display import LiveDisplay, snapshot
@@ -36,16 +33,6 @@ def _fragments() -> Iterator[tuple[str, bytes]]:
             yield kind, _chunk({"tool_calls": [call]})
         else:
             yield kind, _chunk({kind: text})
-
-
-@pytest.fixture
-def switch_every_microsecond() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 class _Page:
