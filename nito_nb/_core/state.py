@@ -70,6 +70,8 @@ class StreamSnapshot:
     ttft: float | None = None
     #: The last token-bearing chunk's arrival, seconds since the request was sent (docs/METRICS.md).
     last_token: float | None = None
+    #: The last event's arrival, seconds since the request was sent (None before any event).
+    last_event: float | None = None
     #: Seconds since the request was sent; once finished, to the last event.
     elapsed: float | None = None
     timed: bool = True
@@ -171,16 +173,26 @@ class StreamState:
         return (self.last_token_ns - self.log.t0_ns) / 1e9
 
     @property
+    def last_event(self) -> float | None:
+        """The last event's arrival, seconds since the request was sent (docs/METRICS.md's e2e);
+        None before any event."""
+        log = self.log
+        times = log.times_ns()
+        if not log.timed or not len(times):
+            return None
+        return max(0, times[-1] - log.t0_ns) / 1e9
+
+    @property
     def elapsed(self) -> float | None:
         log = self.log
         if not log.timed:
             return None
-        times = log.times_ns()
-        if self.finished:
-            end = times[-1] if len(times) else (log.headers_ns or log.t0_ns)
-        else:
-            end = time.perf_counter_ns()
-        return max(0, end - log.t0_ns) / 1e9
+        if not self.finished:
+            return max(0, time.perf_counter_ns() - log.t0_ns) / 1e9
+        last = self.last_event
+        if last is not None:
+            return last
+        return max(0, (log.headers_ns or log.t0_ns) - log.t0_ns) / 1e9
 
     def snapshot(self) -> StreamSnapshot:
         """What has arrived so far, as one immutable value taken under the lock."""
@@ -208,6 +220,7 @@ class StreamState:
                 ttfb=self.ttfb,
                 ttft=self.ttft,
                 last_token=self.last_token,
+                last_event=self.last_event,
                 elapsed=self.elapsed,
                 timed=log.timed,
                 exception=self.exception,

@@ -118,9 +118,7 @@ def stream_metrics(stream: StreamBase) -> dict[str, Any]:
     counts = usage_counts(snap.usage) if isinstance(snap.usage, dict) else {}
     completion = counts.get("completion_tokens")
     n = metrics.n_output_tokens(None if completion is None else {"completion_tokens": completion})
-    log = stream.log
-    times: Any = log.times_ns() if log.timed else ()
-    e2e = metrics.e2e(metrics.seconds(int(times[-1]), log.t0_ns) if len(times) else None)
+    e2e = metrics.e2e(snap.last_event)
     first, last, k = snap.ttft, snap.last_token, snap.n_token_chunks
     return {
         "ttfb": metrics.ttfb(snap.ttfb),
