@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 
 from .._core.errors import ConfigurationError, MissingAPIKeyError
 
-__all__ = ["ERROR_LINE_CHARS", "NO_KEY", "error_line", "in_kernel", "start_view", "usage_error"]
+__all__ = ["ERROR_LINE_CHARS", "NO_KEY", "error_line", "in_kernel", "one_line", "start_view", "usage_error"]
 
 #: How the magic's user sets the key (the engine's message names api_key=..., which a cell lacks).
 NO_KEY = (
@@ -27,10 +27,15 @@ def error_line(error: BaseException) -> None:
     The whole message, hint included (an APIError's ``str`` ends with what to do, its ``.message``
     is only the gateway's words); a long one loses its middle, never its end.
     """
+    print(f"nito: {one_line(error)}", file=sys.stderr)
+
+
+def one_line(error: BaseException) -> str:
+    """``Type: message`` on one line (whitespace folded); a long one loses its middle."""
     text = " ".join(str(error).split())
     if len(text) > ERROR_LINE_CHARS:
         text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
-    print(f"nito: {type(error).__name__}: {text}", file=sys.stderr)
+    return f"{type(error).__name__}: {text}"
 
 
 def usage_error(error: ConfigurationError) -> UsageError:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runs._store import DB_NAME, Store, write_streams
+from .output import one_line
 
 __all__ = ["RUN_ID_PREFIX", "earlier_streams", "last_stream", "new_session", "write"]
 
@@ -30,10 +31,6 @@ def new_session() -> str:
     return f"{RUN_ID_PREFIX}{now}-{uuid.uuid4().hex[:6]}"
 
 
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-
-
 def write(path: str, streams: list[Any], session: str, row: Any = None) -> None:
     """Write the ended ``streams`` to the store; a failure is one line, never an exception (the
     answer is already shown and kept in ``_nito``)."""
@@ -41,7 +38,7 @@ def write(path: str, streams: list[Any], session: str, row: Any = None) -> None:
         write_streams(path, streams, session, row)
     except Exception as exc:  # a busy store, a full disk, a broken file: say it, keep the cell
         print(
-            f"nito: not written to the store {path!r} ({_one_line(exc)}); the answer is kept in _nito.",
+            f"nito: not written to the store {path!r} ({one_line(exc)}); the answer is kept in _nito.",
             file=sys.stderr,
         )
 
@@ -56,7 +53,7 @@ def _read(path: str, query: str, params: list[Any], instead: str) -> list[Any]:
             keys = [key for (key,) in store.con.execute(query, params).fetchall()]
             return [store.streams(key) for key in keys]
     except Exception as exc:
-        print(f"nito: cannot read the store {path!r} ({_one_line(exc)}); {instead}.", file=sys.stderr)
+        print(f"nito: cannot read the store {path!r} ({one_line(exc)}); {instead}.", file=sys.stderr)
         return []
 
 
