@@ -156,3 +156,17 @@ def switch_every_microsecond() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
+
+
+def execute_cells(cells: list[str], cwd: Path, timeout: int = 120) -> Any:
+    """Run ``cells`` in a real kernel (nbclient, the notebook's folder ``cwd``; a cell's error is
+    kept as its output and the next cell runs) and return the executed notebook."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from conftest import execute_cells
 from test_magic_notebook import ACTIVE_TAG, KEY, PAYLOAD, output_text, outputs_of
 
 from nito_nb.sim import SimServer
@@ -52,13 +52,7 @@ def test_live_shows_captured_streams_in_the_saved_notebook(tmp_path: Path, monke
             "    pass",
             "print(nito_nb.last().status, nito_nb.last().content, len(nito_nb.streams()))",
         ]
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        NotebookClient(
-            nb, timeout=120, kernel_name="python3", allow_errors=True,
-            resources={"metadata": {"path": str(tmp_path)}},
-        ).execute()
+        nb = execute_cells(cells, tmp_path)
     path = tmp_path / "saved.ipynb"
     nbformat.write(nb, path)
     saved = nbformat.read(path, as_version=4)

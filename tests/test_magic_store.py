@@ -15,11 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pandas as pd
 import pytest
-from conftest import chunk_line, sigint_after
-from nbclient import NotebookClient
+from conftest import chunk_line, execute_cells, sigint_after
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
@@ -279,15 +277,6 @@ def assert_no_key(path: Path, shown: str) -> None:
 # -- a real kernel, restarted ----------------------------------------------------------------------
 
 
-def _execute(cells: list[str], cwd: Path) -> Any:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(cwd)}}).execute()
-    return nb
-
-
 def _text(cell: Any) -> str:
     out = []
     for output in cell.get("outputs", []):
@@ -310,7 +299,7 @@ def test_history_survives_a_kernel_restart_and_no_key_is_stored(
     path = tmp_path / "store"
     echo = scripted.add("store-echo", Script(parts=echoing_parts(KEY)))
     with SimServer(api_key=KEY) as accepting:
-        first = _execute([
+        first = execute_cells([
             "%load_ext nito_nb",
             f"%config Nito.store = {str(path)!r}",
             "%%nito -m sim/chat\nThe first kernel's first prompt",
@@ -324,7 +313,7 @@ def test_history_survives_a_kernel_restart_and_no_key_is_stored(
     assert all("not written" not in _text(c) and "Traceback" not in _text(c) for c in first.cells)
 
     (tmp_path / "a-file").write_text("x")
-    second = _execute([  # a NEW kernel: nothing in memory
+    second = execute_cells([  # a NEW kernel: nothing in memory
         "%load_ext nito_nb",
         "%nito history",  # no store set: this session's, empty
         f"%config Nito.store = {str(path)!r}",

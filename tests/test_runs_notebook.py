@@ -8,7 +8,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from conftest import execute_cells
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,7 @@ def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest
         "sorted(set(r.results().model)))\nprint(r.results().set_index('key').loc[r.plan.cells[0][3], 'content'])",
         "%%nito --over df -m sim/echo\n{missing} {text}",
     ]
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb = execute_cells(cells, tmp_path, timeout=180)
     path = tmp_path / "saved.ipynb"
     nbformat.write(nb, path)
     c = nbformat.read(path, as_version=4).cells
@@ -137,11 +133,7 @@ def test_a_sweep_in_a_kernel_runs_in_the_background_and_saves_its_summary(tmp_pa
         "sweep.wait()\nprint(sweep.done, sweep.rates, sweep.summary()['n'].tolist(), nito_nb.last() is sweep.runs[-1])",
         "nito_nb.sweep(['a'], model='sim/chat', rates=[5], duration=1.0, warmup=2)",
     ]
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb = execute_cells(cells, tmp_path, timeout=180)
     c = nb.cells
     assert _text(c[0]).strip().splitlines()[-1] == "False False"  # the cell ended first
     view = [o for o in _outputs(c[0]) if o["output_type"] == "display_data"]
