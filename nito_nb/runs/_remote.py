@@ -19,7 +19,7 @@ import datetime as _dt
 import time
 from typing import TYPE_CHECKING
 
-from .._core.errors import AuthenticationError, NitoError, PaymentRequiredError, RateLimitError
+from .._core.errors import NitoError, RateLimitError
 from ._plan import Request
 from ._ray import failed_stream
 
@@ -63,17 +63,11 @@ async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Requ
                 run.backoff.succeeded()
             run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
             return
-        if isinstance(error, (AuthenticationError, PaymentRequiredError)):
-            run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
-            run._fail_run(error)
-            return
-        if isinstance(error, RateLimitError):  # the whole run slows, every worker, retried or not
-            run.backoff.rate_limited(loop.time(), error.retry_after)
+        delay = run._retry_or_finish(request, stream, error, attempts, started, timing, loop.time(),
+                                     worker=worker, node=node)
+        if isinstance(error, RateLimitError):  # every worker holds what it has queued, too
             engine.pause(time.time_ns() + int(run.backoff.wait(loop.time()) * 1e9))
-        delay = run._retry_rule._retry_delay(attempts - 1, error)
         if delay is None:
-            run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
             return
-        run.n_retries += 1
         if not isinstance(error, RateLimitError):  # a 429 waits in the run's _slot, with everyone
             await asyncio.sleep(delay)

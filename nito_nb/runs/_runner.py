@@ -356,19 +356,30 @@ class Run:
                     self.backoff.succeeded()
                 self._finish(request, stream, attempts, started, timing)
                 return
-            if isinstance(error, (AuthenticationError, PaymentRequiredError)):
-                self._finish(request, stream, attempts, started, timing)
-                self._fail_run(error)
-                return
-            if isinstance(error, RateLimitError):  # the whole run slows, retried or not
-                self.backoff.rate_limited(loop.time(), error.retry_after)
-            delay = self._retry_rule._retry_delay(attempts - 1, error)
+            delay = self._retry_or_finish(request, stream, error, attempts, started, timing, loop.time())
             if delay is None:
-                self._finish(request, stream, attempts, started, timing)
                 return
-            self.n_retries += 1
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
+
+    def _retry_or_finish(self, request: Request, stream: Stream | AsyncStream, error: NitoError, attempts: int,
+                         started: _dt.datetime, timing: dict[str, float | None], now: float,
+                         **where: str | None) -> float | None:
+        """After an attempt failed before its body: the seconds before the next attempt, or None
+        when the request ends here (finished; a 401 or 402 also ends the run). A 429 slows the
+        whole run, retried or not. The one rule of both engines' attempt loops (``_remote.py``)."""
+        if isinstance(error, (AuthenticationError, PaymentRequiredError)):
+            self._finish(request, stream, attempts, started, timing, **where)
+            self._fail_run(error)
+            return None
+        if isinstance(error, RateLimitError):
+            self.backoff.rate_limited(now, error.retry_after)
+        delay = self._retry_rule._retry_delay(attempts - 1, error)
+        if delay is None:
+            self._finish(request, stream, attempts, started, timing, **where)
+            return None
+        self.n_retries += 1
+        return delay
 
     async def _one_remote(self, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
                           timing: dict[str, float | None]) -> None:
