@@ -61,9 +61,7 @@ def main() -> None:
         for s in streams[args.n :]:
             t = time.perf_counter()
             items = finished(s)
-            rows, frame = result_rows(items, "magic-bench")
-            assert frame is not None
-            writer.write(items, rows, frame)
+            writer.write(items, result_rows(items, "magic-bench"))
             kept.append(time.perf_counter() - t)
     finally:
         writer.close()

@@ -14,9 +14,9 @@ contenders, interleaved, best of ``--rounds``:
 Targets: run >= 0.8x the floor's requests/s, run + store >= 0.6x. The progress display's update
 count is printed (outside Jupyter: the stderr line, at most 4 updates/s).
 
-Memory: the peak RSS of a fresh process that runs ``--rss`` requests with a store, for each count:
-it must stay flat in the number of requests (target: the largest count's peak <= 1.5x the
-smallest's).
+Memory: the peak RSS of a fresh process that runs ``--rss`` requests with a store, for each count
+(and, printed beside it, that of the store's events helper process, runs/_events.py): it must
+stay flat in the number of requests (target: the largest count's peak <= 1.5x the smallest's).
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ def rss_child(base_url: str, n: int) -> None:
         run.wait()
         results = run.results()
         assert len(results) == n and set(results["status"]) == {"done"}, results["status"].value_counts()
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    # This process's peak, then the largest of its ended children's: the store's events helper.
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
 
 
 def main() -> int:
@@ -106,8 +108,10 @@ def main() -> int:
                                    capture_output=True, text=True)
             if child.returncode:
                 raise RuntimeError(f"the {count:,}-request child failed:\n{child.stderr[-3000:]}")
-            peaks.append(float(child.stdout.strip().splitlines()[-1]))
-            print(f"  peak RSS with a store, {count:,} requests: {peaks[-1]:.0f} MiB")
+            own, helper = (float(x) for x in child.stdout.strip().splitlines()[-1].split())
+            peaks.append(own)
+            print(f"  peak RSS with a store, {count:,} requests: {own:.0f} MiB "
+                  f"(its events helper process: {helper:.0f} MiB)")
         if len(peaks) >= 2:
             growth = peaks[-1] / peaks[0]
             print(f"  peak RSS {counts[-1]:,} / {counts[0]:,} requests: {growth:.2f}x (target <= 1.5)")

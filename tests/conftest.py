@@ -170,3 +170,17 @@ def execute_cells(cells: list[str], cwd: Path, timeout: int = 120) -> Any:
     NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(cwd)}}).execute()
     return nb
+
+
+def stored_bytes(folder: Path) -> dict[Path, bytes]:
+    """Every file under a run store, as a search for a secret must see it: a Parquet file's pages
+    are compressed, so its table is added as CSV text (its raw bytes alone would hide a key)."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix == ".parquet":
+            data += pq.read_table(path).to_pandas().to_csv().encode()
+        out[path] = data
+    return out

@@ -1,23 +1,27 @@
-"""While a run's writer computes result rows, the GIL's switch interval is short (runs/_gil.py),
-and it is put back afterwards, whatever happens."""
+"""While a writer builds a store's events in its own process (no helper process: the magic, or
+a helper that died), the GIL's switch interval is short (runs/_gil.py), and it is put back
+afterwards, whatever happens."""
 
 from __future__ import annotations
 
 import sys
 import threading
+from typing import Any
 
 import pytest
 
 import nito_nb._frame
 from nito_nb.runs import _gil
-from nito_nb.runs._results import result_rows
+from nito_nb.runs._events import EventsHelper
 
 
 class _Stop(Exception):
     pass
 
 
-def test_rows_are_computed_with_a_short_switch_interval_then_it_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_events_are_built_with_a_short_switch_interval_then_it_is_restored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     before = sys.getswitchinterval()
     seen = []
 
@@ -27,7 +31,7 @@ def test_rows_are_computed_with_a_short_switch_interval_then_it_is_restored(monk
 
     monkeypatch.setattr(nito_nb._frame, "frame", frame)
     with pytest.raises(_Stop):
-        result_rows([], "run")
+        EventsHelper(process=False).submit(tmp_path, "batch", "run", {})
     assert seen and seen[0] < before / 2  # the sending loop waited up to `before` for the GIL
     assert sys.getswitchinterval() == before
 

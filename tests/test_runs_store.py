@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import stored_bytes
 
 import nito_nb
 
@@ -27,12 +28,27 @@ CHILD = textwrap.dedent(
     # The pacing comes from NITO_SIM_TPS: the same requests (the same keys) at any speed.
     run = nito_nb.run(prompts, model="sim/echo", concurrency=4, store=store, progress=False)
     print("started", flush=True)
+    print("helper", run._writer._events._proc.pid, flush=True)  # the store's events helper process
     while not run.done:
         print("finished", run.stats()["finished"], flush=True)
         time.sleep(0.05)
     print("ended", len(run.results()), flush=True)
     """
 )
+
+
+def _ends(pid: int, within: float = 10.0) -> bool:
+    """True once process ``pid`` has ended (gone, or a zombie nobody reaped) within ``within`` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _child(store: Path, n: int, tps: float) -> subprocess.Popen[str]:
@@ -52,7 +68,10 @@ def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path)
                       progress=False, **FAST)
     run.wait()
     assert not run._streams  # with a store, no log is kept in memory
-    assert [p.name for p in store.iterdir()] == ["runs.duckdb"]  # nothing else, nowhere else
+    # Nothing else, nowhere else: the database and the events files (whole: no partial file).
+    assert sorted(p.name for p in store.iterdir()) == ["events", "runs.duckdb"]
+    files = sorted(p.name for p in (store / "events").iterdir())
+    assert "_columns.parquet" in files and all(f.endswith(".parquet") for f in files) and len(files) >= 2
     results = run.results().set_index("key")
     with nito_nb.open_store(store) as opened:
         stored = opened.results().set_index("key")
@@ -155,12 +174,16 @@ def test_a_run_killed_half_way_then_resumed_has_each_result_once(tmp_path: Path)
     child = _child(store, n, tps=80)
     try:
         assert child.stdout is not None
+        helper = 0
         for line in child.stdout:
+            if line.startswith("helper"):
+                helper = int(line.split()[1])
             if line.startswith("finished") and int(line.split()[1]) >= 12:
                 break
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.communicate(timeout=30)
+    assert helper and _ends(helper)  # the store's events helper does not outlive the run's process
     with nito_nb.open_store(store) as opened:
         kept = opened.results()
     assert 12 <= len(kept) < n and kept["key"].is_unique
@@ -236,8 +259,88 @@ def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys
     shown = repr(run) + run.results().to_csv() + repr(refused) + str(refused.error) + capsys.readouterr().err
     assert key not in shown
     for folder in (store, tmp_path / "refused"):
-        for path in folder.iterdir():
-            assert key.encode() not in path.read_bytes(), path
+        for path, data in stored_bytes(folder).items():
+            assert key.encode() not in data, path
         with nito_nb.open_store(folder) as opened:
             assert key not in opened.sql("select * from requests").to_csv()
             assert key not in opened.sql("select * from events").to_csv()
+
+
+def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_nothing(tmp_path: Path) -> None:
+    # The frames of a store's events are built in a helper process (runs/_events.py), off the
+    # sending loop's GIL; if it dies, the run's own process writes them from then on.
+    store = tmp_path / "runs"
+    n = 40
+    run = nito_nb.run(_prompts(n), model="sim/echo", concurrency=4, store=str(store), progress=False,
+                      sim={"tps": 100, "ttft_ms": 0})  # about 3 s: batches (1 s each) after the kill
+    events = run._writer._events
+    helper = events._proc.pid
+    assert "nito_nb.runs._events_main" in Path(f"/proc/{helper}/cmdline").read_bytes().decode()
+    while run.stats()["finished"] == 0:  # counted once a batch is written: the helper wrote one
+        time.sleep(0.01)
+    assert run.stats()["finished"] < n
+    with pytest.warns(RuntimeWarning, match="helper process ended.*nothing is lost"):
+        os.kill(helper, signal.SIGKILL)
+        run.wait(timeout=120)
+    assert run.error is None and events.failure is not None and _ends(helper)
+    with nito_nb.open_store(store) as opened:
+        results = opened.results()
+        assert len(results) == n and set(results["status"]) == {"done"}
+        counts = opened.sql("select stream, count(*) filter (where kind = 'done') as done from events group by stream")
+        assert len(counts) == n and set(counts["done"]) == {1}
+        for key in results["key"]:
+            assert opened.streams(key).content == results.set_index("key").loc[key, "content"]
+
+
+def test_an_events_file_without_committed_rows_is_never_seen(tmp_path: Path) -> None:
+    # A process killed after writing a batch's events file but before its rows committed leaves
+    # the file behind; a re-run key's old file stays too. The view shows neither.
+    from nito_nb._frame import EndedStream
+    from nito_nb.runs._events import write_events
+
+    store = tmp_path / "runs"
+    run = nito_nb.run(["one", "two"], model="sim/echo", store=str(store), progress=False, **FAST).wait()
+    key = run.results()["key"][0]
+    with nito_nb.open_store(store) as opened:
+        before = opened.sql("select * from events order by stream, seq, part")
+    stray = nito_nb.stream("a different answer", model="sim/echo", **FAST)
+    stray.wait()
+    write_events(store, "uncommitted", "other-run", {key: EndedStream.of(stray)})
+    assert (store / "events" / "uncommitted.parquet").is_file()
+    with nito_nb.open_store(store) as opened:
+        after = opened.sql("select * from events order by stream, seq, part")
+        assert opened.streams(key).content == run.results().set_index("key").loc[key, "content"]
+    pd.testing.assert_frame_equal(before, after)
+
+
+def test_a_store_with_its_events_in_the_database_reads_and_resumes(tmp_path: Path) -> None:
+    # Stores written before the events became Parquet files hold them in an `events` table:
+    # such a store still reads, and a resumed run adds its events beside them, replacing a
+    # re-run key's old rows.
+    import duckdb
+
+    store = tmp_path / "runs"
+    prompts = ["one", "two", "three"]
+    run = nito_nb.run(prompts, model="sim/echo", store=str(store), progress=False, **FAST).wait()
+    again = run.results()["key"][0]
+    with nito_nb.open_store(store) as opened:
+        expected = opened.frame()
+    con = duckdb.connect(str(store / "runs.duckdb"))  # put it back the way it was written before
+    con.execute(f"CREATE TABLE events AS SELECT * EXCLUDE (batch) FROM read_parquet('{store}/events/*.parquet') "
+                "WHERE batch IS NOT NULL")
+    con.execute("ALTER TABLE requests DROP COLUMN batch")
+    con.execute("UPDATE requests SET status = 'error' WHERE key = ?", [again])  # to be re-run
+    con.close()
+    for path in (store / "events").iterdir():
+        path.unlink()
+    (store / "events").rmdir()
+    with nito_nb.open_store(store) as opened:
+        pd.testing.assert_frame_equal(opened.frame(), expected)
+    resumed = nito_nb.run(prompts, model="sim/echo", store=str(store), progress=False, **FAST).wait()
+    assert [r.key for r in resumed.skipped] and len(resumed.results()) == 1
+    with nito_nb.open_store(store) as opened:
+        results = opened.results()
+        assert len(results) == 3 and set(results["status"]) == {"done"}
+        frame = opened.frame()
+        assert len(frame) == len(expected)  # the re-run key's rows once: its old ones were replaced
+        assert opened.streams(again).content == "one"

@@ -12,5 +12,6 @@ from __future__ import annotations
 from .accessor import NitoAccessor
 from .build import frame
 from .dtypes import COLUMNS
+from .inputs import EndedStream
 
-__all__ = ["COLUMNS", "NitoAccessor", "frame"]
+__all__ = ["COLUMNS", "EndedStream", "NitoAccessor", "frame"]

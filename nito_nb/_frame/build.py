@@ -57,7 +57,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,12 +67,8 @@ from .._core.errors import error_details
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.sse import SSEDecoder
 from .._core.tools import ToolIndexer
-from .._stream_base import StreamBase
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
-from .inputs import _expand, _stream_attrs, _unique_labels
-
-if TYPE_CHECKING:
-    pass
+from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 
 __all__ = ["frame"]
 
@@ -110,7 +106,7 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
         builder.add(code, stream)
         attrs[label] = _stream_attrs(stream, origin)
     df = builder.build()
-    df.attrs["nito"] = attrs
+    df.attrs["nito"] = freeze(attrs)
     if skipped:
         df.attrs["nito_skipped"] = skipped
         listed = ", ".join(f"{Path(path).name} ({reason.partition(':')[0]})" for path, reason in skipped.items())
@@ -265,7 +261,7 @@ class _Builder:
         self._infos: list[_ChunkInfo | None] = []
         self._skeletons: dict[bytes, int] = {}
 
-    def add(self, code: int, stream: StreamBase) -> None:
+    def add(self, code: int, stream: FrameSource) -> None:
         log = stream.log
         n = len(log)
         base = self.n + 1  # row of event 0 (row `self.n` is the response row)

@@ -6,18 +6,53 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .._core.log import LogFormatError
+from .._core.log import ChunkLog, LogFormatError
 from .._recorded import read_file
 from .._stream import Stream
 from .._stream_base import StreamBase
 
-__all__: list[str] = []
+__all__ = ["EndedStream", "FrameSource"]
 
 
-def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, StreamBase, str | None]]:
+class FrameSource(Protocol):
+    """What a frame reads of a stream: a Stream, or an EndedStream."""
+
+    @property
+    def log(self) -> ChunkLog: ...
+    @property
+    def ttfb(self) -> float | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def status(self) -> Any: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EndedStream:
+    """An ended Stream reduced to what its frame rows need: its log and four facts.
+
+    A Stream holds a lock and cannot leave its process; this can (pickled), and a frame built
+    from it is the Stream's own frame: the rows come from the log, by the same reading. A run
+    store's helper process builds its events from these (``runs/_events.py``)."""
+
+    log: ChunkLog
+    ttfb: float | None
+    model: str | None
+    status: str
+    attempts: int
+
+    @classmethod
+    def of(cls, stream: StreamBase) -> EndedStream:
+        return cls(stream.log, stream.ttfb, stream.model, str(stream.status), stream.attempts)
+
+
+def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, FrameSource, str | None]]:
     """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
     read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
     if isinstance(source, Mapping):
@@ -25,14 +60,14 @@ def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, 
             for _, stream, origin in _expand(item, skipped):
                 yield str(label), stream, origin
         return
-    if isinstance(source, (StreamBase, str, os.PathLike)):
+    if isinstance(source, (StreamBase, EndedStream, str, os.PathLike)):
         source = [source]
     elif not isinstance(source, Iterable):
         raise TypeError(
             f"nito_nb.frame takes a Stream, a path, a list or a dict of them, not {type(source).__name__}"
         )
     for position, item in enumerate(source):
-        if isinstance(item, StreamBase):
+        if isinstance(item, (StreamBase, EndedStream)):
             yield f"{item.model or 'stream'}#{position}", item, None
         elif isinstance(item, (str, os.PathLike)):
             path = Path(item)
@@ -89,7 +124,7 @@ def _unique_labels(labels: list[str]) -> list[str]:
     return out
 
 
-def _stream_attrs(stream: StreamBase, origin: str | None) -> dict[str, Any]:
+def _stream_attrs(stream: FrameSource, origin: str | None) -> dict[str, Any]:
     # Kept small and JSON-friendly: pandas deep-copies attrs on many operations and Parquet stores
     # them as JSON. The messages stay in the log (they can be long).
     log = stream.log
@@ -108,3 +143,38 @@ def _stream_attrs(stream: StreamBase, origin: str | None) -> dict[str, Any]:
             default=str,
         )
     )
+
+
+class FrozenAttrs(dict[str, Any]):
+    """``df.attrs["nito"]``: a read-only dict (nested values too) that pandas copies for free.
+
+    pandas deep-copies ``attrs`` into every result of ``df[col]``, ``df.loc``, ``groupby``...
+    (``NDFrame.__finalize__``): with a plain dict, ``df["content"]`` on the frame of 128 sim/chat
+    streams spent 5 ms copying it, 40 ms for 1,000 streams, and a run store's writer spent more
+    time copying attrs than writing rows (bench/bench_runs.py). Being read-only, one object can
+    stand for every copy; it is still a dict, so ``json.dumps`` (Parquet's metadata) reads it."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenAttrs:
+        return self
+
+    def __copy__(self) -> FrozenAttrs:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (and unpickles) as a plain dict's items
+        return (FrozenAttrs, (dict(self),))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("df.attrs['nito'] is read-only (it describes the streams the frame was built from)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
+
+
+def freeze(value: Any) -> Any:
+    """``value`` (JSON-like) with every dict a FrozenAttrs and every list a tuple."""
+    if isinstance(value, dict):
+        return FrozenAttrs({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value

@@ -26,8 +26,8 @@ __all__ = ["BATCH_SECONDS", "BATCH_SIZE", "END", "MAX_UPDATES_PER_S", "MAX_WAITI
 MAX_UPDATES_PER_S = 4.0
 #: Finished requests are written (and their metrics computed) in batches of at most this many,
 #: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
-#: plus what is in flight. The batch's frame is the writer's peak memory (about 0.4 MB per
-#: sim/chat stream, measured with bench/bench_runs.py), so the batch stays small.
+#: plus what is in flight. The batch's frame is the events helper's peak memory (about 0.4 MB
+#: per sim/chat stream, measured with bench/bench_runs.py), so the batch stays small.
 BATCH_SIZE = 128
 BATCH_SECONDS = 1.0
 #: When this many finished requests wait for the writer, the workers wait too before taking the
@@ -78,10 +78,9 @@ def write_loop(run: Run) -> None:
 
 
 def _flush(run: Run, batch: list[Finished]) -> None:
-    rows, frame = result_rows(batch, run.run_id, run._phases, with_frame=run._writer is not None)
+    rows = result_rows(batch, run.run_id, run._phases)
     if run._writer is not None:
-        assert frame is not None
-        run._writer.write(batch, rows, frame)
+        run._writer.write(batch, rows)
     with run._lock:
         run._rows.extend(rows)
         if run._writer is None:

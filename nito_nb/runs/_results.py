@@ -5,7 +5,7 @@ The timings and token counts come from each finished Stream's snapshot through t
 same functions ``df.nito.metrics()`` and ``df.nito.usage()`` call (tests/test_runs.py checks
 that the two agree on every recording). Not through a frame: building the frame of every batch
 halved a run's request rate (bench/bench_runs.py: 0.54-0.65x the floor with it, 0.85-1.09x
-without), so the frame is built only when a store keeps the events.
+without); a store's events are built in a helper process (``_events.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from .._core import metrics
 from .._core.chunk import usage_counts
 from .._stream_base import StreamBase
-from ._gil import loop_first
 from ._plan import Request
 
 if TYPE_CHECKING:
@@ -137,16 +136,8 @@ def stream_metrics(stream: StreamBase) -> dict[str, Any]:
     }
 
 
-def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None, *, with_frame: bool = True
-                ) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
-    """(one result row per item, the frame of their streams with ``stream`` = the request key,
-    built only ``with_frame``: for a store's events)."""
-    df = None
-    if with_frame:
-        from .._frame import frame
-
-        with loop_first():  # the sending loop keeps its turns meanwhile (_gil.py)
-            df = frame({item.request.key: item.stream for item in items})
+def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None) -> list[dict[str, Any]]:
+    """One result row per item, from its Stream's snapshot (no frame)."""
     rows = []
     for item in items:
         request, stream = item.request, item.stream
@@ -188,7 +179,7 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),
         })
         rows.append(row)
-    return rows, df
+    return rows
 
 
 def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

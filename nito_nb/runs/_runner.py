@@ -164,7 +164,7 @@ class Run:
         if store is not None:
             from ._store import StoreWriter
 
-            self._writer = StoreWriter(store)
+            self._writer = StoreWriter(store, helper=True)  # events built beside, not under the GIL
             try:
                 # A load run measures; it never resumes (its keys hold its run id: see _load_requests).
                 skipped = self._writer.done_keys() if schedule is None else set()

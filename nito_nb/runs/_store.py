@@ -1,13 +1,16 @@
-"""The run store: a folder holding one DuckDB database with two tables.
+"""The run store: a folder holding one DuckDB database (``runs.duckdb``) and an ``events`` folder.
 
-``requests``: one row per request (the result columns of ``Run.results()``, plus what rebuilds
-its Stream: the request, the response's status and headers, how it ended). ``events``: the frame
-rows of every stream (``stream`` = the request key), plus each event's arrival time and the
-end of its bytes in the request's ``body``, so that ``Store.streams(key)`` gives back the Stream itself.
+``requests`` (a table): one row per request (the result columns of ``Run.results()``, plus what
+rebuilds its Stream: the request, the response's status and headers, how it ended, and the batch
+whose events file holds its events). ``events`` (a view over ``events/*.parquet``, see
+``_events.py``): the frame rows of every stream (``stream`` = the request key), plus each event's
+arrival time and the end of its bytes in the request's ``body``, so that ``Store.streams(key)``
+gives back the Stream itself.
 
 One process writes a store at a time: DuckDB locks the file, and a second process (writing or
-reading) gets a clear error instead of a corrupt file. A batch of finished requests is written in
-one transaction, with the rows of a re-run key replaced (resume re-runs what was not done).
+reading) gets a clear error instead of a corrupt file. A batch of finished requests is written
+as one events file, then its rows in one transaction, with the rows of a re-run key replaced
+(resume re-runs what was not done).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, NitoError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
+from ._events import EventsHelper, events_view, legacy_events, new_batch, prepare
 from ._plan import Request, request_key
 from ._results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
 
@@ -54,20 +58,12 @@ _REBUILD_COLUMNS = {
     "end_state": "VARCHAR",  # JSON: the log's end (status, exception, message)
     "timed": "BOOLEAN",
     "body": "BLOB",  # the body's bytes as they arrived (every event's raw bytes, in order)
+    "batch": "VARCHAR",  # its events file (_events.py); NULL in a store written before them
 }
-#: Per event row (``part`` 0): its arrival in ns after the request, and where its bytes end in
-#: the request's ``body`` (a number per row rather than a blob per row: ten times cheaper to write).
-_EVENT_EXTRA = {"dt_ns": "BIGINT", "raw_end": "BIGINT", "run_id": "VARCHAR"}
 
 
 class StoreBusy(NitoError):
     """Another process is writing the store (or this one already is)."""
-
-
-def _frame_columns() -> dict[str, str]:
-    from .._frame import COLUMNS
-
-    return COLUMNS
 
 
 def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDBPyConnection:
@@ -101,9 +97,10 @@ def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDB
 
 
 class StoreWriter:
-    """The writing side, owned by one run's writer thread."""
+    """The writing side, owned by one run's writer thread; ``helper``: the events files are
+    written by a helper process (``_events.py``), else by the caller."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, helper: bool = False) -> None:
         self.path = Path(path).expanduser()
         if self.path.exists() and not self.path.is_dir():
             raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
@@ -119,15 +116,15 @@ class StoreWriter:
             f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in RESULT_COLUMNS.items()
         )
         rebuild_sql = ", ".join(f'"{n}" {t}' for n, t in _REBUILD_COLUMNS.items())
-        event_sql = ", ".join(
-            f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in _frame_columns().items()
-        )
-        extra_sql = ", ".join(f'"{n}" {t}' for n, t in _EVENT_EXTRA.items())
         self.con.execute(f"CREATE TABLE IF NOT EXISTS requests ({result_sql}, {rebuild_sql})")
-        self.con.execute(f"CREATE TABLE IF NOT EXISTS events ({event_sql}, {extra_sql})")
         # A store written before a column existed (the load columns, docs/LOAD.md) gains it.
-        for name, dtype in RESULT_COLUMNS.items():
-            self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {_SQL_TYPES[dtype]}')
+        for name, sql_type in {**{n: _SQL_TYPES[d] for n, d in RESULT_COLUMNS.items()}, **_REBUILD_COLUMNS}.items():
+            self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {sql_type}')
+        prepare(self.path, self.con)
+        events_view(self.path, self.con)
+        #: A store written before the events left the database keeps its table (read by the view).
+        self._legacy = legacy_events(self.con)
+        self._events = EventsHelper(process=helper)
 
         #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
         #: old rows are replaced. Only a batch holding one of them pays for a DELETE.
@@ -143,24 +140,30 @@ class StoreWriter:
                 self._stale.add(key)
         return done
 
-    def write(self, items: list[Finished], rows: list[dict[str, Any]], frame: pd.DataFrame) -> None:
-        """One transaction: the batch's request rows and event rows, replacing a re-run key's."""
-        requests = results_frame(rows)
+    def write(self, items: list[Finished], rows: list[dict[str, Any]]) -> None:
+        """The batch's events file, then its request rows in one transaction, replacing a re-run
+        key's (its old events are in another batch's file, which the view no longer shows)."""
+        from .._frame import EndedStream
+
+        batch = new_batch()
+        ended = {item.request.key: EndedStream.of(item.stream) for item in items}
+        self._events.submit(self.path, batch, rows[0]["run_id"] if rows else None, ended)
+        requests = results_frame(rows)  # meanwhile (the helper writes the events)
         requests["row"] = requests["row"].map(str)
         for name, values in _rebuild_values(items).items():
             requests[name] = values
-        events = _event_rows(items, frame, rows[0]["run_id"] if rows else None)
+        requests["batch"] = batch
+        self._events.wait()  # the rows never commit before their events are in place
         con = self.con
         con.register("batch_requests", requests)
-        con.register("batch_events", events)
         try:
             con.execute("BEGIN TRANSACTION")
             stale = [item.request.key for item in items if item.request.key in self._stale]
             if stale:
-                con.execute("DELETE FROM events WHERE list_contains(?, stream)", [stale])
+                if self._legacy:
+                    con.execute(f"DELETE FROM {self._legacy} WHERE list_contains(?, stream)", [stale])
                 con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
             con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
-            con.execute("INSERT INTO events BY NAME SELECT * FROM batch_events")
             con.execute("COMMIT")
             self._stale.difference_update(stale)
         except BaseException:
@@ -168,14 +171,14 @@ class StoreWriter:
             raise
         finally:
             con.unregister("batch_requests")
-            con.unregister("batch_events")
 
     def close(self) -> None:
+        self._events.close()
         self.con.close()
 
 
 def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {name: [] for name in _REBUILD_COLUMNS}
+    out: dict[str, list[Any]] = {name: [] for name in _REBUILD_COLUMNS if name != "batch"}
     for item in items:
         log = item.stream.log
         out["request"].append(json.dumps(log.request, ensure_ascii=False, default=str))
@@ -185,36 +188,6 @@ def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
         out["end_state"].append(json.dumps(log.end, ensure_ascii=False, default=str))
         out["timed"].append(log.timed)
         out["body"].append(log.body)
-    return out
-
-
-def _event_rows(items: list[Finished], frame: pd.DataFrame, run_id: str | None) -> pd.DataFrame:
-    """The frame rows (the frame itself, extended) with each event's exact arrival (``dt_ns``)
-    and the end of its bytes in the body (``raw_end``: the running sum of the ``bytes`` column)."""
-    import numpy as np
-    import pandas as pd
-
-    out = frame
-    seq = out["seq"].to_numpy()
-    event = (seq >= 0) & (out["part"].to_numpy() == 0)  # one row per logged event
-    sizes = np.where(event, out["bytes"].to_numpy(dtype=np.int64, na_value=0), 0)
-    codes = out["stream"].cat.codes.to_numpy()
-    labels = out["stream"].cat.categories
-    raw_end = np.zeros(len(out), dtype=np.int64)
-    dt_ns = np.zeros(len(out), dtype=np.int64)
-    # frame() lays the streams out one after another, in the order they were given.
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(out) else np.array([], dtype=np.int64)
-    ends = np.r_[starts[1:], len(out)]
-    by_key = {item.request.key: item.stream.log for item in items}
-    for start, end in zip(starts, ends, strict=True):
-        log = by_key[labels[codes[start]]]
-        raw_end[start:end] = np.cumsum(sizes[start:end])
-        rows = start + np.flatnonzero(event[start:end])
-        dt_ns[rows] = np.frombuffer(log.times_ns(), dtype=np.int64)[seq[rows]] - log.t0_ns
-    out["dt_ns"] = pd.array(np.where(event, dt_ns, 0), dtype="Int64")
-    out["raw_end"] = pd.array(raw_end, dtype="Int64")
-    out.loc[~event, ["dt_ns", "raw_end"]] = pd.NA
-    out["run_id"] = run_id
     return out
 
 
@@ -269,11 +242,10 @@ def write_streams(
     ]
     if not items:
         return []
-    rows, frame = result_rows(items, run_id)
-    assert frame is not None  # (built by default)
+    rows = result_rows(items, run_id)
     writer = StoreWriter(path)
     try:
-        writer.write(items, rows, frame)
+        writer.write(items, rows)
     finally:
         writer.close()
     return [item.request.key for item in items]
@@ -294,6 +266,7 @@ class Store:
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
         self.con = _connect(self.path, read_only=not shared, either=shared)
+        events_view(self.path, self.con)
 
     def __repr__(self) -> str:
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
@@ -325,9 +298,9 @@ class Store:
     def frame(self, keys: list[str] | str | None = None) -> pd.DataFrame:
         """The frame of the streams of ``keys`` (all when None), read from the events table only
         for those keys; ``df.nito`` works on it as on any frame."""
-        from .._frame import frame
+        from .._frame import COLUMNS, frame
 
-        columns = ", ".join(f'"{c}"' for c in _frame_columns())
+        columns = ", ".join(f'"{c}"' for c in COLUMNS)
         if keys is None:
             df = self.con.execute(f"SELECT {columns} FROM events ORDER BY stream, seq, part").df()
         else:

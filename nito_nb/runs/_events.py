@@ -1,0 +1,283 @@
+"""A run store's ``events``: Parquet files beside its database, written by a helper process.
+
+Each batch of finished requests becomes one file, ``events/<batch>.parquet``: the frame rows of
+its streams (``stream`` = the request key) with each event's exact arrival (``dt_ns``) and the
+end of its bytes in the request's ``body`` (``raw_end``), ``run_id`` and ``batch``. The file is
+written under a temporary name and renamed, so it is whole or absent, and before the batch's
+``requests`` rows commit. The ``events`` view (``events_view``) shows a file's rows only for the
+requests whose row names that batch: a file written just before its process was killed, and
+the old rows of a key that a resumed run sent again, are never seen.
+
+Why not a DuckDB table, as at first: inserting a batch's event rows (34,816 rows of 44 columns
+for 128 ``sim/chat`` streams) and DuckDB's checkpoints of them cost 4-7 s of CPU per 2,000
+requests, writing the same rows as Parquet files 0.4 s (the same frames, one process, measured
+by hand). Why a helper process: building those frames from the logs (2.3-2.6 s of CPU per
+2,000 requests) held the GIL that the run's sending loop needs; a run with a store reached
+0.43-0.49x the floor's rate (bench/bench_runs.py). The helper receives each batch as
+``EndedStream`` records (the log and four facts: pickled, a Stream's lock cannot cross) and
+answers when the file is in place; the writer thread commits the rows only then.
+
+The helper is ``python -m nito_nb.runs._events_main`` over two pipes, not a ``multiprocessing``
+child: ``spawn`` re-imports the user's script, so a script without an ``if __name__ ==
+"__main__"`` guard would have run itself again. It ignores SIGINT (an interrupt in the notebook
+stops the run, not the writing of what finished) and ends when its pipe closes, also when the
+run's process is killed. Where it cannot run (Windows: no inherited pipe descriptors) or dies,
+the writer thread builds the files itself (``loop_first``), as the magic always does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+import warnings
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._gil import loop_first
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+    from .._frame import EndedStream
+
+__all__ = ["EVENTS_DIR", "EventsHelper", "event_columns", "events_view", "new_batch", "write_events"]
+
+EVENTS_DIR = "events"
+#: A file with no rows and every column: the view's glob always matches a file, and a column
+#: that no batch has yet still has its type.
+_SCHEMA_FILE = "_columns.parquet"
+#: Per event row beyond the frame's columns (``part`` 0 rows; NA on further parts and on the
+#: ``response`` row): its arrival in ns after the request, and where its bytes end in the
+#: request's ``body`` (a number per row rather than a blob per row: ten times cheaper to write).
+_EVENT_EXTRA = {"dt_ns": "BIGINT", "raw_end": "BIGINT", "run_id": "VARCHAR", "batch": "VARCHAR"}
+_SQL_TYPES = {
+    "string": "VARCHAR", "object": "VARCHAR", "category": "VARCHAR", "Int64": "BIGINT",
+    "int64": "BIGINT", "float64": "DOUBLE", "bool": "BOOLEAN",
+}
+
+
+def event_columns() -> dict[str, str]:
+    """The view's columns and their SQL types: the frame's, then ``_EVENT_EXTRA``'s."""
+    from .._frame import COLUMNS
+
+    return {**{name: _SQL_TYPES[dtype] for name, dtype in COLUMNS.items()}, **_EVENT_EXTRA}
+
+
+def new_batch() -> str:
+    """A batch name no other writer of any store uses (runs may share a store)."""
+    return uuid.uuid4().hex
+
+
+def write_events(folder: str | os.PathLike[str], batch: str, run_id: str | None,
+                 ended: Mapping[str, EndedStream]) -> None:
+    """Write ``events/<batch>.parquet`` in the store at ``folder``: whole, or not at all."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .._frame import frame
+
+    events = _event_rows(frame(dict(ended)), ended)
+    events["run_id"] = run_id
+    events["batch"] = batch
+    events.attrs = {}
+    final = Path(folder) / EVENTS_DIR / f"{batch}.parquet"
+    partial = final.with_suffix(".partial")
+    pq.write_table(pa.Table.from_pandas(events, preserve_index=False), partial)
+    os.replace(partial, final)
+
+
+def _event_rows(out: pd.DataFrame, ended: Mapping[str, EndedStream]) -> pd.DataFrame:
+    """The frame ``out``, extended with each event's ``dt_ns`` and ``raw_end`` (the running sum
+    of the ``bytes`` column within its stream)."""
+    import numpy as np
+    import pandas as pd
+
+    seq = out["seq"].to_numpy()
+    event = (seq >= 0) & (out["part"].to_numpy() == 0)  # one row per logged event
+    sizes = np.where(event, out["bytes"].to_numpy(dtype=np.int64, na_value=0), 0)
+    codes = out["stream"].cat.codes.to_numpy()
+    labels = out["stream"].cat.categories
+    raw_end = np.zeros(len(out), dtype=np.int64)
+    dt_ns = np.zeros(len(out), dtype=np.int64)
+    # frame() lays the streams out one after another, in the order they were given.
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(out) else np.array([], dtype=np.int64)
+    ends = np.r_[starts[1:], len(out)]
+    for start, end in zip(starts, ends, strict=True):
+        log = ended[labels[codes[start]]].log
+        raw_end[start:end] = np.cumsum(sizes[start:end])
+        rows = start + np.flatnonzero(event[start:end])
+        dt_ns[rows] = np.frombuffer(log.times_ns(), dtype=np.int64)[seq[rows]] - log.t0_ns
+    out["dt_ns"] = pd.arrays.IntegerArray(dt_ns, ~event)
+    out["raw_end"] = pd.arrays.IntegerArray(raw_end, ~event)
+    return out
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """Make the store's events folder and its columns file (a writer, once per store)."""
+    (folder / EVENTS_DIR).mkdir(exist_ok=True)
+    schema = folder / EVENTS_DIR / _SCHEMA_FILE
+    if schema.exists():
+        return
+    columns = ", ".join(f'CAST(NULL AS {sql}) AS "{name}"' for name, sql in event_columns().items())
+    partial = schema.with_suffix(".partial")
+    con.execute(f"COPY (SELECT {columns} LIMIT 0) TO {_quoted(str(partial))} (FORMAT parquet)")
+    os.replace(partial, schema)
+
+
+def events_view(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """Give ``con`` the ``events`` view (a temporary one: it names the folder where it is now,
+    so a store that was moved still reads). A store written before the events left the
+    database keeps its old ``events`` table: the view shows its rows too."""
+    names = [f'"{name}"' for name in event_columns() if name != "batch"]
+    columns = ", ".join(names)
+    legacy = legacy_events(con)
+    if (folder / EVENTS_DIR / _SCHEMA_FILE).exists():
+        glob = str(folder.resolve() / EVENTS_DIR / "*.parquet")
+        sql = (
+            f"SELECT {', '.join('e.' + n for n in names)} "
+            f"FROM read_parquet({_quoted(glob)}, union_by_name = true) AS e "
+            "SEMI JOIN requests AS r ON e.stream = r.key AND e.batch = r.batch"
+        )
+        if legacy:
+            sql += f" UNION ALL BY NAME SELECT {columns} FROM {legacy}"
+    else:  # a store written before, that no writer has opened since
+        sql = f"SELECT {columns} FROM {legacy}" if legacy else f"SELECT {columns} LIMIT 0"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sql}")
+
+
+def legacy_events(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The qualified name of a store's old ``events`` table, or None."""
+    (database,) = con.execute("SELECT current_database()").fetchone() or ("",)
+    found = con.execute(
+        "SELECT 1 FROM information_schema.tables WHERE table_catalog = ? AND table_name = 'events' "
+        "AND table_type = 'BASE TABLE'",
+        [database],
+    ).fetchone()
+    return f'"{database}".main.events' if found else None
+
+
+class EventsHelper:
+    """The helper process of one store writer: one batch at a time, ``submit`` then ``wait``;
+    ``process=False``: no helper, ``submit`` writes the file.
+
+    If the helper cannot start or dies, the batch is written here instead (and so are the next
+    ones): nothing is lost, the run is only slower."""
+
+    def __init__(self, *, process: bool = True) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._send: Connection | None = None
+        self._recv: Connection | None = None
+        self._job: tuple[Any, ...] | None = None
+        self.failure: str | None = None  # why the batches are written here, when they are
+        if not process:  # the caller writes them (the magic: one stream per cell)
+            return
+        if sys.platform == "win32":
+            self.failure = "no helper process on Windows"
+            return
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
+        env = dict(os.environ)
+        # The helper imports this very nito_nb: the parent's import path, first.
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "nito_nb.runs._events_main", str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child), env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self.failure = f"the helper process did not start ({exc})"
+            os.close(from_parent)
+            os.close(to_parent)
+            return
+        finally:
+            os.close(to_child)  # the helper's ends: its copies are its own
+            os.close(from_child)
+        self._send = Connection(from_parent, readable=False)
+        self._recv = Connection(to_parent, writable=False)
+
+    def submit(self, folder: Path, batch: str, run_id: str | None, ended: Mapping[str, EndedStream]) -> None:
+        self._job = (str(folder), batch, run_id, dict(ended))
+        if self._send is not None:
+            try:
+                self._send.send(self._job)
+                return
+            except OSError as exc:
+                self._lost(f"the helper process ended ({exc})")
+        self._write_here()
+
+    def wait(self) -> None:
+        """Return when the submitted batch's file is in place; raise what the helper raised."""
+        job, self._job = self._job, None
+        if job is None or self._recv is None:
+            return
+        try:
+            reply = self._recv.recv()
+        except (EOFError, OSError) as exc:
+            self._lost(f"the helper process ended ({type(exc).__name__})")
+            self._job = job
+            self._write_here()
+            return
+        if reply is not None:
+            raise OSError(f"writing the store's events: {reply}")
+
+    def _write_here(self) -> None:
+        assert self._job is not None
+        job, self._job = self._job, None
+        with loop_first():  # the sending loop keeps its turns meanwhile (_gil.py)
+            write_events(*job)
+
+    def _lost(self, why: str) -> None:
+        self.failure = why
+        self.close()
+        warnings.warn(
+            f"nito_nb: {why}: the run store's events are now written by this process (nothing is "
+            "lost; the run is slower)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    def close(self) -> None:
+        for conn in (self._send, self._recv):
+            if conn is not None:
+                conn.close()
+        self._send = self._recv = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=10)  # it ends when its pipe closes
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+
+def _serve(receive: Connection, reply: Connection) -> None:
+    """The helper: write each batch received, answer None or why it failed; end at EOF."""
+    while True:
+        try:
+            job = receive.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            write_events(*job)
+        except BaseException as exc:  # told to the writer thread, which stops the run with it
+            reply.send(f"{type(exc).__name__}: {exc}")
+        else:
+            reply.send(None)
+
+
+
+def main(argv: list[str]) -> None:
+    """The helper process (``python -m nito_nb.runs._events_main READ_FD WRITE_FD``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False))
