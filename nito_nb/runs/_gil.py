@@ -1,8 +1,10 @@
-"""While a run's writer thread computes result rows, the sending loop gets the GIL back quickly.
+"""While a store's events are built in the run's own process, the sending loop gets the GIL back quickly.
 
+A run's store has its events built by a helper process (``_events.py``); where this process
+builds them instead (the helper died, Windows, the magic's writes) this applies.
 CPython hands the GIL from a busy thread to a waiting one only every ``sys.getswitchinterval()``
 seconds (5 ms by default). The run's loop thread waits for it after every ``select`` while the
-writer turns a batch of finished streams into rows (pandas, a fraction of a second of CPU), so
+writer turns a batch of finished streams into frame rows (pandas, a fraction of a second of CPU), so
 each of its wake-ups could come up to 5 ms late: requests left late and chunks were read late.
 Measured on a shared 2-core machine (load runs at 40 requests/s for 8 s, three interleaved
 pairs): send delay p99 27, 113 and 168 ms with this, 84, 144 and 198 ms without. The interval is
