@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..display.throttle import Throttle
+from . import _gc
 from ._results import Finished, result_rows
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ def write_loop(run: Run) -> None:
             if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                 _flush(run, batch)
                 batch = []
+                _gc.settle()  # what the batch left is old now: no full GC pass walks it again
             if run.progress is not None and updates.ready():
                 run.progress.update()
                 updates.done()
@@ -69,6 +71,7 @@ def write_loop(run: Run) -> None:
         while not ended and run._queue.get() is not END:
             pass
     finally:
+        _gc.end()
         if run._writer is not None:
             run._writer.close()
         run.ended = time.monotonic()

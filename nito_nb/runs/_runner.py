@@ -37,6 +37,7 @@ from .._core.errors import (
 from .._stream import AsyncStream, Stream
 from .._stream_base import StreamBase
 from ..display.runner import LoopThread
+from . import _gc
 from ._backoff import Backoff
 from ._client_load import ClientMonitor
 from ._plan import Plan, Request, request_key
@@ -216,6 +217,7 @@ class Run:
         self._sender = LoopThread(self._send_all, name="nito_nb-run", on_end=self._sender_ended)
         self._writer_thread = threading.Thread(target=write_loop, args=(self,), name="nito_nb-run-writer",
                                                daemon=True)
+        _gc.begin()  # the writer thread's end calls _gc.end()
         self._writer_thread.start()
         self._sender.start()
 
