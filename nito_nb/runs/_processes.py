@@ -15,6 +15,7 @@ run goes on.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import socket
@@ -44,6 +45,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
 
     loop = asyncio.get_running_loop()
     client = AsyncClient(max_retries=0)  # one attempt per message: the driver retries
+    gc.freeze()  # this process's imports are never garbage: no full GC pass walks them (_gc.py)
     limit = asyncio.Semaphore(per_worker)
     hold = Hold()
     tasks: set[asyncio.Task[None]] = set()

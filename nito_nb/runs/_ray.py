@@ -16,6 +16,7 @@ reason (status ``failed``); it is taken out of the pool and the run goes on with
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import os
 import tempfile
@@ -70,6 +71,7 @@ class Worker:
 
         if self.client is None:
             self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
+            gc.freeze()  # the actor's imports are never garbage: no full GC pass walks them (_gc.py)
         await self.hold.wait()
         stream = self.client.stream(messages, model=model, raise_errors=False, **self.connection, **params)
         try:
