@@ -54,7 +54,7 @@ def test_a_run_freezes_what_is_old_and_gives_it_back_when_the_last_run_ends() ->
     frozen = gc.get_freeze_count()
     first.wait(timeout=60)
     assert gc.get_freeze_count() >= frozen  # the second run still goes: nothing given back yet
-    while second.stats()["finished"] == 0:  # a batch was recorded: what it left is frozen too
+    while second.stats()["finished"] == 0:  # requests finished: what they left is frozen too
         time.sleep(0.01)
     assert not second.done and gc.get_freeze_count() > frozen
     second.wait(timeout=60)

@@ -8,8 +8,8 @@ and chunks were read late (bench/bench_load.py: send delay p99 at 80% of the max
 ms; 8 ms with the objects that existed before the run frozen).
 
 So while some run is going, ``gc.freeze()`` moves every object alive into the collector's
-permanent generation: once when the run starts, and again after each batch of finished requests
-(``settle``), so a pass only walks what the last second made. Frozen objects are still freed as
+permanent generation: once when the run starts, and again every quarter of a second
+(``settle``, from the run's writer thread), so a pass only walks what was made since. Frozen objects are still freed as
 soon as nothing refers to them (reference counting does not stop); only a reference cycle that
 becomes garbage while frozen waits, until the last run ends and ``gc.unfreeze()`` hands
 everything back to the collector. A request leaves no such cycle (httpx's Response/body cycle is
@@ -22,11 +22,18 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
-__all__ = ["begin", "end", "settle"]
+__all__ = ["SETTLE_EVERY", "begin", "end", "settle"]
+
+#: While a run goes, what is alive is frozen at most this often (seconds): a full pass then walks
+#: at most what the last quarter of a second left (about 1 ms at 115 requests/s, 3-6 ms when it
+#: was once a second; bench/bench_load.py's send delay).
+SETTLE_EVERY = 0.25
 
 _lock = threading.Lock()
 _active = 0
+_last = 0.0
 
 
 def begin() -> None:
@@ -38,11 +45,15 @@ def begin() -> None:
 
 
 def settle() -> None:
-    """A batch of finished requests was recorded: freeze what they left (their rows, their
-    Streams when there is no store), while some run is going."""
+    """Freeze what finished requests left (their rows, their Streams when there is no store),
+    while some run is going, at most every ``SETTLE_EVERY`` seconds (a run's writer thread
+    calls this on every turn)."""
+    global _last
     with _lock:
-        if _active:
+        now = time.monotonic()
+        if _active and now - _last >= SETTLE_EVERY:
             gc.freeze()
+            _last = now
 
 
 def end() -> None:

@@ -60,7 +60,7 @@ def write_loop(run: Run) -> None:
             if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                 _flush(run, batch)
                 batch = []
-                _gc.settle()  # what the batch left is old now: no full GC pass walks it again
+            _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
             if run.progress is not None and updates.ready():
                 run.progress.update()
                 updates.done()
