@@ -9,8 +9,8 @@ the first write left out):
 - open + write + close: ``runs/_store.write_streams``, what the magic does at the end of a cell;
 - kept writer: one ``StoreWriter`` open throughout, ``result_rows`` + ``write`` per stream (what
   sharing one connection would cost);
-- result rows alone: the frame and metrics of the stream (``runs/_results.result_rows``), which
-  both pay;
+- result rows alone: the metrics of the stream from its snapshot (``runs/_results.result_rows``),
+  which both pay (the events file, built from the log, is part of each write);
 
 and the time to rebuild every stored stream (``Store.streams``), what ``%nito history`` pays per
 stream of earlier kernels. Prints the figures; no target (the choice is a trade: see the docs).

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, NitoError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
-from ._events import EventsHelper, events_view, legacy_events, new_batch, prepare
+from ._events import EventsHelper, events_of, events_view, legacy_events, new_batch, prepare
 from ._plan import Request, request_key
 from ._results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
 
@@ -267,6 +267,7 @@ class Store:
             )
         self.con = _connect(self.path, read_only=not shared, either=shared)
         events_view(self.path, self.con)
+        self._legacy = legacy_events(self.con)  # no store gains that old table: asked once
 
     def __repr__(self) -> str:
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
@@ -306,7 +307,8 @@ class Store:
         else:
             keys = [keys] if isinstance(keys, str) else list(keys)
             df = self.con.execute(
-                f"SELECT {columns} FROM events WHERE list_contains(?, stream) ORDER BY stream, seq, part",
+                f"SELECT {columns} FROM ({events_of(self.path, self.con, keys, self._legacy)}) "
+                "WHERE list_contains(?, stream) ORDER BY stream, seq, part",
                 [keys],
             ).df()
         return frame(df)
@@ -333,7 +335,8 @@ class Store:
         events = []
         start = 0
         for dt, kind, end in self.con.execute(
-            "SELECT dt_ns, kind, raw_end FROM events WHERE stream = ? AND seq >= 0 AND part = 0 ORDER BY seq",
+            f"SELECT dt_ns, kind, raw_end FROM ({events_of(self.path, self.con, [key], self._legacy)}) "
+            "WHERE stream = ? AND seq >= 0 AND part = 0 ORDER BY seq",
             [key],
         ).fetchall():
             events.append((int(dt), HTTP_ERROR if kind == KINDS[HTTP_ERROR] else None, body[start:end]))
