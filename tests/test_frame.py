@@ -920,3 +920,5 @@ def test_the_frames_attrs_are_read_only_and_cost_nothing_to_copy(tmp_path: Path)
     df.to_parquet(tmp_path / "f.parquet")  # pandas stores attrs as JSON
     assert pd.read_parquet(tmp_path / "f.parquet").attrs["nito"]["s1"] == json.loads(json.dumps(info["s1"]))
     assert pickle.loads(pickle.dumps(df)).attrs["nito"] == info
+    request = info["s0"]["request"]
+    assert isinstance(request, dict) and json.loads(json.dumps(request)) == request  # a dict, lists are lists

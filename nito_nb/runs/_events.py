@@ -149,9 +149,10 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
 
 def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], legacy: str | None) -> str:
     """The SQL of the events of ``keys`` (and maybe of others: filter them), reading only the
-    files of their batches (``legacy``: the store's old table, ``legacy_events``). The view's glob opens every file of the store, one per batch (one per
-    cell for the magic's): rebuilding one stream of a store of 30 took 28 ms, 7.8 ms before the
-    files (bench/bench_magic_store.py), and it grew with every cell."""
+    files of their batches (``legacy``: the store's old table, ``legacy_events``). The view's
+    glob opens every file of the store, one per batch (one per cell for the magic's): rebuilding
+    one stream of a store of 30 took 28 ms that way, 21 ms this way, 7.8 ms when the events were
+    a table (bench/bench_magic_store.py), and the glob's cost grows with every cell."""
     batches = con.execute(
         "SELECT DISTINCT batch FROM requests WHERE list_contains(?, key) AND batch IS NOT NULL", [keys]
     ).fetchall()
@@ -208,14 +209,14 @@ class EventsHelper:
             return
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k != "NITO_API_KEY"}  # it never sends anything
         # The helper imports this very nito_nb: the parent's import path, first.
         env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "nito_nb.runs._events_main", str(to_child), str(from_child)],
                 pass_fds=(to_child, from_child), env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # its stderr is this process's: a crash says why there
             )
         except OSError as exc:
             self.failure = f"the helper process did not start ({exc})"
@@ -232,10 +233,12 @@ class EventsHelper:
         self._job = (str(folder), batch, run_id, dict(ended))
         if self._send is not None:
             try:
-                self._send.send(self._job)
+                self._send.send(self._job)  # pickled whole before a byte is written
                 return
             except OSError as exc:
                 self._lost(f"the helper process ended ({exc})")
+            except Exception:  # a log that does not pickle: this batch is written here
+                pass
         self._write_here()
 
     def wait(self) -> None:
@@ -296,7 +299,6 @@ def _serve(receive: Connection, reply: Connection) -> None:
             reply.send(f"{type(exc).__name__}: {exc}")
         else:
             reply.send(None)
-
 
 
 def main(argv: list[str]) -> None:
