@@ -36,11 +36,17 @@ def cluster() -> Iterator[None]:
         ray.shutdown()
 
 
-def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None) -> None:
+def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, monkeypatch: Any) -> None:
+    from nito_nb.runs._client_load import ClientMonitor
+
+    added: list[list[float]] = []
+    real = ClientMonitor.add
+    monkeypatch.setattr(ClientMonitor, "add", lambda self, lags, cpu: (added.append(lags), real(self, lags, cpu)))
     prompts = [f"q{i}" for i in range(12)]
     run = nito_nb.run(prompts, model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
     run.wait(timeout=120)
     assert run.error is None
+    assert len(added) == 12  # each actor's loop is sampled too, its new samples sent with each log
     r = run.results()
     assert len(r) == 12 and (r["status"] == "done").all()
     assert r["content"].tolist() == prompts  # sim/echo answers with the prompt

@@ -5,6 +5,10 @@ than asked it wakes up is the loop's *lag*, the delay that every chunk's arrival
 every scheduled send suffered at that moment. Every ``CPU_INTERVAL`` seconds it also reads the
 process's CPU time: a share near 1.0 (one core: the GIL) means Python itself is saturated.
 The verdict (``client_bound``) and its figures go to the summary and the panel.
+
+With ``engine="processes"`` or ``"ray"`` the client is also each worker: every worker samples
+its own loop the same way and sends its new samples back with each log (``drain``); the driver
+pools them with its own (``add``), so the figures are those of the worst loop of the run.
 """
 
 from __future__ import annotations
@@ -29,11 +33,24 @@ MAX_SAMPLES = 360_000
 
 
 class ClientMonitor:
-    """Samples the event loop's lag and the process's CPU share while a run sends."""
+    """Samples the event loop's lag and the process's CPU share while a run sends; ``worker``:
+    also keeps the samples not yet sent to the driver (``drain``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, worker: bool = False) -> None:
         self.lags: deque[float] = deque(maxlen=MAX_SAMPLES)
         self.cpu: deque[float] = deque(maxlen=MAX_SAMPLES)
+        self._new: tuple[list[float], list[float]] | None = ([], []) if worker else None
+
+    def drain(self) -> tuple[list[float], list[float]]:
+        """(lag samples, CPU shares) taken since the last call: a worker's, for the driver."""
+        assert self._new is not None, "drain() is for a worker's monitor (ClientMonitor(worker=True))"
+        new, self._new = self._new, ([], [])
+        return new
+
+    def add(self, lags: list[float], cpu: list[float]) -> None:
+        """A worker's samples (``drain``), pooled with this loop's own."""
+        self.lags.extend(lags)
+        self.cpu.extend(cpu)
 
     async def sample(self) -> None:
         """Run on the run's loop until cancelled."""
@@ -43,10 +60,16 @@ class ClientMonitor:
             before = clock()
             await asyncio.sleep(LAG_INTERVAL)
             now = clock()
-            self.lags.append(max(0.0, now - before - LAG_INTERVAL))
+            lag = max(0.0, now - before - LAG_INTERVAL)
+            self.lags.append(lag)
+            if self._new is not None:
+                self._new[0].append(lag)
             if now - cpu_wall >= CPU_INTERVAL:
                 cpu_now = cpu_clock()
-                self.cpu.append((cpu_now - cpu_start) / (now - cpu_wall))
+                share = (cpu_now - cpu_start) / (now - cpu_wall)
+                self.cpu.append(share)
+                if self._new is not None:
+                    self._new[1].append(share)
                 cpu_start, cpu_wall = cpu_now, now
 
     def report(self, recent: int | None = None) -> dict[str, Any]:

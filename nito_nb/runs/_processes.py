@@ -23,6 +23,7 @@ import threading
 from typing import Any
 
 from .._core.errors import ConfigurationError
+from ._client_load import ClientMonitor
 from ._clock import Hold, offset_ns
 from ._plan import Request
 from ._ray import Sent, failed_stream, from_worker
@@ -45,6 +46,8 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
 
     loop = asyncio.get_running_loop()
     client = AsyncClient(max_retries=0)  # one attempt per message: the driver retries
+    monitor = ClientMonitor(worker=True)  # this loop's lag, sent back with each log
+    sampler = asyncio.ensure_future(monitor.sample())
     gc.freeze()  # this process's imports are never garbage: no full GC pass walks them (_gc.py)
     limit = asyncio.Semaphore(per_worker)
     hold = Hold()
@@ -58,7 +61,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
                 await stream.wait(raise_errors=False)
             except NitoError as exc:  # refused before the body: the log says how
                 stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
-            conn.send((rid, "\n".join(stream.log.to_lines()) + "\n", offset_ns()))
+            conn.send((rid, "\n".join(stream.log.to_lines()) + "\n", offset_ns(), monitor.drain()))
 
     while True:
         try:
@@ -73,9 +76,9 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
         task = asyncio.ensure_future(one(*message))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-    for task in list(tasks):
+    for task in [*tasks, sampler]:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*tasks, sampler, return_exceptions=True)
 
 
 class _Worker:
@@ -86,7 +89,7 @@ class _Worker:
                                    name=f"nito_nb-{name}", daemon=True)
         self.process.start()
         child.close()
-        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[str, int]]]] = {}
+        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[_Reply]]] = {}
         self.alive = True
         self.lock = threading.Lock()
         self.reader = threading.Thread(target=self._read, name=f"nito_nb-{name}-reader", daemon=True)
@@ -96,14 +99,14 @@ class _Worker:
         """Resolve each request's future with its log; fail them all when the worker dies."""
         while True:
             try:
-                rid, text, worker_offset = self.conn.recv()
+                rid, text, worker_offset, health = self.conn.recv()
             except (EOFError, OSError):
                 break
             with self.lock:
                 found = self.pending.pop(rid, None)
             if found is not None:
                 loop, future = found
-                loop.call_soon_threadsafe(_resolve, future, (text, worker_offset), None)
+                loop.call_soon_threadsafe(_resolve, future, (text, worker_offset, health), None)
         self.alive = False
         self.process.join(timeout=5)
         code = self.process.exitcode
@@ -117,7 +120,11 @@ class _Worker:
                 pass
 
 
-def _resolve(future: asyncio.Future[Any], reply: tuple[str, int] | None, died: str | None) -> None:
+#: A worker's reply: the log (JSON Lines), its clock's offset, its loop's new lag and CPU samples.
+_Reply = tuple[str, int, tuple[list[float], list[float]]]
+
+
+def _resolve(future: asyncio.Future[Any], reply: _Reply | None, died: str | None) -> None:
     if future.done():
         return
     if died is not None:
@@ -175,7 +182,7 @@ class ProcessEngine:
         worker = self._workers[name]
         self._next_id += 1
         rid = self._next_id
-        future: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Reply] = asyncio.get_running_loop().create_future()
         with worker.lock:
             worker.pending[rid] = (asyncio.get_running_loop(), future)
         self._load[name] += 1
@@ -186,7 +193,7 @@ class ProcessEngine:
                 with worker.lock:
                     worker.pending.pop(rid, None)
                 raise _WorkerDied(f"its pipe broke: {exc}") from None
-            text, worker_offset = await future
+            text, worker_offset, health = await future
         except _WorkerDied as exc:
             message = f"the worker process {name} died while this request was in flight ({exc})"
             return Sent(failed_stream(request, message), name, self.node, False)
@@ -194,7 +201,7 @@ class ProcessEngine:
             self._load[name] -= 1
             with worker.lock:
                 worker.pending.pop(rid, None)
-        return Sent(from_worker(text, worker_offset), name, self.node, True)
+        return Sent(from_worker(text, worker_offset), name, self.node, True, health)
 
     def close(self) -> None:
         for worker in self._workers.values():

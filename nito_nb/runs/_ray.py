@@ -27,6 +27,7 @@ from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
 from .._recorded import from_events
 from .._stream import Stream
+from ._client_load import ClientMonitor
 from ._clock import Hold, offset_ns, rebase_log
 from ._plan import Request
 
@@ -42,6 +43,8 @@ class Sent(NamedTuple):
     #: True when the stream is the worker's own (its ``log.t0_ns`` is the attempt's send, on the
     #: driver's timeline); False for a stream the driver made (the worker died, none was left).
     sent: bool
+    #: The worker loop's lag and CPU samples since its last reply (``ClientMonitor.drain``).
+    health: tuple[list[float], list[float]] | None = None
 
 
 class Worker:
@@ -52,6 +55,8 @@ class Worker:
         self.connection = connection
         self.client: Any = None
         self.hold = Hold()
+        self.monitor: ClientMonitor | None = None
+        self.sampler: Any = None
 
     def where(self) -> tuple[str, str, int]:
         """(worker name, node id, pid)."""
@@ -63,14 +68,18 @@ class Worker:
         """Send nothing before this wall time (the run's shared 429 pause)."""
         self.hold.until(wall_ns)
 
-    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]) -> tuple[str, int]:
+    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]
+                   ) -> tuple[str, int, tuple[list[float], list[float]]]:
         """Send one attempt and stream it to its end; return its log as JSON Lines
-        (``Stream.save``'s format) and this process's clock offset (``_clock.py``)."""
+        (``Stream.save``'s format), this process's clock offset (``_clock.py``) and its loop's
+        new lag and CPU samples (``_client_load.py``)."""
         from .._client import AsyncClient
         from .._core.errors import NitoError
 
         if self.client is None:
             self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
+            self.monitor = ClientMonitor(worker=True)  # its loop's lag, sent back with each log
+            self.sampler = asyncio.ensure_future(self.monitor.sample())
             gc.freeze()  # the actor's imports are never garbage: no full GC pass walks them (_gc.py)
         await self.hold.wait()
         stream = self.client.stream(messages, model=model, raise_errors=False, **self.connection, **params)
@@ -78,7 +87,8 @@ class Worker:
             await stream.wait(raise_errors=False)
         except NitoError as exc:  # refused before the body: the log says how
             stream = exc.stream if exc.stream is not None else stream
-        return "\n".join(stream.log.to_lines()) + "\n", offset_ns()
+        assert self.monitor is not None
+        return "\n".join(stream.log.to_lines()) + "\n", offset_ns(), self.monitor.drain()
 
 
 def from_worker(text: str, worker_offset_ns: int) -> Stream:
@@ -173,7 +183,7 @@ class RayEngine:
         try:
             ref = self._actors[name].send.remote(request.messages, request.model, dict(request.params))
             try:
-                text, worker_offset = await ref
+                text, worker_offset, health = await ref
             except asyncio.CancelledError:
                 ray.cancel(ref)
                 raise
@@ -184,7 +194,7 @@ class RayEngine:
             return Sent(failed_stream(request, message), name, self.nodes.get(name), False)
         finally:
             self._load[name] -= 1
-        return Sent(from_worker(text, worker_offset), name, self.nodes.get(name), True)
+        return Sent(from_worker(text, worker_offset), name, self.nodes.get(name), True, health)
 
     def close(self) -> None:
         import ray

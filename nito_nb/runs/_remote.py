@@ -42,7 +42,7 @@ async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Requ
         attempts += 1
         run.n_attempts += 1
         try:
-            stream, worker, node, sent = await engine.send(request)
+            stream, worker, node, sent, health = await engine.send(request)
         except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
             stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
             if timing["sent_at"] is None:
@@ -51,6 +51,8 @@ async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Requ
             raise
         finally:
             run._release()
+        if health is not None:  # the worker's loop is the client too: its lag counts (_client_load.py)
+            run.client.add(*health)
         if timing["sent_at"] is None:
             if sent:  # the worker's own send of the first attempt, on the run's timeline
                 timing["sent_at"] = stream.log.t0_ns / 1e9 - run._t0
