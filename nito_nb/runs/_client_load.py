@@ -8,7 +8,8 @@ The verdict (``client_bound``) and its figures go to the summary and the panel.
 
 With ``engine="processes"`` or ``"ray"`` the client is also each worker: every worker samples
 its own loop the same way and sends its new samples back with each log (``drain``); the driver
-pools them with its own (``add``), so the figures are those of the worst loop of the run.
+pools them with its own (``add``): the percentiles are over every loop's samples together, the
+maximum is the worst loop's.
 """
 
 from __future__ import annotations
