@@ -741,3 +741,15 @@ def test_a_stall_keeps_the_view_current_and_its_clock_moving(widgets: Any) -> No
             clocks.append(float(match[1]))
     assert len(clocks) >= stall_s / 1.5, clocks
     assert max(b - a for a, b in itertools.pairwise(clocks)) <= stall_s / 4, clocks
+
+
+def test_a_long_error_loses_its_middle_not_its_end() -> None:
+    # One rule for every one-line error (the magic's lines, this widget's status): the hint, what
+    # to do, comes last, so a long message loses its middle (the widget cut its end at 300).
+    from nito_nb._core.errors import ERROR_LINE_CHARS, ConfigurationError, one_line
+
+    error = ConfigurationError("the start\n" + "word " * 400 + "what to do: set X")
+    line = one_line(error, with_type=False)
+    assert len(line) <= ERROR_LINE_CHARS + 3 and "\n" not in line
+    assert line.startswith("the start") and line.endswith("what to do: set X") and " … " in line
+    assert one_line(error) == f"ConfigurationError: {line}"

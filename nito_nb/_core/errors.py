@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .._stream_base import StreamBase
 
 __all__ = [
+    "ERROR_LINE_CHARS",
     "APIError",
     "AuthenticationError",
     "BadRequestError",
@@ -68,6 +69,7 @@ __all__ = [
     "StreamTimeoutError",
     "StreamTruncatedError",
     "TransportError",
+    "one_line",
 ]
 
 
@@ -432,3 +434,17 @@ def redact_events(events: list[ServerSentEvent], secret: Secret) -> list[ServerS
             )
         out.append(event)
     return out
+
+
+#: An error shown on one line is cut to about this many characters, in its middle.
+ERROR_LINE_CHARS = 500
+
+
+def one_line(error: BaseException, *, with_type: bool = True) -> str:
+    """``Type: message`` (or the message alone) on one line, whitespace folded; a long one loses
+    its middle, never its end (an error's hint, what to do, comes last). The magic's lines and
+    the chat widget's status both use it."""
+    text = " ".join(str(error).split())
+    if len(text) > ERROR_LINE_CHARS:
+        text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
+    return f"{type(error).__name__}: {text}" if with_type else text

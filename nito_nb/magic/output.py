@@ -8,7 +8,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .._core.errors import ConfigurationError, MissingAPIKeyError
+from .._core.errors import ERROR_LINE_CHARS, ConfigurationError, MissingAPIKeyError, one_line
 
 __all__ = ["ERROR_LINE_CHARS", "NO_KEY", "error_line", "in_kernel", "one_line", "start_view", "usage_error"]
 
@@ -18,7 +18,6 @@ NO_KEY = (
     "notebook without writing the key in it: import os, getpass; "
     "os.environ['NITO_API_KEY'] = getpass.getpass(). Models named sim/... need no key."
 )
-ERROR_LINE_CHARS = 500
 
 
 def error_line(error: BaseException) -> None:
@@ -28,14 +27,6 @@ def error_line(error: BaseException) -> None:
     is only the gateway's words); a long one loses its middle, never its end.
     """
     print(f"nito: {one_line(error)}", file=sys.stderr)
-
-
-def one_line(error: BaseException) -> str:
-    """``Type: message`` on one line (whitespace folded); a long one loses its middle."""
-    text = " ".join(str(error).split())
-    if len(text) > ERROR_LINE_CHARS:
-        text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
-    return f"{type(error).__name__}: {text}"
 
 
 def usage_error(error: ConfigurationError) -> UsageError:

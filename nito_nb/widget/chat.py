@@ -36,7 +36,7 @@ import ipywidgets
 import traitlets
 
 from .._client import AsyncClient, Client, as_messages
-from .._core.errors import NitoError
+from .._core.errors import NitoError, one_line
 from .._stream import AsyncStream, Stream
 from ..display.runner import LoopThread
 from ..render import check_format, join_parts
@@ -357,7 +357,7 @@ class ChatWidget(ipywidgets.VBox):
 
     def _internal_error(self, exc: BaseException) -> None:
         self.last_exception = exc
-        self.status = f"✗ internal error: {type(exc).__name__}: {_one_line(exc)}"
+        self.status = f"✗ internal error: {one_line(exc)}"
 
     async def _follow(self, chain: list[_Turn]) -> None:
         """Follow the prompt's turn, then each tool round (``run_tools=True``), on this loop."""
@@ -396,7 +396,7 @@ class ChatWidget(ipywidgets.VBox):
                 return self._new_turn([run.message for run in runs], model, runs, turn.runner)
             except NitoError as exc:  # refused before sending (the key went away...): a note
                 self._history.extend(run.message for run in runs)
-                self.status = f"✗ {_one_line(exc)}"
+                self.status = f"✗ {one_line(exc, with_type=False)}"
                 return None
 
     async def _follow_turn(self, turn: _Turn) -> None:
@@ -456,7 +456,7 @@ class ChatWidget(ipywidgets.VBox):
                 self._picker.options = list(dict.fromkeys([*self._picker.options, *sorted(ids)]))
                 self._note.value = f"{len(ids)} gateway models"
             except Exception as exc:
-                self._note.value = f"model list unavailable: {_one_line(exc)}"
+                self._note.value = f"model list unavailable: {one_line(exc, with_type=False)}"
 
         thread = threading.Thread(target=run, name="nito_nb-chat-models", daemon=True)
         self._models_thread = thread
@@ -484,7 +484,7 @@ class ChatWidget(ipywidgets.VBox):
         try:
             self.ask()
         except (NitoError, ValueError, RuntimeError) as exc:
-            self.status = f"✗ {_one_line(exc)}"
+            self.status = f"✗ {one_line(exc, with_type=False)}"
 
     def _on_stop_click(self, _button: Any) -> None:
         self.stop()
@@ -582,13 +582,8 @@ def _status_note(stream: Stream | AsyncStream) -> str:
     }
     note = notes.get(stream.status, stream.status)
     if stream.status == "failed" and stream.exception is not None:
-        note += f": {_one_line(stream.exception)}"
+        note += f": {one_line(stream.exception, with_type=False)}"
     return note
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _env_key() -> str | None:
