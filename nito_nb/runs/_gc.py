@@ -9,10 +9,10 @@ ms; 8 ms with the objects that existed before the run frozen).
 
 So while some run is going, ``gc.freeze()`` moves every object alive into the collector's
 permanent generation: once when the run starts, and again every quarter of a second
-(``settle``, from the run's writer thread), so a pass only walks what was made since. Frozen objects are still freed as
-soon as nothing refers to them (reference counting does not stop); only a reference cycle that
-becomes garbage while frozen waits, until the last run ends and ``gc.unfreeze()`` hands
-everything back to the collector. A request leaves no such cycle (httpx's Response/body cycle is
+(``settle``, from the run's writer thread), so a pass only walks what was made since. Frozen
+objects are still freed as soon as nothing refers to them (reference counting does not stop);
+only a reference cycle that becomes garbage while frozen waits, until the last run ends and
+``gc.unfreeze()`` hands everything back to the collector. A request leaves no such cycle (httpx's Response/body cycle is
 broken when the response closes: ``_client/clients.py`` ``_close``); what other code in the
 process makes meanwhile is kept for the length of the run. A program that calls ``gc.freeze()``
 itself (before forking workers) has it undone when a run ends.

@@ -148,12 +148,15 @@ class StoreWriter:
         batch = new_batch()
         ended = {item.request.key: EndedStream.of(item.stream) for item in items}
         self._events.submit(self.path, batch, rows[0]["run_id"] if rows else None, ended)
-        requests = results_frame(rows)  # meanwhile (the helper writes the events)
-        requests["row"] = requests["row"].map(str)
-        for name, values in _rebuild_values(items).items():
-            requests[name] = values
-        requests["batch"] = batch
-        self._events.wait()  # the rows never commit before their events are in place
+        try:  # meanwhile (the helper writes the events)
+            requests = results_frame(rows)
+            requests["row"] = requests["row"].map(str)
+            for name, values in _rebuild_values(items).items():
+                requests[name] = values
+            requests["batch"] = batch
+        finally:
+            self._events.wait()  # the rows never commit before their events are in place; and
+            # the helper's answer is always taken, so the next batch never reads this one's
         con = self.con
         con.register("batch_requests", requests)
         try:
