@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from .._frame import EndedStream
 
 __all__ = [
-    "EVENTS_DIR", "EventsHelper", "event_columns", "events_of", "events_view", "legacy_events", "new_batch", "prepare",
-    "write_events",
+    "EVENTS_DIR", "SQL_TYPES", "EventsHelper", "event_columns", "events_of", "events_view", "legacy_events",
+    "new_batch", "prepare", "write_events",
 ]
 
 EVENTS_DIR = "events"
@@ -59,9 +59,17 @@ _SCHEMA_FILE = "_columns.parquet"
 #: ``response`` row): its arrival in ns after the request, and where its bytes end in the
 #: request's ``body`` (a number per row rather than a blob per row: ten times cheaper to write).
 _EVENT_EXTRA = {"dt_ns": "BIGINT", "raw_end": "BIGINT", "run_id": "VARCHAR", "batch": "VARCHAR"}
-_SQL_TYPES = {
-    "string": "VARCHAR", "object": "VARCHAR", "category": "VARCHAR", "Int64": "BIGINT",
-    "int64": "BIGINT", "float64": "DOUBLE", "bool": "BOOLEAN",
+#: The SQL type of each pandas dtype of the frame and of the result rows: the store's one mapping
+#: (``requests``, in ``_store.py``, and the events files).
+SQL_TYPES = {
+    "string": "VARCHAR",
+    "object": "VARCHAR",
+    "category": "VARCHAR",
+    "Int64": "BIGINT",
+    "int64": "BIGINT",
+    "float64": "DOUBLE",
+    "bool": "BOOLEAN",
+    "datetime64[us, UTC]": "TIMESTAMPTZ",
 }
 
 
@@ -69,7 +77,7 @@ def event_columns() -> dict[str, str]:
     """The view's columns and their SQL types: the frame's, then ``_EVENT_EXTRA``'s."""
     from .._frame import COLUMNS
 
-    return {**{name: _SQL_TYPES[dtype] for name, dtype in COLUMNS.items()}, **_EVENT_EXTRA}
+    return {**{name: SQL_TYPES[dtype] for name, dtype in COLUMNS.items()}, **_EVENT_EXTRA}
 
 
 def new_batch() -> str:

@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, NitoError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
-from ._events import EventsHelper, events_of, events_view, legacy_events, new_batch, prepare
+from ._events import (
+    SQL_TYPES,
+    EventsHelper,
+    events_of,
+    events_view,
+    legacy_events,
+    new_batch,
+    prepare,
+)
 from ._plan import Request, request_key
 from ._results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
 
@@ -39,16 +47,6 @@ __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store", "stream
 DB_NAME = "runs.duckdb"
 WRITER_MEMORY_LIMIT = "256MB"
 
-_SQL_TYPES = {
-    "string": "VARCHAR",
-    "object": "VARCHAR",
-    "category": "VARCHAR",
-    "Int64": "BIGINT",
-    "int64": "BIGINT",
-    "float64": "DOUBLE",
-    "bool": "BOOLEAN",
-    "datetime64[us, UTC]": "TIMESTAMPTZ",
-}
 #: What the requests table keeps beyond the result columns, to rebuild each Stream.
 _REBUILD_COLUMNS = {
     "request": "VARCHAR",  # JSON: model, messages, params, base_url (never a key: see _client)
@@ -113,12 +111,12 @@ class StoreWriter:
         self.con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
         self.con.execute("SET preserve_insertion_order = false")
         result_sql = ", ".join(
-            f'"{name}" {_SQL_TYPES[dtype]}' for name, dtype in RESULT_COLUMNS.items()
+            f'"{name}" {SQL_TYPES[dtype]}' for name, dtype in RESULT_COLUMNS.items()
         )
         rebuild_sql = ", ".join(f'"{n}" {t}' for n, t in _REBUILD_COLUMNS.items())
         self.con.execute(f"CREATE TABLE IF NOT EXISTS requests ({result_sql}, {rebuild_sql})")
         # A store written before a column existed (the load columns, docs/LOAD.md) gains it.
-        for name, sql_type in {**{n: _SQL_TYPES[d] for n, d in RESULT_COLUMNS.items()}, **_REBUILD_COLUMNS}.items():
+        for name, sql_type in {**{n: SQL_TYPES[d] for n, d in RESULT_COLUMNS.items()}, **_REBUILD_COLUMNS}.items():
             self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {sql_type}')
         prepare(self.path, self.con)
         events_view(self.path, self.con)
