@@ -145,14 +145,15 @@ def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
     os.replace(partial, schema)
 
 
-def events_view(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
+def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None) -> None:
     """Give ``con`` the ``events`` view (a temporary one: it names the folder where it is now,
     so a store that was moved still reads). A store written before the events left the
-    database keeps its old ``events`` table: the view shows its rows too."""
+    database keeps its old ``events`` table (``legacy``, from ``legacy_events``): the view shows
+    its rows too."""
     files = None
     if (folder / EVENTS_DIR / _SCHEMA_FILE).exists():  # else a store no writer opened since
         files = _quoted(str(folder.resolve() / EVENTS_DIR / "*.parquet"))
-    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy_events(con))}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy)}")
 
 
 def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], legacy: str | None) -> str:

@@ -119,9 +119,9 @@ class StoreWriter:
         for name, sql_type in {**{n: SQL_TYPES[d] for n, d in RESULT_COLUMNS.items()}, **_REBUILD_COLUMNS}.items():
             self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {sql_type}')
         prepare(self.path, self.con)
-        events_view(self.path, self.con)
         #: A store written before the events left the database keeps its table (read by the view).
         self._legacy = legacy_events(self.con)
+        events_view(self.path, self.con, self._legacy)
         self._events = EventsHelper(process=helper)
 
         #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
@@ -267,8 +267,8 @@ class Store:
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
         self.con = _connect(self.path, read_only=not shared, either=shared)
-        events_view(self.path, self.con)
         self._legacy = legacy_events(self.con)  # no store gains that old table: asked once
+        events_view(self.path, self.con, self._legacy)
 
     def __repr__(self) -> str:
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
