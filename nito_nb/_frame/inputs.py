@@ -145,7 +145,22 @@ def _stream_attrs(stream: FrameSource, origin: str | None) -> dict[str, Any]:
     )
 
 
-class FrozenAttrs(dict[str, Any]):
+class _ReadOnly:
+    """What FrozenAttrs and FrozenList share: read-only, so one object stands for every copy."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
+    def __copy__(self) -> Any:
+        return self
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("df.attrs['nito'] is read-only (it describes the streams the frame was built from)")
+
+
+class FrozenAttrs(_ReadOnly, dict[str, Any]):
     """``df.attrs["nito"]``: a read-only dict (nested values too) that pandas copies for free.
 
     pandas deep-copies ``attrs`` into every result of ``df[col]``, ``df.loc``, ``groupby``...
@@ -157,40 +172,22 @@ class FrozenAttrs(dict[str, Any]):
 
     __slots__ = ()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenAttrs:
-        return self
-
-    def __copy__(self) -> FrozenAttrs:
-        return self
-
     def __reduce__(self) -> tuple[Any, ...]:  # pickles (and unpickles) as a plain dict's items
         return (FrozenAttrs, (dict(self),))
 
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("df.attrs['nito'] is read-only (it describes the streams the frame was built from)")
-
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _ReadOnly._read_only  # type: ignore[assignment]
 
 
-class FrozenList(list[Any]):
+class FrozenList(_ReadOnly, list[Any]):
     """A list inside ``df.attrs["nito"]``: read-only, and copied for free (see FrozenAttrs)."""
 
     __slots__ = ()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
-        return self
-
-    def __copy__(self) -> FrozenList:
-        return self
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (FrozenList, (list(self),))
 
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("df.attrs['nito'] is read-only (it describes the streams the frame was built from)")
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
-    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _ReadOnly._read_only  # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _ReadOnly._read_only
 
 
 def freeze(value: Any) -> Any:
