@@ -8,9 +8,9 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .._core.errors import ERROR_LINE_CHARS, ConfigurationError, MissingAPIKeyError, one_line
+from .._core.errors import ConfigurationError, MissingAPIKeyError, one_line
 
-__all__ = ["ERROR_LINE_CHARS", "NO_KEY", "error_line", "in_kernel", "one_line", "start_view", "usage_error"]
+__all__ = ["NO_KEY", "error_line", "in_kernel", "start_view", "usage_error"]
 
 #: How the magic's user sets the key (the engine's message names api_key=..., which a cell lacks).
 NO_KEY = (

@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .._core.errors import one_line
 from ..runs._store import DB_NAME, Store, write_streams
-from .output import one_line
 
 __all__ = ["RUN_ID_PREFIX", "earlier_streams", "last_stream", "new_session", "write"]
 
