@@ -8,7 +8,7 @@ writer turns a batch of finished streams into frame rows (pandas, a fraction of 
 each of its wake-ups could come up to 5 ms late: requests left late and chunks were read late.
 Measured on a shared 2-core machine (load runs at 40 requests/s for 8 s, three interleaved
 pairs): send delay p99 27, 113 and 168 ms with this, 84, 144 and 198 ms without. The interval is
-process-wide, so it is shortened only while some writer computes rows, and the value found is put
+process-wide, so it is shortened only while some writer builds frame rows, and the value found is put
 back when the last one ends (a value set meanwhile by someone else is overwritten then).
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 __all__ = ["WRITER_SWITCH_INTERVAL", "loop_first"]
 
-#: The switch interval (seconds) while a writer computes rows.
+#: The switch interval (seconds) while a writer builds a store's frame rows in this process.
 WRITER_SWITCH_INTERVAL = 0.0005
 
 _lock = threading.Lock()
