@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from ._core.state import StreamState
@@ -219,8 +219,10 @@ class AsyncStream(StreamBase):
     def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(request, **kwargs)
         self._is_async = True
-        self._opener: Callable[[AsyncStream], Any] | None = None  # coroutine: connect, set _areads
-        self._areads: AsyncIterator[bytes] | None = None
+        self._opener: Callable[[AsyncStream], Any] | None = None  # coroutine: connect, set _body
+        # The body: a coroutine function that reads it to its end, calling deliver(data, arrival_ns)
+        # per read (set_body wraps an iterator of reads into one; set_pushed_body gives one).
+        self._body: Callable[[Callable[[bytes, int], None]], Awaitable[None]] | None = None
         self._aclose_source: Callable[[], Any] | None = None
         self._alive: AsyncIterator[dict[str, Any]] | None = None
         # The reader task (connects, then reads the body), the queue of chunk lists it hands the
@@ -246,7 +248,7 @@ class AsyncStream(StreamBase):
         import asyncio
 
         if self._task is None:
-            if self.finished or (self._opener is None and self._areads is None):
+            if self.finished or (self._opener is None and self._body is None):
                 return None
             loop = asyncio.get_running_loop()
             self._aqueue = asyncio.Queue()
@@ -257,7 +259,7 @@ class AsyncStream(StreamBase):
 
     async def _arun(self, out: Any, opened: Any) -> None:
         try:
-            if self._areads is None and self._opener is not None:
+            if self._body is None and self._opener is not None:
                 try:
                     await self._open()  # raises typed HTTP errors, with .stream set
                 except Exception as exc:  # refused: whoever connects, iterates or waits raises it
@@ -265,7 +267,7 @@ class AsyncStream(StreamBase):
                     opened.set_result(exc)
                     return
             opened.set_result(None)
-            if self._areads is not None:
+            if self._body is not None:
                 await self._aread(out)
         except Exception as exc:  # not a transport failure: handed to the consumer as it is
             self._task_error = exc
@@ -275,15 +277,17 @@ class AsyncStream(StreamBase):
             out.put_nowait(_END)
 
     async def _aread(self, out: Any) -> None:
-        assert self._areads is not None
-        clock, arrival, state = time.perf_counter_ns, self._arrival, self._state
+        assert self._body is not None
+        clock, state = time.perf_counter_ns, self._state
         feed = state.feed  # under the state's lock: a display thread may take a snapshot meanwhile
+
+        def deliver(data: bytes, t_ns: int) -> None:
+            chunks = feed(data, t_ns)
+            if chunks:
+                out.put_nowait(chunks)
+
         try:
-            async for data in self._areads:
-                t_ns = arrival()  # stamped as the bytes came, not as consumed
-                chunks = feed(data, t_ns)
-                if chunks:
-                    out.put_nowait(chunks)
+            await self._body(deliver)
         except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
             await self._astop_source()
             self.end(clock(), status=None if state.acc.done else "stopped")
@@ -344,8 +348,16 @@ class AsyncStream(StreamBase):
 
     def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any], arrival: Callable[[], int] | None = None) -> None:
         """The body's reads, the coroutine function that closes the response, and ``arrival()``: the
-        time (perf_counter ns) the bytes just yielded arrived (_transport.py), else now is taken."""
-        self._areads, self._aclose_source, self._arrival = reads, close, arrival or time.perf_counter_ns
+        time (perf_counter ns) the bytes just yielded arrived (nito_nb/_transport), else now is taken."""
+        self._body = functools.partial(_pull, reads, arrival or time.perf_counter_ns)
+        self._aclose_source = close
+
+    def set_pushed_body(self, body: Callable[[Callable[[bytes, int], None]], Awaitable[None]],
+                        close: Callable[[], Any]) -> None:
+        """A body that reads itself: ``await body(deliver)`` calls ``deliver(data, arrival_ns)`` for
+        each read as it arrives and returns at the body's end (``_transport.pushed.PushedBody``);
+        ``close`` as for :meth:`set_body`."""
+        self._body, self._aclose_source = body, close
 
     def close_also(self, close: Callable[[], Any]) -> None:
         """Closing the body also awaits ``close()`` (after the response's own, even if it fails)."""
@@ -490,6 +502,12 @@ def _read_body(
         except Exception:  # a connection already cut: nothing left to release
             pass
         out.put(_END)
+
+
+async def _pull(reads: AsyncIterator[bytes], arrival: Callable[[], int], deliver: Callable[[bytes, int], None]) -> None:
+    """A body of reads that something else yields (httpx's iterator), as a body for ``_aread``."""
+    async for data in reads:
+        deliver(data, arrival())  # stamped as the bytes came (arrival), not as consumed
 
 
 def _never_started(out: Any, opened: Any, task: Any) -> None:

@@ -1,4 +1,4 @@
-"""The stamping transport of load runs (nito_nb/_transport.py): a chunk's time is the moment its
+"""The stamping transport of load runs (nito_nb/_transport/): a chunk's time is the moment its
 bytes reached the process, however late the event loop that reads them gets round to it."""
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ import pytest
 import nito_nb
 from nito_nb._client import AsyncClient
 from nito_nb._client.clients import _ssl_context
-from nito_nb._transport import StampedSocketStream, StampingTransport, stamping_transport
+from nito_nb._transport import (
+    PushedBody,
+    StampedSocketStream,
+    StampingTransport,
+    stamping_transport,
+)
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"),
@@ -79,7 +84,7 @@ def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> Non
                 # stops growing: the silence has begun), then block it
                 # (a slow display, a sync call) across the end of the silence. (Had it blocked
                 # at once, one socket read would take the first chunks and the rest together,
-                # with the time of the last packet: an upper bound, see _transport.py.)
+                # with the time of the last packet: an upper bound, see nito_nb/_transport/.)
                 seen, since = 0, time.monotonic()
                 while time.monotonic() - since < silence / 4:
                     if stream.n_chunks != seen:
@@ -104,13 +109,14 @@ def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
             stream = client.stream("hi", model="sim/tools", sim={"tps": 0, "seed": 3},
                                    stream_options={"include_usage": True})
             await stream.wait()
-            return stream, stream._arrival
+            return stream, stream._body
         finally:
             if http is not None:
                 await http.aclose()
 
-    (ours, ours_clock), (default, default_clock) = asyncio.run(main(True)), asyncio.run(main(False))
-    assert ours_clock is not time.perf_counter_ns and default_clock is time.perf_counter_ns  # which was used
+    (ours, ours_body), (default, default_body) = asyncio.run(main(True)), asyncio.run(main(False))
+    # which read the body: the socket's own callback, and httpx stamped as it yields
+    assert isinstance(ours_body, PushedBody) and default_body.args[1] is time.perf_counter_ns
     assert ours.status == default.status == "done"
     assert [e.kind for e in ours.log] == [e.kind for e in default.log]  # whatever reads the socket
     assert [(c.name, c.arguments) for c in ours.tool_calls] == [(c.name, c.arguments) for c in default.tool_calls]
@@ -248,7 +254,7 @@ def test_windows_keeps_httpx_own_transport(monkeypatch: pytest.MonkeyPatch) -> N
     # fail every stream there, so httpx's own transport serves.
     import ssl
 
-    from nito_nb import _transport
+    from nito_nb._transport import transport as _transport
 
     context = ssl.create_default_context()  # (before: ssl reads the platform too)
     monkeypatch.setattr(_transport.sys, "platform", "win32")

@@ -20,7 +20,7 @@ import httpx
 
 from .._core.errors import NitoError
 from .._stream import AsyncStream, Stream
-from .._transport import arrival_clock, stamping_transport
+from .._transport import arrival_clock, pushed_body, stamping_transport
 from .base import BaseClient
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .failures import (
@@ -141,7 +141,7 @@ class AsyncClient(BaseClient):
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
         self._http = http_client
 
-    def _new_http(self) -> httpx.AsyncClient:  # socket reads timed as they arrive (_transport.py)
+    def _new_http(self) -> httpx.AsyncClient:  # socket reads timed as they arrive (nito_nb/_transport)
         return httpx.AsyncClient(
             timeout=self.timeout.httpx(), verify=_ssl_context(), transport=stamping_transport(_ssl_context())
         )
@@ -187,9 +187,13 @@ class AsyncClient(BaseClient):
                 else:
                     if response.status_code < 400 and is_event_stream(response):
                         stream.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
-                        _between_chunks(response, limits.between_chunks)
-                        # the socket reads' times
-                        stream.set_body(response.aiter_bytes(), functools.partial(_aclose, response), arrival)
+                        close = functools.partial(_aclose, response)
+                        pushed = pushed_body(response, limits.between_chunks)  # the stamping transport's
+                        if pushed is not None:  # read by the socket's callback, read by read
+                            stream.set_pushed_body(pushed, close)
+                        else:  # httpx reads it, with the socket reads' times where it can
+                            _between_chunks(response, limits.between_chunks)
+                            stream.set_body(response.aiter_bytes(), close, arrival)
                         return
                     try:
                         raw = await _aread_capped(response.aiter_bytes())

@@ -1,0 +1,166 @@
+"""The stamping transport for httpx: an httpcore network backend over stamped sockets, one
+connection per request, and what the client asks of a response (its arrival clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import ssl
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from .streams import StampedSocketStream, StampedTLSStream
+
+__all__ = ["StampingBackend", "StampingTransport", "arrival_clock", "stamping_transport"]
+
+
+class StampingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend for asyncio, with :class:`StampedSocketStream` connections."""
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+        except asyncio.TimeoutError:
+            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
+        error: Exception = httpcore.ConnectError(f"no address for {host}")
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio does
+                for option in socket_options or ():
+                    sock.setsockopt(*option)
+                if local_address is not None:
+                    sock.bind((local_address, 0))
+                await asyncio.wait_for(loop.sock_connect(sock, address), timeout)
+            except asyncio.TimeoutError:
+                sock.close()
+                error = httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out")
+                continue
+            except OSError as exc:
+                sock.close()
+                error = httpcore.ConnectError(str(exc))
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return StampedSocketStream(sock, loop)
+        raise error
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            await asyncio.wait_for(loop.sock_connect(sock, path), timeout)
+        except asyncio.TimeoutError:
+            sock.close()
+            raise httpcore.ConnectTimeout(f"connecting to {path} timed out") from None
+        except OSError as exc:
+            sock.close()
+            raise httpcore.ConnectError(str(exc)) from exc
+        return StampedSocketStream(sock, loop)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class _ConnectionPerRequest:
+    """In place of httpcore's pool: every request on a connection of its own, closed with its
+    response (as one httpx client per stream did). httpcore's pool scans all its connections on
+    every request and every close, which at 500 concurrent streams cost more than the streams."""
+
+    def __init__(self, ssl_context: ssl.SSLContext) -> None:
+        self._ssl_context = ssl_context
+        self._backend = StampingBackend()
+        self._open: set[httpcore.AsyncHTTPConnection] = set()
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        connection = httpcore.AsyncHTTPConnection(
+            origin=request.url.origin, ssl_context=self._ssl_context, network_backend=self._backend
+        )
+        self._open.add(connection)
+        try:
+            response = await connection.handle_async_request(request)
+        except BaseException:
+            await self._close(connection)
+            raise
+        return httpcore.Response(
+            status=response.status,
+            headers=response.headers,
+            content=_ClosingBody(response, functools.partial(self._close, connection)),
+            extensions=response.extensions,
+        )
+
+    async def _close(self, connection: httpcore.AsyncHTTPConnection) -> None:
+        self._open.discard(connection)
+        await connection.aclose()
+
+    async def aclose(self) -> None:
+        for connection in list(self._open):
+            await self._close(connection)
+
+
+class _ClosingBody:
+    """A response body that closes its connection when it is closed."""
+
+    def __init__(self, response: httpcore.Response, close: Callable[[], Awaitable[None]]) -> None:
+        self._body: Any = response.stream
+        self._close = close
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._body.__aiter__()  # no layer of our own per read
+
+    async def aclose(self) -> None:
+        try:
+            if hasattr(self._body, "aclose"):
+                await self._body.aclose()
+        finally:
+            await self._close()
+
+
+class StampingTransport(httpx.AsyncHTTPTransport):
+    """httpx's own transport (HTTP/1.1, its error mapping), with the stamping backend and one
+    connection per request."""
+
+    def __init__(self, *, verify: ssl.SSLContext) -> None:
+        super().__init__(verify=verify)
+        # httpx builds its pool with httpcore's default backend and has no parameter for another;
+        # its handle_async_request only calls the pool's (tests/test_transport.py fails if httpx
+        # changes this).
+        self._pool = _ConnectionPerRequest(verify)  # type: ignore[assignment]
+
+
+def arrival_clock(response: httpx.Response) -> Callable[[], int]:
+    """The arrival time (perf_counter ns) of the bytes ``response`` yielded last: its stamping
+    network stream's, else the time of the call (any other transport)."""
+    network_stream = response.extensions.get("network_stream")
+    if isinstance(network_stream, (StampedSocketStream, StampedTLSStream)):
+        return lambda: network_stream.arrival_ns
+    return time.perf_counter_ns
+
+
+def stamping_transport(verify: ssl.SSLContext) -> StampingTransport | None:
+    """The stamping transport, or None when the environment sets a proxy (a transport given to
+    httpx turns off its proxy settings) or on Windows (its Proactor loop cannot watch a socket):
+    httpx's own then serves, stamped as the body is read."""
+    if any(name in ("http", "https", "all") for name in urllib.request.getproxies()):
+        return None
+    if sys.platform == "win32":  # asyncio's default loop there (Proactor) has no add_reader
+        return None
+    return StampingTransport(verify=verify)

@@ -1,0 +1,194 @@
+"""The async client's bodies read by their socket's own callback (nito_nb/_transport/pushed.py) end
+and fail exactly as the same bodies read through httpx do: every case runs both ways, over a real
+loopback server, and the two Streams are compared."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+from typing import Any
+
+import httpx
+import pytest
+from conftest import KEY, chunk_line
+from scripted_server import Script, ScriptedServer
+
+import nito_nb
+from nito_nb._transport import PushedBody
+
+HELLO = [
+    b": PROCESSING\n\n",
+    chunk_line({"role": "assistant", "content": "Hel"}),
+    chunk_line({"content": "lo wörld"}),
+    chunk_line({}, finish="stop"),
+    b'data: {"id":"gen-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n',
+    b"data: [DONE]\n\n",
+]
+BODY = b"".join(HELLO)
+
+
+def both(base: str, **options: Any) -> dict[str, Any]:
+    """The stream read by the pushed body (our transport) and by httpx (httpx's own transport)."""
+    stream_options = options.pop("stream", {})
+
+    async def one(pushed: bool) -> Any:
+        http = None if pushed else httpx.AsyncClient(timeout=None)
+        client = nito_nb.AsyncClient(api_key=KEY, base_url=base, http_client=http, max_retries=0, **options)
+        try:
+            stream = client.stream("hi", model="m", raise_errors=False, **stream_options)
+            await stream.wait()
+            return stream
+        finally:
+            if http is not None:
+                await http.aclose()
+
+    out = {"pushed": asyncio.run(one(True)), "httpx": asyncio.run(one(False))}
+    assert isinstance(out["pushed"]._body, PushedBody)
+    assert not isinstance(out["httpx"]._body, PushedBody)
+    return out
+
+
+def same(streams: dict[str, Any]) -> Any:
+    pushed, read = streams["pushed"], streams["httpx"]
+    assert pushed.status == read.status
+    assert type(pushed.exception) is type(read.exception)
+    if pushed.exception is not None:  # the same words: the transport's part of the message too
+        assert str(pushed.exception) == str(read.exception)
+    assert pushed.content == read.content and pushed.usage == read.usage
+    assert [(e.kind, e.raw) for e in pushed.log] == [(e.kind, e.raw) for e in read.log]
+    assert pushed.log.end == read.log.end
+    return pushed
+
+
+def test_a_chunked_body(scripted: ScriptedServer) -> None:
+    s = same(both(scripted.add("hello", Script(parts=HELLO))))
+    assert s.status == "done" and s.content == "Hello wörld"
+
+
+def test_reads_split_anywhere(scripted: ScriptedServer) -> None:
+    # Chunks of the transfer coding cut inside events, inside a UTF-8 character, in their CRLF.
+    parts = [BODY[:7], BODY[7:60], BODY[60:61], BODY[61:130], BODY[130:]]
+    s = same(both(scripted.add("split", Script(parts=parts, delays=[0, 0.05, 0.05, 0.05, 0.05]))))
+    assert s.status == "done" and s.content == "Hello wörld"
+
+
+def test_a_content_length_body(scripted: ScriptedServer) -> None:
+    script = Script(parts=HELLO, headers={"content-length": str(len(BODY))})
+    s = same(both(scripted.add("length", script)))
+    assert s.status == "done" and s.content == "Hello wörld"
+
+
+def test_a_gzip_body_is_left_to_httpx(scripted: ScriptedServer) -> None:
+    # A content coding is httpx's to decode: the pushed body is not used for it.
+    script = Script(parts=[gzip.compress(BODY)], headers={"content-encoding": "gzip"})
+    base = scripted.add("gzip", script)
+
+    async def main() -> Any:
+        stream = nito_nb.AsyncClient(api_key=KEY, base_url=base).stream("hi", model="m")
+        return await stream.wait()
+
+    s = asyncio.run(main())
+    assert s.status == "done" and s.content == "Hello wörld" and not isinstance(s._body, PushedBody)
+
+
+def test_a_cut_connection(scripted: ScriptedServer) -> None:
+    s = same(both(scripted.add("drop", Script(parts=HELLO[:3], drop=True))))
+    assert s.status == "truncated" and isinstance(s.exception, nito_nb.ConnectionLost)
+    assert s.content == "Hello wörld"
+
+
+def test_a_clean_end_without_done(scripted: ScriptedServer) -> None:
+    s = same(both(scripted.add("nodone", Script(parts=HELLO[:4]))))
+    assert s.status == "truncated" and s.content == "Hello wörld"
+
+
+def test_the_between_chunks_timeout(scripted: ScriptedServer) -> None:
+    script = Script(parts=[HELLO[1], HELLO[2]], delays=[0, 3])
+    s = same(both(scripted.add("stall", script), timeout={"first_byte": 30, "between_chunks": 0.3}))
+    assert isinstance(s.exception, nito_nb.StreamTimeoutError) and s.content == "Hel"
+    assert s.log.times_ns()[-1] - s.log.t0_ns < 2e9  # the timeout ended it, not the server's pause
+
+
+def test_reads_that_keep_coming_do_not_time_out(scripted: ScriptedServer) -> None:
+    # The pushed body's timer moves on with each read: a stream slower than the timeout in all but
+    # its gaps is not cut.
+    parts = [HELLO[0], *[chunk_line({"content": "x"})] * 8, *HELLO[3:]]
+    script = Script(parts=parts, delays=[0] + [0.15] * 8)
+    s = same(both(scripted.add("steady", script), timeout={"first_byte": 30, "between_chunks": 0.4}))
+    assert s.status == "done" and s.content == "x" * 8
+
+
+def test_an_event_past_max_event_size(scripted: ScriptedServer) -> None:
+    big = chunk_line({"content": "y" * 5000})
+    script = Script(parts=[HELLO[1], big, *HELLO[3:]])
+    s = same(both(scripted.add("big", script), max_event_size=1000))
+    assert s.status == "truncated" and isinstance(s.exception, nito_nb.EventTooLargeError)
+    assert s.content == "Hel"
+
+
+def test_stopping_mid_stream_keeps_what_arrived(scripted: ScriptedServer) -> None:
+    base = scripted.add("slow", Script(parts=HELLO, delays=[0, 0, 5, 0, 0, 0]))
+
+    async def main() -> Any:
+        stream = nito_nb.AsyncClient(api_key=KEY, base_url=base).stream("hi", model="m")
+        async for _ in stream:
+            if stream.content:
+                break
+        await stream.aclose()
+        return stream
+
+    s = asyncio.run(main())
+    assert isinstance(s._body, PushedBody)
+    assert s.status == "stopped" and s.content == "Hel" and s.exception is None
+
+
+@pytest.mark.parametrize("ending", ["close", "cut"])
+def test_a_body_that_ends_with_the_connection(ending: str) -> None:
+    # No length, not chunked (HTTP/1.0 style): the body is everything until the server closes.
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + BODY[:40])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        if ending == "cut":  # a reset, not a clean close
+            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            writer.transport.abort()
+            return
+        writer.write(BODY[40:])
+        await writer.drain()
+        writer.close()
+
+    async def main(pushed: bool) -> Any:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        http = None if pushed else httpx.AsyncClient()
+        client = nito_nb.AsyncClient(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", http_client=http)
+        try:
+            return await client.stream("hi", model="m", raise_errors=False).wait()
+        finally:
+            if http is not None:
+                await http.aclose()
+            server.close()
+            await server.wait_closed()
+
+    pushed, read = asyncio.run(main(True)), asyncio.run(main(False))
+    assert isinstance(pushed._body, PushedBody)
+    assert pushed.status == read.status and pushed.content == read.content
+    assert type(pushed.exception) is type(read.exception)
+    if ending == "close":
+        assert pushed.status == "done" and pushed.content == "Hello wörld"
+    else:
+        assert pushed.status == "truncated" and isinstance(pushed.exception, nito_nb.ConnectionLost)
+
+
+def test_the_request_is_what_httpx_sends(scripted: ScriptedServer) -> None:
+    script = Script(parts=HELLO)
+    base = scripted.add("request", script)
+    both(base)
+    pushed, read = script.requests
+    assert json.loads(pushed["body"]) == json.loads(read["body"])
+    assert pushed["headers"]["authorization"] == read["headers"]["authorization"] == f"Bearer {KEY}"
