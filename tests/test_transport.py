@@ -19,7 +19,7 @@ from nito_nb._transport import (
     PushedBody,
     StampedSocketStream,
     StampingTransport,
-    stamping_transport,
+    stamping_allowed,
 )
 
 linux_only = pytest.mark.skipif(
@@ -157,11 +157,15 @@ def test_a_refused_connection_is_a_typed_error() -> None:
 
 def test_httpxs_own_transport_when_the_environment_sets_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     # A transport given to httpx turns its proxy settings off: with a proxy, httpx's own is kept.
-    assert isinstance(stamping_transport(_ssl_context()), StampingTransport)
+    assert stamping_allowed()
+    before = AsyncClient()  # the environment is read when a client is made, as httpx does
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    assert stamping_transport(_ssl_context()) is None
+    assert not stamping_allowed()
     http = AsyncClient()._new_http()
     assert http._mounts and not isinstance(http._transport, StampingTransport)  # httpx routes by proxy
+    asyncio.run(http.aclose())
+    http = before._new_http()
+    assert isinstance(http._transport, StampingTransport)
     asyncio.run(http.aclose())
 
 
@@ -252,10 +256,72 @@ def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
 def test_windows_keeps_httpx_own_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     # asyncio's default loop on Windows (Proactor) has no add_reader: the stamping backend would
     # fail every stream there, so httpx's own transport serves.
-    import ssl
-
     from nito_nb._transport import transport as _transport
 
-    context = ssl.create_default_context()  # (before: ssl reads the platform too)
+    _ssl_context()  # (before: ssl reads the platform too)
     monkeypatch.setattr(_transport.sys, "platform", "win32")
-    assert _transport.stamping_transport(context) is None
+    assert not _transport.stamping_allowed()
+
+
+def test_an_ip_address_is_not_sent_to_a_resolver_thread() -> None:
+    from nito_nb._transport.transport import _numeric_address
+
+    assert [info[4][:2] for info in _numeric_address("127.0.0.1", 8000) or []] == [("127.0.0.1", 8000)]
+    assert _numeric_address("::1", 8000)
+    assert _numeric_address("localhost", 8000) is None  # a name: asyncio's getaddrinfo resolves it
+
+
+def test_a_pushed_read_is_at_most_read_size() -> None:
+    # A pushed body is parsed in the read's callback: a large body waiting in the socket is taken
+    # READ_SIZE at a time, one callback each, so no callback holds the loop for long.
+    import socket
+
+    from nito_nb._transport.streams import READ_SIZE
+
+    class Sizes:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+            self.done = asyncio.get_running_loop().create_future()
+
+        def received(self, data: bytes, arrival_ns: int) -> None:
+            self.sizes.append(len(data))
+            if not data:
+                self.done.set_result(None)
+
+        def failed(self, error: OSError) -> None:
+            self.done.set_exception(error)
+
+    async def main() -> list[int]:
+        a, b = socket.socketpair()
+        stream = StampedSocketStream(a, asyncio.get_running_loop())
+        b.setblocking(False)
+        receiver = Sizes()
+        try:
+            b.sendall(b"x" * (5 * READ_SIZE))
+            await asyncio.sleep(0.05)
+            stream.push(receiver)
+            b.shutdown(socket.SHUT_WR)
+            await asyncio.wait_for(receiver.done, 5)
+            return receiver.sizes
+        finally:
+            await stream.aclose()
+            b.close()
+
+    sizes = asyncio.run(main())
+    assert sum(sizes) == 5 * READ_SIZE and sizes[-1] == 0
+    assert max(sizes) <= READ_SIZE and len(sizes) > 5
+
+
+def test_a_host_name_is_resolved_and_connected(scripted: Any) -> None:
+    from conftest import KEY, chunk_line
+    from scripted_server import Script
+
+    base = scripted.add("by-name", Script(parts=[chunk_line({"content": "hi"}), b"data: [DONE]\n\n"]))
+    by_name = base.replace("127.0.0.1", "localhost")  # may resolve to ::1 first: the next address serves
+
+    async def main() -> Any:
+        stream = nito_nb.AsyncClient(api_key=KEY, base_url=by_name).stream("hi", model="m")
+        return await stream.wait()
+
+    stream = asyncio.run(main())
+    assert stream.content == "hi" and isinstance(stream._body, PushedBody)

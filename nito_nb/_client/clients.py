@@ -20,7 +20,7 @@ import httpx
 
 from .._core.errors import NitoError
 from .._stream import AsyncStream, Stream
-from .._transport import arrival_clock, pushed_body, stamping_transport
+from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
 from .base import BaseClient
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .failures import (
@@ -140,11 +140,13 @@ class AsyncClient(BaseClient):
         # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
         self._http = http_client
+        # Socket reads timed as they arrive (nito_nb/_transport), unless the environment sets a
+        # proxy: decided once, as httpx reads the environment once per client.
+        self._stamping = http_client is None and stamping_allowed()
 
-    def _new_http(self) -> httpx.AsyncClient:  # socket reads timed as they arrive (nito_nb/_transport)
-        return httpx.AsyncClient(
-            timeout=self.timeout.httpx(), verify=_ssl_context(), transport=stamping_transport(_ssl_context())
-        )
+    def _new_http(self) -> httpx.AsyncClient:
+        transport = StampingTransport(verify=_ssl_context()) if self._stamping else None
+        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context(), transport=transport)
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,

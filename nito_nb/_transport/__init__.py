@@ -37,7 +37,7 @@ httpcore backend and httpx transport).
 
 from .pushed import PushedBody, pushed_body
 from .streams import StampedSocketStream, StampedTLSStream
-from .transport import StampingBackend, StampingTransport, arrival_clock, stamping_transport
+from .transport import StampingBackend, StampingTransport, arrival_clock, stamping_allowed
 
 __all__ = [
     "PushedBody",
@@ -47,5 +47,5 @@ __all__ = [
     "StampingTransport",
     "arrival_clock",
     "pushed_body",
-    "stamping_transport",
+    "stamping_allowed",
 ]

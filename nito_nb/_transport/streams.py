@@ -23,8 +23,11 @@ __all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "Stampe
 _SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("qq")
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-#: Bytes one socket read takes at most (httpcore asks for 64 KiB).
-READ_SIZE = 64 * 1024
+#: Bytes one socket read takes at most. A pushed body is parsed in the read's callback, so this
+#: bounds how long one callback holds the event loop (16 KiB of chunks: well under a
+#: millisecond), and thereby how late a timer, a request's send, can run behind it; the rest of a
+#: large read waits in the socket for the loop's next turn.
+READ_SIZE = 16 * 1024
 #: Reading from the socket pauses while this many bytes wait for httpx (a consumer that stopped).
 HIGH_WATER = 4 * 1024 * 1024
 

@@ -18,7 +18,17 @@ import httpx
 
 from .streams import StampedSocketStream, StampedTLSStream
 
-__all__ = ["StampingBackend", "StampingTransport", "arrival_clock", "stamping_transport"]
+__all__ = ["StampingBackend", "StampingTransport", "arrival_clock", "stamping_allowed"]
+
+
+def _numeric_address(host: str, port: int) -> list[Any] | None:
+    """The address of a host written as an IP address, found without a resolver; None for a name.
+    asyncio's ``getaddrinfo`` always hands the call to a thread, even for ``127.0.0.1``: a thread
+    wake-up and a GIL hand-over on every connection of a load run."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except (socket.gaierror, UnicodeError):
+        return None
 
 
 class StampingBackend(httpcore.AsyncNetworkBackend):
@@ -28,12 +38,14 @@ class StampingBackend(httpcore.AsyncNetworkBackend):
                           local_address: str | None = None,
                           socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
-        try:
-            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
-        except asyncio.TimeoutError:
-            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
+        infos: list[Any] | None = _numeric_address(host, port)
+        if infos is None:
+            try:
+                infos = list(await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout))
+            except asyncio.TimeoutError:
+                raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
+            except OSError as exc:
+                raise httpcore.ConnectError(str(exc)) from exc
         error: Exception = httpcore.ConnectError(f"no address for {host}")
         for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
@@ -155,12 +167,13 @@ def arrival_clock(response: httpx.Response) -> Callable[[], int]:
     return time.perf_counter_ns
 
 
-def stamping_transport(verify: ssl.SSLContext) -> StampingTransport | None:
-    """The stamping transport, or None when the environment sets a proxy (a transport given to
-    httpx turns off its proxy settings) or on Windows (its Proactor loop cannot watch a socket):
-    httpx's own then serves, stamped as the body is read."""
+def stamping_allowed() -> bool:
+    """False when the environment sets a proxy (a transport given to httpx turns off its proxy
+    settings) or on Windows (its Proactor loop cannot watch a socket): httpx's own transport then
+    serves, stamped as the body is read. Reading the environment's proxies walks all of it (a
+    fifth of a millisecond, a tenth of a small request's CPU in a load run): a client asks once,
+    when it is made, as httpx reads them once per client."""
     if any(name in ("http", "https", "all") for name in urllib.request.getproxies()):
-        return None
-    if sys.platform == "win32":  # asyncio's default loop there (Proactor) has no add_reader
-        return None
-    return StampingTransport(verify=verify)
+        return False
+    return sys.platform != "win32"  # asyncio's default loop there (Proactor) has no add_reader
+
