@@ -325,3 +325,10 @@ def test_a_host_name_is_resolved_and_connected(scripted: Any) -> None:
 
     stream = asyncio.run(main())
     assert stream.content == "hi" and isinstance(stream._body, PushedBody)
+
+
+def test_the_ca_file_is_loaded_when_the_client_is_made_not_at_its_first_send() -> None:
+    # A run makes its client before its schedule starts: its first requests must not pay for it.
+    _ssl_context.cache_clear()
+    AsyncClient()
+    assert _ssl_context.cache_info().currsize == 1

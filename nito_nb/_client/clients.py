@@ -143,6 +143,8 @@ class AsyncClient(BaseClient):
         # Socket reads timed as they arrive (nito_nb/_transport), unless the environment sets a
         # proxy: decided once, as httpx reads the environment once per client.
         self._stamping = http_client is None and stamping_allowed()
+        if http_client is None:  # loading the CA file takes 30-100 ms: now, not in a run's first send
+            _ssl_context()
 
     def _new_http(self) -> httpx.AsyncClient:
         transport = StampingTransport(verify=_ssl_context()) if self._stamping else None
