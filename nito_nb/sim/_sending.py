@@ -43,11 +43,14 @@ class Shutdown:
 
     def trigger(self) -> None:
         """Safe to call from any thread."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._stop)
+        # The flag first: a stream that has not slept yet (so the loop is not known here) sees
+        # it at its first sleep. sleep() binds the loop before it reads the flag.
+        self._stopping = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._stop)
 
     def _stop(self) -> None:
-        self._stopping = True
         for sleeper in self._sleepers:
             if not sleeper.done():
                 sleeper.set_result(True)
