@@ -97,11 +97,21 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
     end = dict(log.end)
     stream = Stream(log.request, log=log, raise_errors=False)
     log.end = {}
+    # Events of one read (one time) are fed together, as they arrived: the decoder reads any
+    # split the same way (tests/test_sse.py), and one feed per read instead of per event made
+    # rebuilding a worker's 269-event stream about three times cheaper.
+    read, read_ns = bytearray(), 0
     for t_ns, kind, raw in events:
+        if read and (kind == HTTP_ERROR or t_ns != read_ns):
+            stream.feed(bytes(read), read_ns)
+            read.clear()
         if kind == HTTP_ERROR:
             log.append(t_ns, kind, raw)
         else:
-            stream.feed(raw, t_ns)
+            read += raw
+            read_ns = t_ns
+    if read:
+        stream.feed(bytes(read), read_ns)
     if log.cut is not None:  # what was complete is loaded; the stream says the file was cut
         stream.note("cut-log", log.cut)
     last = events[-1][0] if events else log.t0_ns
@@ -118,6 +128,16 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
         exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
     stream.end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
     return stream
+
+
+def from_log(log: ChunkLog) -> Stream:
+    """A finished Stream rebuilt from a whole log (a worker's, sent back as it is): what ``load``
+    does with a file, without the file. ``log`` itself is left as it was."""
+    events = [
+        (t_ns, kind if kind == HTTP_ERROR else None, raw)
+        for t_ns, kind, raw in zip(log.times_ns(), log.kind_codes(), log.raw_slices(), strict=True)
+    ]
+    return from_events(log.without_events(), events)
 
 
 def _refail(stream: Stream, end: dict[str, Any]) -> None:

@@ -5,16 +5,17 @@ onto the driver's timeline; a 429 on one worker pauses them all."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import pickle
 import signal
 import time
 from datetime import datetime, timezone
 from typing import Any
 
 import nito_nb
+from nito_nb._recorded import from_log
 from nito_nb.runs import _clock
-from nito_nb.runs._ray import _from_text, from_worker
+from nito_nb.runs._ray import from_worker
 
 
 def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
@@ -90,18 +91,19 @@ def test_a_worker_clock_far_from_the_drivers_is_mapped_and_durations_are_kept() 
     far = 10**15
     local = _clock.offset_ns()
     assert _clock.to_local_ns(123 + far, local - far, local) == 123
-    header, rest = "\n".join(stream.log.to_lines()).split("\n", 1)
-    moved = json.loads(header)
-    moved["t0_ns"] += far
-    text = json.dumps(moved) + "\n" + rest + "\n"
-    back = from_worker(text, local - far)  # measured now: the offsets of two processes on one machine
+    sent = pickle.loads(pickle.dumps(stream.log))  # the log as a worker sends it back
+    sent.shift(far)  # written on a clock 10^6 s ahead
+    naive = from_log(pickle.loads(pickle.dumps(sent)))  # without the mapping: 10^6 s away from every time of ours
+    back = from_worker(sent, local - far)  # measured now: the offsets of two processes on one machine
     assert abs(back.log.t0_ns - stream.log.t0_ns) < 10**7  # 10 ms: the two offset readings
+    assert abs(back.log.headers_ns - stream.log.headers_ns) < 10**7
+
     def after_t0(s: Any) -> list[int]:
         return [t - s.log.t0_ns for t in s.log.times_ns()]
 
     assert after_t0(back) == after_t0(stream) and len(after_t0(stream)) > 3  # the worker's own durations
-    assert back.content == stream.content and back.status == "done"
-    naive = _from_text(text)  # without the mapping: 10^6 s away from every time of ours
+    assert back.content == stream.content and back.status == "done" and back.usage == stream.usage
+    assert [(e.kind, e.raw) for e in back.log] == [(e.kind, e.raw) for e in stream.log]
     assert naive.log.t0_ns - stream.log.t0_ns > far // 2
 
 

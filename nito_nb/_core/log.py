@@ -132,6 +132,22 @@ class ChunkLog:
         self._times.extend([t_ns] * len(raws))
         self._kinds += kinds
 
+    def shift(self, delta_ns: int) -> None:
+        """Move every time of the log by ``delta_ns`` (onto another process's clock: ``runs/_clock.py``);
+        every duration stays as it was."""
+        self.t0_ns += delta_ns
+        if self.headers_ns is not None:
+            self.headers_ns += delta_ns
+        self._times = array("q", [t + delta_ns for t in self._times])
+
+    def without_events(self) -> ChunkLog:
+        """A log with this one's request, response metadata and end, and no event: what a Stream
+        rebuilt from this log's events starts from (``_recorded.from_log``)."""
+        empty = ChunkLog(self.request, t0_ns=self.t0_ns, t0_wall=self.t0_wall)
+        empty.headers_ns, empty.timed, empty.status_code = self.headers_ns, self.timed, self.status_code
+        empty.attempts, empty.headers, empty.end, empty.cut = self.attempts, self.headers, dict(self.end), self.cut
+        return empty
+
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
         self.status_code = status_code
         self.headers = clean_headers(headers)

@@ -16,10 +16,9 @@ shared 429 pause, ``_backoff.py``) waits until then on its own clock.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
-__all__ = ["Hold", "offset_ns", "rebase_log", "to_local_ns"]
+__all__ = ["Hold", "offset_ns", "to_local_ns"]
 
 
 def offset_ns() -> int:
@@ -32,16 +31,6 @@ def to_local_ns(t_ns: int, remote_offset_ns: int, local_offset_ns: int) -> int:
     a reading of this process's ``perf_counter_ns`` (offset ``local_offset_ns``): the same wall
     time. Pure."""
     return t_ns + remote_offset_ns - local_offset_ns
-
-
-def rebase_log(text: str, remote_offset_ns: int, local_offset_ns: int) -> str:
-    """A stream's log (``Stream.save``'s JSON Lines) written by a worker, with its origin ``t0_ns``
-    moved onto this process's clock. Every other time of the log is relative to ``t0_ns``
-    (``dt_ns``, ``headers_dt_ns``), so every duration stays the worker's own. Pure."""
-    head, sep, rest = text.partition("\n")
-    header = json.loads(head)
-    header["t0_ns"] = to_local_ns(int(header.get("t0_ns") or 0), remote_offset_ns, local_offset_ns)
-    return json.dumps(header, ensure_ascii=False) + sep + rest
 
 
 class Hold:
