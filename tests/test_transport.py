@@ -332,3 +332,30 @@ def test_the_ca_file_is_loaded_when_the_client_is_made_not_at_its_first_send() -
     _ssl_context.cache_clear()
     AsyncClient()
     assert _ssl_context.cache_info().currsize == 1
+
+
+def test_a_later_read_never_has_an_earlier_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A kernel time mapped onto perf_counter can come out a fraction of a microsecond before the
+    # previous read's: the stream's events would be out of order in time.
+    import socket
+
+    from nito_nb._transport import streams
+
+    times = iter([5_000, 4_000, 6_000, 5_500])
+    monkeypatch.setattr(streams, "_stamp", lambda now, ancillary: next(times))
+
+    async def main() -> list[int]:
+        a, b = socket.socketpair()
+        stream = StampedSocketStream(a, asyncio.get_running_loop())
+        try:
+            out = []
+            for piece in (b"one", b"two", b"three", b"four"):
+                b.send(piece)
+                await stream.read(64)
+                out.append(stream.arrival_ns)
+            return out
+        finally:
+            await stream.aclose()
+            b.close()
+
+    assert asyncio.run(main()) == [5_000, 5_000, 6_000, 6_000]

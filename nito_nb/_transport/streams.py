@@ -95,6 +95,7 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         self._closed = False
         self._head: HeaderEnd | None = HeaderEnd()  # None once the headers have ended
         self._receiver: Receiver | None = None
+        self._last_stamp = 0
         #: The arrival time (perf_counter ns) of the read that the last ``read()`` returned.
         self.arrival_ns = time.perf_counter_ns()
         self._resume()
@@ -126,7 +127,11 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
                 self._receiver.failed(exc)
             self._wake()
             return
-        stamp = _stamp(time.perf_counter_ns(), ancillary)
+        # Bytes read later arrived later: a kernel time mapped onto perf_counter (or a read that
+        # fell back to the callback's own time) can come out a fraction of a microsecond before
+        # the previous read's, which put a stream's events out of order in time (its ttft, the
+        # first token, was then not its earliest).
+        stamp = self._last_stamp = max(_stamp(time.perf_counter_ns(), ancillary), self._last_stamp)
         if not data:
             self._eof = True
             self._pause()
