@@ -359,3 +359,15 @@ def test_a_later_read_never_has_an_earlier_time(monkeypatch: pytest.MonkeyPatch)
             b.close()
 
     assert asyncio.run(main()) == [5_000, 5_000, 6_000, 6_000]
+
+
+def test_warm_does_a_first_requests_one_time_work() -> None:
+    # httpcore's locks import anyio's asyncio backend when first used (70 ms here): a run warms
+    # its client before its schedule starts, so its first requests do not leave late.
+    import subprocess
+
+    code = ("import asyncio, sys; from nito_nb._client import AsyncClient; "
+            "assert 'anyio._backends._asyncio' not in sys.modules; "
+            "asyncio.run(AsyncClient().warm()); print('anyio._backends._asyncio' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr

@@ -51,6 +51,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
     monitor = ClientMonitor(worker=True)  # this loop's lag, sent back with each log
     sampler = asyncio.ensure_future(monitor.sample())
     gc.freeze()  # this process's imports are never garbage: no full GC pass walks them (_gc.py)
+    await client.warm()  # a first request's one-time work, before the run's schedule starts
     conn.send(READY)  # the run's schedule starts once every worker can send (ProcessEngine)
     limit = asyncio.Semaphore(per_worker)
     hold = Hold()

@@ -57,11 +57,23 @@ class Worker:
         self.monitor: ClientMonitor | None = None
         self.sampler: Any = None
 
-    def where(self) -> tuple[str, str, int]:
-        """(worker name, node id, pid)."""
+    async def where(self) -> tuple[str, str, int]:
+        """(worker name, node id, pid), once the actor can send: the engine asks every actor
+        before the run's schedule starts."""
         import ray
 
+        await self._setup()
         return self.name, ray.get_runtime_context().get_node_id(), os.getpid()
+
+    async def _setup(self) -> None:
+        from .._client import AsyncClient
+
+        if self.client is None:
+            self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
+            self.monitor = ClientMonitor(worker=True)  # its loop's lag, sent back with each log
+            self.sampler = asyncio.ensure_future(self.monitor.sample())
+            gc.freeze()  # the actor's imports are never garbage: no full GC pass walks them (_gc.py)
+            await self.client.warm()  # a first request's one-time work
 
     async def pause(self, wall_ns: int) -> None:
         """Send nothing before this wall time (the run's shared 429 pause)."""
@@ -72,14 +84,9 @@ class Worker:
         """Send one attempt and stream it to its end; return its log (``ChunkLog``), this
         process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
         (``_client_load.py``)."""
-        from .._client import AsyncClient
         from .._core.errors import NitoError
 
-        if self.client is None:
-            self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
-            self.monitor = ClientMonitor(worker=True)  # its loop's lag, sent back with each log
-            self.sampler = asyncio.ensure_future(self.monitor.sample())
-            gc.freeze()  # the actor's imports are never garbage: no full GC pass walks them (_gc.py)
+        await self._setup()
         await self.hold.wait()
         stream = self.client.stream(messages, model=model, raise_errors=False, **self.connection, **params)
         try:
