@@ -46,6 +46,10 @@ class PushedBody:
         finally:
             if self._watchdog is not None:
                 self._watchdog.cancel()
+            # No cycle outlives the body (the stream's receiver is this object, whose deliver
+            # holds the Stream's state): see StampedSocketStream.unpush.
+            self._network.unpush()
+            self._deliver = self._watchdog = None
 
     def received(self, data: bytes, arrival_ns: int) -> None:
         ended = self._ended
