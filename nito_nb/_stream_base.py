@@ -59,12 +59,20 @@ class StreamBase:
         raise_errors: bool = True,
         max_event_size: int | None = None,
         transport_errors: Callable[[BaseException, Any], NitoError | None] | None = None,
+        state: StreamState | None = None,
     ) -> None:
         #: Everything fed so far, under its one lock (the reader is a thread for a Stream; a
-        #: display thread may read an AsyncStream's snapshot).
-        self._state = StreamState(request, log=log, max_event_size=max_event_size, owner=self)
+        #: display thread may read an AsyncStream's snapshot). Given: an ended state from another
+        #: process (``_recorded.from_wire``).
+        if state is None:
+            self._state = StreamState(request, log=log, max_event_size=max_event_size, owner=self)
+        else:
+            self._state = state
+            state.adopt(self)
         self.raise_errors = raise_errors
         self._settled = threading.Event()  # finished and its on_done callbacks have run
+        if state is not None:
+            self._settled.set()
         self._callback_thread: int | None = None  # the thread running the callbacks, meanwhile
         self._consumed = False  # iterated or waited for: results are then what arrived so far
         #: How the request was made (the client, its base URL, key and timeout), for reply(); set

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import nito_nb
-from nito_nb._recorded import from_log
+from nito_nb._recorded import from_wire, to_wire
 from nito_nb.runs import _clock
 from nito_nb.runs._ray import from_worker
 
@@ -91,9 +91,14 @@ def test_a_worker_clock_far_from_the_drivers_is_mapped_and_durations_are_kept() 
     far = 10**15
     local = _clock.offset_ns()
     assert _clock.to_local_ns(123 + far, local - far, local) == 123
-    sent = pickle.loads(pickle.dumps(stream.log))  # the log as a worker sends it back
+    for wire in (to_wire(stream), stream.log):  # a stream as a worker sends it back: its state, or its log
+        check_far_clock(stream, wire, far, local)
+
+
+def check_far_clock(stream: Any, wire: Any, far: int, local: int) -> None:
+    sent = pickle.loads(pickle.dumps(wire))
     sent.shift(far)  # written on a clock 10^6 s ahead
-    naive = from_log(pickle.loads(pickle.dumps(sent)))  # without the mapping: 10^6 s away from every time of ours
+    naive = from_wire(pickle.loads(pickle.dumps(sent)))  # without the mapping: 10^6 s away from every time of ours
     back = from_worker(sent, local - far)  # measured now: the offsets of two processes on one machine
     assert abs(back.log.t0_ns - stream.log.t0_ns) < 10**7  # 10 ms: the two offset readings
     assert abs(back.log.headers_ns - stream.log.headers_ns) < 10**7
@@ -103,6 +108,7 @@ def test_a_worker_clock_far_from_the_drivers_is_mapped_and_durations_are_kept() 
 
     assert after_t0(back) == after_t0(stream) and len(after_t0(stream)) > 3  # the worker's own durations
     assert back.content == stream.content and back.status == "done" and back.usage == stream.usage
+    assert back.ttft == stream.ttft and back.ttfb == stream.ttfb and back.elapsed == stream.elapsed
     assert [(e.kind, e.raw) for e in back.log] == [(e.kind, e.raw) for e in stream.log]
     assert naive.log.t0_ns - stream.log.t0_ns > far // 2
 
@@ -196,3 +202,30 @@ def assert_a_429_holds_what_workers_have_queued(engine: str) -> None:
 
 def test_a_429_holds_the_requests_queued_in_every_worker() -> None:
     assert_a_429_holds_what_workers_have_queued("processes")
+
+
+def test_what_crosses_from_a_worker_is_the_ended_state_without_the_key(scripted: Any) -> None:
+    # A done stream crosses as its state (nothing parsed again on the driver); the key it was
+    # sent with never does; a stream with an error crosses as its log and keeps its error.
+    from conftest import chunk_line
+    from scripted_server import Script
+
+    key = "sk-crossing-4f1d2a9c7e"
+    ok = scripted.add("cross-ok", Script(parts=[chunk_line({"content": f"echo {key}"}), b"data: [DONE]\n\n"]))
+    cut = scripted.add("cross-cut", Script(parts=[chunk_line({"content": "part"})], drop=True))
+
+    async def one(base: str) -> Any:
+        return await nito_nb.AsyncClient(api_key=key, base_url=base).stream("hi", model="m", raise_errors=False).wait()
+
+    done, broken = asyncio.run(one(ok)), asyncio.run(one(cut))
+    wire = to_wire(done)
+    assert type(wire).__name__ == "StreamState"
+    data = pickle.dumps(wire)
+    assert key.encode() not in data  # the key (echoed, redacted) and the state's copy of it stay here
+    back = from_wire(pickle.loads(data))
+    assert back.content == done.content == "echo [redacted]" and back.status == "done"
+    assert back.wait(timeout=1) is back  # ended, settled: nothing to wait for
+    assert isinstance(to_wire(broken), type(broken.log))  # an error's .stream is the owner: the log goes
+    again = from_wire(pickle.loads(pickle.dumps(to_wire(broken))))
+    assert again.status == broken.status == "truncated" and type(again.exception) is type(broken.exception)
+    assert again.content == "part"

@@ -147,6 +147,36 @@ class StreamState:
         """What the errors' ``.stream`` is: the Stream this state belongs to, else the state."""
         return self if self._owner is None else self._owner()
 
+    # -- an ended state crossing to another process (a run's workers send theirs back) -----------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the lock, the owner and the waiting callbacks, and never the key. An
+        ended state without an exception only (``_recorded.to_wire``): an error's ``.stream`` is
+        the owner, which stays behind."""
+        if self.exception is not None or self.status in RUNNING:
+            raise TypeError("only an ended StreamState without an exception crosses processes")
+        state = dict(self.__dict__)
+        del state["lock"], state["_owner"]
+        state.update(callbacks=[], secret=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+        self._owner = None
+
+    def adopt(self, owner: Any) -> None:
+        """Belong to ``owner`` (a Stream made around this state, ``_recorded.from_wire``)."""
+        self._owner = weakref.ref(owner)
+
+    def shift(self, delta_ns: int) -> None:
+        """Move every time by ``delta_ns`` (onto another process's clock: ``runs/_clock.py``)."""
+        self.log.shift(delta_ns)
+        if self.first_token_ns is not None:
+            self.first_token_ns += delta_ns
+        if self.last_token_ns is not None:
+            self.last_token_ns += delta_ns
+
     # -- what has arrived (read under the lock by the shells) --------------------------------
 
     @property

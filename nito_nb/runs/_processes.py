@@ -25,6 +25,8 @@ from typing import Any
 
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
+from .._core.state import StreamState
+from .._recorded import to_wire
 from ._client_load import ClientMonitor
 from ._clock import Hold, offset_ns
 from ._plan import Request
@@ -65,7 +67,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
                 await stream.wait(raise_errors=False)
             except NitoError as exc:  # refused before the body: the log says how
                 stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
-            conn.send((rid, stream.log, offset_ns(), monitor.drain()))
+            conn.send((rid, to_wire(stream), offset_ns(), monitor.drain()))
 
     ended = loop.create_future()
 
@@ -123,12 +125,12 @@ class _Worker:
             if message == READY:
                 self.ready.set()
                 continue
-            rid, log, worker_offset, health = message
+            rid, sent, worker_offset, health = message
             with self.lock:
                 found = self.pending.pop(rid, None)
             if found is not None:
                 loop, future = found
-                loop.call_soon_threadsafe(_resolve, future, (log, worker_offset, health), None)
+                loop.call_soon_threadsafe(_resolve, future, (sent, worker_offset, health), None)
         self.alive = False
         self.ready.set()
         self.process.join(timeout=5)
@@ -148,8 +150,8 @@ READY = "ready"
 #: How long a run waits for its workers to start (a busy machine imports slowly); then it starts anyway.
 READY_TIMEOUT = 120.0
 
-#: A worker's reply: the log, its clock's offset, its loop's new lag and CPU samples.
-_Reply = tuple[ChunkLog, int, tuple[list[float], list[float]]]
+#: A worker's reply: the stream (``_recorded.to_wire``), its clock's offset, its loop's new lag and CPU samples.
+_Reply = tuple[StreamState | ChunkLog, int, tuple[list[float], list[float]]]
 
 
 def _resolve(future: asyncio.Future[Any], reply: _Reply | None, died: str | None) -> None:
@@ -227,7 +229,7 @@ class ProcessEngine:
                 with worker.lock:
                     worker.pending.pop(rid, None)
                 raise _WorkerDied(f"its pipe broke: {exc}") from None
-            log, worker_offset, health = await future
+            sent, worker_offset, health = await future
         except _WorkerDied as exc:
             message = f"the worker process {name} died while this request was in flight ({exc})"
             return Sent(failed_stream(request, message), name, self.node, False)
@@ -235,7 +237,7 @@ class ProcessEngine:
             self._load[name] -= 1
             with worker.lock:
                 worker.pending.pop(rid, None)
-        return Sent(from_worker(log, worker_offset), name, self.node, True, health)
+        return Sent(from_worker(sent, worker_offset), name, self.node, True, health)
 
     def close(self) -> None:
         for worker in self._workers.values():

@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
-from .._recorded import from_events, from_log
+from .._core.state import StreamState
+from .._recorded import from_events, from_wire, to_wire
 from .._stream import Stream
 from ._client_load import ClientMonitor
 from ._clock import Hold, offset_ns, to_local_ns
@@ -80,9 +81,9 @@ class Worker:
         self.hold.until(wall_ns)
 
     async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]
-                   ) -> tuple[ChunkLog, int, tuple[list[float], list[float]]]:
-        """Send one attempt and stream it to its end; return its log (``ChunkLog``), this
-        process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
+                   ) -> tuple[StreamState | ChunkLog, int, tuple[list[float], list[float]]]:
+        """Send one attempt and stream it to its end; return the stream (``_recorded.to_wire``),
+        this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
         (``_client_load.py``)."""
         from .._core.errors import NitoError
 
@@ -94,16 +95,16 @@ class Worker:
         except NitoError as exc:  # refused before the body: the log says how
             stream = exc.stream if exc.stream is not None else stream
         assert self.monitor is not None
-        return stream.log, offset_ns(), self.monitor.drain()
+        return to_wire(stream), offset_ns(), self.monitor.drain()
 
 
-def from_worker(log: ChunkLog, worker_offset_ns: int) -> Stream:
-    """The Stream of a log sent back by a worker (the same events, durations and status), its
-    times moved onto this process's clock (``_clock.py``). The log travels as it is (pickled:
-    a tenth of a millisecond for 269 events; as JSON Lines through a file and ``load``, 8 ms of
-    the driver's loop per request, which made the driver the bottleneck of engine="processes")."""
-    log.shift(to_local_ns(0, worker_offset_ns, offset_ns()))
-    return from_log(log)
+def from_worker(sent: StreamState | ChunkLog, worker_offset_ns: int) -> Stream:
+    """The Stream a worker sent back (``_recorded.to_wire``: its ended state, or its log), its
+    times moved onto this process's clock (``_clock.py``). Pickled, not as JSON Lines through a
+    file and ``load``, which cost the driver's loop 8 ms per request and made the driver the
+    bottleneck of engine="processes"."""
+    sent.shift(to_local_ns(0, worker_offset_ns, offset_ns()))
+    return from_wire(sent)
 
 
 def failed_stream(request: Request, message: str, status: str = "failed") -> Stream:
@@ -179,7 +180,7 @@ class RayEngine:
         try:
             ref = self._actors[name].send.remote(request.messages, request.model, dict(request.params))
             try:
-                log, worker_offset, health = await ref
+                sent, worker_offset, health = await ref
             except asyncio.CancelledError:
                 ray.cancel(ref)
                 raise
@@ -190,7 +191,7 @@ class RayEngine:
             return Sent(failed_stream(request, message), name, self.nodes.get(name), False)
         finally:
             self._load[name] -= 1
-        return Sent(from_worker(log, worker_offset), name, self.nodes.get(name), True, health)
+        return Sent(from_worker(sent, worker_offset), name, self.nodes.get(name), True, health)
 
     def close(self) -> None:
         import ray
