@@ -377,3 +377,16 @@ def test_result_rows_agree_with_the_frames_metrics_on_every_recording(path: Path
             assert value == pytest.approx(want, rel=1e-9, abs=1e-12), name
         else:
             assert value == want, (name, value, want)
+
+
+def test_sent_at_is_the_streams_own_send_as_with_the_worker_engines() -> None:
+    # One definition for every engine: the first attempt's stream's own send (its t0, taken as
+    # the request is built), on the run's timeline; the engine's earlier time, after the slot,
+    # was a turn or two of the loop before it.
+    run = nito_nb.run([f"p{i}" for i in range(6)], model="sim/chat", rate=200, max_requests=6, progress=False,
+                      sim={"tps": 0, "ttft_ms": 0}, max_tokens=3)
+    run.wait(timeout=60)
+    results = run.results().set_index("key")
+    for key, stream in run._streams.items():
+        assert results.loc[key, "sent_at"] == pytest.approx(stream.log.t0_ns / 1e9 - run._t0, abs=1e-9)
+        assert results.loc[key, "send_delay"] >= 0

@@ -349,12 +349,14 @@ class Run:
                 if stream is not None:
                     if not stream.finished:
                         await stream.aclose()
+                    started = self._sent(stream, attempts, started, timing)
                     self._finish(request, stream, attempts, started, timing)
                 raise
             finally:
                 self._in_flight.pop(request.key, None)
                 self._release()
             assert stream is not None
+            started = self._sent(stream, attempts, started, timing)
             if error is None:
                 if stream.status == "done":
                     self.backoff.succeeded()
@@ -365,6 +367,20 @@ class Run:
                 return
             if not isinstance(error, RateLimitError):  # a 429 waits in _slot, with everyone
                 await asyncio.sleep(delay)
+
+    def _sent(self, stream: AsyncStream, attempts: int, started: _dt.datetime,
+              timing: dict[str, float | None]) -> _dt.datetime:
+        """The first attempt's ``sent_at`` is its stream's own send (``log.t0_ns``, taken as the
+        request is built, a turn or two of the loop after this task asked for it), as the worker
+        engines report their workers' (``_remote.py``); the time taken above, after the slot, was
+        earlier by those turns, which a busy loop makes milliseconds. Returns ``started`` moved
+        to match (wall time)."""
+        if attempts != 1:
+            return started
+        sent = stream.log.t0_ns / 1e9 - self._t0
+        moved = started + _dt.timedelta(seconds=sent - (timing["sent_at"] or sent))
+        timing["sent_at"] = sent
+        return moved
 
     def _retry_or_finish(self, request: Request, stream: Stream | AsyncStream, error: NitoError, attempts: int,
                          started: _dt.datetime, timing: dict[str, float | None], now: float,
