@@ -47,6 +47,18 @@ def chunk_line(delta: dict | None = None, *, finish: str | None = None, **extra:
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
 
+#: A whole answer as a gateway streams it: a comment, content in two chunks (one with a
+#: two-byte character), the finish, a usage chunk, [DONE].
+HELLO = [
+    b": PROCESSING\n\n",
+    chunk_line({"role": "assistant", "content": "Hel"}),
+    chunk_line({"content": "lo wörld"}),
+    chunk_line({}, finish="stop"),
+    b'data: {"id":"gen-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
 @contextlib.contextmanager
 def sigint_after(seconds: float) -> Iterator[None]:
     """What the kernel's stop button does: SIGINT to this (the main) thread after ``seconds``.

@@ -10,24 +10,13 @@ import threading
 import time
 
 import pytest
-from conftest import KEY, chunk_line, close_clients, sigint_after
+from conftest import HELLO, KEY, chunk_line, close_clients, sigint_after
 from conftest import open_client as client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-
-HELLO = [
-    b": PROCESSING\n\n",
-    chunk_line({"role": "assistant", "content": "Hel"}),
-    chunk_line({"content": "lo wörld"}),
-    chunk_line({}, finish="stop"),
-    b'data: {"id":"gen-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n',
-    b"data: [DONE]\n\n",
-]
-
-
 
 
 def test_stream_sends_the_request_and_accumulates(scripted: ScriptedServer) -> None:

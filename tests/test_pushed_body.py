@@ -12,20 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import KEY, chunk_line
+from conftest import HELLO, KEY, chunk_line
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
 from nito_nb._transport import PushedBody
 
-HELLO = [
-    b": PROCESSING\n\n",
-    chunk_line({"role": "assistant", "content": "Hel"}),
-    chunk_line({"content": "lo wörld"}),
-    chunk_line({}, finish="stop"),
-    b'data: {"id":"gen-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n',
-    b"data: [DONE]\n\n",
-]
 BODY = b"".join(HELLO)
 
 
