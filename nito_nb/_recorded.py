@@ -137,7 +137,7 @@ def to_wire(stream: Any) -> StreamState | ChunkLog:
     parsing every chunk again was 2.5 ms for a 269-chunk answer, on the driver's loop), else its
     log, to be rebuilt (``from_log``) with the error its end records."""
     state = stream._state
-    return state if state.exception is None and state.finished else stream.log
+    return state if state.portable else stream.log
 
 
 def from_wire(sent: StreamState | ChunkLog) -> Stream:

@@ -11,6 +11,7 @@ bytes when someone looks at them.
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as _dt
 import json
 import os
@@ -143,9 +144,9 @@ class ChunkLog:
     def without_events(self) -> ChunkLog:
         """A log with this one's request, response metadata and end, and no event: what a Stream
         rebuilt from this log's events starts from (``_recorded.from_log``)."""
-        empty = ChunkLog(self.request, t0_ns=self.t0_ns, t0_wall=self.t0_wall)
-        empty.headers_ns, empty.timed, empty.status_code = self.headers_ns, self.timed, self.status_code
-        empty.attempts, empty.headers, empty.end, empty.cut = self.attempts, self.headers, dict(self.end), self.cut
+        empty = copy.copy(self)  # every field, whatever fields the log gains
+        empty.end = dict(self.end)
+        empty._times, empty._ends, empty._kinds, empty._raw = array("q"), array("q"), bytearray(), bytearray()
         return empty
 
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:

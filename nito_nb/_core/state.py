@@ -149,11 +149,16 @@ class StreamState:
 
     # -- an ended state crossing to another process (a run's workers send theirs back) -----------
 
+    @property
+    def portable(self) -> bool:
+        """Whether this state can cross to another process: ended, without an exception (an
+        error's ``.stream`` is the owner, which stays behind)."""
+        return self.exception is None and self.status not in RUNNING
+
     def __getstate__(self) -> dict[str, Any]:
-        """Everything but the lock, the owner and the waiting callbacks, and never the key. An
-        ended state without an exception only (``_recorded.to_wire``): an error's ``.stream`` is
-        the owner, which stays behind."""
-        if self.exception is not None or self.status in RUNNING:
+        """Everything but the lock, the owner and the waiting callbacks, and never the key; only
+        a :attr:`portable` state (``_recorded.to_wire``)."""
+        if not self.portable:
             raise TypeError("only an ended StreamState without an exception crosses processes")
         state = dict(self.__dict__)
         del state["lock"], state["_owner"]

@@ -43,6 +43,14 @@ def _kernel_stamps(sock: socket.socket) -> bool:
     return True
 
 
+def _put_back(pieces: collections.deque[tuple[bytes, int]], data: bytes, keep: int, stamp: int) -> bytes:
+    """``data[:keep]``; the rest goes back first in ``pieces``, with the same arrival time."""
+    if len(data) <= keep:
+        return data
+    pieces.appendleft((data[keep:], stamp))
+    return data[:keep]
+
+
 class Receiver(Protocol):
     """What a pushed body's reads go to (``StampedSocketStream.push``)."""
 
@@ -189,14 +197,10 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
                 if timer is not None:
                     timer.cancel()
         data, stamp = self._pieces.popleft()
-        if len(data) > max_bytes:  # the rest stays first, with the same time
-            self._pieces.appendleft((data[max_bytes:], stamp))
-            data = data[:max_bytes]
+        data = _put_back(self._pieces, data, max_bytes, stamp)
         if self._head is not None and (end := self._head.split(data)) is not None:
             self._head = None
-            if end < len(data):  # the body's first bytes stay for whoever reads the body
-                self._pieces.appendleft((data[end:], stamp))
-                data = data[:end]
+            data = _put_back(self._pieces, data, end, stamp)  # the body's first bytes: for its reader
         self._buffered -= len(data)
         if self._buffered <= HIGH_WATER // 2:
             self._resume()
@@ -294,10 +298,7 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._held:
             data, self.arrival_ns = self._held.popleft()
-            if len(data) > max_bytes:
-                self._held.appendleft((data[max_bytes:], self.arrival_ns))
-                data = data[:max_bytes]
-            return data
+            return _put_back(self._held, data, max_bytes, self.arrival_ns)
         while True:
             try:
                 data = self._tls.read(max_bytes)
@@ -311,9 +312,7 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
                 raise httpcore.ReadError(str(exc)) from exc
         if self._head is not None and (end := self._head.split(data)) is not None:
             self._head = None
-            if end < len(data):
-                self._held.append((data[end:], self.arrival_ns))
-                data = data[:end]
+            data = _put_back(self._held, data, end, self.arrival_ns)
         return data
 
     # -- a pushed body: the raw stream's reads, decrypted as they come ----------------------------
