@@ -229,3 +229,15 @@ def test_what_crosses_from_a_worker_is_the_ended_state_without_the_key(scripted:
     again = from_wire(pickle.loads(pickle.dumps(to_wire(broken))))
     assert again.status == broken.status == "truncated" and type(again.exception) is type(broken.exception)
     assert again.content == "part"
+
+
+def test_the_least_loaded_worker_and_ties_in_turn() -> None:
+    from nito_nb.runs._ray import least_loaded
+
+    names = ["w0", "w1", "w2"]
+    picked, last = [], None
+    for _ in range(4):  # all idle: each request ended before the next (ties went to w0 every time)
+        last = least_loaded(names, dict.fromkeys(names, 0), last)
+        picked.append(last)
+    assert picked == ["w0", "w1", "w2", "w0"]
+    assert least_loaded(names, {"w0": 2, "w1": 1, "w2": 3}, "w0") == "w1"  # the least loaded first

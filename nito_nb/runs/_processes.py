@@ -30,7 +30,7 @@ from .._recorded import to_wire
 from ._client_load import ClientMonitor
 from ._clock import Hold, offset_ns
 from ._plan import Request
-from ._ray import Sent, failed_stream, from_worker
+from ._ray import Sent, failed_stream, from_worker, least_loaded
 
 __all__ = ["ProcessEngine"]
 
@@ -182,6 +182,7 @@ class ProcessEngine:
         self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker)
                          for i in range(workers)}
         self._load = dict.fromkeys(self._workers, 0)
+        self._last: str | None = None
         self._next_id = 0
         self.node = socket.gethostname()
         # As the Ray engine waits for its actors: a schedule that started while the workers were
@@ -214,7 +215,7 @@ class ProcessEngine:
         if not alive:
             return Sent(failed_stream(request, "no worker process is left: every worker of the run died"), None, None,
                         False)
-        name = min(alive, key=lambda n: self._load[n])
+        name = self._last = least_loaded(alive, self._load, self._last)
         worker = self._workers[name]
         self._next_id += 1
         rid = self._next_id

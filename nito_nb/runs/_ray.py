@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import os
 import time
 from typing import Any, NamedTuple
@@ -98,6 +97,14 @@ class Worker:
         return to_wire(stream), offset_ns(), self.monitor.drain()
 
 
+def least_loaded(names: list[str], load: dict[str, int], last: str | None) -> str:
+    """The worker with the fewest requests in flight; among equals, the next one after ``last``
+    in turn. (Ties went to the first: a run whose requests each end before the next is due sent
+    every one to the same worker.)"""
+    start = names.index(last) + 1 if last in names else 0
+    return min(names[start:] + names[:start], key=load.__getitem__)
+
+
 def from_worker(sent: StreamState | ChunkLog, worker_offset_ns: int) -> Stream:
     """The Stream a worker sent back (``_recorded.to_wire``: its ended state, or its log), its
     times moved onto this process's clock (``_clock.py``). Pickled, not as JSON Lines through a
@@ -145,8 +152,8 @@ class RayEngine:
         for name, actor in self._actors.items():
             _, node, _ = ray.get(actor.where.remote())
             self.nodes[name] = node
-        self._turn = itertools.cycle(list(self._actors))
         self._load: dict[str, int] = dict.fromkeys(self._actors, 0)
+        self._last: str | None = None
         self.per_worker = per_worker
 
     @property
@@ -159,7 +166,8 @@ class RayEngine:
     def _pick(self) -> str | None:
         if not self._actors:
             return None
-        return min(self._actors, key=lambda name: self._load[name])  # the least loaded worker
+        self._last = least_loaded(list(self._actors), self._load, self._last)
+        return self._last
 
     def pause(self, wall_ns: int) -> None:
         """Tell every actor to send nothing before this wall time (the run's shared 429 pause)."""
