@@ -348,7 +348,7 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
     if decompressor is False:
         return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
     stream = Stream(meta, raise_errors=False)
-    stream.log.t0_ns = t0_ns
+    stream.log.start(t0_ns)
     stream.protect(secrets[0] if secrets else None)
     headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
     stream.set_response(response.status_code, headers, t_headers)

@@ -97,7 +97,7 @@ class Watch:
         if self._views is not None:
             raise RuntimeError("this watch() was already iterated: watch the next stream with a new watch()")
         log = self.stream.log
-        log.t0_ns = time.perf_counter_ns()
+        log.start()
         register(self.stream)
         if VIEWERS.get() or not self.show:
             self._views = open_views(self.stream)

@@ -8,6 +8,7 @@ import email.utils
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 from conftest import HELLO, KEY, chunk_line, close_clients, sigint_after
@@ -573,3 +574,18 @@ def test_break_after_done_arrived_is_done_not_stopped(scripted: ScriptedServer) 
         break  # [DONE] came in the same read: the answer is whole
     s.close()
     assert s.status == "done" and s.content == "Hello wörld" and s.done
+
+
+def test_an_async_streams_clock_starts_when_it_is_sent_not_when_it_is_made() -> None:
+    # An AsyncStream is made when asked for and sent when first awaited: its t0 (both clocks,
+    # the wall time being started_at in runs and the store) is the send.
+    from datetime import datetime, timezone
+
+    async def main() -> tuple[Any, datetime]:
+        stream = nito_nb.astream("later", model="sim/echo", sim={"tps": 0, "ttft_ms": 0})
+        made = datetime.now(timezone.utc)
+        await asyncio.sleep(0.3)
+        return await stream.wait(), made
+
+    stream, made = asyncio.run(main())
+    assert (stream.t0_wall - made).total_seconds() >= 0.25

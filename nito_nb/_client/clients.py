@@ -71,7 +71,7 @@ class Client(BaseClient):
                 if attempt:
                     stream.new_attempt()
                 else:
-                    stream.log.t0_ns = time.perf_counter_ns()
+                    stream.log.start()
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = self._http.send(request, stream=True)
@@ -182,7 +182,7 @@ class AsyncClient(BaseClient):
                 if attempt:  # one clock per Stream, as in Client.stream
                     stream.new_attempt()
                 else:
-                    stream.log.t0_ns = time.perf_counter_ns()
+                    stream.log.start()
                 request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = await http.send(request, stream=True)

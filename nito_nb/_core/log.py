@@ -15,6 +15,7 @@ import copy
 import datetime as _dt
 import json
 import os
+import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,6 +133,15 @@ class ChunkLog:
             ends.append(len(raw))
         self._times.extend([t_ns] * len(raws))
         self._kinds += kinds
+
+    def start(self, t0_ns: int | None = None) -> None:
+        """The request leaves now (or left at ``t0_ns``, a ``perf_counter_ns`` reading): the
+        origin of every time, on both clocks. ``t0_wall`` is the same moment; it was the moment
+        the log was made, which for an AsyncStream (made when asked for, sent when first
+        awaited) could be long before."""
+        now = time.perf_counter_ns()
+        self.t0_ns = now if t0_ns is None else t0_ns
+        self.t0_wall = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(microseconds=(now - self.t0_ns) / 1000)
 
     def shift(self, delta_ns: int) -> None:
         """Move every time of the log by ``delta_ns`` (onto another process's clock: ``runs/_clock.py``);

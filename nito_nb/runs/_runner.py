@@ -328,9 +328,6 @@ class Run:
             return
         while True:
             await self._slot()
-            if timing["sent_at"] is None:  # the first attempt's send, after any wait for a slot
-                timing["sent_at"] = time.perf_counter() - self._t0
-                started = _dt.datetime.now(_dt.timezone.utc)  # docs/RUNS.md: the first attempt's
             attempts += 1
             self.n_attempts += 1
             stream: AsyncStream | None = None
@@ -370,17 +367,15 @@ class Run:
 
     def _sent(self, stream: AsyncStream, attempts: int, started: _dt.datetime,
               timing: dict[str, float | None]) -> _dt.datetime:
-        """The first attempt's ``sent_at`` is its stream's own send (``log.t0_ns``, taken as the
-        request is built, a turn or two of the loop after this task asked for it), as the worker
-        engines report their workers' (``_remote.py``); the time taken above, after the slot, was
-        earlier by those turns, which a busy loop makes milliseconds. Returns ``started`` moved
-        to match (wall time)."""
+        """The first attempt's ``sent_at`` (and ``started_at``, docs/RUNS.md) is its stream's own
+        send (``log.t0_ns``/``t0_wall``, taken as the request is built, after any wait for a slot
+        and a turn or two of the loop after this task asked for it), as the worker engines
+        report their workers' (``_remote.py``): a time taken in this task was earlier by those
+        turns, which a busy loop makes milliseconds. Returns ``started``."""
         if attempts != 1:
             return started
-        sent = stream.log.t0_ns / 1e9 - self._t0
-        moved = started + _dt.timedelta(seconds=sent - (timing["sent_at"] or sent))
-        timing["sent_at"] = sent
-        return moved
+        timing["sent_at"] = stream.log.t0_ns / 1e9 - self._t0
+        return stream.log.t0_wall
 
     def _retry_or_finish(self, request: Request, stream: Stream | AsyncStream, error: NitoError, attempts: int,
                          started: _dt.datetime, timing: dict[str, float | None], now: float,
