@@ -232,6 +232,7 @@ class AsyncStream(StreamBase):
         self._aqueue: Any = None
         self._opened: Any = None
         self._task_error: BaseException | None = None
+        self._send_at: float | None = None  # the loop's clock: see send_at()
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self.finished:
@@ -341,6 +342,28 @@ class AsyncStream(StreamBase):
 
     # The source API of a live body (the client): how to connect, the body's reads, and what
     # closing it releases.
+
+    def send_at(self, when: float) -> None:
+        """Send the request no earlier than ``when`` (the running loop's ``time()``), with everything
+        before the send (the request built, its client made) done as soon as it is started: a
+        Run's open-loop schedule starts its streams a little ahead (``runs/_runner.py``)."""
+        self._send_at = when
+
+    @property
+    def waiting_to_send(self) -> bool:
+        """True while the stream waits for the time set by :meth:`send_at`: nothing was sent yet."""
+        return self._send_at is not None
+
+    async def until_send_time(self) -> None:
+        """Wait for the time set by :meth:`send_at` (at once without one); the client's opener
+        calls it just before the first attempt's send."""
+        import asyncio
+
+        if self._send_at is not None:
+            wait = self._send_at - asyncio.get_running_loop().time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._send_at = None
 
     def set_opener(self, opener: Callable[[AsyncStream], Any] | None) -> None:
         """A coroutine function that connects (and calls :meth:`set_body`), run on first use."""

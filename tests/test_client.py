@@ -589,3 +589,36 @@ def test_an_async_streams_clock_starts_when_it_is_sent_not_when_it_is_made() -> 
 
     stream, made = asyncio.run(main())
     assert (stream.t0_wall - made).total_seconds() >= 0.25
+
+
+def test_an_async_stream_given_a_send_time_is_made_ready_at_once_and_sent_no_earlier() -> None:
+    # A run's open-loop schedule starts its streams a little ahead (runs/_runner.py SEND_LEAD):
+    # the stream waits only for its send; its clock (t0) is the send, not the start.
+    async def main() -> tuple[Any, float, bool]:
+        stream = nito_nb.astream("on time", model="sim/echo", sim={"tps": 0, "ttft_ms": 0})
+        started = time.perf_counter()
+        stream.send_at(asyncio.get_running_loop().time() + 0.3)
+        task = asyncio.ensure_future(stream.wait())
+        await asyncio.sleep(0.1)
+        waiting = stream.waiting_to_send and stream.log.status_code is None
+        return await task, started, waiting
+
+    stream, started, waiting = asyncio.run(main())
+    assert waiting
+    assert stream.status == "done" and stream.content == "on time" and not stream.waiting_to_send
+    assert stream.log.t0_ns / 1e9 - started >= 0.3 - 0.002  # the loop's timers never fire early
+
+
+def test_an_async_stream_cancelled_before_its_send_time_sent_nothing() -> None:
+    async def main() -> Any:
+        stream = nito_nb.astream("never", model="sim/echo", sim={"tps": 0, "ttft_ms": 0})
+        stream.send_at(asyncio.get_running_loop().time() + 5)
+        task = asyncio.ensure_future(stream.wait())
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await stream.aclose()
+        return stream
+
+    stream = asyncio.run(main())
+    assert stream.waiting_to_send and stream.status == "stopped" and stream.log.status_code is None

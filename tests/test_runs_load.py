@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb.runs import _client_load, _results
+from nito_nb.runs import _client_load, _results, _runner
 from nito_nb.runs._schedule import Schedule, phase
 
 
@@ -277,3 +278,25 @@ def test_a_sweep_outside_a_kernel_raises_a_bad_option_of_any_rate() -> None:
     # measure at the second rate only, which raises in the caller (it was kept in a background thread).
     with pytest.raises(nito_nb.ConfigurationError, match="leave no time to measure"):
         nito_nb.sweep(["a"], model="sim/chat", rates=[1, 4], max_requests=2, warmup=1, progress=False, **_sim())
+
+
+def _stop_once_sent(run: nito_nb.Run, n: int) -> None:
+    """Stop ``run`` shortly after its first ``n`` requests have ended."""
+    deadline = time.monotonic() + 60
+    while run._n_ended < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    run.stop()
+    run.wait(timeout=60)
+
+
+def test_an_open_loop_request_made_ready_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each request is made ready a second ahead (SEND_LEAD, 25 ms in earnest): it is still sent at
+    # its time, and one stopped while it waits for it was not sent, so it is not a result.
+    monkeypatch.setattr(_runner, "SEND_LEAD", 1.0)
+    run = nito_nb.run(["a"], model="sim/chat", rate=1, duration=5.0, progress=False, **_sim())
+    _stop_once_sent(run, 2)  # at about 1.3 s: the request due at 2 s waits for its time
+    r = run.results().sort_values("scheduled_at")
+    assert r["scheduled_at"].tolist() == [0.0, 1.0] and (r["status"] == "done").all()
+    assert (r["send_delay"] >= 0).all()

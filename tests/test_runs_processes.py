@@ -241,3 +241,25 @@ def test_the_least_loaded_worker_and_ties_in_turn() -> None:
         picked.append(last)
     assert picked == ["w0", "w1", "w2", "w0"]
     assert least_loaded(names, {"w0": 2, "w1": 1, "w2": 3}, "w0") == "w1"  # the least loaded first
+
+
+
+def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine: str, monkeypatch: Any) -> None:
+    """As with the default engine (test_runs_load.py): the driver hands each request over a second
+    ahead (SEND_LEAD, monkeypatched), with its wall time; the worker sends it then, and one
+    stopped while it waits was never sent, so it is not a result."""
+    from nito_nb.runs import _runner
+    from test_runs_load import _stop_once_sent
+
+    monkeypatch.setattr(_runner, "SEND_LEAD", 1.0)
+    run = nito_nb.run(["a"], model="sim/chat", engine=engine, workers=1, rate=1, duration=5.0,
+                      progress=False, sim={"tps": 0, "ttft_ms": 0})
+    _stop_once_sent(run, 2)
+    r = run.results().sort_values("scheduled_at")
+    assert r["scheduled_at"].tolist() == [0.0, 1.0] and (r["status"] == "done").all()
+    assert (r["send_delay"] >= 0).all()
+
+
+def test_a_request_handed_to_a_worker_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
+        monkeypatch: Any) -> None:
+    assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before("processes", monkeypatch)

@@ -106,3 +106,10 @@ def test_sent_at_is_the_actors_own_send_on_the_drivers_timeline(cluster: None) -
     sent, e2e = r["sent_at"].to_numpy(), r["e2e"].to_numpy()
     assert (sent[1:] >= sent[:-1] + e2e[:-1] - 0.002).all(), (sent, e2e)
     assert (r["sent_at"] >= r["scheduled_at"] - 0.002).all()
+
+
+def test_a_request_handed_to_an_actor_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
+        cluster: None, monkeypatch: Any) -> None:
+    from test_runs_processes import assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before
+
+    assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before("ray", monkeypatch)

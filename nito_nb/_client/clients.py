@@ -66,13 +66,13 @@ class Client(BaseClient):
         self._remember(stream, model, base_url, key, timeout, max_event_size)
         try:
             for attempt in range(self.max_retries + 1):
+                request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 # One clock per Stream: t0 is the first attempt's send, so every timing includes
                 # the retries (``attempts`` says how many requests were sent).
                 if attempt:
                     stream.new_attempt()
                 else:
                     stream.log.start()
-                request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = self._http.send(request, stream=True)
                 except httpx.HTTPError as exc:
@@ -179,11 +179,12 @@ class AsyncClient(BaseClient):
 
         async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
+                request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 if attempt:  # one clock per Stream, as in Client.stream
                     stream.new_attempt()
-                else:
+                else:  # built ahead of a schedule's send time: the send itself is all that is left
+                    await stream.until_send_time()
                     stream.log.start()
-                request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
                 try:
                     response = await http.send(request, stream=True)
                 except httpx.HTTPError as exc:

@@ -9,8 +9,9 @@ the driver moves the worker's times by the difference of the two offsets. On one
 wall clocks are the same clock, so the mapping is exact up to the two readings (microseconds);
 across nodes it is as good as their wall clocks' synchronisation (NTP: about a millisecond).
 
-``Hold`` is the other direction: a worker told "send nothing before this wall time" (the run's
-shared 429 pause, ``_backoff.py``) waits until then on its own clock.
+``Hold`` and ``loop_time`` are the other direction: a worker told "send nothing before this wall
+time" (the run's shared 429 pause, ``_backoff.py``), or "send this request at this wall time" (an
+open-loop schedule, handed over a little ahead), waits until then on its own clock.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-__all__ = ["Hold", "offset_ns", "to_local_ns"]
+__all__ = ["Hold", "loop_time", "offset_ns", "to_local_ns"]
 
 
 def offset_ns() -> int:
@@ -31,6 +32,11 @@ def to_local_ns(t_ns: int, remote_offset_ns: int, local_offset_ns: int) -> int:
     a reading of this process's ``perf_counter_ns`` (offset ``local_offset_ns``): the same wall
     time. Pure."""
     return t_ns + remote_offset_ns - local_offset_ns
+
+
+def loop_time(wall_ns: int) -> float:
+    """The running loop's ``time()`` at the wall time ``wall_ns``."""
+    return asyncio.get_running_loop().time() + (wall_ns - time.time_ns()) / 1e9
 
 
 class Hold:

@@ -28,7 +28,7 @@ from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recorded import to_wire
 from ._client_load import ClientMonitor
-from ._clock import Hold, offset_ns
+from ._clock import Hold, loop_time, offset_ns
 from ._plan import Request
 from ._ray import Sent, failed_stream, from_worker, least_loaded
 
@@ -59,10 +59,13 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
     hold = Hold()
     tasks: set[asyncio.Task[None]] = set()
 
-    async def one(rid: int, messages: list[dict[str, Any]], model: str, params: dict[str, Any]) -> None:
+    async def one(rid: int, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
+                  send_at_ns: int | None) -> None:
         async with limit:
             await hold.wait()  # a request queued here waits out the run's pause too
             stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
+            if send_at_ns is not None:  # handed over ahead of its scheduled send (the Run's SEND_LEAD)
+                stream.send_at(loop_time(send_at_ns))
             try:
                 await stream.wait(raise_errors=False)
             except NitoError as exc:  # refused before the body: the log says how
@@ -209,8 +212,9 @@ class ProcessEngine:
             except (OSError, ValueError):  # the worker is gone: nothing to hold
                 pass
 
-    async def send(self, request: Request) -> Sent:
-        """One attempt of the request, by the least loaded worker. A dead worker gives a failed Stream."""
+    async def send(self, request: Request, send_at_ns: int | None = None) -> Sent:
+        """One attempt of the request, by the least loaded worker, sent at the wall time
+        ``send_at_ns`` if given (else at once). A dead worker gives a failed Stream."""
         alive = self.alive
         if not alive:
             return Sent(failed_stream(request, "no worker process is left: every worker of the run died"), None, None,
@@ -225,7 +229,7 @@ class ProcessEngine:
         self._load[name] += 1
         try:
             try:
-                worker.conn.send((rid, request.messages, request.model, dict(request.params)))
+                worker.conn.send((rid, request.messages, request.model, dict(request.params), send_at_ns))
             except (OSError, ValueError) as exc:  # the pipe broke: the worker is gone
                 with worker.lock:
                     worker.pending.pop(rid, None)

@@ -27,7 +27,7 @@ from .._core.state import StreamState
 from .._recorded import from_events, from_wire, to_wire
 from .._stream import Stream
 from ._client_load import ClientMonitor
-from ._clock import Hold, offset_ns, to_local_ns
+from ._clock import Hold, loop_time, offset_ns, to_local_ns
 from ._plan import Request
 
 __all__ = ["RayEngine", "Sent", "Worker"]
@@ -79,9 +79,10 @@ class Worker:
         """Send nothing before this wall time (the run's shared 429 pause)."""
         self.hold.until(wall_ns)
 
-    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any]
-                   ) -> tuple[StreamState | ChunkLog, int, tuple[list[float], list[float]]]:
-        """Send one attempt and stream it to its end; return the stream (``_recorded.to_wire``),
+    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
+                   send_at_ns: int | None = None) -> tuple[StreamState | ChunkLog, int, tuple[list[float], list[float]]]:
+        """Send one attempt (at the wall time ``send_at_ns`` if given: it is handed over ahead of its
+        scheduled send, the Run's SEND_LEAD) and stream it to its end; return the stream (``_recorded.to_wire``),
         this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
         (``_client_load.py``)."""
         from .._core.errors import NitoError
@@ -89,6 +90,8 @@ class Worker:
         await self._setup()
         await self.hold.wait()
         stream = self.client.stream(messages, model=model, raise_errors=False, **self.connection, **params)
+        if send_at_ns is not None:
+            stream.send_at(loop_time(send_at_ns))
         try:
             await stream.wait(raise_errors=False)
         except NitoError as exc:  # refused before the body: the log says how
@@ -175,8 +178,9 @@ class RayEngine:
             # Fire and forget (a dead actor has nothing to hold), past the sends queued in the actor.
             actor.pause.options(concurrency_group="control").remote(wall_ns)
 
-    async def send(self, request: Request) -> Sent:
-        """One attempt of the request, by the least loaded actor. A dead worker gives a failed Stream."""
+    async def send(self, request: Request, send_at_ns: int | None = None) -> Sent:
+        """One attempt of the request, by the least loaded actor, sent at the wall time ``send_at_ns``
+        if given (else at once). A dead worker gives a failed Stream."""
         import ray
         from ray.exceptions import RayActorError
 
@@ -186,7 +190,7 @@ class RayEngine:
                         False)
         self._load[name] += 1
         try:
-            ref = self._actors[name].send.remote(request.messages, request.model, dict(request.params))
+            ref = self._actors[name].send.remote(request.messages, request.model, dict(request.params), send_at_ns)
             try:
                 sent, worker_offset, health = await ref
             except asyncio.CancelledError:

@@ -33,17 +33,24 @@ __all__ = ["send_remote"]
 
 async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
                       timing: dict[str, float | None]) -> None:
-    """Send ``request`` through ``engine`` until it ends or may not be retried; hand it to the run."""
+    """Send ``request`` through ``engine`` until it ends or may not be retried; hand it to the run.
+    A scheduled first attempt is handed over ahead and sent by the worker at its time (SEND_LEAD)."""
     loop = asyncio.get_running_loop()
     attempts = 0
     while True:
         await run._slot()
-        dispatched = time.perf_counter() - run._t0
+        now = time.perf_counter() - run._t0
         attempts += 1
         run.n_attempts += 1
+        # A scheduled first attempt is handed over up to SEND_LEAD ahead: the worker sends it at its time.
+        scheduled = timing["scheduled_at"] if attempts == 1 else None
+        send_at_ns = None if scheduled is None or scheduled <= now else time.time_ns() + int((scheduled - now) * 1e9)
+        dispatched = now if scheduled is None else max(now, scheduled)  # its send, for all the driver knows
         try:
-            stream, worker, node, sent, health = await engine.send(request)
+            stream, worker, node, sent, health = await engine.send(request, send_at_ns)
         except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
+            if scheduled is not None and time.perf_counter() - run._t0 < scheduled:
+                raise  # stopped before its send time: left out, as the requests after it
             stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
             if timing["sent_at"] is None:
                 timing["sent_at"] = dispatched
