@@ -16,7 +16,8 @@ from conftest import HELLO, KEY, chunk_line
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb._transport import PushedBody
+from nito_nb._transport import PushedBody, pushed
+from nito_nb._transport.pushed import SLICE
 
 BODY = b"".join(HELLO)
 
@@ -184,3 +185,60 @@ def test_the_request_is_what_httpx_sends(scripted: ScriptedServer) -> None:
     pushed, read = script.requests
     assert json.loads(pushed["body"]) == json.loads(read["body"])
     assert pushed["headers"]["authorization"] == read["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+# -- a large read is handed on in slices of SLICE bytes, one per turn of the loop (pushed.py) ----------
+
+MANY = [chunk_line({"content": f"w{i:03d} é "}) for i in range(120)]  # about 24 KB: several slices
+
+
+def _count_turns(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(bytes waiting before, after) each turn of every pushed body."""
+    turns: list[tuple[int, int]] = []
+    real = PushedBody._hand_on
+
+    def hand_on(self: PushedBody) -> None:
+        before = self._queued
+        real(self)
+        turns.append((before, self._queued))
+
+    monkeypatch.setattr(PushedBody, "_hand_on", hand_on)
+    return turns
+
+
+def test_a_large_read_is_handed_on_in_slices_with_the_same_stream(scripted: ScriptedServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    turns = _count_turns(monkeypatch)
+    s = same(both(scripted.add("many", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]]))))
+    assert s.status == "done" and s.content == "".join(f"w{i:03d} é " for i in range(120))
+    assert max(after for _, after in turns) > SLICE  # the large read waited, in order, for later turns
+    assert all(before - after <= SLICE for before, after in turns)
+
+
+def test_a_cut_connection_after_a_large_read_fails_after_everything_that_arrived(scripted: ScriptedServer) -> None:
+    s = same(both(scripted.add("manydrop", Script(parts=[HELLO[0], b"".join(MANY)], drop=True))))
+    assert s.status == "truncated" and isinstance(s.exception, nito_nb.ConnectionLost)
+    assert s.content.endswith("w119 é ")
+
+
+def test_a_clean_end_after_a_large_read_without_done(scripted: ScriptedServer) -> None:
+    s = same(both(scripted.add("manynodone", Script(parts=[HELLO[0], b"".join(MANY)]))))
+    assert s.status == "truncated" and s.content.endswith("w119 é ")
+
+
+def test_an_event_past_max_event_size_in_a_later_slice(scripted: ScriptedServer) -> None:
+    big = chunk_line({"content": "y" * 9000})
+    s = same(both(scripted.add("manybig", Script(parts=[HELLO[0], b"".join(MANY[:30]) + big, *HELLO[3:]])),
+                  max_event_size=8000))
+    assert s.status == "truncated" and isinstance(s.exception, nito_nb.EventTooLargeError)
+    assert s.content.endswith("w029 é ")
+
+
+def test_a_backlog_past_its_limit_is_handed_on_at_once(scripted: ScriptedServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pushed, "BACKLOG_LIMIT", SLICE)
+    turns = _count_turns(monkeypatch)
+    s = same(both(scripted.add("manylimit", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]]))))
+    assert s.status == "done" and s.content.endswith("w119 é ")
+    assert max(before for before, _ in turns) > 2 * SLICE
+    assert all(after == 0 for _, after in turns)  # never a byte left for a later turn

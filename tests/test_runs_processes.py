@@ -248,8 +248,9 @@ def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine:
     """As with the default engine (test_runs_load.py): the driver hands each request over a second
     ahead (SEND_LEAD, monkeypatched), with its wall time; the worker sends it then, and one
     stopped while it waits was never sent, so it is not a result."""
-    from nito_nb.runs import _runner
     from test_runs_load import _stop_once_sent
+
+    from nito_nb.runs import _runner
 
     monkeypatch.setattr(_runner, "SEND_LEAD", 1.0)
     run = nito_nb.run(["a"], model="sim/chat", engine=engine, workers=1, rate=1, duration=5.0,

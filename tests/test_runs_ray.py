@@ -110,6 +110,8 @@ def test_sent_at_is_the_actors_own_send_on_the_drivers_timeline(cluster: None) -
 
 def test_a_request_handed_to_an_actor_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
         cluster: None, monkeypatch: Any) -> None:
-    from test_runs_processes import assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before
+    from test_runs_processes import (
+        assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before,
+    )
 
     assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before("ray", monkeypatch)
