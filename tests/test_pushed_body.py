@@ -16,8 +16,8 @@ from conftest import HELLO, KEY, chunk_line
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb._transport import PushedBody, pushed
-from nito_nb._transport.pushed import SLICE
+from nito_nb._transport import PushedBody, pump
+from nito_nb._transport.pump import SLICE
 
 BODY = b"".join(HELLO)
 
@@ -187,7 +187,7 @@ def test_the_request_is_what_httpx_sends(scripted: ScriptedServer) -> None:
     assert pushed["headers"]["authorization"] == read["headers"]["authorization"] == f"Bearer {KEY}"
 
 
-# -- a large read is handed on in slices of SLICE bytes, one per turn of the loop (pushed.py) ----------
+# -- a large read is handed on SLICE bytes at a time, over the loop's turns (pump.py) -----------------
 
 MANY = [chunk_line({"content": f"w{i:03d} é "}) for i in range(120)]  # about 24 KB: several slices
 
@@ -195,14 +195,15 @@ MANY = [chunk_line({"content": f"w{i:03d} é "}) for i in range(120)]  # about 2
 def _count_turns(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """(bytes waiting before, after) each turn of every pushed body."""
     turns: list[tuple[int, int]] = []
-    real = PushedBody._hand_on
+    real = PushedBody.hand_on
 
-    def hand_on(self: PushedBody) -> None:
+    def hand_on(self: PushedBody) -> bool:
         before = self._queued
-        real(self)
+        more = real(self)
         turns.append((before, self._queued))
+        return more
 
-    monkeypatch.setattr(PushedBody, "_hand_on", hand_on)
+    monkeypatch.setattr(PushedBody, "hand_on", hand_on)
     return turns
 
 
@@ -234,11 +235,70 @@ def test_an_event_past_max_event_size_in_a_later_slice(scripted: ScriptedServer)
     assert s.content.endswith("w029 é ")
 
 
-def test_a_backlog_past_its_limit_is_handed_on_at_once(scripted: ScriptedServer,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pushed, "BACKLOG_LIMIT", SLICE)
-    turns = _count_turns(monkeypatch)
+def test_past_the_pumps_limit_everything_waiting_is_handed_on_in_one_turn(scripted: ScriptedServer,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pump, "LIMIT", SLICE)
+    monkeypatch.setattr(pump, "BUDGET", 0.0)  # only the limit makes the pump go on within a turn
+    left: list[tuple[int, int]] = []  # (bytes waiting before, after) each of the pump's turns
+    real = pump.Pump._turn
+
+    def turn(self: pump.Pump) -> None:
+        before = self.queued
+        real(self)
+        left.append((before, self.queued))
+
+    monkeypatch.setattr(pump.Pump, "_turn", turn)
     s = same(both(scripted.add("manylimit", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]]))))
     assert s.status == "done" and s.content.endswith("w119 é ")
-    assert max(before for before, _ in turns) > 2 * SLICE
-    assert all(after == 0 for _, after in turns)  # never a byte left for a later turn
+    assert max(before for before, _ in left) > 2 * SLICE
+    assert all(after <= SLICE for _, after in left)  # handed on down to the limit within the turn
+
+
+def test_the_pump_serves_bodies_in_turn_within_its_budget_and_drops_ended_ones() -> None:
+    class Body:
+        def __init__(self, name: str, turns: int) -> None:
+            self.name, self.left = name, turns
+
+        def hand_on(self) -> bool:
+            served.append(self.name)
+            self.left -= 1
+            return self.left > 0
+
+    async def main() -> list[int]:
+        p = pump.Pump(asyncio.get_running_loop())
+        p.join(Body("a", 3))
+        p.join(Body("b", 1))
+        p.join(Body("c", 2))
+        sizes = []
+        while len(served) < 6:
+            before = len(served)
+            await asyncio.sleep(0)
+            sizes.append(len(served) - before)
+        return sizes
+
+    served: list[str] = []
+    sizes = asyncio.run(main())
+    assert served == ["a", "b", "c", "a", "c", "a"]  # in turn; an ended one leaves the line
+    assert sum(sizes) == 6
+
+
+def test_the_pump_stops_a_turn_at_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pump, "BUDGET", 0.0)
+
+    class Body:
+        def hand_on(self) -> bool:
+            served.append(1)
+            return len(served) < 4
+
+    async def main() -> list[int]:
+        p = pump.Pump(asyncio.get_running_loop())
+        p.join(Body())
+        counts = []
+        for _ in range(6):
+            await asyncio.sleep(0)
+            counts.append(len(served))
+        return counts
+
+    served: list[int] = []
+    counts = asyncio.run(main())
+    assert counts[-1] == 4 and counts[:4] == [1, 2, 3, 4]  # one slice per turn: the loop goes round between

@@ -10,20 +10,11 @@ from collections.abc import Callable
 import httpx
 
 from .framing import Chunked, FramingError, Length, UntilClose, body_framing
+from .pump import SLICE, Pump, pump
 from .streams import StampedSocketStream, StampedTLSStream, _put_back
 
-__all__ = ["BACKLOG_LIMIT", "SLICE", "PushedBody", "pushed_body"]
+__all__ = ["PushedBody", "pushed_body"]
 
-#: The stream is handed at most this many bytes of a body per turn of the event loop; the rest
-#: waits, in order and with its arrival time, for the next turns. Parsing is most of a load run's
-#: client work (25 µs a chunk in a run), and a due send, a timer, runs only once the callbacks of
-#: its turn are done: a 16 KiB read parsed at once held the loop 0.5-1 ms, two or three of them in
-#: one turn longer. Handing a read on in pieces changes nothing in the Stream: its events are the
-#: same, with the same time, as the parser reads across any split (tests/test_sse.py).
-SLICE = 4096
-#: Past this many bytes waiting in one body (a loop that cannot keep up), all of them are handed
-#: on at once: memory stays bounded, and the loop parses instead of reading more.
-BACKLOG_LIMIT = 1 << 20
 _PENDING = object()  # the body's end not reached yet (None: ended well; else the error to raise)
 
 
@@ -44,12 +35,13 @@ class PushedBody:
         self._ended: asyncio.Future[None] | None = None
         self._last = 0.0
         self._watchdog: asyncio.TimerHandle | None = None
-        # What has arrived and waits for its turn (SLICE), and how the body ends once it is
+        # What has arrived and waits for its turn (pump.py), and how the body ends once it is
         # handed on: a read, the connection's end or its failure all queue behind it.
         self._backlog: collections.deque[tuple[bytes, int]] = collections.deque()
         self._queued = 0
         self._outcome: object = _PENDING
-        self._turn: asyncio.Handle | None = None
+        self._pump: Pump = pump(asyncio.get_running_loop())  # made where it is awaited, on that loop
+        self._in_line = False  # in the pump's line: its next bytes wait for their turn
 
     async def __call__(self, deliver: Callable[[bytes, int], None]) -> None:
         loop = asyncio.get_running_loop()
@@ -65,13 +57,12 @@ class PushedBody:
         finally:
             if self._watchdog is not None:
                 self._watchdog.cancel()
-            if self._turn is not None:
-                self._turn.cancel()
             # No cycle outlives the body (the stream's receiver is this object, whose deliver
-            # holds the Stream's state): see StampedSocketStream.unpush.
+            # holds the Stream's state): see StampedSocketStream.unpush. The pump lets go of it at
+            # its next turn.
             self._network.unpush()
-            self._deliver = self._watchdog = self._turn = None
-            self._backlog.clear()
+            self._deliver = self._watchdog = None
+            self._drop_backlog()
 
     def received(self, data: bytes, arrival_ns: int) -> None:
         ended = self._ended
@@ -84,6 +75,7 @@ class PushedBody:
                 if body:
                     self._backlog.append((body, arrival_ns))
                     self._queued += len(body)
+                    self._pump.queued += len(body)
                 if self._framing.done:
                     self._outcome = None
             else:
@@ -91,42 +83,54 @@ class PushedBody:
                 self._outcome = None
         except FramingError as exc:
             self._outcome = httpx.RemoteProtocolError(str(exc))
-        if self._turn is None or self._queued > BACKLOG_LIMIT:
-            self._hand_on()
+        self._go_on()
 
     def failed(self, error: OSError) -> None:
         if self._ended is not None and not self._ended.done() and self._outcome is _PENDING:
             self._outcome = httpx.ReadError(str(error))
-            if self._turn is None:
-                self._hand_on()
+            self._go_on()
 
-    def _hand_on(self) -> None:
-        """Hand the stream the backlog's next SLICE bytes (all of it past BACKLOG_LIMIT); the rest
-        at the loop's next turn; then end the body as it ended."""
-        if self._turn is not None:
-            self._turn.cancel()
-        self._turn = None
+    def _go_on(self) -> None:
+        """Hand on a first slice now, unless earlier bytes wait for their turn; the rest joins the
+        pump's line."""
+        if not self._in_line and self.hand_on():
+            self._in_line = True
+            self._pump.join(self)
+
+    def hand_on(self) -> bool:
+        """Hand the stream the backlog's next SLICE bytes, in order; at the backlog's end, end the
+        body as it ended. True if bytes are left for a later turn (pump.py)."""
         ended = self._ended
         if ended is None or ended.done() or self._deliver is None:
-            return
-        budget = SLICE if self._queued <= BACKLOG_LIMIT else self._queued
+            self._drop_backlog()
+            return False
+        budget = SLICE
         try:
             while self._backlog and budget > 0:
                 body, arrival_ns = self._backlog.popleft()
                 body = _put_back(self._backlog, body, budget, arrival_ns)
                 budget -= len(body)
                 self._queued -= len(body)
+                self._pump.queued -= len(body)
                 self._deliver(body, arrival_ns)
         except Exception as exc:  # the consumer's (an event too large): raised where the body is awaited
-            self._backlog.clear()
+            self._drop_backlog()
             ended.set_exception(exc)
-            return
+            return False
         if self._backlog:
-            self._turn = ended.get_loop().call_soon(self._hand_on)
-        elif self._outcome is None:
+            return True
+        self._in_line = False
+        if self._outcome is None:
             ended.set_result(None)
         elif isinstance(self._outcome, BaseException):
             ended.set_exception(self._outcome)
+        return False
+
+    def _drop_backlog(self) -> None:
+        self._pump.queued -= self._queued
+        self._backlog.clear()
+        self._queued = 0
+        self._in_line = False
 
     def _check(self) -> None:
         """The between-chunks timeout: one timer, moved on only when it fires (re-arming a timer
