@@ -1,6 +1,6 @@
-"""While a writer builds a store's events in its own process (no helper process: the magic, or
-a helper that died), the GIL's switch interval is short (runs/_gil.py), and it is put back
-afterwards, whatever happens."""
+"""While a run's writer thread makes result rows, or builds a store's events in its own process
+(no helper process: the magic, or a helper that died), the GIL's switch interval is short
+(runs/_gil.py), and it is put back afterwards, whatever happens."""
 
 from __future__ import annotations
 
@@ -33,6 +33,26 @@ def test_events_are_built_with_a_short_switch_interval_then_it_is_restored(
     with pytest.raises(_Stop):
         EventsHelper(process=False).submit(tmp_path, "batch", "run", {})
     assert seen and seen[0] < before / 2  # the sending loop waited up to `before` for the GIL
+    assert sys.getswitchinterval() == before
+
+
+def test_a_runs_result_rows_are_made_with_a_short_switch_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nito_nb
+    from nito_nb.runs import _record
+
+    before = sys.getswitchinterval()
+    seen = []
+    real = _record.result_rows
+
+    def result_rows(*args: Any) -> Any:
+        seen.append(sys.getswitchinterval())
+        return real(*args)
+
+    monkeypatch.setattr(_record, "result_rows", result_rows)
+    run = nito_nb.run(["a", "b"], model="sim/echo", progress=False, sim={"tps": 0})
+    run.wait(timeout=60)
+    assert len(run.results()) == 2
+    assert seen and all(value == _gil.WRITER_SWITCH_INTERVAL for value in seen)
     assert sys.getswitchinterval() == before
 
 

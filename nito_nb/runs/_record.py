@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..display.throttle import Throttle
 from . import _gc
+from ._gil import loop_first
 from ._results import Finished, result_rows
 
 if TYPE_CHECKING:
@@ -81,7 +82,8 @@ def write_loop(run: Run) -> None:
 
 
 def _flush(run: Run, batch: list[Finished]) -> None:
-    rows = result_rows(batch, run.run_id, run._phases)
+    with loop_first():  # the sending loop keeps its turns while the rows are made (_gil.py)
+        rows = result_rows(batch, run.run_id, run._phases)
     if run._writer is not None:
         run._writer.write(batch, rows)
     with run._lock:
