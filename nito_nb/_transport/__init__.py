@@ -28,10 +28,12 @@ does nothing but read, and stamps each read as the blocking call returns.
 
 After the headers, the body of a response that this transport carried is not read through httpx
 at all when its framing allows (``pushed.py``): the socket's callback unframes each read
-(``framing.py``) and hands it on at once, without a task switch per read.
+(``framing.py``) and hands it on in the same callback, without a task switch per read, unless
+earlier bytes of the body still wait for their turn (``pump.py``).
 
 Modules: ``streams.py`` (the stamped socket, and TLS over it), ``framing.py`` (HTTP/1.1
-header end and body framing, I/O-free), ``pushed.py`` (the pushed body), ``transport.py`` (the
+header end and body framing, I/O-free), ``pushed.py`` (the pushed body), ``pump.py`` (how much of
+the pushed bodies is parsed per turn of the loop), ``transport.py`` (the
 httpcore backend and httpx transport).
 """
 

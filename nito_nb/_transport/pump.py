@@ -14,7 +14,11 @@ bytes over all bodies the pump parses without a budget until it is below again, 
 the open connections (a body's connection is closed at its end, once parsed) stay bounded: the
 loop then parses instead of sending, and requests leave late, as they must.
 
-Measured (bench/bench_load.py, docs/LOAD.md): ...
+Measured with bench/bench_load.py's open loop of sim/chat at tps 0, four interleaved pairs each:
+at 160 requests/s, a loop at its limit, send delay p99 7.0-11.6 ms, against 3.8-79.6 ms when
+every body with bytes waiting took one slice each turn (``call_soon`` per body); at 130/s,
+2.8-10.4 ms against 2.7-64.3 ms. Parsing a whole 16 KiB read in its callback, before that, held
+the loop 0.5-1 ms at a time.
 """
 
 from __future__ import annotations

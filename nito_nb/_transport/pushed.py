@@ -20,7 +20,8 @@ _PENDING = object()  # the body's end not reached yet (None: ended well; else th
 
 class PushedBody:
     """A response body read by its socket's reader callback and handed on read by read, framing
-    removed, without a task switch in between: ``await body(deliver)`` calls ``deliver(data,
+    removed, without a task switch in between (a large read over several turns of the loop:
+    ``pump.py``): ``await body(deliver)`` calls ``deliver(data,
     arrival_ns)`` for every read that carried some of the body, returns at its end, and raises
     what httpx would (``ReadTimeout`` past ``read_timeout`` without a byte, ``ReadError``,
     ``RemoteProtocolError`` for a body cut short). An exception of ``deliver`` ends the read and
