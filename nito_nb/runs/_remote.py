@@ -69,7 +69,7 @@ async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Requ
         error = stream.exception if sent and stream.status == "failed" else None
         if not isinstance(error, NitoError):  # a result (done, error, truncated), or a dead worker
             if stream.status == "done":
-                run.backoff.succeeded()
+                run._succeeded()
             run._finish(request, stream, attempts, started, timing, worker=worker, node=node)
             return
         delay = run._retry_or_finish(request, stream, error, attempts, started, timing, loop.time(),
