@@ -4,9 +4,10 @@ Parsing is most of a load run's client work (about 25 µs a chunk in a run), and
 is a timer: it runs once the callbacks of its turn of the loop are done. So parsing is spread over
 the loop's turns, a little each: every body with bytes waiting gets, in turn, up to ``SLICE``
 bytes handed on, until ``BUDGET`` of the turn is spent; then the loop goes round (its reads, its
-timers, the tasks that send) before the next bodies get theirs. A body whose reads come one at a
-time, the common case, never waits here: its read is handed on in the read's own callback
-(``pushed.py``). Times are not touched: each read carries its arrival time from the socket, so a
+timers, the tasks that send) before the next bodies get theirs. A body whose reads are small and
+come one at a time (a streaming answer's chunks, the common case) never waits here: each read is
+handed on in its own callback (``pushed.py``); only a read past ``SLICE`` bytes, or one that
+arrives while earlier bytes of its body wait, goes through the pump. Times are not touched: each read carries its arrival time from the socket, so a
 body parsed later keeps the times its bytes came at.
 
 When the loop cannot keep up (more arrives than it can parse), what waits grows; past ``LIMIT``
