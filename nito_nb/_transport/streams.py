@@ -23,10 +23,9 @@ __all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "Stampe
 _SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("qq")
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-#: Bytes one socket read takes at most. A pushed body is parsed in the read's callback, so this
-#: bounds how long one callback holds the event loop (16 KiB of chunks: well under a
-#: millisecond), and thereby how late a timer, a request's send, can run behind it; the rest of a
-#: large read waits in the socket for the loop's next turn.
+#: Bytes one socket read takes at most; the rest waits in the socket for the loop's next turn. How
+#: much of a pushed body is parsed per turn is bounded apart (pump.py). Reads of 4 KiB were tried:
+#: 15-30% more CPU per request (bench/bench_load.py's open loop at 110/s) for no shorter turns.
 READ_SIZE = 16 * 1024
 #: Reading from the socket pauses while this many bytes wait for httpx (a consumer that stopped).
 HIGH_WATER = 4 * 1024 * 1024
