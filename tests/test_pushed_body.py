@@ -16,7 +16,7 @@ from conftest import HELLO, KEY, chunk_line
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb._transport import PushedBody, pump
+from nito_nb._transport import PushedBody, pump, pushed
 from nito_nb._transport.pump import SLICE
 
 BODY = b"".join(HELLO)
@@ -233,6 +233,18 @@ def test_an_event_past_max_event_size_in_a_later_slice(scripted: ScriptedServer)
                   max_event_size=8000))
     assert s.status == "truncated" and isinstance(s.exception, nito_nb.EventTooLargeError)
     assert s.content.endswith("w029 é ")
+
+
+def test_the_between_chunks_timeout_comes_after_what_waits_for_its_turn(scripted: ScriptedServer,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # A loop that parses slowly (one 4-byte slice a turn) still has bytes of the large read waiting
+    # when the server's pause passes the timeout: they are handed on first, none is lost.
+    monkeypatch.setattr(pushed, "SLICE", 4)
+    monkeypatch.setattr(pump, "BUDGET", 0.0)
+    script = Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]], delays=[0, 0, 3])
+    s = same(both(scripted.add("manystall", script), timeout={"first_byte": 30, "between_chunks": 0.01}))
+    assert isinstance(s.exception, nito_nb.StreamTimeoutError)
+    assert s.content == "".join(f"w{i:03d} é " for i in range(120))
 
 
 def test_past_the_pumps_limit_everything_waiting_is_handed_on_in_one_turn(scripted: ScriptedServer,

@@ -137,12 +137,13 @@ class PushedBody:
         """The between-chunks timeout: one timer, moved on only when it fires (re-arming a timer
         on every read would cost more than the read)."""
         ended = self._ended
-        if ended is None or ended.done() or self._timeout is None:
+        if ended is None or ended.done() or self._timeout is None or self._outcome is not _PENDING:
             return
         loop = ended.get_loop()
         idle = loop.time() - self._last
-        if idle >= self._timeout:
-            ended.set_exception(httpx.ReadTimeout("no data within the between-chunks timeout"))
+        if idle >= self._timeout:  # after what arrived before it, as every end (pump.py)
+            self._outcome = httpx.ReadTimeout("no data within the between-chunks timeout")
+            self._go_on()
         else:
             self._watchdog = loop.call_later(self._timeout - idle, self._check)
 
