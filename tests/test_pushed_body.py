@@ -247,6 +247,29 @@ def test_the_between_chunks_timeout_comes_after_what_waits_for_its_turn(scripted
     assert s.content == "".join(f"w{i:03d} é " for i in range(120))
 
 
+def test_stopping_keeps_what_arrived_and_waits_for_its_turn(scripted: ScriptedServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pushed, "SLICE", 4)  # a loop that parses slowly: the large read waits
+    monkeypatch.setattr(pump, "BUDGET", 0.0)
+    base = scripted.add("manystop", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]], delays=[0, 0.05, 5]))
+
+    async def one(pushed_body: bool) -> Any:
+        http = None if pushed_body else httpx.AsyncClient(timeout=None)
+        stream = nito_nb.AsyncClient(api_key=KEY, base_url=base, http_client=http).stream("hi", model="m")
+        try:
+            async for _ in stream:
+                if stream.content:
+                    break
+            await stream.aclose()
+        finally:
+            if http is not None:
+                await http.aclose()
+        return stream
+
+    s = same({"pushed": asyncio.run(one(True)), "httpx": asyncio.run(one(False))})
+    assert s.status == "stopped" and s.content == "".join(f"w{i:03d} é " for i in range(120))
+
+
 def test_past_the_pumps_limit_everything_waiting_is_handed_on_in_one_turn(scripted: ScriptedServer,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pump, "LIMIT", SLICE)

@@ -55,6 +55,9 @@ class PushedBody:
             else:
                 self._network.push(self)
             await self._ended
+        except BaseException:  # stopped (cancelled): what arrived and waits for its turn is kept
+            self._hand_on_all()
+            raise
         finally:
             if self._watchdog is not None:
                 self._watchdog.cancel()
@@ -103,7 +106,8 @@ class PushedBody:
         body as it ended. True if bytes are left for a later turn (pump.py)."""
         ended = self._ended
         if ended is None or ended.done() or self._deliver is None:
-            self._drop_backlog()
+            # Over (what waits is the stopping body's to hand on: __call__), or let go of.
+            self._in_line = False
             return False
         budget = SLICE
         try:
@@ -126,6 +130,17 @@ class PushedBody:
         elif isinstance(self._outcome, BaseException):
             ended.set_exception(self._outcome)
         return False
+
+    def _hand_on_all(self) -> None:
+        """Hand on everything waiting at once, as the body is being stopped."""
+        while self._backlog and self._deliver is not None:
+            body, arrival_ns = self._backlog.popleft()
+            self._queued -= len(body)
+            self._pump.queued -= len(body)
+            try:
+                self._deliver(body, arrival_ns)
+            except Exception:  # the stream takes no more (an event too large): the rest goes
+                break
 
     def _drop_backlog(self) -> None:
         self._pump.queued -= self._queued
