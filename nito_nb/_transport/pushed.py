@@ -55,7 +55,8 @@ class PushedBody:
             else:
                 self._network.push(self)
             await self._ended
-        except BaseException:  # stopped (cancelled): what arrived and waits for its turn is kept
+        except BaseException:  # stopped (cancelled): what arrived and waits for its turn is kept (an
+            # error ends a body only once nothing waits)
             self._hand_on_all()
             raise
         finally:
