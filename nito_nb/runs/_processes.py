@@ -28,9 +28,9 @@ from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recorded import to_wire
 from ._client_load import ClientMonitor
-from ._clock import Hold, loop_time, offset_ns
+from ._clock import Hold, offset_ns
 from ._plan import Request
-from ._ray import Sent, failed_stream, from_worker, least_loaded
+from ._ray import Sent, failed_stream, from_worker, least_loaded, worker_stream
 
 __all__ = ["ProcessEngine"]
 
@@ -45,8 +45,6 @@ def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int) -> None
 
 async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None:
     from .._client import AsyncClient
-    from .._core.errors import NitoError
-    from .._stream import AsyncStream
 
     loop = asyncio.get_running_loop()
     client = AsyncClient(max_retries=0)  # one attempt per message: the driver retries
@@ -63,13 +61,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
                   send_at_ns: int | None) -> None:
         async with limit:
             await hold.wait()  # a request queued here waits out the run's pause too
-            stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
-            if send_at_ns is not None:  # handed over ahead of its scheduled send (the Run's SEND_LEAD)
-                stream.send_at(loop_time(send_at_ns))
-            try:
-                await stream.wait(raise_errors=False)
-            except NitoError as exc:  # refused before the body: the log says how
-                stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
+            stream = await worker_stream(client, connection, messages, model, params, send_at_ns)
             conn.send((rid, to_wire(stream), offset_ns(), monitor.drain()))
 
     ended = loop.create_future()

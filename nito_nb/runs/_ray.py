@@ -30,7 +30,7 @@ from ._client_load import ClientMonitor
 from ._clock import Hold, loop_time, offset_ns, to_local_ns
 from ._plan import Request
 
-__all__ = ["RayEngine", "Sent", "Worker"]
+__all__ = ["RayEngine", "Sent", "Worker", "worker_stream"]
 
 
 class Sent(NamedTuple):
@@ -85,19 +85,29 @@ class Worker:
         scheduled send, the Run's SEND_LEAD) and stream it to its end; return the stream (``_recorded.to_wire``),
         this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
         (``_client_load.py``)."""
-        from .._core.errors import NitoError
-
         await self._setup()
         await self.hold.wait()
-        stream = self.client.stream(messages, model=model, raise_errors=False, **self.connection, **params)
-        if send_at_ns is not None:
-            stream.send_at(loop_time(send_at_ns))
-        try:
-            await stream.wait(raise_errors=False)
-        except NitoError as exc:  # refused before the body: the log says how
-            stream = exc.stream if exc.stream is not None else stream
+        stream = await worker_stream(self.client, self.connection, messages, model, params, send_at_ns)
         assert self.monitor is not None
         return to_wire(stream), offset_ns(), self.monitor.drain()
+
+
+async def worker_stream(client: Any, connection: dict[str, Any], messages: list[dict[str, Any]], model: str,
+                        params: dict[str, Any], send_at_ns: int | None) -> Any:
+    """One attempt of a worker (a Ray actor or a worker process), sent at the wall time
+    ``send_at_ns`` if given (handed over ahead of its scheduled send: the Run's SEND_LEAD), read
+    to its end; the ended AsyncStream, also when it was refused before the body (its log says how)."""
+    from .._core.errors import NitoError
+    from .._stream import AsyncStream
+
+    stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
+    if send_at_ns is not None:
+        stream.send_at(loop_time(send_at_ns))
+    try:
+        await stream.wait(raise_errors=False)
+    except NitoError as exc:
+        stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
+    return stream
 
 
 def least_loaded(names: list[str], load: dict[str, int], last: str | None) -> str:
