@@ -110,15 +110,8 @@ class PushedBody:
             # Over (what waits is the stopping body's to hand on: __call__), or let go of.
             self._in_line = False
             return False
-        budget = SLICE
         try:
-            while self._backlog and budget > 0:
-                body, arrival_ns = self._backlog.popleft()
-                body = _put_back(self._backlog, body, budget, arrival_ns)
-                budget -= len(body)
-                self._queued -= len(body)
-                self._pump.queued -= len(body)
-                self._deliver(body, arrival_ns)
+            self._hand_on_up_to(SLICE)
         except Exception as exc:  # the consumer's (an event too large): raised where the body is awaited
             self._drop_backlog()
             ended.set_exception(exc)
@@ -134,14 +127,24 @@ class PushedBody:
 
     def _hand_on_all(self) -> None:
         """Hand on everything waiting at once, as the body is being stopped."""
-        while self._backlog and self._deliver is not None:
+        if self._deliver is not None:
+            try:
+                self._hand_on_up_to(self._queued)
+            except Exception:  # the stream takes no more (an event too large): the rest goes
+                pass
+
+    def _hand_on_up_to(self, budget: int) -> None:
+        """Hand the stream up to ``budget`` bytes of the backlog, in order, each with its arrival
+        time (an exception of the stream's goes through)."""
+        deliver = self._deliver
+        assert deliver is not None
+        while self._backlog and budget > 0:
             body, arrival_ns = self._backlog.popleft()
+            body = _put_back(self._backlog, body, budget, arrival_ns)
+            budget -= len(body)
             self._queued -= len(body)
             self._pump.queued -= len(body)
-            try:
-                self._deliver(body, arrival_ns)
-            except Exception:  # the stream takes no more (an event too large): the rest goes
-                break
+            deliver(body, arrival_ns)
 
     def _drop_backlog(self) -> None:
         self._pump.queued -= self._queued
