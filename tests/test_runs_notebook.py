@@ -146,3 +146,25 @@ def test_a_sweep_in_a_kernel_runs_in_the_background_and_saves_its_summary(tmp_pa
     outputs = _outputs(c[2])
     assert [o["output_type"] for o in outputs] == ["error"] and outputs[0]["ename"] == "ConfigurationError"
     assert "warmup=2 s and cooldown=0 s leave no time" in outputs[0]["evalue"]
+
+
+def test_a_dropped_run_or_sweep_is_freed_though_its_panel_stays(tmp_path: Path) -> None:
+    """ipywidgets keeps every widget (and its Stop button's handler) while its output exists; a
+    panel that held its Run kept the run and all its streams in memory for the kernel's life."""
+    cells = [
+        "import gc, weakref, nito_nb\nfrom nito_nb import _last\n"
+        "fast = {'tps': 0, 'ttft_ms': 0}\n"
+        "run = nito_nb.run(['a', 'b', 'c'], model='sim/chat', concurrency=2, sim=fast)\n"
+        "display(run)\nrun.wait()\n"
+        "sweep = nito_nb.sweep(['a', 'b'], model='sim/chat', rates=[20, 40], duration=0.3, sim=fast)\n"
+        "sweep.wait()\nprint('both ended')",  # not sweep.wait() last: IPython's Out would keep it
+        "print(type(run.progress).__name__, type(sweep.view).__name__, len(sweep.runs))\n"
+        "refs = [weakref.ref(x) for x in (run, sweep, *sweep.runs)]\n"
+        "del run, sweep\n_last.remember(None)\ngc.collect()\n"
+        "print([r() is None for r in refs])",
+    ]
+    nb = execute_cells(cells, tmp_path, timeout=180)
+    c = nb.cells
+    assert len([o for o in _outputs(c[0]) if o["output_type"] == "display_data"]) == 2  # both widgets shown
+    lines = _text(c[1]).strip().splitlines()
+    assert lines == ["Panel SweepView 2", "[True, True, True, True]"], lines

@@ -37,7 +37,7 @@ class LoopThread:
         name: str,
         on_end: Callable[[], Any] | None = None,
     ) -> None:
-        self._main = main
+        self._main: Callable[[], Coroutine[Any, Any, Any]] | None = main
         self._on_end = on_end
         self.ended = threading.Event()  # set once the thread is past its last line but one
         self.error: BaseException | None = None
@@ -82,6 +82,7 @@ class LoopThread:
         loop = asyncio.new_event_loop()
         try:
             with self._lock:
+                assert self._main is not None  # a LoopThread runs once
                 task = loop.create_task(self._main())
                 self._loop, self._task = loop, task
                 if self._cancel_requested:  # cancelled before the thread started
@@ -106,4 +107,9 @@ class LoopThread:
             except BaseException as exc:
                 self.error = self.error or exc
             finally:
+                # Let go of what was run: ``main`` and ``on_end`` are usually bound methods of
+                # the owner (a Run), which keeps this object; that cycle held a dropped Run and
+                # all its streams until a full GC pass (tens of MB per thousand requests).
+                self._main = self._on_end = None
+                self._task = None
                 self.ended.set()

@@ -113,26 +113,48 @@ def panel_text(model: dict[str, Any]) -> str:
 
 
 class Panel:
-    """The ipywidgets panel: the table and a Stop button. Refreshed by the run's writer thread."""
+    """The ipywidgets panel: the table and a Stop button. Refreshed by the run's writer thread.
+
+    Once the run has ended the panel keeps its last table and lets go of the run: ipywidgets keeps
+    every widget (and the button's handler) while its output exists, and a panel that held its
+    Run kept the run's streams in memory after the user had dropped it."""
 
     def __init__(self, run: Run) -> None:
         import ipywidgets as widgets
 
-        self.run = run
+        self.run: Run | None = run
+        self._final: dict[str, Any] | None = None  # the last table, once the run has ended
         self.n_updates = 0
         self.html = widgets.HTML(panel_html(panel_model(run.stats())))
         self.button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                      tooltip="End the run: in-flight requests are recorded as stopped")
-        self.button.on_click(lambda _: run.stop())
+        self.button.on_click(self._stop)
         self.box = widgets.VBox([self.html, self.button])
         self._handles: list[Any] = []
 
+    def _stop(self, _button: Any) -> None:
+        run = self.run  # read once: the writer thread may end it meanwhile
+        if run is not None:
+            run.stop()
+
+    def _model(self) -> dict[str, Any]:
+        run = self.run
+        if run is None:
+            assert self._final is not None
+            return self._final
+        return panel_model(run.stats())
+
     def update(self) -> None:
+        if self.run is None:
+            return
         self.n_updates += 1
-        self.html.value = panel_html(panel_model(self.run.stats()))
+        self.html.value = panel_html(self._model())
 
     def finish(self) -> None:
-        self.update()
+        self.n_updates += 1
+        self._final = self._model()
+        self.run = None
+        self.html.value = panel_html(self._final)
         self.button.disabled = True
         self.button.description = "Ended"
         bundle = self.bundle()
@@ -142,7 +164,7 @@ class Panel:
     def bundle(self) -> dict[str, Any]:
         """The widget, with the table as text/html for a saved notebook (no widget state there)."""
         data = dict(self.box._repr_mimebundle_() or {})
-        model = panel_model(self.run.stats())
+        model = self._model()
         data["text/html"] = panel_html(model)
         data["text/plain"] = panel_text(model)
         return data
@@ -154,22 +176,26 @@ class Panel:
 
 
 class StderrLine:
-    """Outside Jupyter: one line on stderr, rewritten in place on a terminal."""
+    """Outside Jupyter: one line on stderr, rewritten in place on a terminal. Lets go of the run
+    once it has ended, as the Panel does (the run refers to its line)."""
 
     def __init__(self, run: Run, stream: Any = None) -> None:
-        self.run = run
+        self.run: Run | None = run
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.n_updates = 0
         self._last_quiet = time.monotonic()
 
     def _line(self) -> str:
+        assert self.run is not None
         stats = self.run.stats()
         model = panel_model(stats)
         errors = sum(sum(m["errors"].values()) for m in stats["models"])
         return f"nito: {model['head']}, {errors} not ok" + (f" ({model['error']})" if model["error"] else "")
 
     def update(self) -> None:
+        if self.run is None:
+            return
         self.n_updates += 1
         if self.tty:
             self.stream.write("\r\x1b[K" + self._line())
@@ -181,6 +207,7 @@ class StderrLine:
     def finish(self) -> None:
         self.stream.write(("\r\x1b[K" if self.tty else "") + self._line() + "\n")
         self.stream.flush()
+        self.run = None
 
 
 def progress_for(run: Run, progress: bool | None) -> Panel | StderrLine | None:

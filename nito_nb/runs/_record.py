@@ -78,7 +78,7 @@ def write_loop(run: Run) -> None:
         run.ended = time.monotonic()
         if run.progress is not None:
             run.progress.finish()
-        run._finished.set_result(run)
+        run._finished.set_result(None)
 
 
 def _flush(run: Run, batch: list[Finished]) -> None:

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
@@ -200,7 +200,9 @@ class Run:
         self._n_bad = 0
         self.client = ClientMonitor()
         self._t0 = time.perf_counter()  # the schedule's origin (reset when sending starts)
-        self._finished: concurrent.futures.Future[Run] = concurrent.futures.Future()
+        # Resolved with None, not the Run: a Run that held a future of itself was a reference
+        # cycle, freed only by a full GC pass once dropped (test_gc.py).
+        self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()
         # The workers start last, once nothing else can fail (a busy store, a bad option).
         try:
             if engine == "ray":
@@ -482,8 +484,9 @@ class Run:
         wait_or_stop(self._finished, self.stop, timeout)
         return self
 
-    def __await__(self) -> Any:
-        return asyncio.wrap_future(self._finished).__await__()
+    def __await__(self) -> Generator[Any, None, Run]:
+        yield from asyncio.wrap_future(self._finished).__await__()
+        return self
 
     def stop(self) -> None:
         """End the run: in-flight requests are closed and recorded as ``stopped``, the rest are

@@ -50,7 +50,7 @@ class Sweep:
         #: True once no rate runs any more (set before the view's last refresh and ``wait``'s return).
         self.ended = False
         self._lock = threading.Lock()
-        self._finished: concurrent.futures.Future[Sweep] = concurrent.futures.Future()
+        self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()  # None: see Run's
 
     @property
     def done(self) -> bool:
@@ -111,7 +111,7 @@ class Sweep:
                 if self.view is not None:
                     self.view.finish()
             finally:
-                self._finished.set_result(self)
+                self._finished.set_result(None)
 
     @property
     def rates(self) -> list[float]:

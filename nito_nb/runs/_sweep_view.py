@@ -98,34 +98,48 @@ def sweep_text(model: dict[str, Any]) -> str:
 
 
 class SweepView:
-    """The ipywidgets view: the HTML and a Stop button that stops the whole sweep."""
+    """The ipywidgets view: the HTML and a Stop button that stops the whole sweep. Keeps its last
+    view and lets go of the sweep (and its runs) once it has ended, as a run's Panel does."""
 
     def __init__(self, sweep: Sweep) -> None:
         import ipywidgets as widgets
 
-        self.sweep = sweep
+        self.sweep: Sweep | None = sweep
+        self._final: dict[str, Any] | None = None
         self._achieved: dict[str, float] = {}
         self.html = widgets.HTML(sweep_html(self._model()))
         self.button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                      tooltip="End the sweep: the current rate's in-flight requests are recorded as"
                                              " stopped, no further rate runs")
-        self.button.on_click(lambda _: sweep.stop())
+        self.button.on_click(self._stop)
         self.box = widgets.VBox([self.html, self.button])
         self._handles: list[Any] = []
 
+    def _stop(self, _button: Any) -> None:
+        sweep = self.sweep  # read once: the sweep's thread may end it meanwhile
+        if sweep is not None:
+            sweep.stop()
+
     def _model(self) -> dict[str, Any]:
-        for the_run in list(self.sweep.runs):
+        sweep = self.sweep
+        if sweep is None:
+            assert self._final is not None
+            return self._final
+        for the_run in list(sweep.runs):
             if the_run.done and the_run.run_id not in self._achieved:
                 summary = the_run.summary()
                 if len(summary) and "achieved_rate" in summary:
                     self._achieved[the_run.run_id] = float(summary["achieved_rate"].sum())
-        return sweep_model(self.sweep, self._achieved)
+        return sweep_model(sweep, self._achieved)
 
     def update(self) -> None:
+        if self.sweep is None:
+            return
         self.html.value = sweep_html(self._model())
 
     def finish(self) -> None:
-        model = self._model()
+        model = self._final = self._model()
+        self.sweep = None
         self.html.value = sweep_html(model)
         self.button.disabled = True
         self.button.description = "Ended"
