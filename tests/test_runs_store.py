@@ -95,6 +95,35 @@ def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path)
         assert list(p99["model"]) == ["sim/echo", "sim/reasoning"]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="* and ? cannot be in a Windows file name")
+def test_a_store_in_a_folder_whose_name_looks_like_a_pattern(tmp_path: Path) -> None:
+    # DuckDB reads the events through a glob: "exp[1]" was a pattern that matched no file, and
+    # the run failed as it opened its store.
+    store = tmp_path / "exp[1] *{a,b}" / "runs"
+    run = nito_nb.run(["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST)
+    run.wait()
+    assert run.error is None and set(run.results()["status"]) == {"done"}
+    with nito_nb.open_store(store) as opened:
+        key = opened.results()["key"].iloc[0]
+        assert len(opened.sql("SELECT * FROM events")) > 0
+        assert set(opened.frame()["stream"]) == set(run.results()["key"])
+        assert opened.streams(key).content == run.results().set_index("key").loc[key, "content"]
+    again = nito_nb.run(["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST)
+    again.wait()
+    assert again.total == 0  # resumed: both were done
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX path")
+@pytest.mark.parametrize("name", ["a?b", "a\\b"])
+def test_a_store_path_duckdb_cannot_open_is_one_clear_error(tmp_path: Path, name: str) -> None:
+    store = tmp_path / name / "runs"
+    with pytest.raises(nito_nb.ConfigurationError, match="DuckDB cannot open a database whose path holds"):
+        nito_nb.run(["x"], model="sim/echo", store=str(store), progress=False, **FAST)
+    assert not (tmp_path / name).exists()  # refused before anything was made
+    with pytest.raises(nito_nb.ConfigurationError, match="DuckDB cannot open"):
+        nito_nb.open_store(store)
+
+
 def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units(tmp_path: Path) -> None:
     # One request with usage, one without; then the requests table is put back the way it was
     # written before the rename (docs/METRICS.md#renamed-columns): K in `n_chunks`, no new

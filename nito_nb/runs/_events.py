@@ -133,6 +133,13 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _glob_literal(path: str) -> str:
+    """``path`` with DuckDB's glob characters matched literally (each as a one-character class):
+    a store in a folder such as ``runs/exp[1]`` was read as a pattern, matched no file, and the
+    store could not be opened."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in path)
+
+
 def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
     """Make the store's events folder and its columns file (a writer, once per store)."""
     (folder / EVENTS_DIR).mkdir(exist_ok=True)
@@ -152,7 +159,7 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None
     its rows too."""
     files = None
     if (folder / EVENTS_DIR / _SCHEMA_FILE).exists():  # else a store no writer opened since
-        files = _quoted(str(folder.resolve() / EVENTS_DIR / "*.parquet"))
+        files = _quoted(_glob_literal(str(folder.resolve() / EVENTS_DIR)) + "/*.parquet")
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy)}")
 
 

@@ -64,6 +64,18 @@ class StoreBusy(NitoError):
     """Another process is writing the store (or this one already is)."""
 
 
+def _check_path(path: Path) -> None:
+    """Refuse, in one line, a store path that DuckDB cannot open: it takes what follows a ``?``
+    as options (the write-ahead log went to ``a.wal?b/...``), and a backslash as a separator on
+    every system. (Glob characters are fine: ``_events.py`` reads them literally.)"""
+    for char, name in (("?", "a question mark"), ("\\", "a backslash")):
+        if char in str(path.absolute()) and not (char == "\\" and os.sep == "\\"):
+            raise ConfigurationError(
+                f"store={str(path)!r}: DuckDB cannot open a database whose path holds {name}; "
+                "choose a folder without one"
+            )
+
+
 def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection to the store's database; ``either``: in the other mode if this process already
     has it open in that one (DuckDB refuses two modes in one process)."""
@@ -100,6 +112,7 @@ class StoreWriter:
 
     def __init__(self, path: str | os.PathLike[str], *, helper: bool = False) -> None:
         self.path = Path(path).expanduser()
+        _check_path(self.path)
         if self.path.exists() and not self.path.is_dir():
             raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -262,6 +275,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, shared: bool = False) -> None:
         self.path = Path(path).expanduser()
+        _check_path(self.path)
         if not (self.path / DB_NAME).is_file():
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
