@@ -124,6 +124,15 @@ def test_a_store_path_duckdb_cannot_open_is_one_clear_error(tmp_path: Path, name
         nito_nb.open_store(store)
 
 
+def test_a_relative_store_in_a_folder_with_a_question_mark_is_one_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DuckDB makes the path absolute before it derives its write-ahead log's ("q.wal?d/...").
+    (tmp_path / "q?d").mkdir()
+    monkeypatch.chdir(tmp_path / "q?d")
+    with pytest.raises(nito_nb.ConfigurationError, match="DuckDB cannot open"):
+        nito_nb.run(["x"], model="sim/echo", store="runs", progress=False, **FAST)
+
+
 def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units(tmp_path: Path) -> None:
     # One request with usage, one without; then the requests table is put back the way it was
     # written before the rename (docs/METRICS.md#renamed-columns): K in `n_chunks`, no new

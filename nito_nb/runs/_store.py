@@ -69,7 +69,8 @@ def _check_path(path: Path) -> None:
     as options (the write-ahead log went to ``a.wal?b/...``), and a backslash as a separator on
     every system. (Glob characters are fine: ``_events.py`` reads them literally.)"""
     for char, name in (("?", "a question mark"), ("\\", "a backslash")):
-        if char in str(path) and not (char == "\\" and os.sep == "\\"):  # the path DuckDB is given
+        # DuckDB makes a relative path absolute first: the folder it is in counts too.
+        if char in str(path.absolute()) and not (char == "\\" and os.sep == "\\"):
             raise ConfigurationError(
                 f"store={str(path)!r}: DuckDB cannot open a database whose path holds {name}; "
                 "choose a folder without one"
