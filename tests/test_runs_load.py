@@ -52,6 +52,9 @@ def test_a_poisson_schedule_has_the_rate_on_average_and_burstiness_sets_its_spre
         ({"rate": 1, "duration": 1, "kind": "bursty"}, "schedule must be one of constant, poisson"),
         ({"rate": 1, "duration": 1, "burstiness": 0.5}, "burstiness applies to schedule='poisson'"),
         ({"rate": 1, "duration": 1, "warmup": -1}, "warmup is in seconds"),
+        ({"rate": 1, "duration": 1, "warmup": float("nan")}, "warmup is in seconds"),  # it ran
+        ({"rate": 1, "duration": 1, "cooldown": float("inf")}, "cooldown is in seconds"),
+        ({"rate": 1, "duration": 1, "kind": "poisson", "burstiness": float("inf")}, "burstiness is the gamma shape"),
     ],
 )
 def test_bad_schedules_are_one_clear_error(kwargs: dict[str, Any], match: str) -> None:
@@ -211,6 +214,8 @@ def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rat
 def test_sweep_needs_rates() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="sweep needs rates"):
         nito_nb.sweep(["a"], model="sim/chat", rates=[], duration=1)
+    with pytest.raises(nito_nb.ConfigurationError, match=r"sweep takes rates=\[...\].* not 5"):  # was a TypeError
+        nito_nb.sweep(["a"], model="sim/chat", rates=5, duration=1)
 
 
 def test_the_panel_says_when_the_client_is_the_bottleneck() -> None:

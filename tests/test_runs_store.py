@@ -266,6 +266,12 @@ def test_store_errors_are_clear(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(nito_nb.ConfigurationError, match="names a folder"):
         nito_nb.run(["x"], model="sim/echo", store=str(tmp_path / "file"), progress=False)
+    # Not a path (a TypeError), or an empty one (the run wrote its store into the current folder).
+    for value in (123, "", "  "):
+        with pytest.raises(nito_nb.ConfigurationError, match="store= is the path of a folder"):
+            nito_nb.run(["x"], model="sim/echo", store=value, progress=False)  # type: ignore[arg-type]
+        with pytest.raises(nito_nb.ConfigurationError, match="store= is the path of a folder"):
+            nito_nb.open_store(value)  # type: ignore[arg-type]
 
 
 def test_with_a_store_only_in_flight_logs_stay_in_memory(tmp_path: Path) -> None:

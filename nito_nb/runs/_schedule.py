@@ -45,7 +45,7 @@ class Schedule:
             raise ConfigurationError(f"rate is requests per second, a number > 0, not {self.rate!r}")
         if self.kind not in SCHEDULES:
             raise ConfigurationError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.kind!r}")
-        if not isinstance(self.burstiness, int | float) or not self.burstiness > 0:
+        if not isinstance(self.burstiness, int | float) or not self.burstiness > 0 or math.isinf(self.burstiness):
             raise ConfigurationError(f"burstiness is the gamma shape, a number > 0, not {self.burstiness!r}")
         if self.burstiness != 1.0 and self.kind != "poisson":
             raise ConfigurationError("burstiness applies to schedule='poisson' only")
@@ -66,7 +66,7 @@ class Schedule:
                 " lower the rate or the duration, or set max_requests")
         for name in ("warmup", "cooldown"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or math.isinf(value):
                 raise ConfigurationError(f"{name} is in seconds, a number >= 0, not {value!r}")
 
     def offsets(self) -> list[float]:

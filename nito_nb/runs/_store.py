@@ -64,10 +64,14 @@ class StoreBusy(NitoError):
     """Another process is writing the store (or this one already is)."""
 
 
-def _check_path(path: Path) -> None:
-    """Refuse, in one line, a store path that DuckDB cannot open: it takes what follows a ``?``
-    as options (the write-ahead log went to ``a.wal?b/...``), and a backslash as a separator on
+def _store_path(value: Any) -> Path:
+    """The folder ``store=`` names, or one clear error: not a path, or an empty one (which
+    was the current folder), or one that DuckDB cannot open: it takes what follows a ``?`` as
+    options (the write-ahead log went to ``a.wal?b/...``), and a backslash as a separator on
     every system. (Glob characters are fine: ``_events.py`` reads them literally.)"""
+    if not isinstance(value, str | os.PathLike) or not str(value).strip():
+        raise ConfigurationError(f"store= is the path of a folder, like store='runs/today', not {value!r}")
+    path = Path(value).expanduser()
     for char, name in (("?", "a question mark"), ("\\", "a backslash")):
         # DuckDB makes a relative path absolute first: the folder it is in counts too.
         if char in str(path.absolute()) and not (char == "\\" and os.sep == "\\"):
@@ -75,6 +79,7 @@ def _check_path(path: Path) -> None:
                 f"store={str(path)!r}: DuckDB cannot open a database whose path holds {name}; "
                 "choose a folder without one"
             )
+    return path
 
 
 def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDBPyConnection:
@@ -112,8 +117,7 @@ class StoreWriter:
     written by a helper process (``_events.py``), else by the caller."""
 
     def __init__(self, path: str | os.PathLike[str], *, helper: bool = False) -> None:
-        self.path = Path(path).expanduser()
-        _check_path(self.path)
+        self.path = _store_path(path)
         if self.path.exists() and not self.path.is_dir():
             raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -275,8 +279,7 @@ class Store:
     read-only, if that is how this process has it open already)."""
 
     def __init__(self, path: str | os.PathLike[str], *, shared: bool = False) -> None:
-        self.path = Path(path).expanduser()
-        _check_path(self.path)
+        self.path = _store_path(path)
         if not (self.path / DB_NAME).is_file():
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
@@ -182,6 +182,8 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
     step, the current rate's panel, a Stop button, then the summary); ``sweep.wait()`` waits.
     Elsewhere it returns when the last rate ended. An interrupt, or ``stop()``, stops the
     current rate (what arrived is kept) and ends the sweep with the rates done so far."""
+    if isinstance(rates, str | bytes) or not isinstance(rates, Iterable):
+        raise ConfigurationError(f"sweep takes rates=[...], requests per second, like rates=[1, 5, 10], not {rates!r}")
     rates = list(rates)
     if not rates:
         raise ConfigurationError("sweep needs rates=[...], e.g. rates=[1, 5, 10]")
