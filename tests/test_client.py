@@ -280,6 +280,34 @@ def test_missing_key_and_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
         nito_nb.Client(api_key=KEY, base_url="ftp://x").stream("hi", model="m")
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [  # each of these was taken: every request then failed on a timeout of its own, or never timed
+        # out (NaN), or raised OverflowError from the socket (inf), or a TypeError (an unknown key)
+        ({"timeout": -1}, "timeout is seconds, a finite number > 0, not -1"),
+        ({"timeout": 0}, "timeout is seconds, a finite number > 0, not 0"),
+        ({"timeout": float("nan")}, "timeout is seconds, a finite number > 0, not nan"),
+        ({"timeout": float("inf")}, "timeout is seconds, a finite number > 0, not inf"),
+        ({"timeout": True}, "timeout must be seconds, a dict or nito_nb.Timeout, not bool"),
+        ({"timeout": {"read": 3}}, "timeout=[{][.][.][.][}] takes connect, first_byte, between_chunks and write, not 'read'"),
+        ({"timeout": {"connect": -2}}, "timeout connect is seconds, a finite number > 0, not -2"),
+        ({"max_retries": -1}, "max_retries must be a whole number >= 0, not -1"),
+        ({"max_retries": "3"}, "max_retries must be a whole number >= 0, not '3'"),
+        ({"max_retry_wait": float("nan")}, "max_retry_wait is seconds, a number >= 0, not nan"),
+    ],
+)
+def test_bad_client_options_are_one_clear_error(options: dict[str, Any], says: str) -> None:
+    for make in (nito_nb.Client, nito_nb.AsyncClient):
+        with pytest.raises(nito_nb.ConfigurationError, match=says):
+            make(api_key=KEY, **options)
+    if "timeout" in options:  # the one-call API and a run take it too
+        with pytest.raises(nito_nb.ConfigurationError, match=says):
+            nito_nb.stream("hi", model="sim/chat", **options)
+    if "max_retries" in options or "timeout" in options:
+        with pytest.raises(nito_nb.ConfigurationError, match=says):
+            nito_nb.run(["hi"], model="sim/chat", progress=False, **options)
+
+
 # -- errors during the stream ------------------------------------------------------------------
 
 

@@ -69,6 +69,11 @@ def test_bad_load_options_are_refused_before_anything_is_sent() -> None:
         nito_nb.run(["a"], model="sim/chat", rate=1, duration=1, slo={"latency": 1}, progress=False)
     with pytest.raises(nito_nb.ConfigurationError, match="leave no time to measure"):
         nito_nb.run(["a"], model="sim/chat", rate=1, duration=2, warmup=1, cooldown=1, progress=False)
+    # Taken and ignored before: the user meant a worker engine and got none.
+    for option in ({"workers": 2}, {"per_worker": 8}):
+        name = next(iter(option))
+        with pytest.raises(nito_nb.ConfigurationError, match=f"^{name}= is for engine='processes' or engine='ray'"):
+            nito_nb.run(["a"], model="sim/chat", progress=False, **option)
 
 
 def test_phases() -> None:

@@ -56,6 +56,10 @@ class BaseClient:
         self._api_key = api_key
         self._base_url = base_url
         self.timeout = Timeout.of(timeout)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"max_retries must be a whole number >= 0, not {max_retries!r}")
+        if isinstance(max_retry_wait, bool) or not isinstance(max_retry_wait, int | float) or not max_retry_wait >= 0:
+            raise ConfigurationError(f"max_retry_wait is seconds, a number >= 0, not {max_retry_wait!r}")
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
         #: Bytes one SSE event may take before its stream stops with EventTooLargeError.

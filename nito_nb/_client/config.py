@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Any
 
 import httpx
@@ -30,15 +31,30 @@ class Timeout:
     between_chunks: float = 120.0
     write: float = 30.0
 
+    def __post_init__(self) -> None:
+        # A negative or zero limit failed every request later, each with a timeout of its own;
+        # NaN never fired; math.inf raised OverflowError from the socket (a long wait: a large number).
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if not _seconds(value):
+                raise ConfigurationError(f"timeout {field.name} is seconds, a finite number > 0, not {value!r}")
+
     @classmethod
     def of(cls, value: Timeout | float | dict[str, float] | None) -> Timeout:
         if value is None:
             return cls()
         if isinstance(value, Timeout):
             return value
-        if isinstance(value, (int, float)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not _seconds(value):
+                raise ConfigurationError(f"timeout is seconds, a finite number > 0, not {value!r}")
             return cls(float(value), float(value), float(value), float(value))
         if isinstance(value, dict):
+            unknown = set(value) - {field.name for field in fields(cls)}
+            if unknown:
+                raise ConfigurationError(
+                    f"timeout={{...}} takes connect, first_byte, between_chunks and write, not {', '.join(sorted(map(repr, unknown)))}"
+                )
             return cls(**value)
         raise ConfigurationError(
             f"timeout must be seconds, a dict or nito_nb.Timeout, not {type(value).__name__}"
@@ -48,6 +64,10 @@ class Timeout:
         # httpx has one read timeout; it starts as first_byte and is switched to between_chunks
         # once the headers are in (see clients._between_chunks).
         return httpx.Timeout(connect=self.connect, read=self.first_byte, write=self.write, pool=self.connect)
+
+
+def _seconds(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < math.inf
 
 
 def check_max_event_size(value: Any) -> int:

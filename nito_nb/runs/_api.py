@@ -42,7 +42,7 @@ def run(
     stop_on_error_rate: float | None = None,
     engine: str = "asyncio",
     workers: int | None = None,
-    per_worker: int = 64,
+    per_worker: int | None = None,
     store: str | None = None,
     system: str | None = None,
     max_retries: int = 3,
@@ -72,7 +72,7 @@ def run(
 
     ``engine="ray"``: the requests are sent by ``workers`` Ray actors (default: one per CPU of the
     cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
-    with at most ``per_worker`` streams in flight; the results gain their ``worker`` and ``node``.
+    with at most ``per_worker`` streams in flight (default 64); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
     """
     models = [model] if isinstance(model, str) else list(model)

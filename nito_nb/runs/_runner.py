@@ -65,6 +65,8 @@ MIN_ENDED_FOR_ERROR_RATE = 10
 #: is done by then: requests left 1-3 ms late at the median at 80% of the loop's capacity, and
 #: most of that lateness was this (bench/bench_load.py).
 SEND_LEAD = 0.025
+#: With engine="processes" or "ray": each worker's streams in flight, unless ``per_worker`` says.
+PER_WORKER = 64
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
 SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 
@@ -127,7 +129,7 @@ class Run:
         stop_on_error_rate: float | None = None,
         engine: str = "asyncio",
         workers: int | None = None,
-        per_worker: int = 64,
+        per_worker: int | None = None,
         store: str | None = None,
         connection: dict[str, Any] | None = None,
         max_retries: int = 3,
@@ -164,8 +166,12 @@ class Run:
             raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
         self.engine = engine
         self._engine: RayEngine | ProcessEngine | None = None
-        if engine == "asyncio" and workers is not None:
-            raise ConfigurationError("workers= is for engine='processes' or engine='ray'")
+        if engine == "asyncio" and (workers is not None or per_worker is not None):
+            # (per_worker was taken and ignored: a run that meant a worker engine got none)
+            name = "workers" if workers is not None else "per_worker"
+            raise ConfigurationError(f"{name}= is for engine='processes' or engine='ray'")
+        if per_worker is None:
+            per_worker = PER_WORKER
         self._writer: StoreWriter | None = None
         skipped: set[str] = set()
         if store is not None:
