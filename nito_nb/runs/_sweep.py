@@ -139,13 +139,24 @@ class Sweep:
             return df.set_index(["rate", "model"])
         return df.set_index("rate")
 
-    def plot(self, metrics: Sequence[str] = ("ttft", "itl", "e2e")) -> Figure:
-        """p50 and p99 of each metric against the achieved rate (log scale when every value is
-        positive); the rates where
-        errors start are marked with a red x on the p99 line."""
+    def plot(self, metrics: str | Sequence[str] = ("ttft", "itl", "e2e")) -> Figure:
+        """p50 and p99 of each metric (one name or several) against the achieved rate (log
+        scale when every value is positive); the rates where errors start are marked with a red
+        x on the p99 line."""
         import matplotlib.pyplot as plt
 
+        if isinstance(metrics, str):  # plot("ttft") was read letter by letter (a KeyError 't_p50')
+            metrics = [metrics]
+        metrics = list(metrics)
         df = self.summary().reset_index()
+        if df.empty:
+            raise ConfigurationError("nothing to plot yet: no rate of this sweep has ended")
+        known = [c.removesuffix("_p50") for c in df.columns
+                 if c.endswith("_p50") and c.replace("_p50", "_p99") in df.columns]
+        unknown = [m for m in metrics if m not in known]
+        if not metrics or unknown:
+            raise ConfigurationError(
+                f"plot takes metrics among {', '.join(known)}, not {', '.join(map(repr, unknown)) or 'none'}")
         fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 3.5), squeeze=False)
         for ax, metric in zip(axes[0], metrics, strict=True):
             for model, group in df.groupby("model", sort=True):
