@@ -211,7 +211,7 @@ def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rat
     assert len(fig.axes) == 3 and fig.axes[0].get_xlabel() == "achieved rate (requests/s)"
     fig = sweep.plot("send_delay")  # one name (it was read letter by letter: KeyError 's_p50')
     assert [ax.get_title() for ax in fig.axes] == ["send_delay"]
-    with pytest.raises(nito_nb.ConfigurationError, match="plot takes metrics among ttft, itl, .* not 'latency'"):
+    with pytest.raises(nito_nb.ConfigurationError, match=r"plot takes metrics among ttft, itl, .* not 'latency'"):
         sweep.plot(["ttft", "latency"])
     # both rates share the store, each under its own run id, no row replaced by the other
     with nito_nb.open_store(tmp_path / "s") as store:

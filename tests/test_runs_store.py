@@ -108,6 +108,9 @@ def test_a_store_in_a_folder_whose_name_looks_like_a_pattern(tmp_path: Path) -> 
         assert len(opened.sql("SELECT * FROM events")) > 0
         assert set(opened.frame()["stream"]) == set(run.results()["key"])
         assert opened.streams(key).content == run.results().set_index("key").loc[key, "content"]
+        for wrong in (5, [5], [key, None]):  # a TypeError from Python or DuckDB before
+            with pytest.raises(nito_nb.ConfigurationError, match="frame takes request keys"):
+                opened.frame(wrong)  # type: ignore[arg-type]
     again = nito_nb.run(["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST)
     again.wait()
     assert again.total == 0  # resumed: both were done

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -324,7 +325,9 @@ class Store:
         if keys is None:
             df = self.con.execute(f"SELECT {columns} FROM events ORDER BY stream, seq, part").df()
         else:
-            keys = [keys] if isinstance(keys, str) else list(keys)
+            keys = [keys] if isinstance(keys, str) else list(keys) if isinstance(keys, Iterable) else [keys]
+            if not all(isinstance(key, str) for key in keys):  # was a TypeError, or DuckDB's own
+                raise ConfigurationError(f"frame takes request keys (strings, as in results()['key']), not {keys!r}")
             df = self.con.execute(
                 f"SELECT {columns} FROM ({events_of(self.path, self.con, keys, self._legacy)}) "
                 "WHERE list_contains(?, stream) ORDER BY stream, seq, part",
