@@ -145,6 +145,31 @@ def test_the_run_stops_sending_at_an_error_rate(capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().err.count("nito: the run stopped sending") == 1
 
 
+def test_a_closed_loop_run_also_stops_sending_at_an_error_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    # It was taken and ignored without rate=: every request was sent, and the message said none was.
+    run = nito_nb.run([f"c{i}" for i in range(80)], model="sim/chat", concurrency=2, stop_on_error_rate=0.5,
+                      max_retries=0, progress=False, **_sim(fail_rate=1.0, fail_status=500))
+    run.wait(timeout=60)
+    r = run.results()
+    assert run.stop_reason is not None and "stop_on_error_rate=0.5" in run.stop_reason
+    assert 10 <= len(r) <= 10 + 2 and (r["status"] == "failed").all()  # at most the two in flight after it
+    assert capsys.readouterr().err.count("nito: the run stopped sending") == 1
+
+
+@pytest.mark.parametrize("engine", ["asyncio", "processes"])
+def test_a_retried_request_waited_from_its_schedule_through_its_failed_attempt(engine: str) -> None:
+    # ttft and e2e are the last attempt's; the *_from_schedule columns must count from the schedule
+    # through the first attempt's 429 and its 0.4 s Retry-After, not just add the first send's delay.
+    options = {"engine": "processes", "workers": 1} if engine == "processes" else {}
+    run = nito_nb.run(["r"], model="sim/chat", rate=5, max_requests=1, progress=False, **options,
+                      **_sim(fail_rate=1.0, fail_status=429, fail_attempts=1, retry_after=0.4))
+    row = run.wait(timeout=120).results().iloc[0]
+    assert row["status"] == "done" and row["attempts"] == 2
+    assert row["send_delay"] < 0.3  # the first attempt left on time
+    assert row["ttft_from_schedule"] - row["ttft"] >= 0.4  # the second left after the Retry-After
+    assert row["e2e_from_schedule"] - row["e2e"] == pytest.approx(row["ttft_from_schedule"] - row["ttft"])
+
+
 def test_the_client_monitor_samples_the_loop_and_sees_a_blocked_loop() -> None:
     import asyncio
     import time

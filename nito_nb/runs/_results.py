@@ -61,8 +61,8 @@ RESULT_COLUMNS: dict[str, str] = {
     "scheduled_at": "float64",  # the intended send (open loop only)
     "sent_at": "float64",  # the first attempt's actual send
     "send_delay": "float64",  # sent_at - scheduled_at
-    "ttft_from_schedule": "float64",  # send_delay + ttft: what a user arriving on time waited
-    "e2e_from_schedule": "float64",  # send_delay + e2e
+    "ttft_from_schedule": "float64",  # last attempt's send - scheduled_at + ttft: what a user arriving on time waited
+    "e2e_from_schedule": "float64",  # last attempt's send - scheduled_at + e2e
     "phase": "string",  # warmup, measure or cooldown (open loop); only measure is summarised
     # Where the request was sent from: "local" (the asyncio engine) or the Ray actor and its node.
     "worker": "string",
@@ -84,6 +84,7 @@ class Finished:
     started_at: datetime  # wall time of the first attempt
     scheduled_at: float | None = None  # seconds after the run's start (open loop only)
     sent_at: float | None = None  # seconds after the run's start
+    last_sent_at: float | None = None  # the last attempt's send, when it was retried (else sent_at)
     worker: str | None = "local"
     node: str | None = None
 
@@ -168,12 +169,16 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "run_id": run_id,
         }
         delay = None if item.scheduled_at is None or item.sent_at is None else item.sent_at - item.scheduled_at
+        # ttft and e2e are the last attempt's: from the schedule, they count from its send, so that
+        # a retried request's failed attempts and waits are in what its user waited.
+        last = item.sent_at if item.last_sent_at is None else item.last_sent_at
+        waited = None if item.scheduled_at is None or last is None else last - item.scheduled_at
         row.update({
             "scheduled_at": item.scheduled_at,
             "sent_at": item.sent_at,
             "send_delay": delay,
-            "ttft_from_schedule": _add(delay, row["ttft"]),
-            "e2e_from_schedule": _add(delay, row["e2e"]),
+            "ttft_from_schedule": _add(waited, row["ttft"]),
+            "e2e_from_schedule": _add(waited, row["e2e"]),
             "phase": None if load is None or item.scheduled_at is None else load.phase(item.scheduled_at),
             "worker": item.worker,
             "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),

@@ -8,7 +8,7 @@ thread* (``_record.py``), which turns batches of them into result rows, writes t
 when there is one and refreshes the progress display. ``run.stats()`` is ``_stats.py``.
 
 Retries happen only before the first byte of a body, at most ``max_retries`` times per request,
-by the client's own rule (``BaseClient._retry_delay``), and every attempt is counted. A 401 or 402
+by the client's own rule (``BaseClient._retry_delay``), and every attempt is counted. A 401, 402 or 403
 ends the run at once. A stream that breaks or reports an error after it started is a result
 (``truncated`` / ``error``, with what arrived), never retried.
 """
@@ -189,7 +189,7 @@ class Run:
         self._todo = [r for r in requests if r.key not in skipped]
         self._order = {r.key: i for i, r in enumerate(requests)}
         self.backoff = Backoff(concurrency)
-        #: The error that ended the run early (a 401 or 402, or a failure of the store), or None.
+        #: The error that ended the run early (a 401, 402 or 403, or a failure of the store), or None.
         self.error: BaseException | None = None
         self.stopped = False
         self.started = time.monotonic()
@@ -251,7 +251,7 @@ class Run:
     # -- the loop thread -------------------------------------------------------------------------
 
     def _sender_ended(self) -> None:
-        # On the loop thread, once its loop has closed. A cancellation (stop() or a 401/402) is
+        # On the loop thread, once its loop has closed. A cancellation (stop() or a 401/402/403) is
         # recorded already; anything else must not vanish with the thread.
         try:
             if self._sender.error is not None:
@@ -312,6 +312,8 @@ class Run:
 
     async def _worker(self, pending: Iterator[Request]) -> None:
         for request in pending:  # one shared iterator: each request is taken by one worker
+            if self.stop_reason is not None:  # stop_on_error_rate: the rest is not sent
+                break
             await self._one(request)
             while self._queue.qsize() > MAX_WAITING:
                 await asyncio.sleep(BATCH_SECONDS / 20)
@@ -426,7 +428,7 @@ class Run:
                          started: _dt.datetime, timing: dict[str, float | None], now: float,
                          **where: str | None) -> float | None:
         """After an attempt failed before its body: the seconds before the next attempt, or None
-        when the request ends here (finished; a 401 or 402 also ends the run). A 429 slows the
+        when the request ends here (finished; a 401, 402 or 403 also ends the run). A 429 slows the
         whole run, retried or not. The one rule of both engines' attempt loops (``_remote.py``)."""
         if isinstance(error, (AuthenticationError, PaymentRequiredError)):
             self._finish(request, stream, attempts, started, timing, **where)
@@ -451,8 +453,10 @@ class Run:
 
     def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime,
                 timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:
+        # A retried request's timings are its last attempt's (its stream's): where that one left.
+        last_sent = stream.log.t0_ns / 1e9 - self._t0 if attempts > 1 and stream.log.t0_ns else None
         self._queue.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
-                                 worker, node))
+                                 last_sent, worker, node))
         self._n_ended += 1
         if stream.status not in ("done", "stopped"):
             self._n_bad += 1
@@ -464,7 +468,7 @@ class Run:
             print(f"nito: the run stopped sending: {self.stop_reason}", file=sys.stderr)
 
     def _fail_run(self, error: BaseException) -> None:
-        """End the run now (a 401/402, or the store failed): one clear message."""
+        """End the run now (a 401/402/403, or the store failed): one clear message."""
         if self.error is None:
             self.error = error
             message = getattr(error, "message", None) or str(error)
