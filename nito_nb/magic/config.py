@@ -39,7 +39,7 @@ class Nito(Configurable):
     format = Unicode("markdown", help="How the answer is shown: markdown, text, code or code:LANG.").tag(config=True)
     max_rate = CFloat(20.0, help="Most display updates per second while streaming.").tag(config=True)
     base_url = Unicode(None, allow_none=True, help="Gateway URL (else NITO_BASE_URL, else Nito's). sim/ models then go there too.").tag(config=True)
-    timeout = CFloat(None, allow_none=True, help="Seconds for connect, first byte and between chunks (default: the engine's).").tag(config=True)
+    timeout = CFloat(None, allow_none=True, help="Seconds for each of connect, first byte, between chunks and write (default: the engine's).").tag(config=True)
     interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)
     params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(config=True)
     store = Unicode(None, allow_none=True, help="A run store folder (nito_nb.open_store): every %%nito stream is also written there, and %nito history lists the streams stored by earlier kernels.").tag(config=True)

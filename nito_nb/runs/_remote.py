@@ -5,7 +5,7 @@ makes a 429 seen by any worker slow the whole run: it goes into the run's one ``
 (``_backoff.py``), which holds every dispatch of the driver, and the driver tells every worker
 to hold what it has queued until the same moment (``engine.pause``); the ramp back up is the
 backoff's, as with the default engine. The retry rule is the client's own
-(``BaseClient._retry_delay``), and a 401 or 402 ends the run, as there.
+(``BaseClient._retry_delay``), and a 401, 402 or 403 ends the run, as there.
 
 Times: the worker's stream comes back with its log's origin on the driver's clock (``_clock.py``),
 so ``sent_at`` is the moment the worker actually sent the first attempt (after any wait in its
