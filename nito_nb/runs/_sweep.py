@@ -141,8 +141,8 @@ class Sweep:
 
     def plot(self, metrics: str | Sequence[str] = ("ttft", "itl", "e2e")) -> Figure:
         """p50 and p99 of each metric (one name or several) against the achieved rate (log
-        scale when every value is positive); the rates where errors start are marked with a red
-        x on the p99 line."""
+        scale when every value is positive); every rate with errors is marked with a red x on
+        the p99 line."""
         import matplotlib.pyplot as plt
 
         if isinstance(metrics, str):  # plot("ttft") was read letter by letter (a KeyError 't_p50')
