@@ -360,9 +360,17 @@ class AsyncStream(StreamBase):
         import asyncio
 
         if self._send_at is not None:
-            wait = self._send_at - asyncio.get_running_loop().time()
-            if wait > 0:
-                await asyncio.sleep(wait)
+            loop = asyncio.get_running_loop()
+            if self._send_at > loop.time():
+                # At the time itself (call_at), not after sleep(time - now): that difference of two
+                # clock readings jitters by microseconds, and requests due within them (a schedule
+                # at a very high rate) left out of their order.
+                woken: asyncio.Future[None] = loop.create_future()
+                timer = loop.call_at(self._send_at, _wake, woken)
+                try:
+                    await woken
+                finally:
+                    timer.cancel()
             self._send_at = None
 
     def set_opener(self, opener: Callable[[AsyncStream], Any] | None) -> None:
@@ -544,3 +552,9 @@ def _cancelled_error() -> type[BaseException]:
     import asyncio
 
     return asyncio.CancelledError
+
+
+def _wake(future: Any) -> None:
+    """Resolve a waiter at its time, unless it was cancelled meanwhile."""
+    if not future.done():
+        future.set_result(None)

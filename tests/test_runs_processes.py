@@ -264,3 +264,24 @@ def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine:
 def test_a_request_handed_to_a_worker_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
         monkeypatch: Any) -> None:
     assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before("processes", monkeypatch)
+
+
+def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for_sim_models() -> None:
+    # A worker's first sim/ request started the worker's own embedded simulator (70 ms) between
+    # its hand-over and its send: every worker's first request left 28-70 ms late.
+    from nito_nb._client import endpoint
+    from nito_nb.runs._ray import start_endpoints
+
+    started: list[str] = []
+    real = endpoint._simulator
+    endpoint.register_simulator(lambda: started.append("sim") or "http://127.0.0.1:9/v1")
+    try:
+        start_endpoints({}, ["sim/chat", "z-ai/glm-5.2", "sim/echo"])
+        assert started == ["sim", "sim"]  # once per sim/ model (the real start is idempotent)
+        started.clear()
+        start_endpoints({"base_url": "http://127.0.0.1:9/v1"}, ["sim/chat"])  # a simulator of the user's
+        assert started == []
+        start_endpoints({"base_url": "ftp://nowhere"}, ["z-ai/glm-5.2"])  # wrong: the request will say so
+    finally:
+        endpoint.register_simulator(real)
+

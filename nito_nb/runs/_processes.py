@@ -30,20 +30,20 @@ from .._recorded import to_wire
 from ._client_load import ClientMonitor
 from ._clock import Hold, offset_ns
 from ._plan import Request
-from ._ray import Sent, failed_stream, from_worker, least_loaded, worker_stream
+from ._ray import Sent, failed_stream, from_worker, least_loaded, start_endpoints, worker_stream
 
 __all__ = ["ProcessEngine"]
 
 
-def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int) -> None:
+def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str]) -> None:
     """A worker process: requests (and pauses) in through ``conn``, logs out."""
     try:
-        asyncio.run(_serve(conn, connection, per_worker))
+        asyncio.run(_serve(conn, connection, per_worker, models))
     except KeyboardInterrupt:  # the notebook's interrupt reaches the whole process group
         pass
 
 
-async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None:
+async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str]) -> None:
     from .._client import AsyncClient
 
     loop = asyncio.get_running_loop()
@@ -52,6 +52,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
     sampler = asyncio.ensure_future(monitor.sample())
     gc.freeze()  # this process's imports are never garbage: no full GC pass walks them (_gc.py)
     await client.warm()  # a first request's one-time work, before the run's schedule starts
+    start_endpoints(connection, models)
     conn.send(READY)  # the run's schedule starts once every worker can send (ProcessEngine)
     limit = asyncio.Semaphore(per_worker)
     hold = Hold()
@@ -96,10 +97,10 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int) -> None
 
 
 class _Worker:
-    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], per_worker: int) -> None:
+    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], per_worker: int, models: list[str]) -> None:
         self.name = name
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, connection, per_worker),
+        self.process = ctx.Process(target=_worker_main, args=(child, connection, per_worker, models),
                                    name=f"nito_nb-{name}", daemon=True)
         self.process.start()
         child.close()
@@ -166,7 +167,9 @@ class ProcessEngine:
     """``workers`` local processes (default: one per core), each with at most ``per_worker``
     streams in flight."""
 
-    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any]) -> None:
+    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
+                 models: list[str] | None = None) -> None:
+        models = list(models or [])  # the run's: each worker starts what their first request would
         if workers is None:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -174,7 +177,7 @@ class ProcessEngine:
         if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
             raise ConfigurationError(f"per_worker must be a whole number >= 1, not {per_worker!r}")
         ctx = multiprocessing.get_context("spawn")
-        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker)
+        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker, models)
                          for i in range(workers)}
         self._load = dict.fromkeys(self._workers, 0)
         self._last: str | None = None
