@@ -65,6 +65,9 @@ MIN_ENDED_FOR_ERROR_RATE = 10
 #: is done by then: requests left 1-3 ms late at the median at 80% of the loop's capacity, and
 #: most of that lateness was this (bench/bench_load.py).
 SEND_LEAD = 0.025
+#: ... and with engine="ray" this long: a call from the driver to an actor took 45-85 ms now and
+#: then on a 2-core machine (7 of 380 requests of a sweep from 1 to 40/s), and those left late.
+RAY_SEND_LEAD = 0.1
 #: With engine="processes" or "ray": each worker's streams in flight, unless ``per_worker`` says.
 PER_WORKER = 64
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
@@ -272,10 +275,11 @@ class Run:
         monitor = asyncio.ensure_future(self.client.sample())
         if self._engine is None:
             await self._client.warm()  # the first request's one-time work, before the schedule's origin
-        # An open loop's origin is SEND_LEAD from now, so that its first request is made ready
+        # An open loop's origin is its lead from now, so that its first request is made ready
         # ahead like every other: sent at once, it was late by its hand-over (2.8-4.8 ms with a
         # worker engine, against about 1 ms for the next ones).
-        self._t0 = time.perf_counter() + (SEND_LEAD if self.schedule is not None else 0.0)
+        self._lead = RAY_SEND_LEAD if self.engine == "ray" else SEND_LEAD
+        self._t0 = time.perf_counter() + (self._lead if self.schedule is not None else 0.0)
         # The origin on the loop's clock, read once: a send time derived per request from two
         # clock readings jittered by microseconds, and requests due within them left out of order.
         self._loop_t0 = asyncio.get_running_loop().time() + self._t0 - time.perf_counter()
@@ -297,7 +301,7 @@ class Run:
                     break
                 # Woken a little ahead: the request is made ready meanwhile (handed to a worker,
                 # with its time) and only its send waits for the time (AsyncStream.send_at).
-                delay = self._t0 + offset - time.perf_counter() - SEND_LEAD
+                delay = self._t0 + offset - time.perf_counter() - self._lead
                 if delay > 0:
                     await asyncio.sleep(delay)
                 task = asyncio.ensure_future(self._one(request, offset))
