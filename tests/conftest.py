@@ -170,6 +170,20 @@ def switch_every_microsecond() -> Iterator[None]:
         sys.setswitchinterval(before)
 
 
+def joined_text(pieces: list[tuple[bool, str]]) -> str:
+    """The texts of a cell's outputs, in order, as one string: ``(is_stream, text)`` pieces joined
+    by a newline, except one stream piece after another, which are joined as they are. A print can
+    reach the notebook in several stream messages (ipykernel flushes stdout when another message,
+    such as a widget's update from a run's thread, goes out), and a newline put between its pieces
+    split one printed line in two."""
+    out: list[str] = []
+    for i, (is_stream, text) in enumerate(pieces):
+        if i and not (is_stream and pieces[i - 1][0]):
+            out.append("\n")
+        out.append(text)
+    return "".join(out)
+
+
 def execute_cells(cells: list[str], cwd: Path, timeout: int = 120) -> Any:
     """Run ``cells`` in a real kernel (nbclient, the notebook's folder ``cwd``; a cell's error is
     kept as its output and the next cell runs) and return the executed notebook."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from conftest import joined_text
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
@@ -39,10 +40,10 @@ def output_text(cell: Any, mime: str = "text/plain") -> str:
     texts = []
     for output in outputs_of(cell):
         if output.get("output_type") in ("display_data", "execute_result"):
-            texts.append(str(output["data"].get(mime, "")))
+            texts.append((False, str(output["data"].get(mime, ""))))
         elif output.get("output_type") == "stream":
-            texts.append(output["text"])
-    return "\n".join(texts)
+            texts.append((True, output["text"]))
+    return joined_text(texts)
 
 
 @pytest.fixture

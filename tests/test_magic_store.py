@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import chunk_line, execute_cells, sigint_after, stored_bytes
+from conftest import chunk_line, execute_cells, joined_text, sigint_after, stored_bytes
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
@@ -281,12 +281,12 @@ def _text(cell: Any) -> str:
     out = []
     for output in cell.get("outputs", []):
         if output.get("output_type") in ("display_data", "execute_result"):
-            out.append(str(output["data"].get("text/plain", "")))
+            out.append((False, str(output["data"].get("text/plain", ""))))
         elif output.get("output_type") == "stream":
-            out.append(output["text"])
+            out.append((True, output["text"]))
         elif output.get("output_type") == "error":
-            out.append("\n".join(output.get("traceback", [])))
-    return "\n".join(out)
+            out.append((False, "\n".join(output.get("traceback", []))))
+    return joined_text(out)
 
 
 @pytest.mark.slow

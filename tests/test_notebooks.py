@@ -17,6 +17,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from conftest import joined_text
 
 from nito_nb import demo
 
@@ -114,12 +115,12 @@ def output_text(nb: Any) -> str:
     texts = []
     for output in outputs(nb):
         if output["output_type"] == "stream":
-            texts.append(output["text"])
+            texts.append((True, output["text"]))
         elif output["output_type"] in ("display_data", "execute_result"):
-            texts.extend(str(output["data"].get(mime, "")) for mime in ("text/plain", "text/html"))
+            texts.extend((False, str(output["data"].get(mime, ""))) for mime in ("text/plain", "text/html"))
         elif output["output_type"] == "error":
-            texts.append("\n".join(output.get("traceback", [])))
-    return "\n".join(texts)
+            texts.append((False, "\n".join(output.get("traceback", []))))
+    return joined_text(texts)
 
 
 def saved_without_images(nb: Any) -> str:

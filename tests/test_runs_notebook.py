@@ -8,7 +8,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from conftest import execute_cells
+from conftest import execute_cells, joined_text
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +23,10 @@ def _text(cell: Any, mime: str = "text/plain") -> str:
     texts = []
     for output in _outputs(cell):
         if output.get("output_type") in ("display_data", "execute_result"):
-            texts.append(str(output["data"].get(mime, "")))
+            texts.append((False, str(output["data"].get(mime, ""))))
         elif output.get("output_type") == "stream":
-            texts.append(output["text"])
-    return "\n".join(texts)
+            texts.append((True, output["text"]))
+    return joined_text(texts)
 
 
 def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -37,8 +37,10 @@ def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest
         "df = pd.DataFrame({'text': [f'row {i}' for i in range(20)]}, index=list('abcdefghijklmnopqrst')[::-1])",
         "run = nito_nb.run(df, template='Say {text}', model=['sim/echo', 'sim/chat'], concurrency=4, "
         "sim={'tps': 1000, 'ttft_ms': 0})\nrun",
-        "run.wait()\nrate = run.progress.n_updates / (run.ended - run.started)\n"
-        "print(len(run.results()), set(run.results().status), rate <= 4.5, type(run.progress).__name__)",
+        # At most 4 refreshes a second, the first at once, and the final one: a short run (about half a
+        # second on a fast machine) has a rate above 4 by those two alone.
+        "run.wait()\nthrottled = run.progress.n_updates <= 4 * (run.ended - run.started) + 2\n"
+        "print(len(run.results()), set(run.results().status), throttled, type(run.progress).__name__)",
         "%%nito --over df -m sim/echo,sim/chat -o over_run\nSay {text}",
         "r = _nito\nprint(type(r).__name__, over_run is r, nito_nb.last() is r, len(r.results()), "
         "sorted(set(r.results().model)))\nprint(r.results().set_index('key').loc[r.plan.cells[0][3], 'content'])",
