@@ -284,4 +284,3 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
         start_endpoints({"base_url": "ftp://nowhere"}, ["z-ai/glm-5.2"])  # wrong: the request will say so
     finally:
         endpoint.register_simulator(real)
-

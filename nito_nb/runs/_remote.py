@@ -62,7 +62,7 @@ async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Requ
             run.client.add(*health)
         if timing["sent_at"] is None:
             if sent:  # the worker's own send of the first attempt, on the run's timeline
-                timing["sent_at"] = stream.log.t0_ns / 1e9 - run._t0
+                timing["sent_at"] = run._on_timeline(stream)
                 started = stream.log.t0_wall
             else:  # the worker died: when the driver handed the request over is all there is
                 timing["sent_at"] = dispatched

@@ -435,8 +435,14 @@ class Run:
         turns, which a busy loop makes milliseconds. Returns ``started``."""
         if attempts != 1:
             return started
-        timing["sent_at"] = stream.log.t0_ns / 1e9 - self._t0
+        timing["sent_at"] = self._on_timeline(stream)
         return stream.log.t0_wall
+
+    def _on_timeline(self, stream: StreamBase) -> float:
+        """When ``stream`` was sent (its ``log.t0_ns``; a worker's is mapped onto this process's
+        clock already), in seconds after the run's start: the one rule of ``sent_at`` and of a
+        retried request's last send."""
+        return stream.log.t0_ns / 1e9 - self._t0
 
     def _retry_or_finish(self, request: Request, stream: Stream | AsyncStream, error: NitoError, attempts: int,
                          started: _dt.datetime, timing: dict[str, float | None], now: float,
@@ -468,7 +474,7 @@ class Run:
     def _finish(self, request: Request, stream: Stream | AsyncStream, attempts: int, started: _dt.datetime,
                 timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:
         # A retried request's timings are its last attempt's (its stream's): where that one left.
-        last_sent = stream.log.t0_ns / 1e9 - self._t0 if attempts > 1 and stream.log.t0_ns else None
+        last_sent = self._on_timeline(stream) if attempts > 1 and stream.log.t0_ns else None
         self._queue.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
                                  last_sent, worker, node))
         self._n_ended += 1
