@@ -206,6 +206,12 @@ class StreamBase:
         return self._state.log.timed
 
     @property
+    def connect(self) -> float | None:
+        """Seconds the attempt that got the response spent opening its connection (name lookup,
+        TCP, TLS): part of ``ttfb`` and ``ttft``. None when unknown (docs/METRICS.md)."""
+        return self._state.connect
+
+    @property
     def ttfb(self) -> float | None:
         """Seconds from request sent to response headers."""
         return self._state.ttfb
@@ -270,6 +276,10 @@ class StreamBase:
         """The response's status and headers arrived at ``t_ns`` (none that carries a credential
         or echoes the key is kept)."""
         self._state.set_response(status_code, headers, t_ns)
+
+    def set_connect(self, duration_ns: int) -> None:
+        """The attempt under way took ``duration_ns`` to open its connection (``connect``)."""
+        self._state.set_connect(duration_ns)
 
     def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
         """The server refused with an HTTP error: the body is logged (redacted), the Stream is

@@ -78,13 +78,15 @@ def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path)
         assert sorted(stored.index) == sorted(results.index)
         for column in ("status", "content", "reasoning", "model", "run_id", "completion_tokens", "attempts"):
             assert stored[column].to_dict() == results[column].to_dict()
-        for column in ("ttft", "e2e", "itl"):
+        for column in ("connect", "ttft", "e2e", "itl"):
             assert stored[column].astype(float).to_dict() == pytest.approx(results[column].astype(float).to_dict(), nan_ok=True)
+        assert (stored["connect"] > 0).all()
         key = results.index[results["model"] == "sim/reasoning"][0]
         stream = opened.streams(key)
         assert (stream.status, stream.content, stream.reasoning) == (
             results.loc[key, "status"], results.loc[key, "content"], results.loc[key, "reasoning"])
         assert stream.ttft == pytest.approx(results.loc[key, "ttft"], abs=1e-9)
+        assert stream.connect == pytest.approx(results.loc[key, "connect"], abs=1e-9)
         frame = opened.frame([key])
         assert set(frame["stream"]) == {key}
         assert frame.nito.metrics().loc[key, "ttft"] == pytest.approx(results.loc[key, "ttft"], abs=1e-9)
@@ -159,6 +161,7 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
     con.execute('ALTER TABLE requests DROP COLUMN "n_output_tokens"')
     con.execute('ALTER TABLE requests DROP COLUMN "output_chunks_per_s"')
     con.execute('UPDATE requests SET tpot = itl, output_tps = 1.0 WHERE completion_tokens IS NULL')
+    con.execute('ALTER TABLE requests DROP COLUMN "connect"')  # nor this newer one
     writer.con.close()
     for reopened in (False, True):  # read as it is, then after a writer added the new columns
         if reopened:
@@ -171,6 +174,9 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
         assert bare["n_token_chunks"] == new_bare["n_token_chunks"] and bare["itl"] == new_bare["itl"]
         assert packed["n_output_tokens"] == packed["completion_tokens"] == new_packed["n_output_tokens"]
         assert packed["tpot"] == new_packed["tpot"] and packed["output_tps"] == new_packed["output_tps"]
+        assert pd.isna(bare["connect"]) and pd.isna(packed["connect"])
+        with nito_nb.open_store(path) as store:
+            assert store.streams(packed["key"]).connect is None
 
 
 def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None:

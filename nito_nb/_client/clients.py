@@ -23,6 +23,7 @@ from .._stream import AsyncStream, Stream
 from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
 from .base import BaseClient
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
+from .connecting import trace_connect
 from .failures import (
     MAX_ERROR_BODY,
     connect_error,
@@ -67,6 +68,7 @@ class Client(BaseClient):
         try:
             for attempt in range(self.max_retries + 1):
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                trace_connect(request, stream, asynchronous=False)
                 # One clock per Stream: t0 is the first attempt's send, so every timing includes
                 # the retries (``attempts`` says how many requests were sent).
                 if attempt:
@@ -180,6 +182,7 @@ class AsyncClient(BaseClient):
         async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
                 request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                trace_connect(request, stream, asynchronous=True)
                 if attempt:  # one clock per Stream, as in Client.stream
                     stream.new_attempt()
                 else:  # built ahead of a schedule's send time: the send itself is all that is left

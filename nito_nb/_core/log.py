@@ -101,6 +101,11 @@ class ChunkLog:
         self.t0_ns = t0_ns
         self.t0_wall = t0_wall or _dt.datetime.now(_dt.timezone.utc)
         self.headers_ns: int | None = None
+        #: How long the attempt that got the response spent opening its connection (name lookup,
+        #: TCP, TLS; ns, a duration): docs/METRICS.md's ``connect``. None when unknown: no trace
+        #: of it (a recording, a transport that is not httpcore's), a connection reused from a
+        #: pool, or no connection made.
+        self.connect_ns: int | None = None
         #: False for a recorded body read without its arrival times (``read_sse``): every event then
         #: carries the same time, and the timing metrics are unknown rather than zero.
         self.timed = True
@@ -233,6 +238,7 @@ class ChunkLog:
             "status_code": self.status_code,
             "headers": self.headers,
             "headers_dt_ns": None if self.headers_ns is None else self.headers_ns - self.t0_ns,
+            "connect_ns": self.connect_ns,
             "timed": self.timed,
             "attempts": self.attempts,
         }
@@ -287,6 +293,8 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
         log.headers = clean_headers(header.get("headers") or {})
         if header.get("headers_dt_ns") is not None:
             log.headers_ns = t0 + int(header["headers_dt_ns"])
+        if header.get("connect_ns") is not None:  # logs saved before the key have none
+            log.connect_ns = int(header["connect_ns"])
         log.timed = header.get("timed") is not False  # logs saved before the key were all timed
         log.attempts = int(header.get("attempts") or 1)
         events: list[tuple[int, int | None, bytes]] = []

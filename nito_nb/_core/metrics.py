@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "connect",
     "e2e",
     "itl",
     "n_output_tokens",
@@ -37,6 +38,14 @@ __all__ = [
 def seconds(t_ns: int | None, t0_ns: int) -> float | None:
     """Nanosecond clock readings to seconds since t0 (None stays None)."""
     return None if t_ns is None else max(0, t_ns - t0_ns) / 1e9
+
+
+def connect(opening: float | None) -> float | None:
+    """Seconds the attempt that got the response spent opening its connection: from its first
+    connect started to its last connect or TLS handshake completed (name lookup, TCP, TLS; a
+    proxy's tunnel too). Part of ttfb and ttft. None when unknown or when no connection was
+    opened (one reused from a pool)."""
+    return opening
 
 
 def ttfb(headers: float | None) -> float | None:

@@ -66,6 +66,8 @@ class StreamSnapshot:
     n_chunks: int = 0
     #: K: the chunks that carried answer text (docs/METRICS.md's token-bearing chunks).
     n_token_chunks: int = 0
+    #: Seconds the attempt that got the response spent opening its connection (docs/METRICS.md).
+    connect: float | None = None
     ttfb: float | None = None
     ttft: float | None = None
     #: The last token-bearing chunk's arrival, seconds since the request was sent (docs/METRICS.md).
@@ -189,6 +191,11 @@ class StreamState:
         return self.status not in RUNNING
 
     @property
+    def connect(self) -> float | None:
+        connect_ns = self.log.connect_ns
+        return None if connect_ns is None else connect_ns / 1e9
+
+    @property
     def ttfb(self) -> float | None:
         log = self.log
         if log.headers_ns is None or not log.timed:
@@ -252,6 +259,7 @@ class StreamState:
                 free_tier=acc.free_tier,
                 n_chunks=acc.n_chunks,
                 n_token_chunks=self.n_token_chunks,
+                connect=self.connect,
                 ttfb=self.ttfb,
                 ttft=self.ttft,
                 last_token=self.last_token,
@@ -405,6 +413,11 @@ class StreamState:
             log.set_response(status_code, headers or {}, t_ns)
             if secret is not None:
                 log.headers = {k: v for k, v in log.headers.items() if not secret.found_in(v)}
+
+    def set_connect(self, duration_ns: int) -> None:
+        """The attempt under way took ``duration_ns`` to open its connection."""
+        with self.lock:
+            self.log.connect_ns = duration_ns
 
     def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
         """The server refused with an HTTP error: the body is logged (redacted), the status is

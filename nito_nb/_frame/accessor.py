@@ -69,7 +69,8 @@ class NitoAccessor:
 
     def metrics(self) -> pd.DataFrame:
         """One row per stream (index: ``stream``), the definitions of docs/METRICS.md (one
-        function each in ``nito_nb._core.metrics``): ``model``, ``status``, ``ttfb``, ``ttft``,
+        function each in ``nito_nb._core.metrics``): ``model``, ``status``, ``connect`` (from
+        ``df.attrs["nito"]``: NaN once the attrs are gone), ``ttfb``, ``ttft``,
         ``ttfc``, ``e2e``, ``itl``, ``itl_p50``, ``itl_p90``, ``itl_p99``, ``itl_max``, ``tpot``
         (seconds), ``output_tps`` (tokens/s), ``output_chunks_per_s``, ``n_events``,
         ``n_chunks``, ``n_token_chunks`` (K), ``n_output_tokens`` (N), ``finish_reason``,
@@ -154,12 +155,20 @@ class NitoAccessor:
             metrics.output_chunks_per_s(ks[i], first[i], e2es[i]) for i in range(n_streams)
         )
 
+        # connect is not in the rows (it comes before the response): it is in each stream's attrs.
+        described = df.attrs.get("nito") or {}
+        connect = per_stream()
+        for i, label in enumerate(labels):
+            connect_ns = (described.get(label) or {}).get("connect_ns")
+            if isinstance(connect_ns, (int, float)):
+                connect[i] = metrics.connect(connect_ns / 1e9)
         chunk_rows = event & (kind == "chunk") & ~ignored
         taken = event & ~ignored
         out = pd.DataFrame(
             {
                 "model": last_of(response, "model"),
                 "status": pd.Categorical(last_of(response, "status"), categories=[s.value for s in STATUSES]),
+                "connect": connect,
                 "ttfb": ttfb,
                 "ttft": ttft,
                 "ttfc": minimum(has_content),

@@ -138,6 +138,7 @@ def _stream_attrs(stream: FrameSource, origin: str | None) -> dict[str, Any]:
                 "t0_wall": log.t0_wall.isoformat(),
                 "status_code": log.status_code,
                 "headers_dt_ns": None if log.headers_ns is None else log.headers_ns - log.t0_ns,
+                "connect_ns": log.connect_ns,
                 "status": str(stream.status),
             },
             default=str,

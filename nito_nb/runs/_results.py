@@ -42,6 +42,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "prompt_tokens": "Int64",
     "completion_tokens": "Int64",
     "cost": "float64",
+    "connect": "float64",  # the answering attempt's connection set-up, part of ttfb and ttft
     "ttfb": "float64",
     "ttft": "float64",
     "e2e": "float64",
@@ -69,7 +70,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "node": "string",
 }
 _METRICS = (
-    "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
+    "connect", "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
     "n_output_tokens",
 )
 
@@ -121,6 +122,7 @@ def stream_metrics(stream: StreamBase) -> dict[str, Any]:
     e2e = metrics.e2e(snap.last_event)
     first, last, k = snap.ttft, snap.last_token, snap.n_token_chunks
     return {
+        "connect": metrics.connect(snap.connect),
         "ttfb": metrics.ttfb(snap.ttfb),
         "ttft": metrics.ttft(first),
         "e2e": e2e,

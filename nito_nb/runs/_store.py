@@ -297,14 +297,18 @@ class Store:
         """Any DuckDB query over the ``requests`` and ``events`` tables, as a DataFrame."""
         return self.con.execute(query, params).df()
 
-    def results(self, run_id: str | None = None) -> pd.DataFrame:
-        """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
-        present = {
+    def _present(self) -> set[str]:
+        """The columns of this store's requests table (an older store lacks the newer ones)."""
+        return {
             name
             for (name,) in self.con.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'requests'"
             ).fetchall()
         }
+
+    def results(self, run_id: str | None = None) -> pd.DataFrame:
+        """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
+        present = self._present()
         columns = ", ".join(_read_column(c, present) for c in RESULT_COLUMNS)
         where = " WHERE run_id = ?" if run_id else ""
         df = self.con.execute(
@@ -340,17 +344,19 @@ class Store:
         from .._recorded import from_events
 
         found = self.con.execute(
-            "SELECT request, http_status, headers, headers_dt_ns, end_state, timed, started_at, body "
-            "FROM requests WHERE key = ?",
+            "SELECT request, http_status, headers, headers_dt_ns, end_state, timed, started_at, body, "
+            f"{_read_column('connect', self._present())} FROM requests WHERE key = ?",
             [key],
         ).fetchone()
         if found is None:
             raise KeyError(f"no request with key {key!r} in this store")
-        request, status, headers, headers_dt, end_state, timed, started, body = found
+        request, status, headers, headers_dt, end_state, timed, started, body, connect = found
         log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
         log.status_code = status
         log.headers = json.loads(headers or "{}")
         log.headers_ns = headers_dt
+        if connect is not None and connect == connect:  # the result column, in seconds (NaN: none)
+            log.connect_ns = round(connect * 1e9)
         log.timed = bool(timed)
         log.end = json.loads(end_state or "{}")
         body = bytes(body or b"")
