@@ -371,3 +371,44 @@ def test_warm_does_a_first_requests_one_time_work() -> None:
             "asyncio.run(AsyncClient().warm()); print('anyio._backends._asyncio' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_a_connect_and_a_write_that_hang_end_at_their_timeout() -> None:
+    # The waits go through streams.within (not wait_for's extra task): still bounded by the timeout.
+    import socket
+
+    import httpcore
+
+    from nito_nb._transport import StampingBackend
+
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)  # never accepted: once its queue is full, the next SYN is dropped and connect hangs
+    host, port = full.getsockname()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    async def main() -> None:
+        backend = StampingBackend()
+        opened = []
+        started = time.perf_counter()
+        with pytest.raises(httpcore.ConnectTimeout):
+            for _ in range(8):
+                opened.append(await backend.connect_tcp(host, port, timeout=0.2))
+        assert 1 <= len(opened) < 8 and time.perf_counter() - started < 5
+        stream = await backend.connect_tcp(*listener.getsockname(), timeout=1)
+        peer, _ = listener.accept()  # accepted, never read: the socket buffers fill, then the write waits
+        started = time.perf_counter()
+        with pytest.raises(httpcore.WriteTimeout):
+            await stream.write(b"x" * (64 << 20), timeout=0.2)
+        assert time.perf_counter() - started < 5
+        peer.close()
+        for one in [*opened, stream]:
+            await one.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        full.close()
+        listener.close()

@@ -17,7 +17,7 @@ import httpcore
 
 from .framing import HeaderEnd
 
-__all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "StampedTLSStream"]
+__all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "StampedTLSStream", "within"]
 
 #: Linux's SO_TIMESTAMPNS / SCM_TIMESTAMPNS (asm-generic/socket.h); the socket module lacks them.
 _SO_TIMESTAMPNS = 35
@@ -29,6 +29,20 @@ _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") 
 READ_SIZE = 16 * 1024
 #: Reading from the socket pauses while this many bytes wait for httpx (a consumer that stopped).
 HIGH_WATER = 4 * 1024 * 1024
+
+
+if sys.version_info >= (3, 11):
+
+    async def within(awaitable: Any, timeout: float | None) -> Any:
+        """``await awaitable``, raising ``TimeoutError`` after ``timeout`` seconds. Not
+        ``asyncio.wait_for`` (before Python 3.12): with a timeout, it wraps the work in a task of
+        its own, one more task and one more turn of the loop for each connect and each write
+        of a request; on a busy loop each turn can take a millisecond."""
+        async with asyncio.timeout(timeout):
+            return await awaitable
+
+else:  # pragma: no cover - Python 3.10 has no asyncio.timeout
+    within = asyncio.wait_for
 
 
 def _kernel_stamps(sock: socket.socket) -> bool:
@@ -210,7 +224,7 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         if not buffer:
             return
         try:
-            await asyncio.wait_for(self._loop.sock_sendall(self._sock, buffer), timeout)
+            await within(self._loop.sock_sendall(self._sock, buffer), timeout)
         except asyncio.TimeoutError:
             raise httpcore.WriteTimeout("writing the request timed out") from None
         except OSError as exc:
@@ -228,7 +242,7 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         self._head = None  # the headers are the TLS layer's to find
         tls = StampedTLSStream(self, ssl_context, server_hostname)
         try:
-            await asyncio.wait_for(tls.handshake(), timeout)
+            await within(tls.handshake(), timeout)
         except asyncio.TimeoutError:
             await self.aclose()
             raise httpcore.ConnectTimeout("the TLS handshake timed out") from None

@@ -16,7 +16,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from .streams import StampedSocketStream, StampedTLSStream
+from .streams import StampedSocketStream, StampedTLSStream, within
 
 __all__ = ["StampingBackend", "StampingTransport", "arrival_clock", "stamping_allowed"]
 
@@ -41,7 +41,7 @@ class StampingBackend(httpcore.AsyncNetworkBackend):
         infos: list[Any] | None = _numeric_address(host, port)
         if infos is None:
             try:
-                infos = list(await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout))
+                infos = list(await within(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout))
             except asyncio.TimeoutError:
                 raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
             except OSError as exc:
@@ -56,7 +56,7 @@ class StampingBackend(httpcore.AsyncNetworkBackend):
                     sock.setsockopt(*option)
                 if local_address is not None:
                     sock.bind((local_address, 0))
-                await asyncio.wait_for(loop.sock_connect(sock, address), timeout)
+                await within(loop.sock_connect(sock, address), timeout)
             except asyncio.TimeoutError:
                 sock.close()
                 error = httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out")
@@ -79,7 +79,7 @@ class StampingBackend(httpcore.AsyncNetworkBackend):
             sock.setblocking(False)
             for option in socket_options or ():
                 sock.setsockopt(*option)
-            await asyncio.wait_for(loop.sock_connect(sock, path), timeout)
+            await within(loop.sock_connect(sock, path), timeout)
         except asyncio.TimeoutError:
             sock.close()
             raise httpcore.ConnectTimeout(f"connecting to {path} timed out") from None
