@@ -250,6 +250,8 @@ def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
     assert served and served[0].startswith(b"POST /v1/chat/completions")
     t = stream.log.times_ns()
     assert t[-1] - t[0] > 0.5 * 0.2e9  # the second write's time, not the first's
+    # connect spans the TCP connect and the handshake (tests/test_connect.py has the rule's cases)
+    assert stream.connect is not None and 0 < stream.connect < stream.ttfb
 
 
 
