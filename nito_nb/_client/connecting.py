@@ -16,6 +16,7 @@ first requests. ``ttft - connect`` is the figure to set beside theirs (docs/LOAD
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 import httpx
@@ -32,7 +33,10 @@ class _ConnectTimer:
     __slots__ = ("_started", "_stream")
 
     def __init__(self, stream: Any) -> None:
-        self._stream = stream
+        # Weakly: the stream keeps its response, which keeps its request, which keeps this; a
+        # strong reference made every ended stream a cycle that only a full GC pass frees
+        # (tests/test_gc.py).
+        self._stream = weakref.ref(stream)
         self._started: int | None = None
 
     def event(self, name: str) -> None:
@@ -43,7 +47,9 @@ class _ConnectTimer:
             if self._started is None:
                 self._started = time.perf_counter_ns()
         elif phase == "complete" and step in _OPENED and self._started is not None:
-            self._stream.set_connect(time.perf_counter_ns() - self._started)
+            stream = self._stream()
+            if stream is not None:
+                stream.set_connect(time.perf_counter_ns() - self._started)
 
     def __call__(self, name: str, info: dict[str, Any]) -> None:  # httpx.Client
         self.event(name)
