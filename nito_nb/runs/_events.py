@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from .._frame import EndedStream
 
 __all__ = [
-    "EVENTS_DIR", "SQL_TYPES", "EventsHelper", "event_columns", "events_of", "events_view", "legacy_events",
-    "new_batch", "prepare", "write_events",
+    "COMPACT_AT", "COMPACT_BELOW", "EVENTS_DIR", "SQL_TYPES", "EventsHelper", "compact", "event_columns", "events_of",
+    "events_view", "legacy_events", "new_batch", "prepare", "write_events",
 ]
 
 EVENTS_DIR = "events"
@@ -127,6 +127,62 @@ def _event_rows(out: pd.DataFrame, ended: Mapping[str, EndedStream]) -> pd.DataF
     out["dt_ns"] = pd.arrays.IntegerArray(dt_ns, ~event)
     out["raw_end"] = pd.arrays.IntegerArray(raw_end, ~event)
     return out
+
+
+#: A writer that closes with at least this many small events files merges them into one
+#: (``compact``): a store gets one file per batch (a second of a run) and one per magic cell, and
+#: DuckDB opens every file of the glob for each query of the ``events`` view: with 1,001 files a
+#: ``count(*)`` took 0.34 s, with 9 files 0.01 s (1,000 sim/chat requests; a whole-store frame
+#: 3.1 s against 1.7 s). Waiting for several spreads the merge's cost over many batches or cells.
+COMPACT_AT = 16
+#: Files at least this large are left as they are: a merge rewrites only small files, so its
+#: cost is bounded however large the store grows.
+COMPACT_BELOW = 32 << 20
+
+
+def compact(folder: Path, con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """Merge the store's small events files into one, and delete the files no request row names
+    (the batch of a process killed before its rows committed, a merge's sources, a stale
+    ``.partial``). Returns (files merged, files deleted). Crash-safe at every step, as the view
+    shows a file's rows only for the requests whose row names its batch: the merged file is
+    written whole (renamed into place), then the rows name it in one transaction, then the
+    sources go; a crash in between leaves a file no row names, deleted by the next merge.
+    The caller holds the store's write lock (a ``StoreWriter``), with no batch under way."""
+    events = folder / EVENTS_DIR
+    named = {batch for (batch,) in con.execute("SELECT DISTINCT batch FROM requests WHERE batch IS NOT NULL").fetchall()}
+    small: list[Path] = []
+    deleted = 0
+    for path in sorted(events.iterdir()):
+        if path.name == _SCHEMA_FILE:
+            continue
+        if path.suffix == ".partial" or (path.suffix == ".parquet" and path.stem not in named):
+            path.unlink(missing_ok=True)
+            deleted += 1
+        elif path.suffix == ".parquet" and path.stat().st_size < COMPACT_BELOW:
+            small.append(path)
+    if len(small) < COMPACT_AT:
+        return 0, deleted
+    batch = new_batch()
+    final = events / f"{batch}.parquet"
+    partial = final.with_suffix(".partial")
+    files = "[" + ", ".join(_quoted(str(path)) for path in small) + "]"
+    # Only the rows the view shows: a key sent again by a resumed run has its old rows in an
+    # older batch, which its request row no longer names.
+    con.execute(
+        f"COPY (SELECT e.* REPLACE ({_quoted(batch)} AS batch) FROM read_parquet({files}, union_by_name = true) AS e "
+        f"SEMI JOIN requests AS r ON e.stream = r.key AND e.batch = r.batch) TO {_quoted(str(partial))} (FORMAT parquet)"
+    )
+    os.replace(partial, final)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("UPDATE requests SET batch = ? WHERE list_contains(?, batch)", [batch, [p.stem for p in small]])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    for path in small:
+        path.unlink(missing_ok=True)
+    return len(small), deleted + len(small)
 
 
 def _quoted(text: str) -> str:

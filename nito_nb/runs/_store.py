@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from .._core.log import HTTP_ERROR, KINDS, ChunkLog
 from ._events import (
     SQL_TYPES,
     EventsHelper,
+    compact,
     events_of,
     events_view,
     legacy_events,
@@ -193,8 +195,18 @@ class StoreWriter:
             con.unregister("batch_requests")
 
     def close(self) -> None:
+        """Let the helper go, merge the store's small events files when there are many
+        (``_events.compact``), and let the database go."""
+        import duckdb
+
         self._events.close()
-        self.con.close()
+        try:
+            compact(self.path, self.con)
+        except (duckdb.Error, OSError) as exc:  # what is written stays readable as it is
+            warnings.warn(f"nito_nb: the store's events files were not merged ({exc}); they read as they are",
+                          stacklevel=2)
+        finally:
+            self.con.close()
 
 
 def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
