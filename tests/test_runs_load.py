@@ -128,6 +128,8 @@ def test_warmup_and_cooldown_are_recorded_but_left_out_of_the_summary_with_goodp
     s = run.summary().loc["sim/chat"]
     assert s["n"] == 10 and s["window_s"] == pytest.approx(1.0)
     assert s["achieved_rate"] == pytest.approx(10.0) and s["goodput"] == pytest.approx(10.0)
+    measured = r[r["phase"] == "measure"]["connect"]  # over the measured window, as every percentile
+    assert s["connect_p50"] == pytest.approx(measured.median()) and 0 < s["connect_p99"] < s["ttft_p99"]
     info = run.load_info()
     assert info is not None
     tight = _results.summary(r, dataclasses.replace(info, slo={"ttft": 1e-9}))

@@ -262,7 +262,9 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
         "goodput": float(meets_slo(group, load.slo).sum()) / window if load.slo else math.nan,
         "error_rate": float((~done).sum()) / len(group) if len(group) else math.nan,
     }
-    for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule"):
+    # connect too: rising with the rate, it is the client's loop taking longer to see its
+    # connections open (docs/LOAD.md), inside every ttft.
+    for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule", "connect"):
         values = group[metric].astype("float64").tolist()
         for q in (50, 90, 99):
             value = metrics.quantile(values, q / 100)
