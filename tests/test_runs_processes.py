@@ -122,6 +122,16 @@ def test_a_hold_given_in_wall_time_waits_on_the_local_clock() -> None:
     assert time.perf_counter() - t >= 0.29
 
 
+def test_by_default_a_worker_sends_an_open_loop_on_schedule_with_many_long_streams_in_flight() -> None:
+    # 100 requests/s for 1 s, each stream 2 s long: all 100 in flight on one worker at the end. A
+    # default cap of 64 queued the last 36 in the worker until the first streams ended (1.4 s late).
+    run = nito_nb.run([f"q{i}" for i in range(10)], model="sim/chat", engine="processes", workers=1,
+                      rate=100, duration=1.0, progress=False, sim={"tps": 0, "ttft_ms": 2000})
+    r = run.wait(timeout=120).results()
+    assert (r["status"] == "done").all() and len(r) == 100
+    assert r["send_delay"].max() < 0.25, r["send_delay"].describe()
+
+
 def test_sent_at_is_the_workers_own_send_so_a_queue_in_the_worker_shows_as_delay() -> None:
     # One worker, one stream at a time, 5 requests due 0.1 s apart, each ~0.25 s long: they queue
     # in the worker. sent_at is when the worker really sent each (not when the driver handed it

@@ -72,7 +72,7 @@ def run(
 
     ``engine="ray"``: the requests are sent by ``workers`` Ray actors (default: one per CPU of the
     cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
-    with at most ``per_worker`` streams in flight (default 64); the results gain their ``worker`` and ``node``.
+    with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
     """
     models = [model] if isinstance(model, str) else list(model)

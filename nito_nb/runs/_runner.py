@@ -69,7 +69,11 @@ SEND_LEAD = 0.025
 #: then on a 2-core machine (7 of 380 requests of a sweep from 1 to 40/s), and those left late.
 RAY_SEND_LEAD = 0.1
 #: With engine="processes" or "ray": each worker's streams in flight, unless ``per_worker`` says.
-PER_WORKER = 64
+#: High, as Ray's own default for an async actor: an open loop sends on its schedule, and a cap
+#: below the streams it has in flight queues its requests in the workers. With 64, two workers
+#: sending sim/chat (streams of about 3 s) at 40/s left requests 615 ms late at p99; with 1,000,
+#: 2.9 ms. A worker loop carries 500 paced streams with 0.1 ms of timing error (bench_load.py).
+PER_WORKER = 1000
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
 SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 
