@@ -93,6 +93,26 @@ def test_the_verdict_says_why_and_by_how_much() -> None:
     assert _client_load.verdict({"client_lag_p99": 0.001, "client_cpu_max": 0.3}) == (False, "")
     bound, note = _client_load.verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.95}, 0.012)
     assert bound and "lagged 20.0 ms at p99" in note and "95% of a core" in note and "12.0 ms late" in note
+    assert "simulator" not in note
+    # The embedded simulator runs in the client's process: its work counts there, and the note says so.
+    bound, note = _client_load.verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.5,
+                                        "client_runs_simulator": True})
+    assert bound and "also runs the sim/ simulator" in note and "python -m nito_nb.sim" in note
+    assert _client_load.verdict({"client_lag_p99": 0.001, "client_runs_simulator": True}) == (False, "")
+
+
+def test_a_run_knows_whether_its_process_runs_the_simulator() -> None:
+    from nito_nb.sim import SimServer
+
+    embedded = nito_nb.run(["a"], model="sim/chat", rate=10, duration=0.2, progress=False, **_sim())
+    embedded.wait(timeout=60)
+    assert embedded.client.simulator and embedded.client.report()["client_runs_simulator"]
+    assert "client_runs_simulator" not in embedded.summary().columns  # a note, not a column
+    with SimServer() as base_url:  # here in this process too, but the run cannot know: a base URL is a gateway
+        apart = nito_nb.run(["a"], model="sim/chat", base_url=base_url, rate=10, duration=0.2, progress=False,
+                            **_sim())
+        apart.wait(timeout=60)
+    assert apart.error is None and not apart.client.simulator
 
 
 # -- against the simulator on loopback ----------------------------------------------------------

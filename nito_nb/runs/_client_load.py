@@ -37,7 +37,10 @@ class ClientMonitor:
     """Samples the event loop's lag and the process's CPU share while a run sends; ``worker``:
     also keeps the samples not yet sent to the driver (``drain``)."""
 
-    def __init__(self, *, worker: bool = False) -> None:
+    def __init__(self, *, worker: bool = False, simulator: bool = False) -> None:
+        #: The run sends to the embedded simulator (a ``sim/`` model without a base URL), which
+        #: runs in the client's own process (each worker's, with workers): its work counts here.
+        self.simulator = simulator
         self.lags: deque[float] = deque(maxlen=MAX_SAMPLES)
         self.cpu: deque[float] = deque(maxlen=MAX_SAMPLES)
         self._new: tuple[list[float], list[float]] | None = ([], []) if worker else None
@@ -92,6 +95,7 @@ class ClientMonitor:
             "client_lag_p99": float(np.percentile(lags, 99)) if len(lags) else float("nan"),
             "client_lag_max": float(lags.max()) if len(lags) else float("nan"),
             "client_cpu_max": float(cpu.max()) if len(cpu) else float("nan"),
+            "client_runs_simulator": self.simulator,
         }
         out["client_bound"], out["client_note"] = verdict(out)
         return out
@@ -110,4 +114,8 @@ def verdict(report: dict[str, Any], send_delay_p99: float | None = None) -> tupl
         reasons.append(f"requests left {send_delay_p99 * 1e3:.1f} ms late at p99")
     if not reasons:
         return False, ""
-    return True, "the client was the bottleneck: " + "; ".join(reasons)
+    note = "the client was the bottleneck: " + "; ".join(reasons)
+    if report.get("client_runs_simulator"):  # else a user reads the simulator's work as the client's
+        note += (" (its process also runs the sim/ simulator, whose work counts here: start "
+                 "`python -m nito_nb.sim` and pass its base_url= for the client alone)")
+    return True, note

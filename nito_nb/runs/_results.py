@@ -269,6 +269,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
         for q in (50, 90, 99):
             value = metrics.quantile(values, q / 100)
             out[f"{metric}_p{q}"] = math.nan if value is None else value
-    out.update({k: v for k, v in load.client.items() if k not in ("client_bound", "client_note")})
+    out.update({k: v for k, v in load.client.items()
+                if k not in ("client_bound", "client_note", "client_runs_simulator")})
     out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
     return out

@@ -28,6 +28,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
+from .._client.endpoint import is_embedded
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -211,7 +212,8 @@ class Run:
         self.n_retries = 0
         self._n_ended = 0  # requests ended so far (loop thread), and those that did not end done
         self._n_bad = 0
-        self.client = ClientMonitor()
+        base_url = self._connection.get("base_url")
+        self.client = ClientMonitor(simulator=any(is_embedded(model, base_url) for model in self._models()))
         self._t0 = time.perf_counter()  # the schedule's origin (reset when sending starts)
         # Resolved with None, not the Run: a Run that held a future of itself was a reference
         # cycle, freed only by a full GC pass once dropped (test_gc.py).
