@@ -72,6 +72,7 @@ def test_many_small_files_become_one_and_the_store_shows_the_same(tmp_path: Path
 def test_a_key_sent_again_keeps_only_its_new_rows_in_the_merged_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "runs"
     monkeypatch.setattr(_events, "COMPACT_AT", 10_000)
+    monkeypatch.setattr(_record, "BATCH_SECONDS", 60.0)  # one batch however slow the machine (the end flushes it)
     prompts = [f"r{i}" for i in range(10)]
     first = _run(store, prompts, fail_rate=0.5, fail_status="error", seed=5)  # one batch, one file
     errors = set(first.results().query("status == 'error'")["key"])
