@@ -147,7 +147,7 @@ def compact(folder: Path, con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     ``.partial``). Returns (files merged, files deleted). Crash-safe at every step, as the view
     shows a file's rows only for the requests whose row names its batch: the merged file is
     written whole (renamed into place), then the rows name it in one transaction, then the
-    sources go; a crash in between leaves a file no row names, deleted by the next merge.
+    sources go; a crash in between leaves a file no row names, deleted when a writer next closes.
     The caller holds the store's write lock (a ``StoreWriter``), with no batch under way."""
     events = folder / EVENTS_DIR
     named = {batch for (batch,) in con.execute("SELECT DISTINCT batch FROM requests WHERE batch IS NOT NULL").fetchall()}

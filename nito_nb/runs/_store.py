@@ -16,6 +16,7 @@ as one events file, then its rows in one transaction, with the rows of a re-run 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import warnings
@@ -309,8 +310,11 @@ class Store:
         """Any DuckDB query over the ``requests`` and ``events`` tables, as a DataFrame."""
         return self.con.execute(query, params).df()
 
+    @functools.cached_property
     def _present(self) -> set[str]:
-        """The columns of this store's requests table (an older store lacks the newer ones)."""
+        """The columns of this store's requests table (an older store lacks the newer ones).
+        Read once per opened store: the query took 1.8 ms of the 26 ms that rebuilding one
+        stream takes (``streams``), and the magic rebuilds a cell's streams one by one."""
         return {
             name
             for (name,) in self.con.execute(
@@ -320,7 +324,7 @@ class Store:
 
     def results(self, run_id: str | None = None) -> pd.DataFrame:
         """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
-        present = self._present()
+        present = self._present
         columns = ", ".join(_read_column(c, present) for c in RESULT_COLUMNS)
         where = " WHERE run_id = ?" if run_id else ""
         df = self.con.execute(
@@ -357,7 +361,7 @@ class Store:
 
         found = self.con.execute(
             "SELECT request, http_status, headers, headers_dt_ns, end_state, timed, started_at, body, "
-            f"{_read_column('connect', self._present())} FROM requests WHERE key = ?",
+            f"{_read_column('connect', self._present)} FROM requests WHERE key = ?",
             [key],
         ).fetchone()
         if found is None:
