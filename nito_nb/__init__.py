@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from . import _client, _stream_base
@@ -123,8 +124,28 @@ def _embedded_simulator() -> str:
     return ensure_server()
 
 
+_apart_failed: str | None = None
+
+
+def _simulator_apart() -> tuple[str, bool]:
+    """The base URL of the simulator in a process of its own (load runs: ``sim/_apart.py``), and
+    True; where it cannot start (not POSIX, a failed child), the in-process one's and False, with
+    one warning per process that says why."""
+    global _apart_failed
+    from .sim import ensure_process
+
+    if _apart_failed is None:
+        try:
+            return ensure_process(), True
+        except RuntimeError as exc:
+            _apart_failed = str(exc)
+            warnings.warn(f"{exc}; this run's sim/ models use the simulator in this process, whose work then "
+                          "counts as the client's", RuntimeWarning, stacklevel=2)
+    return _embedded_simulator(), False
+
+
 # The layers below never import the ones above: what they need from here is passed in, once.
-_client.register_simulator(_embedded_simulator)
+_client.register_simulator(_embedded_simulator, _simulator_apart)
 _stream_base.register_default_starts(stream, astream)
 
 

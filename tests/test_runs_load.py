@@ -101,9 +101,15 @@ def test_the_verdict_says_why_and_by_how_much() -> None:
     assert _client_load.verdict({"client_lag_p99": 0.001, "client_runs_simulator": True}) == (False, "")
 
 
-def test_a_run_knows_whether_its_process_runs_the_simulator() -> None:
+def test_a_run_knows_whether_its_process_runs_the_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
     from nito_nb.sim import SimServer
 
+    # A run's sim/ models go to a simulator process of its own (tests/test_sim_apart.py)...
+    apart = nito_nb.run(["a"], model="sim/chat", rate=10, duration=0.2, progress=False, **_sim())
+    apart.wait(timeout=60)
+    assert apart.error is None and not apart.client.simulator
+    # ... unless it cannot start: then the in-process one serves, and its work counts as the run's.
+    monkeypatch.setattr(nito_nb, "_apart_failed", "it cannot start here")
     embedded = nito_nb.run(["a"], model="sim/chat", rate=10, duration=0.2, progress=False, **_sim())
     embedded.wait(timeout=60)
     assert embedded.client.simulator and embedded.client.report()["client_runs_simulator"]
@@ -183,7 +189,8 @@ def test_a_retried_request_waited_from_its_schedule_through_its_failed_attempt(e
     # ttft and e2e are the last attempt's; the *_from_schedule columns must count from the schedule
     # through the first attempt's 429 and its 0.4 s Retry-After, not just add the first send's delay.
     options = {"engine": "processes", "workers": 1} if engine == "processes" else {}
-    run = nito_nb.run(["r"], model="sim/chat", rate=5, max_requests=1, progress=False, **options,
+    # (a prompt of its own: the simulator counts a request's attempts across runs, by its body)
+    run = nito_nb.run([f"r {engine}"], model="sim/chat", rate=5, max_requests=1, progress=False, **options,
                       **_sim(fail_rate=1.0, fail_status=429, fail_attempts=1, retry_after=0.4))
     row = run.wait(timeout=120).results().iloc[0]
     assert row["status"] == "done" and row["attempts"] == 2

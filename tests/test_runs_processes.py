@@ -283,7 +283,7 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
     from nito_nb.runs._ray import start_endpoints
 
     started: list[str] = []
-    real = endpoint._simulator
+    real, real_apart = endpoint._simulator, endpoint._apart
     endpoint.register_simulator(lambda: started.append("sim") or "http://127.0.0.1:9/v1")
     try:
         start_endpoints({}, ["sim/chat", "z-ai/glm-5.2", "sim/echo"])
@@ -293,4 +293,4 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
         assert started == []
         start_endpoints({"base_url": "ftp://nowhere"}, ["z-ai/glm-5.2"])  # wrong: the request will say so
     finally:
-        endpoint.register_simulator(real)
+        endpoint.register_simulator(real, real_apart)

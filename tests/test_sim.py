@@ -461,7 +461,7 @@ def test_ensure_server_starts_once_on_loopback(sim_url: str) -> None:
 
 def test_public_names() -> None:
     assert sim.__all__ == sorted(sim.__all__)
-    assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_server", "serve"]
+    assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve"]
     assert all(hasattr(sim, name) and name in dir(sim) for name in sim.__all__)
 
 

@@ -6,9 +6,11 @@ applies at once), the simulator is started by what the package root registers.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._core.errors import ConfigurationError
@@ -22,6 +24,8 @@ __all__ = [
     "is_embedded",
     "is_nito",
     "register_simulator",
+    "simulator_apart",
+    "use_simulator_apart",
 ]
 
 DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
@@ -32,12 +36,40 @@ DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
 #: Starts the embedded simulator if needed and returns its base URL. The package root registers it
 #: (``nito_nb/__init__.py``): the client sits below the simulator and never imports it.
 _simulator: Callable[[], str] | None = None
+#: The same in a process of its own: returns (base URL, whether it is apart: False where it could
+#: not start and the in-process one serves instead).
+_apart: Callable[[], tuple[str, bool]] | None = None
+#: Whether the calls of this context (a load run's tasks) go to the simulator apart.
+_wants_apart: contextvars.ContextVar[bool] = contextvars.ContextVar("nito_nb_simulator_apart", default=False)
 
 
-def register_simulator(start: Callable[[], str] | None) -> None:
-    """Where ``sim/...`` models without a base URL are sent: ``start()`` returns a base URL."""
-    global _simulator
-    _simulator = start
+def register_simulator(start: Callable[[], str] | None, apart: Callable[[], tuple[str, bool]] | None = None) -> None:
+    """Where ``sim/...`` models without a base URL are sent: ``start()`` returns a base URL;
+    ``apart()`` the base URL of one in a process of its own (see :func:`simulator_apart`)."""
+    global _simulator, _apart
+    _simulator, _apart = start, apart
+
+
+@contextlib.contextmanager
+def simulator_apart() -> Iterator[str | None]:
+    """Within it (this thread's or task's context, and the tasks it starts), ``sim/`` models go to
+    the simulator in a process of its own, started now: a Run's measure must not include the
+    simulator's work on its own loop (``nito_nb/sim/_apart.py``). Yields that simulator's base
+    URL, or None where it could not start (the in-process one serves instead)."""
+    url = None
+    if _apart is not None:
+        found, separate = _apart()
+        url = found if separate else None
+    token = _wants_apart.set(True)
+    try:
+        yield url
+    finally:
+        _wants_apart.reset(token)
+
+
+def use_simulator_apart() -> None:
+    """From now on in this context (a task: ``simulator_apart`` for a whole coroutine)."""
+    _wants_apart.set(True)
 
 
 # -- the base URL --------------------------------------------------------------------------------
@@ -72,6 +104,8 @@ def endpoint(model: str, base_url: str | None) -> str:
                 f"{model!r} runs on the embedded simulator, which is not available here: "
                 "import nito_nb (it registers it), or pass base_url=... of a running one."
             )
+        if _wants_apart.get() and _apart is not None:
+            return _apart()[0].rstrip("/")
         return _simulator().rstrip("/")
     url = base_url_of(base_url)
     if not url.startswith(("http://", "https://")):

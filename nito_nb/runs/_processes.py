@@ -35,8 +35,14 @@ from ._ray import Sent, failed_stream, from_worker, least_loaded, start_endpoint
 __all__ = ["ProcessEngine"]
 
 
-def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str]) -> None:
-    """A worker process: requests (and pauses) in through ``conn``, logs out."""
+def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str],
+                 simulator: str | None = None) -> None:
+    """A worker process: requests (and pauses) in through ``conn``, logs out. ``simulator``: the
+    base URL of the driver's simulator process, where this worker's ``sim/`` models go."""
+    if simulator is not None:
+        from .._client import register_simulator
+
+        register_simulator(lambda: simulator)
     try:
         asyncio.run(_serve(conn, connection, per_worker, models))
     except KeyboardInterrupt:  # the notebook's interrupt reaches the whole process group
@@ -97,10 +103,11 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
 
 
 class _Worker:
-    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], per_worker: int, models: list[str]) -> None:
+    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], per_worker: int, models: list[str],
+                 simulator: str | None) -> None:
         self.name = name
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, connection, per_worker, models),
+        self.process = ctx.Process(target=_worker_main, args=(child, connection, per_worker, models, simulator),
                                    name=f"nito_nb-{name}", daemon=True)
         self.process.start()
         child.close()
@@ -165,10 +172,11 @@ class _WorkerDied(Exception):
 
 class ProcessEngine:
     """``workers`` local processes (default: one per core), each with at most ``per_worker``
-    streams in flight."""
+    streams in flight. ``simulator``: the base URL of the driver's simulator process, for ``sim/``
+    models (else each worker starts its own in-process one)."""
 
     def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
-                 models: list[str] | None = None) -> None:
+                 models: list[str] | None = None, *, simulator: str | None = None) -> None:
         models = list(models or [])  # the run's: each worker starts what their first request would
         if workers is None:
             workers = os.cpu_count() or 1
@@ -177,7 +185,7 @@ class ProcessEngine:
         if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
             raise ConfigurationError(f"per_worker must be a whole number >= 1, not {per_worker!r}")
         ctx = multiprocessing.get_context("spawn")
-        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker, models)
+        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker, models, simulator)
                          for i in range(workers)}
         self._load = dict.fromkeys(self._workers, 0)
         self._last: str | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import datetime as _dt
 import queue
 import sys
@@ -28,7 +29,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._client.endpoint import is_embedded
+from .._client.endpoint import is_embedded, simulator_apart, use_simulator_apart
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -169,7 +170,14 @@ class Run:
         self._client = AsyncClient(max_retries=0, **self._connection)
         # Decides whether (and how long after) an attempt is retried: the client's own rule.
         self._retry_rule = BaseClient(max_retries=max_retries, max_retry_wait=max_retry_wait)
-        self._check_requests()
+        base_url = self._connection.get("base_url")
+        embedded = any(is_embedded(request.model, base_url) for request in plan.requests)
+        # sim/ models go to a simulator in a process of its own (not with Ray: its workers may be
+        # on other nodes, each starts its own): in this one, its work would be the run's.
+        self._apart = embedded and engine != "ray"
+        with simulator_apart() if self._apart else contextlib.nullcontext() as simulator:
+            self._check_requests()
+        self._simulator_url: str | None = simulator
         if engine not in ("asyncio", "processes", "ray"):
             raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
         self.engine = engine
@@ -212,8 +220,7 @@ class Run:
         self.n_retries = 0
         self._n_ended = 0  # requests ended so far (loop thread), and those that did not end done
         self._n_bad = 0
-        base_url = self._connection.get("base_url")
-        self.client = ClientMonitor(simulator=any(is_embedded(model, base_url) for model in self._models()))
+        self.client = ClientMonitor(simulator=embedded and simulator is None)
         self._t0 = time.perf_counter()  # the schedule's origin (reset when sending starts)
         # Resolved with None, not the Run: a Run that held a future of itself was a reference
         # cycle, freed only by a full GC pass once dropped (test_gc.py).
@@ -227,7 +234,8 @@ class Run:
             elif engine == "processes":
                 from ._processes import ProcessEngine
 
-                self._engine = ProcessEngine(workers, per_worker, self._connection, self._models())
+                self._engine = ProcessEngine(workers, per_worker, self._connection, self._models(),
+                                             simulator=self._simulator_url)
         except BaseException:
             if self._writer is not None:
                 self._writer.close()
@@ -278,6 +286,8 @@ class Run:
 
     async def _send_all(self) -> None:
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()  # for a slot (_slot)
+        if self._apart:
+            use_simulator_apart()  # for this task and those it starts (the context is per task)
         monitor = asyncio.ensure_future(self.client.sample())
         if self._engine is None:
             await self._client.warm()  # the first request's one-time work, before the schedule's origin

@@ -2,6 +2,7 @@
 
     >>> from nito_nb import sim
     >>> base_url = sim.ensure_server()   # http://127.0.0.1:PORT/v1, started once per process
+    >>> base_url = sim.ensure_process()  # the same, served by a child process (load runs use it)
 
 or `python -m nito_nb.sim --port 8765`. Models `sim/...` (see `SIM_MODELS`) are scenarios:
 prose, reasoning, tool calls, faults, replay of recordings. Per-request settings go in an extra
@@ -14,7 +15,8 @@ Importing this package is cheap: Starlette and uvicorn load when a server or app
 
 Layout (imports point down; everything below `_app` is pure, standard library only):
 
-    _server (uvicorn)  ->  _app (Starlette: HTTP, auth, file reads)  ->  _sending (paced writes)
+    _server (uvicorn in a thread), _apart (the same in a child process)
+        ->  _app (Starlette: HTTP, auth, file reads)  ->  _sending (paced writes)
     _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
     _writer (ChunkWriter, tokens, usage)  ->  _request  ->  _options  (every `sim` option)
     _replay, _pacing, _completion  ->  _reply (events, replies, error bodies, SSE framing)
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
     from ._server import SimServer
 
-__all__ = ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_server", "serve"]
+__all__ = ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve"]
 
 
 def create_app(api_key: str | None = None) -> Starlette:
@@ -46,6 +48,15 @@ def ensure_server() -> str:
     from ._server import ensure_server as _ensure_server
 
     return _ensure_server()
+
+
+def ensure_process() -> str:
+    """The base URL of a simulator served by a child process of this one, started once (POSIX;
+    RuntimeError where it cannot start). Load runs send ``sim/`` models there: it keeps the
+    simulator's work off their loop's GIL (``_apart.py``)."""
+    from ._apart import ensure_process as _ensure_process
+
+    return _ensure_process()
 
 
 def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None) -> None:

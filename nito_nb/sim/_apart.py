@@ -1,0 +1,201 @@
+"""The simulator in a process of its own, for load runs (``nito_nb.run``/``sweep`` of ``sim/`` models).
+
+The in-process simulator (``_server.py``) serves from a thread of the caller's process, so its
+work takes the same GIL as the run's sending loop. Measured on a shared 2-core machine, a sweep
+of ``sim/chat`` at 10, 20 and 40 requests/s (5 s each, default engine): at 20/s the run's process
+used 94% of a core, at 40/s 113%, its loop lagged 66 ms at p99 and requests left 130 ms late at
+p99: the run measured its own simulator, not the client. In a process of its own, the simulator
+takes the other core and the run's loop only sends and reads.
+
+The parent binds a loopback port and hands the listening socket to ``python -m
+nito_nb.sim._apart FD`` (so the port is known at once and nobody can take it meanwhile). The
+child says ``ready`` on its stdout once it serves, and ends when its stdin closes: when the parent
+stops it, exits, or dies (a killed kernel leaves no simulator behind). POSIX only (the socket
+crosses by ``pass_fds``); elsewhere :func:`ensure_process` raises and the caller keeps the
+in-process simulator.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+__all__ = ["SimProcess", "ensure_process"]
+
+#: How long the child may take to start serving (a busy machine imports starlette slowly).
+STARTUP_TIMEOUT_S = 30.0
+#: After its stdin closes, how long the child gets to end before it is killed.
+STOP_TIMEOUT_S = 3.0
+READY = b"ready\n"
+
+
+class SimProcess:
+    """The simulator served by a child process on a free loopback port."""
+
+    def __init__(self, *, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._proc is None:
+            raise RuntimeError("the simulator process is not running: call start() first")
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> str:
+        """Start the child and return its base URL once it serves; RuntimeError if it cannot."""
+        if self._proc is not None:
+            raise RuntimeError("this SimProcess was already started")
+        if os.name != "posix":
+            raise RuntimeError("a simulator process of its own needs POSIX (it inherits its socket)")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        errors = tempfile.TemporaryFile()
+        try:
+            sock.bind((self.host, 0))
+            sock.listen(2048)
+            self.port = sock.getsockname()[1]
+            fd = sock.fileno()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "nito_nb.sim._apart", str(fd)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, pass_fds=(fd,),
+                start_new_session=True,  # the notebook's interrupt (SIGINT to the group) is not for it
+            )
+        except OSError as exc:
+            errors.close()
+            raise RuntimeError(f"the simulator process did not start: {exc}") from None
+        finally:
+            sock.close()  # the child has its own copy
+        if not _wait_ready(self._proc, STARTUP_TIMEOUT_S):
+            code = self._proc.poll()
+            self.stop()
+            errors.seek(0)
+            said = errors.read().decode("utf-8", "replace").strip().splitlines()
+            errors.close()
+            why = f"it exited with code {code}" if code is not None else f"not serving after {STARTUP_TIMEOUT_S:g} s"
+            raise RuntimeError(f"the simulator process did not start ({why})" + (f": {said[-1]}" if said else ""))
+        errors.close()
+        return self.base_url
+
+    def stop(self) -> None:
+        """Close the child's stdin (it ends its streams and exits); kill it if it does not."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(STOP_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f" {self.base_url} pid {self.pid}" if self._proc is not None else ""
+        return f"<SimProcess {state}{where}>"
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Whether the child wrote ``READY`` within ``timeout`` seconds (False as soon as it ends: not
+    only at the end of its stdout, which a process forked meanwhile elsewhere could hold open)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    fd, got = proc.stdout.fileno(), b""
+    while (left := deadline - time.monotonic()) > 0 and proc.poll() is None:
+        readable, _, _ = select.select([fd], [], [], min(left, 0.1))
+        if not readable:
+            continue
+        piece = os.read(fd, len(READY) - len(got))
+        if not piece:  # it exited
+            return False
+        got += piece
+        if got == READY:
+            return True
+    return False
+
+
+_lock = threading.Lock()
+_shared: SimProcess | None = None
+
+
+def ensure_process() -> str:
+    """The base URL of this process's simulator process, started on first use (thread-safe) and
+    again if it died; stopped when the interpreter exits. RuntimeError if it cannot start."""
+    global _shared
+    with _lock:
+        if _shared is None or not _shared.running:
+            first = _shared is None
+            if _shared is not None:
+                _shared.stop()
+            server = SimProcess()
+            server.start()
+            _shared = server
+            if first:
+                atexit.register(_stop_shared)
+        return _shared.base_url
+
+
+def _stop_shared() -> None:
+    if _shared is not None:
+        _shared.stop()
+
+
+# -- the child --------------------------------------------------------------------------------
+
+
+def _serve(fd: int) -> None:
+    import uvicorn
+
+    from ._app import create_app
+    from ._server import SHUTDOWN_GRACE_S
+
+    sock = socket.socket(fileno=fd)
+    app = create_app(None)  # as the in-process simulator: any key or none
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                            ws="none", loop="asyncio", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    server = uvicorn.Server(config)
+
+    def watch() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.005)
+        if server.started:
+            sys.stdout.buffer.write(READY)
+            sys.stdout.buffer.flush()
+        while sys.stdin.buffer.read(65536):  # until the parent closes it, or is gone
+            pass
+        app.state.shutdown.trigger()
+        server.should_exit = True
+
+    threading.Thread(target=watch, name="nito_nb-sim-watch", daemon=True).start()
+    server.run(sockets=[sock])
+
+
+def _main(argv: list[str]) -> Any:
+    if len(argv) != 1 or not argv[0].isdigit():
+        return "usage: python -m nito_nb.sim._apart FD (started by nito_nb; use python -m nito_nb.sim)"
+    _serve(int(argv[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
