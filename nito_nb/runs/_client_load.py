@@ -38,8 +38,9 @@ class ClientMonitor:
     also keeps the samples not yet sent to the driver (``drain``)."""
 
     def __init__(self, *, worker: bool = False, simulator: bool = False) -> None:
-        #: The run sends to the embedded simulator (a ``sim/`` model without a base URL), which
-        #: runs in the client's own process (each worker's, with workers): its work counts here.
+        #: The run sends to the embedded simulator in the client's own process (a ``sim/`` model
+        #: without a base URL where the simulator process could not start, or with Ray: each
+        #: actor's own; ``nito_nb/sim/_apart.py``): its work counts here.
         self.simulator = simulator
         self.lags: deque[float] = deque(maxlen=MAX_SAMPLES)
         self.cpu: deque[float] = deque(maxlen=MAX_SAMPLES)
