@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["SimProcess", "ensure_process"]
@@ -74,7 +75,7 @@ class SimProcess:
             fd = sock.fileno()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "nito_nb.sim._apart", str(fd)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, pass_fds=(fd,),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, pass_fds=(fd,), env=_child_env(),
                 start_new_session=True,  # the notebook's interrupt (SIGINT to the group) is not for it
             )
         except OSError as exc:
@@ -113,6 +114,16 @@ class SimProcess:
         state = "running" if self.running else "stopped"
         where = f" {self.base_url} pid {self.pid}" if self._proc is not None else ""
         return f"<SimProcess {state}{where}>"
+
+
+def _child_env() -> dict[str, str]:
+    """This environment, with this copy of nito_nb first on the child's path: the parent may have
+    found it through a ``sys.path`` entry of its own (a script's ``sys.path.insert``, a notebook
+    started elsewhere), which the child would not have."""
+    env = dict(os.environ)
+    here = str(Path(__file__).resolve().parents[2])  # the folder that holds the nito_nb package
+    env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], timeout: float) -> bool:
