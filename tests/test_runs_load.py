@@ -296,6 +296,28 @@ def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rat
     assert nito_nb.last() is sweep.runs[-1]
 
 
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_sweep_gives_every_chunk_of_every_rate_in_one_frame(tmp_path: Any, stored: bool) -> None:
+    store = {"store": str(tmp_path / "s")} if stored else {}
+    sweep = nito_nb.sweep(["a", "b"], model="sim/chat", rates=[5, 20], duration=0.6, progress=False,
+                          max_tokens=6, **store, **_sim())
+    results = sweep.results()
+    df = sweep.frame()
+    assert set(df["stream"].astype(str)) == set(results["key"]) and len(results) == 15
+    assert df.columns[:2].tolist() == ["stream", "rate"]
+    assert dict(df.groupby("stream", observed=True)["rate"].first()) == dict(zip(results["key"], results["rate"]))
+    # Exact per-chunk times for every request, and the frame's metrics agree with the results.
+    metrics = df.nito.metrics()
+    by_key = results.set_index("key")
+    assert np.allclose(metrics.loc[by_key.index, "ttft"], by_key["ttft"])
+    assert np.allclose(metrics.loc[by_key.index, "connect"], by_key["connect"], equal_nan=True)
+    assert df.groupby("stream", observed=True)["t"].count().min() >= 6
+    # What df.attrs says of each stream, from the store as from the Streams themselves.
+    described = df.attrs["nito"][results["key"].iloc[0]]
+    assert described["status"] == "done" and described["request"]["model"] == "sim/chat"
+    assert described["connect_ns"] > 0 and described["status_code"] == 200
+
+
 def test_sweep_needs_rates() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="sweep needs rates"):
         nito_nb.sweep(["a"], model="sim/chat", rates=[], duration=1)

@@ -125,9 +125,14 @@ def _unique_labels(labels: list[str]) -> list[str]:
 
 
 def _stream_attrs(stream: FrameSource, origin: str | None) -> dict[str, Any]:
+    return log_attrs(stream.log, str(stream.status), origin)
+
+
+def log_attrs(log: ChunkLog, status: str, origin: str | None) -> dict[str, Any]:
+    """What ``df.attrs["nito"]`` says of one stream (its log, how it ended, where it came from):
+    the one rule, for frames of Streams and of a Run's store alike."""
     # Kept small and JSON-friendly: pandas deep-copies attrs on many operations and Parquet stores
     # them as JSON. The messages stay in the log (they can be long).
-    log = stream.log
     request = {k: v for k, v in log.request.items() if k != "messages"}
     request["n_messages"] = len(log.request.get("messages") or [])
     return json.loads(
@@ -139,7 +144,7 @@ def _stream_attrs(stream: FrameSource, origin: str | None) -> dict[str, Any]:
                 "status_code": log.status_code,
                 "headers_dt_ns": None if log.headers_ns is None else log.headers_ns - log.t0_ns,
                 "connect_ns": log.connect_ns,
-                "status": str(stream.status),
+                "status": status,
             },
             default=str,
         )

@@ -338,8 +338,9 @@ class Store:
 
     def frame(self, keys: list[str] | str | None = None) -> pd.DataFrame:
         """The frame of the streams of ``keys`` (all when None), read from the events table only
-        for those keys; ``df.nito`` works on it as on any frame."""
-        from .._frame import COLUMNS, frame
+        for those keys; ``df.nito`` works on it as on any frame (its ``df.attrs["nito"]`` from
+        the requests table: each stream's request, start, status and ``connect``)."""
+        from .._frame import COLUMNS
 
         columns = ", ".join(f'"{c}"' for c in COLUMNS)
         if keys is None:
@@ -353,7 +354,25 @@ class Store:
                 "WHERE list_contains(?, stream) ORDER BY stream, seq, part",
                 [keys],
             ).df()
-        return frame(df)
+        return self._described(df)
+
+    def _described(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``frame(df)`` with ``df.attrs["nito"]`` for its streams, as a frame of the Streams
+        themselves has (``_frame.inputs.log_attrs``; ``connect`` is only there)."""
+        from .._frame import frame
+        from .._frame.inputs import freeze, log_attrs
+
+        out = frame(df)
+        keys = out["stream"].astype(object).unique().tolist()
+        attrs = {}
+        for key, request, status, headers_dt, started, connect, ended in self.con.execute(
+            "SELECT key, request, http_status, headers_dt_ns, started_at, "
+            f"{_read_column('connect', self._present)}, status FROM requests WHERE list_contains(?, key)",
+            [keys],
+        ).fetchall():
+            attrs[key] = log_attrs(_log_head(request, status, headers_dt, started, connect), str(ended), str(self.path))
+        out.attrs["nito"] = freeze(attrs)
+        return out
 
     def streams(self, key: str) -> Stream:
         """The Stream of one request, rebuilt from its events (the same content, times, status)."""
@@ -367,12 +386,8 @@ class Store:
         if found is None:
             raise KeyError(f"no request with key {key!r} in this store")
         request, status, headers, headers_dt, end_state, timed, started, body, connect = found
-        log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
-        log.status_code = status
+        log = _log_head(request, status, headers_dt, started, connect)
         log.headers = json.loads(headers or "{}")
-        log.headers_ns = headers_dt
-        if connect is not None and connect == connect:  # the result column, in seconds (NaN: none)
-            log.connect_ns = round(connect * 1e9)
         log.timed = bool(timed)
         log.end = json.loads(end_state or "{}")
         body = bytes(body or b"")
@@ -395,6 +410,15 @@ class Store:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _log_head(request: str, status: int | None, headers_dt: int | None, started: Any, connect: float | None) -> ChunkLog:
+    """A log without events, from a row of the requests table (its clock's origin 0: the send)."""
+    log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
+    log.status_code, log.headers_ns = status, headers_dt
+    if connect is not None and connect == connect:  # the result column, in seconds (NaN: none)
+        log.connect_ns = round(connect * 1e9)
+    return log
 
 
 def _as_utc(value: Any) -> _dt.datetime | None:

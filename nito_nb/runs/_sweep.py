@@ -125,6 +125,18 @@ class Sweep:
         frames = [run.results().assign(rate=run.schedule.rate) for run in list(self.runs) if run.schedule is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
+    def frame(self) -> pd.DataFrame:
+        """Every chunk of every request of every rate, in one frame (``Run.frame()``'s columns,
+        ``stream`` = the request key, and ``rate``: the rate asked); ``df.nito`` works on it. With
+        a store it is read from the store."""
+        from ._runner import frame_of
+
+        runs = [run for run in list(self.runs) if run.schedule is not None]
+        df = frame_of(runs)
+        rates = {row["key"]: run.schedule.rate for run in runs if run.schedule is not None for row in list(run._rows)}
+        df.insert(1, "rate", df["stream"].astype(object).map(rates).astype("float64"))
+        return df
+
     def summary(self) -> pd.DataFrame:
         """One row per rate (per rate and model with several models): ``Run.summary()``'s columns,
         i.e. achieved rate, throughput, goodput, p50/p90/p99 of ttft, itl, tpot, e2e, errors."""
