@@ -305,7 +305,7 @@ def test_a_sweep_gives_every_chunk_of_every_rate_in_one_frame(tmp_path: Any, sto
     df = sweep.frame()
     assert set(df["stream"].astype(str)) == set(results["key"]) and len(results) == 15
     assert df.columns[:2].tolist() == ["stream", "rate"]
-    assert dict(df.groupby("stream", observed=True)["rate"].first()) == dict(zip(results["key"], results["rate"]))
+    assert dict(df.groupby("stream", observed=True)["rate"].first()) == dict(zip(results["key"], results["rate"], strict=True))
     # Exact per-chunk times for every request, and the frame's metrics agree with the results.
     metrics = df.nito.metrics()
     by_key = results.set_index("key")

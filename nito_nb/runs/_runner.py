@@ -571,6 +571,8 @@ class Run:
     def frame(self) -> pd.DataFrame:
         """The chunk-level frame of every finished stream (``stream`` = the request key). With a
         store it is read from the store once the run has ended."""
+        from ._frames import frame_of
+
         return frame_of([self])
 
     def stats(self) -> dict[str, Any]:
@@ -590,24 +592,3 @@ class Run:
 
         show(self)
 
-
-def frame_of(runs: list[Run]) -> pd.DataFrame:
-    """One chunk-level frame of the finished streams of ``runs`` (``stream`` = the request key;
-    a load run's keys hold its run id, so the runs of a sweep never share one): from their store
-    when they have one (a sweep's runs share theirs), else from the Streams they kept. One frame,
-    not a concat of frames: ``df.attrs`` holds what each stream's rows need (``df.nito``)."""
-    from .._frame import frame
-
-    stores = {run.store_path for run in runs}
-    if len(stores) == 1 and (path := stores.pop()) is not None:
-        from ._store import open_store
-
-        with open_store(path) as store:
-            return store.frame([row["key"] for run in runs for row in list(run._rows)])
-    streams: dict[str, StreamBase] = {}
-    for run in runs:
-        if run.store_path is not None:
-            raise ConfigurationError("these runs keep their streams in different stores: frame each run apart")
-        with run._lock:
-            streams.update(run._streams)
-    return frame(streams)

@@ -129,7 +129,7 @@ class Sweep:
         """Every chunk of every request of every rate, in one frame (``Run.frame()``'s columns,
         ``stream`` = the request key, and ``rate``: the rate asked); ``df.nito`` works on it. With
         a store it is read from the store."""
-        from ._runner import frame_of
+        from ._frames import frame_of
 
         runs = [run for run in list(self.runs) if run.schedule is not None]
         df = frame_of(runs)

@@ -84,7 +84,10 @@ class SimProcess:
         finally:
             sock.close()  # the child has its own copy
         if not _wait_ready(self._proc, STARTUP_TIMEOUT_S):
-            code = self._proc.poll()
+            try:  # its stdout ends a moment before it can be reaped
+                code: int | None = self._proc.wait(0.5)
+            except subprocess.TimeoutExpired:
+                code = None
             self.stop()
             errors.seek(0)
             said = errors.read().decode("utf-8", "replace").strip().splitlines()
