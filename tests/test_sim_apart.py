@@ -175,3 +175,19 @@ def test_the_simulator_process_finds_the_parents_copy_of_nito_nb(monkeypatch: py
     assert path == [str(Path(nito_nb.__file__).resolve().parent.parent), "/somewhere/else"]
     monkeypatch.delenv("PYTHONPATH")
     assert _child_env()["PYTHONPATH"] == str(Path(nito_nb.__file__).resolve().parent.parent)
+
+
+def test_the_simulator_process_follows_a_changed_nito_sim_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The in-process simulator reads NITO_SIM_* at each request; the child has the environment it
+    # was started with, so a changed setting starts a new one, which then uses it.
+    from nito_nb.sim import _apart
+
+    monkeypatch.delenv("NITO_SIM_TTFT_MS", raising=False)
+    url = _apart.ensure_process()
+    first = _apart._shared
+    assert _apart.ensure_process() == url and _apart._shared is first  # unchanged: the same child
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "300")
+    _apart.ensure_process()
+    assert _apart._shared is not first and not first.running
+    stream = nito_nb.stream("x", model="sim/echo", base_url=_apart._shared.base_url, sim={"tps": 0}).wait()
+    assert stream.ttft is not None and stream.ttft >= 0.3

@@ -152,18 +152,29 @@ _lock = threading.Lock()
 _shared: SimProcess | None = None
 
 
+_settings: dict[str, str] = {}
+
+
+def _sim_settings() -> dict[str, str]:
+    """The environment the simulator reads its defaults from (``NITO_SIM_TPS``...)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("NITO_SIM_")}
+
+
 def ensure_process() -> str:
-    """The base URL of this process's simulator process, started on first use (thread-safe) and
-    again if it died; stopped when the interpreter exits. RuntimeError if it cannot start."""
-    global _shared
+    """The base URL of this process's simulator process, started on first use (thread-safe), and
+    again if it died or if ``NITO_SIM_*`` changed since (the in-process simulator reads them at
+    each request, a child only has the environment it was started with); stopped when the
+    interpreter exits. RuntimeError if it cannot start."""
+    global _shared, _settings
     with _lock:
-        if _shared is None or not _shared.running:
+        settings = _sim_settings()
+        if _shared is None or not _shared.running or settings != _settings:
             first = _shared is None
             if _shared is not None:
                 _shared.stop()
             server = SimProcess()
             server.start()
-            _shared = server
+            _shared, _settings = server, settings
             if first:
                 atexit.register(_stop_shared)
         return _shared.base_url
