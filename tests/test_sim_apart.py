@@ -165,13 +165,16 @@ def test_where_the_simulator_process_cannot_start_runs_use_the_in_process_one_wi
     assert run.error is None and run.client.simulator  # the note then says the simulator's work counts
 
 
-def test_the_simulator_process_finds_the_parents_copy_of_nito_nb(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_simulator_process_finds_the_parents_copy_of_nito_nb_and_never_holds_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     # A parent that found nito_nb through a sys.path entry of its own (a script's sys.path.insert)
     # gives its child that folder first, and keeps the PYTHONPATH it had.
     from nito_nb.sim._apart import _child_env
 
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
-    path = _child_env()["PYTHONPATH"].split(os.pathsep)
+    monkeypatch.setenv("NITO_API_KEY", "sk-not-for-the-simulator")
+    env = _child_env()
+    assert "NITO_API_KEY" not in env  # the simulator never needs the gateway's key
+    path = env["PYTHONPATH"].split(os.pathsep)
     assert path == [str(Path(nito_nb.__file__).resolve().parent.parent), "/somewhere/else"]
     monkeypatch.delenv("PYTHONPATH")
     assert _child_env()["PYTHONPATH"] == str(Path(nito_nb.__file__).resolve().parent.parent)

@@ -122,8 +122,10 @@ class SimProcess:
 def _child_env() -> dict[str, str]:
     """This environment, with this copy of nito_nb first on the child's path: the parent may have
     found it through a ``sys.path`` entry of its own (a script's ``sys.path.insert``, a notebook
-    started elsewhere), which the child would not have."""
+    started elsewhere), which the child would not have. Without ``NITO_API_KEY``: the simulator
+    never needs the gateway's key, so its process does not hold it."""
     env = dict(os.environ)
+    env.pop("NITO_API_KEY", None)
     here = str(Path(__file__).resolve().parents[2])  # the folder that holds the nito_nb package
     env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
     return env
