@@ -4,6 +4,7 @@ requests, with the reason, and the run goes on."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -54,6 +55,28 @@ def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, mo
     assert (r["ttft"] > 0).all() and (r["e2e"] >= r["ttft"]).all()  # the worker's own clock
     local = nito_nb.run(prompts, model="sim/echo", progress=False, sim={"tps": 0}).wait().results()
     assert set(local["worker"]) == {"local"} and list(local.columns) == list(r.columns)
+
+
+def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_given(cluster: None) -> None:
+    from nito_nb.runs._plan import Request
+    from nito_nb.runs._ray import RayEngine
+    from nito_nb.sim import SimServer
+
+    # A simulator that wants a key: the actor's sim/ request (sent with none) is refused there,
+    # which shows where it went (tests/test_sim_apart.py does the same for worker processes).
+    with SimServer(api_key="sk-only-here") as url:
+        engine = RayEngine(1, 4, {}, ["sim/echo"], simulator=url)
+        try:
+            request = Request(key="k", row=0, model="sim/echo", repeat=0,
+                              messages=[{"role": "user", "content": "hi"}], params={"sim": {"tps": 0}})
+            sent = asyncio.run(engine.send(request))
+        finally:
+            engine.close()
+    assert sent.stream.log.status_code == 401 and not engine.simulator_in_workers
+    # A run's own: the actors (all on this node) use the driver's simulator process, none their own.
+    run = nito_nb.run(["a", "b"], model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
+    assert run.wait(timeout=120).error is None and (run.results()["status"] == "done").all()
+    assert not run.client.simulator
 
 
 def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on(cluster: None) -> None:

@@ -39,8 +39,8 @@ class ClientMonitor:
 
     def __init__(self, *, worker: bool = False, simulator: bool = False) -> None:
         #: The run sends to the embedded simulator in the client's own process (a ``sim/`` model
-        #: without a base URL where the simulator process could not start, or with Ray: each
-        #: actor's own; ``nito_nb/sim/_apart.py``): its work counts here.
+        #: without a base URL where the simulator process could not start, or a Ray actor on
+        #: another node than the driver's; ``nito_nb/sim/_apart.py``): its work counts here.
         self.simulator = simulator
         self.lags: deque[float] = deque(maxlen=MAX_SAMPLES)
         self.cpu: deque[float] = deque(maxlen=MAX_SAMPLES)

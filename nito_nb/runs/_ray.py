@@ -49,27 +49,43 @@ class Sent(NamedTuple):
 class Worker:
     """The actor's class (wrapped by ``ray.remote`` when the engine starts)."""
 
-    def __init__(self, name: str, connection: dict[str, Any], models: list[str] | None = None) -> None:
+    def __init__(self, name: str, connection: dict[str, Any], models: list[str] | None = None,
+                 simulator: tuple[str, str] | None = None) -> None:
         self.name = name
         self.connection = connection
         self.models = models or []
+        #: (the base URL of the driver's simulator process, the driver's node id): where this
+        #: actor's sim/ models go when it runs on that node (a loopback URL: not from another).
+        self.simulator = simulator
+        self.own_simulator = False  # it starts an in-process one of its own (_setup)
         self.client: Any = None
         self.hold = Hold()
         self.monitor: ClientMonitor | None = None
         self.sampler: Any = None
 
-    async def where(self) -> tuple[str, str, int]:
-        """(worker name, node id, pid), once the actor can send: the engine asks every actor
-        before the run's schedule starts."""
+    async def where(self) -> tuple[str, str, int, bool]:
+        """(worker name, node id, pid, whether its sim/ models go to an in-process simulator of its
+        own), once the actor can send: the engine asks every actor before the run's schedule starts."""
         import ray
 
         await self._setup()
-        return self.name, ray.get_runtime_context().get_node_id(), os.getpid()
+        return self.name, ray.get_runtime_context().get_node_id(), os.getpid(), self.own_simulator
 
     async def _setup(self) -> None:
         from .._client import AsyncClient
+        from .._client.endpoint import is_embedded
 
         if self.client is None:
+            import ray
+
+            here = ray.get_runtime_context().get_node_id()
+            if self.simulator is not None and self.simulator[1] == here:
+                from .._client import register_simulator
+
+                url = self.simulator[0]
+                register_simulator(lambda: url)
+            else:
+                self.own_simulator = any(is_embedded(m, self.connection.get("base_url")) for m in self.models)
             self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
             self.monitor = ClientMonitor(worker=True)  # its loop's lag, sent back with each log
             self.sampler = asyncio.ensure_future(self.monitor.sample())
@@ -157,7 +173,7 @@ class RayEngine:
     """A pool of ``workers`` Ray actors, each with at most ``per_worker`` streams in flight."""
 
     def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
-                 models: list[str] | None = None) -> None:
+                 models: list[str] | None = None, *, simulator: str | None = None) -> None:
         try:
             import ray
         except ImportError:
@@ -176,13 +192,20 @@ class RayEngine:
         remote = ray.remote(max_concurrency=per_worker, concurrency_groups={"control": 1},  # type: ignore[call-overload]
                             num_cpus=0)(Worker)
         # The key is never sent through Ray's object store unless the user gave one explicitly.
+        # The driver's simulator process serves the actors of the driver's node; an actor on
+        # another node cannot reach its loopback URL and starts its own in-process one.
+        here = (simulator, ray.get_runtime_context().get_node_id()) if simulator is not None else None
         self._actors: dict[str, Any] = {
-            f"ray-{i}": remote.remote(f"ray-{i}", connection, models) for i in range(workers)
+            f"ray-{i}": remote.remote(f"ray-{i}", connection, models, here) for i in range(workers)
         }
         self.nodes: dict[str, str] = {}
+        #: Whether some actor serves sim/ models from a simulator in its own process (its work
+        #: then counts as the client's: ``ClientMonitor.simulator``).
+        self.simulator_in_workers = False
         for name, actor in self._actors.items():
-            _, node, _ = ray.get(actor.where.remote())
+            _, node, _, own = ray.get(actor.where.remote())
             self.nodes[name] = node
+            self.simulator_in_workers |= own
         self._load: dict[str, int] = dict.fromkeys(self._actors, 0)
         self._last: str | None = None
         self.per_worker = per_worker

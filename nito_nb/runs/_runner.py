@@ -172,9 +172,9 @@ class Run:
         self._retry_rule = BaseClient(max_retries=max_retries, max_retry_wait=max_retry_wait)
         base_url = self._connection.get("base_url")
         embedded = any(is_embedded(request.model, base_url) for request in plan.requests)
-        # sim/ models go to a simulator in a process of its own (not with Ray: its workers may be
-        # on other nodes, each starts its own): in this one, its work would be the run's.
-        self._apart = embedded and engine != "ray"
+        # sim/ models go to a simulator in a process of its own: in this one, its work would be
+        # the run's (with Ray, only the actors on this node use it: _ray.py).
+        self._apart = embedded
         with simulator_apart() if self._apart else contextlib.nullcontext() as simulator:
             self._check_requests()
         self._simulator_url: str | None = simulator
@@ -230,7 +230,9 @@ class Run:
             if engine == "ray":
                 from ._ray import RayEngine
 
-                self._engine = RayEngine(workers, per_worker, self._connection, self._models())
+                self._engine = RayEngine(workers, per_worker, self._connection, self._models(),
+                                         simulator=self._simulator_url)
+                self.client.simulator = self.client.simulator or self._engine.simulator_in_workers
             elif engine == "processes":
                 from ._processes import ProcessEngine
 
