@@ -194,13 +194,11 @@ def _serve(fd: int) -> None:
     import uvicorn
 
     from ._app import create_app
-    from ._server import SHUTDOWN_GRACE_S
+    from ._server import embedded_config
 
     sock = socket.socket(fileno=fd)
     app = create_app(None)  # as the in-process simulator: any key or none
-    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                            ws="none", loop="asyncio", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(embedded_config(app))
 
     def watch() -> None:
         while not server.started and not server.should_exit:

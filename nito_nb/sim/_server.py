@@ -19,6 +19,23 @@ STARTUP_TIMEOUT_S = 10.0
 SHUTDOWN_GRACE_S = 1
 
 
+def embedded_config(app: Any) -> Any:
+    """How the embedded simulator is served (a uvicorn.Config), in a thread here or in a child
+    process (``_apart.py``): on sockets it is given, quiet, and quick to stop."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        log_config=None,  # never reconfigure the logging of the notebook or test run
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="none",
+        loop="asyncio",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+
+
 class SimServer:
     """The simulator served by uvicorn in a daemon thread, on `host` and a free port.
 
@@ -58,17 +75,7 @@ class SimServer:
             raise
         self.port = sock.getsockname()[1]
         self._app = create_app(self.api_key)
-        config = uvicorn.Config(
-            self._app,
-            log_config=None,  # never reconfigure the logging of the notebook or test run
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="none",
-            loop="asyncio",
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        )
-        server = uvicorn.Server(config)
+        server = uvicorn.Server(embedded_config(self._app))
         failure: list[BaseException] = []
 
         def run() -> None:
