@@ -57,6 +57,8 @@ EXPECTED = {
         "tool call: weather {'location': 'Florence, Italy'}",
         "I'll check the weather in Florence, Italy for you.",
         "Tool call weather",
+        "achieved_rate",  # the sweep's summary
+        "rows over rates [1.0, 5.0, 10.0, 20.0, 40.0]",  # sweep.frame(): every rate in one frame
     ],
     "tools": [
         "on the embedded simulator (NITO_API_KEY is unset)",
@@ -70,7 +72,7 @@ EXPECTED = {
     ],
 }
 # Figures each notebook must show as images (not as "<Figure size ...>" text).
-IMAGES = {"analysis": 3}
+IMAGES = {"analysis": 4}
 
 # What must never be in a saved output: the machine's paths, and anything like a credential.
 MACHINE_PATHS = sorted(
