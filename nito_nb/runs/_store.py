@@ -322,6 +322,11 @@ class Store:
             ).fetchall()
         }
 
+    @property
+    def _head_columns(self) -> str:
+        """The columns of the requests table that ``_log_head`` takes, in its order."""
+        return f"request, http_status, headers_dt_ns, started_at, {_read_column('connect', self._present)}"
+
     def results(self, run_id: str | None = None) -> pd.DataFrame:
         """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
         present = self._present
@@ -365,12 +370,10 @@ class Store:
         out = frame(df)
         keys = out["stream"].astype(object).unique().tolist()
         attrs = {}
-        for key, request, status, headers_dt, started, connect, ended in self.con.execute(
-            "SELECT key, request, http_status, headers_dt_ns, started_at, "
-            f"{_read_column('connect', self._present)}, status FROM requests WHERE list_contains(?, key)",
-            [keys],
+        for key, ended, *head in self.con.execute(
+            f"SELECT key, status, {self._head_columns} FROM requests WHERE list_contains(?, key)", [keys]
         ).fetchall():
-            attrs[key] = log_attrs(_log_head(request, status, headers_dt, started, connect), str(ended), str(self.path))
+            attrs[key] = log_attrs(_log_head(*head), str(ended), str(self.path))
         out.attrs["nito"] = freeze(attrs)
         return out
 
@@ -379,14 +382,12 @@ class Store:
         from .._recorded import from_events
 
         found = self.con.execute(
-            "SELECT request, http_status, headers, headers_dt_ns, end_state, timed, started_at, body, "
-            f"{_read_column('connect', self._present)} FROM requests WHERE key = ?",
-            [key],
+            f"SELECT headers, end_state, timed, body, {self._head_columns} FROM requests WHERE key = ?", [key]
         ).fetchone()
         if found is None:
             raise KeyError(f"no request with key {key!r} in this store")
-        request, status, headers, headers_dt, end_state, timed, started, body, connect = found
-        log = _log_head(request, status, headers_dt, started, connect)
+        headers, end_state, timed, body, *head = found
+        log = _log_head(*head)
         log.headers = json.loads(headers or "{}")
         log.timed = bool(timed)
         log.end = json.loads(end_state or "{}")
@@ -413,7 +414,8 @@ class Store:
 
 
 def _log_head(request: str, status: int | None, headers_dt: int | None, started: Any, connect: float | None) -> ChunkLog:
-    """A log without events, from a row of the requests table (its clock's origin 0: the send)."""
+    """A log without events, from a row of the requests table (``Store._head_columns``; its
+    clock's origin 0: the send)."""
     log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
     log.status_code, log.headers_ns = status, headers_dt
     if connect is not None and connect == connect:  # the result column, in seconds (NaN: none)
