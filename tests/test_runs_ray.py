@@ -4,7 +4,6 @@ requests, with the reason, and the run goes on."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -58,21 +57,13 @@ def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, mo
 
 
 def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_given(cluster: None) -> None:
-    from nito_nb.runs._plan import Request
-    from nito_nb.runs._ray import RayEngine
-    from nito_nb.sim import SimServer
+    from test_sim_apart import sent_to_a_simulator_that_wants_a_key
 
-    # A simulator that wants a key: the actor's sim/ request (sent with none) is refused there,
-    # which shows where it went (tests/test_sim_apart.py does the same for worker processes).
-    with SimServer(api_key="sk-only-here") as url:
-        engine = RayEngine(1, 4, {}, ["sim/echo"], simulator=url)
-        try:
-            request = Request(key="k", row=0, model="sim/echo", repeat=0,
-                              messages=[{"role": "user", "content": "hi"}], params={"sim": {"tps": 0}})
-            sent = asyncio.run(engine.send(request))
-        finally:
-            engine.close()
-    assert sent.stream.log.status_code == 401 and not engine.simulator_in_workers
+    from nito_nb.runs._ray import RayEngine
+
+    status, engine = sent_to_a_simulator_that_wants_a_key(
+        lambda url: RayEngine(1, 4, {}, ["sim/echo"], simulator=url))
+    assert status == 401 and not engine.simulator_in_workers
     # A run's own: the actors (all on this node) use the driver's simulator process, none their own.
     run = nito_nb.run(["a", "b"], model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
     assert run.wait(timeout=120).error is None and (run.results()["status"] == "done").all()

@@ -12,7 +12,9 @@ import sys
 import textwrap
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -126,20 +128,26 @@ def test_a_run_to_the_simulator_process_sends_no_key(monkeypatch: pytest.MonkeyP
     assert not target.startswith(url)
 
 
-def test_processes_workers_send_sim_models_to_the_simulator_they_are_given() -> None:
-    from nito_nb.runs._processes import ProcessEngine
-
-    # A simulator that wants a key: the worker's sim/ request (sent with none) is refused there,
-    # which shows where it went.
+def sent_to_a_simulator_that_wants_a_key(make_engine: Callable[[str], Any]) -> tuple[int | None, Any]:
+    """(the HTTP status, the engine) of one sim/ request sent by ``make_engine(url)``'s workers,
+    given the URL of a simulator that wants a key: its sim/ request, sent with none, is refused
+    there (401), which shows where it went. Also for Ray's actors (tests/test_runs_ray.py)."""
     with SimServer(api_key="sk-only-here") as url:
-        engine = ProcessEngine(1, 4, {}, ["sim/echo"], simulator=url)
+        engine = make_engine(url)
         try:
             request = Request(key="k", row=0, model="sim/echo", repeat=0,
                               messages=[{"role": "user", "content": "hi"}], params={"sim": {"tps": 0}})
             sent = asyncio.run(engine.send(request))
         finally:
             engine.close()
-    assert sent.stream.log.status_code == 401
+    return sent.stream.log.status_code, engine
+
+
+def test_processes_workers_send_sim_models_to_the_simulator_they_are_given() -> None:
+    from nito_nb.runs._processes import ProcessEngine
+
+    status, _ = sent_to_a_simulator_that_wants_a_key(lambda url: ProcessEngine(1, 4, {}, ["sim/echo"], simulator=url))
+    assert status == 401
 
 
 def test_where_the_simulator_process_cannot_start_runs_use_the_in_process_one_with_one_warning(
