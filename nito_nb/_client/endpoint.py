@@ -25,7 +25,7 @@ __all__ = [
     "is_nito",
     "register_simulator",
     "simulator_apart",
-    "use_simulator_apart",
+    "use_simulator",
 ]
 
 DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
@@ -39,8 +39,9 @@ _simulator: Callable[[], str] | None = None
 #: The same in a process of its own: returns (base URL, whether it is apart: False where it could
 #: not start and the in-process one serves instead).
 _apart: Callable[[], tuple[str, bool]] | None = None
-#: Whether the calls of this context (a load run's tasks) go to the simulator apart.
-_wants_apart: contextvars.ContextVar[bool] = contextvars.ContextVar("nito_nb_simulator_apart", default=False)
+#: Where the ``sim/`` models of this context go (a Run's tasks: the simulator apart), resolved
+#: once for the run, not per request; None: ``_simulator()``.
+_simulator_here: contextvars.ContextVar[str | None] = contextvars.ContextVar("nito_nb_simulator", default=None)
 
 
 def register_simulator(start: Callable[[], str] | None, apart: Callable[[], tuple[str, bool]] | None = None) -> None:
@@ -60,16 +61,17 @@ def simulator_apart() -> Iterator[str | None]:
     if _apart is not None:
         found, separate = _apart()
         url = found if separate else None
-    token = _wants_apart.set(True)
+    token = _simulator_here.set(url)
     try:
         yield url
     finally:
-        _wants_apart.reset(token)
+        _simulator_here.reset(token)
 
 
-def use_simulator_apart() -> None:
-    """From now on in this context (a task: ``simulator_apart`` for a whole coroutine)."""
-    _wants_apart.set(True)
+def use_simulator(url: str | None) -> None:
+    """From now on in this context (a task and those it starts), ``sim/`` models go to ``url``
+    (what :func:`simulator_apart` yielded for a whole run; None: the registered simulator)."""
+    _simulator_here.set(url)
 
 
 # -- the base URL --------------------------------------------------------------------------------
@@ -104,9 +106,7 @@ def endpoint(model: str, base_url: str | None) -> str:
                 f"{model!r} runs on the embedded simulator, which is not available here: "
                 "import nito_nb (it registers it), or pass base_url=... of a running one."
             )
-        if _wants_apart.get() and _apart is not None:
-            return _apart()[0].rstrip("/")
-        return _simulator().rstrip("/")
+        return (_simulator_here.get() or _simulator()).rstrip("/")
     url = base_url_of(base_url)
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")

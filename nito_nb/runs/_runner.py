@@ -29,7 +29,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._client.endpoint import is_embedded, simulator_apart, use_simulator_apart
+from .._client.endpoint import is_embedded, simulator_apart, use_simulator
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -174,8 +174,7 @@ class Run:
         embedded = any(is_embedded(request.model, base_url) for request in plan.requests)
         # sim/ models go to a simulator in a process of its own: in this one, its work would be
         # the run's (with Ray, only the actors on this node use it: _ray.py).
-        self._apart = embedded
-        with simulator_apart() if self._apart else contextlib.nullcontext() as simulator:
+        with simulator_apart() if embedded else contextlib.nullcontext() as simulator:
             self._check_requests()
         self._simulator_url: str | None = simulator
         if engine not in ("asyncio", "processes", "ray"):
@@ -288,8 +287,7 @@ class Run:
 
     async def _send_all(self) -> None:
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()  # for a slot (_slot)
-        if self._apart:
-            use_simulator_apart()  # for this task and those it starts (the context is per task)
+        use_simulator(self._simulator_url)  # for this task and those it starts (the context is per task)
         monitor = asyncio.ensure_future(self.client.sample())
         if self._engine is None:
             await self._client.warm()  # the first request's one-time work, before the schedule's origin
