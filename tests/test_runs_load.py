@@ -101,6 +101,20 @@ def test_the_verdict_says_why_and_by_how_much() -> None:
     assert _client_load.verdict({"client_lag_p99": 0.001, "client_runs_simulator": True}) == (False, "")
 
 
+def test_the_verdict_says_when_the_lag_was_waiting_for_a_cpu() -> None:
+    # The share of the lag's tail (samples at or above its p99) that was run-queue wait.
+    calm = [(0.0001, 0.0)] * 99
+    assert _client_load.waiting_share([*calm, (0.020, 0.018)]) == pytest.approx(0.9)
+    assert _client_load.waiting_share([*calm, (0.020, 0.0)]) == 0
+    assert math.isnan(_client_load.waiting_share([])) and math.isnan(_client_load.waiting_share([(0.0, 0.0)]))
+    busy = {"client_lag_p99": 0.020, "client_cpu_max": 0.5}
+    bound, note = _client_load.verdict({**busy, "client_lag_waiting_cpu": 0.9})
+    assert bound and "lagged 20.0 ms at p99 (bound 5 ms), 90% of it waiting for a CPU that other processes held" in note
+    for own_work in (0.2, math.nan):  # the loop's own work, or a kernel that does not say
+        bound, note = _client_load.verdict({**busy, "client_lag_waiting_cpu": own_work})
+        assert bound and "waiting for a CPU" not in note
+
+
 def test_a_run_knows_whether_its_process_runs_the_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
     from nito_nb.sim import SimServer
 
@@ -240,12 +254,87 @@ def test_the_client_monitor_samples_the_loop_and_sees_a_blocked_loop() -> None:
     assert report["client_lag_max"] >= 0.09 and report["client_lag_max"] > 10 * report["client_lag_p50"]
 
 
+def _sample_for(seconds: float, blocked: float = 0.0, nice: bool = False) -> dict[str, Any]:
+    """A ClientMonitor's report after sampling a loop in a thread of its own for ``seconds``:
+    its loop blocked once by ``blocked`` s of sleep, or (``nice``) the thread at the lowest CPU
+    priority, pinned to one CPU beside a process that spins there, and kept busy by its own
+    1 ms callbacks (a thread that mostly sleeps is let back on its CPU within a tick)."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    monitor = _client_load.ClientMonitor()
+    spinner = None
+
+    async def busy() -> None:
+        while True:
+            end = time.perf_counter() + 0.001
+            while time.perf_counter() < end:
+                pass
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(monitor.sample())
+        work = asyncio.ensure_future(busy()) if nice else None
+        await asyncio.sleep(0.1)
+        if blocked:
+            time.sleep(blocked)
+        await asyncio.sleep(seconds)
+        task.cancel()
+        if work is not None:
+            work.cancel()
+
+    def thread() -> None:
+        nonlocal spinner
+        if nice:
+            cpu = min(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cpu})  # this thread only
+            spinner = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\n"
+                                        "while True: pass"])
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # after: a child inherits it
+        try:
+            asyncio.run(main())
+        finally:
+            if spinner is not None:
+                spinner.kill()
+                spinner.wait()
+
+    t = threading.Thread(target=thread)
+    t.start()
+    t.join()
+    return monitor.report()
+
+
+def _kernel_gives_run_queue_wait() -> bool:
+    clock = _client_load.RunQueueClock.open()
+    if clock is None:
+        return False
+    clock.close()
+    return True
+
+
+@pytest.mark.skipif(not _kernel_gives_run_queue_wait(), reason="the kernel gives no run-queue wait (Linux only)")
+def test_the_client_monitor_tells_a_busy_machine_from_a_busy_loop() -> None:
+    # A loop whose thread had no CPU (lowest priority, one CPU shared with a spinning process)
+    # lagged waiting in the run queue; a loop blocked by its own call (here a sleep) did not.
+    starved = _sample_for(1.0, nice=True)
+    assert starved["client_lag_p99"] > 0.005, starved
+    assert starved["client_lag_waiting_cpu"] > 0.8, starved
+    assert "waiting for a CPU that other processes held" in starved["client_note"]
+    blocked = _sample_for(0.5, blocked=0.1)
+    assert blocked["client_lag_max"] >= 0.09
+    assert blocked["client_lag_waiting_cpu"] < 0.2, blocked
+    assert "waiting for a CPU" not in blocked["client_note"]
+
+
 def test_a_load_runs_summary_reports_the_client() -> None:
     run = nito_nb.run(["a"], model="sim/chat", rate=20, duration=0.5, progress=False, **_sim())
     run.wait(timeout=60)
     s = run.summary().loc["sim/chat"]
-    for name in ("client_lag_p50", "client_lag_p99", "client_lag_max", "client_cpu_max", "client_bound",
-                 "send_delay_p99", "tpot_p99", "ttft_from_schedule_p99"):
+    for name in ("client_lag_p50", "client_lag_p99", "client_lag_max", "client_cpu_max", "client_lag_waiting_cpu",
+                 "client_bound", "send_delay_p99", "tpot_p99", "ttft_from_schedule_p99"):
         assert name in s.index
     assert s["client_lag_p99"] >= 0
 

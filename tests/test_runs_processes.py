@@ -33,11 +33,13 @@ def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
 def test_the_workers_loops_are_sampled_and_pooled_with_the_drivers(monkeypatch: Any) -> None:
     # The client of a processes run is also each worker: its loop stamps the chunks. Each reply
     # brings the worker loop's new lag samples, pooled into the run's ClientMonitor.
-    from nito_nb.runs._client_load import LAG_INTERVAL, ClientMonitor
+    from nito_nb.runs._client_load import LAG_INTERVAL, ClientMonitor, RunQueueClock
 
     added: list[tuple[list[float], list[float]]] = []
+    waits: list[tuple[float, float]] = []
     real = ClientMonitor.add
-    monkeypatch.setattr(ClientMonitor, "add", lambda self, lags, cpu: (added.append((lags, cpu)), real(self, lags, cpu)))
+    monkeypatch.setattr(ClientMonitor, "add", lambda self, lags, cpu, w=None: (
+        added.append((lags, cpu)), waits.extend(w or ()), real(self, lags, cpu, w)))
     prompts = [f"q{i} " + "word " * 20 for i in range(8)]  # about 0.2 s each at 100 tokens/s
     run = nito_nb.run(prompts, model="sim/echo", engine="processes", workers=2, per_worker=1, progress=False,
                       sim={"tps": 100, "ttft_ms": 0})
@@ -47,6 +49,8 @@ def test_the_workers_loops_are_sampled_and_pooled_with_the_drivers(monkeypatch: 
     assert len(lags) >= 8 * 0.1 / LAG_INTERVAL and all(lag >= 0 for lag in lags)  # ~20 per 0.2 s stream
     assert set(lags) <= set(run.client.lags) or len(run.client.lags) == run.client.lags.maxlen
     assert run.client.report()["client_lag_max"] >= max(lags)  # the worst loop of the run, workers included
+    if RunQueueClock.open() is not None:  # Linux: each lag sample comes with its run-queue wait
+        assert [lag for lag, _ in waits] == lags and all(0 <= wait <= lag for lag, wait in waits)
 
 
 def test_an_open_loop_run_on_processes_keeps_its_schedule_columns() -> None:

@@ -41,7 +41,8 @@ def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, mo
 
     added: list[list[float]] = []
     real = ClientMonitor.add
-    monkeypatch.setattr(ClientMonitor, "add", lambda self, lags, cpu: (added.append(lags), real(self, lags, cpu)))
+    monkeypatch.setattr(ClientMonitor, "add",
+                        lambda self, lags, cpu, waits=None: (added.append(lags), real(self, lags, cpu, waits)))
     prompts = [f"q{i}" for i in range(12)]
     run = nito_nb.run(prompts, model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
     run.wait(timeout=120)

@@ -27,7 +27,7 @@ from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recorded import to_wire
-from ._client_load import ClientMonitor
+from ._client_load import ClientMonitor, Health
 from ._clock import Hold, offset_ns
 from ._plan import Request
 from ._ray import Sent, failed_stream, from_worker, least_loaded, start_endpoints, worker_stream
@@ -154,7 +154,7 @@ READY = "ready"
 READY_TIMEOUT = 120.0
 
 #: A worker's reply: the stream (``_recorded.to_wire``), its clock's offset, its loop's new lag and CPU samples.
-_Reply = tuple[StreamState | ChunkLog, int, tuple[list[float], list[float]]]
+_Reply = tuple[StreamState | ChunkLog, int, Health]
 
 
 def _resolve(future: asyncio.Future[Any], reply: _Reply | None, died: str | None) -> None:

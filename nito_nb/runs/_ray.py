@@ -26,7 +26,7 @@ from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recorded import from_events, from_wire, to_wire
 from .._stream import Stream
-from ._client_load import ClientMonitor
+from ._client_load import ClientMonitor, Health
 from ._clock import Hold, loop_time, offset_ns, to_local_ns
 from ._plan import Request
 
@@ -42,8 +42,8 @@ class Sent(NamedTuple):
     #: True when the stream is the worker's own (its ``log.t0_ns`` is the attempt's send, on the
     #: driver's timeline); False for a stream the driver made (the worker died, none was left).
     sent: bool
-    #: The worker loop's lag and CPU samples since its last reply (``ClientMonitor.drain``).
-    health: tuple[list[float], list[float]] | None = None
+    #: The worker loop's lag, CPU and run-queue wait samples since its last reply (``ClientMonitor.drain``).
+    health: Health | None = None
 
 
 class Worker:
@@ -98,7 +98,7 @@ class Worker:
         self.hold.until(wall_ns)
 
     async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
-                   send_at_ns: int | None = None) -> tuple[StreamState | ChunkLog, int, tuple[list[float], list[float]]]:
+                   send_at_ns: int | None = None) -> tuple[StreamState | ChunkLog, int, Health]:
         """Send one attempt (at the wall time ``send_at_ns`` if given: it is handed over ahead of its
         scheduled send, the Run's SEND_LEAD) and stream it to its end; return the stream (``_recorded.to_wire``),
         this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
