@@ -25,7 +25,9 @@ flight, sent as fast as possible (rate infinite, like ``vllm bench serve --reque
 
 Each maximum is the median of ``--max-rounds`` (3) measurements taken in turn. Then each one runs
 open loop for ``--duration`` s at 80% of its own maximum rate: target a send delay (actual send −
-scheduled send; with workers, the worker's own send) p99 of at most 5 ms.
+scheduled send; with workers, the worker's own send) p99 of at most 5 ms. Each line also gives
+the share of the client loops' worst lags (p99 and above) that their threads spent waiting for
+a CPU held by another process (``client_lag_waiting_cpu``, docs/LOAD.md; Linux).
 """
 
 from __future__ import annotations
@@ -239,10 +241,12 @@ def main() -> int:
             s = run.summary().iloc[0]
             print(f"  {name:24s} at {r80:6.1f}/s: send delay p50 {s['send_delay_p50'] * 1e3:6.2f} ms, "
                   f"p99 {s['send_delay_p99'] * 1e3:6.2f} ms; achieved {s['achieved_rate']:.1f}/s; "
-                  f"client lag p99 {s['client_lag_p99'] * 1e3:.2f} ms"
+                  f"client lag p99 {s['client_lag_p99'] * 1e3:.2f} ms, "
+                  f"{s['client_lag_waiting_cpu']:.0%} of its tail waiting for a CPU"
                   + (f"; {s['client_note']}" if s["client_bound"] else ""))
             if s["send_delay_p99"] > TARGET_SEND_DELAY_S:
-                failed.append(f"{name} send delay p99 {s['send_delay_p99'] * 1e3:.2f} ms > 5 ms")
+                failed.append(f"{name} send delay p99 {s['send_delay_p99'] * 1e3:.2f} ms > 5 ms "
+                              f"({s['client_lag_waiting_cpu']:.0%} of the loops' worst lags waiting for a CPU)")
         f80 = 0.8 * rates["floor (vLLM-style)"]
         offsets = [i / f80 for i in range(math.ceil(f80 * args.duration))]
         out = floor_run(base_url, [f"f80 {i}" for i in range(len(offsets))], fast, offsets=offsets)
