@@ -55,6 +55,9 @@ def test_a_poisson_schedule_has_the_rate_on_average_and_burstiness_sets_its_spre
         ({"rate": 1, "duration": 1, "warmup": float("nan")}, "warmup is in seconds"),  # it ran
         ({"rate": 1, "duration": 1, "cooldown": float("inf")}, "cooldown is in seconds"),
         ({"rate": 1, "duration": 1, "kind": "poisson", "burstiness": float("inf")}, "burstiness is the gamma shape"),
+        # An OverflowError's traceback, when max_requests was set too.
+        ({"rate": 1, "duration": float("inf"), "max_requests": 3}, r"duration is in seconds, a finite number .* "
+                                                                   r"leave it out and set max_requests=N"),
     ],
 )
 def test_bad_schedules_are_one_clear_error(kwargs: dict[str, Any], match: str) -> None:

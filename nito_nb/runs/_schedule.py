@@ -51,8 +51,10 @@ class Schedule:
             raise ConfigurationError("burstiness applies to schedule='poisson' only")
         if self.duration is None and self.max_requests is None:
             raise ConfigurationError("an open-loop run (rate=...) needs duration=SECONDS or max_requests=N")
-        if self.duration is not None and (not isinstance(self.duration, int | float) or not self.duration > 0):
-            raise ConfigurationError(f"duration is in seconds, a number > 0, not {self.duration!r}")
+        if self.duration is not None and (not isinstance(self.duration, int | float) or not self.duration > 0
+                                          or math.isinf(self.duration)):  # the schedule is computed up front
+            raise ConfigurationError(f"duration is in seconds, a finite number > 0, not {self.duration!r} "
+                                     "(for no time limit, leave it out and set max_requests=N)")
         if self.max_requests is not None and (
             isinstance(self.max_requests, bool) or not isinstance(self.max_requests, int) or self.max_requests < 1
         ):
