@@ -136,7 +136,8 @@ class ClientMonitor:
                 self._new[0].append(lag)
             if waited is not None:
                 # The window's run-queue wait may have come before the timer was due, when it made
-                # nothing late: a lag is at most that wait's doing, hence the cap.
+                # nothing late: a lag is at most that wait's doing, hence the cap. Still an upper
+                # bound: the kernel gives no time of the wait within the window.
                 pair = (lag, min(lag, (waited() - wait_before) / 1e9))
                 self.waits.append(pair)
                 if self._new is not None:
@@ -151,8 +152,9 @@ class ClientMonitor:
 
     def report(self, recent: int | None = None) -> dict[str, Any]:
         """``client_lag_p50/p99/max`` (s), ``client_cpu_max`` (share of one core),
-        ``client_lag_waiting_cpu`` (``waiting_share``), ``client_bound`` and ``client_note``; over the last ``recent`` lag samples only when given (the panel's
-        live view: cheap, and about the last few seconds)."""
+        ``client_lag_waiting_cpu`` (``waiting_share``), ``client_bound`` and ``client_note``; over
+        the last ``recent`` lag samples only when given (the panel's live view: cheap, and about
+        the last few seconds)."""
         import itertools
 
         import numpy as np
@@ -178,7 +180,7 @@ class ClientMonitor:
 
 def waiting_share(pairs: list[tuple[float, float]]) -> float:
     """The share of the lag's tail (the samples at or above its p99) that the loop's thread spent
-    waiting for a CPU; NaN without samples or without lag."""
+    waiting for a CPU, at most (each pair's wait is an upper bound); NaN without samples or lag."""
     import numpy as np
 
     if not pairs:
