@@ -298,3 +298,48 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
         start_endpoints({"base_url": "ftp://nowhere"}, ["z-ai/glm-5.2"])  # wrong: the request will say so
     finally:
         endpoint.register_simulator(real, real_apart)
+
+
+def test_a_stopped_processes_run_keeps_what_arrived_in_the_worker() -> None:
+    # As with the default engine, a request stopped as it streamed keeps its chunks: the driver
+    # asks the worker to stop it and waits for what arrived. It came back with no chunk at all.
+    run = nito_nb.run(["tell me a long story"], model="sim/chat", engine="processes", workers=1, progress=False,
+                      sim={"tps": 20, "ttft_ms": 0}, max_tokens=400)  # 20 s of answer
+    time.sleep(2.0)
+    run.stop()
+    run.wait(timeout=60)
+    r = run.results()
+    assert r["status"].tolist() == ["stopped"], r[["status", "error"]]
+    assert r["n_token_chunks"].iloc[0] >= 5 and len(r["content"].iloc[0]) > 0
+    assert r["worker"].tolist() == ["proc-0"] and r["sent_at"].notna().all()
+    assert len(run.frame()) > 5
+
+
+def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: Any) -> None:
+    # A worker whose request raised something unexpected sent nothing back, and the run waited for
+    # it forever (a base URL with a bad port, before such URLs were refused up front). The worker
+    # loop runs here, in a thread, with its pipe; its stream is made to fail.
+    import multiprocessing
+    import threading
+
+    from nito_nb.runs import _processes
+
+    async def broken(*args: Any) -> Any:
+        raise RuntimeError("no such port: sk-test-secret-key-123")
+
+    monkeypatch.setattr(_processes, "worker_stream", broken)
+    driver, child = multiprocessing.Pipe()
+    connection = {"api_key": "sk-test-secret-key-123"}
+    thread = threading.Thread(target=asyncio.run, args=(_processes._serve(child, connection, 2, []),), daemon=True)
+    thread.start()
+    assert driver.poll(30) and driver.recv() == _processes.READY
+    driver.send((7, [{"role": "user", "content": "hi"}], "sim/chat", {}, None))
+    assert driver.poll(30)
+    rid, sent, _, _ = driver.recv()
+    driver.send(None)
+    thread.join(30)
+    stream = from_wire(sent)
+    assert rid == 7 and stream.status == "failed"
+    assert "the worker failed: RuntimeError: no such port" in str(stream.exception)
+    assert "sk-test-secret-key-123" not in str(stream.exception)
+    assert stream.log.request["model"] == "sim/chat"

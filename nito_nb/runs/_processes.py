@@ -23,14 +23,23 @@ import threading
 import time
 from typing import Any
 
-from .._core.errors import ConfigurationError
+from .._core.errors import ConfigurationError, Secret, redact
 from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recorded import to_wire
 from ._client_load import ClientMonitor, Health
 from ._clock import Hold, offset_ns
 from ._plan import Request
-from ._ray import Sent, failed_stream, from_worker, least_loaded, start_endpoints, worker_stream
+from ._ray import (
+    Recalled,
+    Sent,
+    failed_stream,
+    from_worker,
+    least_loaded,
+    start_endpoints,
+    unsent_stream,
+    worker_stream,
+)
 
 __all__ = ["ProcessEngine"]
 
@@ -64,12 +73,36 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     hold = Hold()
     tasks: set[asyncio.Task[None]] = set()
 
+    running: dict[int, asyncio.Task[None]] = {}  # by request id, for the driver's ("stop", id)
+
+    def answer(rid: int, stream: Any) -> None:
+        try:
+            conn.send((rid, None if stream is None else to_wire(stream), offset_ns(), monitor.drain()))
+        except (OSError, ValueError):  # the driver is gone: nobody to tell
+            pass
+
     async def one(rid: int, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
                   send_at_ns: int | None) -> None:
-        async with limit:
-            await hold.wait()  # a request queued here waits out the run's pause too
-            stream = await worker_stream(client, connection, messages, model, params, send_at_ns)
-            conn.send((rid, to_wire(stream), offset_ns(), monitor.drain()))
+        try:
+            async with limit:
+                await hold.wait()  # a request queued here waits out the run's pause too
+                stream = await worker_stream(client, connection, messages, model, params, send_at_ns)
+        except Recalled as recalled:  # the run was stopped as it streamed: what arrived goes back
+            answer(rid, recalled.stream)
+            return
+        except asyncio.CancelledError:  # stopped before its send: None says nothing was sent
+            answer(rid, None)
+            return
+        except Exception as exc:  # a reply for every request, or the run waits for it forever
+            # NitoError: not a connection error, so the driver does not retry it. The key is
+            # taken out of the message, as the Stream takes it out of everything it keeps.
+            key = Secret.of(connection.get("api_key") or os.environ.get("NITO_API_KEY"))
+            message = redact(f"the worker failed: {type(exc).__name__}: {exc}", key)[:500]
+            answer(rid, unsent_stream(model, messages, params, message, exception="NitoError"))
+            return
+        finally:
+            running.pop(rid, None)
+        answer(rid, stream)
 
     ended = loop.create_future()
 
@@ -85,7 +118,13 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
                 if message[0] == "pause":  # ("pause", wall_ns): send nothing before then
                     hold.until(message[1])
                     continue
+                if message[0] == "stop":  # ("stop", id): the run was stopped; one that ended is not here
+                    stopping = running.get(message[1])
+                    if stopping is not None:
+                        stopping.cancel()
+                    continue
                 task = asyncio.ensure_future(one(*message))
+                running[message[0]] = task
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         except (EOFError, OSError):  # the driver is gone, or said so
@@ -152,6 +191,8 @@ class _Worker:
 READY = "ready"
 #: How long a run waits for its workers to start (a busy machine imports slowly); then it starts anyway.
 READY_TIMEOUT = 120.0
+#: How long a stopped run waits for a worker to send back a stopped stream (what arrived).
+RECALL_S = 2.0
 
 #: A worker's reply: the stream (``_recorded.to_wire``), its clock's offset, its loop's new lag and CPU samples.
 _Reply = tuple[StreamState | ChunkLog, int, Health]
@@ -237,7 +278,15 @@ class ProcessEngine:
                 with worker.lock:
                     worker.pending.pop(rid, None)
                 raise _WorkerDied(f"its pipe broke: {exc}") from None
-            sent, worker_offset, health = await future
+            try:
+                # Shielded: a stopped run cancels this wait, not the reply, which may still come.
+                sent, worker_offset, health = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                recalled = await self._recall(worker, rid, future)
+                if recalled is None or recalled[0] is None:  # nothing came back, or nothing was sent
+                    raise
+                sent, worker_offset, health = recalled
+                raise Recalled(from_worker(sent, worker_offset), name, self.node, health) from None
         except _WorkerDied as exc:
             message = f"the worker process {name} died while this request was in flight ({exc})"
             return Sent(failed_stream(request, message), name, self.node, False)
@@ -246,6 +295,19 @@ class ProcessEngine:
             with worker.lock:
                 worker.pending.pop(rid, None)
         return Sent(from_worker(sent, worker_offset), name, self.node, True, health)
+
+    async def _recall(self, worker: _Worker, rid: int, future: asyncio.Future[_Reply]) -> _Reply | None:
+        """The run was stopped: ask the worker to stop request ``rid`` and wait (``RECALL_S`` at
+        most) for what arrived, as the default engine keeps a stopped stream's chunks. None if
+        the worker is gone or slow; a reply whose stream is None: it had not sent the request."""
+        try:
+            worker.conn.send(("stop", rid))
+        except (OSError, ValueError):  # the worker is gone
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), RECALL_S)
+        except (asyncio.TimeoutError, _WorkerDied):
+            return None
 
     def close(self) -> None:
         for worker in self._workers.values():

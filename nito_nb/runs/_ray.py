@@ -30,7 +30,7 @@ from ._client_load import ClientMonitor, Health
 from ._clock import Hold, loop_time, offset_ns, to_local_ns
 from ._plan import Request
 
-__all__ = ["RayEngine", "Sent", "Worker", "worker_stream"]
+__all__ = ["RayEngine", "Recalled", "Sent", "Worker", "worker_stream"]
 
 
 class Sent(NamedTuple):
@@ -140,7 +140,25 @@ async def worker_stream(client: Any, connection: dict[str, Any], messages: list[
         await stream.wait(raise_errors=False)
     except NitoError as exc:
         stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
+    except asyncio.CancelledError:  # the run was stopped: wait() stopped the stream, what arrived is kept
+        if stream.waiting_to_send:
+            raise  # nothing was sent: nothing to give back
+        if not stream.finished:
+            await stream.aclose()
+        raise Recalled(stream) from None
     return stream
+
+
+class Recalled(asyncio.CancelledError):
+    """A stream stopped by the run as it streamed (``stream``: what arrived, status ``stopped``),
+    raised in the worker and, with where it ran and the worker's health samples, in the driver:
+    the Run keeps a stopped request's chunks, as with the default engine. A CancelledError
+    still: whoever does not look for it is cancelled as before."""
+
+    def __init__(self, stream: Any, worker: str | None = None, node: str | None = None,
+                 health: Health | None = None) -> None:
+        super().__init__()
+        self.stream, self.worker, self.node, self.health = stream, worker, node, health
 
 
 def least_loaded(names: list[str], load: dict[str, int], last: str | None) -> str:
@@ -163,9 +181,15 @@ def from_worker(sent: StreamState | ChunkLog, worker_offset_ns: int) -> Stream:
 def failed_stream(request: Request, message: str, status: str = "failed") -> Stream:
     """A Stream without a byte that ended ``failed`` with ``message`` (what a dead worker leaves)
     or ``stopped`` (the run was stopped before the actor sent it back)."""
-    log = ChunkLog({"model": request.model, "messages": request.messages, **request.params},
-                   t0_ns=time.perf_counter_ns())
-    log.end = {"status": status, "exception": "ConnectionLost", "message": message}
+    return unsent_stream(request.model, request.messages, request.params, message, status)
+
+
+def unsent_stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any], message: str,
+                  status: str = "failed", exception: str = "ConnectionLost") -> Stream:
+    """``failed_stream`` of a request given by its parts (a worker's: it has no Request), its
+    error the ``nito_nb.errors`` class named ``exception``."""
+    log = ChunkLog({"model": model, "messages": messages, **params}, t0_ns=time.perf_counter_ns())
+    log.end = {"status": status, "exception": exception, "message": message}
     return from_events(log, [])
 
 

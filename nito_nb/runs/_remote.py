@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .._core.errors import NitoError, RateLimitError
 from ._plan import Request
-from ._ray import failed_stream
+from ._ray import Recalled, failed_stream
 
 if TYPE_CHECKING:
     from ._processes import ProcessEngine
@@ -48,6 +48,15 @@ async def send_remote(run: Run, engine: RayEngine | ProcessEngine, request: Requ
         dispatched = now if scheduled is None else max(now, scheduled)  # its send, for all the driver knows
         try:
             stream, worker, node, sent, health = await engine.send(request, send_at_ns)
+        except Recalled as recalled:  # stopped as it streamed: the worker sent back what arrived
+            if recalled.health is not None:
+                run.client.add(*recalled.health)
+            if timing["sent_at"] is None:
+                timing["sent_at"] = run._on_timeline(recalled.stream)
+                started = recalled.stream.log.t0_wall
+            run._finish(request, recalled.stream, attempts, started, timing, worker=recalled.worker,
+                        node=recalled.node)
+            raise
         except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
             if scheduled is not None and time.perf_counter() - run._t0 < scheduled:
                 raise  # stopped before its send time: left out, as the requests after it
