@@ -413,6 +413,13 @@ def test_a_sweep_gives_every_chunk_of_every_rate_in_one_frame(tmp_path: Any, sto
 def test_sweep_needs_rates() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="sweep needs rates"):
         nito_nb.sweep(["a"], model="sim/chat", rates=[], duration=1)
+    # Every rate is checked before the first is sent: a bad last one ended the sweep at its turn,
+    # its Sweep never returned, and the rates before it were lost.
+    t = time.perf_counter()
+    for bad in (-1, None, "x", float("inf")):
+        with pytest.raises(nito_nb.ConfigurationError, match=f"rate is requests per second, a number > 0, not {bad!r}"):
+            nito_nb.sweep(["a"], model="sim/chat", rates=[2, 4, bad], duration=2, progress=False, **_sim())
+    assert time.perf_counter() - t < 5
     with pytest.raises(nito_nb.ConfigurationError, match=r"sweep takes rates=\[...\].* not 5"):  # was a TypeError
         nito_nb.sweep(["a"], model="sim/chat", rates=5, duration=1)
 

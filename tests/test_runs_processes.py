@@ -12,6 +12,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+import pytest
+
 import nito_nb
 from nito_nb._recorded import from_wire, to_wire
 from nito_nb.runs import _clock
@@ -343,3 +345,28 @@ def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: 
     assert "the worker failed: RuntimeError: no such port" in str(stream.exception)
     assert "sk-test-secret-key-123" not in str(stream.exception)
     assert stream.log.request["model"] == "sim/chat"
+
+
+def test_too_many_workers_for_the_machine_is_one_clear_line() -> None:
+    # They are started one after another: workers=10**6 spawned interpreters until killed.
+    from nito_nb.runs._processes import max_workers
+
+    cores = os.cpu_count() or 1
+    t = time.perf_counter()
+    for workers in (10**6, max_workers(cores) + 1):
+        with pytest.raises(nito_nb.ConfigurationError, match=f"workers={workers} is more local processes than .* at most "
+                                                             f"{max_workers(cores)} .* engine='ray'"):
+            nito_nb.run(["a"], model="sim/chat", engine="processes", workers=workers, progress=False)
+    assert time.perf_counter() - t < 5  # refused before any process starts
+
+
+def test_bad_model_and_template_types_are_one_clear_line() -> None:
+    for model in (None, 5):
+        with pytest.raises(nito_nb.ConfigurationError, match="model= is required: a model id or a list of them"):
+            nito_nb.run(["a"], model=model, progress=False)
+    with pytest.raises(nito_nb.ConfigurationError, match=r"template= is a string with \{fields\}.* not 5"):
+        nito_nb.run(["a"], model="sim/chat", template=5, progress=False)
+    import numpy as np  # an array of model ids is a list of them
+
+    run = nito_nb.run(["a"], model=np.array(["sim/echo"]), progress=False, sim={"tps": 0}).wait(timeout=60)
+    assert run.results()["model"].tolist() == ["sim/echo"]

@@ -6,7 +6,7 @@ The package's functions, below ``runs/__init__.py`` (which only re-exports them)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _last
@@ -75,7 +75,9 @@ def run(
     with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
     """
-    models = [model] if isinstance(model, str) else list(model)
+    # A string, or any iterable of them (a list, a Series, an array); anything else (None, a
+    # number) goes to plan()'s one check of models, which says what model= takes.
+    models = [model] if isinstance(model, str | bytes | dict) or not isinstance(model, Iterable) else list(model)
     the_schedule = None
     if rate is not None:
         the_schedule = Schedule(rate=rate, kind=schedule, burstiness=burstiness, duration=duration,

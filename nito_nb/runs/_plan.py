@@ -86,6 +86,8 @@ def missing_fields(template: str, names: Sequence[str]) -> list[str]:
 
 def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
     """(row label, prompt: a string or a message list) for every input row."""
+    if template is not None and not isinstance(template, str):
+        raise ConfigurationError(f"template= is a string with {{fields}}, like 'Summarise: {{text}}', not {template!r}")
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency

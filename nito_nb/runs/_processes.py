@@ -194,6 +194,13 @@ READY_TIMEOUT = 120.0
 #: How long a stopped run waits for a worker to send back a stopped stream (what arrived).
 RECALL_S = 2.0
 
+
+def max_workers(cores: int) -> int:
+    """The most worker processes a run starts on a machine with ``cores`` cores: each one is a
+    Python interpreter (about 60 MB, a second to start), and each loop sends up to ``per_worker``
+    streams, so past a few per core they only compete for the cores."""
+    return max(64, 4 * cores)
+
 #: A worker's reply: the stream (``_recorded.to_wire``), its clock's offset, its loop's new lag and CPU samples.
 _Reply = tuple[StreamState | ChunkLog, int, Health]
 
@@ -223,6 +230,11 @@ class ProcessEngine:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
+        cores = os.cpu_count() or 1
+        if workers > max_workers(cores):  # they are started one by one: workers=10**6 never ended
+            raise ConfigurationError(
+                f"workers={workers} is more local processes than this machine's {cores} cores can run: at most "
+                f"{max_workers(cores)} (each sends up to per_worker streams at once); for more, engine='ray' on a cluster")
         if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
             raise ConfigurationError(f"per_worker must be a whole number >= 1, not {per_worker!r}")
         ctx = multiprocessing.get_context("spawn")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .._core.errors import ConfigurationError
 
@@ -24,6 +25,12 @@ __all__ = ["SCHEDULES", "Schedule", "phase"]
 SCHEDULES = ("constant", "poisson")
 #: A schedule is computed up front, so its size is bounded (about 100 MB of requests and keys).
 MAX_SCHEDULED = 1_000_000
+
+
+def check_rate(rate: Any) -> None:
+    """One clear error for a rate that is not a finite number of requests per second > 0."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0 or math.isinf(rate):
+        raise ConfigurationError(f"rate is requests per second, a number > 0, not {rate!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +47,7 @@ class Schedule:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.rate, bool) or not isinstance(self.rate, int | float) or not self.rate > 0 \
-                or math.isinf(self.rate):
-            raise ConfigurationError(f"rate is requests per second, a number > 0, not {self.rate!r}")
+        check_rate(self.rate)
         if self.kind not in SCHEDULES:
             raise ConfigurationError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.kind!r}")
         if not isinstance(self.burstiness, int | float) or not self.burstiness > 0 or math.isinf(self.burstiness):
