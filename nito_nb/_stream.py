@@ -27,6 +27,7 @@ from typing import Any
 
 from ._core.state import StreamState
 from ._core.status import RUNNING
+from ._core.waiting import wait_timeout
 from ._stream_base import StreamBase
 
 __all__ = ["AsyncStream", "Stream"]
@@ -154,6 +155,7 @@ class Stream(StreamBase):
         the Stream goes on in the background and its status is unchanged (check ``finished``).
         A KeyboardInterrupt meanwhile stops it (status ``stopped``, what arrived is kept)."""
         raise_errors = self.raise_errors if raise_errors is None else raise_errors
+        timeout = wait_timeout(timeout)
         self._consumed = True
         try:
             if not self._settle(timeout):
@@ -430,6 +432,7 @@ class AsyncStream(StreamBase):
         import asyncio
 
         raise_errors = self.raise_errors if raise_errors is None else raise_errors
+        timeout = wait_timeout(timeout)
         task = self._astart()
         if task is not None:
             self._consumed = True

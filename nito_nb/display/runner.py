@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .._core.waiting import wait_timeout
+
 __all__ = ["LoopThread"]
 
 
@@ -76,7 +78,7 @@ class LoopThread:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the end (an Event, see the module docstring); True if it has ended."""
-        return self.ended.wait(timeout)
+        return self.ended.wait(wait_timeout(timeout))
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
@@ -37,6 +37,7 @@ from .._core.errors import (
     PaymentRequiredError,
     RateLimitError,
 )
+from .._core.waiting import wait_or_stop
 from .._stream import AsyncStream, Stream
 from .._stream_base import StreamBase
 from ..display.runner import LoopThread
@@ -107,17 +108,6 @@ def _load_requests(plan: Plan, n: int, run_id: str) -> list[Request]:
         key = request_key(r.model, r.messages, {"params": r.params, "load_run": run_id, "seq": i}, turn)
         out.append(Request(key, r.row, r.model, turn, r.messages, r.params))
     return out
-
-
-def wait_or_stop(finished: concurrent.futures.Future[Any], stop: Callable[[], None], timeout: float | None) -> None:
-    """Wait for ``finished``; a KeyboardInterrupt (the notebook's stop button) calls ``stop``, waits
-    for the clean end (what arrived is recorded), then goes on up. For runs and sweeps."""
-    try:
-        finished.result(timeout)
-    except KeyboardInterrupt:
-        stop()
-        finished.result()
-        raise
 
 
 class Run:
@@ -526,7 +516,8 @@ class Run:
         return len(self._todo)
 
     def wait(self, timeout: float | None = None) -> Run:
-        """Wait for the run to end (a KeyboardInterrupt stops it, then waits for the clean end)."""
+        """Wait for the run to end, or ``timeout`` seconds at most (then it goes on: check
+        ``done``); a KeyboardInterrupt stops it, then waits for the clean end."""
         wait_or_stop(self._finished, self.stop, timeout)
         return self
 

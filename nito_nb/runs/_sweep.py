@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
+from .._core.waiting import wait_or_stop
 from ._api import remember, run
-from ._runner import Run, wait_or_stop
+from ._runner import Run
+from ._schedule import check_rate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,7 +59,8 @@ class Sweep:
         return self._finished.done()
 
     def wait(self, timeout: float | None = None) -> Sweep:
-        """Wait for the last rate (a KeyboardInterrupt stops the sweep, then waits for its end)."""
+        """Wait for the last rate, or ``timeout`` seconds at most (then it goes on: check ``done``);
+        a KeyboardInterrupt stops the sweep, then waits for its end."""
         wait_or_stop(self._finished, self.stop, timeout)
         return self
 
@@ -212,6 +215,8 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
         raise ConfigurationError("sweep needs rates=[...], e.g. rates=[1, 5, 10]")
     if "rate" in options:
         raise ConfigurationError("sweep takes rates=[...], not rate=")
+    for rate in rates:  # all now: a bad one found at its turn ended the sweep and lost the rates before it
+        check_rate(rate)
     from ..display.live import in_kernel
 
     live = in_kernel() and options.get("progress") is not False
