@@ -31,6 +31,7 @@ from ._client_load import ClientMonitor, Health
 from ._clock import Hold, offset_ns
 from ._plan import Request
 from ._ray import (
+    RECALL_S,
     Recalled,
     Sent,
     failed_stream,
@@ -191,9 +192,6 @@ class _Worker:
 READY = "ready"
 #: How long a run waits for its workers to start (a busy machine imports slowly); then it starts anyway.
 READY_TIMEOUT = 120.0
-#: How long a stopped run waits for a worker to send back a stopped stream (what arrived).
-RECALL_S = 2.0
-
 
 def max_workers(cores: int) -> int:
     """The most worker processes a run starts on a machine with ``cores`` cores: each one is a

@@ -33,6 +33,10 @@ from ._plan import Request
 __all__ = ["RayEngine", "Recalled", "Sent", "Worker", "worker_stream"]
 
 
+#: How long a stopped run waits for a worker to send back a stopped stream (what arrived).
+RECALL_S = 2.0
+
+
 class Sent(NamedTuple):
     """What a worker gave back for one attempt."""
 
@@ -62,6 +66,9 @@ class Worker:
         self.hold = Hold()
         self.monitor: ClientMonitor | None = None
         self.sampler: Any = None
+        #: The sends in flight, by the driver's call id: their loop, their task, and what they
+        #: leave when stopped (a stopped stream, or None if nothing was sent), for ``recall``.
+        self.running: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any], Any]] = {}
 
     async def where(self) -> tuple[str, str, int, bool]:
         """(worker name, node id, pid, whether its sim/ models go to an in-process simulator of its
@@ -98,16 +105,48 @@ class Worker:
         self.hold.until(wall_ns)
 
     async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
-                   send_at_ns: int | None = None) -> tuple[StreamState | ChunkLog, int, Health]:
+                   send_at_ns: int | None = None, call_id: int | None = None,
+                   ) -> tuple[StreamState | ChunkLog, int, Health]:
         """Send one attempt (at the wall time ``send_at_ns`` if given: it is handed over ahead of its
         scheduled send, the Run's SEND_LEAD) and stream it to its end; return the stream (``_recorded.to_wire``),
         this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
-        (``_client_load.py``)."""
+        (``_client_load.py``). ``call_id``: the driver's, for ``recall``."""
+        import concurrent.futures
+
         await self._setup()
-        await self.hold.wait()
-        stream = await worker_stream(self.client, self.connection, messages, model, params, send_at_ns)
+        left: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if call_id is not None:
+            self.running[call_id] = (asyncio.get_running_loop(), asyncio.current_task(), left)  # type: ignore[assignment]
+        try:
+            await self.hold.wait()
+            stream = await worker_stream(self.client, self.connection, messages, model, params, send_at_ns)
+        except Recalled as recalled:
+            left.set_result(to_wire(recalled.stream))
+            raise
+        except asyncio.CancelledError:
+            left.set_result(None)
+            raise
+        finally:
+            self.running.pop(call_id, None)  # type: ignore[arg-type]
         assert self.monitor is not None
         return to_wire(stream), offset_ns(), self.monitor.drain()
+
+    async def recall(self, call_id: int) -> tuple[StreamState | ChunkLog | None, int, Health] | None:
+        """The run was stopped: stop the send ``call_id`` and return what it left, as ``send``
+        would (its stream None if it had sent nothing); None if it is not here (queued in Ray,
+        or ended). Called in the "control" group, whose loop is not the sends' (Ray gives each
+        concurrency group its own): the task is cancelled in its own loop."""
+        found = self.running.get(call_id)
+        if found is None:
+            return None
+        loop, task, left = found
+        loop.call_soon_threadsafe(task.cancel)
+        try:
+            sent = await asyncio.wait_for(asyncio.wrap_future(left), RECALL_S)
+        except asyncio.TimeoutError:
+            return None
+        assert self.monitor is not None
+        return sent, offset_ns(), self.monitor.drain()
 
 
 def start_endpoints(connection: dict[str, Any], models: list[str]) -> None:
@@ -232,6 +271,7 @@ class RayEngine:
             self.simulator_in_workers |= own
         self._load: dict[str, int] = dict.fromkeys(self._actors, 0)
         self._last: str | None = None
+        self._next_id = 0
         self.per_worker = per_worker
 
     @property
@@ -264,13 +304,19 @@ class RayEngine:
             return Sent(failed_stream(request, "no Ray worker is left: every worker of the run died"), None, None,
                         False)
         self._load[name] += 1
+        self._next_id += 1
+        call_id, actor = self._next_id, self._actors[name]
         try:
-            ref = self._actors[name].send.remote(request.messages, request.model, dict(request.params), send_at_ns)
+            ref = actor.send.remote(request.messages, request.model, dict(request.params), send_at_ns, call_id)
             try:
                 sent, worker_offset, health = await ref
-            except asyncio.CancelledError:
-                ray.cancel(ref)
-                raise
+            except asyncio.CancelledError:  # the run was stopped: what arrived comes back, as with the others
+                recalled = await self._recall(actor, call_id)
+                ray.cancel(ref)  # what is left of it: queued in Ray, not started
+                if recalled is None or recalled[0] is None:
+                    raise
+                sent, worker_offset, health = recalled
+                raise Recalled(from_worker(sent, worker_offset), name, self.nodes.get(name), health) from None
         except RayActorError as exc:
             self._actors.pop(name, None)
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -279,6 +325,14 @@ class RayEngine:
         finally:
             self._load[name] -= 1
         return Sent(from_worker(sent, worker_offset), name, self.nodes.get(name), True, health)
+
+    async def _recall(self, actor: Any, call_id: int) -> Any:
+        """``Worker.recall`` of the send ``call_id``; None if the actor is gone or slow."""
+        try:
+            ref = actor.recall.options(concurrency_group="control").remote(call_id)
+            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), RECALL_S + 1.0)
+        except Exception:  # a dead actor (RayActorError), a timeout: nothing comes back
+            return None
 
     def close(self) -> None:
         import ray
