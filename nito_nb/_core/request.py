@@ -17,7 +17,13 @@ def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
         return [prompt_or_messages]
     if isinstance(prompt_or_messages, (list, tuple)) and all(isinstance(m, dict) for m in prompt_or_messages):
         return list(prompt_or_messages)
+    what = type(prompt_or_messages).__name__
+    if isinstance(prompt_or_messages, (list, tuple)):  # "not list" said nothing of what was wrong in it
+        odd = next(m for m in prompt_or_messages if not isinstance(m, dict))
+        what = f"a {what} holding a {type(odd).__name__} ({odd!r:.40})"
+        if isinstance(odd, str):
+            what += "; for several prompts, one request each, use nito_nb.run"
     raise ConfigurationError(
         "the prompt must be a string or a list of messages like "
-        '[{"role": "user", "content": "..."}], not ' + type(prompt_or_messages).__name__
+        '[{"role": "user", "content": "..."}], not ' + what
     )
