@@ -27,4 +27,3 @@ def test_anything_else_is_one_line_saying_what(prompt: object, said: str) -> Non
         nito_nb.stream(prompt, model="sim/chat")
     assert str(caught.value).startswith("the prompt must be a string or a list of messages like")
     assert str(caught.value).endswith(said)
-    assert "for several prompts" not in said or isinstance(prompt, list)
