@@ -4,7 +4,8 @@ Split the way httpx splits its own: the parts without I/O below, the two I/O she
 
 - ``config.py``: ``Timeout`` and the limit of one SSE event.
 - ``endpoint.py``: where a call goes (base URL, ``NITO_BASE_URL``, the embedded simulator that the
-  package root registers with ``register_simulator``) and with which key (``NITO_API_KEY``).
+  package root registers with ``register_simulator``) and with which key (``NITO_API_KEY``); the
+  one check of a base URL (``checked_base_url``) and how one is shown (``shown_url``).
 - ``check.py``: ``check_request``, the one check of a request body before it is sent.
 - ``retry.py``: whether and when an attempt that failed before the body is tried again.
 - ``failures.py``: httpx's failures and HTTP error responses as typed errors.
@@ -20,7 +21,14 @@ from .base import BaseClient, Route
 from .check import check_request
 from .clients import AsyncClient, Client
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
-from .endpoint import DEFAULT_BASE_URL, checked_key, is_nito, register_simulator
+from .endpoint import (
+    DEFAULT_BASE_URL,
+    checked_base_url,
+    checked_key,
+    is_nito,
+    register_simulator,
+    shown_url,
+)
 from .failures import transport_exception
 
 __all__ = [
@@ -33,8 +41,10 @@ __all__ = [
     "Timeout",
     "as_messages",
     "check_request",
+    "checked_base_url",
     "checked_key",
     "is_nito",
     "register_simulator",
+    "shown_url",
     "transport_exception",
 ]

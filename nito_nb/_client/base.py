@@ -15,7 +15,15 @@ from .._core.request import as_messages
 from .._stream_base import StreamBase
 from .check import check_request
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout, check_max_event_size
-from .endpoint import base_url_of, endpoint, find_key, is_embedded, is_nito, shown_url
+from .endpoint import (
+    base_url_of,
+    checked_base_url,
+    endpoint,
+    find_key,
+    is_embedded,
+    is_nito,
+    shown_url,
+)
 from .failures import not_event_stream
 from .retry import retry_delay
 
@@ -31,6 +39,11 @@ class Route:
     key: str | None = field(repr=False)
     timeout: Any = None  # the call's timeout= (None: the client's)
     max_event_size: int | None = None  # the call's max_event_size= (None: the client's)
+
+    def __repr__(self) -> str:
+        # The base URL as shown everywhere (a password or a ?api-key= in it redacted), never the key.
+        shown = None if self.base_url is None else shown_url(self.base_url)
+        return f"Route(client={self.client!r}, base_url={shown!r}, timeout={self.timeout!r})"
 
     def options(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """``stream()`` keywords for the next turn. A base URL other than this one never gets this
@@ -54,7 +67,9 @@ class BaseClient:
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
     ) -> None:
         self._api_key = api_key
-        self._base_url = base_url
+        # Checked now, so that a wrong one is refused where it was given (NITO_BASE_URL is read,
+        # and checked, per call).
+        self._base_url = None if base_url is None or base_url == "" else checked_base_url(base_url, "base_url")
         self.timeout = Timeout.of(timeout)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"max_retries must be a whole number >= 0, not {max_retries!r}")
@@ -71,20 +86,29 @@ class BaseClient:
 
     def __repr__(self) -> str:
         key = "set" if (self._api_key or os.environ.get("NITO_API_KEY")) else "unset"
-        return f"<{type(self).__name__} base_url={shown_url(self.base_url)!r} api_key={key}>"
+        try:
+            url = shown_url(self.base_url)
+        except ConfigurationError:  # a bad NITO_BASE_URL: a repr says so rather than raise
+            url = f"invalid NITO_BASE_URL {shown_url(os.environ.get('NITO_BASE_URL', ''))!r}"
+        return f"<{type(self).__name__} base_url={url!r} api_key={key}>"
 
     def _event_limit(self, max_event_size: int | None) -> int:
         """This call's limit on one event's bytes: its own, else the client's."""
         return self.max_event_size if max_event_size is None else check_max_event_size(max_event_size)
 
+    def _call_url(self, base_url: Any) -> Any:
+        """The call's base URL, else the client's: not ``base_url or ...``, which would pass over
+        a falsy one of a wrong type (``0``, ``[]``) instead of refusing it."""
+        return self._base_url if base_url is None or base_url == "" else base_url
+
     def _embedded(self, model: str, base_url: str | None) -> bool:
         """``sim/`` models go to the embedded simulator unless a base URL was given in code (to
         this call or to the client)."""
-        return is_embedded(model, base_url or self._base_url)
+        return is_embedded(model, self._call_url(base_url))
 
     def _endpoint(self, model: str, base_url: str | None) -> str:
-        """The base URL of a call."""
-        return endpoint(model, base_url or self._base_url)
+        """The base URL of a call, checked."""
+        return endpoint(model, self._call_url(base_url))
 
     def _key(self, api_key: str | None) -> str | None:
         """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
@@ -132,13 +156,14 @@ class BaseClient:
 
     def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
         """(base URL, headers, key) of a ``GET /models``."""
+        url = base_url_of(self._call_url(base_url))  # checked
         key = self._key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return (base_url or self.base_url).rstrip("/"), headers, key
+        return url, headers, key
 
     def _not_event_stream(self, stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
         """The error of a 2xx answer that is not an event stream, naming this call's base URL."""
-        base_url = stream.request.get("base_url") or self.base_url  # this call's, not the default
+        base_url = stream.request.get("base_url") or shown_url(self.base_url)  # this call's, not the default
         return not_event_stream(stream, response, body, key, base_url)
 
     def _retry_delay(self, attempt: int, error: NitoError) -> float | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import socket
 import ssl
 import time
@@ -18,12 +19,13 @@ from typing import Any
 
 import httpx
 
-from .._core.errors import NitoError
+from .._core.errors import ConfigurationError, NitoError
 from .._stream import AsyncStream, Stream
 from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
 from .base import BaseClient
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .connecting import trace_connect
+from .endpoint import shown_url
 from .failures import (
     MAX_ERROR_BODY,
     connect_error,
@@ -44,9 +46,12 @@ class Client(BaseClient):
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
                  http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0,
                  max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        # Checked now: the wrong kind failed at the first request, deep inside (AttributeError,
+        # or an httpx.AsyncClient's send() returned a coroutine, never awaited).
+        _check_http_client(http_client, "nito_nb.Client", httpx.Client, httpx.AsyncClient)
         super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
         self._own_http = http_client is None
-        self._http = http_client or httpx.Client(timeout=self.timeout.httpx())
+        self._http = http_client if http_client is not None else httpx.Client(timeout=self.timeout.httpx())
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
@@ -56,6 +61,7 @@ class Client(BaseClient):
         HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
         the body is read as the Stream is iterated.
         """
+        self._check_open()
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = Stream(
@@ -113,6 +119,7 @@ class Client(BaseClient):
         """The gateway's model list (``GET /models``). Failures raise typed errors, as for a
         stream: ``ConnectionFailed`` (and its timeouts), an ``APIError``, or a ``TransportError``
         for an answer that is not the JSON list."""
+        self._check_open()
         url, headers, key = self._models_request(base_url, api_key)
         try:
             response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
@@ -123,6 +130,11 @@ class Client(BaseClient):
     def close(self) -> None:
         if self._own_http:
             self._http.close()
+
+    def _check_open(self) -> None:
+        """httpx's RuntimeError ("the client has been closed") as one line that says what to do."""
+        if self._http.is_closed:
+            raise ConfigurationError(_closed_message("nito_nb.Client", "httpx.Client", self._own_http))
 
     def __enter__(self) -> Client:
         return self
@@ -137,6 +149,9 @@ class AsyncClient(BaseClient):
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
                  http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
                  max_retry_wait: float = 30.0, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        # Checked now: an httpx.Client failed at the first connection, in httpcore (a TypeError
+        # about the trace callback).
+        _check_http_client(http_client, "nito_nb.AsyncClient", httpx.AsyncClient, httpx.Client)
         super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
         # Without an httpx client of the user's, each stream gets its own, closed with the stream:
         # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
@@ -157,6 +172,7 @@ class AsyncClient(BaseClient):
                max_event_size: int | None = None, **params: Any) -> AsyncStream:
         """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
         Configuration errors raise here; HTTP errors raise when it connects."""
+        self._check_open()
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         stream = AsyncStream(
@@ -230,6 +246,7 @@ class AsyncClient(BaseClient):
         anyio.Lock()  # making one loads the backend of the running loop
 
     async def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+        self._check_open()
         url, headers, key = self._models_request(base_url, api_key)
         http = self._http or self._new_http()
         try:
@@ -245,6 +262,12 @@ class AsyncClient(BaseClient):
         """Nothing to release: each stream closes its own connection (a client you passed in
         stays yours to close)."""
 
+    def _check_open(self) -> None:
+        """As :meth:`Client._check_open`; only an httpx client of the user's can be closed (this
+        client makes one per stream otherwise)."""
+        if self._http is not None and self._http.is_closed:
+            raise ConfigurationError(_closed_message("nito_nb.AsyncClient", "httpx.AsyncClient", False))
+
     async def __aenter__(self) -> AsyncClient:
         return self
 
@@ -252,7 +275,47 @@ class AsyncClient(BaseClient):
         await self.aclose()
 
 
-# -- the I/O helpers of both -------------------------------------------------------------------
+# -- the checks and I/O helpers of both ------------------------------------------------------------
+
+
+def _check_http_client(http_client: Any, client: str, wanted: type, twin: type) -> None:
+    """A ConfigurationError unless ``http_client`` is None or a ``wanted`` (``twin``: the other
+    kind of httpx client, which belongs to the other nito_nb client)."""
+    if http_client is None or isinstance(http_client, wanted):
+        return
+    name = f"httpx.{wanted.__name__}"
+    if isinstance(http_client, twin):
+        other = f"httpx.{twin.__name__}"
+        raise ConfigurationError(
+            f"{client} takes an {name}, not an {other}: pass http_client={name}(...), or give the "
+            f"{other} to {'nito_nb.AsyncClient' if client == 'nito_nb.Client' else 'nito_nb.Client'}."
+        )
+    raise ConfigurationError(
+        f"{client} takes an {name}, not {type(http_client).__name__}: pass http_client={name}(...) or leave it out."
+    )
+
+
+def _closed_message(client: str, http: str, own: bool) -> str:
+    if own:
+        return f"This {client} is closed (close(), or the end of its with block): make a new one, {client}(...)."
+    return f"The {http} given as http_client is closed: make a new {client} with an open one."
+
+
+class _ShownURLs(logging.Filter):
+    """httpx logs every request's URL as it is ("HTTP Request: POST https://...", INFO): a
+    password or an ``?api-key=`` in a base URL would reach the log of a notebook that turned INFO
+    on. This shows it as every message does (``shown_url``). A logger's filter runs only for the
+    records it logs, so it costs nothing while INFO is off."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(arg, httpx.URL) for arg in record.args):
+            record.args = tuple(shown_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args)
+        return True
+
+
+_httpx_logger = logging.getLogger("httpx")
+if not any(type(f).__name__ == "_ShownURLs" for f in _httpx_logger.filters):  # once, also after a reload
+    _httpx_logger.addFilter(_ShownURLs())
 
 
 def _close(response: httpx.Response) -> None:

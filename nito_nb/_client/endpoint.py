@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
+import re
 import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import httpx
 
 from .._core.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "base_url_of",
+    "checked_base_url",
     "checked_key",
     "endpoint",
     "find_key",
     "is_embedded",
     "is_nito",
     "register_simulator",
+    "shown_url",
     "simulator_apart",
     "use_simulator",
 ]
@@ -76,20 +82,116 @@ def use_simulator(url: str | None) -> None:
 
 # -- the base URL --------------------------------------------------------------------------------
 
+#: How a base URL should look, in every message that refuses one.
+URL_EXAMPLE = '"https://host/v1"'
 
-def base_url_of(configured: str | None) -> str:
-    """The base URL given in code, else ``NITO_BASE_URL``, else Nito's (no trailing slash)."""
-    return (configured or os.environ.get("NITO_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+def base_url_of(configured: Any) -> str:
+    """The base URL given in code, else ``NITO_BASE_URL``, else Nito's (no trailing slash), checked
+    (:func:`checked_base_url`): the environment is read per call, so it is checked per call."""
+    if configured is not None and configured != "":  # "" is "not given", as None
+        return checked_base_url(configured, "base_url")
+    env = os.environ.get("NITO_BASE_URL")
+    if env:
+        return checked_base_url(env, "NITO_BASE_URL")
+    return DEFAULT_BASE_URL
+
+
+def checked_base_url(url: Any, source: str) -> str:
+    """``url`` without its trailing slash if a request can be sent to it, else a
+    ConfigurationError that names ``source`` (``base_url``, ``NITO_BASE_URL``, ``Nito.base_url``)
+    and shows the URL as :func:`shown_url` does. The one check of a base URL: the clients (made,
+    and per call), ``models()`` and the magic's setting all come here.
+
+    Without it a wrong type failed on ``rstrip`` (AttributeError), and a URL that does not parse
+    failed deep inside httpx when the request was built (InvalidURL) or in ``urllib`` (ValueError).
+    """
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{source} must be a URL string like {URL_EXAMPLE}, not {type(url).__name__}.")
+    problem = _url_problem(url)
+    if problem:
+        raise ConfigurationError(f"{source} {shown_url(url)!r} {problem}: give a URL like {URL_EXAMPLE}.")
+    return url.rstrip("/")
+
+
+@functools.lru_cache(maxsize=256)
+def _url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as a base URL, or None. Cached: every request of a run checks
+    its base URL (the environment may have changed), and parsing one twice costs ~20 µs."""
+    if _parse_error(url) is not None:
+        # The parser's words come from the URL with its secrets replaced, so that none can be
+        # quoted in them (the marker without brackets, which urllib would read as an IPv6 host).
+        return f"is not a valid URL ({_parse_error(_shown(url, 'redacted')) or 'it does not parse'})"
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parsed.host:
+        return "has no host"
+    return None
+
+
+def _parse_error(url: str) -> str | None:
+    """Why ``url`` does not parse, or None. Both parsers that read it must accept it: httpx, which
+    builds the request, and the standard library's, which :func:`is_nito` uses (and which says
+    "Invalid IPv6 URL" where httpx says "Invalid port: ':1'", and refuses a port over 65535)."""
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 - .port is where urllib checks the port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        return str(exc)
+    return None
+
+
+#: RFC 3986's expression for the parts of a URI (appendix B): scheme, authority, path, query,
+#: fragment. It matches any string, so showing a URL never fails, even one that does not parse.
+_URI = re.compile(r"(?P<scheme>[^:/?#]+:)?(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?",
+                  re.DOTALL)
+
+#: Query parameters that carry a credential: API keys (Azure OpenAI's ``api-key``, Google's
+#: ``key``), OAuth tokens and codes, signatures of signed URLs (``sig``, AWS's ``Signature``).
+_CREDENTIAL_NAMES = frozenset({
+    "key", "api-key", "api_key", "apikey", "token", "access_token", "secret", "password", "passwd",
+    "sig", "signature", "auth", "code",
+})
+#: ... and any name that contains one of these (``x-goog-api-key``, ``client_secret``, ``id_token``).
+_CREDENTIAL_PARTS = ("key", "token", "secret", "password")
 
 
 def shown_url(url: str) -> str:
-    """``url`` as it may be shown or saved: a user name and password in it (``https://user:pass@host``,
-    which httpx sends as Basic auth) become ``[redacted]``. The one rule for every message, repr
-    and saved request that names a base URL; the call itself uses the URL as given."""
-    split = urllib.parse.urlsplit(url)
-    if "@" not in split.netloc:
-        return url
-    return urllib.parse.urlunsplit(split._replace(netloc="[redacted]@" + split.netloc.rpartition("@")[2]))
+    """``url`` as it may be shown, logged or saved: a user name and password in it
+    (``https://user:pass@host``, which httpx sends as Basic auth) and the values of query (or
+    fragment) parameters named like a credential (``?api-key=...``, ``?token=...``, ``?sig=...``)
+    become ``[redacted]``. The one rule for every message, repr, log and saved request that names a
+    base URL; the call itself uses the URL as given."""
+    return _shown(url, "[redacted]")
+
+
+def _shown(url: str, marker: str) -> str:
+    parts = _URI.fullmatch(url)
+    if parts is None:  # cannot happen (every part is optional): show nothing rather than a secret
+        return marker
+    scheme, authority, path, query, fragment = parts.group("scheme", "authority", "path", "query", "fragment")
+    shown = scheme or ""
+    if authority is not None:
+        shown += "//" + (f"{marker}@" + authority.rpartition("@")[2] if "@" in authority else authority)
+    shown += path
+    if query is not None:
+        shown += "?" + _shown_parameters(query, marker)
+    if fragment is not None:  # never sent, but an OAuth redirect's #access_token= is one too
+        shown += "#" + _shown_parameters(fragment, marker)
+    return shown
+
+
+def _shown_parameters(query: str, marker: str) -> str:
+    return "&".join(_shown_parameter(item, marker) for item in query.split("&"))
+
+
+def _shown_parameter(item: str, marker: str) -> str:
+    name, eq, _ = item.partition("=")
+    plain = urllib.parse.unquote_plus(name).strip().lower()
+    if eq and (plain in _CREDENTIAL_NAMES or any(part in plain for part in _CREDENTIAL_PARTS)):
+        return f"{name}={marker}"
+    return item
 
 
 def is_embedded(model: str, base_url: str | None) -> bool:
@@ -99,7 +201,9 @@ def is_embedded(model: str, base_url: str | None) -> bool:
 
 
 def endpoint(model: str, base_url: str | None) -> str:
-    """The base URL of a call (``base_url``: the call's, else the client's)."""
+    """The base URL of a call (``base_url``: the call's, else the client's), checked."""
+    if base_url is not None and not isinstance(base_url, str):  # a falsy one (0, []) is no "not given"
+        checked_base_url(base_url, "base_url")
     if is_embedded(model, base_url):
         if _simulator is None:
             raise ConfigurationError(
@@ -107,16 +211,16 @@ def endpoint(model: str, base_url: str | None) -> str:
                 "import nito_nb (it registers it), or pass base_url=... of a running one."
             )
         return (_simulator_here.get() or _simulator()).rstrip("/")
-    url = base_url_of(base_url)
-    if not url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"base_url must start with http:// or https://, got {url!r}")
-    return url
+    return base_url_of(base_url)
 
 
 def is_nito(url: str) -> bool:
     """True for Nito's own gateway, the only one that needs a key: an OpenAI-compatible server of
     one's own (vLLM, Ollama, llama.cpp, ``python -m nito_nb.sim``) may need none."""
-    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    try:
+        host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    except ValueError:  # not a URL (checked_base_url says why where it matters): not Nito's
+        return False
     return host == "trynito.ai" or host.endswith(".trynito.ai")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +106,17 @@ class Nito(Configurable):
 
     @validate("base_url")
     def _check_base_url(self, proposal: Any) -> str | None:
+        # The client's own check (one rule for every path): a URL that does not parse was taken,
+        # or refused only after changing the setting (urllib's ValueError escaped the validator).
+        from .._client import checked_base_url
+
         value = proposal["value"]
-        if not value:
+        if not value or not value.strip():
             return None
-        parts = urllib.parse.urlsplit(value.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise _refused("base_url", "an http:// or https:// URL (or None)", value)
+        try:
+            checked_base_url(value.strip(), "Nito.base_url")
+        except ConfigurationError as exc:
+            raise TraitError(f"{exc.message} The setting is unchanged.") from None
         return value.strip()
 
     @validate("store")

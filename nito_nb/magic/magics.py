@@ -31,7 +31,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-from .._client import check_request
+from .._client import check_request, shown_url
 from .._core.errors import ConfigurationError, NitoError
 from .._interpolate import interpolate
 from .._last import last as _kept
@@ -41,7 +41,7 @@ from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, settings_for
 from .grid import run_models
 from .history import cost_line, history_table
-from .output import error_line, in_kernel, start_view, usage_error
+from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
 from .replay import replay
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
@@ -72,7 +72,11 @@ def _param_value(key: str, text: str) -> Any:
 def _parse(magic: Any, line: str) -> Any:
     """``parse_argstring`` with shell quoting: IPython splits magic lines non-POSIX, which keeps the
     quotes in ``--system "Be brief"`` and cuts ``--param sim='{"tps": 5}'`` at its space."""
-    return magic.parser.parse_args(arg_split(line, posix=True))
+    try:
+        words = arg_split(line, posix=True)
+    except ValueError:  # shlex's "No closing quotation", with a traceback from inside shlex
+        raise UsageError(unsplittable_options(line)) from None
+    return magic.parser.parse_args(words)
 
 
 def _slug(model: str) -> str:
@@ -234,10 +238,13 @@ class NitoMagics(Magics):
         settings = self.settings
         lines = ["Nito configuration (%config Nito.<name> = value):"]
         for name in sorted(settings.trait_names(config=True)):
-            lines.append(f"  Nito.{name} = {getattr(settings, name)!r}")
+            value = getattr(settings, name)
+            if name == "base_url" and value:  # a password or an ?api-key= in it is never shown
+                value = shown_url(value)
+            lines.append(f"  Nito.{name} = {value!r}")
         base_url = settings.base_url or os.environ.get("NITO_BASE_URL") or _default_base_url()
         sim = "go there too" if settings.base_url else "run on the embedded simulator"
-        lines.append(f"  effective base URL: {base_url} (sim/... models {sim})")
+        lines.append(f"  effective base URL: {shown_url(base_url)} (sim/... models {sim})")
         lines.append(f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}")
         return "\n".join(lines)
 

@@ -5,6 +5,7 @@ the same accumulation as a live stream, at the recorded pace (or a steady one fo
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,12 +22,20 @@ __all__ = ["SSE_REPLAY_SECONDS", "replay"]
 #: A recorded SSE file has no arrival times: it is replayed at a steady pace, at most this long.
 SSE_REPLAY_SECONDS = 5.0
 
+#: The longest replay a --speed may ask for. A smaller speed is refused, not clamped: a clamp would
+#: silently show another pace than the one asked for, and a replay this long holds the kernel for a
+#: day (and below about 1e-300 the wait overflowed time.sleep).
+MAX_REPLAY_SECONDS = 86400.0
+
 
 def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
     """Show the recording at ``args.speed`` in the magic's live view, then keep the recording."""
     from .._recorded import read_file
     from .._stream import Stream
 
+    speed = args.speed
+    if speed != 0 and not (math.isfinite(speed) and speed > 0):  # negative and NaN were "at once"
+        raise UsageError(f"--speed is a factor, a finite number > 0 (2: twice as fast), or 0 for at once, not {speed:g}")
     path = Path(args.replay).expanduser()
     if not path.is_file():
         raise UsageError(f"--replay: no such file: {str(path)!r}")
@@ -42,6 +51,10 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
     events = list(recorded.log)
     timed = any(event.t_ns != events[0].t_ns for event in events)
     step = min(0.02, SSE_REPLAY_SECONDS / len(events))
+    recorded_s = events[-1].t if timed else (len(events) - 1) * step
+    if speed > 0 and recorded_s / speed > MAX_REPLAY_SECONDS:
+        raise UsageError(f"--speed {speed:g} would take {recorded_s / speed:.3g} s to replay {path.name} (over a day; "
+                         f"recorded in {recorded_s:.3g} s): give a larger speed, or 0 for at once")
     # A fresh Stream fed the recorded bytes: the same accumulation as live, at the recorded pace.
     # feed()/end(): the engine's public, I/O-free, thread-safe entry points (the view's
     # refresh thread takes snapshots meanwhile).
@@ -51,8 +64,8 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
     try:
         start_view(display)
         for index, event in enumerate(events):
-            if args.speed > 0:
-                due = (event.t if timed else index * step) / args.speed
+            if speed > 0:
+                due = (event.t if timed else index * step) / speed
                 wait = start + due - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)
