@@ -13,6 +13,7 @@ from typing import Any
 
 from ._core import errors
 from ._core.errors import (
+    ConfigurationError,
     ConnectionLost,
     EventTooLargeError,
     NitoError,
@@ -80,15 +81,53 @@ def read_sse(
 def read_file(path: str | os.PathLike[str]) -> Stream:
     """A Stream from a file: a log saved by ``Stream.save`` (its first line says so, whatever the
     file's name), else a recorded SSE body. The one rule for ``frame(path)`` and ``--replay``."""
+    path = _file_path(path, "nito_nb.read_file")
     with open(path, "rb") as f:
         head = f.readline(64 * 1024)
     return load(path) if first_line_is_log(head) else read_sse(Path(path))
 
 
 def load(path: str | os.PathLike[str]) -> Stream:
-    """A Stream from a log written by ``Stream.save``: the same events, times and results."""
-    log, events = read_log(path)
+    """A Stream from a log written by ``Stream.save``: the same events, times and results.
+
+    ``path`` is the file's path (str or ``os.PathLike``); anything else, the log's text itself,
+    or a folder is one ConfigurationError that says what to pass instead."""
+    log, events = read_log(_file_path(path, "nito_nb.load"))
     return from_events(log, events)
+
+
+def _file_path(value: Any, who: str) -> str | os.PathLike[str]:
+    """``value`` when it names a file to open, else one line saying what ``who`` takes.
+
+    An int would reach ``open()`` as a file descriptor, read and then closed (``load(0)`` closed
+    stdin); bytes as a path; and a log's own text as a file name, whose error message echoed it
+    (prompts and answers) in full. Neither is ever meant as a path here."""
+    if isinstance(value, (bytes, bytearray, memoryview)) or (isinstance(value, str) and _is_text(value)):
+        text = bytes(value) if not isinstance(value, str) else value.encode("utf-8", "replace")
+        if isinstance(value, str) and os.path.isfile(value):
+            return value  # an odd file name, but a file: read it
+        what = "a saved log's text" if b'"nito_nb_log"' in text[:4096] else "a file's content"
+        unit = "characters" if isinstance(value, str) else "bytes"
+        raise ConfigurationError(  # its size, never the text: a log holds the prompts
+            f"{who} takes the path of a file, not {what} ({len(value):,} {unit}): write it to "
+            "a file and pass its path (pathlib.Path('run.jsonl').write_text(text)); a recorded SSE "
+            "body as text or bytes is read by nito_nb.read_sse(text)"
+        )
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigurationError(
+            f"{who} takes the path of a file (a str or pathlib.Path), not {type(value).__name__}"
+        )
+    if os.path.isdir(value):
+        raise ConfigurationError(
+            f"{os.fspath(value)!r} is a folder: {who} reads one file; nito_nb.frame(folder) reads "
+            "every .jsonl and .sse file in it"
+        )
+    return value
+
+
+def _is_text(value: str) -> bool:
+    """A str that is a file's content rather than its name: more than one line, or JSON."""
+    return "\n" in value or "\r" in value or value.lstrip().startswith("{")
 
 
 def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> Stream:

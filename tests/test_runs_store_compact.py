@@ -134,7 +134,7 @@ def test_a_merge_that_fails_is_a_warning_and_the_store_stays_readable(tmp_path: 
     _run(store, ["a", "b"])
     shown = _shown(store)
 
-    def fails(folder: Path, con: Any) -> tuple[int, int]:
+    def fails(folder: Path, con: Any, *skip: Any) -> tuple[int, int]:
         raise OSError("No space left on device")
 
     monkeypatch.setattr("nito_nb.runs._store.compact", fails)

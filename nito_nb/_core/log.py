@@ -265,38 +265,36 @@ class ChunkLog:
 def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, int | None, bytes]]]:
     """Read a saved log: its metadata, and its events as (t_ns, kind code or None, raw bytes).
 
-    The kind is None for SSE events: the Stream decodes them again to rebuild its state.
+    The kind is None for SSE events: the Stream decodes them again to rebuild its state. A file
+    that is not a log, or a line whose fields a save never writes (a hand edit), is a
+    LogFormatError that names the line and what is wrong.
     """
-    with open(path, encoding="utf-8") as f:
+    where = repr(os.fspath(path))
+    # Bytes, decoded line by line: a file that is not UTF-8 is then said to be so (it was a bare
+    # UnicodeDecodeError), and a last line cut inside a character counts as cut, like any other.
+    with open(path, "rb") as f:
         first = f.readline()
         try:
-            header = json.loads(first)
+            header = json.loads(first.decode("utf-8-sig"))  # -sig: an editor's BOM is harmless
+        except UnicodeDecodeError:
+            raise LogFormatError(f"{where} is not a nito_nb log: {_not_text(first)}") from None
         except ValueError:
             header = None
         if not isinstance(header, dict) or "nito_nb_log" not in header:
             raise LogFormatError(
-                f"{os.fspath(path)!r} is not a nito_nb log (its first line has no 'nito_nb_log' key). "
+                f"{where} is not a nito_nb log (its first line has no 'nito_nb_log' key). "
                 "For a recorded SSE body use nito_nb.read_sse(path)."
             )
-        if header["nito_nb_log"] > LOG_VERSION:
+        version = header["nito_nb_log"]
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise LogFormatError(_bad_field(where, 1, "nito_nb_log", version, "a version number (1)"))
+        if version > LOG_VERSION:
             raise LogFormatError(
-                f"{os.fspath(path)!r} is a version {header['nito_nb_log']} log; this nito_nb reads "
-                f"up to version {LOG_VERSION}: upgrade nito_nb."
+                f"{where} is a version {version} log; this nito_nb reads up to version "
+                f"{LOG_VERSION}: upgrade nito_nb."
             )
-        t0 = int(header.get("t0_ns") or 0)
-        log = ChunkLog(
-            header.get("request") or {},
-            t0_ns=t0,
-            t0_wall=_dt.datetime.fromisoformat(header["t0_wall"]) if header.get("t0_wall") else None,
-        )
-        log.status_code = header.get("status_code")
-        log.headers = clean_headers(header.get("headers") or {})
-        if header.get("headers_dt_ns") is not None:
-            log.headers_ns = t0 + int(header["headers_dt_ns"])
-        if header.get("connect_ns") is not None:  # logs saved before the key have none
-            log.connect_ns = int(header["connect_ns"])
-        log.timed = header.get("timed") is not False  # logs saved before the key were all timed
-        log.attempts = int(header.get("attempts") or 1)
+        log = _log_of(header, where)
+        t0 = log.t0_ns
         events: list[tuple[int, int | None, bytes]] = []
         ended = False
         number = 1
@@ -304,12 +302,13 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = json.loads(line.decode("utf-8"))
                 if not isinstance(item, dict):
                     raise ValueError("not a JSON object")
-            except ValueError as exc:
+            except ValueError as exc:  # UnicodeDecodeError included
                 if f.read().strip():  # more lines follow: damaged, not cut
-                    raise LogFormatError(f"line {number} of {os.fspath(path)!r} is not JSON: {exc}") from None
+                    what = "UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "JSON"
+                    raise LogFormatError(f"line {number} of {where} is not {what}: {exc}") from None
                 # The last line was cut (a copy or a save that did not finish): keep what is whole.
                 log.cut = (
                     f"the file was cut: its last line ({number}) is incomplete; the {len(events)} "
@@ -317,14 +316,112 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
                 )
                 break
             if "end" in item:
+                if not isinstance(item["end"] or {}, dict):
+                    raise LogFormatError(_bad_field(where, number, "end", item["end"], "an object"))
                 log.end = item["end"] or {}
                 ended = True
                 continue
-            raw = (
-                base64.b64decode(item["raw_b64"]) if "raw_b64" in item else item.get("raw", "").encode("utf-8")
-            )
             kind = KINDS.index(item["kind"]) if item.get("kind") in KINDS else None
-            events.append((t0 + int(item.get("dt_ns", 0)), kind, raw))
+            # What Stream.save writes (an int, a str) is taken as it is; the rest is checked.
+            dt_ns = item.get("dt_ns", 0)
+            if type(dt_ns) is not int:
+                dt_ns = _whole(dt_ns, where, number, "dt_ns")
+            text = item.get("raw")
+            if type(text) is str and "raw_b64" not in item:
+                try:
+                    raw = text.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate (\ud800)
+                    raw = _event_raw(item, where, number)
+            else:
+                raw = _event_raw(item, where, number)
+            events.append((t0 + dt_ns, kind, raw))
     if not ended and log.cut is None:  # Stream.save always writes the end record last
         log.cut = f"the file was cut after line {number}: it has no end record; its {len(events)} events are loaded"
     return log, events
+
+
+def _log_of(header: dict[str, Any], where: str) -> ChunkLog:
+    """The log of a saved header (line 1), each field checked: a hand-edited one of the wrong
+    type was a TypeError or AttributeError from deep inside (or a log that broke later)."""
+    request = header.get("request") or {}
+    if not isinstance(request, dict):
+        raise LogFormatError(_bad_field(where, 1, "request", request, "an object"))
+    t0_wall = header.get("t0_wall")
+    try:
+        wall = _dt.datetime.fromisoformat(t0_wall) if t0_wall else None
+    except (TypeError, ValueError):
+        raise LogFormatError(_bad_field(where, 1, "t0_wall", t0_wall, "an ISO date and time")) from None
+    if wall is not None and wall.tzinfo is None:  # every time of a log is aware (UTC)
+        wall = wall.replace(tzinfo=_dt.timezone.utc)
+    t0 = _whole(header.get("t0_ns") or 0, where, 1, "t0_ns")
+    log = ChunkLog(request, t0_ns=t0, t0_wall=wall)
+    status = header.get("status_code")
+    log.status_code = None if status is None else _whole(status, where, 1, "status_code")
+    headers = header.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise LogFormatError(_bad_field(where, 1, "headers", headers, "an object"))
+    log.headers = clean_headers(headers)
+    if header.get("headers_dt_ns") is not None:
+        log.headers_ns = t0 + _whole(header["headers_dt_ns"], where, 1, "headers_dt_ns")
+    if header.get("connect_ns") is not None:  # logs saved before the key have none
+        log.connect_ns = _whole(header["connect_ns"], where, 1, "connect_ns")
+    log.timed = header.get("timed") is not False  # logs saved before the key were all timed
+    log.attempts = _whole(header.get("attempts") or 1, where, 1, "attempts")
+    return log
+
+
+def _event_raw(item: dict[str, Any], where: str, number: int) -> bytes:
+    """An event line's bytes: its ``raw`` text, or ``raw_b64`` when they were not UTF-8."""
+    if "raw_b64" in item:
+        value = item["raw_b64"]
+        try:
+            return base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):  # binascii.Error is a ValueError
+            raise LogFormatError(_bad_field(where, number, "raw_b64", value, "base64 text")) from None
+    value = item.get("raw", "")
+    try:
+        return value.encode("utf-8")
+    except (AttributeError, UnicodeEncodeError):  # not a str, or a lone surrogate (\ud800)
+        raise LogFormatError(_bad_field(where, number, "raw", value, "the event's text")) from None
+
+
+def _whole(value: Any, where: str, number: int, name: str) -> int:
+    """A count or a time in ns, as ``int()`` reads it (a float or a digit string of a hand edit
+    still loads), else one line naming the field."""
+    try:
+        if isinstance(value, bool | list | dict) or value is None:
+            raise TypeError
+        return int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf
+        raise LogFormatError(_bad_field(where, number, name, value, "a whole number")) from None
+
+
+def _bad_field(where: str, number: int, name: str, value: Any, wanted: str) -> str:
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return (
+        f"line {number} of {where}: {name!r} is {shown} ({type(value).__name__}), where a log saved "
+        f"by Stream.save has {wanted}: the line was edited or damaged; fix it, or save the stream again"
+    )
+
+
+#: The first bytes of files often mistaken for a log, and what they are.
+_MAGIC = (
+    (b"\x1f\x8b", "a gzip file: decompress it first (gzip -d)"),
+    (b"PAR1", "a Parquet file: read it with pandas.read_parquet, then nito_nb.frame(df)"),
+    (b"PK\x03\x04", "a zip file: extract it first"),
+    (b"\xff\xfe", "UTF-16 text: save it again as UTF-8"),
+    (b"\xfe\xff", "UTF-16 text: save it again as UTF-8"),
+    (b"SQLite format 3\x00", "a SQLite database"),
+)
+
+
+def _not_text(head: bytes) -> str:
+    """What a file that is not UTF-8 text looks like (by its first bytes), and what to do."""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return f"it is {what}."
+    return (
+        f"it is not UTF-8 text (it starts {head[:8]!r}); a log saved by Stream.save is UTF-8 JSON Lines"
+    )

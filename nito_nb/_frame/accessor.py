@@ -6,6 +6,7 @@ Importing this module registers it. The metrics' definitions are those of ``nito
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,8 +14,9 @@ import pandas as pd
 
 from .._core import metrics
 from .._core.accumulate import _parse_arguments
+from .._core.errors import ConfigurationError
 from .._core.status import STATUSES
-from .dtypes import _READABLE, _TEXT, _missing_columns, _not_ours
+from .dtypes import _READABLE, _TEXT, _ints, _missing_columns, _not_ours
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -40,20 +42,25 @@ class NitoAccessor:
 
     # -- shared views --------------------------------------------------------------------------
 
-    def _streams(self) -> tuple[np.ndarray, pd.Index]:
-        """Integer stream codes per row and the labels they index: the streams that have rows."""
+    def _streams(self, *, warn: bool = True) -> tuple[np.ndarray, pd.Index]:
+        """Integer stream codes per row and the labels they index: the streams that have rows
+        (``warn``: of streams that share a label; off for ``_arrays``, whose callers ask too)."""
         column = self._df["stream"]
         if isinstance(column.dtype, pd.CategoricalDtype):
             # A filtered frame (df[df.stream == "a"]) keeps every category of the whole one: each
             # table would get a row of NaN per stream filtered out, each plot an empty series.
             column = column.cat.remove_unused_categories()
-            return column.cat.codes.to_numpy(), pd.Index(column.cat.categories, name="stream")
-        codes, labels = pd.factorize(column)
-        return codes, pd.Index(labels, name="stream")
+            codes, labels = column.cat.codes.to_numpy(), pd.Index(column.cat.categories, name="stream")
+        else:
+            found, unique = pd.factorize(column)
+            codes, labels = found, pd.Index(unique, name="stream")
+        if warn:
+            _warn_shared_labels(self._df, codes, labels)
+        return codes, labels
 
     def _arrays(self) -> dict[str, np.ndarray]:
         df = self._df
-        codes, _ = self._streams()
+        codes, _ = self._streams(warn=False)
         kind = df["kind"].astype(object).to_numpy()
         part = df["part"].to_numpy()
         return {
@@ -156,10 +163,14 @@ class NitoAccessor:
         )
 
         # connect is not in the rows (it comes before the response): it is in each stream's attrs.
-        described = df.attrs.get("nito") or {}
+        # Attrs that are not ours (a hand-set df.attrs["nito"]) only leave connect unknown (NaN):
+        # nothing else depends on them.
+        described = df.attrs.get("nito")
+        described = described if isinstance(described, dict) else {}
         connect = per_stream()
         for i, label in enumerate(labels):
-            connect_ns = (described.get(label) or {}).get("connect_ns")
+            of_stream = described.get(label)
+            connect_ns = of_stream.get("connect_ns") if isinstance(of_stream, dict) else None
             if isinstance(connect_ns, (int, float)):
                 connect[i] = metrics.connect(connect_ns / 1e9)
         chunk_rows = event & (kind == "chunk") & ~ignored
@@ -184,9 +195,7 @@ class NitoAccessor:
                 "n_events": np.bincount(code[event], minlength=n_streams),
                 "n_chunks": np.bincount(code[chunk_rows], minlength=n_streams),
                 "n_token_chunks": k,
-                "n_output_tokens": pd.array(
-                    [None if n is None else int(n) for n in ns], dtype="Int64"
-                ),
+                "n_output_tokens": _ints([None if n is None else int(n) for n in ns], "completion_tokens"),
                 "finish_reason": pd.array(
                     last_of(taken & df["finish_reason"].notna().to_numpy(), "finish_reason"),
                     dtype=_TEXT,
@@ -195,8 +204,8 @@ class NitoAccessor:
                     last_of(taken & df["error_message"].notna().to_numpy(), "error_message"),
                     dtype=_TEXT,
                 ),
-                "http_status": pd.array(last_of(response, "http_status"), dtype="Int64"),
-                "attempts": pd.array(last_of(response, "attempts"), dtype="Int64"),
+                "http_status": _ints(last_of(response, "http_status"), "http_status"),
+                "attempts": _ints(last_of(response, "attempts"), "attempts"),
             },
             index=labels,
         )
@@ -214,7 +223,10 @@ class NitoAccessor:
             df["tool_index"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
         )
         rows = np.flatnonzero(mask)
-        index = df["tool_index"].to_numpy(dtype=object, na_value=None)
+        index = df["tool_index"]
+        if index.dtype != "Int64":  # exact ints past 64 bits, or a hand edit's digit strings
+            index = pd.Series(_ints(index.tolist(), "tool_index"), index=index.index)
+        index = index.to_numpy(dtype=object, na_value=None)
         ids = df["tool_id"].to_numpy(dtype=object, na_value=None)
         names = df["tool_name"].to_numpy(dtype=object, na_value=None)
         args = df["tool_args"].to_numpy(dtype=object, na_value=None)
@@ -267,7 +279,9 @@ class NitoAccessor:
         out["stream"] = pd.Categorical(out["stream"], categories=labels)
         for name in ("id", "name", "arguments"):
             out[name] = pd.array(out[name].tolist(), dtype=_TEXT)
-        out["index"] = out["index"].astype("int64")
+        out["index"] = _ints(out["index"].tolist(), "tool_index")  # Int64, or exact ints past 64 bits
+        if out["index"].dtype == "Int64":
+            out["index"] = out["index"].astype("int64")
         out["n_fragments"] = out["n_fragments"].astype("int64")
         out["valid_json"] = out["valid_json"].astype(bool)
         out["t_first"] = out["t_first"].astype("float64")
@@ -294,7 +308,13 @@ class NitoAccessor:
         ]
         picked = df.iloc[np.where(last >= 0, last, 0)][names].reset_index(drop=True)
         picked.loc[last < 0, names] = pd.NA if len(picked) else None
-        picked["cost"] = picked["cost"].astype("float64")
+        try:
+            picked["cost"] = picked["cost"].astype("float64")  # a digit string of a hand edit too
+        except (TypeError, ValueError):
+            raise ConfigurationError(
+                f"the 'cost' column holds {picked['cost'].tolist()!r}, where a frame made by nito_nb.frame "
+                "has numbers (USD): fix those values (or build the frame again with nito_nb.frame)"
+            ) from None
         picked.index = labels
         return picked
 
@@ -360,6 +380,27 @@ class NitoAccessor:
         from .plots import plot_gaps
 
         return plot_gaps(self, bins=bins)
+
+
+def _warn_shared_labels(df: pd.DataFrame, codes: np.ndarray, labels: pd.Index) -> None:
+    """Warn when streams share a label: ``pd.concat([a.frame(), b.frame()])`` labels both
+    ``sim/chat#0``, and every table would fold them into one stream (chunks counted twice, texts
+    joined). The label is a stream's only identity in the rows; each stream has exactly one
+    ``response`` row, so two of them under one label are two streams. They are not told apart
+    here: that would lean on the rows' order, which sorting or filtering changes; relabelling is
+    one line for the user. Python's warning registry shows it once per message."""
+    response = (df["kind"] == "response").to_numpy(dtype=bool) & (codes >= 0)
+    counts = np.bincount(codes[response], minlength=len(labels))
+    shared = [str(labels[i]) for i in np.flatnonzero(counts > 1)]
+    if shared:
+        shown = ", ".join(repr(label) for label in shared[:3]) + (" ..." if len(shared) > 3 else "")
+        warnings.warn(
+            f"nito_nb: several streams share the label {shown} in this frame (one response row "
+            "each): df.nito reads them as one stream. Label them apart: one frame of them all "
+            "(nito_nb.frame([s1, s2]) or nito_nb.frame({'a': s1, 'b': s2})), or rename a frame's "
+            "labels before pd.concat (df['stream'] = df['stream'].cat.rename_categories({'old': 'new'}))",
+            stacklevel=4,
+        )
 
 
 def _floats(values: Any) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._core.errors import ConfigurationError
 from .._core.log import KINDS
 from .._core.status import STATUSES
 
@@ -109,7 +110,13 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     if dtype in ("Int64", "float64"):
         numbers = np.zeros(n, dtype=np.int64) if dtype == "Int64" else np.full(n, np.nan)
         if values:
-            numbers[rows] = values
+            try:
+                numbers[rows] = values
+            except OverflowError:  # a count or index past 64 bits: see _ints
+                placed: list[Any] = [None] * n
+                for row, value in zip(rows.tolist(), values, strict=True):
+                    placed[row] = value
+                return _ints(placed, name)
         if dtype == "float64":
             return numbers
         mask = np.ones(n, dtype=bool)
@@ -144,6 +151,38 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     for row, value in zip(rows.tolist(), values, strict=True):
         full[row] = value
     return pd.array(full, dtype=_TEXT)
+
+
+def _ints(values: Any, name: str) -> Any:
+    """Whole numbers (None or NA: missing) of column ``name`` as an ``Int64`` array.
+
+    When one does not fit in 64 bits (a body whose ``prompt_tokens`` or tool index is 2**70), an
+    ``object`` array of the exact Python ints instead: the value stays visible as it was sent,
+    where OverflowError lost the whole frame and NA would have hidden it. Digit strings (a
+    hand-edited frame) are read as numbers; anything else is one line naming the column."""
+    try:
+        return pd.array(values, dtype="Int64")
+    except (OverflowError, TypeError, ValueError):
+        pass
+    out: list[int | None] = []
+    for value in values:
+        if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+            out.append(None)
+        elif isinstance(value, int | np.integer) and not isinstance(value, bool):
+            out.append(int(value))
+        elif isinstance(value, float) and value.is_integer():
+            out.append(int(value))
+        elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            out.append(int(value))
+        else:
+            raise ConfigurationError(
+                f"the {name!r} column holds {value!r}, where a frame made by nito_nb.frame has whole "
+                "numbers: fix that value (or build the frame again with nito_nb.frame)"
+            )
+    try:
+        return pd.array(out, dtype="Int64")  # digit strings that all fit
+    except OverflowError:
+        return pd.array(out, dtype=object)
 
 
 def _arrow() -> Any:
@@ -186,7 +225,10 @@ def restore(df: pd.DataFrame) -> pd.DataFrame:
                 rows = np.array([i for i, v in enumerate(listed) if v is not None], dtype=np.int64)
                 out[name] = _column(len(listed), rows, [listed[i] for i in rows], dtype, name)
         elif dtype == "Int64":
-            out[name] = column.astype("Int64")
+            try:
+                out[name] = column.astype("Int64")
+            except (OverflowError, TypeError, ValueError):  # past 64 bits (CSV reads it as text)
+                out[name] = _ints(column.astype(object).where(column.notna(), None).tolist(), name)
         elif dtype == _STRING:
             values = column.astype(object).where(column.notna(), None)
             out[name] = pd.array([None if v is None else str(v) for v in values], dtype=_TEXT)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._core.errors import ConfigurationError
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -14,11 +16,15 @@ if TYPE_CHECKING:
 
 __all__ = ["plot_gaps", "plot_timeline"]
 
+#: The most bins plot_gaps cuts: numpy allocates every bin, and 10**9 of them hung the kernel.
+MAX_BINS = 10_000
+
 
 def plot_timeline(nito: NitoAccessor, *, max_legend: int = 16) -> Figure:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    max_legend = _whole(max_legend, "max_legend", 0, None, "the most streams named in the legend, like 16")
     df = nito._df
     codes, labels = nito._streams()
     fig = Figure(figsize=(9, 4.5), layout="constrained")
@@ -92,6 +98,7 @@ def plot_timeline(nito: NitoAccessor, *, max_legend: int = 16) -> Figure:
 def plot_gaps(nito: NitoAccessor, *, bins: int = 40) -> Figure:
     from matplotlib.figure import Figure
 
+    bins = _whole(bins, "bins", 1, MAX_BINS, "the number of bars, like 40")
     a = nito._arrays()
     _, labels = nito._streams()
     code, t, token = a["code"], a["t"], a["token"] & (a["code"] >= 0)
@@ -100,7 +107,9 @@ def plot_gaps(nito: NitoAccessor, *, bins: int = 40) -> Figure:
     series = []
     for number, label in enumerate(labels):
         times = t[token & (code == number)]
-        times = np.sort(times[~np.isnan(times)])  # a recording read without times has none
+        # A recording read without times has none (NaN); an infinite time (a hand-edited frame)
+        # has no gap to show and would make numpy's bin range infinite: both are left out.
+        times = np.sort(times[np.isfinite(times)])
         # Rounded to the nanosecond the times were taken in: equal gaps that differ by float
         # noise (1e-14 ms) would make a range too narrow for numpy to cut into bins.
         series.append((label, np.round(np.diff(times) * 1000, 6)))
@@ -120,6 +129,16 @@ def plot_gaps(nito: NitoAccessor, *, bins: int = 40) -> Figure:
     if 1 < len(series) <= 12:
         ax.legend(fontsize="small")
     return _shown_inline(fig)
+
+def _whole(value: Any, name: str, low: int, high: int | None, meaning: str) -> int:
+    """``value`` as an int in [low, high], else one line (numpy's errors, or a hang, before)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low or (
+        high is not None and value > high
+    ):
+        span = f"from {low} to {high:,}" if high is not None else f"{low} or more"
+        raise ConfigurationError(f"{name} is a whole number, {span} ({meaning}), not {value!r}")
+    return int(value)
+
 
 def _say_untimed(ax: Any) -> None:
     """An empty plot says why: the frame holds recordings read without arrival times."""

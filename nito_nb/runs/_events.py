@@ -33,11 +33,12 @@ import subprocess
 import sys
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core.errors import ConfigurationError
 from ._gil import loop_first
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPACT_AT", "COMPACT_BELOW", "EVENTS_DIR", "SQL_TYPES", "EventsHelper", "compact", "event_columns", "events_of",
-    "events_view", "legacy_events", "new_batch", "prepare", "write_events",
+    "events_view", "legacy_events", "new_batch", "prepare", "unreadable", "write_events",
 ]
 
 EVENTS_DIR = "events"
@@ -91,9 +92,15 @@ def write_events(folder: str | os.PathLike[str], batch: str, run_id: str | None,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .._frame import frame
+    from .._frame import COLUMNS, frame
 
     events = _event_rows(frame(dict(ended)), ended)
+    for name, dtype in COLUMNS.items():
+        if dtype == "Int64" and events[name].dtype == object:
+            # A value past 64 bits, kept exact by the frame as a Python int (_frame/dtypes._ints):
+            # Parquet has no such integer, so it is stored as a float (the nearest double) rather
+            # than stopping the run; the ``usage`` text keeps the exact counts.
+            events[name] = events[name].astype("float64")
     events["run_id"] = run_id
     events["batch"] = batch
     events.attrs = {}
@@ -141,14 +148,16 @@ COMPACT_AT = 64
 COMPACT_BELOW = 32 << 20
 
 
-def compact(folder: Path, con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+def compact(folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] = ()) -> tuple[int, int]:
     """Merge the store's small events files into one, and delete the files no request row names
     (the batch of a process killed before its rows committed, a merge's sources, a stale
     ``.partial``). Returns (files merged, files deleted). Crash-safe at every step, as the view
     shows a file's rows only for the requests whose row names its batch: the merged file is
     written whole (renamed into place), then the rows name it in one transaction, then the
     sources go; a crash in between leaves a file no row names, deleted when a writer next closes.
-    The caller holds the store's write lock (a ``StoreWriter``), with no batch under way."""
+    The caller holds the store's write lock (a ``StoreWriter``), with no batch under way.
+    ``skip``: batches whose files cannot be read (``events_view``): left as they are, for the
+    user to see, rather than failing every merge."""
     events = folder / EVENTS_DIR
     named = {batch for (batch,) in con.execute("SELECT DISTINCT batch FROM requests WHERE batch IS NOT NULL").fetchall()}
     small: list[Path] = []
@@ -159,7 +168,7 @@ def compact(folder: Path, con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
         if path.suffix == ".partial" or (path.suffix == ".parquet" and path.stem not in named):
             path.unlink(missing_ok=True)
             deleted += 1
-        elif path.suffix == ".parquet" and path.stat().st_size < COMPACT_BELOW:
+        elif path.suffix == ".parquet" and path.stat().st_size < COMPACT_BELOW and path.stem not in skip:
             small.append(path)
     if len(small) < COMPACT_AT:
         return 0, deleted
@@ -199,6 +208,8 @@ def _glob_literal(path: str) -> str:
 
 def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
     """Make the store's events folder and its columns file (a writer, once per store)."""
+    if (folder / EVENTS_DIR).exists() and not (folder / EVENTS_DIR).is_dir():  # was a FileExistsError
+        raise ConfigurationError(_events_not_a_folder(folder))
     (folder / EVENTS_DIR).mkdir(exist_ok=True)
     schema = folder / EVENTS_DIR / _SCHEMA_FILE
     if schema.exists():
@@ -209,18 +220,83 @@ def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
     os.replace(partial, schema)
 
 
-def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None) -> None:
+def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None) -> frozenset[str]:
     """Give ``con`` the ``events`` view (a temporary one: it names the folder where it is now,
     so a store that was moved still reads). A store written before the events left the
     database keeps its old ``events`` table (``legacy``, from ``legacy_events``): the view shows
-    its rows too."""
-    files = None
-    if (folder / EVENTS_DIR / _SCHEMA_FILE).exists():  # else a store no writer opened since
+    its rows too.
+
+    Returns the batches whose files cannot be read (``unreadable``): the view leaves them out,
+    with one warning naming each, so that one damaged file does not make the whole store, and
+    every new run on it, fail with DuckDB's error (the view reads every file's columns)."""
+    import duckdb
+
+    events = folder / EVENTS_DIR
+    if events.exists() and not events.is_dir():
+        warnings.warn(f"nito_nb: {_events_not_a_folder(folder)}; until then the store shows no events",
+                      stacklevel=3)
+        files = None
+    elif (events / _SCHEMA_FILE).exists():  # else a store no writer opened since
         files = _quoted(_glob_literal(str(folder.resolve() / EVENTS_DIR)) + "/*.parquet")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy)}")
+    else:
+        files = None
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy)}")
+        return frozenset()
+    except duckdb.Error:
+        bad = unreadable(folder, con) if files is not None else {}
+        if not bad:
+            raise
+    if _SCHEMA_FILE in bad:  # the view's columns come from it: nothing reads without it
+        raise ConfigurationError(
+            f"the run store's columns file {str(events / _SCHEMA_FILE)!r} cannot be read ({bad[_SCHEMA_FILE]}): "
+            "move it away; the next run on the store writes it again"
+        )
+    # Only the files that read, listed: a file a writer adds later is not seen by this
+    # connection (open the store again), the price of a view that reads at all.
+    good = [str(path) for path in sorted(events.glob("*.parquet")) if path.name not in bad]
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql('[' + ', '.join(map(_quoted, good)) + ']', legacy)}"
+    )
+    for name, why in bad.items():
+        [(n,)] = con.execute("SELECT count(*) FROM requests WHERE batch = ?", [Path(name).stem]).fetchall()
+        whose = (f"the events of its {n} request(s) are left out of frame() and streams() (results() keeps "
+                 "their rows)") if n else "no request names it"
+        warnings.warn(
+            f"nito_nb: the run store's events file {str(events / name)!r} cannot be read ({why}): {whose}; "
+            f"move it out of {str(events)!r} to silence this",
+            stacklevel=3,
+        )
+    return frozenset(Path(name).stem for name in bad)
 
 
-def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], legacy: str | None) -> str:
+def unreadable(folder: Path, con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The store's events files that DuckDB cannot read as Parquet (file name -> why, on one
+    line). Each file's footer is read: asked only once the view over all of them has failed."""
+    import duckdb
+
+    from .._core.errors import one_line
+
+    bad = {}
+    for path in sorted((folder / EVENTS_DIR).glob("*.parquet")):
+        try:
+            con.execute(f"SELECT count(*) FROM parquet_metadata({_quoted(str(path))})").fetchall()
+        except duckdb.Error as exc:
+            # DuckDB's message names the file again, then a caret under the query: the first line.
+            why = one_line(exc, with_type=False).split(" LINE 1:")[0].replace(f" {_quoted(str(path))}", "")
+            bad[path.name] = why.strip()
+    return bad
+
+
+def _events_not_a_folder(folder: Path) -> str:
+    return (
+        f"{str(folder / EVENTS_DIR)!r} is a file, where a run store keeps the folder of its events "
+        "files: move that file away"
+    )
+
+
+def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], legacy: str | None,
+              skip: Collection[str] = ()) -> str:
     """The SQL of the events of ``keys`` (and maybe of others: filter them), reading only the
     files of their batches (``legacy``: the store's old table, ``legacy_events``). The view's
     glob opens every file of the store, one per batch (one per cell for the magic's): rebuilding
@@ -230,6 +306,7 @@ def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], leg
         "SELECT DISTINCT batch FROM requests WHERE list_contains(?, key) AND batch IS NOT NULL", [keys]
     ).fetchall()
     files = None
+    batches = [(batch,) for (batch,) in batches if batch not in skip]  # unreadable (events_view)
     if batches:
         paths = [str(folder.resolve() / EVENTS_DIR / f"{batch}.parquet") for (batch,) in batches]
         files = "[" + ", ".join(_quoted(path) for path in paths) + "]"

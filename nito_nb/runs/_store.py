@@ -50,6 +50,14 @@ __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store", "stream
 
 DB_NAME = "runs.duckdb"
 WRITER_MEMORY_LIMIT = "256MB"
+#: Every connection of the project: DuckDB otherwise downloads an extension it needs from
+#: extensions.duckdb.org (a SQLite file named runs.duckdb fetched the sqlite scanner), a host the
+#: user never chose. The store needs none (Parquet is built in). One config for every connection:
+#: DuckDB refuses a second connection to an open file with other settings.
+DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
 
 #: What the requests table keeps beyond the result columns, to rebuild each Stream.
 _REBUILD_COLUMNS = {
@@ -93,12 +101,18 @@ def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDB
 
     db = path / DB_NAME
     try:
-        return duckdb.connect(str(db), read_only=read_only)
+        return duckdb.connect(str(db), read_only=read_only, config=DUCKDB_CONFIG)
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
             raise StoreBusy(
                 f"the store {str(path)!r} is being written by another process: open it when that "
                 "run has ended (one process writes a store at a time)"
+            ) from None
+        what = _not_duckdb(db)
+        if what:
+            raise ConfigurationError(
+                f"{str(db)!r} is not a nito_nb run store's database ({what}): move it away, or give "
+                "store= another folder"
             ) from None
         raise
     except duckdb.ConnectionException as exc:
@@ -114,6 +128,26 @@ def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDB
             f"the store {str(path)!r} is open for reading in this process (nito_nb.open_store): "
             f"close that Store first (store.close(), or open it in a with block) ({exc})"
         ) from None
+
+
+def _not_duckdb(db: Path) -> str | None:
+    """What the file ``db`` is when it is not a DuckDB database (by its header), else None."""
+    try:
+        with open(db, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    if head.startswith(b"SQLite format 3\x00"):
+        return "it is a SQLite database"
+    return None if head[8:12] == b"DUCK" else "it is not a DuckDB file"  # DuckDB's magic bytes
+
+
+def _text_arg(value: Any, what: str, example: str) -> str:
+    """``value`` when it is a str, else one line: DuckDB's ConversionException said only that
+    it could not compare a VARCHAR with an INTEGER."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what} is a string, as in {example}, not {value!r}")
+    return value
 
 
 class StoreWriter:
@@ -143,7 +177,8 @@ class StoreWriter:
         prepare(self.path, self.con)
         #: A store written before the events left the database keeps its table (read by the view).
         self._legacy = legacy_events(self.con)
-        events_view(self.path, self.con, self._legacy)
+        #: Batches whose files cannot be read: left out of the view and of the merge, with a warning.
+        self._unreadable = events_view(self.path, self.con, self._legacy)
         self._events = EventsHelper(process=helper)
 
         #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
@@ -202,7 +237,7 @@ class StoreWriter:
 
         self._events.close()
         try:
-            compact(self.path, self.con)
+            compact(self.path, self.con, self._unreadable)
         except (duckdb.Error, OSError) as exc:  # what is written stays readable as it is
             warnings.warn(f"nito_nb: the store's events files were not merged ({exc}); they read as they are",
                           stacklevel=2)
@@ -298,16 +333,30 @@ class Store:
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
-        self.con = _connect(self.path, read_only=not shared, either=shared)
+        self._con: duckdb.DuckDBPyConnection | None = _connect(self.path, read_only=not shared, either=shared)
         self._legacy = legacy_events(self.con)  # no store gains that old table: asked once
-        events_view(self.path, self.con, self._legacy)
+        #: Batches whose files cannot be read (``_events.events_view`` warned of each).
+        self._unreadable = events_view(self.path, self.con, self._legacy)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The store's connection; after ``close()`` one line (DuckDB said only "Connection
+        already closed")."""
+        if self._con is None:
+            raise ConfigurationError(
+                f"this Store of {str(self.path)!r} was closed: open it again with nito_nb.open_store(path)"
+            )
+        return self._con
 
     def __repr__(self) -> str:
+        if self._con is None:
+            return f"<nito_nb.Store {str(self.path)!r} closed>"
         (n,) = self.con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
         return f"<nito_nb.Store {str(self.path)!r} {n} requests>"
 
     def sql(self, query: str, params: Any = None) -> pd.DataFrame:
         """Any DuckDB query over the ``requests`` and ``events`` tables, as a DataFrame."""
+        query = _text_arg(query, "the query", "store.sql('select * from requests')")
         return self.con.execute(query, params).df()
 
     @functools.cached_property
@@ -329,6 +378,8 @@ class Store:
 
     def results(self, run_id: str | None = None) -> pd.DataFrame:
         """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
+        if run_id is not None:
+            run_id = _text_arg(run_id, "run_id", "results()['run_id'] (or run.run_id)")
         present = self._present
         columns = ", ".join(_read_column(c, present) for c in RESULT_COLUMNS)
         where = " WHERE run_id = ?" if run_id else ""
@@ -354,8 +405,9 @@ class Store:
             keys = [keys] if isinstance(keys, str) else list(keys) if isinstance(keys, Iterable) else [keys]
             if not all(isinstance(key, str) for key in keys):  # was a TypeError, or DuckDB's own
                 raise ConfigurationError(f"frame takes request keys (strings, as in results()['key']), not {keys!r}")
+            skip = self._unreadable
             df = self.con.execute(
-                f"SELECT {columns} FROM ({events_of(self.path, self.con, keys, self._legacy)}) "
+                f"SELECT {columns} FROM ({events_of(self.path, self.con, keys, self._legacy, skip)}) "
                 "WHERE list_contains(?, stream) ORDER BY stream, seq, part",
                 [keys],
             ).df()
@@ -379,14 +431,22 @@ class Store:
 
     def streams(self, key: str) -> Stream:
         """The Stream of one request, rebuilt from its events (the same content, times, status)."""
+        from .._core.log import LogFormatError
         from .._recorded import from_events
 
+        key = _text_arg(key, "a request key", "results()['key']")
+        batch = "batch" if "batch" in self._present else "NULL"
         found = self.con.execute(
-            f"SELECT headers, end_state, timed, body, {self._head_columns} FROM requests WHERE key = ?", [key]
+            f"SELECT headers, end_state, timed, body, {batch}, {self._head_columns} FROM requests WHERE key = ?", [key]
         ).fetchone()
         if found is None:
             raise KeyError(f"no request with key {key!r} in this store")
-        headers, end_state, timed, body, *head = found
+        headers, end_state, timed, body, batch, *head = found
+        if batch in self._unreadable:  # else a Stream with no event, as if none had arrived
+            raise LogFormatError(
+                f"the events of request {key!r} are in {str(self.path / 'events' / f'{batch}.parquet')!r}, "
+                "which cannot be read: its Stream cannot be rebuilt (results() keeps its row)"
+            )
         log = _log_head(*head)
         log.headers = json.loads(headers or "{}")
         log.timed = bool(timed)
@@ -404,7 +464,9 @@ class Store:
         return from_events(log, events)
 
     def close(self) -> None:
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def __enter__(self) -> Store:
         return self
