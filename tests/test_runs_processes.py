@@ -302,10 +302,11 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
         endpoint.register_simulator(real, real_apart)
 
 
-def test_a_stopped_processes_run_keeps_what_arrived_in_the_worker() -> None:
-    # As with the default engine, a request stopped as it streamed keeps its chunks: the driver
-    # asks the worker to stop it and waits for what arrived. It came back with no chunk at all.
-    run = nito_nb.run(["tell me a long story"], model="sim/chat", engine="processes", workers=1, progress=False,
+def assert_a_stopped_run_keeps_what_arrived(engine: str, worker: str) -> None:
+    """As with the default engine, a request stopped as it streamed keeps its chunks: the driver
+    recalls it from its worker, which stops the stream and gives back what arrived (worker
+    processes and Ray actors came back with no chunk at all)."""
+    run = nito_nb.run(["tell me a long story"], model="sim/chat", engine=engine, workers=1, progress=False,
                       sim={"tps": 20, "ttft_ms": 0}, max_tokens=400)  # 20 s of answer
     time.sleep(2.0)
     run.stop()
@@ -313,8 +314,12 @@ def test_a_stopped_processes_run_keeps_what_arrived_in_the_worker() -> None:
     r = run.results()
     assert r["status"].tolist() == ["stopped"], r[["status", "error"]]
     assert r["n_token_chunks"].iloc[0] >= 5 and len(r["content"].iloc[0]) > 0
-    assert r["worker"].tolist() == ["proc-0"] and r["sent_at"].notna().all()
+    assert r["worker"].tolist() == [worker] and r["sent_at"].notna().all()
     assert len(run.frame()) > 5
+
+
+def test_a_stopped_processes_run_keeps_what_arrived_in_the_worker() -> None:
+    assert_a_stopped_run_keeps_what_arrived("processes", "proc-0")
 
 
 def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: Any) -> None:

@@ -154,14 +154,6 @@ def test_an_actor_gets_each_request_further_ahead_the_first_too(cluster: None, m
 
 
 def test_a_stopped_ray_run_keeps_what_arrived_in_the_actor(cluster: None) -> None:
-    # As with the default engine and the processes engine: the driver recalls each in-flight
-    # send from its actor, which stops the stream and gives back what arrived (no chunk before).
-    run = nito_nb.run(["tell me a long story"], model="sim/chat", engine="ray", workers=1, progress=False,
-                      sim={"tps": 20, "ttft_ms": 0}, max_tokens=400)  # 20 s of answer
-    time.sleep(2.0)
-    run.stop()
-    run.wait(timeout=60)
-    r = run.results()
-    assert r["status"].tolist() == ["stopped"], r[["status", "error"]]
-    assert r["n_token_chunks"].iloc[0] >= 5 and len(r["content"].iloc[0]) > 0
-    assert r["worker"].tolist() == ["ray-0"] and r["sent_at"].notna().all()
+    from test_runs_processes import assert_a_stopped_run_keeps_what_arrived
+
+    assert_a_stopped_run_keeps_what_arrived("ray", "ray-0")

@@ -134,11 +134,25 @@ def test_a_query_credential_is_neither_in_httpx_s_log_nor_a_saved_log(
     # query goes to the simulator's /v1, which is not a route: a 404).
     base = nito_nb.sim.ensure_server()
     url = f"{base}?api-key={SECRET}"
-    with caplog.at_level(logging.DEBUG), nito_nb.Client(max_retries=0) as c, \
-            pytest.raises(nito_nb.APIError) as info:
-        c.stream("hi", model="sim/chat", base_url=url)
-    assert "HTTP Request" in caplog.text and "api-key=[redacted]" in caplog.text
-    assert SECRET not in caplog.text and SECRET not in str(info.value)
+    # A handler on httpx's own logger, at DEBUG for the test: in the whole suite, other
+    # libraries had set that logger's level, and the root's capture (caplog) saw nothing of it.
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("httpx")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        with caplog.at_level(logging.DEBUG), nito_nb.Client(max_retries=0) as c, \
+                pytest.raises(nito_nb.APIError) as info:
+            c.stream("hi", model="sim/chat", base_url=url)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    text = "\n".join(record.getMessage() for record in records) + caplog.text
+    assert "HTTP Request" in text and "api-key=[redacted]" in text
+    assert SECRET not in text and SECRET not in str(info.value)
     assert info.value.stream is not None
     info.value.stream.save(tmp_path / "log.jsonl")
     assert SECRET not in (tmp_path / "log.jsonl").read_text()

@@ -91,11 +91,9 @@ class Sweep:
                     while True:
                         if self.view is not None:
                             self.view.update()
-                        try:
-                            the_run.wait(VIEW_REFRESH_S if live else None)
+                        the_run.wait(VIEW_REFRESH_S if live else None)  # returns when its time is up
+                        if the_run.done:
                             break
-                        except concurrent.futures.TimeoutError:
-                            continue
                 except KeyboardInterrupt:
                     self.stopped = True
                     break
