@@ -193,11 +193,13 @@ READY = "ready"
 #: How long a run waits for its workers to start (a busy machine imports slowly); then it starts anyway.
 READY_TIMEOUT = 120.0
 
+
 def max_workers(cores: int) -> int:
     """The most worker processes a run starts on a machine with ``cores`` cores: each one is a
     Python interpreter (about 60 MB, a second to start), and each loop sends up to ``per_worker``
     streams, so past a few per core they only compete for the cores."""
     return max(64, 4 * cores)
+
 
 #: A worker's reply: the stream (``_recorded.to_wire``), its clock's offset, its loop's new lag and CPU samples.
 _Reply = tuple[StreamState | ChunkLog, int, Health]

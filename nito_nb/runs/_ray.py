@@ -16,6 +16,7 @@ reason (status ``failed``); it is taken out of the pool and the run goes on with
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import os
 import time
@@ -111,8 +112,6 @@ class Worker:
         scheduled send, the Run's SEND_LEAD) and stream it to its end; return the stream (``_recorded.to_wire``),
         this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
         (``_client_load.py``). ``call_id``: the driver's, for ``recall``."""
-        import concurrent.futures
-
         await self._setup()
         left: concurrent.futures.Future[Any] = concurrent.futures.Future()
         if call_id is not None:
