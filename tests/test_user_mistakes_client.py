@@ -151,8 +151,13 @@ def test_a_query_credential_is_neither_in_httpx_s_log_nor_a_saved_log(
         logger.removeHandler(handler)
         logger.setLevel(level)
     text = "\n".join(record.getMessage() for record in records) + caplog.text
-    assert "HTTP Request" in text and "api-key=[redacted]" in text
-    assert SECRET not in text and SECRET not in str(info.value)
+    # LiteLLM, once imported by another test, puts a filter of its own first ("?REDACTED"): what
+    # counts is that the secret is in no record; our filter is checked by itself just below.
+    assert "HTTP Request" in text and SECRET not in text and SECRET not in str(info.value)
+    from nito_nb._client.clients import _ShownURLs
+
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: %s %s", ("POST", httpx.URL(url)), None)
+    assert _ShownURLs().filter(record) and record.getMessage() == f"HTTP Request: POST {base}?api-key=[redacted]"
     assert info.value.stream is not None
     info.value.stream.save(tmp_path / "log.jsonl")
     assert SECRET not in (tmp_path / "log.jsonl").read_text()

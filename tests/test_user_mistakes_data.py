@@ -266,9 +266,11 @@ def test_hand_edited_frames_are_read_or_refused_in_one_line(df: pd.DataFrame) ->
     edited["cost"] = "x"
     with pytest.raises(nito_nb.ConfigurationError, match="'cost' column holds"):
         edited.nito.usage()
-    tools = nito_nb.stream("call f", model="sim/tools", **FAST).frame()
+    tools = nito_nb.stream("call f", model="sim/tools", **FAST).wait().frame()  # ended: frame() shows what arrived
     edited = tools.copy()
-    edited["tool_index"] = pd.Series([None if pd.isna(v) else str(v) for v in tools["tool_index"]], dtype=object)
+    # On the frame's own index: an assignment aligns on it, and a frame's index is not always 0..n-1.
+    edited["tool_index"] = pd.Series([None if pd.isna(v) else str(v) for v in tools["tool_index"]], dtype=object,
+                                     index=tools.index)
     assert edited.nito.tool_calls()["index"].tolist() == tools.nito.tool_calls()["index"].tolist() == [0, 1]
     edited["tool_index"] = edited["tool_index"].where(edited["tool_index"].isna(), "a")
     with pytest.raises(nito_nb.ConfigurationError, match="'tool_index' column holds 'a'"):
