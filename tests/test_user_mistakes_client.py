@@ -17,6 +17,7 @@ from IPython.core.error import UsageError
 
 import nito_nb
 from nito_nb import magic as _magic
+from nito_nb.sim import ensure_server
 
 SECRET = "s3cr3t-Q-0123456789abcdef"
 #: Nothing listens on port 1: a connection there fails at once.
@@ -130,9 +131,8 @@ def test_the_brief_s_example_never_shows_the_query_key(caplog: pytest.LogCapture
 def test_a_query_credential_is_neither_in_httpx_s_log_nor_a_saved_log(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    # A server that answers: httpx logs every request's URL at INFO (the path joined after the
-    # query goes to the simulator's /v1, which is not a route: a 404).
-    base = nito_nb.sim.ensure_server()
+    # A server that answers: httpx logs every request's URL at INFO, the query's key in it.
+    base = ensure_server()
     url = f"{base}?api-key={SECRET}"
     # A handler on httpx's own logger, at DEBUG for the test: in the whole suite, other
     # libraries had set that logger's level, and the root's capture (caplog) saw nothing of it.
@@ -144,23 +144,44 @@ def test_a_query_credential_is_neither_in_httpx_s_log_nor_a_saved_log(
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     try:
-        with caplog.at_level(logging.DEBUG), nito_nb.Client(max_retries=0) as c, \
-                pytest.raises(nito_nb.APIError) as info:
-            c.stream("hi", model="sim/chat", base_url=url)
+        with caplog.at_level(logging.DEBUG), nito_nb.Client(max_retries=0) as c:
+            stream = c.stream("hi", model="sim/chat", base_url=url).wait()
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+    assert stream.status == "done"  # the path goes before the query (api_url)
     text = "\n".join(record.getMessage() for record in records) + caplog.text
     # LiteLLM, once imported by another test, puts a filter of its own first ("?REDACTED"): what
     # counts is that the secret is in no record; our filter is checked by itself just below.
-    assert "HTTP Request" in text and SECRET not in text and SECRET not in str(info.value)
+    assert "HTTP Request" in text and SECRET not in text and SECRET not in repr(stream)
     from nito_nb._client.clients import _ShownURLs
 
-    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: %s %s", ("POST", httpx.URL(url)), None)
-    assert _ShownURLs().filter(record) and record.getMessage() == f"HTTP Request: POST {base}?api-key=[redacted]"
-    assert info.value.stream is not None
-    info.value.stream.save(tmp_path / "log.jsonl")
+    sent = f"{base}/chat/completions?api-key={SECRET}"
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: %s %s", ("POST", httpx.URL(sent)), None)
+    assert _ShownURLs().filter(record)
+    assert record.getMessage() == f"HTTP Request: POST {base}/chat/completions?api-key=[redacted]"
+    stream.save(tmp_path / "log.jsonl")
     assert SECRET not in (tmp_path / "log.jsonl").read_text()
+
+
+def test_a_base_urls_query_stays_after_the_path_of_every_call() -> None:
+    # Azure OpenAI takes ?api-version= on every call: the path went inside the query.
+    from nito_nb._client.endpoint import api_url
+
+    assert api_url("https://h/v1", "/models") == "https://h/v1/models"
+    assert api_url("https://h/openai/deployments/d?api-version=2024-06-01", "/chat/completions") == (
+        "https://h/openai/deployments/d/chat/completions?api-version=2024-06-01")
+    assert api_url("https://h/v1/?a=1&b=2", "/models") == "https://h/v1/models?a=1&b=2"
+    base = ensure_server() + "?api-version=2024-06-01"
+    with nito_nb.Client() as c:
+        assert c.stream("hi", model="sim/echo", base_url=base).wait().content == "hi"
+        assert any(m["id"] == "sim/chat" for m in c.models(base_url=base))
+
+    async def both() -> Any:
+        client = nito_nb.AsyncClient()
+        return await client.models(base_url=base)
+
+    assert any(m["id"] == "sim/chat" for m in asyncio.run(both()))
 
 
 def test_shown_url_leaves_plain_urls_alone() -> None:

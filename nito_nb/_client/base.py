@@ -16,6 +16,7 @@ from .._stream_base import StreamBase
 from .check import check_request
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout, check_max_event_size
 from .endpoint import (
+    api_url,
     base_url_of,
     checked_base_url,
     endpoint,
@@ -152,7 +153,7 @@ class BaseClient:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         meta = {"model": model, "messages": messages, "params": params, "base_url": shown_url(url)}
-        return f"{url}/chat/completions", headers, body, meta, key
+        return api_url(url, "/chat/completions"), headers, body, meta, key
 
     def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
         """(base URL, headers, key) of a ``GET /models``."""

@@ -25,7 +25,7 @@ from .._transport import StampingTransport, arrival_clock, pushed_body, stamping
 from .base import BaseClient
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .connecting import trace_connect
-from .endpoint import shown_url
+from .endpoint import api_url, shown_url
 from .failures import (
     MAX_ERROR_BODY,
     connect_error,
@@ -122,7 +122,7 @@ class Client(BaseClient):
         self._check_open()
         url, headers, key = self._models_request(base_url, api_key)
         try:
-            response = self._http.get(f"{url}/models", headers=headers, timeout=self.timeout.httpx())
+            response = self._http.get(api_url(url, "/models"), headers=headers, timeout=self.timeout.httpx())
         except httpx.HTTPError as exc:
             raise connect_error(exc, url, models_stream(url, key)) from None
         return model_list(url, response, key)
@@ -250,7 +250,7 @@ class AsyncClient(BaseClient):
         url, headers, key = self._models_request(base_url, api_key)
         http = self._http or self._new_http()
         try:
-            response = await http.get(f"{url}/models", headers=headers)
+            response = await http.get(api_url(url, "/models"), headers=headers)
         except httpx.HTTPError as exc:
             raise connect_error(exc, url, models_stream(url, key)) from None
         finally:

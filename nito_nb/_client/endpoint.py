@@ -21,6 +21,7 @@ from .._core.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "api_url",
     "base_url_of",
     "checked_base_url",
     "checked_key",
@@ -192,6 +193,17 @@ def _shown_parameter(item: str, marker: str) -> str:
     if eq and (plain in _CREDENTIAL_NAMES or any(part in plain for part in _CREDENTIAL_PARTS)):
         return f"{name}={marker}"
     return item
+
+
+def api_url(base_url: str, path: str) -> str:
+    """The URL of ``path`` (``/chat/completions``, ``/models``) under ``base_url``, before the
+    base URL's query: Azure OpenAI's deployments take ``?api-version=...`` on every call, and
+    ``f"{base_url}{path}"`` put the path inside the query (``/v1?api-version=1/chat/completions``
+    went to ``/v1``). The one rule for every call's URL."""
+    base, sep, query = base_url.partition("?")
+    if not sep:
+        return base_url + path
+    return f"{base.rstrip('/')}{path}?{query}"
 
 
 def is_embedded(model: str, base_url: str | None) -> bool:
