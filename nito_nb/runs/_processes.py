@@ -72,9 +72,8 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     conn.send(READY)  # the run's schedule starts once every worker can send (ProcessEngine)
     limit = asyncio.Semaphore(per_worker)
     hold = Hold()
-    tasks: set[asyncio.Task[None]] = set()
-
-    running: dict[int, asyncio.Task[None]] = {}  # by request id, for the driver's ("stop", id)
+    # The requests in flight, by id: for the driver's ("stop", id), and cancelled at the end.
+    running: dict[int, asyncio.Task[None]] = {}
 
     def answer(rid: int, stream: Any) -> None:
         try:
@@ -124,10 +123,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
                     if stopping is not None:
                         stopping.cancel()
                     continue
-                task = asyncio.ensure_future(one(*message))
-                running[message[0]] = task
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                running[message[0]] = asyncio.ensure_future(one(*message))  # one() takes itself out
         except (EOFError, OSError):  # the driver is gone, or said so
             if not ended.done():
                 ended.set_result(None)
@@ -137,9 +133,10 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
         await ended
     finally:
         loop.remove_reader(conn.fileno())
-    for task in [*tasks, sampler]:
+    tasks = [*running.values(), sampler]
+    for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, sampler, return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _Worker:
