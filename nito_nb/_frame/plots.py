@@ -130,6 +130,7 @@ def plot_gaps(nito: NitoAccessor, *, bins: int = 40) -> Figure:
         ax.legend(fontsize="small")
     return _shown_inline(fig)
 
+
 def _whole(value: Any, name: str, low: int, high: int | None, meaning: str) -> int:
     """``value`` as an int in [low, high], else one line (numpy's errors, or a hang, before)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low or (
