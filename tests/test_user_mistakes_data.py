@@ -252,6 +252,26 @@ def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> Non
     assert stored["prompt_tokens"].max() == float(BIG)
 
 
+def test_a_runs_results_and_store_keep_going_past_64_bits(tmp_path: Path) -> None:
+    body = _sse(
+        {**_BASE, "choices": [{"index": 0, "delta": {"content": "hi"}}]},
+        {**_BASE, "choices": [], "usage": {"prompt_tokens": BIG, "completion_tokens": 1, "total_tokens": BIG + 1}},
+    )
+    recording = tmp_path / "big.sse"
+    recording.write_text(body)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = nito_nb.run(["x"], model="sim/replay", sim={"replay": str(recording), "speed": 0}, progress=False,
+                          store=str(tmp_path / "s"))
+        run.wait()
+    assert run.error is None
+    results = run.results()  # was OverflowError
+    assert results["prompt_tokens"].iloc[0] == BIG and results["completion_tokens"].iloc[0] == 1
+    stored = nito_nb.open_store(str(tmp_path / "s")).results()  # the batch was written, the count missing
+    assert stored["status"].tolist() == ["done"] and pd.isna(stored["prompt_tokens"].iloc[0])
+    assert any("prompt_tokens" in str(w.message) and "64 bits" in str(w.message) for w in caught)
+
+
 def test_hand_edited_frames_are_read_or_refused_in_one_line(df: pd.DataFrame) -> None:
     edited = df.copy()
     edited.attrs["nito"] = ["not", "a", "dict"]

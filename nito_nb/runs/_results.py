@@ -193,10 +193,17 @@ def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The rows as a DataFrame with the columns and dtypes of ``RESULT_COLUMNS``."""
     import pandas as pd
 
+    from .._frame.dtypes import _ints
+
     df = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     for name, dtype in RESULT_COLUMNS.items():
         if name == "started_at":
             df[name] = pd.to_datetime(df[name], utc=True)
+        elif dtype == "Int64":
+            try:
+                df[name] = df[name].astype(dtype)
+            except (OverflowError, TypeError, ValueError):  # a count past 64 bits stays exact, as in frames
+                df[name] = _ints(df[name].astype(object).where(df[name].notna(), None).tolist(), name)
         elif dtype != "object":
             df[name] = df[name].astype(dtype)
     return df

@@ -206,6 +206,7 @@ class StoreWriter:
         try:  # meanwhile (the helper writes the events)
             requests = results_frame(rows)
             requests["row"] = requests["row"].map(str)
+            _fit_bigint(requests)
             for name, values in _rebuild_values(items).items():
                 requests[name] = values
             requests["batch"] = batch
@@ -284,6 +285,22 @@ def _read_column(name: str, present: set[str]) -> str:
     else:
         sql = "NULL"
     return f"{sql} AS {quoted}"
+
+
+def _fit_bigint(requests: pd.DataFrame) -> None:
+    """A count past 64 bits (``results_frame`` keeps it exact, as a Python int) has no place in
+    the table's BIGINT column: it is stored as missing, with one warning, rather than failing the
+    batch; the request's events keep the exact usage that carried it."""
+    import pandas as pd
+
+    for name, dtype in RESULT_COLUMNS.items():
+        if dtype != "Int64" or requests[name].dtype != object:
+            continue
+        big = [v is not None and not -(2**63) <= v < 2**63 for v in requests[name]]
+        warnings.warn(f"nito_nb: {sum(big)} value(s) of {name!r} do not fit in 64 bits; the store's requests table"
+                      " keeps them as missing (the requests' events keep the exact usage)", stacklevel=2)
+        requests[name] = pd.array([None if b else v for b, v in zip(big, requests[name], strict=True)],
+                                  dtype="Int64")
 
 
 def write_streams(
