@@ -61,6 +61,20 @@ def test_load_of_a_file_that_is_not_utf8_is_a_log_format_error(
     assert "\n" not in str(info.value) and str(bad) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [("gz", "gzip file: decompress it first"), ("utf16", "UTF-16"), ("binary", r"not UTF-8 text \(it starts b'\\x80")],
+)
+def test_frame_of_a_recording_that_is_not_utf8_says_what_it_is(tmp_path: Path, name: str, said: str) -> None:
+    text = _sse({**_BASE, "choices": [{"index": 0, "delta": {"content": "hi"}}]}).encode()
+    data = {"gz": gzip.compress(text), "utf16": text.decode().encode("utf-16"), "binary": b"\x80\x81\x82 not text at all"}[name]
+    bad = tmp_path / f"body.{name}"
+    bad.write_bytes(data)
+    with pytest.raises(nito_nb.LogFormatError, match=said) as info:  # was the bytes shown as garbled text
+        nito_nb.frame(str(bad))
+    assert "\n" not in str(info.value) and "\ufffd" not in str(info.value) and str(bad) in str(info.value)
+
+
 def test_load_of_the_logs_text_says_it_takes_a_path_without_echoing_it(tmp_path: Path) -> None:
     _, path = _saved(tmp_path)
     text = path.read_text()

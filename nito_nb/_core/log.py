@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .recording import not_text
 from .sse import ServerSentEvent, SSEDecoder
 
 __all__ = ["KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
@@ -406,22 +407,6 @@ def _bad_field(where: str, number: int, name: str, value: Any, wanted: str) -> s
     )
 
 
-#: The first bytes of files often mistaken for a log, and what they are.
-_MAGIC = (
-    (b"\x1f\x8b", "a gzip file: decompress it first (gzip -d)"),
-    (b"PAR1", "a Parquet file: read it with pandas.read_parquet, then nito_nb.frame(df)"),
-    (b"PK\x03\x04", "a zip file: extract it first"),
-    (b"\xff\xfe", "UTF-16 text: save it again as UTF-8"),
-    (b"\xfe\xff", "UTF-16 text: save it again as UTF-8"),
-    (b"SQLite format 3\x00", "a SQLite database"),
-)
-
-
 def _not_text(head: bytes) -> str:
     """What a file that is not UTF-8 text looks like (by its first bytes), and what to do."""
-    for magic, what in _MAGIC:
-        if head.startswith(magic):
-            return f"it is {what}."
-    return (
-        f"it is not UTF-8 text (it starts {head[:8]!r}); a log saved by Stream.save is UTF-8 JSON Lines"
-    )
+    return not_text(head, "a log saved by Stream.save is UTF-8 JSON Lines")

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["first_line_is_log", "is_sse_text", "looks_like_error_body", "not_sse"]
+__all__ = ["first_line_is_log", "is_sse_text", "looks_like_error_body", "not_sse", "not_text"]
 
 
 #: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or
@@ -19,10 +19,43 @@ def is_sse_text(text: str) -> bool:
     return not text or "\n" in text or "\r" in text or _SSE_START.match(text) is not None
 
 
+#: The first bytes of files often mistaken for a log or a recorded body, and what they are.
+_MAGIC = (
+    (b"\x1f\x8b", "a gzip file: decompress it first (gzip -d)"),
+    (b"PAR1", "a Parquet file: read it with pandas.read_parquet, then nito_nb.frame(df)"),
+    (b"PK\x03\x04", "a zip file: extract it first"),
+    (b"\xff\xfe", "UTF-16 text: save it again as UTF-8"),
+    (b"\xfe\xff", "UTF-16 text: save it again as UTF-8"),
+    (b"SQLite format 3\x00", "a SQLite database"),
+)
+
+
+def not_text(head: bytes, expected: str) -> str:
+    """What a file that is not UTF-8 text looks like (by its first bytes), and what to do;
+    ``expected`` says what the reader takes."""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return f"it is {what}."
+    return f"it is not UTF-8 text (it starts {head[:8]!r}); {expected}"
+
+
+def _is_text(head: bytes) -> bool:
+    if head.startswith(tuple(magic for magic, _ in _MAGIC)) or b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a character cut at the end of the head is still text
+        return exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+    return True
+
+
 def not_sse(path: Path, body: bytes) -> str:
     """What a file that holds no server-sent event looks like, and what reads it."""
-    first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
     where = repr(str(path))
+    if not _is_text(body[:4096]):
+        return f"{where} is not a recorded SSE body: " + not_text(
+            body[:64], "a recorded SSE body is UTF-8 text ('data: {...}' lines)")
+    first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
     if first_line_is_log(body):
         return f"{where} is a log saved by Stream.save, not an SSE body: read it with nito_nb.load(path)."
     if path.suffix.lower() == ".csv" or first.startswith(("stream,", ",stream,")):
