@@ -310,3 +310,15 @@ def test_magic_replay_refuses_a_speed_that_would_take_over_a_day(ip: Any, saved_
     assert "\n" not in str(info.value)
     ip.run_line_magic("nito", f"--replay {saved_log} --speed 0")  # 0: at once, as the help says
     assert ip.user_ns["_nito"].content == "one two three"
+
+
+def test_a_bad_nito_sim_variable_says_which_variable_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_SIM_TPS", "fast")
+    with pytest.raises(nito_nb.BadRequestError) as info:
+        nito_nb.stream("hi", model="sim/chat").wait()
+    message = str(info.value)  # was "...is not a number >= 0 The gateway rejected..." (no word on what to do)
+    assert "environment variable NITO_SIM_TPS='fast' is not a number >= 0: set it to one, or unset it" in message
+    assert "\n" not in message and ". The gateway rejected" in message
+    monkeypatch.delenv("NITO_SIM_TPS")
+    with pytest.raises(nito_nb.BadRequestError, match=r"sim\.tps must be a number, got 'x'\. "):
+        nito_nb.stream("hi", model="sim/chat", sim={"tps": "x"}).wait()

@@ -84,7 +84,8 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
             try:
                 values[name] = _number(name, float(raw))
             except ValueError as exc:
-                raise OptionError(f"{var}={raw!r} is not a number >= 0") from exc
+                raise OptionError(f"the environment variable {var}={raw!r} is not a number >= 0: set it to one, or"
+                                  " unset it for the simulator's default") from exc
     if seed is not None:
         values["seed"] = int(_number("seed", seed, integer=True))
     if sim is not None and not isinstance(sim, dict):

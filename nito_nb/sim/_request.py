@@ -78,7 +78,7 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
     try:
         options = parse_options(body.get("sim"), env or {}, body.get("seed"))
     except OptionError as exc:
-        return bad(str(exc))
+        return bad(f"{exc}.")  # a sentence of its own: the client's hint follows it
     return SimRequest(
         model=model,
         messages=messages,
