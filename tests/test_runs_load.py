@@ -388,6 +388,31 @@ def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rat
     assert nito_nb.last() is sweep.runs[-1]
 
 
+@pytest.mark.parametrize(("values", "scale"), [
+    ([0.402, 0.423, 0.403, 0.404, 0.404, 0.408], "linear"),  # a gateway far from saturation
+    ([0.05, 0.08, 0.1, 0.5, 1.2, 9.0], "log"),  # past it: decades apart
+])
+def test_a_sweep_plot_labels_latencies_as_plain_seconds(values: list[float], scale: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from nito_nb.runs._sweep import _latency_axis
+
+    fig, ax = plt.subplots()
+    ax.plot(range(len(values)), values)
+    _latency_axis(ax, np.array(values))
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert ax.get_yscale() == scale and len(labels) >= 3
+    # was "4.075 × 10^-1" (log over a narrow span) or an offset "+4.02e-1"
+    assert all(label.replace(".", "", 1).replace("\u2212", "").isdigit() for label in labels), labels
+    assert ax.yaxis.get_offset_text().get_text() == ""
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("stored", [False, True])
 def test_a_sweep_gives_every_chunk_of_every_rate_in_one_frame(tmp_path: Any, stored: bool) -> None:
     store = {"store": str(tmp_path / "s")} if stored else {}

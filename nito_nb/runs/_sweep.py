@@ -154,8 +154,8 @@ class Sweep:
 
     def plot(self, metrics: str | Sequence[str] = ("ttft", "itl", "e2e")) -> Figure:
         """p50 and p99 of each metric (one name or several) against the achieved rate (log
-        scale when every value is positive); every rate with errors is marked with a red x on
-        the p99 line."""
+        scale when the values span a decade or more, all positive); every rate with errors is
+        marked with a red x on the p99 line."""
         import matplotlib.pyplot as plt
 
         if isinstance(metrics, str):  # plot("ttft") was read letter by letter (a KeyError 't_p50')
@@ -183,9 +183,7 @@ class Sweep:
                             label=f"{model} errors")
             ax.set_xlabel("achieved rate (requests/s)")
             ax.set_ylabel(f"{metric} (s)")
-            values = df[[f"{metric}_p50", f"{metric}_p99"]].to_numpy(dtype=float)
-            if (values > 0).all():  # latencies span decades under load; log needs them all > 0
-                ax.set_yscale("log")
+            _latency_axis(ax, df[[f"{metric}_p50", f"{metric}_p99"]].to_numpy(dtype=float))
             ax.set_title(metric)
             ax.grid(True, alpha=0.3)
         axes[0][0].legend(fontsize="small")
@@ -195,6 +193,21 @@ class Sweep:
     def __repr__(self) -> str:
         state = "done" if self.done else ("stopping" if self.stopped else "running")
         return f"<nito_nb.Sweep {state} rates={self.rates}: {len(self.runs)}/{len(self.asked)} runs>"
+
+
+def _latency_axis(ax: Any, values: Any) -> None:
+    """A log scale where the latencies span a decade or more (as they do once a gateway
+    saturates), else a linear one; plain numbers of seconds either way. A log scale over a
+    narrower span labelled its ticks "4.075 × 10^-1", and a linear one "+4.02e-1" offsets."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    plain = FuncFormatter(lambda value, _: f"{value:.4g}")
+    finite = values[values == values]
+    if finite.size and (finite > 0).all() and finite.max() >= 10 * finite.min():  # log needs them all > 0
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 0.02, 0.05, 0.1...: labels in every decade
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
 
 
 def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], duration: float | None = None,
