@@ -322,3 +322,99 @@ def test_a_bad_nito_sim_variable_says_which_variable_to_fix(monkeypatch: pytest.
     monkeypatch.delenv("NITO_SIM_TPS")
     with pytest.raises(nito_nb.BadRequestError, match=r"sim\.tps must be a number, got 'x'\. "):
         nito_nb.stream("hi", model="sim/chat", sim={"tps": "x"}).wait()
+
+
+# -- 9. a password with a "/" (or "?", "#") as it is, not percent-encoded ----------------------------
+
+#: The two halves of a password around its "/": neither may show anywhere.
+BEFORE, AFTER = "pa55-Kx", "Q-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        f"https://user:{BEFORE}/{AFTER}@host.example/v1",
+        f"http://u:{BEFORE}/{AFTER}@127.0.0.1:9/v1",
+        f"https://user:{BEFORE}?{AFTER}@host.example/v1",
+        f"https://user:{BEFORE}#{AFTER}@host.example/v1",
+        f"http://localhost:1/{AFTER}@host.example/v1?api-key={SECRET}",  # "1/...": was sent to localhost:1
+    ],
+)
+def test_a_password_with_a_slash_is_one_line_that_shows_no_part_of_it(
+    bad: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, recwarn: pytest.WarningsRecorder
+) -> None:
+    # Both parsers end the host at the "/": the user name was read as the host and the password's
+    # start as its port, quoted in the error ("...integer value as 'pa55-Kx'") with the rest shown
+    # as the path; when the start was a number, the request went to a host named like the user.
+    monkeypatch.delenv("NITO_BASE_URL", raising=False)
+    texts = []
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(nito_nb.ConfigurationError) as info:
+            nito_nb.stream("hi", model="sim/chat", base_url=bad)
+        first = one_line(info.value)
+        for make in (nito_nb.Client, nito_nb.AsyncClient):
+            with pytest.raises(nito_nb.ConfigurationError) as info:
+                make(base_url=bad)
+            texts.append(one_line(info.value))
+        with nito_nb.Client() as c, pytest.raises(nito_nb.ConfigurationError) as info:
+            c.models(base_url=bad)
+        texts.append(one_line(info.value))
+        monkeypatch.setenv("NITO_BASE_URL", bad)  # read per call: refused per call, naming the variable
+        with pytest.raises(nito_nb.ConfigurationError) as info:
+            nito_nb.stream("hi", model="vendor/model", api_key="k")
+        from_env = one_line(info.value)
+        texts.append(repr(nito_nb.Client()))
+    texts += [first, from_env, caplog.text, *(str(warning.message) for warning in recwarn)]
+    for text in texts:
+        assert BEFORE not in text and AFTER not in text and SECRET not in text, text
+    scheme, _, rest = bad.partition("//")
+    shown = f"{scheme}//[redacted]@{rest.partition('@')[2]}".replace(SECRET, "[redacted]")
+    assert first.startswith(f"base_url {shown!r} has a \"/\", \"?\" or \"#\" in its password")
+    assert '"/" as %2F' in first and first.endswith('(no password: write the "@" after the port as %40).')
+    assert from_env.startswith(f"NITO_BASE_URL {shown!r} has a")
+
+
+@pytest.mark.parametrize("bad", [f"user:{BEFORE}@host.example/v1", f"user:{BEFORE}/{AFTER}@host.example/v1"])
+def test_a_base_url_without_a_scheme_shows_no_part_of_its_password(bad: str) -> None:
+    with pytest.raises(nito_nb.ConfigurationError) as info:  # "user:" was read as a scheme, the rest shown
+        nito_nb.Client(base_url=bad)
+    message = one_line(info.value)
+    assert BEFORE not in message and AFTER not in message
+    assert message.startswith("base_url '[redacted]@host.example/v1' must start with http:// or https://")
+
+
+def test_a_percent_encoded_password_is_taken_and_not_shown() -> None:
+    url = f"https://user:{BEFORE}%2F{AFTER}@host.example/v1"  # what the message says to do
+    client = nito_nb.Client(base_url=url)
+    assert client.base_url == url
+    assert repr(client) == "<Client base_url='https://[redacted]@host.example/v1' api_key=unset>"
+
+
+def test_magic_config_refuses_a_password_with_a_slash(ip: Any, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", f"Nito.base_url = 'https://user:{BEFORE}/{AFTER}@host.example/v1'")
+    assert _settings(ip).base_url is None
+    [record] = caplog.records
+    message = record.getMessage()
+    assert message.startswith("Nito.base_url 'https://[redacted]@host.example/v1' has a")
+    assert "%2F" in message and message.endswith("The setting is unchanged.")
+    assert "\n" not in message and BEFORE not in message and AFTER not in message
+
+
+@pytest.mark.parametrize("bad", ["http://localhost:abc/v1", f"https://user:{BEFORE}/{AFTER}@host.example/v1"])
+def test_magic_config_says_a_bad_nito_base_url_is_not_usable(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    # was shown as the effective base URL as if it were fine (and with the password's halves)
+    from nito_nb._client import checked_base_url
+
+    with pytest.raises(nito_nb.ConfigurationError) as info:
+        checked_base_url(bad, "NITO_BASE_URL")
+    monkeypatch.setenv("NITO_BASE_URL", bad)
+    ip.run_line_magic("nito", "config")  # says so, does not raise
+    out = capsys.readouterr().out
+    [line] = [line for line in out.splitlines() if "effective base URL" in line]
+    assert line == f"  effective base URL: not usable, so only sim/... models run (on the embedded simulator): {info.value}"
+    assert BEFORE not in out and AFTER not in out
+    ip.run_cell_magic("nito", "-m sim/echo", "hi")  # as the line says
+    assert ip.user_ns["_nito"].content == "hi"

@@ -104,30 +104,39 @@ def checked_base_url(url: Any, source: str) -> str:
     and shows the URL as :func:`shown_url` does. The one check of a base URL: the clients (made,
     and per call), ``models()`` and the magic's setting all come here.
 
-    Without it a wrong type failed on ``rstrip`` (AttributeError), and a URL that does not parse
-    failed deep inside httpx when the request was built (InvalidURL) or in ``urllib`` (ValueError).
+    Without it a wrong type failed on ``rstrip`` (AttributeError), a URL that does not parse
+    failed deep inside httpx when the request was built (InvalidURL) or in ``urllib`` (ValueError),
+    and a password with a "/" in it was shown in part in the parser's error, or (when what came
+    before the "/" was a number) the request went to a host named like its user.
     """
     if not isinstance(url, str):
         raise ConfigurationError(f"{source} must be a URL string like {URL_EXAMPLE}, not {type(url).__name__}.")
     problem = _url_problem(url)
     if problem:
-        raise ConfigurationError(f"{source} {shown_url(url)!r} {problem}: give a URL like {URL_EXAMPLE}.")
+        raise ConfigurationError(f"{source} {shown_url(url)!r} {problem}.")
     return url.rstrip("/")
 
 
 @functools.lru_cache(maxsize=256)
 def _url_problem(url: str) -> str | None:
     """What makes ``url`` unusable as a base URL, or None. Cached: every request of a run checks
-    its base URL (the environment may have changed), and parsing one twice costs ~20 µs."""
+    its base URL (the environment may have changed), and parsing one twice costs ~20 µs. Each
+    problem ends with what to do."""
+    if _MISREAD_USERINFO.match(url):
+        # Which of the three characters it is would tell something of the password: none is named.
+        return ('has a "/", "?" or "#" in its password, which ends the host there: percent-encode it '
+                '("/" as %2F, "?" as %3F, "#" as %23), or better, take the password out of the URL and '
+                'pass the key as api_key=... or NITO_API_KEY (no password: write the "@" after the port as %40)')
+    example = f"give a URL like {URL_EXAMPLE}"
     if _parse_error(url) is not None:
         # The parser's words come from the URL with its secrets replaced, so that none can be
         # quoted in them (the marker without brackets, which urllib would read as an IPv6 host).
-        return f"is not a valid URL ({_parse_error(_shown(url, 'redacted')) or 'it does not parse'})"
+        return f"is not a valid URL ({_parse_error(_shown(url, 'redacted')) or 'it does not parse'}): {example}"
     parsed = httpx.URL(url)
     if parsed.scheme not in ("http", "https"):
-        return "must start with http:// or https://"
+        return f"must start with http:// or https://: {example}"
     if not parsed.host:
-        return "has no host"
+        return f"has no host: {example}"
     return None
 
 
@@ -148,6 +157,15 @@ def _parse_error(url: str) -> str | None:
 _URI = re.compile(r"(?P<scheme>[^:/?#]+:)?(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?",
                   re.DOTALL)
 
+#: A user name and password whose password holds a "/", "?" or "#" as it is
+#: (``https://user:pa/ss@host/v1``): both parsers end the host at that character, so the user name
+#: was read as the host, the password's start as its port (a request went there when it was a
+#: number) and the rest as the path, shown as it is. The ":" before it and the "@" after it are
+#: what a password looks like; a host with a port and an "@" in its path or query
+#: (``https://host:8443/@me``) looks the same and is read so: written %40, the "@" means the same.
+#: (Each part ends where the next begins, so matching takes linear time whatever the URL.)
+_MISREAD_USERINFO = re.compile(r"(?P<scheme>[^:/?#]+:)?//[^:/?#@]*:[^/?#@]*[/?#][^@]*@", re.DOTALL)
+
 #: Query parameters that carry a credential: API keys (Azure OpenAI's ``api-key``, Google's
 #: ``key``), OAuth tokens and codes, signatures of signed URLs (``sig``, AWS's ``Signature``).
 _CREDENTIAL_NAMES = frozenset({
@@ -160,14 +178,22 @@ _CREDENTIAL_PARTS = ("key", "token", "secret", "password")
 
 def shown_url(url: str) -> str:
     """``url`` as it may be shown, logged or saved: a user name and password in it
-    (``https://user:pass@host``, which httpx sends as Basic auth) and the values of query (or
-    fragment) parameters named like a credential (``?api-key=...``, ``?token=...``, ``?sig=...``)
-    become ``[redacted]``. The one rule for every message, repr, log and saved request that names a
-    base URL; the call itself uses the URL as given."""
+    (``https://user:pass@host``, which httpx sends as Basic auth; also one whose password holds a
+    "/", "?" or "#" that the parsers take for the host's end, ``_MISREAD_USERINFO``) and the
+    values of query (or fragment) parameters named like a credential (``?api-key=...``,
+    ``?token=...``, ``?sig=...``) become ``[redacted]``. The one rule for every message, repr,
+    log and saved request that names a base URL; the call itself uses the URL as given."""
     return _shown(url, "[redacted]")
 
 
 def _shown(url: str, marker: str) -> str:
+    misread = _MISREAD_USERINFO.match(url)
+    if misread:  # its user name and password end at that "@", not where the parsers end the host
+        url = f"{misread['scheme'] or ''}//{marker}@{url[misread.end():]}"
+    elif "@" in url and "://" not in url:  # no scheme (``user:secret@host/v1``, refused): the
+        # parsers take "user:" for a scheme and the rest for a path, so nothing before its last
+        # "@" is shown, whatever it is
+        return f"{marker}@{url.rpartition('@')[2]}"
     parts = _URI.fullmatch(url)
     if parts is None:  # cannot happen (every part is optional): show nothing rather than a secret
         return marker

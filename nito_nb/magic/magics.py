@@ -242,9 +242,15 @@ class NitoMagics(Magics):
             if name == "base_url" and value:  # a password or an ?api-key= in it is never shown
                 value = shown_url(value)
             lines.append(f"  Nito.{name} = {value!r}")
-        base_url = settings.base_url or os.environ.get("NITO_BASE_URL") or _default_base_url()
+        from .._client.endpoint import base_url_of
+
         sim = "go there too" if settings.base_url else "run on the embedded simulator"
-        lines.append(f"  effective base URL: {shown_url(base_url)} (sim/... models {sim})")
+        try:  # the clients' own choice and check: the setting, else NITO_BASE_URL, else Nito's
+            effective = f"{shown_url(base_url_of(settings.base_url))} (sim/... models {sim})"
+        except ConfigurationError as exc:  # a bad NITO_BASE_URL (the setting is checked when set):
+            # said on its line, not raised, where one looks for what is wrong with the settings
+            effective = f"not usable, so only sim/... models run (on the embedded simulator): {exc.message}"
+        lines.append(f"  effective base URL: {effective}")
         lines.append(f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}")
         return "\n".join(lines)
 
@@ -543,12 +549,6 @@ class NitoMagics(Magics):
         turns.append(turn)
         if self.settings.history > 0:
             del turns[: -self.settings.history]
-
-
-def _default_base_url() -> str:
-    from .._client import DEFAULT_BASE_URL
-
-    return DEFAULT_BASE_URL
 
 
 def load_ipython_extension(ipython: Any) -> None:
