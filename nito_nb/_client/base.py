@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from .._core.checks import whole
 from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
 from .._core.request import as_messages
 from .._stream_base import StreamBase
@@ -72,8 +73,7 @@ class BaseClient:
         # and checked, per call).
         self._base_url = None if base_url is None or base_url == "" else checked_base_url(base_url, "base_url")
         self.timeout = Timeout.of(timeout)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigurationError(f"max_retries must be a whole number >= 0, not {max_retries!r}")
+        max_retries = whole("max_retries", max_retries, at_least=0)
         if isinstance(max_retry_wait, bool) or not isinstance(max_retry_wait, int | float) or not max_retry_wait >= 0:
             raise ConfigurationError(f"max_retry_wait is seconds, a number >= 0, not {max_retry_wait!r}")
         self.max_retries = max_retries
@@ -146,7 +146,7 @@ class BaseClient:
                     "(models named sim/... run on the embedded simulator and need none)."
                 )
         params = {k: v for k, v in params.items() if v is not None}
-        check_request(messages, params)
+        params = check_request(messages, params)  # counts as ints: a numpy one is no JSON
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
         body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}

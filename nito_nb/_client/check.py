@@ -7,11 +7,13 @@ No I/O. Used by ``Client``/``AsyncClient`` (``BaseClient._build``) and by ``%%ni
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from .._core.checks import whole
 from .._core.errors import ConfigurationError
 
-__all__ = ["check_request"]
+__all__ = ["check_request", "checked_counts"]
 
 #: Names that are not body fields: a parameter of that name would clash with how the call is made.
 _NOT_PARAMS = {
@@ -37,14 +39,16 @@ _OBJECTS = ("response_format", "reasoning", "stream_options", "metadata", "logit
 _LISTS = ("tools",)
 
 
-def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> None:
+def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
     """Refuse, before anything is sent, a request that cannot mean what the caller wants.
 
     The one check of a request body, used by ``Client``/``AsyncClient`` and by ``%%nito`` (which
     turns the error into a one-line UsageError): parameters named like a call argument, documented
     fields of the wrong type or out of range, and anything JSON cannot carry (NaN and infinities,
     lone surrogates such as ``"\\udcff"``, objects JSON does not know). Raises ConfigurationError.
+    Returns ``params`` as they are to be sent: a count given as a numpy integer is an ``int`` there.
     """
+    checked = dict(params)
     for name, value in params.items():
         if name in _NOT_PARAMS:  # the value is not shown: an api_key given here is a secret
             raise ConfigurationError(f"{name}: {_NOT_PARAMS[name]}.")
@@ -60,15 +64,23 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> Non
                 else:
                     domain = f"a number from {low:g}" + (f" to {high:g}" if high is not None else "")
                 raise ConfigurationError(f"{name} must be {domain}, not {_shown(value)}.")
-        elif name in _COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigurationError(f"{name} must be a whole number of at least 1, not {_shown(value)}.")
+        elif name in _COUNTS:
+            checked[name] = whole(name, value)
         elif name in _OBJECTS and not isinstance(value, dict):
             raise ConfigurationError(f"{name} must be an object (a dict), not {_shown(value)}.")
         elif name in _LISTS and not isinstance(value, (list, tuple)):
             raise ConfigurationError(f"{name} must be a list, not {_shown(value)}.")
     _check_json(messages, "messages")
-    for name, value in params.items():
+    for name, value in checked.items():
         _check_json(value, name)
+    return checked
+
+
+def checked_counts(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with its counts checked, as ``int``: for a caller that needs them as JSON before
+    :func:`check_request` runs (a run's plan hashes each request's parameters into its key)."""
+    return {name: whole(name, value) if name in _COUNTS and value is not None else value
+            for name, value in params.items()}
 
 
 def _check_json(value: Any, where: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from .._core.checks import whole
 from .._core.errors import ConfigurationError
 
 __all__ = ["DEFAULT_MAX_EVENT_SIZE", "Timeout", "check_max_event_size"]
@@ -72,9 +73,5 @@ def _seconds(value: Any) -> bool:
 
 def check_max_event_size(value: Any) -> int:
     """``value`` if it is a valid limit of one event's bytes, else a ConfigurationError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(
-            f"max_event_size must be a number of bytes (an int >= 1), got {value!r}; "
-            f"the default is {DEFAULT_MAX_EVENT_SIZE:,} (64 MiB)."
-        )
-    return value
+    return whole("max_event_size", value,
+                 hint=f"it is a number of bytes, {DEFAULT_MAX_EVENT_SIZE:,} (64 MiB) by default")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._client import as_messages
+from .._client.check import checked_counts
+from .._core.checks import whole
 from .._core.errors import ConfigurationError
 from .._interpolate import interpolate
 
@@ -155,11 +157,11 @@ def plan(
 
     The same request twice (two rows with the same text, say) has one key and is sent once.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigurationError(f"repeats must be a whole number >= 1, not {repeats!r}")
+    repeats = whole("repeats", repeats)
     if not models or not all(isinstance(m, str) and m for m in models):
         raise ConfigurationError("model= is required: a model id or a list of them, e.g. model=['sim/chat']")
-    params = {k: v for k, v in params.items() if v is not None}
+    # Counts as ints before the JSON below: max_tokens=np.int64(256) is taken, with the key of 256.
+    params = checked_counts({k: v for k, v in params.items() if v is not None})
     for name, value in params.items():
         try:
             json.dumps(value)

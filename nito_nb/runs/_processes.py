@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from .._core.checks import whole
 from .._core.errors import ConfigurationError, Secret, redact
 from .._core.log import ChunkLog
 from .._core.state import StreamState
@@ -225,15 +226,13 @@ class ProcessEngine:
         models = list(models or [])  # the run's: each worker starts what their first request would
         if workers is None:
             workers = os.cpu_count() or 1
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
+        workers = whole("workers", workers)
         cores = os.cpu_count() or 1
         if workers > max_workers(cores):  # they are started one by one: workers=10**6 never ended
             raise ConfigurationError(
                 f"workers={workers} is more local processes than this machine's {cores} cores can run: at most "
                 f"{max_workers(cores)} (each sends up to per_worker streams at once); for more, engine='ray' on a cluster")
-        if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
-            raise ConfigurationError(f"per_worker must be a whole number >= 1, not {per_worker!r}")
+        per_worker = whole("per_worker", per_worker)
         ctx = multiprocessing.get_context("spawn")
         self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker, models, simulator)
                          for i in range(workers)}

@@ -22,6 +22,7 @@ import os
 import time
 from typing import Any, NamedTuple
 
+from .._core.checks import whole
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
 from .._core.state import StreamState
@@ -236,18 +237,18 @@ class RayEngine:
 
     def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
                  models: list[str] | None = None, *, simulator: str | None = None) -> None:
+        # Checked before Ray is imported and started (seconds): a bad count is refused at once.
+        per_worker = whole("per_worker", per_worker)
+        if workers is not None:
+            workers = whole("workers", workers)
         try:
             import ray
         except ImportError:
             raise ConfigurationError("engine='ray' needs Ray: pip install 'nito_nb[ray]'") from None
-        if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
-            raise ConfigurationError(f"per_worker must be a whole number >= 1, not {per_worker!r}")
         if not ray.is_initialized():  # a local cluster; call ray.init(address=...) first for a real one
             ray.init(include_dashboard=False, log_to_driver=False)
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigurationError(f"workers must be a whole number >= 1, not {workers!r}")
         # The pause runs in a "control" group of its own: it never queues behind the sends that hold
         # every slot of the default group (concurrency_groups is an argument of ray.remote, not .options).
         # (Ray's type stubs leave out the actor options of this form.)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
 from .._client.endpoint import is_embedded, simulator_apart, use_simulator
+from .._core.checks import whole
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -138,8 +139,11 @@ class Run:
     ) -> None:
         if concurrency is None:  # closed loop: 16 at a time; open loop: as many as the schedule asks
             concurrency = 16 if schedule is None else OPEN_LOOP_MAX_IN_FLIGHT
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be a whole number >= 1, not {concurrency!r}")
+        concurrency = whole("concurrency", concurrency)
+        # Now, before the simulator's process and the store are started (the engines check them
+        # again, for whoever makes one directly).
+        workers = None if workers is None else whole("workers", workers)
+        per_worker = None if per_worker is None else whole("per_worker", per_worker)
         self.slo = _check_slo(slo)
         if stop_on_error_rate is not None and (
             isinstance(stop_on_error_rate, bool) or not isinstance(stop_on_error_rate, int | float)

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .._core.checks import whole
 from .._core.errors import ConfigurationError
 
 __all__ = ["SCHEDULES", "Schedule", "phase"]
@@ -60,10 +61,8 @@ class Schedule:
                                           or math.isinf(self.duration)):  # the schedule is computed up front
             raise ConfigurationError(f"duration is in seconds, a finite number > 0, not {self.duration!r} "
                                      "(for no time limit, leave it out and set max_requests=N)")
-        if self.max_requests is not None and (
-            isinstance(self.max_requests, bool) or not isinstance(self.max_requests, int) or self.max_requests < 1
-        ):
-            raise ConfigurationError(f"max_requests must be a whole number >= 1, not {self.max_requests!r}")
+        if self.max_requests is not None:  # (frozen: the checked int is set as __init__ would)
+            object.__setattr__(self, "max_requests", whole("max_requests", self.max_requests))
         planned = self.max_requests if self.max_requests is not None else math.inf
         if self.duration is not None:
             planned = min(planned, math.ceil(self.rate * self.duration * (1 if self.kind == "constant" else 1.1)))
