@@ -177,6 +177,29 @@ def test_groq_error_event_without_done() -> None:
     assert stream.exception.code == "tool_use_failed"
 
 
+#: llama.cpp's server before its OpenAI-style errors (server_sent_event(sink, "error", ...)): a
+#: mid-stream error as an "error:" line, which is no SSE field, then [DONE]. Its documented
+#: context-size error; no recording of it is in tests/data.
+LLAMACPP_ERROR_LINE = (
+    'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
+    'error: {"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}'
+    "\n\ndata: [DONE]\n\n"
+)
+
+
+def test_llamacpp_error_line_is_an_error(tmp_path: Path) -> None:
+    stream = nito_nb.read_sse(LLAMACPP_ERROR_LINE)  # was "done", the error lost
+    assert stream.status == "error" and stream.content == "Hel"
+    assert stream.error == {"code": 400, "message": "the request exceeds the available context size",
+                            "type": "exceed_context_size_error"}
+    recording = tmp_path / "llamacpp-error.sse"
+    recording.write_text(LLAMACPP_ERROR_LINE)
+    live = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "speed": 0},
+                          raise_errors=False)  # the same over HTTP, through the live path
+    live.wait()
+    assert live.status == "error" and live.content == "Hel" and live.error == stream.error
+
+
 def test_error_chunk_with_usage_then_done() -> None:
     stream = nito_nb.read_sse(Path(__file__).parent / "data" / "real" / "openrouter-error-1.sse")
     assert stream.status == "error" and stream.done

@@ -229,6 +229,15 @@ def test_agrees_with_httpx_sse_on_recordings(name: str) -> None:
     assert ours == httpx_sse_events(body)
 
 
+def test_an_error_line_is_read_as_an_error_event() -> None:
+    # llama.cpp's server wrote mid-stream errors as "error: {json}" (no SSE field: the spec
+    # would ignore it); every split gives the same event, on both of the decoder's paths.
+    body = b'data: a\n\nerror: {"code":400}\n\ndata: [DONE]\n\n'
+    for parts in ([body], [body[i : i + 1] for i in range(len(body))], [body.replace(b"\n", b"\r\n")]):
+        events = [(e.event, e.data) for e in decode_all(*parts)]
+        assert events == [("message", "a"), ("error", '{"code":400}'), ("message", "[DONE]")]
+
+
 def test_a_comment_is_an_event_as_soon_as_its_line_arrives() -> None:
     decoder = SSEDecoder()
     assert [e.comment for e in decoder.decode(b"data: a\n\n: thinking\n")] == [None, "thinking"]

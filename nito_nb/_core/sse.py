@@ -271,6 +271,17 @@ class SSEDecoder:
         elif name == b"retry":
             if value.isdigit():
                 self._retry = int(value)
+        elif name == b"error":
+            # Not an SSE field, but llama.cpp's server (builds before its OpenAI-style errors)
+            # wrote a mid-stream error as "error: {json}", then "data: [DONE]". Ignored, as the
+            # spec says of unknown fields, the error was lost and the stream read "done"; read
+            # as "event: error" with that data, it is the error event it was meant to be.
+            self._event = "error"
+            text = value.decode("utf-8", "replace")
+            if self._data is None:
+                self._data = [text]
+            else:
+                self._data.append(text)
         # Any other field name is ignored, as the spec says.
 
     def _dispatch(self, events: list[ServerSentEvent]) -> None:
