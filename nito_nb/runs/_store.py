@@ -297,8 +297,9 @@ def _fit_bigint(requests: pd.DataFrame) -> None:
         if dtype != "Int64" or requests[name].dtype != object:
             continue
         big = [v is not None and not -(2**63) <= v < 2**63 for v in requests[name]]
-        warnings.warn(f"nito_nb: {sum(big)} value(s) of {name!r} do not fit in 64 bits; the store's requests table"
-                      " keeps them as missing (the requests' events keep the exact usage)", stacklevel=2)
+        if any(big):
+            warnings.warn(f"nito_nb: {sum(big)} value(s) of {name!r} do not fit in 64 bits; the store's requests"
+                          " table keeps them as missing (the requests' events keep the exact usage)", stacklevel=2)
         requests[name] = pd.array([None if b else v for b, v in zip(big, requests[name], strict=True)],
                                   dtype="Int64")
 
