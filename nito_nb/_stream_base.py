@@ -135,6 +135,19 @@ class StreamBase:
         return self._results().acc.refusal
 
     @property
+    def audio_transcript(self) -> str | None:
+        """The transcript of the answer's audio (OpenAI's audio output), None when none came."""
+        state = self._results()
+        with state.lock:
+            return state.acc.audio_transcript
+
+    @property
+    def audio(self) -> dict[str, Any] | None:
+        """The answer's audio as it came (``id``, ``expires_at``; ``data_chars``: the size of its
+        base64 data, which stays in the log), None when none came."""
+        return self._results().acc.audio
+
+    @property
     def tool_calls(self) -> list[ToolCall]:
         return self._results().acc.tool_calls
 
@@ -228,10 +241,25 @@ class StreamBase:
 
     @property
     def message(self) -> dict[str, Any]:
-        """The answer as an assistant message, ready to send back in a conversation."""
+        """The answer as an assistant message, ready to send back in a conversation: ``content``,
+        and when the stream had them, ``reasoning_details`` (merged), ``tool_calls`` (with their
+        unread keys, such as Gemini's thought signature), the deprecated ``function_call`` and
+        OpenAI's ``audio`` (its id)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = [call.to_message() for call in self.tool_calls]
+        details = self.reasoning_details
+        if details:  # OpenRouter asks for them back, unmodified, when tool calling continues
+            message["reasoning_details"] = details
+        calls = self.tool_calls
+        if calls:
+            tool_calls = [call.to_message() for call in calls if not call.function_call]
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            for call in calls:
+                if call.function_call:  # the deprecated functions API's shape
+                    message["function_call"] = {"name": call.name, "arguments": call.arguments}
+        audio = self.audio
+        if audio and audio.get("id"):  # OpenAI: a previous audio answer is referred to by its id
+            message["audio"] = {"id": audio["id"]}
         return message
 
     @property

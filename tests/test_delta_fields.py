@@ -28,6 +28,7 @@ SAMPLES: dict[str, Any] = {
     "tool_calls": [
         {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}
     ],
+    "function_call": {"name": "lookup", "arguments": '{"q": 1}'},  # deprecated: read as tool call 0
     "reasoning_details": [{"type": "reasoning.text", "text": "Let me think.", "index": 0}],
     "reasoning": "Let me think.",
     "reasoning_content": "Let me think.",

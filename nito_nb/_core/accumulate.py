@@ -53,6 +53,13 @@ class ToolCall:
     name: str = ""
     _parts: list[str] = field(default_factory=list, repr=False)
     n_fragments: int = 0
+    #: The fragments' keys nito_nb does not read (Gemini's ``extra_content``, which holds the
+    #: thought signature), merged across fragments (the last value of a key wins); sent back by
+    #: :meth:`to_message`.
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: Read from the deprecated ``delta.function_call``: sent back as the message's
+    #: ``function_call``, not in its ``tool_calls`` (docs/PROTOCOL.md, "Tool calls").
+    function_call: bool = False
 
     @property
     def arguments(self) -> str:
@@ -65,22 +72,32 @@ class ToolCall:
         return self.json_error is None
 
     @property
+    def custom(self) -> bool:
+        """An OpenAI custom tool call (``type: "custom"``): its ``arguments`` are the ``input``
+        text, free text and not JSON."""
+        return self.type == "custom"
+
+    @property
     def json_error(self) -> str | None:
-        """Why the arguments are not valid JSON, or None when they are (an empty string is ``{}``)."""
-        return _parse_arguments(self.arguments)[1]
+        """Why the arguments are not valid JSON, or None when they are (an empty string is ``{}``).
+        None for a custom call, whose input is not JSON."""
+        return None if self.custom else _parse_arguments(self.arguments)[1]
 
     @property
     def parsed(self) -> Any:
-        """The arguments parsed as JSON; None when they are not valid JSON (see :attr:`json_error`)."""
-        return _parse_arguments(self.arguments)[0]
+        """The arguments parsed as JSON; None when they are not valid JSON (see :attr:`json_error`).
+        A custom call's input text, as it is."""
+        return self.arguments if self.custom else _parse_arguments(self.arguments)[0]
 
     def to_message(self) -> dict[str, Any]:
-        """The call as an assistant message carries it in the next request."""
-        return {
-            "id": self.id or f"call_{self.index}",
-            "type": self.type or "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
+        """The call as an assistant message carries it in the next request (with the fragments'
+        unread keys, :attr:`extra`)."""
+        call_id = self.id or f"call_{self.index}"
+        if self.custom:
+            body = {"custom": {"name": self.name, "input": self.arguments}}
+        else:
+            body = {"function": {"name": self.name, "arguments": self.arguments}}
+        return {**self.extra, "id": call_id, "type": self.type or "function", **body}
 
     def __repr__(self) -> str:
         args = self.arguments
@@ -145,6 +162,11 @@ class Accumulator:
         # Plain reasoning by where it came from; "thinking" is Mistral's thinking parts.
         self._reasoning_strings: dict[str, list[str]] = {name: [] for name in PLAIN_REASONING}
         self._refusal: list[str] = []
+        self._transcript: list[str] = []
+        #: OpenAI's ``delta.audio`` merged (``id``, ``expires_at``, ... the last value of a key
+        #: wins; ``transcript`` joined; the base64 ``data`` left in the log, its size counted in
+        #: ``data_chars``); None when no audio came.
+        self.audio: dict[str, Any] | None = None
         #: Parts of a list-valued ``delta.content`` of a type nito_nb does not read, as sent.
         self.unread_parts: list[Any] = []
         self.finish_reason: str | None = None
@@ -173,6 +195,16 @@ class Accumulator:
         if len(self._refusal) > 1:
             self._refusal[:] = ["".join(self._refusal)]
         return self._refusal[0]
+
+    @property
+    def audio_transcript(self) -> str | None:
+        """The transcript of the answer's audio (OpenAI's ``delta.audio.transcript``), apart from
+        ``content``; None when no audio came."""
+        if self.audio is None:
+            return None
+        if len(self._transcript) > 1:
+            self._transcript[:] = ["".join(self._transcript)]
+        return self._transcript[0] if self._transcript else ""
 
     @property
     def reasoning(self) -> str:
@@ -274,6 +306,9 @@ class Accumulator:
         if reading.refusal:
             self._refusal.append(reading.refusal)
             carried = True
+        if reading.audio is not None:
+            self._audio(reading)
+            carried = carried or bool(reading.audio_transcript)
         for fragment in reading.tools:
             carried = self._tool_fragment(fragment, seq) or carried
         for piece in reading.reasoning:
@@ -283,6 +318,18 @@ class Accumulator:
                 self.note("finish-repeated", "finish_reason was sent more than once", seq)
             self.finish_reason = finish
         return carried
+
+    def _audio(self, reading: Reading) -> None:
+        audio = dict(self.audio or {})
+        for name, value in (reading.audio or {}).items():
+            if name == "transcript" and isinstance(value, str):
+                continue  # joined in audio_transcript; one of another type is kept as sent
+            if name == "data_chars":
+                value = (audio.get(name) or 0) + (value or 0)
+            audio[name] = value
+        self.audio = audio
+        if reading.audio_transcript:
+            self._transcript.append(reading.audio_transcript)
 
     def _identity(self, reading: Reading, seq: int) -> None:
         chunk_id = reading.id
@@ -309,6 +356,10 @@ class Accumulator:
             self.tool_calls.append(call)
             self.tool_calls.sort(key=lambda c: c.index)
         call.n_fragments += 1
+        if fragment.function_call:
+            call.function_call = True
+        if fragment.extra:  # a new dict, not an update: a snapshot's copy keeps its own
+            call.extra = {**call.extra, **fragment.extra}
         if fragment.id and call.id is None:
             call.id = fragment.id
         if fragment.type and call.type is None:

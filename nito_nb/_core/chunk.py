@@ -40,10 +40,17 @@ __all__ = [
 CHUNK_KEYS = frozenset(
     {"id", "object", "created", "model", "choices", "usage", "error", "web_search", "free_tier"}
 )
-CHOICE_KEYS = frozenset({"index", "delta", "finish_reason"})
+CHOICE_KEYS = frozenset({"index", "delta", "finish_reason", "usage"})
 DELTA_KEYS = frozenset(
-    {"role", "content", "refusal", "tool_calls", "reasoning_details", "reasoning", "reasoning_content"}
+    {"role", "content", "refusal", "tool_calls", "function_call", "reasoning_details", "reasoning",
+     "reasoning_content"}
 )
+#: Delta fields read too, but not yet everywhere a user looks (tests/test_delta_fields.py checks
+#: DELTA_KEYS): OpenAI's ``audio``, whose transcript is ``Stream.audio_transcript`` and is in the
+#: frame's extras as ``delta.audio`` (without the base64 data) but in no column of its own, and
+#: which the view shows only as a note. Not a vendor field.
+DELTA_READ_OTHERWISE = frozenset({"audio"})
+_DELTA_READ = DELTA_KEYS | DELTA_READ_OTHERWISE
 #: Keys whose mere presence means something: a chunk with one of them is never "plain content".
 MEANINGFUL = frozenset({"error", "usage", "web_search", "free_tier", "x_groq"})
 
@@ -94,18 +101,27 @@ def read_content_parts(parts: list[Any]) -> ContentParts:
     return out
 
 
+#: Keys of a tool-call fragment that the reader reads; any other (Gemini's ``extra_content``
+#: with its thought signature, ...) is kept in ``ToolFragment.extra``.
+TOOL_KEYS = frozenset({"index", "id", "type", "function", "custom"})
+
+
 class ToolFragment:
     """One tool-call fragment of a delta. ``arguments``: its piece of the arguments as text (an
-    object sent instead of a string is kept as its JSON), None when it sent none."""
+    object sent instead of a string is kept as its JSON), None when it sent none. ``extra``: the
+    fragment's other keys, as sent (Gemini's ``extra_content``), to be sent back with the call."""
 
-    __slots__ = ("arguments", "id", "name", "raw", "type")
+    __slots__ = ("arguments", "extra", "function_call", "id", "name", "raw", "type")
 
-    def __init__(self, raw: dict[str, Any], name: Any, arguments: str | None) -> None:
+    def __init__(self, raw: dict[str, Any], name: Any, arguments: str | None, *, function_call: bool = False) -> None:
         self.raw = raw
         self.id = raw.get("id")
         self.type = raw.get("type")
         self.name = name
         self.arguments = arguments
+        self.extra = {k: v for k, v in raw.items() if k not in TOOL_KEYS}
+        #: Read from the deprecated ``delta.function_call`` (tool call 0 of its own, no id).
+        self.function_call = function_call
 
 
 class ReasoningPiece:
@@ -132,6 +148,8 @@ class Reading:
     """What one chunk says (choice 0 only: rule 11), as :func:`read_chunk` reads it."""
 
     __slots__ = (
+        "audio",
+        "audio_transcript",
         "content",
         "created",
         "error",
@@ -164,6 +182,8 @@ class Reading:
         self.content: str | None = None  # the answer text (of a list of parts: its text parts)
         self.unread: list[Any] = []  # content parts of a type nobody reads, as sent
         self.refusal: str | None = None
+        self.audio: dict[str, Any] | None = None  # delta.audio without its base64 data
+        self.audio_transcript: str | None = None  # the text the audio speaks
         self.tools: list[ToolFragment] = []
         self.reasoning: list[ReasoningPiece] = []
         self.finishes: list[str] = []
@@ -180,11 +200,12 @@ class Reading:
 
     @property
     def carried(self) -> bool:
-        """The chunk carried answer text: content, readable reasoning, refusal or tool-call
-        arguments (a token-bearing event of docs/METRICS.md)."""
+        """The chunk carried answer text: content, readable reasoning, refusal, tool-call
+        arguments or an audio transcript (a token-bearing event of docs/METRICS.md)."""
         return bool(
             self.content
             or self.refusal
+            or self.audio_transcript
             or any(piece.readable for piece in self.reasoning)
             or any(fragment.arguments for fragment in self.tools)
         )
@@ -211,8 +232,8 @@ def plain_content(chunk: Any) -> str | None:
     if type(delta) is not dict or len(delta) != 1 or choice.get("finish_reason") is not None:
         return None
     content = delta.get("content")
-    if type(content) is not str or choice.get("index", 0) != 0:
-        return None
+    if type(content) is not str or choice.get("index", 0) != 0 or "usage" in choice:
+        return None  # usage inside the choice (Moonshot): read_chunk reads it
     return content
 
 
@@ -232,6 +253,8 @@ def read_chunk(chunk: dict[str, Any]) -> Reading:
             usage = vendor.get("usage")
     if isinstance(usage, dict):
         reading.usage = usage
+    else:
+        usage = None
     choices = chunk.get("choices")
     if not choices:
         return reading
@@ -246,10 +269,16 @@ def read_chunk(chunk: dict[str, Any]) -> Reading:
             reading.other_choices.append(choice.get("index", position))
             continue
         extras.update((f"choice.{k}", v) for k, v in choice.items() if k not in CHOICE_KEYS)
+        if "usage" in choice:  # Moonshot/Kimi put the usage in the choice: taken when the chunk has none
+            inner = choice["usage"]
+            if usage is None and isinstance(inner, dict):
+                reading.usage = usage = inner
+            elif inner is not None:
+                extras["choice.usage"] = inner  # a top-level usage won, or not an object: kept
         delta = choice.get("delta")
         if delta:
             if isinstance(delta, dict):
-                extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in DELTA_KEYS)
+                extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in _DELTA_READ)
                 _read_delta(delta, reading)
             else:
                 problems.append(("bad-field", "delta is not an object"))
@@ -306,9 +335,29 @@ def _read_delta(delta: dict[str, Any], reading: Reading) -> None:
                         if arguments:
                             problems.append(("bad-field", "tool-call arguments sent as an object, not a string"))
                         arguments = json.dumps(arguments) if arguments else ""
-                reading.tools.append(ToolFragment(fragment, name, arguments))
+                elif "custom" in fragment:  # OpenAI's custom tools: {name, input}, input free text
+                    function = fragment["custom"]
+                    if isinstance(function, dict):
+                        name = function.get("name")
+                        arguments = function.get("input")
+                        if arguments is not None and not isinstance(arguments, str):
+                            problems.append(("bad-field", "a custom tool call's input is not a string"))
+                            arguments = json.dumps(arguments)
+                    else:
+                        problems.append(("bad-field", "a tool call's custom is not an object"))
+                tool = ToolFragment(fragment, name, arguments)
+                reading.tools.append(tool)
+                if tool.extra:  # also in the frame's extras, with the fragment's index
+                    kept = {k: fragment[k] for k in ("index", "id") if k in fragment}
+                    reading.extras.setdefault("delta.tool_calls", []).append({**kept, **tool.extra})
         else:
             problems.append(("bad-field", "delta.tool_calls is not a list"))
+    audio = delta.get("audio")
+    if audio is not None:  # OpenAI's audio output: {id, data, transcript, expires_at} pieces
+        _read_audio(audio, reading)
+    legacy = delta.get("function_call")
+    if legacy is not None:  # deprecated (openai-python's ChoiceDelta.function_call): one call
+        _read_function_call(legacy, reading)
     details = delta.get("reasoning_details")
     if details:
         if isinstance(details, list):
@@ -331,6 +380,56 @@ def _read_delta(delta: dict[str, Any], reading: Reading) -> None:
         text = delta.get(name)
         if text and isinstance(text, str):
             reading.reasoning.append(ReasoningPiece(name, None, text, None))
+
+
+def _read_audio(audio: Any, reading: Reading) -> None:
+    """``delta.audio``: its ``transcript`` pieces are the text the audio speaks (token-bearing,
+    kept apart from ``content``); its ``id`` (and ``expires_at``) are kept; its base64 ``data``
+    stays in the log only (the frame's extras say how many characters came). Noted once as the
+    anomaly ``audio``, so that an answer that is only audio does not look empty."""
+    if not isinstance(audio, dict):
+        reading.problems.append(("bad-field", "delta.audio is not an object"))
+        reading.extras["delta.audio"] = audio
+        return
+    transcript = audio.get("transcript")
+    if isinstance(transcript, str):
+        reading.audio_transcript = transcript
+    elif transcript is not None:
+        reading.problems.append(("bad-field", "delta.audio.transcript is not a string"))
+    data = audio.get("data")
+    if isinstance(data, str):
+        kept = {k: v for k, v in audio.items() if k != "data"}
+        kept["data_chars"] = len(data)
+    else:
+        kept = dict(audio)  # no base64 text to leave out: kept as sent
+        if data is not None:
+            reading.problems.append(("bad-field", "delta.audio.data is not a string"))
+    reading.audio = kept
+    reading.extras["delta.audio"] = kept
+    reading.problems.append((
+        "audio",
+        "the answer came with audio (delta.audio): its transcript is Stream.audio_transcript, the"
+        " audio data is kept in the log only",
+    ))
+
+
+def _read_function_call(legacy: Any, reading: Reading) -> None:
+    """``delta.function_call`` (``{name?, arguments?}``, finish reason ``function_call``), read as
+    tool call 0 with no id, noted as the anomaly ``function-call``; ``Stream.message`` sends it
+    back as ``function_call``, the shape the deprecated API expects."""
+    if not isinstance(legacy, dict):
+        reading.problems.append(("bad-field", "delta.function_call is not an object"))
+        return
+    name, arguments = legacy.get("name"), legacy.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        reading.problems.append(("bad-field", "function_call arguments sent as an object, not a string"))
+        arguments = json.dumps(arguments)
+    raw = {"index": 0, "type": "function", "function": legacy}
+    reading.tools.append(ToolFragment(raw, name, arguments, function_call=True))
+    reading.problems.append((
+        "function-call",
+        "the deprecated delta.function_call was read as tool call 0; the message sends it back as function_call",
+    ))
 
 
 def plain_reasoning_source(has_readable_details: bool, present: Iterable[str]) -> str | None:

@@ -231,7 +231,7 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
         elif piece.readable:
             info.readable = True
     info.plain = tuple(plain)
-    info.carried = bool(reading.refusal) or any(f.arguments for f in reading.tools) or any(
+    info.carried = bool(reading.refusal or reading.audio_transcript) or any(f.arguments for f in reading.tools) or any(
         piece.readable for piece in reading.reasoning
     )
     if reading.extras:

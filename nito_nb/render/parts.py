@@ -232,7 +232,8 @@ def _tool_part(call: Any, position: int, growing: bool) -> Part:
     arguments = arguments if isinstance(arguments, str) else str(arguments)
     valid = bool(getattr(call, "valid_json", False))
     warning = ""
-    if growing:
+    # A growing call, or an OpenAI custom tool call (its input is free text, not JSON): as it is.
+    if growing or getattr(call, "type", None) == "custom":
         shown, hidden = _window(arguments, growing)
         body = (f"… {hidden:,} earlier characters hidden\n" if hidden else "") + shown
     elif valid:
