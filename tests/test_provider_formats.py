@@ -303,3 +303,17 @@ def test_audio_of_an_unexpected_shape_is_kept_and_noted() -> None:
     assert s.audio == {"id": "a", "data": 7, "transcript": 5} and s.audio_transcript == ""
     assert {a.kind for a in s.anomalies} == {"audio", "bad-field"}
     assert_frame_agrees(s, s.frame())
+
+
+def test_perplexity_cost_object_gives_its_total_cost() -> None:
+    # Perplexity's usage.cost is an object (input_tokens_cost, output_tokens_cost, request_cost,
+    # total_cost); the cost column read only a number and was NaN.
+    cost = {"input_tokens_cost": 0.00144, "output_tokens_cost": 0.04234, "request_cost": 0.008, "total_cost": 0.05178}
+    usage = {"prompt_tokens": 480, "completion_tokens": 2823, "total_tokens": 3303, "search_context_size": "medium",
+             "cost": cost}
+    s = nito_nb.read_sse(body(chunk({"content": "Hi"}, model="sonar"), chunk({}, finish="stop", model="sonar"),
+                              {"id": "c1", "model": "sonar", "choices": [], "usage": usage}))
+    assert s.usage == usage  # the object is kept as sent
+    df = s.frame()
+    assert df.nito.usage()["cost"].iloc[0] == 0.05178
+    assert_frame_agrees(s, df)

@@ -445,7 +445,9 @@ def usage_counts(usage: dict[str, Any]) -> dict[str, Any]:
     """The token counts and cost of a usage object, wherever the gateway puts them:
     ``reasoning_tokens`` from ``completion_tokens_details``; ``cached_tokens`` from
     ``prompt_tokens_details``, else ``cached_tokens`` / ``prompt_cache_hit_tokens`` (DeepSeek);
-    ``cost`` when it is a number. A count that is not an integer is None."""
+    ``cost`` when it is a number, or the ``total_cost`` of a cost object (Perplexity's ``{input_tokens_cost,
+    output_tokens_cost, request_cost, total_cost}``; the object stays in the usage as sent). A
+    count that is not an integer is None."""
     out: dict[str, Any] = {name: _int(usage.get(name)) for name in ("prompt_tokens", "completion_tokens", "total_tokens")}
     details = usage.get("completion_tokens_details")
     if isinstance(details, dict):
@@ -456,6 +458,8 @@ def usage_counts(usage: dict[str, Any]) -> dict[str, Any]:
         cached = usage.get("cached_tokens", usage.get("prompt_cache_hit_tokens"))
     out["cached_tokens"] = _int(cached)
     cost = usage.get("cost")
+    if isinstance(cost, dict):
+        cost = cost.get("total_cost")
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         out["cost"] = float(cost)
     return out
