@@ -29,8 +29,9 @@ def assert_frame_agrees(s: nito_nb.Stream, df: pd.DataFrame) -> None:
     assert df.nito.text().iloc[0] == s.content
     assert df.nito.reasoning().iloc[0] == s.reasoning
     calls = df.nito.tool_calls()
-    assert [(r.index, None if pd.isna(r.id) else r.id, r.name, r.arguments, r.n_fragments) for r in calls.itertuples()] == [
-        (c.index, c.id, c.name, c.arguments, c.n_fragments) for c in s.tool_calls
+    assert [(r.index, None if pd.isna(r.id) else r.id, r.name, None if pd.isna(r.type) else r.type, r.arguments,
+             r.n_fragments, r.valid_json, r.parsed) for r in calls.itertuples()] == [
+        (c.index, c.id, c.name, c.type, c.arguments, c.n_fragments, c.valid_json, c.parsed) for c in s.tool_calls
     ]
     m = df.nito.metrics().iloc[0]
     assert (m["n_events"], m["n_chunks"], m["status"]) == (s.n_events, s.n_chunks, s.status)
@@ -190,6 +191,8 @@ def test_openai_custom_tool_call_is_read() -> None:
     assert df.token.sum() == 2
     assert df.tool_name.dropna().tolist() == ["code_exec"]
     assert "".join(df.tool_args.dropna()) == call.arguments
+    (row,) = df.nito.tool_calls().itertuples()  # the frame's tool_type column: the same rule as ToolCall.custom
+    assert (row.type, row.valid_json, row.parsed) == ("custom", True, "print('<b>hi</b>')")  # was False, None
     assert_frame_agrees(s, df)
 
 

@@ -179,6 +179,33 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
             assert store.streams(packed["key"]).connect is None
 
 
+def test_a_store_whose_events_files_lack_a_newer_column_still_opens(tmp_path: Path) -> None:
+    # Every events file (the columns file too) put back as a version before `tool_type` wrote
+    # it: the view named the column and failed to bind, so the store did not open at all.
+    import pyarrow.parquet as pq
+
+    from nito_nb.runs._store import StoreWriter
+
+    path = tmp_path / "old"
+    run = nito_nb.run(["a", "b"], model="sim/chat", store=str(path), progress=False, sim={"tps": 0, "ttft_ms": 0})
+    run.wait(timeout=60)
+    assert run.error is None
+    files = sorted((path / "events").glob("*.parquet"))
+    assert any(f.name == "_columns.parquet" for f in files) and len(files) >= 2
+    for file in files:
+        pq.write_table(pq.read_table(file).drop(["tool_type"]), file)
+    with nito_nb.open_store(path) as store:  # read-only, as it is
+        keys = store.results()["key"].tolist()
+        frame = store.frame(keys)
+        assert frame["tool_type"].isna().all() and frame["content"].notna().any()
+        assert store.sql("select count(tool_type) n from events")["n"].iloc[0] == 0
+        assert store.streams(keys[0]).status == "done"
+    StoreWriter(path).con.close()  # a writer writes the columns file again, whole
+    assert "tool_type" in pq.read_schema(path / "events" / "_columns.parquet").names
+    with nito_nb.open_store(path) as store:
+        assert len(store.frame(keys)) == len(frame)
+
+
 def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None:
     store = str(tmp_path / "runs")
     run = nito_nb.run(["refused"], model="sim/echo", store=store, max_retries=0, progress=False,

@@ -213,8 +213,10 @@ class NitoAccessor:
 
     def tool_calls(self) -> pd.DataFrame:
         """One row per assembled tool call, in stream then index order: ``stream``, ``index``,
-        ``id``, ``name``, ``arguments`` (the concatenated string), ``valid_json``, ``parsed`` (the
-        arguments as JSON, None when invalid; empty arguments are ``{}``), ``t_first``, ``t_last``
+        ``id``, ``name``, ``type``, ``arguments`` (the concatenated string), ``valid_json``, ``parsed``
+        (the arguments as JSON, None when invalid; empty arguments are ``{}``; a ``custom`` call's
+        input is free text: ``parsed`` is the text, ``valid_json`` True, as ``ToolCall`` has them),
+        ``t_first``, ``t_last``
         (arrival of its first and last fragment), ``n_fragments``. Chunks after ``[DONE]`` are
         left out, as the accumulator leaves them out."""
         df = self._df
@@ -229,6 +231,9 @@ class NitoAccessor:
         index = index.to_numpy(dtype=object, na_value=None)
         ids = df["tool_id"].to_numpy(dtype=object, na_value=None)
         names = df["tool_name"].to_numpy(dtype=object, na_value=None)
+        # A frame saved before the column existed reads without it (_frame/dtypes.py _ADDED_LATER).
+        types = (df["tool_type"].to_numpy(dtype=object, na_value=None) if "tool_type" in df.columns
+                 else np.full(len(df), None, dtype=object))
         args = df["tool_args"].to_numpy(dtype=object, na_value=None)
         t = df["t"].to_numpy(dtype=np.float64, na_value=np.nan)
         calls: dict[tuple[int, int], dict[str, Any]] = {}
@@ -236,25 +241,29 @@ class NitoAccessor:
             key = (int(codes[row]), int(index[row]))
             call = calls.get(key)
             if call is None:
-                call = calls[key] = {"id": None, "name": "", "parts": [], "t_first": t[row], "n": 0}
+                call = calls[key] = {"id": None, "name": "", "type": None, "parts": [], "t_first": t[row], "n": 0}
             call["n"] += 1
             call["t_last"] = t[row]
             if call["id"] is None and ids[row]:
                 call["id"] = ids[row]
             if not call["name"] and names[row]:
                 call["name"] = names[row]
+            if call["type"] is None and types[row]:
+                call["type"] = types[row]
             if args[row]:
                 call["parts"].append(args[row])
         records = []
         for (code, number), call in sorted(calls.items()):
             arguments = "".join(call["parts"])
-            parsed, error = _parse_arguments(arguments)
+            # The accumulator's rule (ToolCall.custom): a custom tool's input is not JSON.
+            parsed, error = (arguments, None) if call["type"] == "custom" else _parse_arguments(arguments)
             records.append(
                 {
                     "stream": labels[code],
                     "index": number,
                     "id": call["id"],
                     "name": call["name"],
+                    "type": call["type"],
                     "arguments": arguments,
                     "valid_json": error is None,
                     "parsed": parsed,
@@ -268,6 +277,7 @@ class NitoAccessor:
             "index",
             "id",
             "name",
+            "type",
             "arguments",
             "valid_json",
             "parsed",
@@ -277,7 +287,7 @@ class NitoAccessor:
         ]
         out = pd.DataFrame.from_records(records, columns=columns)
         out["stream"] = pd.Categorical(out["stream"], categories=labels)
-        for name in ("id", "name", "arguments"):
+        for name in ("id", "name", "type", "arguments"):
             out[name] = pd.array(out[name].tolist(), dtype=_TEXT)
         out["index"] = _ints(out["index"].tolist(), "tool_index")  # Int64, or exact ints past 64 bits
         if out["index"].dtype == "Int64":

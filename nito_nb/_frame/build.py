@@ -23,7 +23,8 @@ reasoning details of one chunk), ``t`` (float64: seconds since the request was s
 ``reasoning_type`` (category: ``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted``
 (its data is never shown as text), ``reasoning``, ``reasoning_content``, ``thinking`` (Mistral's
 thinking parts of ``content``)), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
-``tool_id``, ``tool_name``, ``tool_args`` (the fragment's piece of the arguments),
+``tool_id``, ``tool_name``, ``tool_type`` (``function``, ``custom``...: as sent), ``tool_args`` (the fragment's
+piece of the arguments),
 ``finish_reason`` (category), ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
 ``reasoning_tokens``, ``cached_tokens`` (Int64), ``cost`` (float64), ``usage`` (the whole usage
 object as JSON), ``error_code``, ``error_message``, ``comment`` (a keep-alive's text),
@@ -220,6 +221,8 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
             part["tool_id"] = str(fragment.id)
         if fragment.name:
             part["tool_name"] = str(fragment.name)
+        if fragment.type:  # "custom": its arguments are free text, not JSON (df.nito.tool_calls)
+            part["tool_type"] = str(fragment.type)
         if fragment.arguments is not None:
             part["tool_args"] = fragment.arguments
         info.fragments.append((fragment.raw, part))

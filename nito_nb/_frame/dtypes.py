@@ -74,6 +74,7 @@ COLUMNS: dict[str, str] = {
     "tool_index": "Int64",
     "tool_id": _STRING,
     "tool_name": _STRING,
+    "tool_type": _STRING,
     "tool_args": _STRING,
     "finish_reason": "category",
     "prompt_tokens": "Int64",
@@ -94,7 +95,7 @@ COLUMNS: dict[str, str] = {
     "attempts": "Int64",
 }
 #: Columns added after frames were first saved: a frame read back without them gets them as NA.
-_ADDED_LATER = ("attempts",)
+_ADDED_LATER = ("attempts", "tool_type")
 
 # Columns that every row has; the others are mostly empty and are filled by row index.
 _DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")

@@ -212,8 +212,8 @@ def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
         raise ConfigurationError(_events_not_a_folder(folder))
     (folder / EVENTS_DIR).mkdir(exist_ok=True)
     schema = folder / EVENTS_DIR / _SCHEMA_FILE
-    if schema.exists():
-        return
+    if schema.exists() and set(event_columns()) <= (_columns_of(con, schema) or set()):
+        return  # else written by a version with fewer columns (or damaged): written again, whole
     columns = ", ".join(f'CAST(NULL AS {sql}) AS "{name}"' for name, sql in event_columns().items())
     partial = schema.with_suffix(".partial")
     con.execute(f"COPY (SELECT {columns} LIMIT 0) TO {_quoted(str(partial))} (FORMAT parquet)")
@@ -240,8 +240,9 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None
         files = _quoted(_glob_literal(str(folder.resolve() / EVENTS_DIR)) + "/*.parquet")
     else:
         files = None
+    present = _columns_of(con, events / _SCHEMA_FILE) if files is not None else None
     try:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy)}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy, present, con)}")
         return frozenset()
     except duckdb.Error:
         bad = unreadable(folder, con) if files is not None else {}
@@ -255,9 +256,8 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None
     # Only the files that read, listed: a file a writer adds later is not seen by this
     # connection (open the store again), the price of a view that reads at all.
     good = [str(path) for path in sorted(events.glob("*.parquet")) if path.name not in bad]
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql('[' + ', '.join(map(_quoted, good)) + ']', legacy)}"
-    )
+    files = "[" + ", ".join(map(_quoted, good)) + "]"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy, present, con)}")
     for name, why in bad.items():
         [(n,)] = con.execute("SELECT count(*) FROM requests WHERE batch = ?", [Path(name).stem]).fetchall()
         whose = (f"the events of its {n} request(s) are left out of frame() and streams() (results() keeps "
@@ -305,27 +305,64 @@ def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], leg
     batches = con.execute(
         "SELECT DISTINCT batch FROM requests WHERE list_contains(?, key) AND batch IS NOT NULL", [keys]
     ).fetchall()
-    files = None
+    files = present = None
     batches = [(batch,) for (batch,) in batches if batch not in skip]  # unreadable (events_view)
     if batches:
         paths = [str(folder.resolve() / EVENTS_DIR / f"{batch}.parquet") for (batch,) in batches]
+        schema = folder / EVENTS_DIR / _SCHEMA_FILE
+        present = _columns_of(con, schema)
+        if present is not None:  # every column the store's files may have, even if these lack some
+            paths.append(str(schema.resolve()))
         files = "[" + ", ".join(_quoted(path) for path in paths) + "]"
-    return _events_sql(files, legacy)
+    return _events_sql(files, legacy, present, con)
 
 
-def _events_sql(files: str | None, legacy: str | None) -> str:
+def _events_sql(files: str | None, legacy: str | None, present: set[str] | None = None,
+                con: duckdb.DuckDBPyConnection | None = None) -> str:
     """The events rows of the Parquet ``files`` (a glob or a list, SQL) whose request row names
-    their batch, and the rows of the old ``legacy`` table."""
-    names = [f'"{name}"' for name in event_columns() if name != "batch"]
-    columns = ", ".join(names)
-    parts = [f"SELECT {columns} FROM {legacy}"] if legacy else []
+    their batch, and the rows of the old ``legacy`` table.
+
+    ``present``: the columns the files have (their columns file's), None for all. A column this
+    version has and a store written by an older one lacks (such as ``tool_type``) reads as NULL:
+    named in the query, it failed to bind, and the store could not be opened at all."""
+    columns = {name: sql for name, sql in event_columns().items() if name != "batch"}
+
+    def select(have: set[str] | None, prefix: str) -> str:
+        return ", ".join(f'{prefix}"{name}"' if have is None or name in have else f'CAST(NULL AS {sql}) AS "{name}"'
+                         for name, sql in columns.items())
+
+    parts = [f"SELECT {select(_table_columns(con, legacy) if con is not None else None, '')} FROM {legacy}"] \
+        if legacy else []
     if files is not None:
         parts.insert(
             0,
-            f"SELECT {', '.join('e.' + n for n in names)} FROM read_parquet({files}, union_by_name = true) AS e "
+            f"SELECT {select(present, 'e.')} FROM read_parquet({files}, union_by_name = true) AS e "
             "SEMI JOIN requests AS r ON e.stream = r.key AND e.batch = r.batch",
         )
-    return " UNION ALL BY NAME ".join(parts) or f"SELECT {', '.join(f'NULL AS {n}' for n in names)} LIMIT 0"
+    return " UNION ALL BY NAME ".join(parts) or f"SELECT {select(set(), '')} LIMIT 0"
+
+
+def _columns_of(con: duckdb.DuckDBPyConnection, path: Path) -> set[str] | None:
+    """The column names of one Parquet file (its footer only), None if it cannot be read."""
+    import duckdb
+
+    if not path.exists():
+        return None
+    try:
+        return {name for (name,) in con.execute(
+            f"SELECT name FROM parquet_schema({_quoted(str(path))}) WHERE num_children IS NULL OR num_children = 0"
+        ).fetchall()}
+    except duckdb.Error:
+        return None
+
+
+def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    """The column names of the store's old events table (``legacy_events``' qualified name)."""
+    database = table.split(".")[0].strip('"')
+    return {name for (name,) in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? AND table_name = 'events'",
+        [database],
+    ).fetchall()}
 
 
 def legacy_events(con: duckdb.DuckDBPyConnection) -> str | None:
