@@ -270,6 +270,17 @@ def test_openai_audio_transcript_is_read_apart_from_content() -> None:
     assert_frame_agrees(s, df)
 
 
+def test_an_audio_answers_transcript_is_shown_escaped() -> None:
+    from nito_nb.render import join_parts, render_parts
+
+    stream_body = body(chunk({"audio": {"id": "a", "transcript": "<b>Hi</b> there"}}), chunk({}, finish="stop"))
+    s = nito_nb.read_sse(stream_body)
+    assert s.snapshot().audio_transcript == "<b>Hi</b> there"
+    shown = join_parts(render_parts(s.snapshot(), live=False))  # was only the anomaly's note
+    assert "Audio transcript" in shown["text/html"] and "&lt;b&gt;Hi&lt;/b&gt; there" in shown["text/html"]
+    assert "<b>Hi</b>" not in shown["text/html"] and "<b>Hi</b> there" in shown["text/plain"]
+
+
 def test_no_audio_no_audio_fields() -> None:
     s = nito_nb.read_sse(body(chunk({"content": "hi"})))
     assert s.audio is None and s.audio_transcript is None and "audio" not in s.message

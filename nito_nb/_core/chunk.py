@@ -46,9 +46,9 @@ DELTA_KEYS = frozenset(
      "reasoning_content"}
 )
 #: Delta fields read too, but not yet everywhere a user looks (tests/test_delta_fields.py checks
-#: DELTA_KEYS): OpenAI's ``audio``, whose transcript is ``Stream.audio_transcript`` and is in the
-#: frame's extras as ``delta.audio`` (without the base64 data) but in no column of its own, and
-#: which the view shows only as a note. Not a vendor field.
+#: DELTA_KEYS): OpenAI's ``audio``, whose transcript is ``Stream.audio_transcript`` and shown by the
+#: view, but in the frame only in ``extras`` as ``delta.audio`` (without the base64 data), in no
+#: column of its own. Not a vendor field.
 DELTA_READ_OTHERWISE = frozenset({"audio"})
 _DELTA_READ = DELTA_KEYS | DELTA_READ_OTHERWISE
 #: Keys whose mere presence means something: a chunk with one of them is never "plain content".

@@ -52,6 +52,8 @@ class StreamSnapshot:
     content: str = ""
     reasoning: str = ""
     refusal: str | None = None
+    #: The transcript of OpenAI's audio output (``delta.audio.transcript``), None when no audio came.
+    audio_transcript: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     model: str | None = None
     id: str | None = None
@@ -246,6 +248,7 @@ class StreamState:
                 content=acc.content,
                 reasoning=acc.reasoning,
                 refusal=acc.refusal,
+                audio_transcript=acc.audio_transcript,
                 tool_calls=tuple(frozen_tool_call(call) for call in acc.tool_calls),
                 model=acc.model or log.request.get("model"),
                 id=acc.id,

@@ -21,7 +21,7 @@ Every caller imports from here. The modules, each of one concern, import downwar
   ``check_format(format)``, the one check of a ``format`` argument.
 
 ``state`` is duck-typed like a Stream (docs/ENGINE_API.md): ``content, reasoning, refusal,
-tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done,
+audio_transcript, tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done,
 free_tier``; missing attributes count as empty.
 """
 

@@ -137,6 +137,14 @@ def _reasoning_part(reasoning: str, growing: bool, thinking: bool) -> Part:
     return Part("reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing)
 
 
+def _transcript_part(transcript: str, final: bool) -> Part:
+    """The words of an audio answer (OpenAI's ``delta.audio.transcript``), escaped: the audio
+    itself stays in the log, and ``content`` is empty in that mode."""
+    text = f"🔊 Audio transcript: {transcript}"
+    inner = f'<strong>🔊 Audio transcript</strong><pre style="{_PRE_STYLE}">{_esc(transcript)}</pre>'
+    return Part("audio", _wrap("audio", inner, ""), text, final)
+
+
 def _refusal_part(refusal: str, final: bool) -> Part:
     """The model declined (OpenAI's ``refusal``): its words, escaped, shown apart from any answer."""
     text = f"⊘ Refusal: {refusal}"
@@ -303,7 +311,8 @@ def render_parts(
     """The ordered outputs for ``state`` (duck-typed like a Stream).
 
     Order: ``status``, ``reasoning``, ``answer-0`` ... ``answer-N`` (finished blocks, then the live
-    tail under the next number), ``refusal``, ``tool-<index>`` cards, ``error``, ``anomalies``. Parts only ever
+    tail under the next number), ``refusal``, ``audio`` (an audio answer's transcript), ``tool-<index>`` cards,
+    ``error``, ``anomalies``. Parts only ever
     get added after those that exist, in arrival order of the stream, so a display can append.
     ``live=True`` while the stream runs: long reasoning and tool arguments show a bounded window,
     the tail is not highlighted, anomalies wait for the end (appending them mid-stream would put
@@ -323,6 +332,9 @@ def render_parts(
     refusal = getattr(state, "refusal", None)
     if refusal and isinstance(refusal, str):
         parts.append(_refusal_part(refusal, not growing))
+    transcript = getattr(state, "audio_transcript", None)
+    if transcript and isinstance(transcript, str):
+        parts.append(_transcript_part(transcript, not growing))
     parts.extend(_tool_part(call, i, growing) for i, call in enumerate(tool_calls))
     error = _error_part(state, status, not growing)
     if error is not None:
