@@ -199,12 +199,13 @@ class Reading:
         return self.free_tier is not _MISSING
 
     @property
-    def carried(self) -> bool:
-        """The chunk carried answer text: content, readable reasoning, refusal, tool-call
-        arguments or an audio transcript (a token-bearing event of docs/METRICS.md)."""
+    def carried_besides_content(self) -> bool:
+        """The chunk carried answer text other than content: readable reasoning, refusal, tool-call
+        arguments or an audio transcript. With content, that is a token-bearing event
+        (docs/METRICS.md); the frame judges content per row (a chunk whose content string it cuts
+        out and puts back is read once for many rows)."""
         return bool(
-            self.content
-            or self.refusal
+            self.refusal
             or self.audio_transcript
             or any(piece.readable for piece in self.reasoning)
             or any(fragment.arguments for fragment in self.tools)

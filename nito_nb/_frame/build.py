@@ -234,9 +234,7 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
         elif piece.readable:
             info.readable = True
     info.plain = tuple(plain)
-    info.carried = bool(reading.refusal or reading.audio_transcript) or any(f.arguments for f in reading.tools) or any(
-        piece.readable for piece in reading.reasoning
-    )
+    info.carried = reading.carried_besides_content
     if reading.extras:
         values.append(("extras", _json(reading.extras)))
     return info
