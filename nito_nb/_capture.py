@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from ._core.errors import Secret, not_event_stream_error, redact
+from ._core.errors import Secret, not_event_stream_error, one_line, redact
 from ._last import last as _kept
 from ._stream import Stream
 
@@ -168,7 +168,7 @@ class Views:
                 self.views.remove(view)
                 with contextlib.suppress(TypeError):  # not weak-referenceable: dropped here only
                     _FAILED_VIEWS.add(view)
-                print(f"nito: the live view stopped ({type(exc).__name__}: {exc})", file=sys.stderr)
+                print(f"nito: the live view stopped ({one_line(exc)})", file=sys.stderr)
 
     def update(self) -> None:
         if self.views:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Anomaly, ToolCall
-from ._core.errors import APIError, NitoError, Secret, StreamError
+from ._core.errors import APIError, NitoError, Secret, StreamError, one_line
 from ._core.log import ChunkLog
+from ._core.printable import printable
 from ._core.request import as_messages
 from ._core.state import StreamSnapshot, StreamState
 from ._core.status import Status
@@ -429,7 +430,9 @@ class StreamBase:
             parts.append(f"finish={acc.finish_reason}")
         if acc.error:
             parts.append(f"error={acc.error.get('message')!r}")
-        return f"<{type(self).__name__} {' '.join(parts)}>"
+        # The model's name and the finish reason are the server's words: printed, they must not
+        # act on the terminal (an error's message is a repr, escaped already).
+        return printable(f"<{type(self).__name__} {' '.join(parts)}>")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         try:
@@ -442,4 +445,4 @@ class StreamBase:
 
 def _report_callback_error(callback: Any, exc: Exception) -> None:
     name = getattr(callback, "__qualname__", None) or repr(callback)
-    print(f"nito_nb: the on_done callback {name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(printable(f"nito_nb: the on_done callback {name} raised {one_line(exc)}"), file=sys.stderr)

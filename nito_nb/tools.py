@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._core.printable import printable
+
 __all__ = [
     "MAX_TOOL_ROUNDS",
     "ToolRun",
@@ -154,10 +156,11 @@ class ToolRun:
 
     @property
     def line(self) -> str:
-        """What was executed and what came back, on one line (long values cut at 200 characters)."""
+        """What was executed and what came back, on one line (long values cut at 200 characters;
+        the model's name for the tool printable, as the result)."""
         shown = ", ".join(f"{k}={v!r}" for k, v in (self.arguments or {}).items())
         result = " ".join(self.result.split())
-        return f"→ ran {self.name}({shown[:200]}) → {result[:200]}"
+        return printable(f"→ ran {self.name}({shown[:200]}) → {result[:200]}")
 
 
 def execute_tool(functions: dict[str, Callable[..., Any]], call: Any) -> ToolRun:

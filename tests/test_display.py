@@ -16,6 +16,7 @@ from display_samples import sample_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nito_nb._core.printable import printable
 from nito_nb.display import LiveDisplay, TerminalDisplay, in_kernel, live_display
 from nito_nb.render import status_text
 
@@ -250,10 +251,11 @@ def stream_to_page(answer: str, sizes: list[int]) -> Page:
 
 def assert_text_never_moves(page: Page, answer: str) -> None:
     # Each view of the answer extends the one before: no text vanishes (moved to a later output),
-    # none is shown twice, and the last view is the whole answer (nothing for blanks alone).
+    # none is shown twice, and the last view is the whole answer (nothing for blanks alone), its
+    # control characters shown as escapes (text/plain).
     for before, after in itertools.pairwise(page.answers):
         assert after.startswith(before), (before[-80:], after[-80:])
-    assert page.answers[-1] == (answer if answer.strip() else "")
+    assert page.answers[-1] == (printable(answer) if answer.strip() else "")
 
 
 MARKDOWN_LINES = [

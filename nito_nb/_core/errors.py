@@ -25,7 +25,10 @@
 Every error that concerns a request carries ``.stream``: a :class:`~nito_nb.Stream` holding what
 arrived (for an HTTP error, the status, headers and body in its log). Messages never contain the
 API key or an Authorization header: they are built from the gateway's answer only, and whatever the
-gateway echoes of the key is taken out first (:class:`Secret`, :func:`redact`).
+gateway echoes of the key is taken out first (:class:`Secret`, :func:`redact`). Nor do they hold a
+control character that would act on a terminal (an ANSI escape, a carriage return, a bidi
+override): the gateway's words in a message are shown as ``printable`` shows them (``.body`` keeps
+the bytes as they came).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import urllib.parse
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, AnyStr
 
+from .printable import printable
 from .sse import ServerSentEvent
 
 if TYPE_CHECKING:
@@ -143,6 +147,7 @@ class NitoError(Exception):
     stream: StreamBase | None = None
 
     def __init__(self, message: str, *, stream: StreamBase | None = None) -> None:
+        message = printable(message)  # a message is printed: the gateway's words in it too
         super().__init__(message)
         self.message = message
         self.stream = stream
@@ -176,7 +181,7 @@ class APIError(NitoError):
         self.body = body
         self.metadata = metadata
         super().__init__(f"HTTP {status_code}: {message} {self.hint}".strip(), stream=stream)
-        self.message = message
+        self.message = printable(message)
 
 
 class BadRequestError(APIError):
@@ -442,9 +447,10 @@ ERROR_LINE_CHARS = 500
 
 def one_line(error: BaseException, *, with_type: bool = True) -> str:
     """``Type: message`` (or the message alone) on one line, whitespace folded; a long one loses
-    its middle, never its end (an error's hint, what to do, comes last). The magic's lines and
-    the chat widget's status both use it."""
-    text = " ".join(str(error).split())
+    its middle, never its end (an error's hint, what to do, comes last); control characters shown
+    as escapes (``printable``), whatever raised it. The magic's lines and the chat widget's status
+    both use it."""
+    text = printable(" ".join(str(error).split()))
     if len(text) > ERROR_LINE_CHARS:
         text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
     return f"{type(error).__name__}: {text}" if with_type else text

@@ -66,6 +66,7 @@ import pandas as pd
 from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
 from .._core.errors import error_details
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
+from .._core.printable import printable
 from .._core.sse import SSEDecoder
 from .._core.tools import ToolIndexer
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
@@ -110,7 +111,8 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     df.attrs["nito"] = freeze(attrs)
     if skipped:
         df.attrs["nito_skipped"] = skipped
-        listed = ", ".join(f"{Path(path).name} ({reason.partition(':')[0]})" for path, reason in skipped.items())
+        # A file's name is anyone's choice: printed as every warning line is, printable.
+        listed = printable(", ".join(f"{Path(path).name} ({reason.partition(':')[0]})" for path, reason in skipped.items()))
         warnings.warn(
             f"nito_nb.frame skipped {len(skipped)} file(s) it cannot read: {listed}; "
             "why: df.attrs['nito_skipped']",

@@ -1,4 +1,9 @@
-"""The live view outside a notebook: print the answer as it grows, never resending text."""
+"""The live view outside a notebook: print the answer as it grows, never resending text.
+
+Everything printed is printable first (``_core/printable.py``): the model's text and the server's
+error would otherwise reach the terminal with their escape sequences live (a cleared screen, a
+hidden link, a line overwritten by a carriage return). The Stream's own text is not changed.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._core.printable import printable
 from ..render import status_text
 from .throttle import Throttle
 
@@ -42,6 +48,9 @@ class TerminalDisplay:
     def _write(self, text: str) -> None:
         if not text:
             return
+        # Each control character is shown on its own, so a sequence cut between two prints is
+        # neutralised all the same (its first character is).
+        text = printable(text)
         out = self._file if self._file is not None else sys.stdout
         out.write(text)
         out.flush()

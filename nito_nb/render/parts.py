@@ -2,8 +2,10 @@
 bundle, and the one format check (``check_format``).
 
 Every string the gateway controls reaches a part's HTML escaped here or through
-``markdown.markdown_to_html``; the answer is cut by ``blocks`` so a live display re-sends only its
-tail; the status line is ``status``'s; the looks are ``styles``'.
+``markdown.markdown_to_html``, and a part's plain text with its control characters shown as
+escapes (``_core/printable.py``: JupyterLab and terminals act on an ANSI escape in text/plain); the
+answer is cut by ``blocks`` so a live display re-sends only its tail; the status line is
+``status``'s; the looks are ``styles``'.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._core.printable import printable
 from .._core.status import RUNNING, Status
 from .blocks import _Block, _Fence, _Scan, _segment
 from .markdown import markdown_to_html
@@ -64,12 +67,18 @@ class Part:
 
     ``final`` is True when the part can no longer change while the stream goes on (a finished answer
     block, or anything once the stream has ended): a live display never needs to resend it.
+    ``text`` is printable whatever it was made of: its control characters (an ANSI escape, a lone
+    carriage return, a bidi override) are shown as escapes (``printable``), here, so that no
+    text/plain output of any part (a bundle, a live slot, the grid, the chat widget) can miss it.
     """
 
     key: str
     html: str
     text: str
     final: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", printable(self.text))
 
 
 @dataclass
@@ -272,7 +281,8 @@ def _error_part(state: Any, status: str, final: bool) -> Part | None:
             code, message = None, error
         message = str(message if message is not None else "")[:_MAX_ERROR_CHARS]
         head = "Error" + (f" {str(code)[:80]}" if code not in (None, "") else "")
-        text = f"✗ {head}: {message}" if message else f"✗ {head}"
+        # The gateway's words, in the HTML too: a bidi override there would reorder the banner.
+        text = printable(f"✗ {head}: {message}" if message else f"✗ {head}")
         style = _ERROR_STYLE
     elif status == Status.TRUNCATED:
         text = "⚠ The stream ended without [DONE]: the answer may be incomplete."

@@ -1,4 +1,8 @@
-"""The status line and the progress footer of a stream's state (plain text; pure)."""
+"""The status line and the progress footer of a stream's state (plain text; pure).
+
+The status line quotes the server (the model's name, the finish reason, a ``free_tier`` object):
+it is printable (``_core/printable.py``) wherever it goes, the terminal, text/plain or HTML.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 from typing import Any
 
 from .._core import metrics
+from .._core.printable import printable
 from .._core.status import RUNNING, Status
 
 #: The status line shows a ``free_tier`` object in at most this many characters.
@@ -109,7 +114,7 @@ def status_text(state: Any) -> str:
     free_tier = getattr(state, "free_tier", None)
     if free_tier is not None:
         items.append(f"free tier: {_compact(free_tier, _FREE_TIER_CHARS)}")
-    return " · ".join(items)
+    return printable(" · ".join(items))
 
 
 def _compact(value: Any, limit: int) -> str:

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._core.printable import printable
+
 if TYPE_CHECKING:
     from ._runner import Run
 
@@ -47,10 +49,12 @@ def _client_text(client: dict[str, Any] | None) -> str:
 
 
 def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
-    """What the panel shows, as text: a header line and one row per model. Pure."""
+    """What the panel shows, as text: a header line and one row per model. Pure. The gateway's
+    words in it (its error codes, an error's message) are printable: the same text goes to the
+    panel, its text/plain and the stderr line."""
     rows = []
     for m in stats["models"]:
-        errors = ", ".join(f"{kind}: {n}" for kind, n in sorted(m["errors"].items())) or "none"
+        errors = printable(", ".join(f"{kind}: {n}" for kind, n in sorted(m["errors"].items())) or "none")
         rows.append({
             "model": m["model"],
             "fraction": m["finished"] / m["total"] if m["total"] else 1.0,
@@ -73,7 +77,8 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
         + _client_text(stats.get("client"))
         + (f"; stopped sending: {stats['stop_reason']}" if stats.get("stop_reason") else "")
     )
-    return {"head": head, "rows": rows, "error": stats["error"], "state": stats["state"]}
+    error = None if stats["error"] is None else printable(stats["error"])
+    return {"head": head, "rows": rows, "error": error, "state": stats["state"]}
 
 
 _COLUMNS = (("model", "model"), ("done", "done"), ("in_flight", "in flight"), ("errors", "errors"),

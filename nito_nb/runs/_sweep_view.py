@@ -14,6 +14,7 @@ import html
 import math
 from typing import TYPE_CHECKING, Any
 
+from .._core.printable import printable
 from ._progress import panel_html, panel_model
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def sweep_model(sweep: Sweep, achieved: dict[str, float] | None = None) -> dict[
         columns = [c for c in SUMMARY_COLUMNS if c in df.columns and (c != "model" or df["model"].nunique() > 1)]
         summary = [{c: _number(row[c]) for c in columns} for row in df.to_dict("records")]
     return {"head": head, "steps": steps, "current": current, "summary": summary,
-            "error": None if error is None else (getattr(error, "message", None) or str(error))}
+            "error": None if error is None else printable(getattr(error, "message", None) or str(error))}
 
 
 def _table(rows: list[dict[str, str]], cls: str) -> str:
