@@ -64,8 +64,17 @@ SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_t
 # fail, protect, note), as nito_nb's own client and the replay do.
 
 
-def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int) -> None:
-    """The server refused with an HTTP error, or answered 2xx with something other than a stream."""
+def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "") -> None:
+    """The server refused with an HTTP error, redirected (``url``: the request's, against which a
+    relative ``Location`` is read), or answered 2xx with something other than a stream."""
+    if 300 <= status_code < 400:
+        # The client that sent it follows it or not by its own settings (nothing it sees changes):
+        # the Stream says where it pointed, and that a followed request is a Stream of its own.
+        from ._client import redirect_error  # the one place that reads a Location
+
+        location = headers.get("location") if hasattr(headers, "get") else None
+        stream.fail_http(status_code, headers, body, t_ns, redirect_error(status_code, location, url, captured=True))
+        return
     stream.fail_http(status_code, headers, body, t_ns)
     if status_code < 400:
         text = body.decode("utf-8", "replace")
@@ -227,8 +236,13 @@ def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[Secret]] 
         return None
     try:
         content = request.content
-    except httpx.RequestNotRead:  # a streaming upload: not a JSON body we could read
-        return None
+    except httpx.RequestNotRead:
+        # A redirect that httpx follows with the body (307, 308) sends the first request's
+        # in-memory body again, not read yet: read it without consuming anything. Any other
+        # unread body is a streaming upload, which reading would take from the caller.
+        if not isinstance(request.stream, httpx.ByteStream):
+            return None
+        content = b"".join(request.stream)
     try:
         body = json.loads(content)
     except (ValueError, UnicodeDecodeError):
@@ -271,13 +285,15 @@ class Recorder:
     """Feeds one response's reads to its Stream. Never raises into the caller's read: if recording
     fails, recording stops (the anomaly says so) and the bytes still go through."""
 
-    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[Secret], decompressor: Any) -> None:
+    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[Secret], decompressor: Any,
+                 url: str = "") -> None:
         self.stream = stream
         self.secrets = secrets
         self.status_code = response.status_code
         self.headers = stream.log.headers  # already cleaned
         content_type = response.headers.get("content-type", "")
-        self.is_stream = response.status_code < 400 and (
+        self.url = url  # the request's: a redirect's Location may be relative to it
+        self.is_stream = response.status_code < 300 and (
             not content_type or "text/event-stream" in content_type.lower()
         )
         self.decompressor = decompressor
@@ -315,7 +331,7 @@ class Recorder:
             self.ended = True
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
-                fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns)
+                fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url)
             elif error is not None:
                 stream.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):
@@ -351,8 +367,12 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
     stream.log.start(t0_ns)
     stream.protect(secrets[0] if secrets else None)
     headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
+    if 300 <= response.status_code < 400:  # its Location as any URL is shown (a signed query...)
+        from ._client import shown_location
+
+        headers = shown_location(headers)
     stream.set_response(response.status_code, headers, t_headers)
-    recorder = Recorder(stream, response, secrets, decompressor)
+    recorder = Recorder(stream, response, secrets, decompressor, str(request.url))
     register(stream)
     return recorder
 

@@ -200,8 +200,13 @@ def _refail(stream: Stream, end: dict[str, Any]) -> None:
     """Rebuild the error of a request that failed before streaming, from its saved log."""
     log = stream.log
     body = next((e.raw for e in log if e.kind == "http-error"), None)
-    if body is not None and (log.status_code or 0) >= 400:
+    status = log.status_code or 0
+    if body is not None and status >= 400:
         stream.fail_http(log.status_code or 400, log.headers, body, log.headers_ns or log.t0_ns)
+    elif body is not None and 300 <= status < 400 and end.get("exception") == "RedirectError":
+        # Its words say where it pointed (the body does not): kept as they were.
+        error = errors.RedirectError(str(end.get("message") or "a redirect"), status_code=status)
+        stream.fail_http(status, log.headers, body, log.headers_ns or log.t0_ns, error)
     else:
         cls = getattr(errors, str(end.get("exception")), None)
         if not (isinstance(cls, type) and issubclass(cls, NitoError)):

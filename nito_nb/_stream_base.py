@@ -310,10 +310,12 @@ class StreamBase:
         """The attempt under way took ``duration_ns`` to open its connection (``connect``)."""
         self._state.set_connect(duration_ns)
 
-    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
+    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int,
+                  error: APIError | None = None) -> APIError:
         """The server refused with an HTTP error: the body is logged (redacted), the Stream is
-        ``failed``; returns the typed error (not raised)."""
-        return self._state.fail_http(status_code, headers, body, t_ns)
+        ``failed``; returns the typed error (not raised): ``error`` if given, else the one of
+        the status and body."""
+        return self._state.fail_http(status_code, headers, body, t_ns, error)
 
     def fail(self, error: NitoError) -> NitoError:
         """The request failed before any body: the Stream is ``failed`` with ``error`` (returned)."""

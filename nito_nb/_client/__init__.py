@@ -8,7 +8,8 @@ Split the way httpx splits its own: the parts without I/O below, the two I/O she
   one check of a base URL (``checked_base_url``) and how one is shown (``shown_url``).
 - ``check.py``: ``check_request``, the one check of a request body before it is sent.
 - ``retry.py``: whether and when an attempt that failed before the body is tried again.
-- ``failures.py``: httpx's failures and HTTP error responses as typed errors.
+- ``failures.py``: httpx's failures, HTTP error responses and redirects (never followed) as
+  typed errors.
 - ``base.py``: ``BaseClient`` (what both clients share: configuration, the request of a call, the
   retry decision) and the ``Route`` a Stream keeps for ``reply()``.
 - ``clients.py``: ``Client`` and ``AsyncClient``, twins written out side by side.
@@ -29,7 +30,7 @@ from .endpoint import (
     register_simulator,
     shown_url,
 )
-from .failures import transport_exception
+from .failures import redirect_error, shown_location, transport_exception
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -44,7 +45,9 @@ __all__ = [
     "checked_base_url",
     "checked_key",
     "is_nito",
+    "redirect_error",
     "register_simulator",
+    "shown_location",
     "shown_url",
     "transport_exception",
 ]

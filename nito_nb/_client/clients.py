@@ -82,11 +82,13 @@ class Client(BaseClient):
                 else:
                     stream.log.start()
                 try:
-                    response = self._http.send(request, stream=True)
+                    # Never a redirect, whatever an httpx client of the user's says: the key (and
+                    # a header of its own, such as Azure's api-key, which httpx keeps) would go along.
+                    response = self._http.send(request, stream=True, follow_redirects=False)
                 except httpx.HTTPError as exc:
                     error: NitoError = connect_error(exc, url, stream)
                 else:
-                    if response.status_code < 400 and is_event_stream(response):
+                    if response.status_code < 300 and is_event_stream(response):
                         stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
                         _between_chunks(response, limits.between_chunks)
                         # Read from now on, whatever the caller does: arrival times are the
@@ -98,7 +100,7 @@ class Client(BaseClient):
                         raw = _read_capped(response.iter_bytes())
                     finally:
                         _close(response)
-                    if response.status_code >= 400:
+                    if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
                         error = http_error(stream, response, raw, key)
                     else:
                         error = self._not_event_stream(stream, response, raw, key)
@@ -117,12 +119,13 @@ class Client(BaseClient):
 
     def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
         """The gateway's model list (``GET /models``). Failures raise typed errors, as for a
-        stream: ``ConnectionFailed`` (and its timeouts), an ``APIError``, or a ``TransportError``
-        for an answer that is not the JSON list."""
+        stream: ``ConnectionFailed`` (and its timeouts), an ``APIError`` (``RedirectError`` for a
+        redirect, never followed), or a ``TransportError`` for an answer that is not the JSON list."""
         self._check_open()
         url, headers, key = self._models_request(base_url, api_key)
         try:
-            response = self._http.get(api_url(url, "/models"), headers=headers, timeout=self.timeout.httpx())
+            response = self._http.get(api_url(url, "/models"), headers=headers, timeout=self.timeout.httpx(),
+                                      follow_redirects=False)
         except httpx.HTTPError as exc:
             raise connect_error(exc, url, models_stream(url, key)) from None
         return model_list(url, response, key)
@@ -205,11 +208,11 @@ class AsyncClient(BaseClient):
                     await stream.until_send_time()
                     stream.log.start()
                 try:
-                    response = await http.send(request, stream=True)
+                    response = await http.send(request, stream=True, follow_redirects=False)  # as Client's
                 except httpx.HTTPError as exc:
                     error: NitoError = connect_error(exc, url, stream)
                 else:
-                    if response.status_code < 400 and is_event_stream(response):
+                    if response.status_code < 300 and is_event_stream(response):
                         stream.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
                         close = functools.partial(_aclose, response)
                         pushed = pushed_body(response, limits.between_chunks)  # the stamping transport's
@@ -223,7 +226,7 @@ class AsyncClient(BaseClient):
                         raw = await _aread_capped(response.aiter_bytes())
                     finally:
                         await _aclose(response)
-                    if response.status_code >= 400:
+                    if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
                         error = http_error(stream, response, raw, key)
                     else:
                         error = self._not_event_stream(stream, response, raw, key)
@@ -250,7 +253,7 @@ class AsyncClient(BaseClient):
         url, headers, key = self._models_request(base_url, api_key)
         http = self._http or self._new_http()
         try:
-            response = await http.get(api_url(url, "/models"), headers=headers)
+            response = await http.get(api_url(url, "/models"), headers=headers, follow_redirects=False)
         except httpx.HTTPError as exc:
             raise connect_error(exc, url, models_stream(url, key)) from None
         finally:

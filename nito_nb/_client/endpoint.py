@@ -30,6 +30,7 @@ __all__ = [
     "is_embedded",
     "is_nito",
     "register_simulator",
+    "shown_origin",
     "shown_url",
     "simulator_apart",
     "use_simulator",
@@ -184,6 +185,16 @@ def shown_url(url: str) -> str:
     ``?token=...``, ``?sig=...``) become ``[redacted]``. The one rule for every message, repr,
     log and saved request that names a base URL; the call itself uses the URL as given."""
     return _shown(url, "[redacted]")
+
+
+def shown_origin(url: str) -> str:
+    """Where an absolute ``url`` points and nothing of what it asks there: its scheme, host and
+    port as :func:`shown_url` shows them (a user name and password redacted), without its path,
+    query or fragment. For a URL that someone else chose (a redirect's ``Location``), whose path or
+    query may hold a credential, a signed URL's token."""
+    parts = _URI.fullmatch(shown_url(url))
+    scheme, authority = ("", "") if parts is None else parts.group("scheme", "authority")
+    return f"{scheme or ''}//{authority or ''}"
 
 
 def _shown(url: str, marker: str) -> str:

@@ -1,5 +1,5 @@
-"""What went wrong, as a typed error: httpx's failures, HTTP error responses, a body that is not
-an event stream, a model list that is not one.
+"""What went wrong, as a typed error: httpx's failures, HTTP error responses, a redirect, a body
+that is not an event stream, a model list that is not one.
 
 No I/O: these read a response the shells (``clients.py``) have already received, and record the
 failure on its Stream (the Stream redacts the key from whatever the gateway sent back).
@@ -19,6 +19,7 @@ from .._core.errors import (
     ConnectTimeout,
     FirstByteTimeout,
     NitoError,
+    RedirectError,
     StreamError,
     StreamTimeoutError,
     TransportError,
@@ -26,7 +27,7 @@ from .._core.errors import (
 )
 from .._stream import Stream
 from .._stream_base import StreamBase
-from .endpoint import shown_url
+from .endpoint import shown_origin, shown_url
 
 __all__ = [
     "MAX_ERROR_BODY",
@@ -36,6 +37,8 @@ __all__ = [
     "model_list",
     "models_stream",
     "not_event_stream",
+    "redirect_error",
+    "shown_location",
     "transport_exception",
 ]
 
@@ -72,9 +75,49 @@ def is_event_stream(response: httpx.Response) -> bool:
 
 
 def http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+    """The typed error of an answer that is neither 2xx nor a stream: an HTTP error (4xx, 5xx), or
+    a redirect (3xx), which is never followed."""
     if not stream.protected:  # a bare Stream (models()): the key it sent is redacted too
         stream.protect(key)
+    if 300 <= response.status_code < 400:
+        error = redirect_error(response.status_code, response.headers.get("location"), str(response.request.url))
+        headers = shown_location(response.headers.multi_items())
+        return stream.fail_http(response.status_code, headers, body, time.perf_counter_ns(), error=error)
     return stream.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
+
+
+def redirect_error(status_code: int, location: str | None, request_url: str, *, captured: bool = False) -> RedirectError:
+    """The error of a 3xx answer to a request sent to ``request_url``: where it points (``location``,
+    resolved against the request's URL), as scheme, host and port only (``shown_origin``: a path
+    or query may hold a credential, a signed URL's token). nito_nb's clients never follow one: the
+    request would go, with the API key and the prompt, to a host nobody chose. ``captured``: the
+    answer of a request that another library sent (capture), which follows it or not by its own
+    settings."""
+    where = None
+    if location and location.strip():
+        try:
+            where = shown_origin(str(httpx.URL(request_url).join(location.strip())))
+        except (httpx.InvalidURL, ValueError):  # what does not parse is shown as no location
+            where = None
+    if where is None:
+        said = "a redirect without a usable Location header"
+    else:
+        said = f"a redirect to {where}"
+    if captured:
+        what = (f"The gateway answered with {said}. Whether it is followed is the client's own setting "
+                "(httpx follows only with follow_redirects=True); a followed request is captured as a "
+                "Stream of its own.")
+    else:
+        what = (f"The gateway answered with {said}, which nito_nb does not follow: the API key and the "
+                "prompt would go along.")
+    return RedirectError(what, status_code=status_code, location=where)
+
+
+def shown_location(headers: Any) -> list[tuple[str, str]]:
+    """A redirect's headers (name, value pairs) as its log keeps them: the ``Location`` as
+    :func:`shown_url` shows any URL (a credential in its query redacted), since a saved log, a
+    store or a frame may be shared."""
+    return [(name, shown_url(value) if name.lower() == "location" else value) for name, value in headers]
 
 
 def not_event_stream(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None,
@@ -112,7 +155,7 @@ def models_stream(url: str, key: str | None) -> Stream:
 
 def model_list(url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
     """The models of a read ``GET /models`` response, or its typed error."""
-    if response.status_code >= 400:
+    if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
         raise http_error(models_stream(url, key), response, response.content, key)
     try:
         value = response.json()

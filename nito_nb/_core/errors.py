@@ -4,6 +4,7 @@
     ├── ConfigurationError        no API key, bad base URL, bad argument
     │   └── MissingAPIKeyError    no API key for a call that needs one
     ├── APIError                  the gateway answered with an HTTP error before streaming
+    │   ├── RedirectError         3xx: a redirect, never followed (the key would go along)
     │   ├── BadRequestError       400 (and other 4xx without a class of their own)
     │   ├── AuthenticationError   401 / 403
     │   ├── PaymentRequiredError  402
@@ -68,6 +69,7 @@ __all__ = [
     "NotFoundError",
     "PaymentRequiredError",
     "RateLimitError",
+    "RedirectError",
     "ServerError",
     "StreamError",
     "StreamTimeoutError",
@@ -182,6 +184,20 @@ class APIError(NitoError):
         self.metadata = metadata
         super().__init__(f"HTTP {status_code}: {message} {self.hint}".strip(), stream=stream)
         self.message = printable(message)
+
+
+class RedirectError(APIError):
+    """The gateway answered with a redirect (3xx), which nito_nb never follows: the request would
+    go, with the API key and the prompt, to a host nobody chose. ``location`` is where it pointed,
+    as scheme, host and port only (its path and query may hold a credential); None when the answer
+    had no usable ``Location``, or for an error rebuilt from a saved log."""
+
+    hint = ("If you trust that location, make it the base URL (base_url=... or NITO_BASE_URL; the "
+            "whole Location is in .stream.log.headers); otherwise check the base URL.")
+
+    def __init__(self, message: str, *, location: str | None = None, **kwargs: Any) -> None:
+        self.location = location
+        super().__init__(message, **kwargs)
 
 
 class BadRequestError(APIError):

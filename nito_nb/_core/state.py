@@ -422,21 +422,24 @@ class StreamState:
         with self.lock:
             self.log.connect_ns = duration_ns
 
-    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int) -> APIError:
+    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int,
+                  error: APIError | None = None) -> APIError:
         """The server refused with an HTTP error: the body is logged (redacted), the status is
-        ``failed``; returns the typed error (not raised)."""
+        ``failed``; returns the typed error (not raised): ``error`` if given (a redirect's, which
+        the body does not tell), else the one of the status and body."""
         with self.lock:
             body = redact(body, self.secret)
             self.set_response(status_code, headers, t_ns)
             log = self.log
             if not any(e.kind == "http-error" for e in log):
                 log.append(t_ns, HTTP_ERROR, body)
-            error = api_error(
-                status_code,
-                body.decode("utf-8", "replace"),
-                content_type=log.headers.get("content-type", ""),
-                retry_after=retry_after_of(log.headers),
-            )
+            if error is None:
+                error = api_error(
+                    status_code,
+                    body.decode("utf-8", "replace"),
+                    content_type=log.headers.get("content-type", ""),
+                    retry_after=retry_after_of(log.headers),
+                )
             self.acc.error = {"code": error.code, "message": error.message}
             self.fail(error)
             return error

@@ -37,6 +37,7 @@ from .._core.errors import (
     NitoError,
     PaymentRequiredError,
     RateLimitError,
+    RedirectError,
 )
 from .._core.waiting import wait_or_stop
 from .._stream import AsyncStream, Stream
@@ -458,9 +459,10 @@ class Run:
                          started: _dt.datetime, timing: dict[str, float | None], now: float,
                          **where: str | None) -> float | None:
         """After an attempt failed before its body: the seconds before the next attempt, or None
-        when the request ends here (finished; a 401, 402 or 403 also ends the run). A 429 slows the
-        whole run, retried or not. The one rule of both engines' attempt loops (``_remote.py``)."""
-        if isinstance(error, (AuthenticationError, PaymentRequiredError)):
+        when the request ends here (finished; a 401, 402 or 403 also ends the run, and so does a
+        redirect: every request would get it, and none is followed). A 429 slows the whole run,
+        retried or not. The one rule of both engines' attempt loops (``_remote.py``)."""
+        if isinstance(error, (AuthenticationError, PaymentRequiredError, RedirectError)):
             self._finish(request, stream, attempts, started, timing, **where)
             self._fail_run(error)
             return None
