@@ -193,3 +193,31 @@ def test_the_magics_stderr_and_text_plain_hold_no_raw_control(
     for text in plain:
         assert_printable(text)
     assert nb.cells[3]["outputs"][0]["text"].strip() == "True"  # the data kept what the model sent
+
+
+def test_the_chat_widgets_status_shows_the_models_tool_names_printable(scripted: ScriptedServer) -> None:
+    pytest.importorskip("ipywidgets")
+    from nito_nb.widget import ChatWidget
+
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return "sunny"
+
+    name = "get_weather\u202e\x1b[2J"
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    base = scripted.add("ctl-widget", Script(parts=[
+        chunk_line({"role": "assistant", "tool_calls": [call]}), chunk_line({}, finish="tool_calls"),
+        b"data: [DONE]\n\n",
+    ]), Script(parts=[chunk_line({"role": "assistant", "content": "ok"}, finish="stop"), b"data: [DONE]\n\n"]))
+    w = ChatWidget(model="vendor/model", base_url=base, api_key=KEY, tools=[get_weather], run_tools=True)
+    seen: list[str] = []
+    w.observe(lambda change: seen.append(change["new"]), names="status")
+    try:
+        w.ask("weather?")
+        assert w.wait(20) is not None
+    finally:
+        w.close()
+    running = [status for status in seen if status.startswith("running tools")]
+    assert running and "\\u202e\\x1b[2J" in running[0]
+    for status in seen:
+        assert_printable(status)

@@ -37,6 +37,7 @@ import traitlets
 
 from .._client import AsyncClient, Client, as_messages
 from .._core.errors import NitoError, one_line
+from .._core.printable import printable
 from .._stream import AsyncStream, Stream
 from ..display.runner import LoopThread
 from ..render import check_format, join_parts
@@ -380,7 +381,9 @@ class ChatWidget(ipywidgets.VBox):
         assert stream is not None
         if self._stopping or not (self._functions and stream.tool_calls):
             return None
-        self.status = "running tools: " + ", ".join(str(call.name) for call in stream.tool_calls)
+        # The names are the model's words: printable, as every status (a bidi override in a
+        # Label would reorder the line).
+        self.status = printable("running tools: " + ", ".join(str(call.name) for call in stream.tool_calls))
         runs = tool_round(stream, self._functions, rounds_done)  # a failing tool is its result
         if not runs:
             return None
