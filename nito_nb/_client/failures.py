@@ -75,8 +75,8 @@ def is_event_stream(response: httpx.Response) -> bool:
 
 
 def http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
-    """The typed error of an answer that is neither 2xx nor a stream: an HTTP error (4xx, 5xx), or
-    a redirect (3xx), which is never followed."""
+    """The typed error of a 3xx, 4xx or 5xx answer: an HTTP error, or a redirect, which is never
+    followed."""
     if not stream.protected:  # a bare Stream (models()): the key it sent is redacted too
         stream.protect(key)
     if 300 <= response.status_code < 400:
@@ -96,9 +96,11 @@ def redirect_error(status_code: int, location: str | None, request_url: str, *, 
     where = None
     if location and location.strip():
         try:
-            where = shown_origin(str(httpx.URL(request_url).join(location.strip())))
+            target = httpx.URL(request_url).join(location.strip())
         except (httpx.InvalidURL, ValueError):  # what does not parse is shown as no location
-            where = None
+            target = None
+        if target is not None and target.is_absolute_url:
+            where = shown_origin(str(target))
     if where is None:
         said = "a redirect without a usable Location header"
     else:
@@ -108,8 +110,8 @@ def redirect_error(status_code: int, location: str | None, request_url: str, *, 
                 "(httpx follows only with follow_redirects=True); a followed request is captured as a "
                 "Stream of its own.")
     else:
-        what = (f"The gateway answered with {said}, which nito_nb does not follow: the API key and the "
-                "prompt would go along.")
+        what = (f"The gateway answered with {said}; nito_nb does not follow redirects: the API key and "
+                "the prompt would go along.")
     return RedirectError(what, status_code=status_code, location=where)
 
 
