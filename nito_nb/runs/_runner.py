@@ -204,7 +204,9 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, StreamBase] = {}  # without a store only: key -> Stream
+        self._streams: dict[str, StreamBase] = {}  # key -> Stream, without a store or once it failed
+        #: The store's failure (a full disk...), set by the writer thread: the rest stays in memory.
+        self._store_failure: BaseException | None = None
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._in_flight: dict[str, Stream | AsyncStream] = {}
@@ -565,7 +567,8 @@ class Run:
 
     def frame(self) -> pd.DataFrame:
         """The chunk-level frame of every finished stream (``stream`` = the request key). With a
-        store it is read from the store once the run has ended."""
+        store it is read from the store once the run has ended (and, if the store failed, what
+        it could not take from memory)."""
         from ._frames import frame_of
 
         return frame_of([self])
