@@ -505,8 +505,10 @@ def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
     monkeypatch.setattr(StoreWriter, "write", broken)
     run = nito_nb.run(["a"], model="sim/echo", store=str(tmp_path / "s"), progress=False, **_sim())
     run.wait(timeout=30)  # hung forever when the failure came after the loop thread had ended
-    assert isinstance(run.error, OSError)
-    assert "nito: the run stopped: disk full" in capsys.readouterr().err
+    assert isinstance(run.error, nito_nb.StoreError)  # the store's failures: tests/test_runs_store_failures.py
+    assert "nito: the run stopped: the run store " in capsys.readouterr().err
+    assert "failed (OSError: disk full)" in str(run.error)
+    assert run.results()["status"].tolist() == ["done"]  # kept in memory: the store took nothing
 
 
 def test_a_sweep_outside_a_kernel_raises_a_bad_option_of_any_rate() -> None:
