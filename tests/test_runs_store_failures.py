@@ -172,3 +172,11 @@ def test_a_truncated_or_damaged_database_is_one_line(tmp_path: Path) -> None:
             assert message.endswith(f"it is damaged or cut short: move the folder {str(store)!r} away, or give "
                                     "store= another folder")
             assert raised.value.__suppress_context__
+    garbage = tmp_path / "garbage"  # random bytes where the database was: not DuckDB's at all
+    garbage.mkdir()
+    (garbage / "runs.duckdb").write_bytes(os.urandom(db.stat().st_size))
+    for opening in (lambda path: nito_nb.run(["a"], model="sim/echo", store=str(path), progress=False),
+                    nito_nb.open_store):
+        with pytest.raises(nito_nb.ConfigurationError, match=r"runs.duckdb' is not a nito_nb run store's database "
+                                                            r"\(it is not a DuckDB file\): move it away"):
+            opening(garbage)
