@@ -189,7 +189,7 @@ def last() -> Any:
 _WIDGETS = ("ChatWidget", "StreamView")
 # Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
 # served here rather than imported so that this module keeps the builtin.
-_RUNS = ("Run", "Store", "StoreBusy", "Sweep", "map", "open_store", "run", "sweep")
+_RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep")
 
 
 def __getattr__(name: str) -> Any:
@@ -243,6 +243,7 @@ __all__ = [
     "ServerError",
     "Store",
     "StoreBusy",
+    "StoreError",
     "Stream",
     "StreamError",
     "StreamTimeoutError",

@@ -17,6 +17,8 @@ PUBLIC = {
     "read_sse", "stream", "streams", "watch",
     # issue 13: runs
     "Run", "Store", "StoreBusy", "map", "open_store", "run",
+    # issue 28: a store that cannot be written or read
+    "StoreError",
     # issue 14: load runs
     "Sweep", "sweep",
     # issue 28: a redirect is never followed

@@ -8,8 +8,12 @@ import asyncio
 import os
 import pickle
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +34,31 @@ def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
     assert r["content"].tolist() == prompts
     assert set(r["worker"]) == {"proc-0", "proc-1"} and r["node"].notna().all()
     assert (r["ttft"] > 0).all() and (r["e2e"] >= r["ttft"]).all()
+
+
+def test_a_script_without_a_main_guard_runs_on_processes_and_its_workers_do_not_run_it_again(
+        tmp_path: Path) -> None:
+    # Workers were multiprocessing "spawn" children, which import the script as their __main__:
+    # without an `if __name__ == "__main__":` guard each one ran the script's top level, started
+    # the run again, multiprocessing refused, and every request failed with "every worker of the
+    # run died" (after a RuntimeError traceback per worker). Now a worker runs nito_nb only.
+    script = tmp_path / "no_guard.py"
+    script.write_text(textwrap.dedent("""
+        import nito_nb
+        print("top level of the script", flush=True)
+        run = nito_nb.run([f"q{i}" for i in range(6)], model="sim/echo", engine="processes", workers=2,
+                          progress=False, sim={"tps": 0})
+        run.wait(timeout=120)
+        r = run.results()
+        print("statuses", sorted(set(r["status"])), "workers", sorted(set(r["worker"])), "error", run.error)
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("top level of the script") == 1, done.stdout
+    assert "statuses ['done'] workers ['proc-0', 'proc-1'] error None" in done.stdout
+    assert "Traceback" not in done.stderr and "bootstrapping" not in done.stderr, done.stderr
 
 
 def test_the_workers_loops_are_sampled_and_pooled_with_the_drivers(monkeypatch: Any) -> None:

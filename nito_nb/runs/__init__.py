@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._api import map, run
 from ._runner import Run
-from ._store import Store, StoreBusy, open_store
+from ._store import Store, StoreBusy, StoreError, open_store
 from ._sweep import Sweep, sweep
 
-__all__ = ["Run", "Store", "StoreBusy", "Sweep", "map", "open_store", "run", "sweep"]
+__all__ = ["Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep"]

@@ -186,10 +186,10 @@ def compact(folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] 
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("UPDATE requests SET batch = ? WHERE list_contains(?, batch)", [batch, [p.stem for p in small]])
-        con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    con.execute("COMMIT")  # a commit that fails ends the transaction itself (StoreWriter.write)
     for path in small:
         path.unlink(missing_ok=True)
     return len(small), deleted + len(small)

@@ -7,20 +7,29 @@ flight and sends back each stream's whole log (arrival times on its own clock) w
 offset, so that the driver can put the log's origin on its own timeline (``_clock.py``). Workers
 never retry: retries and the run's shared 429 backoff happen in the driver (``_remote.py``),
 which sends every worker a pause ("nothing before this wall time") when a 429 comes back.
-Workers are started with ``spawn`` (a fork of a process that runs threads can deadlock). A
-worker that dies fails the requests it had in flight, with the reason, and leaves the pool; the
+A worker that dies fails the requests it had in flight, with the reason, and leaves the pool; the
 run goes on.
+
+A worker is ``python -m nito_nb.runs._worker_main FD``, a new interpreter (a fork of a process
+that runs threads can deadlock) that talks over one socket pair, not a ``multiprocessing``
+``spawn`` child: ``spawn`` runs the user's script again in every worker (to import its
+``__main__``), so a script without an ``if __name__ == "__main__":`` guard started the run again
+in each worker, multiprocessing refused that, every worker died, and every request failed with
+"every worker of the run died". What a worker needs (the connection, with any ``api_key``) goes
+over the socket, never on its command line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import multiprocessing
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+from multiprocessing.connection import Connection
 from typing import Any
 
 from .._core.checks import whole
@@ -46,9 +55,20 @@ from ._ray import (
 __all__ = ["ProcessEngine"]
 
 
+def main(argv: list[str]) -> None:
+    """A worker process (``python -m nito_nb.runs._worker_main FD``): its settings, then requests
+    (and pauses) in through the socket ``FD``, logs out."""
+    conn = Connection(int(argv[1]))
+    try:
+        settings = conn.recv()
+    except (EOFError, OSError):  # the run ended before this worker started
+        return
+    _worker_main(conn, *settings)
+
+
 def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str],
                  simulator: str | None = None) -> None:
-    """A worker process: requests (and pauses) in through ``conn``, logs out. ``simulator``: the
+    """A worker: requests (and pauses) in through ``conn``, logs out. ``simulator``: the
     base URL of the driver's simulator process, where this worker's ``sim/`` models go."""
     if simulator is not None:
         from .._client import register_simulator
@@ -141,14 +161,25 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
 
 
 class _Worker:
-    def __init__(self, name: str, ctx: Any, connection: dict[str, Any], per_worker: int, models: list[str],
+    def __init__(self, name: str, connection: dict[str, Any], per_worker: int, models: list[str],
                  simulator: str | None) -> None:
         self.name = name
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, connection, per_worker, models, simulator),
-                                   name=f"nito_nb-{name}", daemon=True)
-        self.process.start()
-        child.close()
+        ours, theirs = socket.socketpair()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "nito_nb.runs._worker_main", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), env=_worker_env(), stdin=subprocess.DEVNULL,
+            )  # its stdout and stderr are this process's: a crash says why there
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()  # the worker's end: its copy is its own
+        self.conn = Connection(ours.detach())
+        try:
+            self.conn.send((connection, per_worker, models, simulator))
+        except OSError:  # it died already: its reader below finds it so, and says how it ended
+            pass
         self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[_Reply]]] = {}
         self.alive = True
         self.ready = threading.Event()  # set when the worker can send (or has died)
@@ -174,8 +205,10 @@ class _Worker:
                 loop.call_soon_threadsafe(_resolve, future, (sent, worker_offset, health), None)
         self.alive = False
         self.ready.set()
-        self.process.join(timeout=5)
-        code = self.process.exitcode
+        try:
+            code: int | None = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
         reason = f"exit code {code}" if code is not None else "its pipe closed"
         with self.lock:
             pending, self.pending = self.pending, {}
@@ -184,6 +217,14 @@ class _Worker:
                 loop.call_soon_threadsafe(_resolve, future, None, reason)
             except RuntimeError:  # the run's loop already closed
                 pass
+
+
+def _worker_env() -> dict[str, str]:
+    """This environment, with this process's import path first: a worker imports this very
+    nito_nb (found, maybe, through a ``sys.path`` entry of the script's own)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+    return env
 
 
 #: What a worker sends once it can send requests.
@@ -233,9 +274,15 @@ class ProcessEngine:
                 f"workers={workers} is more local processes than this machine's {cores} cores can run: at most "
                 f"{max_workers(cores)} (each sends up to per_worker streams at once); for more, engine='ray' on a cluster")
         per_worker = whole("per_worker", per_worker)
-        ctx = multiprocessing.get_context("spawn")
-        self._workers = {f"proc-{i}": _Worker(f"proc-{i}", ctx, connection, per_worker, models, simulator)
-                         for i in range(workers)}
+        if os.name != "posix":  # a worker's loop watches its socket (add_reader), and inherits it
+            raise ConfigurationError("engine='processes' needs a POSIX system (Linux, macOS): use engine='asyncio'")
+        self._workers: dict[str, _Worker] = {}
+        try:
+            for i in range(workers):
+                self._workers[f"proc-{i}"] = _Worker(f"proc-{i}", connection, per_worker, models, simulator)
+        except BaseException:
+            self.close()  # those started end with their socket
+            raise
         self._load = dict.fromkeys(self._workers, 0)
         self._last: str | None = None
         self._next_id = 0
@@ -252,9 +299,7 @@ class ProcessEngine:
         return [name for name, w in self._workers.items() if w.alive]
 
     def pid(self, name: str) -> int:
-        pid = self._workers[name].process.pid
-        assert pid is not None
-        return pid
+        return self._workers[name].process.pid
 
     def pause(self, wall_ns: int) -> None:
         """Tell every worker to send nothing before this wall time (the run's shared 429 pause)."""
@@ -324,8 +369,9 @@ class ProcessEngine:
             except (OSError, ValueError):
                 pass
         for worker in self._workers.values():
-            worker.process.join(timeout=5)
-            if worker.process.is_alive():
+            try:
+                worker.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 worker.process.kill()
-                worker.process.join()
+                worker.process.wait()
             worker.conn.close()

@@ -48,6 +48,19 @@ def _client_text(client: dict[str, Any] | None) -> str:
     return text
 
 
+def _rate_text(m: dict[str, Any]) -> str:
+    """A model's rate: requests ended per second; for a load run beside the rate its schedule
+    asks, and once it ended the summary's achieved rate (docs/LOAD.md): at rate=2000 a client
+    that managed 376/s showed 2000/s as achieved."""
+    scheduled = m.get("scheduled_per_s")
+    if scheduled is None:
+        return f"{m['requests_per_s']:.1f} req/s"
+    achieved = m.get("achieved_per_s")
+    if achieved is not None:
+        return f"achieved {achieved:.1f} req/s of {scheduled:.4g}/s scheduled"
+    return f"{m['requests_per_s']:.1f} req/s of {scheduled:.4g}/s scheduled"
+
+
 def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
     """What the panel shows, as text: a header line and one row per model. Pure. The gateway's
     words in it (its error codes, an error's message) are printable: the same text goes to the
@@ -61,8 +74,7 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
             "done": f"{m['finished']}/{m['total']}",
             "in_flight": str(m["in_flight"]),
             "errors": errors,
-            "rate": f"{m['requests_per_s']:.1f} req/s"
-            + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
+            "rate": _rate_text(m) + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
             "ttft": f"{_seconds(m['ttft_p50'])} / {_seconds(m['ttft_p90'])}",
             "itl": f"{_seconds(m['itl_p50'])} / {_seconds(m['itl_p90'])}",
             "cost": f"${m['cost']:.4f}",

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "RESULT_COLUMNS", "Finished", "LoadInfo", "meets_slo", "result_rows", "results_frame", "stream_metrics", "summary",
+    "ON_TIME_SHARE", "RESULT_COLUMNS", "Finished", "LoadInfo", "elapsed_time", "meets_slo", "result_rows",
+    "results_frame", "stream_metrics", "summary",
 ]
 
 #: The columns of ``Run.results()`` and of the store's ``requests`` table, with their dtypes.
@@ -253,20 +254,53 @@ def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
     return ok
 
 
+#: ``elapsed_time`` takes the latency of an on-time request from this first share of the window's
+#: requests (by schedule): before a client that cannot keep up has fallen behind.
+ON_TIME_SHARE = 0.1
+
+
+def elapsed_time(scheduled_at: list[float], ended_at: list[float], window: float) -> float:
+    """The seconds the measured window's requests took, the one denominator of a load run's
+    ``achieved_rate``, ``goodput`` and ``output_tokens_per_s``: from the first one's scheduled
+    send to the last one's end, less the latency of an on-time request (the median, from the
+    schedule, of the first ``ON_TIME_SHARE`` of them), and never less than the window's length.
+    ``scheduled_at`` and ``ended_at``: one pair per request (its last attempt's send plus its
+    ``e2e``, on the driver's timeline; NaN for a request that never ended: left out).
+
+    A client and a gateway that keep up end the last request one latency after it was due: the
+    window's length. A client that falls behind, or a gateway slower than the rate, ends it
+    later, and the rate is what they really sent and ended: with the window's length alone, a
+    client asked for 2,000 requests/s that managed 376/s read 2,000/s. Their sends alone would
+    not do: an overloaded loop sent 4,000 requests within 4.9 s and ended them over 18 s."""
+    pairs = sorted((s, e) for s, e in zip(scheduled_at, ended_at, strict=True) if s == s and e == e)
+    if not pairs:
+        return max(window, 1e-9)
+    first = pairs[: max(1, math.ceil(len(pairs) * ON_TIME_SHARE))]
+    on_time = metrics.quantile([e - s for s, e in first], 0.5) or 0.0
+    took = max(e for _, e in pairs) - pairs[0][0] - on_time
+    return max(window, took, 1e-9)
+
+
 def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     """The columns a load run adds to its summary row (docs/LOAD.md)."""
     from ._client_load import verdict
 
     window = max(load.end - load.start, 1e-9)
+    scheduled = group["scheduled_at"].astype("float64")
+    elapsed = elapsed_time(scheduled.tolist(), (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
+                           window)
     done = group["status"].astype(object) == "done"
     tokens = group["n_output_tokens"].dropna()  # only where usage counted them
     out: dict[str, Any] = {
         "rate": load.rate,
         "window_s": window,
-        "achieved_rate": float(done.sum()) / window,
+        "elapsed_s": elapsed,
+        # Every rate of the window per second of the time its requests took (one rule:
+        # elapsed_time), so goodput never exceeds the achieved rate.
+        "achieved_rate": float(done.sum()) / elapsed,
         # NaN when no request reported usage: chunks are never counted as tokens, nor as 0.
-        "output_tokens_per_s": float(tokens.sum()) / window if len(tokens) else math.nan,
-        "goodput": float(meets_slo(group, load.slo).sum()) / window if load.slo else math.nan,
+        "output_tokens_per_s": float(tokens.sum()) / elapsed if len(tokens) else math.nan,
+        "goodput": float(meets_slo(group, load.slo).sum()) / elapsed if load.slo else math.nan,
         "error_rate": float((~done).sum()) / len(group) if len(group) else math.nan,
     }
     # connect too: rising with the rate, it is the client's loop taking longer to see its

@@ -205,7 +205,10 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, StreamBase] = {}  # without a store only: key -> Stream
+        self._streams: dict[str, StreamBase] = {}  # key -> Stream, without a store or once it failed
+        #: The store's failure (a full disk...), set by the writer thread: the rest stays in memory.
+        self._store_failure: BaseException | None = None
+        self._achieved: dict[str, float] | None = None  # a load run's achieved rates, once ended (_stats.py)
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._in_flight: dict[str, Stream | AsyncStream] = {}
@@ -216,6 +219,7 @@ class Run:
         self._n_bad = 0
         self.client = ClientMonitor(simulator=embedded and simulator is None)
         self._t0 = time.perf_counter()  # the schedule's origin (reset when sending starts)
+        self._origin = self.started  # the same moment on the monotonic clock (for run.stats())
         # Resolved with None, not the Run: a Run that held a future of itself was a reference
         # cycle, freed only by a full GC pass once dropped (test_gc.py).
         self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -291,6 +295,7 @@ class Run:
         # worker engine, against about 1 ms for the next ones).
         self._lead = RAY_SEND_LEAD if self.engine == "ray" else SEND_LEAD
         self._t0 = time.perf_counter() + (self._lead if self.schedule is not None else 0.0)
+        self._origin = time.monotonic() + self._t0 - time.perf_counter()
         # The origin on the loop's clock, read once: a send time derived per request from two
         # clock readings jittered by microseconds, and requests due within them left out of order.
         self._loop_t0 = asyncio.get_running_loop().time() + self._t0 - time.perf_counter()
@@ -567,7 +572,8 @@ class Run:
 
     def frame(self) -> pd.DataFrame:
         """The chunk-level frame of every finished stream (``stream`` = the request key). With a
-        store it is read from the store once the run has ended."""
+        store it is read from the store once the run has ended (and, if the store failed, what
+        it could not take from memory)."""
         from ._frames import frame_of
 
         return frame_of([self])

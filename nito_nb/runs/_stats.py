@@ -19,9 +19,16 @@ CLIENT_RECENT_SAMPLES = 500
 
 
 def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl."""
+    """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and itl.
+    A load run's models also have the rate their schedule asks (``scheduled_per_s``) and, once
+    it has ended, the summary's ``achieved_rate`` (``achieved_per_s``: the one definition,
+    ``_results.elapsed_time``); while it runs, ``requests_per_s`` counts from the schedule's start."""
     now = run.ended if run.ended is not None else time.monotonic()
     elapsed = max(1e-9, now - run.started)
+    # A load run's live rate counts from its schedule's origin, not from the run's start, whose
+    # first second or so (the workers, the simulator) would read as a client falling behind.
+    sending = max(1e-9, now - run._origin) if run.schedule is not None else elapsed
+    achieved = _achieved(run) if run.schedule is not None and run.ended is not None else {}
     totals = Counter(r.model for r in run._todo)
     flying = Counter(s.request.get("model") for s in list(run._in_flight.values()))
     models: dict[str, dict[str, Any]] = {}
@@ -50,9 +57,12 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
             values = m.pop(name)
             m[f"{name}_p50"] = metrics.quantile(values, 0.5)
             m[f"{name}_p90"] = metrics.quantile(values, 0.9)
-        m["requests_per_s"] = m["finished"] / elapsed
+        m["requests_per_s"] = m["finished"] / sending
+        if run.schedule is not None:  # the plan's requests are taken in turn: each model its share
+            m["scheduled_per_s"] = run.schedule.rate * m["total"] / max(1, len(run._todo))
+            m["achieved_per_s"] = achieved.get(m["model"])
         # tokens only where usage counted them (docs/METRICS.md: a figure never mixes units)
-        m["tokens_per_s"] = None if m["tokens"] is None else m["tokens"] / elapsed
+        m["tokens_per_s"] = None if m["tokens"] is None else m["tokens"] / sending
         m["errors"] = dict(m["errors"])
         out.append(m)
     finished = sum(m["finished"] for m in out)
@@ -78,3 +88,13 @@ def run_stats(run: Run, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "client": run.client.report(recent=CLIENT_RECENT_SAMPLES),
         "stop_reason": run.stop_reason,
     }
+
+
+def _achieved(run: Run) -> dict[str, float]:
+    """The summary's ``achieved_rate`` of each model of an ended load run, computed once (the
+    panel's last refresh needs it, and a summary reads every result)."""
+    if run._achieved is None:
+        table = run.summary()
+        run._achieved = {str(model): float(rate) for model, rate in table["achieved_rate"].items()} \
+            if len(table) else {}
+    return run._achieved

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core.errors import ConfigurationError, NitoError
+from .._core.errors import ConfigurationError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
 from ._events import (
     SQL_TYPES,
@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._plan import Request, request_key
 from ._results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
+from ._store_errors import StoreBusy, StoreError, at_open, cannot_open, cannot_write, cause_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .._stream import Stream
     from .._stream_base import StreamBase
 
-__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreWriter", "open_store", "stream_key", "write_streams"]
+__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreError", "StoreWriter", "open_store", "stream_key", "write_streams"]
 
 DB_NAME = "runs.duckdb"
 WRITER_MEMORY_LIMIT = "256MB"
@@ -72,10 +73,6 @@ _REBUILD_COLUMNS = {
 }
 
 
-class StoreBusy(NitoError):
-    """Another process is writing the store (or this one already is)."""
-
-
 def _store_path(value: Any) -> Path:
     """The folder ``store=`` names, or one clear error: not a path, or an empty one (which
     was the current folder), or one that DuckDB cannot open: it takes what follows a ``?`` as
@@ -97,9 +94,22 @@ def _store_path(value: Any) -> Path:
 def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection to the store's database; ``either``: in the other mode if this process already
     has it open in that one (DuckDB refuses two modes in one process)."""
+    db = path / DB_NAME
+    new = not db.exists()
+    try:
+        return _open(path, db, read_only, either)
+    except BaseException:
+        # A database begun by this attempt and left empty (a full disk: DuckDB made the file, then
+        # could not write its header) is no database: left there, every later run on the store
+        # was refused as "not a DuckDB file", space or not.
+        if new and db.is_file() and db.stat().st_size == 0:
+            db.unlink(missing_ok=True)
+        raise
+
+
+def _open(path: Path, db: Path, read_only: bool, either: bool) -> duckdb.DuckDBPyConnection:
     import duckdb
 
-    db = path / DB_NAME
     try:
         return duckdb.connect(str(db), read_only=read_only, config=DUCKDB_CONFIG)
     except duckdb.IOException as exc:
@@ -108,17 +118,17 @@ def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDB
                 f"the store {str(path)!r} is being written by another process: open it when that "
                 "run has ended (one process writes a store at a time)"
             ) from None
-        what = _not_duckdb(db)
+        what = None if cause_of(exc) else _not_duckdb(db)  # a full disk leaves a file without a header
         if what:
             raise ConfigurationError(
                 f"{str(db)!r} is not a nito_nb run store's database ({what}): move it away, or give "
                 "store= another folder"
             ) from None
-        raise
+        raise cannot_open(exc, path, db) from None  # read-only, no permission, cut short...
     except duckdb.ConnectionException as exc:
         # The same file already open in this process with the other mode.
         if either:
-            return _connect(path, not read_only)
+            return _open(path, db, not read_only, False)
         if read_only:  # a run is writing it
             raise StoreBusy(
                 f"the store {str(path)!r} is open for writing in this process (a run in progress?): "
@@ -128,6 +138,9 @@ def _connect(path: Path, read_only: bool, either: bool = False) -> duckdb.DuckDB
             f"the store {str(path)!r} is open for reading in this process (nito_nb.open_store): "
             f"close that Store first (store.close(), or open it in a with block) ({exc})"
         ) from None
+    except duckdb.Error as exc:  # a checksum that does not match: DuckDB's raw error was all there was
+        raise cannot_open(exc, path, db) from None
+
 
 
 def _not_duckdb(db: Path) -> str | None:
@@ -155,11 +168,31 @@ class StoreWriter:
     written by a helper process (``_events.py``), else by the caller."""
 
     def __init__(self, path: str | os.PathLike[str], *, helper: bool = False) -> None:
+        import duckdb
+
         self.path = _store_path(path)
         if self.path.exists() and not self.path.is_dir():
             raise ConfigurationError(f"store= names a folder; {str(self.path)!r} is a file")
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only file system, a folder of someone else's
+            raise cannot_write(exc, self.path, at_open(exc, False)) or exc from None
         self.con = _connect(self.path, read_only=False)
+        try:
+            self._prepare()
+        except (duckdb.Error, OSError) as exc:  # a full disk as the tables are made: one line
+            self.con.close()
+            refused = cannot_write(exc, self.path, at_open(exc, True))
+            if refused is None:
+                raise
+            raise refused from None
+        self._events = EventsHelper(process=helper)
+        #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
+        #: old rows are replaced. Only a batch holding one of them pays for a DELETE.
+        self._stale: set[str] = set()
+
+    def _prepare(self) -> None:
+        """The tables, the columns file and the ``events`` view (``_events.py``)."""
         # DuckDB caches table blocks up to 80% of the RAM by default, so a long run's memory grew
         # with its store (674 MiB at 2,000 sim/chat requests, 923 at 10,000). A cap alone made the
         # checkpoint fail ("failed to pin block") after ~7,000; without keeping insertion order
@@ -179,11 +212,6 @@ class StoreWriter:
         self._legacy = legacy_events(self.con)
         #: Batches whose files cannot be read: left out of the view and of the merge, with a warning.
         self._unreadable = events_view(self.path, self.con, self._legacy)
-        self._events = EventsHelper(process=helper)
-
-        #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
-        #: old rows are replaced. Only a batch holding one of them pays for a DELETE.
-        self._stale: set[str] = set()
 
     def done_keys(self) -> set[str]:
         """Keys whose request ended with status ``done``: a resumed run skips them."""
@@ -218,16 +246,20 @@ class StoreWriter:
         try:
             con.execute("BEGIN TRANSACTION")
             stale = [item.request.key for item in items if item.request.key in self._stale]
-            if stale:
-                if self._legacy:
-                    con.execute(f"DELETE FROM {self._legacy} WHERE list_contains(?, stream)", [stale])
-                con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
-            con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
+            try:
+                if stale:
+                    if self._legacy:
+                        con.execute(f"DELETE FROM {self._legacy} WHERE list_contains(?, stream)", [stale])
+                    con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
+                con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
+            except BaseException:
+                rollback(con)
+                raise
+            # Not under the ROLLBACK: a commit that fails (a full disk, as its log is written)
+            # ends the transaction itself, and a ROLLBACK after it failed with "no transaction is
+            # active", which was all the run said of the full disk.
             con.execute("COMMIT")
             self._stale.difference_update(stale)
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         finally:
             con.unregister("batch_requests")
 
@@ -244,6 +276,18 @@ class StoreWriter:
                           stacklevel=2)
         finally:
             self.con.close()
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the transaction under way after a statement of it failed. A ROLLBACK that fails
+    in turn (DuckDB had ended the transaction, or the database is unusable now) must not take the
+    place of the error that says why: that one is raised."""
+    import duckdb
+
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
 
 
 def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
@@ -328,10 +372,17 @@ def write_streams(
     ]
     if not items:
         return []
+    import duckdb
+
     rows = result_rows(items, run_id)
     writer = StoreWriter(path)
     try:
         writer.write(items, rows)
+    except (duckdb.Error, OSError) as exc:  # a full disk: one line (the magic keeps the answer)
+        refused = cannot_write(exc, writer.path, at_open(exc, True))
+        if refused is None:
+            raise
+        raise refused from None
     finally:
         writer.close()
     return [item.request.key for item in items]
