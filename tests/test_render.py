@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from display_samples import make_state
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nito_nb.render import (
@@ -265,6 +265,7 @@ def test_bare_urls_become_checked_links() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab:/.@<>[]()` \nhtps", max_size=40))
+@example("//`.a")  # a protocol-relative link: linkify finds it though it has no "://"
 def test_linkify_runs_only_where_it_can_change_something(text: str) -> None:
     # markdown_to_html skips the linkify pass for text with no "://" and no "@": same HTML.
     from nito_nb.render.markdown import _MD

@@ -177,6 +177,8 @@ def markdown_to_html(text: str, *, highlight: bool = True) -> str:
     (``highlight=False``: escaped plain text). Partial Markdown (an
     unclosed fence, half a table) renders as CommonMark says: an open fence runs to the end.
     """
-    linkable = "://" in text or "@" in text  # a URL with a scheme, or an e-mail address
+    # Every link linkify-it finds holds "//" (a scheme's "://", or a protocol-relative "//host")
+    # or "@" (an e-mail address, "mailto:"): "://" alone missed "//host" (found by hypothesis).
+    linkable = "//" in text or "@" in text
     return _MD[highlight, linkable].render(text)
 
