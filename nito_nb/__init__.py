@@ -117,27 +117,27 @@ def astream(
     )
 
 
-def _embedded_simulator() -> str:
-    """Start the embedded simulator if needed; its base URL. Imported on first use only
-    (starlette and uvicorn are not cheap)."""
-    from .sim import ensure_server
+def _embedded_simulator() -> _client.Simulator:
+    """Start the embedded simulator if needed; its base URL and the token it asks for. Imported on
+    first use only (starlette and uvicorn are not cheap)."""
+    from .sim import ensure_server, token
 
-    return ensure_server()
+    return _client.Simulator(ensure_server(), token())
 
 
 _apart_failed: str | None = None
 
 
-def _simulator_apart() -> tuple[str, bool]:
-    """The base URL of the simulator in a process of its own (load runs: ``sim/_apart.py``), and
-    True; where it cannot start (not POSIX, a failed child), the in-process one's and False, with
-    one warning per process that says why."""
+def _simulator_apart() -> tuple[_client.Simulator, bool]:
+    """The simulator in a process of its own (load runs: ``sim/_apart.py``), and True; where it
+    cannot start (not POSIX, a failed child), the in-process one and False, with one warning per
+    process that says why."""
     global _apart_failed
-    from .sim import ensure_process
+    from .sim import ensure_process, token
 
     if _apart_failed is None:
         try:
-            return ensure_process(), True
+            return _client.Simulator(ensure_process(), token()), True
         except RuntimeError as exc:
             _apart_failed = str(exc)
             warnings.warn(f"{exc}; this run's sim/ models use the simulator in this process, whose work then "

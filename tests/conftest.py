@@ -22,6 +22,9 @@ REAL = DATA / "real"
 # unless a test asks for pacing in its request.
 os.environ.setdefault("NITO_SIM_TPS", "0")
 os.environ.setdefault("NITO_SIM_TTFT_MS", "0")
+# sim/replay reads only under its replay directories: the recordings of tests/data, wherever
+# pytest runs from (a test that replays a file of its own uses the `replay_dir` fixture).
+os.environ.setdefault("NITO_SIM_REPLAY_DIRS", str(DATA))
 
 
 def real_recordings() -> list[Path]:
@@ -73,6 +76,13 @@ def sigint_after(seconds: float) -> Iterator[None]:
     finally:
         timer.cancel()
         timer.join()
+
+
+@pytest.fixture
+def replay_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path``, made a replay directory of the simulators nito_nb starts (beside tests/data)."""
+    monkeypatch.setenv("NITO_SIM_REPLAY_DIRS", os.pathsep.join([str(tmp_path), str(DATA)]))
+    return tmp_path
 
 
 @pytest.fixture(scope="session")

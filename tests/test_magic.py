@@ -822,7 +822,7 @@ def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
     import openai
 
     run(ip, "-m sim/echo", "from the magic")
-    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key="unused", max_retries=0,
+    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0,
                        http_client=nito_nb.httpx_client()) as client:
         for _ in client.chat.completions.create(
             model="sim/chat", messages=[{"role": "user", "content": "from the SDK"}], stream=True

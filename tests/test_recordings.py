@@ -187,12 +187,12 @@ LLAMACPP_ERROR_LINE = (
 )
 
 
-def test_llamacpp_error_line_is_an_error(tmp_path: Path) -> None:
+def test_llamacpp_error_line_is_an_error(replay_dir: Path) -> None:
     stream = nito_nb.read_sse(LLAMACPP_ERROR_LINE)  # was "done", the error lost
     assert stream.status == "error" and stream.content == "Hel"
     assert stream.error == {"code": 400, "message": "the request exceeds the available context size",
                             "type": "exceed_context_size_error"}
-    recording = tmp_path / "llamacpp-error.sse"
+    recording = replay_dir / "llamacpp-error.sse"
     recording.write_text(LLAMACPP_ERROR_LINE)
     live = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "speed": 0},
                           raise_errors=False)  # the same over HTTP, through the live path

@@ -131,9 +131,10 @@ def test_a_run_knows_whether_its_process_runs_the_simulator(monkeypatch: pytest.
     embedded.wait(timeout=60)
     assert embedded.client.simulator and embedded.client.report()["client_runs_simulator"]
     assert "client_runs_simulator" not in embedded.summary().columns  # a note, not a column
-    with SimServer() as base_url:  # here in this process too, but the run cannot know: a base URL is a gateway
-        apart = nito_nb.run(["a"], model="sim/chat", base_url=base_url, rate=10, duration=0.2, progress=False,
-                            **_sim())
+    server = SimServer()
+    with server as base_url:  # here in this process too, but the run cannot know: a base URL is a gateway
+        apart = nito_nb.run(["a"], model="sim/chat", base_url=base_url, api_key=server.api_key, rate=10,
+                            duration=0.2, progress=False, **_sim())
         apart.wait(timeout=60)
     assert apart.error is None and not apart.client.simulator
 

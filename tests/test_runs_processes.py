@@ -201,10 +201,10 @@ def assert_a_429_paused_every_worker(engine: str) -> None:
     """30 requests at 10/s on 2 workers sharing one simulator; q9 (picked by seed 51) gets a 429
     with Retry-After: 1 once. No worker sends anything in the second after it (but the few in
     flight with it, hence 0.25 s); then the held requests go, and every request ends done."""
-    from nito_nb.sim import ensure_server
+    from nito_nb.sim import ensure_server, token
 
     run = nito_nb.run([f"q{i}" for i in range(30)], model="sim/echo", engine=engine, workers=2, rate=10,
-                      duration=3.0, base_url=ensure_server(), progress=False,
+                      duration=3.0, base_url=ensure_server(), api_key=token(), progress=False,
                       sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 51})
     r = run.wait(timeout=180).results()
     assert run.error is None
@@ -229,10 +229,10 @@ def assert_a_429_holds_what_workers_have_queued(engine: str) -> None:
     """One stream at a time per worker, requests due faster than they end: they queue in the
     workers. q7 (picked by seed 15) gets a 429 with Retry-After: 1 once; what the workers had
     queued waits out that second too (the driver's pause reaches every worker)."""
-    from nito_nb.sim import ensure_server
+    from nito_nb.sim import ensure_server, token
 
     run = nito_nb.run([f"q{i}" for i in range(20)], model="sim/chat", engine=engine, workers=2, per_worker=1,
-                      rate=10, duration=2.0, max_tokens=8, base_url=ensure_server(), progress=False,
+                      rate=10, duration=2.0, max_tokens=8, base_url=ensure_server(), api_key=token(), progress=False,
                       sim={"tps": 20, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 15})
     r = run.wait(timeout=180).results()
     assert run.error is None and len(r) == 20 and (r["status"] == "done").all()

@@ -63,8 +63,11 @@ def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_gi
     from nito_nb.runs._ray import RayEngine
 
     status, engine = sent_to_a_simulator_that_wants_a_key(
-        lambda url: RayEngine(1, 4, {}, ["sim/echo"], simulator=url))
+        lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator))
     assert status == 401 and not engine.simulator_in_workers
+    status, _ = sent_to_a_simulator_that_wants_a_key(  # the token crosses to the actor with the URL
+        lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator), "sk-only-here")
+    assert status == 200
     # A run's own: the actors (all on this node) use the driver's simulator process, none their own.
     run = nito_nb.run(["a", "b"], model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
     assert run.wait(timeout=120).error is None and (run.results()["status"] == "done").all()

@@ -444,9 +444,14 @@ def sim_url() -> str:
     return sim.ensure_server()
 
 
+def with_token() -> dict[str, str]:
+    """The header another client sends to the simulator nito_nb started: its process's token."""
+    return {"Authorization": f"Bearer {sim.token()}"}
+
+
 @pytest.fixture(scope="session")
 def http(sim_url: str):
-    with httpx.Client(base_url=sim_url, timeout=30) as client:
+    with httpx.Client(base_url=sim_url, timeout=30, headers=with_token()) as client:
         yield client
 
 
@@ -461,7 +466,7 @@ def test_ensure_server_starts_once_on_loopback(sim_url: str) -> None:
 
 def test_public_names() -> None:
     assert sim.__all__ == sorted(sim.__all__)
-    assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve"]
+    assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve", "token"]
     assert all(hasattr(sim, name) and name in dir(sim) for name in sim.__all__)
 
 
@@ -516,7 +521,7 @@ CHAT = {"model": "sim/chat", "messages": [{"role": "user"}]}
     ],
 )
 def test_bad_requests_get_a_json_4xx(http: httpx.Client, body: bytes, status: int, words: str):
-    response = http.post("/chat/completions", content=body)
+    response = http.post("/chat/completions", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == status and words in error["message"]
@@ -774,13 +779,13 @@ def test_replay_of_a_recorded_http_error(http: httpx.Client) -> None:
         NO_RETRY.stream("x", model="sim/replay", sim={"replay": str(path)})
 
 
-def test_replay_refuses_what_is_not_a_recording(http: httpx.Client, tmp_path: Path) -> None:
+def test_replay_refuses_what_is_not_a_recording(http: httpx.Client, replay_dir: Path) -> None:
     for replay, status in [
         (None, 400),
-        (str(tmp_path / "missing.sse"), 404),
-        (str(tmp_path), 400),
+        (str(replay_dir / "missing.sse"), 404),
+        (str(replay_dir), 400),
         (__file__, 400),
-        (str(tmp_path / "dir.sse"), 404),
+        (str(replay_dir / "dir.sse"), 404),
     ]:
         if replay and replay.endswith("dir.sse"):
             Path(replay).mkdir()
@@ -790,13 +795,13 @@ def test_replay_refuses_what_is_not_a_recording(http: httpx.Client, tmp_path: Pa
         assert response.json()["error"]["code"] == status
 
 
-def test_replay_of_a_log_reproduces_content_and_timing(tmp_path: Path) -> None:
+def test_replay_of_a_log_reproduces_content_and_timing(replay_dir: Path) -> None:
     prompt = " ".join(f"w{i}" for i in range(12))
     original = nito_nb.stream(
         prompt, model="sim/echo", sim={"tps": 20, "ttft_ms": 100, "jitter": 0}
     )
     original.wait()
-    path = tmp_path / "echo.jsonl"
+    path = replay_dir / "echo.jsonl"
     original.save(path)
 
     def gaps(s: nito_nb.Stream) -> list[float]:
@@ -822,11 +827,11 @@ def test_replay_of_a_log_reproduces_content_and_timing(tmp_path: Path) -> None:
     assert sum(gaps(double)) < 0.75 * sum(want)
 
 
-def test_replay_of_a_logged_http_error_keeps_status_type_and_retry_after(tmp_path: Path) -> None:
+def test_replay_of_a_logged_http_error_keeps_status_type_and_retry_after(replay_dir: Path) -> None:
     with pytest.raises(nito_nb.RateLimitError) as caught:
         NO_RETRY.stream("hi", model="sim/http-429", sim={"retry_after": 0})
     assert caught.value.stream is not None
-    path = tmp_path / "429.jsonl"
+    path = replay_dir / "429.jsonl"
     caught.value.stream.save(path)
     with pytest.raises(nito_nb.RateLimitError) as replayed:
         NO_RETRY.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0})
@@ -834,10 +839,10 @@ def test_replay_of_a_logged_http_error_keeps_status_type_and_retry_after(tmp_pat
     assert replayed.value.message == caught.value.message
 
 
-def test_replay_of_a_truncated_log_cuts_the_connection(tmp_path: Path) -> None:
+def test_replay_of_a_truncated_log_cuts_the_connection(replay_dir: Path) -> None:
     s = nito_nb.stream("hi", model="sim/drop", sim=FAST, raise_errors=False)
     s.wait()
-    path = tmp_path / "drop.jsonl"
+    path = replay_dir / "drop.jsonl"
     s.save(path)
     replayed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(path), "speed": 0},
                               raise_errors=False)  # fmt: skip
@@ -857,7 +862,7 @@ def test_fifty_concurrent_streams(sim_url: str) -> None:
 
     async def main() -> list[str]:
         limits = httpx.Limits(max_connections=50)
-        async with httpx.AsyncClient(base_url=sim_url, timeout=30, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=sim_url, timeout=30, limits=limits, headers=with_token()) as client:
             return await asyncio.gather(*(one(client, i) for i in range(50)))
 
     contents = asyncio.run(main())
@@ -928,7 +933,7 @@ def test_stopping_a_server_cuts_its_open_streams_at_once() -> None:
         "hi",
         model="sim/stall",
         base_url=url,
-        api_key="unused",
+        api_key=server.api_key,  # a key of its own, made for it
         sim={"tps": 0, "stall_s": 60},
         raise_errors=False,
     )
@@ -1006,6 +1011,7 @@ def test_n_choices_are_interleaved_and_only_choice_0_is_the_answer() -> None:
 def test_n_choices_without_streaming() -> None:
     response = httpx.post(
         sim.ensure_server() + "/chat/completions",
+        headers=with_token(),
         json={**body_for("sim/echo", prompt="x y", n=2), "stream": False},
         timeout=30,
     )
@@ -1034,6 +1040,7 @@ def test_mistral_streams_content_as_parts() -> None:
 def test_mistral_without_streaming_keeps_the_parts() -> None:
     response = httpx.post(
         sim.ensure_server() + "/chat/completions",
+        headers=with_token(),
         json={**body_for("sim/mistral"), "stream": False},
         timeout=30,
     )

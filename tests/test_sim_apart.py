@@ -21,7 +21,7 @@ import pytest
 
 import nito_nb
 from nito_nb._client import AsyncClient
-from nito_nb._client.endpoint import simulator_apart
+from nito_nb._client.endpoint import Simulator, simulator_apart
 from nito_nb.runs._plan import Request
 from nito_nb.sim import SimServer
 from nito_nb.sim._apart import SimProcess
@@ -58,8 +58,8 @@ def test_a_simulator_process_serves_streams_and_ends_when_stopped() -> None:
     base_url = sim.start()
     try:
         assert sim.running and sim.pid != os.getpid()
-        assert httpx.get(f"{base_url}/models").status_code == 200
-        stream = nito_nb.stream("hello", model="sim/echo", base_url=base_url, sim={"tps": 0})
+        assert httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {sim.api_key}"}).status_code == 200
+        stream = nito_nb.stream("hello", model="sim/echo", base_url=base_url, api_key=sim.api_key, sim={"tps": 0})
         assert stream.wait().content == "hello"
         assert "SimProcess running" in repr(sim)
     finally:
@@ -116,24 +116,28 @@ def test_a_run_sends_its_sim_models_to_the_simulator_process_not_its_own(tmp_pat
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
-def test_a_run_to_the_simulator_process_sends_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_to_the_simulator_process_sends_its_token_never_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NITO_API_KEY", "sk-never-for-the-simulator")
-    with simulator_apart() as url:
-        assert url is not None and url.startswith("http://127.0.0.1:")
+    with simulator_apart() as apart:
+        assert apart is not None and apart.base_url.startswith("http://127.0.0.1:")
         target, headers, _, _, key = AsyncClient()._build("hi", "sim/chat", None, None, {})
-    assert target.startswith(url) and key is None
-    assert not any(name.lower() == "authorization" for name in headers)
+    assert target.startswith(apart.base_url) and key == apart.token == nito_nb.sim.token()
+    assert headers["Authorization"] == f"Bearer {nito_nb.sim.token()}"
+    assert "sk-never" not in repr(headers) and nito_nb.sim.token() not in repr(apart)
     # Outside the context, sim/ models go to the in-process simulator again.
     target, _, _, _, _ = AsyncClient()._build("hi", "sim/chat", None, None, {})
-    assert not target.startswith(url)
+    assert not target.startswith(apart.base_url)
 
 
-def sent_to_a_simulator_that_wants_a_key(make_engine: Callable[[str], Any]) -> tuple[int | None, Any]:
-    """(the HTTP status, the engine) of one sim/ request sent by ``make_engine(url)``'s workers,
-    given the URL of a simulator that wants a key: its sim/ request, sent with none, is refused
-    there (401), which shows where it went. Also for Ray's actors (tests/test_runs_ray.py)."""
+def sent_to_a_simulator_that_wants_a_key(make_engine: Callable[[Simulator], Any],
+                                         token: str | None = None) -> tuple[int | None, Any]:
+    """(the HTTP status, the engine) of one sim/ request sent by ``make_engine(simulator)``'s
+    workers, given a simulator that wants a key, and ``token`` as the key to send it: its sim/
+    request is refused there (401) without the right one, which shows where it went, and answered
+    with it, which shows that the token crossed to the workers. Also for Ray's actors
+    (tests/test_runs_ray.py)."""
     with SimServer(api_key="sk-only-here") as url:
-        engine = make_engine(url)
+        engine = make_engine(Simulator(url, token))
         try:
             request = Request(key="k", row=0, model="sim/echo", repeat=0,
                               messages=[{"role": "user", "content": "hi"}], params={"sim": {"tps": 0}})
@@ -146,8 +150,11 @@ def sent_to_a_simulator_that_wants_a_key(make_engine: Callable[[str], Any]) -> t
 def test_processes_workers_send_sim_models_to_the_simulator_they_are_given() -> None:
     from nito_nb.runs._processes import ProcessEngine
 
-    status, _ = sent_to_a_simulator_that_wants_a_key(lambda url: ProcessEngine(1, 4, {}, ["sim/echo"], simulator=url))
-    assert status == 401
+    def engine(simulator: Simulator) -> Any:
+        return ProcessEngine(1, 4, {}, ["sim/echo"], simulator=simulator)
+
+    assert sent_to_a_simulator_that_wants_a_key(engine)[0] == 401
+    assert sent_to_a_simulator_that_wants_a_key(engine, "sk-only-here")[0] == 200
 
 
 def test_where_the_simulator_process_cannot_start_runs_use_the_in_process_one_with_one_warning(
@@ -163,11 +170,11 @@ def test_where_the_simulator_process_cannot_start_runs_use_the_in_process_one_wi
 
     monkeypatch.setattr("nito_nb.sim.ensure_process", cannot)
     with pytest.warns(RuntimeWarning, match=r"did not start \(test\); this run's sim/ models use the simulator in"):
-        url, apart = nito_nb._simulator_apart()
-    assert not apart and url == nito_nb.sim.ensure_server()
+        here, apart = nito_nb._simulator_apart()
+    assert not apart and here == Simulator(nito_nb.sim.ensure_server(), nito_nb.sim.token())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process
-        assert nito_nb._simulator_apart() == (url, False)
+        assert nito_nb._simulator_apart() == (here, False)
     run = nito_nb.run(["a"], model="sim/echo", rate=10, duration=0.1, progress=False, sim={"tps": 0})
     run.wait(timeout=60)
     assert run.error is None and run.client.simulator  # the note then says the simulator's work counts
@@ -200,5 +207,6 @@ def test_the_simulator_process_follows_a_changed_nito_sim_setting(monkeypatch: p
     monkeypatch.setenv("NITO_SIM_TTFT_MS", "300")
     _apart.ensure_process()
     assert _apart._shared is not first and not first.running
-    stream = nito_nb.stream("x", model="sim/echo", base_url=_apart._shared.base_url, sim={"tps": 0}).wait()
+    stream = nito_nb.stream("x", model="sim/echo", base_url=_apart._shared.base_url, api_key=nito_nb.sim.token(),
+                            sim={"tps": 0}).wait()
     assert stream.ttft is not None and stream.ttft >= 0.3

@@ -23,7 +23,7 @@ MESSAGES: list[Any] = [{"role": "user", "content": "Hello, simulator!"}]
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=sim.ensure_server(), api_key="unused", max_retries=0) as c:
+    with openai.OpenAI(base_url=sim.ensure_server(), api_key=sim.token(), max_retries=0) as c:
         yield c
 
 

@@ -17,7 +17,7 @@ from IPython.core.error import UsageError
 
 import nito_nb
 from nito_nb import magic as _magic
-from nito_nb.sim import ensure_server
+from nito_nb.sim import ensure_server, token
 
 SECRET = "s3cr3t-Q-0123456789abcdef"
 #: Nothing listens on port 1: a connection there fails at once.
@@ -144,7 +144,7 @@ def test_a_query_credential_is_neither_in_httpx_s_log_nor_a_saved_log(
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     try:
-        with caplog.at_level(logging.DEBUG), nito_nb.Client(max_retries=0) as c:
+        with caplog.at_level(logging.DEBUG), nito_nb.Client(api_key=token(), max_retries=0) as c:
             stream = c.stream("hi", model="sim/chat", base_url=url).wait()
     finally:
         logger.removeHandler(handler)
@@ -173,12 +173,12 @@ def test_a_base_urls_query_stays_after_the_path_of_every_call() -> None:
         "https://h/openai/deployments/d/chat/completions?api-version=2024-06-01")
     assert api_url("https://h/v1/?a=1&b=2", "/models") == "https://h/v1/models?a=1&b=2"
     base = ensure_server() + "?api-version=2024-06-01"
-    with nito_nb.Client() as c:
+    with nito_nb.Client(api_key=token()) as c:
         assert c.stream("hi", model="sim/echo", base_url=base).wait().content == "hi"
         assert any(m["id"] == "sim/chat" for m in c.models(base_url=base))
 
     async def both() -> Any:
-        client = nito_nb.AsyncClient()
+        client = nito_nb.AsyncClient(api_key=token())
         return await client.models(base_url=base)
 
     assert any(m["id"] == "sim/chat" for m in asyncio.run(both()))

@@ -266,12 +266,12 @@ def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> Non
     assert stored["prompt_tokens"].max() == float(BIG)
 
 
-def test_a_runs_results_and_store_keep_going_past_64_bits(tmp_path: Path) -> None:
+def test_a_runs_results_and_store_keep_going_past_64_bits(tmp_path: Path, replay_dir: Path) -> None:
     body = _sse(
         {**_BASE, "choices": [{"index": 0, "delta": {"content": "hi"}}]},
         {**_BASE, "choices": [], "usage": {"prompt_tokens": BIG, "completion_tokens": 1, "total_tokens": BIG + 1}},
     )
-    recording = tmp_path / "big.sse"
+    recording = replay_dir / "big.sse"
     recording.write_text(body)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -23,7 +23,7 @@ from nito_nb import _watch
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key="unused", max_retries=0) as c:
+    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0) as c:
         yield c
 
 
@@ -63,7 +63,7 @@ def test_openai_chunks_are_passed_on_unchanged_and_recorded(
 
 def test_async_sources_and_the_stream_helpers_events(sdk: openai.OpenAI, capsys: pytest.CaptureFixture[str]) -> None:
     async def run() -> nito_nb.Stream:
-        async with openai.AsyncOpenAI(base_url=nito_nb.sim.ensure_server(), api_key="unused", max_retries=0) as c:
+        async with openai.AsyncOpenAI(base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0) as c:
             watched = nito_nb.watch(await create(c, "sim/reasoning"), show=False)
             async for _ in watched:
                 pass

@@ -572,7 +572,7 @@ def test_model_list_failure_is_a_note(widgets: Any) -> None:
 
 def test_model_list_from_the_gateway(widgets: Any) -> None:
     base_url = nito_nb.sim.ensure_server()
-    w = widgets(model="sim/chat", models=["my/model"], api_key="k", base_url=base_url)
+    w = widgets(model="sim/chat", models=["my/model"], api_key=nito_nb.sim.token(), base_url=base_url)
     w._models_thread.join(20)
     assert "gateway models" in w._note.value
     assert {"sim/chat", "sim/echo", "my/model"} <= set(w._picker.options)

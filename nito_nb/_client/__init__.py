@@ -4,7 +4,8 @@ Split the way httpx splits its own: the parts without I/O below, the two I/O she
 
 - ``config.py``: ``Timeout`` and the limit of one SSE event.
 - ``endpoint.py``: where a call goes (base URL, ``NITO_BASE_URL``, the embedded simulator that the
-  package root registers with ``register_simulator``) and with which key (``NITO_API_KEY``); the
+  package root registers with ``register_simulator``, a ``Simulator``: its URL and token) and with
+  which key (``NITO_API_KEY``, or the simulator's token); the
   one check of a base URL (``checked_base_url``) and how one is shown (``shown_url``).
 - ``check.py``: ``check_request``, the one check of a request body before it is sent.
 - ``retry.py``: whether and when an attempt that failed before the body is tried again.
@@ -24,6 +25,7 @@ from .clients import AsyncClient, Client
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .endpoint import (
     DEFAULT_BASE_URL,
+    Simulator,
     checked_base_url,
     checked_key,
     is_nito,
@@ -39,6 +41,7 @@ __all__ = [
     "BaseClient",
     "Client",
     "Route",
+    "Simulator",
     "Timeout",
     "as_messages",
     "check_request",

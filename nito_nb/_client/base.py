@@ -25,6 +25,7 @@ from .endpoint import (
     is_embedded,
     is_nito,
     shown_url,
+    target,
 )
 from .failures import not_event_stream
 from .retry import retry_delay
@@ -118,10 +119,11 @@ class BaseClient:
     def _remember(self, stream: StreamBase, model: str, base_url: str | None, key: str | None, timeout: Any,
                   max_event_size: int | None = None) -> None:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
-        whatever the gateway sends back)."""
+        whatever the gateway sends back). The embedded simulator's token is not kept for reply():
+        the next turn finds it again, from the simulator that then serves."""
         embedded = self._embedded(model, base_url)
         route_url = None if embedded else self._endpoint(model, base_url)  # as given: the request shows it redacted
-        stream.set_route(Route(self, route_url, key, timeout, max_event_size))
+        stream.set_route(Route(self, route_url, None if embedded else key, timeout, max_event_size))
         stream.protect(key)
 
     def _build(
@@ -136,9 +138,12 @@ class BaseClient:
         if not model or not isinstance(model, str):
             raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
         messages = as_messages(prompt_or_messages)
-        url = self._endpoint(model, base_url)
-        key: str | None = None
-        if not self._embedded(model, base_url):
+        url, simulator = target(model, self._call_url(base_url))
+        key: str | None
+        if simulator is not None:
+            # The simulator's own token, never the gateway's key (the Stream redacts it as a key).
+            key = simulator.token
+        else:
             key = self._key(api_key)
             if not key and is_nito(url):  # only Nito's own gateway needs one
                 raise MissingAPIKeyError(

@@ -1,7 +1,8 @@
 """Where a call goes and with which key: the base URL, the embedded simulator, the API key.
 
 No I/O: the environment is read per call (so that a changed ``NITO_BASE_URL`` or ``NITO_API_KEY``
-applies at once), the simulator is started by what the package root registers.
+applies at once), the simulator is started by what the package root registers. A call to the
+embedded simulator carries the simulator's own token, never ``NITO_API_KEY``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -21,10 +22,12 @@ from .._core.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "Simulator",
     "api_url",
     "base_url_of",
     "checked_base_url",
     "checked_key",
+    "embedded_simulator",
     "endpoint",
     "find_key",
     "is_embedded",
@@ -33,6 +36,7 @@ __all__ = [
     "shown_origin",
     "shown_url",
     "simulator_apart",
+    "target",
     "use_simulator",
 ]
 
@@ -41,45 +45,74 @@ DEFAULT_BASE_URL = "https://api.trynito.ai/v1"
 
 # -- the embedded simulator: passed in, never imported here ------------------------------------
 
-#: Starts the embedded simulator if needed and returns its base URL. The package root registers it
+
+class Simulator(NamedTuple):
+    """An embedded simulator: its base URL, and the token it asks for (sent as the call's key,
+    never shown: not in this repr; it crosses to a Run's workers with the URL, pickled, never on
+    a command line)."""
+
+    base_url: str
+    token: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Simulator(base_url={self.base_url!r}, token={'[redacted]' if self.token else None})"
+
+
+#: Starts the embedded simulator if needed and returns it. The package root registers it
 #: (``nito_nb/__init__.py``): the client sits below the simulator and never imports it.
-_simulator: Callable[[], str] | None = None
-#: The same in a process of its own: returns (base URL, whether it is apart: False where it could
-#: not start and the in-process one serves instead).
-_apart: Callable[[], tuple[str, bool]] | None = None
+_simulator: Callable[[], Simulator] | None = None
+#: The same in a process of its own: returns (the simulator, whether it is apart: False where it
+#: could not start and the in-process one serves instead).
+_apart: Callable[[], tuple[Simulator, bool]] | None = None
 #: Where the ``sim/`` models of this context go (a Run's tasks: the simulator apart), resolved
 #: once for the run, not per request; None: ``_simulator()``.
-_simulator_here: contextvars.ContextVar[str | None] = contextvars.ContextVar("nito_nb_simulator", default=None)
+_simulator_here: contextvars.ContextVar[Simulator | None] = contextvars.ContextVar("nito_nb_simulator", default=None)
 
 
-def register_simulator(start: Callable[[], str] | None, apart: Callable[[], tuple[str, bool]] | None = None) -> None:
-    """Where ``sim/...`` models without a base URL are sent: ``start()`` returns a base URL;
-    ``apart()`` the base URL of one in a process of its own (see :func:`simulator_apart`)."""
+def register_simulator(start: Callable[[], Simulator] | None,
+                       apart: Callable[[], tuple[Simulator, bool]] | None = None) -> None:
+    """Where ``sim/...`` models without a base URL are sent: ``start()`` returns the simulator
+    (base URL and token); ``apart()`` one in a process of its own (see :func:`simulator_apart`)."""
     global _simulator, _apart
     _simulator, _apart = start, apart
 
 
 @contextlib.contextmanager
-def simulator_apart() -> Iterator[str | None]:
+def simulator_apart() -> Iterator[Simulator | None]:
     """Within it (this thread's or task's context, and the tasks it starts), ``sim/`` models go to
     the simulator in a process of its own, started now: a Run's measure must not include the
-    simulator's work on its own loop (``nito_nb/sim/_apart.py``). Yields that simulator's base
-    URL, or None where it could not start (the in-process one serves instead)."""
-    url = None
+    simulator's work on its own loop (``nito_nb/sim/_apart.py``). Yields that simulator, or None
+    where it could not start (the in-process one serves instead)."""
+    found = None
     if _apart is not None:
-        found, separate = _apart()
-        url = found if separate else None
-    token = _simulator_here.set(url)
+        simulator, separate = _apart()
+        found = simulator if separate else None
+    before = _simulator_here.set(found)
     try:
-        yield url
+        yield found
     finally:
-        _simulator_here.reset(token)
+        _simulator_here.reset(before)
 
 
-def use_simulator(url: str | None) -> None:
-    """From now on in this context (a task and those it starts), ``sim/`` models go to ``url``
-    (what :func:`simulator_apart` yielded for a whole run; None: the registered simulator)."""
-    _simulator_here.set(url)
+def use_simulator(simulator: Simulator | None) -> None:
+    """From now on in this context (a task and those it starts), ``sim/`` models go to
+    ``simulator`` (what :func:`simulator_apart` yielded for a whole run; None: the registered
+    simulator)."""
+    _simulator_here.set(simulator)
+
+
+def embedded_simulator(model: str) -> Simulator:
+    """The simulator that serves ``model`` (a ``sim/`` model without a base URL) here: this
+    context's (a Run's), else the registered one, started if need be."""
+    here = _simulator_here.get()
+    if here is not None:
+        return here
+    if _simulator is None:
+        raise ConfigurationError(
+            f"{model!r} runs on the embedded simulator, which is not available here: "
+            "import nito_nb (it registers it), or pass base_url=... of a running one."
+        )
+    return _simulator()
 
 
 # -- the base URL --------------------------------------------------------------------------------
@@ -251,16 +284,18 @@ def is_embedded(model: str, base_url: str | None) -> bool:
 
 def endpoint(model: str, base_url: str | None) -> str:
     """The base URL of a call (``base_url``: the call's, else the client's), checked."""
+    return target(model, base_url)[0]
+
+
+def target(model: str, base_url: str | None) -> tuple[str, Simulator | None]:
+    """(the base URL of a call, checked; the embedded simulator it goes to, whose token it sends,
+    or None for a gateway)."""
     if base_url is not None and not isinstance(base_url, str):  # a falsy one (0, []) is no "not given"
         checked_base_url(base_url, "base_url")
     if is_embedded(model, base_url):
-        if _simulator is None:
-            raise ConfigurationError(
-                f"{model!r} runs on the embedded simulator, which is not available here: "
-                "import nito_nb (it registers it), or pass base_url=... of a running one."
-            )
-        return (_simulator_here.get() or _simulator()).rstrip("/")
-    return base_url_of(base_url)
+        simulator = embedded_simulator(model)
+        return simulator.base_url.rstrip("/"), simulator
+    return base_url_of(base_url), None
 
 
 def is_nito(url: str) -> bool:

@@ -32,6 +32,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .._client.endpoint import Simulator
 from .._core.checks import whole
 from .._core.errors import ConfigurationError, Secret, redact
 from .._core.log import ChunkLog
@@ -67,9 +68,10 @@ def main(argv: list[str]) -> None:
 
 
 def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str],
-                 simulator: str | None = None) -> None:
+                 simulator: Simulator | None = None) -> None:
     """A worker: requests (and pauses) in through ``conn``, logs out. ``simulator``: the
-    base URL of the driver's simulator process, where this worker's ``sim/`` models go."""
+    driver's simulator process (its URL and token: they came through the socket, pickled, not on
+    the worker's command line), where this worker's ``sim/`` models go."""
     if simulator is not None:
         from .._client import register_simulator
 
@@ -162,7 +164,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
 
 class _Worker:
     def __init__(self, name: str, connection: dict[str, Any], per_worker: int, models: list[str],
-                 simulator: str | None) -> None:
+                 simulator: Simulator | None) -> None:
         self.name = name
         ours, theirs = socket.socketpair()
         try:
@@ -259,11 +261,11 @@ class _WorkerDied(Exception):
 
 class ProcessEngine:
     """``workers`` local processes (default: one per core), each with at most ``per_worker``
-    streams in flight. ``simulator``: the base URL of the driver's simulator process, for ``sim/``
+    streams in flight. ``simulator``: the driver's simulator process (URL and token), for ``sim/``
     models (else each worker starts its own in-process one)."""
 
     def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
-                 models: list[str] | None = None, *, simulator: str | None = None) -> None:
+                 models: list[str] | None = None, *, simulator: Simulator | None = None) -> None:
         models = list(models or [])  # the run's: each worker starts what their first request would
         if workers is None:
             workers = os.cpu_count() or 1

@@ -22,6 +22,7 @@ import os
 import time
 from typing import Any, NamedTuple
 
+from .._client.endpoint import Simulator
 from .._core.checks import whole
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
@@ -56,12 +57,13 @@ class Worker:
     """The actor's class (wrapped by ``ray.remote`` when the engine starts)."""
 
     def __init__(self, name: str, connection: dict[str, Any], models: list[str] | None = None,
-                 simulator: tuple[str, str] | None = None) -> None:
+                 simulator: tuple[Simulator, str] | None = None) -> None:
         self.name = name
         self.connection = connection
         self.models = models or []
-        #: (the base URL of the driver's simulator process, the driver's node id): where this
+        #: (the driver's simulator process: its URL and token, the driver's node id): where this
         #: actor's sim/ models go when it runs on that node (a loopback URL: not from another).
+        #: The token comes as an argument of the actor (pickled by Ray), never on a command line.
         self.simulator = simulator
         self.own_simulator = False  # it starts an in-process one of its own (_setup)
         self.client: Any = None
@@ -91,8 +93,8 @@ class Worker:
             if self.simulator is not None and self.simulator[1] == here:
                 from .._client import register_simulator
 
-                url = self.simulator[0]
-                register_simulator(lambda: url)
+                simulator = self.simulator[0]
+                register_simulator(lambda: simulator)
             else:
                 self.own_simulator = any(is_embedded(m, self.connection.get("base_url")) for m in self.models)
             self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
@@ -236,7 +238,7 @@ class RayEngine:
     """A pool of ``workers`` Ray actors, each with at most ``per_worker`` streams in flight."""
 
     def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
-                 models: list[str] | None = None, *, simulator: str | None = None) -> None:
+                 models: list[str] | None = None, *, simulator: Simulator | None = None) -> None:
         # Checked before Ray is imported and started (seconds): a bad count is refused at once.
         per_worker = whole("per_worker", per_worker)
         if workers is not None:

@@ -29,7 +29,7 @@ from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._client.endpoint import is_embedded, simulator_apart, use_simulator
+from .._client.endpoint import Simulator, is_embedded, simulator_apart, use_simulator
 from .._core.checks import whole
 from .._core.errors import (
     AuthenticationError,
@@ -171,7 +171,8 @@ class Run:
         # the run's (with Ray, only the actors on this node use it: _ray.py).
         with simulator_apart() if embedded else contextlib.nullcontext() as simulator:
             self._check_requests()
-        self._simulator_url: str | None = simulator
+        #: The simulator apart (its URL and token) where the run's sim/ models go, or None.
+        self._simulator: Simulator | None = simulator
         if engine not in ("asyncio", "processes", "ray"):
             raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
         self.engine = engine
@@ -229,13 +230,13 @@ class Run:
                 from ._ray import RayEngine
 
                 self._engine = RayEngine(workers, per_worker, self._connection, self._models(),
-                                         simulator=self._simulator_url)
+                                         simulator=self._simulator)
                 self.client.simulator = self.client.simulator or self._engine.simulator_in_workers
             elif engine == "processes":
                 from ._processes import ProcessEngine
 
                 self._engine = ProcessEngine(workers, per_worker, self._connection, self._models(),
-                                             simulator=self._simulator_url)
+                                             simulator=self._simulator)
         except BaseException:
             if self._writer is not None:
                 self._writer.close()
@@ -286,7 +287,7 @@ class Run:
 
     async def _send_all(self) -> None:
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()  # for a slot (_slot)
-        use_simulator(self._simulator_url)  # for this task and those it starts (the context is per task)
+        use_simulator(self._simulator)  # for this task and those it starts (the context is per task)
         monitor = asyncio.ensure_future(self.client.sample())
         if self._engine is None:
             await self._client.warm()  # the first request's one-time work, before the schedule's origin

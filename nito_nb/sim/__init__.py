@@ -3,8 +3,11 @@
     >>> from nito_nb import sim
     >>> base_url = sim.ensure_server()   # http://127.0.0.1:PORT/v1, started once per process
     >>> base_url = sim.ensure_process()  # the same, served by a child process (load runs use it)
+    >>> openai.OpenAI(base_url=base_url, api_key=sim.token())  # both ask for this process's token
 
-or `python -m nito_nb.sim --port 8765`. Models `sim/...` (see `SIM_MODELS`) are scenarios:
+or `python -m nito_nb.sim --port 8765`. Every simulator answers only requests addressed to a
+loopback name or address and POST bodies sent as JSON; `sim/replay` reads only under its replay
+directories (`_access.py`, `_files.py`). Models `sim/...` (see `SIM_MODELS`) are scenarios:
 prose, reasoning, tool calls, faults, replay of recordings. Per-request settings go in an extra
 body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_options.SimOptions`);
 `NITO_SIM_TPS`, `NITO_SIM_TTFT_MS` and `NITO_SIM_JITTER` set the default pacing
@@ -16,7 +19,8 @@ Importing this package is cheap: Starlette and uvicorn load when a server or app
 Layout (imports point down; everything below `_app` is pure, standard library only):
 
     _server (uvicorn in a thread), _apart (the same in a child process)
-        ->  _app (Starlette: HTTP, auth, file reads)  ->  _sending (paced writes)
+        ->  _app (Starlette: HTTP)  ->  _access (Host, key, body type; the token), _files
+        (which recordings may be read), _sending (paced writes)
     _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
     _writer (ChunkWriter, tokens, usage)  ->  _request  ->  _options  (every `sim` option)
     _replay, _pacing, _completion  ->  _reply (events, replies, error bodies, SSE framing)
@@ -24,6 +28,7 @@ Layout (imports point down; everything below `_app` is pure, standard library on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._scenarios import SIM_MODELS
@@ -33,14 +38,26 @@ if TYPE_CHECKING:
 
     from ._server import SimServer
 
-__all__ = ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve"]
+__all__ = ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve", "token"]
 
 
-def create_app(api_key: str | None = None) -> Starlette:
-    """The simulator as an ASGI app; with `api_key`, requests must send `Bearer <api_key>`."""
+def create_app(api_key: str | None = None, *, replay_dirs: Sequence[str] | None = None) -> Starlette:
+    """The simulator as an ASGI app; with `api_key`, requests must send `Bearer <api_key>`.
+    `sim/replay` reads only under `replay_dirs` (default: `NITO_SIM_REPLAY_DIRS`, else the
+    working directory)."""
     from ._app import create_app as _create_app
 
-    return _create_app(api_key)
+    return _create_app(api_key, replay_dirs=replay_dirs)
+
+
+def token() -> str:
+    """The key that the simulators nito_nb starts in this process (`ensure_server()`,
+    `ensure_process()`, the ones `sim/` models go to) ask for: random, the same until the process
+    ends. nito_nb sends it itself; another client passes it as its API key
+    (`openai.OpenAI(base_url=sim.ensure_server(), api_key=sim.token())`)."""
+    from ._access import token as _token
+
+    return _token()
 
 
 def ensure_server() -> str:
@@ -59,11 +76,12 @@ def ensure_process() -> str:
     return _ensure_process()
 
 
-def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None) -> None:
-    """Serve the simulator in the foreground until interrupted."""
+def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None,
+          replay_dirs: Sequence[str] | None = None) -> None:
+    """Serve the simulator in the foreground until interrupted (`python -m nito_nb.sim`)."""
     from ._server import serve as _serve
 
-    _serve(port, host, api_key)
+    _serve(port, host, api_key, replay_dirs)
 
 
 # Not named `_app`: that is the submodule's name, and importing it would overwrite the cache.

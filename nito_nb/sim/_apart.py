@@ -8,17 +8,20 @@ p99: the run measured its own simulator, not the client. In a process of its own
 takes the other core and the run's loop only sends and reads.
 
 The parent binds a loopback port and hands the listening socket to ``python -m
-nito_nb.sim._apart FD`` (so the port is known at once and nobody can take it meanwhile). The
-child says ``ready`` on its stdout once it serves, and ends when its stdin closes: when the parent
-stops it, exits, or dies (a killed kernel leaves no simulator behind). POSIX only (the socket
-crosses by ``pass_fds``); elsewhere :func:`ensure_process` raises and the caller keeps the
-in-process simulator.
+nito_nb.sim._apart FD`` (so the port is known at once and nobody can take it meanwhile). Its key
+goes first down the child's stdin, one JSON line, never on its command line (which ``ps`` shows to
+every user). The child says ``ready`` on its stdout once it serves, and ends when its stdin
+closes: when the parent stops it, exits, or dies (a killed kernel leaves no simulator behind).
+POSIX only (the socket crosses by ``pass_fds``); elsewhere :func:`ensure_process` raises and the
+caller keeps the in-process simulator.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import secrets
 import select
 import socket
 import subprocess
@@ -28,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from ._access import TOKEN_HINT, token
 
 __all__ = ["SimProcess", "ensure_process"]
 
@@ -39,9 +44,15 @@ READY = b"ready\n"
 
 
 class SimProcess:
-    """The simulator served by a child process on a free loopback port."""
+    """The simulator served by a child process on a free loopback port. Clients must send
+    `Authorization: Bearer <api_key>`: the key given, else a random one (``self.api_key``)."""
 
-    def __init__(self, *, host: str = "127.0.0.1") -> None:
+    def __init__(self, *, host: str = "127.0.0.1", api_key: str | None = None, key_hint: str | None = None) -> None:
+        if api_key is None:
+            api_key = secrets.token_urlsafe(32)
+            key_hint = key_hint or "this simulator's key, SimProcess.api_key, in the Python process that started it"
+        self.api_key = api_key
+        self.key_hint = key_hint
         self.host = host
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -83,7 +94,8 @@ class SimProcess:
             raise RuntimeError(f"the simulator process did not start: {exc}") from None
         finally:
             sock.close()  # the child has its own copy
-        if not _wait_ready(self._proc, STARTUP_TIMEOUT_S):
+        told = _tell(self._proc, {"api_key": self.api_key, "key_hint": self.key_hint})
+        if not told or not _wait_ready(self._proc, STARTUP_TIMEOUT_S):
             try:  # its stdout ends a moment before it can be reaped
                 code: int | None = self._proc.wait(0.5)
             except subprocess.TimeoutExpired:
@@ -117,6 +129,17 @@ class SimProcess:
         state = "running" if self.running else "stopped"
         where = f" {self.base_url} pid {self.pid}" if self._proc is not None else ""
         return f"<SimProcess {state}{where}>"
+
+
+def _tell(proc: subprocess.Popen[bytes], settings: dict[str, str | None]) -> bool:
+    """Write the child's settings (its key) down its stdin, one JSON line; False if it is gone."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(settings).encode() + b"\n")
+        proc.stdin.flush()
+    except OSError:  # it exited already: start() says why
+        return False
+    return True
 
 
 def _child_env() -> dict[str, str]:
@@ -158,15 +181,22 @@ _settings: dict[str, str] = {}
 
 
 def _sim_settings() -> dict[str, str]:
-    """The environment the simulator reads its defaults from (``NITO_SIM_TPS``...)."""
-    return {k: v for k, v in os.environ.items() if k.startswith("NITO_SIM_")}
+    """The environment the simulator reads its defaults from (``NITO_SIM_TPS``..., and
+    ``NITO_SIM_REPLAY_DIRS``), and the working directory (its replay directory by default)."""
+    settings = {k: v for k, v in os.environ.items() if k.startswith("NITO_SIM_")}
+    try:
+        settings[""] = os.getcwd()
+    except OSError:  # gone: a new child could not start there either
+        pass
+    return settings
 
 
 def ensure_process() -> str:
     """The base URL of this process's simulator process, started on first use (thread-safe), and
-    again if it died or if ``NITO_SIM_*`` changed since (the in-process simulator reads them at
-    each request, a child only has the environment it was started with); stopped when the
-    interpreter exits. RuntimeError if it cannot start."""
+    again if it died or if ``NITO_SIM_*`` or the working directory changed since (the in-process
+    simulator reads them at each request, a child only has those it was started with); stopped
+    when the interpreter exits. It asks for this process's ``token()``, as the in-process one.
+    RuntimeError if it cannot start."""
     global _shared, _settings
     with _lock:
         settings = _sim_settings()
@@ -174,7 +204,7 @@ def ensure_process() -> str:
             first = _shared is None
             if _shared is not None:
                 _shared.stop()
-            server = SimProcess()
+            server = SimProcess(api_key=token(), key_hint=TOKEN_HINT)
             server.start()
             _shared, _settings = server, settings
             if first:
@@ -193,11 +223,15 @@ def _stop_shared() -> None:
 def _serve(fd: int) -> None:
     import uvicorn
 
-    from ._app import create_app
+    from ._app import KEY_HINT, create_app
     from ._server import embedded_config
 
     sock = socket.socket(fileno=fd)
-    app = create_app(None)  # as the in-process simulator: any key or none
+    # The parent's first line: this simulator's key (and where a refused client finds it).
+    settings = json.loads(sys.stdin.buffer.readline() or b"null")
+    if not isinstance(settings, dict) or not isinstance(settings.get("api_key"), str):
+        sys.exit("the simulator process got no key on its stdin (started by nito_nb only)")
+    app = create_app(settings["api_key"], key_hint=settings.get("key_hint") or KEY_HINT)
     server = uvicorn.Server(embedded_config(app))
 
     def watch() -> None:

@@ -9,29 +9,35 @@ Routes (all JSON errors have the gateway's shape `{"error": {"code", "message"}}
   scenario is collected into one `chat.completion` object (handy for the openai SDK's
   non-streaming mode).
 - `GET /v1/models`, `GET /v1/models/{id}`: the simulated models, OpenAI-style.
+
+Before any route, every request passes the guards of `_access.py` (a loopback Host, the key if
+there is one, a JSON body); `sim/replay` reads only what `_files.py` allows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import json
 import os
 import secrets
 import time
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._access import host_refusal, key_refusal, type_refusal
 from ._completion import collect_completion
 from ._faults import picked_to_fail
+from ._files import Recording, read_recording
 from ._pacing import Pacing, schedule
 from ._replay import replay_file
 from ._reply import ErrorReply, Event, Reply, error_body, error_reply
@@ -39,8 +45,10 @@ from ._request import SimRequest, parse_request, request_digest
 from ._scenarios import SIM_MODELS, scenario
 from ._sending import Shutdown, install_log_filter, paced_body, stamped_body
 
-REPLAY_SUFFIXES = (".sse", ".jsonl")
 OWNER = "nito_nb-sim"
+#: Where a client refused for want of the key is told to find it, when whoever made the app
+#: did not say (``create_app(key_hint=...)``).
+KEY_HINT = "the key this simulator was started with"
 
 
 def _respond(reply: ErrorReply) -> Response:
@@ -65,54 +73,67 @@ def _model_entry(name: str, description: str) -> dict[str, Any]:
     }
 
 
-async def _read_replay(request: SimRequest) -> Reply:
-    """The recording named by `sim.replay`, read from disk; what is sent is `replay_file`'s."""
+async def _read_replay(request: SimRequest, replay_dirs: Sequence[str] | None) -> Reply:
+    """The recording named by `sim.replay`, read from a replay directory (`_files.py`); what is
+    sent is `replay_file`'s."""
     options = request.options
     if not options.replay:
         return error_reply(
             400, "sim/replay needs `sim.replay`: the path of a .sse recording or a nito_nb log."
         )
-    path = Path(options.replay).expanduser()
-    # A local development tool: it serves only regular .sse/.jsonl files, nothing else.
-    if path.suffix not in REPLAY_SUFFIXES:
-        return error_reply(400, f"sim.replay must name a .sse or .jsonl file, got {str(path)!r}.")
-    if not path.is_file():
-        return error_reply(404, f"sim.replay: no such file: {str(path)!r}.")
-    body: bytes = await run_in_threadpool(path.read_bytes)
-    sources_tsv = None
-    sources = path.parent / "SOURCES.tsv"
-    if sources.is_file():
-        sources_tsv = await run_in_threadpool(sources.read_text, "utf-8")
-    return replay_file(path.name, body, options, sources_tsv)
+    found = await run_in_threadpool(read_recording, options.replay, replay_dirs, os.environ)
+    if not isinstance(found, Recording):
+        return found
+    return replay_file(found.name, found.body, options, found.sources_tsv)
 
 
-def create_app(api_key: str | None = None) -> Starlette:
-    """The simulator as an ASGI app. With `api_key`, requests must carry `Bearer <api_key>`.
+class _Guard:
+    """Before any route: a Host that is not loopback (or the address listened on), a request
+    without the key, a POST body that is not JSON get their refusal (`_access.py`), and the
+    request goes no further (its body is never read)."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None, key_hint: str) -> None:
+        self.app = app
+        self.api_key = api_key
+        self.key_hint = key_hint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            server = scope.get("server")  # the address this connection arrived on
+            refusal = (
+                host_refusal(headers.get("host"), server[0] if server else None)
+                or key_refusal(headers.get("authorization"), self.api_key, self.key_hint)
+                or (type_refusal(headers.get("content-type")) if scope["method"] == "POST" else None)
+            )
+            if refusal is not None:
+                await _respond(refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    api_key: str | None = None,
+    *,
+    key_hint: str = KEY_HINT,
+    replay_dirs: Sequence[str] | None = None,
+) -> Starlette:
+    """The simulator as an ASGI app. With `api_key`, requests must carry `Bearer <api_key>`
+    (`key_hint` says where a refused client finds it). Requests must be addressed to a loopback
+    name or address (or the one the connection arrived on), and a POST must send JSON.
+    `sim/replay` reads only files under `replay_dirs` (default: `NITO_SIM_REPLAY_DIRS`, else the
+    working directory, at each request; `_files.py`).
 
     `app.state.shutdown.trigger()` ends the streams in progress (cut, like a gateway going away).
     """
     install_log_filter()
     shutdown = Shutdown()
+    named_dirs = None if replay_dirs is None else tuple(replay_dirs)
     # How many times each request picked by sim.fail_rate was answered (its digest -> count):
     # such a request fails its first sim.fail_attempts times, then goes through.
     faults_seen: dict[str, int] = {}
 
-    def unauthorized(request: Request) -> Response | None:
-        if api_key is None:
-            return None
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if not header:
-            return _json_error(401, "Missing Authorization header: send `Bearer <key>`.")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), api_key.encode()
-        ):
-            return _json_error(401, "Invalid API key.")
-        return None
-
     async def chat_completions(request: Request) -> Response:
-        if (denied := unauthorized(request)) is not None:
-            return denied
         raw = await request.body()
         try:
             body = json.loads(raw)
@@ -125,7 +146,7 @@ def create_app(api_key: str | None = None) -> Starlette:
             # The whole completion at once: the usage is always part of it.
             parsed = dataclasses.replace(parsed, include_usage=True)
         if parsed.model == "sim/replay":
-            reply = await _read_replay(parsed)
+            reply = await _read_replay(parsed, named_dirs)
         else:
             seen = 0
             if picked_to_fail(parsed):
@@ -172,14 +193,10 @@ def create_app(api_key: str | None = None) -> Starlette:
         return JSONResponse(result)
 
     async def list_models(request: Request) -> Response:
-        if (denied := unauthorized(request)) is not None:
-            return denied
         data = [_model_entry(name, text) for name, text in SIM_MODELS.items()]
         return JSONResponse({"object": "list", "data": data})
 
     async def get_model(request: Request) -> Response:
-        if (denied := unauthorized(request)) is not None:
-            return denied
         name = request.path_params["name"]
         if name not in SIM_MODELS:
             return _json_error(404, f"Model {name!r} not found.")
@@ -206,6 +223,7 @@ def create_app(api_key: str | None = None) -> Starlette:
             Route("/v1/models/{name:path}", get_model, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error},
+        middleware=[Middleware(_Guard, api_key=api_key, key_hint=key_hint)],
     )
     app.state.shutdown = shutdown
     return app

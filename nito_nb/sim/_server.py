@@ -6,13 +6,16 @@ uvicorn is imported here, lazily, so that `import nito_nb.sim` stays cheap.
 from __future__ import annotations
 
 import atexit
+import secrets
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from ._app import create_app
+from ._access import TOKEN_HINT, token
+from ._app import KEY_HINT, create_app
 
 STARTUP_TIMEOUT_S = 10.0
 # Open streams (a stalled one, say) must not hold up the interpreter's exit for long.
@@ -41,10 +44,21 @@ class SimServer:
 
     `start()` returns once the server accepts connections; `base_url` is then
     `http://127.0.0.1:PORT/v1`. Also a context manager (`with SimServer() as base_url:`).
+
+    Clients must send `Authorization: Bearer <api_key>`: the key given, else a random one made
+    for this server (read it from `server.api_key`; another local user cannot). `key_hint` is
+    where a refused client is told to find it; `replay_dirs`, the folders `sim/replay` may read
+    (default: `NITO_SIM_REPLAY_DIRS`, else the working directory).
     """
 
-    def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0,
+                 key_hint: str | None = None, replay_dirs: Sequence[str] | None = None):
+        if api_key is None:
+            api_key = secrets.token_urlsafe(32)
+            key_hint = key_hint or "this server's key, SimServer.api_key, in the Python process that started it"
         self.api_key = api_key
+        self.key_hint = key_hint or KEY_HINT
+        self.replay_dirs = replay_dirs
         self.host = host
         self.port = port
         self._server: Any = None
@@ -74,7 +88,7 @@ class SimServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
-        self._app = create_app(self.api_key)
+        self._app = create_app(self.api_key, key_hint=self.key_hint, replay_dirs=self.replay_dirs)
         server = uvicorn.Server(embedded_config(self._app))
         failure: list[BaseException] = []
 
@@ -130,13 +144,13 @@ def ensure_server() -> str:
     """The base URL of the in-process simulator, started on first use (thread-safe).
 
     One server per process, on a free loopback port, in a daemon thread; reused by every later
-    call and stopped when the interpreter exits.
+    call and stopped when the interpreter exits. It asks for this process's :func:`token`.
     """
     global _shared
     with _lock:
         if _shared is None or not _shared.running:
             first = _shared is None
-            server = SimServer()
+            server = SimServer(api_key=token(), key_hint=TOKEN_HINT)
             server.start()
             _shared = server
             if first:
@@ -149,12 +163,13 @@ def _stop_shared() -> None:
         _shared.stop()
 
 
-def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None) -> None:
+def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None,
+          replay_dirs: Sequence[str] | None = None, key_hint: str = KEY_HINT) -> None:
     """Serve the simulator in the foreground (`python -m nito_nb.sim`) until Ctrl-C."""
     import uvicorn
 
     config = uvicorn.Config(
-        create_app(api_key),
+        create_app(api_key, key_hint=key_hint, replay_dirs=replay_dirs),
         host=host,
         port=port,
         lifespan="off",
