@@ -32,6 +32,7 @@ __all__ = [
     "plain_reasoning_source",
     "read_chunk",
     "read_content_parts",
+    "text_slots",
     "usage_counts",
 ]
 
@@ -431,6 +432,98 @@ def _read_function_call(legacy: Any, reading: Reading) -> None:
         "function-call",
         "the deprecated delta.function_call was read as tool call 0; the message sends it back as function_call",
     ))
+
+
+#: A place in a chunk where answer text arrives: (channel, sub, holder, key), the text being
+#: ``holder[key]``. The channel names the text it adds to (``content``, ``thinking``, ``refusal``,
+#: ``transcript``, ``reasoning``, ``reasoning_content``, ``detail`` with sub ``(index, type)``,
+#: ``tool`` with sub the fragment, whose call :class:`~nito_nb._core.tools.ToolIndexer` tells,
+#: ``error`` for an error's message). Every tool-call fragment has one, its holder and key None
+#: when it carries no text: the calls are told apart by the fragments in order.
+TextSlot = tuple[str, Any, Any, Any]
+
+
+def text_slots(chunk: Any) -> list[TextSlot]:
+    """Every string of a chunk (as :func:`as_error_event` gives it) that :func:`read_chunk`
+    reads as text that adds up over the chunks (content, reasoning, refusal, tool-call
+    arguments, audio transcript) or as an error's message, where it is in the chunk, in a fixed
+    order. The redaction of a key split across chunks follows each channel and rewrites these
+    strings (``_core/redaction.py``); they are read here as :func:`read_chunk` reads them."""
+    if type(chunk) is not dict:
+        return []
+    slots: list[TextSlot] = []
+    error = chunk.get("error")
+    if isinstance(error, dict):
+        if isinstance(error.get("message"), str):
+            slots.append(("error", None, error, "message"))
+    elif isinstance(error, str):
+        slots.append(("error", None, chunk, "error"))
+    choices = chunk.get("choices")
+    if not choices or not isinstance(choices, list):
+        return slots
+    for position, choice in enumerate(choices):
+        if not isinstance(choice, dict) or choice.get("index", position) != 0:
+            continue
+        delta = choice.get("delta")
+        if delta and isinstance(delta, dict):
+            _delta_slots(delta, slots)
+    return slots
+
+
+def _delta_slots(delta: dict[str, Any], slots: list[TextSlot]) -> None:
+    content = delta.get("content")
+    if isinstance(content, str):
+        slots.append(("content", None, delta, "content"))
+    elif isinstance(content, list):  # Mistral's parts, as read_content_parts reads them
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                slots.append(("content", None, part, "text"))
+            elif kind == "thinking" and isinstance(part.get("thinking"), list):
+                for piece in part["thinking"]:
+                    if isinstance(piece, dict) and isinstance(piece.get("text"), str) and piece.get("type") == "text":
+                        slots.append(("thinking", None, piece, "text"))
+    if isinstance(delta.get("refusal"), str):
+        slots.append(("refusal", None, delta, "refusal"))
+    calls = delta.get("tool_calls")
+    if calls and isinstance(calls, list):
+        for fragment in calls:
+            if not isinstance(fragment, dict):
+                continue
+            holder = key = None  # a fragment without text has a slot too: it may start a call
+            function = fragment.get("function")
+            if isinstance(function, dict):
+                if isinstance(function.get("arguments"), str):
+                    holder, key = function, "arguments"
+            elif "custom" in fragment:
+                custom = fragment["custom"]
+                if isinstance(custom, dict) and isinstance(custom.get("input"), str):
+                    holder, key = custom, "input"
+            slots.append(("tool", fragment, holder, key))
+    audio = delta.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("transcript"), str):
+        slots.append(("transcript", None, audio, "transcript"))
+    legacy = delta.get("function_call")
+    if isinstance(legacy, dict):  # tool call 0, as read_chunk reads it
+        if isinstance(legacy.get("arguments"), str):
+            slots.append(("tool", {"index": 0}, legacy, "arguments"))
+        else:
+            slots.append(("tool", {"index": 0}, None, None))
+    details = delta.get("reasoning_details")
+    if details and isinstance(details, list):
+        for detail in details:
+            if not isinstance(detail, dict):
+                continue
+            type_ = str(detail.get("type") or "reasoning.text")
+            if type_ == "reasoning.encrypted":  # opaque data, never shown as text
+                continue
+            key = PAYLOAD_KEY.get(type_, "text")
+            if isinstance(detail.get(key), str):
+                index = detail.get("index")
+                slots.append(("detail", (index if isinstance(index, int) else 0, type_), detail, key))
+    for name in ("reasoning", "reasoning_content"):
+        if isinstance(delta.get(name), str):
+            slots.append((name, None, delta, name))
 
 
 def plain_reasoning_source(has_readable_details: bool, present: Iterable[str]) -> str | None:
