@@ -38,6 +38,7 @@ from .tools import ToolIndexer
 __all__ = ["Edit", "StreamRedactor", "encode", "redact_body", "rewrite_event", "with_data"]
 
 _BOM = b"\xef\xbb\xbf"
+_BACKSLASH = ord("\\")  # an int: ``in`` bytes then looks for one byte, several times faster
 
 
 class Edit(NamedTuple):
@@ -60,6 +61,10 @@ class _Piece(NamedTuple):
     folded: bool
 
 
+_NOTHING: tuple[bool, list[Edit]] = (False, [])
+_CONTENT = ("content", None)
+
+
 class StreamRedactor:
     """The key taken out of one stream's decoded text, chunk by chunk (see the module docstring).
 
@@ -67,13 +72,21 @@ class StreamRedactor:
     it rewrites the chunk in place and says what else to rewrite.
     """
 
-    __slots__ = ("_tails", "_tools", "secret")
+    __slots__ = ("_tools", "ends", "first", "pending", "secret")
 
     def __init__(self, secret: Secret) -> None:
         self.secret = secret
+        # The character every form starts with; when forms start differently (a key that starts
+        # with "/"), "": every text holds it, so the first test of take() never decides alone.
+        self.first = secret._firsts if len(secret._firsts) == 1 else ""
+        #: The characters a text that could start the key can end with (those of the forms).
+        self.ends = "".join(sorted({char for form in secret._forms for char in form}))
         #: channel: (the end of its text that could still start the key, the pieces it came from).
-        #: Only channels with such an end are here: empty in the common case.
-        self._tails: dict[tuple[str, Any], tuple[str, list[_Piece]]] = {}
+        #: Only channels with such an end are here: empty in the common case. A chunk that has
+        #: content (``content`` of take()) and no backslash in its bytes matters only when this
+        #: is not empty, or its content holds ``first`` and ends with one of ``ends``: the state
+        #: tests that before calling, most chunks then cost it no call.
+        self.pending: dict[tuple[str, Any], tuple[str, list[_Piece]]] = {}
         self._tools = ToolIndexer()  # which call a fragment continues, as the accumulator says
 
     def take(
@@ -83,15 +96,25 @@ class StreamRedactor:
         it; ``content`` the parser's content of a plain content chunk, else None) in place, before
         it is folded (``folded``: the accumulator takes it). Returns whether it changed (its raw
         bytes are then :func:`rewrite_event`'s) and the edits of earlier events."""
+        if content is not None and not self.pending and _BACKSLASH not in raw:
+            # The common case: a plain content chunk, nothing pending. Its bytes are its text, so
+            # it holds no key (redact_events took it out); only its end may start one.
+            if self.first in content:
+                held = self.secret.partial_at_end(content)
+                if held:
+                    self.pending[_CONTENT] = (content[-held:], [_Piece(seq, 0, held, folded)])
+            return _NOTHING
         secret = self.secret
         changed = False
         if secret.escaped_in(raw) and secret.found_in(json.dumps(value, ensure_ascii=False)):
             _redact_strings(value, secret)  # an escaped key, wherever it is in the chunk
             changed = True
-        elif content is not None and not self._tails and not secret.may_start_in(content):
-            return False, []  # the common case: a plain content chunk that cannot start the key
+            content = None
         edits: list[Edit] = []
-        slots = text_slots(chunk)
+        if content is not None:  # a plain content chunk: its one slot, where the parser found it
+            slots: list[Any] = [("content", None, chunk["choices"][0]["delta"], "content")]
+        else:
+            slots = text_slots(chunk)
         for position, (name, sub, holder, key) in enumerate(slots):
             if name == "tool":
                 channel: tuple[str, Any] = (name, self._tools.index(sub))
@@ -116,7 +139,7 @@ class StreamRedactor:
         if not text:
             return False
         secret = self.secret
-        tail = self._tails.get(channel)
+        tail = self.pending.get(channel)
         pieces: list[_Piece]
         if tail is None:
             if not secret.may_start_in(text):
@@ -130,9 +153,9 @@ class StreamRedactor:
         if not spans:
             held = secret.partial_at_end(combined)
             if held:
-                self._tails[channel] = (combined[-held:], _last_pieces([*pieces, piece], held))
+                self.pending[channel] = (combined[-held:], _last_pieces([*pieces, piece], held))
             elif tail is not None:
-                del self._tails[channel]
+                del self.pending[channel]
             return False
         # The key completed: each piece of it becomes the marker, in the event that carried it.
         start = 0
@@ -147,9 +170,9 @@ class StreamRedactor:
         # What follows the last marker may start the key again.
         held = secret.partial_at_end(rewritten)
         if held:
-            self._tails[channel] = (rewritten[-held:], [piece._replace(length=held)])
+            self.pending[channel] = (rewritten[-held:], [piece._replace(length=held)])
         elif tail is not None:
-            del self._tails[channel]
+            del self.pending[channel]
         return True
 
 

@@ -316,6 +316,7 @@ class StreamState:
         if redactor is not None:  # the one door of the body: the gateway may echo the key
             events = redact_events(events, redactor.secret)
             rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by position
+            first, ends, pending = redactor.first, redactor.ends, redactor.pending
         chunks: list[dict[str, Any]] = []
         acc, parse = self.acc, self.parser.parse
         first_seq = len(self.log)
@@ -349,7 +350,10 @@ class StreamState:
                 chunk = as_error_event(value, name)
                 if chunk is not value:
                     content = None
-            if redactor is not None:
+            # Most chunks cannot matter to the redactor (its own first test, without the call).
+            if redactor is not None and (
+                content is None or pending or (first in content and content[-1] in ends) or "\\" in data
+            ):
                 changed, edits = redactor.take(first_seq + i, value, chunk, raw, content, not acc.done)
                 if changed:  # the chunk was rewritten in place: so are its bytes
                     rewritten[i] = with_data(raw, encode(value))
