@@ -149,6 +149,11 @@ class _Reasoning:
 
 
 
+#: How much of the error messages' end is kept to hold back a key split across them: more than
+#: any key's length (the longest are a few hundred characters).
+_TRAIL = 4096
+
+
 class Accumulator:
     """Fold chunks (parsed JSON objects) into one answer.
 
@@ -184,6 +189,9 @@ class Accumulator:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
+        # The end of every error message so far, one after the other, while a key is held back:
+        # a key split across two error chunks starts in one message and shows in the next.
+        self._error_trail = ""
         #: The key to hold back the start of, while the stream runs (a ``Secret``), else None.
         self.hold: Any = None
         self.web_search: Any = None
@@ -245,16 +253,20 @@ class Accumulator:
 
     @property
     def error(self) -> dict[str, Any] | None:
-        """The last error object the stream sent (its message held back while the stream runs)."""
+        """The last error object the stream sent (while the stream runs, the end of its message
+        that could still start the key, with the messages before it, is held back)."""
         error, hold = self._error, self.hold
         if hold is None or not isinstance(error, dict) or not isinstance(error.get("message"), str):
             return error
-        message = hold.hold_back(error["message"])
-        return error if message == error["message"] else {**error, "message": message}
+        message = error["message"]
+        held = min(len(message), hold.partial_at_end(self._error_trail))
+        return {**error, "message": message[: len(message) - held]} if held else error
 
     @error.setter
     def error(self, value: dict[str, Any] | None) -> None:
         self._error = value
+        if self.hold is not None and isinstance(value, dict) and isinstance(value.get("message"), str):
+            self._error_trail = (self._error_trail + value["message"])[-_TRAIL:]
 
     def release(self) -> None:
         """The stream ended: hold nothing back any more (what is left cannot be completed)."""
@@ -272,6 +284,8 @@ class Accumulator:
             message = error.get("message") if isinstance(error, dict) else None
             if isinstance(message, str) and message.endswith(old):
                 self._error = {**error, "message": message[: len(message) - len(old)] + new}  # type: ignore[dict-item]
+            if self._error_trail.endswith(old):
+                self._error_trail = self._error_trail[: len(self._error_trail) - len(old)] + new
             return
         parts: list[str] | None
         if name == "content":
