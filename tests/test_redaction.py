@@ -220,6 +220,19 @@ def test_what_cannot_become_the_key_shows_as_it_came() -> None:
     assert [e.raw for e in s.log] == sent
 
 
+def test_a_key_whose_forms_start_differently() -> None:
+    # "/" is written "\/" by some JSON encoders and "%2F" in a URL: three first characters.
+    key = "/az/SECRET+base64=key0123"
+    s = protected(key)
+    sent = ["path ", "/az/SEC", "", "RET+base64=k", "ey0123 and %2Faz%2FSEC", "RET%2Bbase64%3Dkey0123!"]
+    for t, piece in enumerate(sent):
+        s.feed(event("content", piece), t)
+        assert "SEC" not in s.snapshot().content
+    s.end(9)
+    assert s.content == f"path {MARK}{MARK}{MARK} and {MARK}{MARK}!"
+    assert "SEC" not in s.log.body.decode()
+
+
 def test_the_end_of_the_stream_shows_what_was_held_back() -> None:
     s = protected()
     s.feed(event("content", "cut at sk-test-SEC"), 1)

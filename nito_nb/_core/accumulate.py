@@ -271,6 +271,7 @@ class Accumulator:
     def release(self) -> None:
         """The stream ended: hold nothing back any more (what is left cannot be completed)."""
         self.hold = None
+        self._error_trail = ""
         for call in self.tool_calls:
             call._hold = None
 

@@ -352,7 +352,7 @@ class StreamState:
                     content = None
             # Most chunks cannot matter to the redactor (its own first test, without the call).
             if redactor is not None and (
-                content is None or pending or (first in content and content[-1] in ends) or "\\" in data
+                content is None or pending or (first in content and content[-1:] in ends) or "\\" in data
             ):
                 changed, edits = redactor.take(first_seq + i, value, chunk, raw, content, not acc.done)
                 if changed:  # the chunk was rewritten in place: so are its bytes
