@@ -22,7 +22,7 @@ can no longer start it. The common case, text without any character the key star
 lookbehind pending, costs one substring test per chunk (bench/bench_stream.py).
 
 A key the model transforms (reversed, spaced out, translated, base64) is not found: nothing here
-can tell it from text (docs/PROTOCOL.md, "The key").
+can tell it from text (docs/ENGINE_API.md says what is redacted and what is not).
 """
 
 from __future__ import annotations
