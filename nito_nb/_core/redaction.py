@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from .chunk import as_error_event, text_slots
+from .chunk import as_error_event, plain_content_slot, text_slots
 from .errors import REDACTED, Secret, redact
 from .sse import SSEDecoder
 from .tools import ToolIndexer
@@ -96,13 +96,12 @@ class StreamRedactor:
         it; ``content`` the parser's content of a plain content chunk, else None) in place, before
         it is folded (``folded``: the accumulator takes it). Returns whether it changed (its raw
         bytes are then :func:`rewrite_event`'s) and the edits of earlier events."""
-        if content is not None and not self.pending and _BACKSLASH not in raw:
+        pending, first, ends = self.pending, self.first, self.ends
+        if content is not None and not pending and _BACKSLASH not in raw:
             # The common case: a plain content chunk, nothing pending. Its bytes are its text, so
             # it holds no key (redact_events took it out); only its end may start one.
-            if self.first in content:
-                held = self.secret.partial_at_end(content)
-                if held:
-                    self.pending[_CONTENT] = (content[-held:], [_Piece(seq, 0, held, folded)])
+            if first in content and content[-1:] in ends:
+                self._start(_CONTENT, content, seq, 0, folded)
             return _NOTHING
         secret = self.secret
         changed = False
@@ -110,11 +109,11 @@ class StreamRedactor:
             _redact_strings(value, secret)  # an escaped key, wherever it is in the chunk
             changed = True
             content = None
+        # From here no string of the chunk holds the whole key: its bytes were searched, its
+        # escapes read. A key can only end in a string that continues a channel's pending end,
+        # or start at the end of one.
         edits: list[Edit] = []
-        if content is not None:  # a plain content chunk: its one slot, where the parser found it
-            slots: list[Any] = [("content", None, chunk["choices"][0]["delta"], "content")]
-        else:
-            slots = text_slots(chunk)
+        slots = [plain_content_slot(chunk)] if content is not None else text_slots(chunk)
         for position, (name, sub, holder, key) in enumerate(slots):
             if name == "tool":
                 channel: tuple[str, Any] = (name, self._tools.index(sub))
@@ -122,7 +121,12 @@ class StreamRedactor:
                     continue
             else:
                 channel = (name, sub)
-            changed = self._slot(seq, position, channel, holder, key, folded, edits) or changed
+            if channel in pending:
+                changed = self._slot(seq, position, channel, holder, key, folded, edits) or changed
+            else:
+                text = holder[key]
+                if first in text and text[-1:] in ends:
+                    self._start(channel, text, seq, position, folded)
         if edits and edits[-1].seq == seq:  # a key split across two strings of this chunk
             for edit in edits:
                 if edit.seq == seq:
@@ -130,23 +134,22 @@ class StreamRedactor:
             edits = [edit for edit in edits if edit.seq != seq]
         return changed, edits
 
+    def _start(self, channel: tuple[str, Any], text: str, seq: int, position: int, folded: bool) -> None:
+        """A channel with nothing pending: its end may start the key."""
+        held = self.secret.partial_at_end(text)
+        if held:
+            self.pending[channel] = (text[-held:], [_Piece(seq, position, held, folded)])
+
     def _slot(
         self, seq: int, position: int, channel: tuple[str, Any], holder: Any, key: Any, folded: bool,
         edits: list[Edit],
     ) -> bool:
-        """One slot's text after the channel's lookbehind; True when the slot was rewritten."""
+        """One slot's text after the channel's pending end; True when the slot was rewritten."""
         text: str = holder[key]
         if not text:
             return False
         secret = self.secret
-        tail = self.pending.get(channel)
-        pieces: list[_Piece]
-        if tail is None:
-            if not secret.may_start_in(text):
-                return False
-            before, pieces = "", []
-        else:
-            before, pieces = tail
+        before, pieces = self.pending[channel]
         combined = before + text
         piece = _Piece(seq, position, len(text), folded)
         spans = secret.spans(combined)
@@ -154,7 +157,7 @@ class StreamRedactor:
             held = secret.partial_at_end(combined)
             if held:
                 self.pending[channel] = (combined[-held:], _last_pieces([*pieces, piece], held))
-            elif tail is not None:
+            else:
                 del self.pending[channel]
             return False
         # The key completed: each piece of it becomes the marker, in the event that carried it.
@@ -171,7 +174,7 @@ class StreamRedactor:
         held = secret.partial_at_end(rewritten)
         if held:
             self.pending[channel] = (rewritten[-held:], [piece._replace(length=held)])
-        elif tail is not None:
+        else:
             del self.pending[channel]
         return True
 
