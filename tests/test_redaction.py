@@ -190,6 +190,7 @@ def test_a_key_split_across_many_chunks_and_reads() -> None:
         assert KEY[:2] not in s.snapshot().content
     s.end(len(body))
     assert s.content == "x " + MARK * len(KEY) + " y"
+    assert "".join(chunk["choices"][0]["delta"]["content"] for chunk in s) == s.content  # replayed from the log
     assert s.frame()["token"].sum() == len(KEY) + 2  # every chunk that carried text still does
 
 
