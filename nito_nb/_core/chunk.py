@@ -454,7 +454,9 @@ def text_slots(chunk: Any) -> list[TextSlot]:
         return []
     slots: list[TextSlot] = []
     error = chunk.get("error")
-    if isinstance(error, dict):
+    if error is None:
+        pass
+    elif isinstance(error, dict):
         if isinstance(error.get("message"), str):
             slots.append(("error", None, error, "message"))
     elif isinstance(error, str):
