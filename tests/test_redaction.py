@@ -191,6 +191,15 @@ def test_a_key_split_across_many_chunks_and_reads() -> None:
     s.end(len(body))
     assert s.content == "x " + MARK * len(KEY) + " y"
     assert "".join(chunk["choices"][0]["delta"]["content"] for chunk in s) == s.content  # replayed from the log
+    # Events written again keep their time and kind (as without a key); the offsets still cut
+    # the body into them.
+    plain = nito_nb.Stream({"model": "m"})
+    for i in range(0, len(body), 7):
+        plain.feed(body[i : i + 7], i)
+    log = s.log
+    assert [(e.t_ns, e.kind) for e in log] == [(e.t_ns, e.kind) for e in plain.log]
+    ends = list(log.offsets())
+    assert [log.body[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)] == [e.raw for e in log]
     assert s.frame()["token"].sum() == len(KEY) + 2  # every chunk that carried text still does
 
 

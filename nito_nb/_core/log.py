@@ -217,7 +217,7 @@ class ChunkLog:
     def offsets(self) -> array:
         """Where each event's raw bytes end in :attr:`body` (``array('q')``, one per event, in
         order; event ``i`` is ``body[offsets[i-1]:offsets[i]]``). The live array: copy what you
-        keep, a live Stream appends to it."""
+        keep, a live Stream appends to it (and shifts it in the rare :meth:`rewrite`)."""
         return self._ends
 
     def raw_slices(self) -> Iterator[bytes]:
