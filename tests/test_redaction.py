@@ -321,3 +321,13 @@ def test_secret_helpers() -> None:
     assert secret.hold_back("your key is sk-t") == "your key is "
     assert secret.spans(f"a {KEY} b {KEY}") == [(2, 19), (22, 39)]
     assert secret.escaped_in(b'"sk-test-\\u0053ECRET123"') and not secret.escaped_in(b'"caf\\u00e9 \\n"')
+
+
+def test_a_tool_call_of_a_stream_still_arriving_pickles_without_the_key() -> None:
+    import pickle
+
+    s = protected()
+    s.feed(event("tool", '{"q": "sk-te'), 1)
+    call = s.tool_calls[0]
+    assert call.arguments == '{"q": "'
+    assert b"SECRET" not in pickle.dumps(call) and KEY not in repr(call)

@@ -71,6 +71,10 @@ class ToolCall:
         text = self._parts[0] if self._parts else ""
         return text if self._hold is None else self._hold.hold_back(text)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle never takes the key along (a call of a stream still arriving).
+        return {**self.__dict__, "_hold": None}
+
     @property
     def valid_json(self) -> bool:
         return self.json_error is None
