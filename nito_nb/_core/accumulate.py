@@ -60,12 +60,20 @@ class ToolCall:
     #: Read from the deprecated ``delta.function_call``: sent back as the message's
     #: ``function_call``, not in its ``tool_calls`` (docs/PROTOCOL.md, "Tool calls").
     function_call: bool = False
+    #: The key, while the stream runs: the end of the arguments that could still start it is
+    #: held back (the accumulator's :attr:`Accumulator.hold`).
+    _hold: Any = field(default=None, repr=False, compare=False)
 
     @property
     def arguments(self) -> str:
         if len(self._parts) > 1:  # join once, keep the joined string
             self._parts[:] = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
+        text = self._parts[0] if self._parts else ""
+        return text if self._hold is None else self._hold.hold_back(text)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle never takes the key along (a call of a stream still arriving).
+        return {**self.__dict__, "_hold": None}
 
     @property
     def valid_json(self) -> bool:
@@ -129,16 +137,25 @@ class _Reasoning:
         self.format: str | None = None
         self.extra: dict[str, Any] = {}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, hold: Any = None) -> dict[str, Any]:
         key = PAYLOAD_KEY.get(self.type, "text")
-        out: dict[str, Any] = {"type": self.type, "index": self.index, key: "".join(self.parts)}
+        out: dict[str, Any] = {"type": self.type, "index": self.index, key: self.text(hold)}
         for name in ("signature", "id", "format"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         out.update(self.extra)
         return out
 
+    def text(self, hold: Any = None) -> str:
+        text = "".join(self.parts)
+        return text if hold is None or self.type == "reasoning.encrypted" else hold.hold_back(text)
 
+
+
+
+#: How much of the error messages' end is kept to hold back a key split across them: more than
+#: any key's length (the longest are a few hundred characters).
+_TRAIL = 4096
 
 
 class Accumulator:
@@ -146,6 +163,10 @@ class Accumulator:
 
     :meth:`add` returns True when the chunk carried answer text (content, reasoning or tool-call
     arguments): the "token-bearing events" of the timing metrics.
+
+    :attr:`hold` is the key while the stream runs (the state sets it, then :meth:`release`): every
+    text it shows (content, reasoning, refusal, transcript, tool-call arguments, the error's
+    message) is then shown without its end that could still start the key (``Secret.hold_back``).
     """
 
     def __init__(self) -> None:
@@ -171,7 +192,12 @@ class Accumulator:
         self.unread_parts: list[Any] = []
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
-        self.error: dict[str, Any] | None = None
+        self._error: dict[str, Any] | None = None
+        # The end of every error message so far, one after the other, while a key is held back:
+        # a key split across two error chunks starts in one message and shows in the next.
+        self._error_trail = ""
+        #: The key to hold back the start of, while the stream runs (a ``Secret``), else None.
+        self.hold: Any = None
         self.web_search: Any = None
         self.free_tier: Any = None
         self.done = False
@@ -185,7 +211,8 @@ class Accumulator:
     def content(self) -> str:
         if len(self._content) > 1:  # join lazily and keep the result: reading stays O(new text)
             self._content[:] = ["".join(self._content)]
-        return self._content[0] if self._content else ""
+        text = self._content[0] if self._content else ""
+        return text if self.hold is None else self.hold.hold_back(text)
 
     @property
     def refusal(self) -> str | None:
@@ -194,7 +221,8 @@ class Accumulator:
             return None
         if len(self._refusal) > 1:
             self._refusal[:] = ["".join(self._refusal)]
-        return self._refusal[0]
+        text = self._refusal[0]
+        return text if self.hold is None else self.hold.hold_back(text)
 
     @property
     def audio_transcript(self) -> str | None:
@@ -204,7 +232,8 @@ class Accumulator:
             return None
         if len(self._transcript) > 1:
             self._transcript[:] = ["".join(self._transcript)]
-        return self._transcript[0] if self._transcript else ""
+        text = self._transcript[0] if self._transcript else ""
+        return text if self.hold is None else self.hold.hold_back(text)
 
     @property
     def reasoning(self) -> str:
@@ -215,13 +244,74 @@ class Accumulator:
             (d for d in self._details if d.type in READABLE and d.parts), key=lambda d: d.index
         )
         source = plain_reasoning_source(bool(readable), (k for k, v in self._reasoning_strings.items() if v))
+        hold = self.hold
         if source is not None:
-            return "".join(self._reasoning_strings[source])
-        return "\n\n".join("".join(d.parts) for d in readable)
+            text = "".join(self._reasoning_strings[source])
+            return text if hold is None else hold.hold_back(text)
+        # Each detail held back on its own: one may still be arriving while the next one starts.
+        return "\n\n".join(text for text in (d.text(hold) for d in readable) if text)
 
     @property
     def reasoning_details(self) -> list[dict[str, Any]]:
-        return [d.as_dict() for d in self._details]
+        return [d.as_dict(self.hold) for d in self._details]
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The last error object the stream sent (while the stream runs, the end of its message
+        that could still start the key, with the messages before it, is held back)."""
+        error, hold = self._error, self.hold
+        if hold is None or not isinstance(error, dict) or not isinstance(error.get("message"), str):
+            return error
+        message = error["message"]
+        held = min(len(message), hold.partial_at_end(self._error_trail))
+        return {**error, "message": message[: len(message) - held]} if held else error
+
+    @error.setter
+    def error(self, value: dict[str, Any] | None) -> None:
+        self._error = value
+        if self.hold is not None and isinstance(value, dict) and isinstance(value.get("message"), str):
+            self._error_trail = (self._error_trail + value["message"])[-_TRAIL:]
+
+    def release(self) -> None:
+        """The stream ended: hold nothing back any more (what is left cannot be completed)."""
+        self.hold = None
+        self._error_trail = ""
+        for call in self.tool_calls:
+            call._hold = None
+
+    def replace_tail(self, channel: tuple[str, Any], old: str, new: str) -> None:
+        """The end ``old`` of a channel's text (``chunk.text_slots``' channels) becomes ``new``:
+        a key that a later chunk completed, taken out of the text the chunks before it added
+        (``_core/redaction.py``). A channel whose text does not end so is left alone."""
+        name, sub = channel
+        if name == "error":
+            error = self._error
+            message = error.get("message") if isinstance(error, dict) else None
+            if isinstance(message, str) and message.endswith(old):
+                self._error = {**error, "message": message[: len(message) - len(old)] + new}  # type: ignore[dict-item]
+            if self._error_trail.endswith(old):
+                self._error_trail = self._error_trail[: len(self._error_trail) - len(old)] + new
+            return
+        parts: list[str] | None
+        if name == "content":
+            parts = self._content
+        elif name == "refusal":
+            parts = self._refusal
+        elif name == "transcript":
+            parts = self._transcript
+        elif name == "detail":
+            detail = self._details_by_key.get(sub)
+            parts = None if detail is None else detail.parts
+        elif name == "tool":
+            call = self._tools_by_index.get(sub)
+            parts = None if call is None else call._parts
+        else:
+            parts = self._reasoning_strings.get(name)
+        if not parts:
+            return
+        text = "".join(parts)
+        if text.endswith(old):
+            parts[:] = [text[: len(text) - len(old)] + new]
 
     def note(self, kind: str, message: str, seq: int) -> None:
         """Record an anomaly; the same kind again only counts."""
@@ -351,7 +441,7 @@ class Accumulator:
         index = self._tool_indexer.index(fragment.raw)
         call = self._tools_by_index.get(index)
         if call is None:
-            call = ToolCall(index=index)
+            call = ToolCall(index=index, _hold=self.hold)
             self._tools_by_index[index] = call
             self.tool_calls.append(call)
             self.tool_calls.sort(key=lambda c: c.index)

@@ -29,9 +29,11 @@ __all__ = [
     "ToolFragment",
     "as_error_event",
     "plain_content",
+    "plain_content_slot",
     "plain_reasoning_source",
     "read_chunk",
     "read_content_parts",
+    "text_slots",
     "usage_counts",
 ]
 
@@ -431,6 +433,123 @@ def _read_function_call(legacy: Any, reading: Reading) -> None:
         "function-call",
         "the deprecated delta.function_call was read as tool call 0; the message sends it back as function_call",
     ))
+
+
+#: A place in a chunk where answer text arrives: (channel, sub, holder, key), the text being
+#: ``holder[key]``. The channel names the text it adds to (``content``, ``thinking``, ``refusal``,
+#: ``transcript``, ``reasoning``, ``reasoning_content``, ``detail`` with sub ``(index, type)``,
+#: ``tool`` with sub the fragment, whose call :class:`~nito_nb._core.tools.ToolIndexer` tells,
+#: ``error`` for an error's message). Every tool-call fragment has one, its holder and key None
+#: when it carries no text: the calls are told apart by the fragments in order.
+TextSlot = tuple[str, Any, Any, Any]
+
+
+def text_slots(chunk: Any) -> list[TextSlot]:
+    """Every string of a chunk (as :func:`as_error_event` gives it) that :func:`read_chunk`
+    reads as text that adds up over the chunks (content, reasoning, refusal, tool-call
+    arguments, audio transcript) or as an error's message, where it is in the chunk, in a fixed
+    order. The redaction of a key split across chunks follows each channel and rewrites these
+    strings (``_core/redaction.py``); they are read here as :func:`read_chunk` reads them."""
+    if type(chunk) is not dict:
+        return []
+    slots: list[TextSlot] = []
+    error = chunk.get("error")
+    if error is None:
+        pass
+    elif isinstance(error, dict):
+        if isinstance(error.get("message"), str):
+            slots.append(("error", None, error, "message"))
+    elif isinstance(error, str):
+        slots.append(("error", None, chunk, "error"))
+    choices = chunk.get("choices")
+    if not choices or not isinstance(choices, list):
+        return slots
+    for position, choice in enumerate(choices):
+        if not isinstance(choice, dict) or choice.get("index", position) != 0:
+            continue
+        delta = choice.get("delta")
+        if delta and isinstance(delta, dict):
+            _delta_slots(delta, slots)
+    return slots
+
+
+def plain_content_slot(chunk: dict[str, Any]) -> TextSlot:
+    """The one text slot of a chunk :func:`plain_content` reads as content (``text_slots`` of it)."""
+    return ("content", None, chunk["choices"][0]["delta"], "content")
+
+
+def _delta_slots(delta: dict[str, Any], slots: list[TextSlot]) -> None:
+    # One pass over the delta's own keys (one or two, on most chunks), in the order they came;
+    # the deprecated function_call after the tool calls, as read_chunk reads it.
+    legacy = None
+    for name, value in delta.items():
+        if name == "content":
+            if isinstance(value, str):
+                slots.append(("content", None, delta, "content"))
+            elif isinstance(value, list):  # Mistral's parts, as read_content_parts reads them
+                _part_slots(value, slots)
+        elif name == "reasoning" or name == "reasoning_content":
+            if isinstance(value, str):
+                slots.append((name, None, delta, name))
+        elif name == "reasoning_details":
+            if value and isinstance(value, list):
+                _detail_slots(value, slots)
+        elif name == "tool_calls":
+            if value and isinstance(value, list):
+                _tool_slots(value, slots)
+        elif name == "refusal":
+            if isinstance(value, str):
+                slots.append(("refusal", None, delta, "refusal"))
+        elif name == "audio":
+            if isinstance(value, dict) and isinstance(value.get("transcript"), str):
+                slots.append(("transcript", None, value, "transcript"))
+        elif name == "function_call":
+            legacy = value
+    if isinstance(legacy, dict):  # tool call 0, as read_chunk reads it
+        if isinstance(legacy.get("arguments"), str):
+            slots.append(("tool", {"index": 0}, legacy, "arguments"))
+        else:
+            slots.append(("tool", {"index": 0}, None, None))
+
+
+def _part_slots(parts: list[Any], slots: list[TextSlot]) -> None:
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            slots.append(("content", None, part, "text"))
+        elif kind == "thinking" and isinstance(part.get("thinking"), list):
+            for piece in part["thinking"]:
+                if isinstance(piece, dict) and isinstance(piece.get("text"), str) and piece.get("type") == "text":
+                    slots.append(("thinking", None, piece, "text"))
+
+
+def _tool_slots(calls: list[Any], slots: list[TextSlot]) -> None:
+    for fragment in calls:
+        if not isinstance(fragment, dict):
+            continue
+        holder = key = None  # a fragment without text has a slot too: it may start a call
+        function = fragment.get("function")
+        if isinstance(function, dict):
+            if isinstance(function.get("arguments"), str):
+                holder, key = function, "arguments"
+        elif "custom" in fragment:
+            custom = fragment["custom"]
+            if isinstance(custom, dict) and isinstance(custom.get("input"), str):
+                holder, key = custom, "input"
+        slots.append(("tool", fragment, holder, key))
+
+
+def _detail_slots(details: list[Any], slots: list[TextSlot]) -> None:
+    for detail in details:
+        if not isinstance(detail, dict):
+            continue
+        type_ = str(detail.get("type") or "reasoning.text")
+        if type_ == "reasoning.encrypted":  # opaque data, never shown as text
+            continue
+        key = PAYLOAD_KEY.get(type_, "text")
+        if isinstance(detail.get(key), str):
+            index = detail.get("index")
+            slots.append(("detail", (index if isinstance(index, int) else 0, type_), detail, key))
 
 
 def plain_reasoning_source(has_readable_details: bool, present: Iterable[str]) -> str | None:

@@ -94,7 +94,7 @@ class Secret:
     URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
     """
 
-    __slots__ = ("_byte_forms", "_forms", "value")
+    __slots__ = ("_byte_forms", "_escapes", "_firsts", "_forms", "value")
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -102,6 +102,16 @@ class Secret:
         # Longest first: a form that contains another is replaced whole.
         self._forms = tuple(sorted(forms, key=len, reverse=True))
         self._byte_forms = tuple(form.encode("utf-8") for form in self._forms)
+        #: The characters a form starts with (one, for most keys): text without any of them can
+        #: neither hold the key nor start it, the common case that must cost next to nothing.
+        self._firsts = "".join(sorted({form[0] for form in self._forms}))
+        # JSON escapes that spell a character of a form (\u0053 for "S", \/ for "/"): a key
+        # written with them is found only once the JSON is decoded.
+        chars = sorted({char for form in self._forms for char in form})
+        spelled = [re.escape(f"\\u{ord(char):04x}".encode()) for char in chars]
+        if "/" in chars:
+            spelled.append(re.escape(b"\\/"))
+        self._escapes = re.compile(b"|".join(spelled), re.IGNORECASE)
 
     @classmethod
     def of(cls, value: str | None) -> Secret | None:
@@ -110,6 +120,60 @@ class Secret:
     def found_in(self, text: str | bytes | bytearray) -> bool:
         forms: tuple[Any, ...] = self._byte_forms if isinstance(text, (bytes, bytearray)) else self._forms
         return any(form in text for form in forms)
+
+    def escaped_in(self, raw: bytes | bytearray) -> bool:
+        """Whether JSON text ``raw`` has an escape that spells a character of the key: only
+        then can its decoded strings hold a key that its bytes do not."""
+        return 92 in raw and self._escapes.search(raw) is not None  # 92: a backslash
+
+    def may_start_in(self, text: str) -> bool:
+        """Whether ``text`` holds a character a form starts with (if not, no part of the key can
+        begin in it)."""
+        firsts = self._firsts
+        if len(firsts) == 1:
+            return firsts in text
+        return any(first in text for first in firsts)
+
+    def partial_at_end(self, text: str) -> int:
+        """How many characters at the end of ``text`` could still be the start of the key (the
+        longest end of it that begins a form without being the whole form); 0 for none."""
+        longest = 0
+        size = len(text)
+        for form in self._forms:
+            first = form[0]
+            # Only the last len(form) - 1 characters can start a form that has not ended yet,
+            # and only a start before the longest end found so far can make a longer one.
+            end = size - longest
+            i = text.find(first, max(size - len(form) + 1, 0), end)
+            while i >= 0:
+                if form.startswith(text[i:]):
+                    longest = size - i
+                    break
+                i = text.find(first, i + 1, end)
+        return longest
+
+    def hold_back(self, text: str) -> str:
+        """``text`` without its end that could still be the start of the key: what a reader may
+        see of a text that is still arriving (the rest shows once it can no longer start the key,
+        or becomes ``[redacted]`` when the key completes)."""
+        held = self.partial_at_end(text) if text and self.may_start_in(text) else 0
+        return text[: len(text) - held] if held else text
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the forms of the key are in ``text``: (start, end) pairs, left to right, not
+        overlapping; at one start the longest form wins (as in :func:`redact`)."""
+        found: list[tuple[int, int]] = []
+        start = 0
+        while True:
+            best: tuple[int, int] | None = None
+            for form in self._forms:  # longest first: a strict < keeps it at an equal start
+                at = text.find(form, start)
+                if at >= 0 and (best is None or at < best[0]):
+                    best = (at, at + len(form))
+            if best is None:
+                return found
+            found.append(best)
+            start = best[1]
 
     def __repr__(self) -> str:
         return f"<Secret {REDACTED}>"

@@ -1,6 +1,11 @@
 """The chunk log: every event of a stream with the moment it arrived and its exact bytes. No I/O
 except :meth:`ChunkLog.save` / :func:`read_log`.
 
+Exact but for the key: whatever the gateway echoes of the request's key is taken out before an
+event is logged, and an event already logged is written again (:meth:`ChunkLog.rewrite`) when a
+later one completes a key it started (``_core/redaction.py``). A saved log, a frame and a store,
+all made from the log, never hold it.
+
 Stored in columns (arrival times and byte offsets in ``array('q')``, kinds in a ``bytearray``, all
 raw bytes in one ``bytearray``) rather than one object per event: a 50,000-chunk stream then costs
 about its raw bytes plus 17 bytes per event, where a list of event objects or parsed dicts would
@@ -140,6 +145,18 @@ class ChunkLog:
         self._times.extend([t_ns] * len(raws))
         self._kinds += kinds
 
+    def rewrite(self, seq: int, raw: bytes) -> None:
+        """Event ``seq`` holds ``raw`` from now on, in place of its bytes: the key taken out of an
+        event already logged, once a later event completes it (``_core/redaction.py``; the
+        only change a logged event ever sees). Its time and kind stay."""
+        ends = self._ends
+        start = ends[seq - 1] if seq else 0
+        end = ends[seq]
+        self._raw[start:end] = raw
+        shift = len(raw) - (end - start)
+        if shift:
+            ends[seq:] = array("q", [offset + shift for offset in ends[seq:]])
+
     def start(self, t0_ns: int | None = None) -> None:
         """The request leaves now (or left at ``t0_ns``, a ``perf_counter_ns`` reading): the
         origin of every time, on both clocks. ``t0_wall`` is the same moment; it was the moment
@@ -200,7 +217,7 @@ class ChunkLog:
     def offsets(self) -> array:
         """Where each event's raw bytes end in :attr:`body` (``array('q')``, one per event, in
         order; event ``i`` is ``body[offsets[i-1]:offsets[i]]``). The live array: copy what you
-        keep, a live Stream appends to it."""
+        keep, a live Stream appends to it (and shifts it in the rare :meth:`rewrite`)."""
         return self._ends
 
     def raw_slices(self) -> Iterator[bytes]:

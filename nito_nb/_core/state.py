@@ -37,6 +37,7 @@ from .errors import (
 from .layout import ChunkParser
 from .log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
 from .metrics import n_output_tokens, output_chunks_per_s, output_tps
+from .redaction import Edit, StreamRedactor, encode, redact_body, rewrite_event, with_data
 from .sse import EventTooLarge, ServerSentEvent, SSEDecoder
 from .status import RUNNING, Status
 
@@ -102,9 +103,9 @@ class StreamSnapshot:
 
 
 def frozen_tool_call(call: ToolCall) -> ToolCall:
-    """A copy of a tool call that later fragments do not reach."""
-    copy = dataclasses.replace(call, _parts=[call.arguments] if call.arguments else [])
-    return copy
+    """A copy of a tool call that later fragments do not reach (its arguments as shown now)."""
+    arguments = call.arguments
+    return dataclasses.replace(call, _parts=[arguments] if arguments else [], _hold=None)
 
 
 class StreamState:
@@ -141,6 +142,8 @@ class StreamState:
         self.callbacks: list[Callable[[Any], Any]] = []
         #: The key the request carried: taken out of everything the server sends (see protect).
         self.secret: Secret | None = None
+        #: Takes the key out of the decoded text of the chunks, across chunks (when protected).
+        self.redactor: StreamRedactor | None = None
         # One lock keeps the folding of a read and every reading of results apart (a reader thread
         # feeds while a display thread takes snapshots). Reentrant: end() flushes through _take.
         self.lock = threading.RLock()
@@ -166,7 +169,7 @@ class StreamState:
             raise TypeError("only an ended StreamState without an exception crosses processes")
         state = dict(self.__dict__)
         del state["lock"], state["_owner"]
-        state.update(callbacks=[], secret=None)
+        state.update(callbacks=[], secret=None, redactor=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -309,13 +312,16 @@ class StreamState:
 
     def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
         # The hot path (one pass per network read): every event is classified, logged and folded.
-        if self.secret is not None:  # the one door of the body: the gateway may echo the key
-            events = redact_events(events, self.secret)
+        redactor = self.redactor
+        if redactor is not None:  # the one door of the body: the gateway may echo the key
+            events = redact_events(events, redactor.secret)
+            rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by position
+            first, ends, pending = redactor.first, redactor.ends, redactor.pending
         chunks: list[dict[str, Any]] = []
         acc, parse = self.acc, self.parser.parse
         first_seq = len(self.log)
         kinds = bytearray()
-        for i, (data, name, _, _, comment, _) in enumerate(events):
+        for i, (data, name, _, _, comment, raw) in enumerate(events):
             if comment is not None:
                 kinds.append(COMMENT)
                 continue
@@ -339,10 +345,21 @@ class StreamState:
                 acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
                 continue
             kinds.append(CHUNK)
+            value = chunk
             if name == "error":
-                wrapped = as_error_event(chunk, name)
-                if wrapped is not chunk:
-                    chunk, content = wrapped, None
+                chunk = as_error_event(value, name)
+                if chunk is not value:
+                    content = None
+            # Most chunks cannot matter to the redactor (its own first test, without the call).
+            if redactor is not None and (
+                content is None or pending or (first in content and content[-1:] in ends) or "\\" in data
+            ):
+                changed, edits = redactor.take(first_seq + i, value, chunk, raw, content, not acc.done)
+                if changed:  # the chunk was rewritten in place: so are its bytes
+                    rewritten[i] = with_data(raw, encode(value))
+                    content = None  # read from the rewritten chunk
+                if edits:
+                    self._rewrite_earlier(edits, first_seq, events, rewritten)
             if acc.done:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
@@ -353,8 +370,38 @@ class StreamState:
                     self.first_token_ns = t_ns
             chunks.append(chunk)
         if events:
-            self.log.extend(t_ns, kinds, [event.raw for event in events])
+            if redactor is not None and rewritten:
+                raws = [rewritten.get(i, event.raw) for i, event in enumerate(events)]
+            else:
+                raws = [event.raw for event in events]
+            self.log.extend(t_ns, kinds, raws)
         return chunks
+
+    def _rewrite_earlier(
+        self, edits: list[Edit], first_seq: int, events: list[ServerSentEvent], rewritten: dict[int, bytes]
+    ) -> None:
+        """A chunk completed a key that earlier chunks started: their text becomes the marker, in
+        the log (their raw bytes; this read's own events before they are logged) and in the
+        accumulator (the end of each channel's text)."""
+        by_seq: dict[int, list[Edit]] = {}
+        for edit in edits:
+            by_seq.setdefault(edit.seq, []).append(edit)
+        log = self.log
+        for seq, of_event in by_seq.items():
+            if seq >= first_seq:
+                i = seq - first_seq
+                rewritten[i] = rewrite_event(rewritten.get(i, events[i].raw), of_event)
+            else:
+                log.rewrite(seq, rewrite_event(log[seq].raw, of_event))
+        # Per channel, the pieces in order: together they are the end of the channel's text.
+        by_channel: dict[Any, tuple[list[str], list[str]]] = {}
+        for edit in edits:
+            if edit.folded:
+                old, new = by_channel.setdefault(edit.channel, ([], []))
+                old.append(edit.old)
+                new.append(edit.new)
+        for channel, (old, new) in by_channel.items():
+            self.acc.replace_tail(channel, "".join(old), "".join(new))
 
     def end(
         self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
@@ -373,6 +420,7 @@ class StreamState:
                 seq = len(self.log)
                 self._take(self.decoder.flush(), t_ns)
                 acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
+            acc.release()  # nothing more can complete a key: what was held back shows
             if status is None:
                 status = "error" if acc.error is not None else "done" if acc.done else "truncated"
             if exception is None and status == "error":
@@ -405,8 +453,18 @@ class StreamState:
 
     def protect(self, secret: Secret | str | None) -> None:
         """The key the request carried: from now on it is taken out of everything the server
-        sends back (body events, error body, headers), and out of the errors."""
+        sends back (body events, their decoded text also when a key is escaped or split across
+        chunks, error body, headers), and out of the errors; while the stream runs, what could
+        still be the start of it is held back from every text a reader sees."""
         self.secret = secret if secret is None or isinstance(secret, Secret) else Secret.of(secret)
+        self._guard()
+
+    def _guard(self) -> None:
+        """A new redactor and accumulator hold for the key (a new attempt starts afresh)."""
+        secret = self.secret
+        self.redactor = None if secret is None else StreamRedactor(secret)
+        if self.status in RUNNING:
+            self.acc.hold = secret
 
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
         """The response's status and headers arrived at ``t_ns`` (none that carries a credential
@@ -428,7 +486,8 @@ class StreamState:
         ``failed``; returns the typed error (not raised): ``error`` if given (a redirect's, which
         the body does not tell), else the one of the status and body."""
         with self.lock:
-            body = redact(body, self.secret)
+            if self.secret is not None:
+                body = redact_body(redact(body, self.secret), self.secret)
             self.set_response(status_code, headers, t_ns)
             log = self.log
             if not any(e.kind == "http-error" for e in log):
@@ -449,6 +508,7 @@ class StreamState:
         with self.lock:
             error.stream = self.owner
             redact_error(error, self.secret)
+            self.acc.release()
             self.status = Status.FAILED
             self.exception = error
             self.log.end = {"status": Status.FAILED.value, "exception": type(error).__name__, "message": error.message}
@@ -464,6 +524,7 @@ class StreamState:
             self.acc = Accumulator()
             self.status = Status.WAITING
             self.exception = None
+            self._guard()
 
     def note(self, kind: str, message: str) -> None:
         """Record an anomaly at the current event (the same kind again only counts)."""
