@@ -19,6 +19,8 @@ PUBLIC = {
     "Run", "Store", "StoreBusy", "map", "open_store", "run",
     # issue 14: load runs
     "Sweep", "sweep",
+    # issue 28: a body's limits and the call's deadlines
+    "BodyTooLargeError", "TotalTimeoutError",
 }
 
 
