@@ -336,6 +336,10 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
            secrets: list[Secret]) -> Recorder | None:
     """The Stream and its Recorder for a response whose headers just arrived, or None to pass."""
     from ._client.config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_EVENT_SIZE  # the client's limits
+    from ._client.logs import protect_in_logs
+
+    for secret in secrets:  # httpcore's DEBUG log shows the response's headers: an echo of them too
+        protect_in_logs(secret)
 
     t_headers = time.perf_counter_ns()
     encoding = response.headers.get("content-encoding")

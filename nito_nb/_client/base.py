@@ -12,7 +12,7 @@ import httpx
 
 from .._core.checks import whole
 from .._core.encoding import ACCEPT_ENCODING
-from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
+from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
 from .._core.request import as_messages
 from .._stream_base import StreamBase
 from .check import check_request
@@ -34,6 +34,7 @@ from .endpoint import (
     shown_url,
 )
 from .failures import not_event_stream
+from .logs import protect_in_logs
 from .retry import retry_delay
 
 __all__ = ["BaseClient", "Route"]
@@ -137,7 +138,9 @@ class BaseClient:
         embedded = self._embedded(model, base_url)
         route_url = None if embedded else self._endpoint(model, base_url)  # as given: the request shows it redacted
         stream.set_route(Route(self, route_url, key, timeout, max_event_size, max_body_size))
-        stream.protect(key)
+        secret = Secret.of(key)
+        stream.protect(secret)
+        protect_in_logs(secret)  # httpcore's DEBUG log shows response headers: an echo of the key too
 
     def _build(
         self,

@@ -92,7 +92,7 @@ class Secret:
     URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
     """
 
-    __slots__ = ("_byte_forms", "_forms", "value")
+    __slots__ = ("__weakref__", "_byte_forms", "_forms", "value")  # weakly held by the log filter
 
     def __init__(self, value: str) -> None:
         self.value = value
