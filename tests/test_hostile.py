@@ -236,3 +236,21 @@ def test_a_captured_bomb_is_stopped_in_its_stream_and_passed_on_to_its_caller(ho
     assert passed_on == int(response.headers["content-length"])
     assert ours.status == "truncated" and isinstance(ours.exception, nito_nb.BodyTooLargeError)
     assert "a compression bomb" in str(ours.exception) and ours.content.startswith("H")
+
+
+def test_the_sync_clients_own_httpx_client_and_its_proxies_read_through_the_deadlines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # httpx has no parameter for a network backend: its pools' attribute is set. This fails if
+    # httpx or httpcore rename it (the sync deadlines would silently be a read's timeout again).
+    import httpx
+
+    from nito_nb._transport.deadlines import DeadlineBackend
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    with nito_nb.Client() as client:
+        transports = [client._http._transport, *client._http._mounts.values()]
+        pools = [transport._pool for transport in transports if transport is not None]  # type: ignore[attr-defined]
+        assert len(pools) >= 2 and all(isinstance(pool._network_backend, DeadlineBackend) for pool in pools)
+    with httpx.Client() as mine, nito_nb.Client(http_client=mine):  # a user's own is left as it is
+        assert not isinstance(mine._transport._pool._network_backend, DeadlineBackend)  # type: ignore[attr-defined]

@@ -62,7 +62,7 @@ def transport_exception(exc: BaseException, stream: StreamBase) -> NitoError | N
         )
     if isinstance(exc, httpx.ReadTimeout):
         return StreamTimeoutError(
-            f"No data arrived for longer than the between-chunks timeout. {arrived} "
+            f"No data arrived within the between_chunks timeout of one read. {arrived} "
             "Retry, or raise timeout={'between_chunks': ...}.",
             stream=stream,
         )
@@ -106,7 +106,7 @@ def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
         )
     elif isinstance(exc, httpx.TimeoutException):
         error = FirstByteTimeout(
-            f"{url} accepted the request but sent no response within the first-byte timeout. "
+            f"{url} accepted the request but sent nothing within the first_byte timeout of one read. "
             "Retry, or raise timeout={'first_byte': ...}."
         )
     else:
