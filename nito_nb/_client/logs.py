@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import weakref
 
 from .._core.errors import Secret, redact
@@ -29,17 +30,20 @@ LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2", 
            "httpcore.socks", "hpack.hpack", "hpack.table")
 
 _secrets: weakref.WeakSet[Secret] = weakref.WeakSet()
+_lock = threading.Lock()  # a Stream made in one thread while another thread's record is filtered
 
 
 def protect_in_logs(secret: Secret | None) -> None:
     """Take ``secret`` out of those libraries' log records while it is alive."""
     if secret is not None:
-        _secrets.add(secret)
+        with _lock:
+            _secrets.add(secret)
 
 
 class _RedactedKeys(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = {secret.value: secret for secret in list(_secrets)}
+        with _lock:
+            secrets = {secret.value: secret for secret in list(_secrets)}
         from_env = Secret.of(os.environ.get("NITO_API_KEY"))
         if from_env is not None:
             secrets.setdefault(from_env.value, from_env)
