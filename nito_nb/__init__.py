@@ -30,6 +30,7 @@ from ._core.errors import (
     APIError,
     AuthenticationError,
     BadRequestError,
+    BodyTooLargeError,
     ConfigurationError,
     ConnectionFailed,
     ConnectionLost,
@@ -47,6 +48,7 @@ from ._core.errors import (
     StreamError,
     StreamTimeoutError,
     StreamTruncatedError,
+    TotalTimeoutError,
     TransportError,
 )
 from ._core.log import ChunkLog, Event, LogFormatError
@@ -94,7 +96,7 @@ def stream(
     """Start a streamed chat completion and return its :class:`Stream`.
 
     A string becomes one user message. Keyword parameters other than ``api_key``, ``base_url``,
-    ``timeout``, ``raise_errors`` and ``max_event_size`` go into the request body (``temperature``, ``tools``,
+    ``timeout``, ``raise_errors``, ``max_event_size`` and ``max_body_size`` go into the request body (``temperature``, ``tools``,
     ``seed``, ``reasoning``...). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
     ``sim/...`` models run on the embedded simulator with no key.
     """
@@ -220,6 +222,7 @@ __all__ = [
     "AsyncStream",
     "AuthenticationError",
     "BadRequestError",
+    "BodyTooLargeError",
     "CaptureTransport",
     "ChatWidget",
     "ChunkLog",
@@ -252,6 +255,7 @@ __all__ = [
     "Sweep",
     "Timeout",
     "ToolCall",
+    "TotalTimeoutError",
     "TransportError",
     "astream",
     "async_httpx_client",

@@ -30,14 +30,14 @@ import sys
 import threading
 import time
 import weakref
-import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import httpx
 
-from ._core.errors import Secret, not_event_stream_error, one_line, redact
+from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_decoder
+from ._core.errors import NitoError, Secret, not_event_stream_error, one_line, redact
 from ._last import last as _kept
 from ._stream import Stream
 
@@ -268,25 +268,14 @@ def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[Secret]] 
 # -- recording one response ----------------------------------------------------------------------
 
 
-def _decompressor(encoding: str) -> Any:
-    """A zlib decompressor for the response's Content-Encoding; None for identity; False for an
-    encoding nito_nb does not decode (the body then passes through unrecorded)."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return None
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        return zlib.decompressobj()
-    return False
-
-
 class Recorder:
-    """Feeds one response's reads to its Stream. Never raises into the caller's read: if recording
-    fails, recording stops (the anomaly says so) and the bytes still go through."""
+    """Feeds one response's reads to its Stream, as they came (the Stream decodes a gzip or deflate
+    body itself, in bounded pieces, and stops at its limits: ``_core/encoding.py``). Never raises
+    into the caller's read: if recording fails, recording stops (the anomaly says so, or the
+    Stream's error when it was a limit) and the bytes still go through."""
 
-    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[Secret], decompressor: Any,
-                 url: str = "") -> None:
+    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[Secret],
+                 decoder: BodyDecoder | None, url: str = "") -> None:
         self.stream = stream
         self.secrets = secrets
         self.status_code = response.status_code
@@ -296,7 +285,7 @@ class Recorder:
         self.is_stream = response.status_code < 300 and (
             not content_type or "text/event-stream" in content_type.lower()
         )
-        self.decompressor = decompressor
+        self.decoder = decoder  # an error body's (a stream's is the Stream's)
         self.error_body = bytearray()
         self.ended = False
         self.broken = False
@@ -306,16 +295,22 @@ class Recorder:
         if self.ended or self.broken:
             return
         try:
-            if self.decompressor is not None:
-                data = self.decompressor.decompress(data)
             if not self.is_stream:
-                self.error_body += data[: MAX_ERROR_BODY - len(self.error_body)]
+                for piece in (data,) if self.decoder is None else self.decoder.decode(data):
+                    if len(self.error_body) >= MAX_ERROR_BODY:
+                        break
+                    self.error_body += piece[: MAX_ERROR_BODY - len(self.error_body)]
                 return
             if data:
                 self.stream.feed(data, t_ns)
                 self.views.update()
+        except NitoError as exc:  # a limit of the Stream's (an event or a body too large): it ends there
+            self.broken = True
+            self.stream.end(t_ns, status="truncated", exception=exc)
         except Exception as exc:  # never the caller's problem
             self.broken = True
+            if isinstance(exc, BadEncoding) and not self.is_stream:
+                return  # an error body is kept as far as it decoded
             self.stream.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
 
     def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None) -> None:
@@ -324,10 +319,6 @@ class Recorder:
             return
         stream = self.stream
         try:
-            if self.decompressor is not None and not self.broken:
-                rest = self.decompressor.flush()
-                if rest:
-                    self.take(rest, t_ns)
             self.ended = True
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
@@ -359,11 +350,19 @@ def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
 def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: dict[str, Any],
            secrets: list[Secret]) -> Recorder | None:
     """The Stream and its Recorder for a response whose headers just arrived, or None to pass."""
+    from ._client.config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_EVENT_SIZE  # the client's limits
+    from ._client.logs import protect_in_logs
+
+    for secret in secrets:  # httpcore's DEBUG log shows the response's headers: an echo of them too
+        protect_in_logs(secret)
+
     t_headers = time.perf_counter_ns()
-    decompressor = _decompressor(response.headers.get("content-encoding", ""))
-    if decompressor is False:
+    encoding = response.headers.get("content-encoding")
+    try:
+        decoder = body_decoder(encoding)
+    except UnsupportedEncoding:
         return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
-    stream = Stream(meta, raise_errors=False)
+    stream = Stream(meta, raise_errors=False, max_event_size=DEFAULT_MAX_EVENT_SIZE, max_body_size=DEFAULT_MAX_BODY_SIZE)
     stream.log.start(t0_ns)
     stream.protect(secrets[0] if secrets else None)
     headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
@@ -372,7 +371,8 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
 
         headers = shown_location(headers)
     stream.set_response(response.status_code, headers, t_headers)
-    recorder = Recorder(stream, response, secrets, decompressor, str(request.url))
+    stream.set_encoding(encoding)
+    recorder = Recorder(stream, response, secrets, decoder, str(request.url))
     register(stream)
     return recorder
 

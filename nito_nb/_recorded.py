@@ -13,11 +13,13 @@ from typing import Any
 
 from ._core import errors
 from ._core.errors import (
+    BodyTooLargeError,
     ConfigurationError,
     ConnectionLost,
     EventTooLargeError,
     NitoError,
     StreamTimeoutError,
+    TotalTimeoutError,
     error_details,
 )
 from ._core.log import HTTP_ERROR, ChunkLog, LogFormatError, read_log
@@ -161,11 +163,14 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
         return stream
     # Only statuses that the bytes alone cannot tell are taken from the file.
     exception: NitoError | None = None
-    if status == "truncated" and end.get("exception") in ("ConnectionLost", "StreamTimeoutError"):
-        cls = ConnectionLost if end["exception"] == "ConnectionLost" else StreamTimeoutError
+    kind = end.get("exception")
+    if status == "truncated" and kind in ("ConnectionLost", "StreamTimeoutError", "TotalTimeoutError"):
+        cls = {"ConnectionLost": ConnectionLost, "StreamTimeoutError": StreamTimeoutError}.get(kind, TotalTimeoutError)
         exception = cls(end.get("message") or "")
-    elif status == "truncated" and end.get("exception") == "EventTooLargeError":
+    elif status == "truncated" and kind == "EventTooLargeError":
         exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
+    elif status == "truncated" and kind == "BodyTooLargeError":
+        exception = BodyTooLargeError(end.get("message") or "", size=None, limit=None)
     stream.end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
     return stream
 
@@ -190,8 +195,8 @@ def from_log(log: ChunkLog) -> Stream:
     """A finished Stream rebuilt from a whole log (a worker's, sent back as it is): what ``load``
     does with a file, without the file. ``log`` itself is left as it was."""
     events = [
-        (t_ns, kind if kind == HTTP_ERROR else None, raw)
-        for t_ns, kind, raw in zip(log.times_ns(), log.kind_codes(), log.raw_slices(), strict=True)
+        (t_ns, kind if kind == HTTP_ERROR else None, raw * log.repeat(seq))  # a counted run: counted again
+        for seq, (t_ns, kind, raw) in enumerate(zip(log.times_ns(), log.kind_codes(), log.raw_slices(), strict=True))
     ]
     return from_events(log.without_events(), events)
 

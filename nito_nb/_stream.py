@@ -29,6 +29,7 @@ from ._core.state import StreamState
 from ._core.status import RUNNING
 from ._core.waiting import wait_timeout
 from ._stream_base import StreamBase
+from ._watchdog import BodyWatchdog, uncancel
 
 __all__ = ["AsyncStream", "Stream"]
 
@@ -289,9 +290,19 @@ class AsyncStream(StreamBase):
             if chunks:
                 out.put_nowait(chunks)
 
+        watch = None if self._deadlines is None else BodyWatchdog(self._deadlines, self._body)
         try:
-            await self._body(deliver)
-        except (KeyboardInterrupt, _cancelled_error()):  # stopped by the consumer or the loop's end
+            try:
+                await self._body(deliver)
+            finally:
+                if watch is not None:
+                    watch.stop()
+        except (KeyboardInterrupt, _cancelled_error()) as stop:  # stopped by the consumer or the loop's end
+            if watch is not None and watch.passed is not None and isinstance(stop, _cancelled_error()) \
+                    and uncancel(watch.task) == 0:  # a deadline, and nobody else cancelled meanwhile
+                await self._astop_source()
+                self.end(clock(), status="truncated", exception=watch.passed)
+                return
             await self._astop_source()
             self.end(clock(), status=None if state.acc.done else "stopped")
             raise

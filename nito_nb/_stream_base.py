@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Anomaly, ToolCall
+from ._core.deadlines import Deadlines
 from ._core.errors import APIError, NitoError, Secret, StreamError, one_line
 from ._core.log import ChunkLog
 from ._core.printable import printable
@@ -59,6 +60,7 @@ class StreamBase:
         log: ChunkLog | None = None,
         raise_errors: bool = True,
         max_event_size: int | None = None,
+        max_body_size: int | None = None,
         transport_errors: Callable[[BaseException, Any], NitoError | None] | None = None,
         state: StreamState | None = None,
     ) -> None:
@@ -66,7 +68,8 @@ class StreamBase:
         #: display thread may read an AsyncStream's snapshot). Given: an ended state from another
         #: process (``_recorded.from_wire``).
         if state is None:
-            self._state = StreamState(request, log=log, max_event_size=max_event_size, owner=self)
+            self._state = StreamState(request, log=log, max_event_size=max_event_size,
+                                      max_body_size=max_body_size, owner=self)
         else:
             self._state = state
             state.adopt(self)
@@ -82,6 +85,7 @@ class StreamBase:
         # How the byte source's own failures (httpx's, for the client) become typed errors: given
         # by whoever makes the Stream, so that the engine knows no transport library.
         self._transport_errors = transport_errors
+        self._deadlines: Deadlines | None = None  # the call's (set_deadlines), for a live body
 
     # -- results (what has arrived so far) ---------------------------------------------------
 
@@ -283,7 +287,9 @@ class StreamBase:
 
         I/O-free and thread-safe (under the Stream's lock): what the background reader does for
         each read, and what a replay, a capture or any other source of SSE bytes calls. Raises
-        :class:`EventTooLargeError` when an event goes past ``max_event_size``."""
+        :class:`EventTooLargeError` when an event goes past ``max_event_size``, and
+        :class:`BodyTooLargeError` when the body decodes past ``max_body_size`` or is a
+        compression bomb (the events before either are kept)."""
         return self._state.feed(data, t_ns)
 
     def end(
@@ -305,6 +311,19 @@ class StreamBase:
         """The response's status and headers arrived at ``t_ns`` (none that carries a credential
         or echoes the key is kept)."""
         self._state.set_response(status_code, headers, t_ns)
+
+    def set_encoding(self, content_encoding: str | None) -> None:
+        """The body comes with this ``Content-Encoding`` (gzip, deflate): :meth:`feed` takes its
+        bytes as they came and decodes them, in bounded pieces; a coding it cannot decode raises
+        ``nito_nb._core.encoding.UnsupportedEncoding``."""
+        self._state.set_encoding(content_encoding)
+
+    def set_deadlines(self, first_byte: float, between_chunks: float, total: float | None) -> Deadlines:
+        """The call's deadlines, read off this Stream (``_core/deadlines.py``), returned for the byte
+        source to keep to (the sync client's reads); an AsyncStream keeps them itself: its body is
+        stopped once one passes (status ``truncated``, the error names it), whatever reads it."""
+        self._deadlines = Deadlines(self._state, first_byte, between_chunks, total)
+        return self._deadlines
 
     def set_connect(self, duration_ns: int) -> None:
         """The attempt under way took ``duration_ns`` to open its connection (``connect``)."""

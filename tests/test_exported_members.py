@@ -23,6 +23,8 @@ PUBLIC = {
     "Sweep", "sweep",
     # issue 28: a redirect is never followed
     "RedirectError",
+    # issue 28: a body's limits and the call's deadlines
+    "BodyTooLargeError", "TotalTimeoutError",
 }
 
 

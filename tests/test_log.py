@@ -284,3 +284,53 @@ def test_offsets_say_where_each_event_ends_in_the_body() -> None:
     assert len(ends) == len(log) == 3 and ends[-1] == len(body)
     starts = [0, *ends[:-1]]
     assert [body[a:b] for a, b in zip(starts, ends, strict=True)] == [e.raw for e in log]
+
+
+# -- runs of identical comments (issue 28) ---------------------------------------------------------
+
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
+def test_a_run_of_identical_comments_in_one_read_is_counted_not_stored(tmp_path: Path) -> None:
+    from nito_nb._core.log import COMMENT_RUN
+
+    body = KEEP_ALIVE * 1000 + chunk_line({"content": "Hi"}) + b"data: [DONE]\n\n"
+    s = fed((7, body))
+    # The first comment, then the run of the same bytes (each after the blank line before it):
+    # COMMENT_RUN of them logged, the rest counted on the last one; then the chunk and [DONE].
+    assert len(s.log) == 1 + COMMENT_RUN + 2 and s.content == "Hi" and s.status == "done"
+    comments = [e for e in s.log if e.kind == "comment"]
+    assert sum(e.repeat for e in comments) == 1000 and comments[-1].repeat == 1000 - COMMENT_RUN
+    assert b"".join(e.raw * e.repeat for e in s.log) == body  # every byte still accounted for
+    loaded = nito_nb.load(s.save(tmp_path / "x.jsonl"))
+    same(s, loaded)
+    assert [e.repeat for e in loaded.log] == [e.repeat for e in s.log]
+    assert len(s.frame()) == len(loaded.frame())  # the frame builds, one row per event logged
+
+
+def test_comments_that_came_apart_keep_their_own_times() -> None:
+    # A thinking model's keep-alives, each in a read of its own: every one is logged, with its time.
+    s = fed(*[(i * 1_000_000, KEEP_ALIVE) for i in range(COMMENTS_APART)], (10**9, b"data: [DONE]\n\n"))
+    assert len(s.log) == COMMENTS_APART + 1 and all(e.repeat == 1 for e in s.log)
+
+
+COMMENTS_APART = 200
+
+
+def test_a_counted_run_crosses_to_another_process_and_back() -> None:
+    from nito_nb._recorded import from_log
+
+    s = fed((7, KEEP_ALIVE * 500 + chunk_line({"content": "Hi"})), end=9, status="truncated",
+            exception=nito_nb.ConnectionLost("gone"))
+    back = from_log(s.log)  # what a run's worker sends for a stream that ended with an error
+    assert [(e.kind, e.raw, e.repeat) for e in back.log] == [(e.kind, e.raw, e.repeat) for e in s.log]
+
+
+def test_a_repeat_that_is_not_a_count_is_one_line(tmp_path: Path) -> None:
+    s = fed((7, KEEP_ALIVE * 100))
+    path = s.save(tmp_path / "x.jsonl")
+    lines = path.read_text().splitlines()
+    lines = [line.replace('"repeat": ', '"repeat": -') for line in lines]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(nito_nb.LogFormatError, match=r"'repeat' is -.* a whole number >= 1"):
+        nito_nb.load(path)

@@ -422,3 +422,13 @@ def test_reply_keeps_the_calls_max_event_size(scripted: ScriptedServer) -> None:
         assert first.wait().status == "done"
         assert first.reply("again").wait().status == "done"  # not the client's 1,000
         assert c.stream("hi", model="m", raise_errors=False).wait().status == "truncated"
+
+
+def test_empty_lines_past_the_limit_are_not_called_an_event() -> None:
+    # An all-newline body (issue 28): no field, no event; what goes past the limit is empty lines.
+    with pytest.raises(EventTooLarge) as blank:
+        SSEDecoder(max_event_size=100).decode(b"\n" * 50 + b"\r\n" * 40)
+    assert blank.value.blank and "empty lines went past 100 bytes" in str(blank.value)
+    with pytest.raises(EventTooLarge) as event:
+        SSEDecoder(max_event_size=100).decode(b"\n" * 10 + b"data: " + b"x" * 200)
+    assert not event.value.blank and "an event went past" in str(event.value)

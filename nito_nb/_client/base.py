@@ -11,11 +11,18 @@ from typing import Any
 import httpx
 
 from .._core.checks import whole
-from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError
+from .._core.encoding import ACCEPT_ENCODING
+from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
 from .._core.request import as_messages
 from .._stream_base import StreamBase
 from .check import check_request
-from .config import DEFAULT_MAX_EVENT_SIZE, Timeout, check_max_event_size
+from .config import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_EVENT_SIZE,
+    Timeout,
+    check_max_body_size,
+    check_max_event_size,
+)
 from .endpoint import (
     api_url,
     base_url_of,
@@ -28,6 +35,7 @@ from .endpoint import (
     target,
 )
 from .failures import not_event_stream
+from .logs import protect_in_logs
 from .retry import retry_delay
 
 __all__ = ["BaseClient", "Route"]
@@ -42,6 +50,7 @@ class Route:
     key: str | None = field(repr=False)
     timeout: Any = None  # the call's timeout= (None: the client's)
     max_event_size: int | None = None  # the call's max_event_size= (None: the client's)
+    max_body_size: int | None = None  # the call's max_body_size= (None: the client's)
 
     def __repr__(self) -> str:
         # The base URL as shown everywhere (a password or a ?api-key= in it redacted), never the key.
@@ -54,7 +63,7 @@ class Route:
         other = overrides.get("base_url")
         elsewhere = other is not None and str(other).rstrip("/") != self.base_url
         return {"base_url": self.base_url, "api_key": None if elsewhere else self.key, "timeout": self.timeout,
-                "max_event_size": self.max_event_size}
+                "max_event_size": self.max_event_size, "max_body_size": self.max_body_size}
 
 
 class BaseClient:
@@ -68,6 +77,7 @@ class BaseClient:
         max_retries: int = 2,
         max_retry_wait: float = 30.0,
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         self._api_key = api_key
         # Checked now, so that a wrong one is refused where it was given (NITO_BASE_URL is read,
@@ -81,6 +91,8 @@ class BaseClient:
         self.max_retry_wait = max_retry_wait
         #: Bytes one SSE event may take before its stream stops with EventTooLargeError.
         self.max_event_size = check_max_event_size(max_event_size)
+        #: Bytes a body may decode to before its stream stops with BodyTooLargeError.
+        self.max_body_size = check_max_body_size(max_body_size)
 
     @property
     def base_url(self) -> str:
@@ -97,6 +109,10 @@ class BaseClient:
     def _event_limit(self, max_event_size: int | None) -> int:
         """This call's limit on one event's bytes: its own, else the client's."""
         return self.max_event_size if max_event_size is None else check_max_event_size(max_event_size)
+
+    def _body_limit(self, max_body_size: int | None) -> int:
+        """This call's limit on the body's decoded bytes: its own, else the client's."""
+        return self.max_body_size if max_body_size is None else check_max_body_size(max_body_size)
 
     def _call_url(self, base_url: Any) -> Any:
         """The call's base URL, else the client's: not ``base_url or ...``, which would pass over
@@ -117,14 +133,16 @@ class BaseClient:
         return find_key(api_key, self._api_key)
 
     def _remember(self, stream: StreamBase, model: str, base_url: str | None, key: str | None, timeout: Any,
-                  max_event_size: int | None = None) -> None:
+                  max_event_size: int | None = None, max_body_size: int | None = None) -> None:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back). The embedded simulator's token is not kept for reply():
         the next turn finds it again, from the simulator that then serves."""
         embedded = self._embedded(model, base_url)
         route_url = None if embedded else self._endpoint(model, base_url)  # as given: the request shows it redacted
-        stream.set_route(Route(self, route_url, None if embedded else key, timeout, max_event_size))
-        stream.protect(key)
+        stream.set_route(Route(self, route_url, None if embedded else key, timeout, max_event_size, max_body_size))
+        secret = Secret.of(key)
+        stream.protect(secret)
+        protect_in_logs(secret)  # httpcore's DEBUG log shows response headers: an echo of the key too
 
     def _build(
         self,
@@ -154,7 +172,8 @@ class BaseClient:
         params = check_request(messages, params)  # counts as ints: a numpy one is no JSON
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
         body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
-        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        # Only the codings nito_nb decodes itself, in bounded pieces (_core/encoding.py).
+        headers = {"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
         meta = {"model": model, "messages": messages, "params": params, "base_url": shown_url(url)}

@@ -19,11 +19,14 @@ from typing import Any
 
 import httpx
 
+from .._core.encoding import BadEncoding, UnsupportedEncoding, body_decoder
 from .._core.errors import ConfigurationError, NitoError
 from .._stream import AsyncStream, Stream
 from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
+from .._transport.deadlines import keep_deadlines, reading_for, reads_for
+from .._transport.streams import within
 from .base import BaseClient
-from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
+from .config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_EVENT_SIZE, Timeout
 from .connecting import trace_connect
 from .endpoint import api_url, shown_url
 from .failures import (
@@ -34,6 +37,7 @@ from .failures import (
     model_list,
     models_stream,
     transport_exception,
+    unsupported_encoding,
 )
 
 __all__ = ["AsyncClient", "Client"]
@@ -45,17 +49,20 @@ class Client(BaseClient):
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
                  http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0,
-                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         # Checked now: the wrong kind failed at the first request, deep inside (AttributeError,
         # or an httpx.AsyncClient's send() returned a coroutine, never awaited).
         _check_http_client(http_client, "nito_nb.Client", httpx.Client, httpx.AsyncClient)
-        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size, max_body_size)
         self._own_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.Client(timeout=self.timeout.httpx())
+        if http_client is None:
+            http_client = httpx.Client(timeout=self.timeout.httpx())
+            keep_deadlines(http_client)  # its reads end at the calls' deadlines (a user's keeps httpx's)
+        self._http = http_client
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               max_event_size: int | None = None, **params: Any) -> Stream:
+               max_event_size: int | None = None, max_body_size: int | None = None, **params: Any) -> Stream:
         """Send the request and return its Stream once the response has started.
 
         HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
@@ -68,9 +75,11 @@ class Client(BaseClient):
             meta,
             raise_errors=raise_errors,
             max_event_size=self._event_limit(max_event_size),
+            max_body_size=self._body_limit(max_body_size),
             transport_errors=transport_exception,
         )
-        self._remember(stream, model, base_url, key, timeout, max_event_size)
+        self._remember(stream, model, base_url, key, timeout, max_event_size, max_body_size)
+        deadlines = stream.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
         try:
             for attempt in range(self.max_retries + 1):
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
@@ -81,31 +90,39 @@ class Client(BaseClient):
                     stream.new_attempt()
                 else:
                     stream.log.start()
-                try:
-                    # Never a redirect, whatever an httpx client of the user's says: the key (and
-                    # a header of its own, such as Azure's api-key, which httpx keeps) would go along.
-                    response = self._http.send(request, stream=True, follow_redirects=False)
-                except httpx.HTTPError as exc:
-                    error: NitoError = connect_error(exc, url, stream)
-                else:
-                    if response.status_code < 300 and is_event_stream(response):
-                        stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
-                        _between_chunks(response, limits.between_chunks)
-                        # Read from now on, whatever the caller does: arrival times are the
-                        # moment the bytes came, not the moment someone iterated.
-                        stream.read_body(response.iter_bytes(), functools.partial(_close, response),
-                                         functools.partial(_abort, response))
-                        return stream
+                deadlines.sent(time.perf_counter_ns())
+                with reading_for(deadlines):  # this thread's reads, until the headers (and an error body)
                     try:
-                        raw = _read_capped(response.iter_bytes())
-                    finally:
-                        _close(response)
-                    if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
-                        error = http_error(stream, response, raw, key)
+                        # Never a redirect, whatever an httpx client of the user's says: the key (and
+                        # a header of its own, such as Azure's api-key, which httpx keeps) would go along.
+                        response = self._http.send(request, stream=True, follow_redirects=False)
+                    except httpx.HTTPError as exc:
+                        error: NitoError = connect_error(exc, url, stream)
                     else:
-                        error = self._not_event_stream(stream, response, raw, key)
+                        if response.status_code < 300 and is_event_stream(response):
+                            stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                            try:  # the body as it comes: the Stream decodes it, in bounded pieces
+                                stream.set_encoding(response.headers.get("content-encoding"))
+                            except UnsupportedEncoding as exc:
+                                _close(response)
+                                raise unsupported_encoding(stream, exc) from None
+                            _between_chunks(response, limits.between_chunks)
+                            # Read from now on, whatever the caller does: arrival times are the
+                            # moment the bytes came, not the moment someone iterated.
+                            stream.read_body(reads_for(response.iter_raw(), deadlines),
+                                             functools.partial(_close, response), functools.partial(_abort, response))
+                            return stream
+                        error_body = _ErrorBody(response)
+                        try:
+                            error_body.read(response.iter_raw())
+                        finally:
+                            _close(response)
+                        if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
+                            error = http_error(stream, response, error_body.data, key)
+                        else:
+                            error = self._not_event_stream(stream, response, error_body.data, key)
                 delay = self._retry_delay(attempt, error)
-                if delay is None:
+                if delay is None or not deadlines.room_for(delay, time.perf_counter_ns()):
                     raise error
                 time.sleep(delay)
         except KeyboardInterrupt as interrupt:
@@ -151,11 +168,12 @@ class AsyncClient(BaseClient):
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
                  http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
-                 max_retry_wait: float = 30.0, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+                 max_retry_wait: float = 30.0, max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+                 max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         # Checked now: an httpx.Client failed at the first connection, in httpcore (a TypeError
         # about the trace callback).
         _check_http_client(http_client, "nito_nb.AsyncClient", httpx.AsyncClient, httpx.Client)
-        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size)
+        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size, max_body_size)
         # Without an httpx client of the user's, each stream gets its own, closed with the stream:
         # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
@@ -172,7 +190,7 @@ class AsyncClient(BaseClient):
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               max_event_size: int | None = None, **params: Any) -> AsyncStream:
+               max_event_size: int | None = None, max_body_size: int | None = None, **params: Any) -> AsyncStream:
         """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
         Configuration errors raise here; HTTP errors raise when it connects."""
         self._check_open()
@@ -182,9 +200,12 @@ class AsyncClient(BaseClient):
             meta,
             raise_errors=raise_errors,
             max_event_size=self._event_limit(max_event_size),
+            max_body_size=self._body_limit(max_body_size),
             transport_errors=transport_exception,
         )
-        self._remember(stream, model, base_url, key, timeout, max_event_size)
+        self._remember(stream, model, base_url, key, timeout, max_event_size, max_body_size)
+        # Kept by the stream: the headers' below, the body's by the stream itself (_stream.py).
+        deadlines = stream.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
 
         async def open_stream(stream: AsyncStream) -> None:
             stream.set_opener(None)
@@ -207,31 +228,46 @@ class AsyncClient(BaseClient):
                 else:  # built ahead of a schedule's send time: the send itself is all that is left
                     await stream.until_send_time()
                     stream.log.start()
-                try:
-                    response = await http.send(request, stream=True, follow_redirects=False)  # as Client's
+                sent = time.perf_counter_ns()
+                deadlines.sent(sent)
+                try:  # the first_byte (or total) deadline, whatever the headers' reads do
+                    response = await within(http.send(request, stream=True, follow_redirects=False),  # as Client's
+                                            max(deadlines.left(sent), 0.0))
                 except httpx.HTTPError as exc:
                     error: NitoError = connect_error(exc, url, stream)
+                except asyncio.TimeoutError:
+                    error = stream.fail(deadlines.error(deadlines.due()[1]))
                 else:
                     if response.status_code < 300 and is_event_stream(response):
                         stream.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
                         close = functools.partial(_aclose, response)
-                        pushed = pushed_body(response, limits.between_chunks)  # the stamping transport's
+                        try:  # the body as it comes: the Stream decodes it, in bounded pieces
+                            stream.set_encoding(response.headers.get("content-encoding"))
+                        except UnsupportedEncoding as exc:
+                            await close()
+                            raise unsupported_encoding(stream, exc) from None
+                        # No read timeout for the body: the stream keeps its deadlines, in events.
+                        _between_chunks(response, None)
+                        pushed = pushed_body(response)  # the stamping transport's
                         if pushed is not None:  # read by the socket's callback, read by read
                             stream.set_pushed_body(pushed, close)
                         else:  # httpx reads it, with the socket reads' times where it can
-                            _between_chunks(response, limits.between_chunks)
-                            stream.set_body(response.aiter_bytes(), close, arrival)
+                            stream.set_body(response.aiter_raw(), close, arrival)
                         return
-                    try:
-                        raw = await _aread_capped(response.aiter_bytes())
+                    error_body = _ErrorBody(response)
+                    try:  # as long as the deadline of the headers leaves
+                        await within(error_body.aread(response.aiter_raw()),
+                                     max(deadlines.left(time.perf_counter_ns()), 0.0))
+                    except asyncio.TimeoutError:
+                        pass  # what came of it is kept: the status says enough
                     finally:
                         await _aclose(response)
                     if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
-                        error = http_error(stream, response, raw, key)
+                        error = http_error(stream, response, error_body.data, key)
                     else:
-                        error = self._not_event_stream(stream, response, raw, key)
+                        error = self._not_event_stream(stream, response, error_body.data, key)
                 delay = self._retry_delay(attempt, error)
-                if delay is None:
+                if delay is None or not deadlines.room_for(delay, time.perf_counter_ns()):
                     raise error
                 await asyncio.sleep(delay)
 
@@ -341,8 +377,9 @@ async def _aclose(response: httpx.Response) -> None:
         response.stream = httpx.ByteStream(b"")
 
 
-def _between_chunks(response: httpx.Response, seconds: float) -> None:
-    """Use the between-chunks timeout for the body's reads.
+def _between_chunks(response: httpx.Response, seconds: float | None) -> None:
+    """Use the between-chunks timeout for the body's reads (a read's: the deadline itself is
+    kept by the deadline backend, sync, or by the stream, async).
 
     httpcore reads the request's ``timeout`` extension when the body iteration starts, so swapping
     it after the headers arrived changes the read timeout of the body only. Measured by the
@@ -378,19 +415,45 @@ def _abort(response: httpx.Response) -> None:
             pass
 
 
-def _read_capped(reads: Any) -> bytes:
-    body = bytearray()
-    for data in reads:
-        body += data
-        if len(body) > MAX_ERROR_BODY:
-            break
-    return bytes(body[:MAX_ERROR_BODY])
+class _ErrorBody:
+    """The first ``MAX_ERROR_BODY`` bytes of an answer that is not a stream, decoded as the stream
+    would be (in bounded pieces: a compressed error page can be a bomb too). A read that fails,
+    or a deadline, ends it: what came is kept, the status says enough."""
 
+    def __init__(self, response: httpx.Response) -> None:
+        try:
+            self._decoder = body_decoder(response.headers.get("content-encoding"))
+        except UnsupportedEncoding:
+            self._decoder = None  # shown as it came
+        self._body = bytearray()
 
-async def _aread_capped(reads: Any) -> bytes:
-    body = bytearray()
-    async for data in reads:
-        body += data
-        if len(body) > MAX_ERROR_BODY:
-            break
-    return bytes(body[:MAX_ERROR_BODY])
+    @property
+    def data(self) -> bytes:
+        return bytes(self._body[:MAX_ERROR_BODY])
+
+    def _take(self, data: bytes) -> bool:
+        """Keep ``data``; True once the body is long enough."""
+        try:
+            for piece in (data,) if self._decoder is None else self._decoder.decode(data):
+                self._body += piece
+                if len(self._body) > MAX_ERROR_BODY:
+                    return True
+        except BadEncoding:
+            return True
+        return False
+
+    def read(self, reads: Any) -> None:
+        try:
+            for data in reads:
+                if self._take(data):
+                    return
+        except httpx.HTTPError:
+            pass
+
+    async def aread(self, reads: Any) -> None:
+        try:
+            async for data in reads:
+                if self._take(data):
+                    return
+        except httpx.HTTPError:
+            pass

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from .._core.encoding import BadEncoding, UnsupportedEncoding
 from .._core.errors import (
     APIError,
     ConnectionFailed,
@@ -22,11 +23,13 @@ from .._core.errors import (
     RedirectError,
     StreamError,
     StreamTimeoutError,
+    StreamTruncatedError,
     TransportError,
     not_event_stream_error,
 )
 from .._stream import Stream
 from .._stream_base import StreamBase
+from .._transport.deadlines import DeadlinePassed
 from .endpoint import shown_origin, shown_url
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "redirect_error",
     "shown_location",
     "transport_exception",
+    "unsupported_encoding",
 ]
 
 #: The most bytes of an error body that are read and kept.
@@ -50,10 +54,18 @@ def transport_exception(exc: BaseException, stream: StreamBase) -> NitoError | N
     """The typed error for an httpx failure during the body, or None if it is not one."""
     if isinstance(exc, StreamError) and exc.stream is stream:  # already typed by the Stream
         return exc
+    if isinstance(exc.__cause__, DeadlinePassed):  # one of the call's deadlines, which it names
+        return exc.__cause__.error
     arrived = f"What arrived ({stream.n_chunks} chunks) is kept in .stream."
+    if isinstance(exc, BadEncoding):
+        return StreamTruncatedError(
+            f"The body's bytes are not what its Content-Encoding says ({exc}). {arrived} Check the "
+            "server, or a proxy that rewrites responses.",
+            stream=stream,
+        )
     if isinstance(exc, httpx.ReadTimeout):
         return StreamTimeoutError(
-            f"No data arrived for longer than the between-chunks timeout. {arrived} "
+            f"No data arrived within the between_chunks timeout of one read. {arrived} "
             "Retry, or raise timeout={'between_chunks': ...}.",
             stream=stream,
         )
@@ -130,6 +142,8 @@ def not_event_stream(stream: StreamBase, response: httpx.Response, body: bytes, 
 
 
 def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
+    if isinstance(exc.__cause__, DeadlinePassed):  # a deadline, not a failure to connect
+        return stream.fail(exc.__cause__.error)
     url = shown_url(url)
     if isinstance(exc, httpx.ConnectTimeout):
         error: NitoError = ConnectTimeout(
@@ -137,7 +151,7 @@ def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
         )
     elif isinstance(exc, httpx.TimeoutException):
         error = FirstByteTimeout(
-            f"{url} accepted the request but sent no response within the first-byte timeout. "
+            f"{url} accepted the request but sent nothing within the first_byte timeout of one read. "
             "Retry, or raise timeout={'first_byte': ...}."
         )
     else:
@@ -146,6 +160,16 @@ def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
             "NITO_BASE_URL and any proxy settings."
         )
     return stream.fail(error)
+
+
+def unsupported_encoding(stream: StreamBase, exc: UnsupportedEncoding) -> NitoError:
+    """A response in a content coding that nito_nb did not ask for and does not decode."""
+    base_url = stream.request.get("base_url") or "the server"
+    return stream.fail(TransportError(
+        f"{base_url} answered with Content-Encoding: {exc.coding}, which nito_nb did not ask for and "
+        "does not decode (it asks for gzip or deflate). Check the base URL, and any proxy between you "
+        "and the gateway that compresses responses."
+    ))
 
 
 def models_stream(url: str, key: str | None) -> Stream:

@@ -14,14 +14,16 @@
     ├── TransportError            no usable response
     │   ├── ConnectionFailed      could not connect
     │   ├── ConnectTimeout        connecting took too long
-    │   ├── FirstByteTimeout      connected, but no response within the first-byte timeout
+    │   ├── FirstByteTimeout      no complete response headers within the first_byte deadline
     │   └── NotEventStreamError   a 200 that is not text/event-stream
     └── StreamError               the stream started, then did not end well; .stream keeps what arrived
         ├── MidStreamError        the gateway sent an error chunk
         ├── StreamTruncatedError  the body ended without [DONE]
         │   └── ConnectionLost    the connection broke mid-stream
-        ├── StreamTimeoutError    no data within the between-chunks timeout
-        └── EventTooLargeError    one event grew past max_event_size; reading stopped
+        ├── StreamTimeoutError    no complete event within the between_chunks deadline
+        │   └── TotalTimeoutError the call went past its total deadline
+        ├── EventTooLargeError    one event grew past max_event_size; reading stopped
+        └── BodyTooLargeError     the body decoded past max_body_size, or is a compression bomb
 
 Every error that concerns a request carries ``.stream``: a :class:`~nito_nb.Stream` holding what
 arrived (for an HTTP error, the status, headers and body in its log). Messages never contain the
@@ -56,6 +58,7 @@ __all__ = [
     "APIError",
     "AuthenticationError",
     "BadRequestError",
+    "BodyTooLargeError",
     "ConfigurationError",
     "ConnectTimeout",
     "ConnectionFailed",
@@ -74,6 +77,7 @@ __all__ = [
     "StreamError",
     "StreamTimeoutError",
     "StreamTruncatedError",
+    "TotalTimeoutError",
     "TransportError",
     "one_line",
 ]
@@ -94,7 +98,7 @@ class Secret:
     URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
     """
 
-    __slots__ = ("_byte_forms", "_escapes", "_firsts", "_forms", "value")
+    __slots__ = ("__weakref__", "_byte_forms", "_escapes", "_firsts", "_forms", "value")  # weakly held by the log filter
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -307,7 +311,15 @@ class ConnectTimeout(ConnectionFailed):
 
 
 class FirstByteTimeout(TransportError):
-    """Connected, but the response did not start within the first-byte timeout."""
+    """The response's headers did not all arrive within the ``first_byte`` deadline, counted from
+    the attempt's send. ``seconds`` is the deadline (None when httpx's own read timeout fired: an
+    httpx client of the user's, docs/ENGINE_API.md)."""
+
+    deadline = "first_byte"
+
+    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamBase | None = None) -> None:
+        super().__init__(message, stream=stream)
+        self.seconds = seconds
 
 
 class NotEventStreamError(TransportError):
@@ -335,7 +347,23 @@ class ConnectionLost(StreamTruncatedError):
 
 
 class StreamTimeoutError(StreamError):
-    """Nothing arrived for longer than the between-chunks timeout."""
+    """No complete event (a chunk or a comment) arrived within the ``between_chunks`` deadline:
+    bytes that never make one, such as a trickle or a line that never ends, do not count.
+    ``seconds`` is the deadline (None on a Stream loaded from a saved log)."""
+
+    deadline = "between_chunks"
+
+    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamBase | None = None) -> None:
+        super().__init__(message, stream=stream)
+        self.seconds = seconds
+
+
+class TotalTimeoutError(StreamTimeoutError):
+    """The call went past its ``total`` deadline (``Timeout(total=...)``), counted from the first
+    attempt's send, retries included. Before the response started the Stream is ``failed``;
+    during the body, ``truncated`` with what arrived."""
+
+    deadline = "total"
 
 
 class EventTooLargeError(StreamError):
@@ -352,6 +380,22 @@ class EventTooLargeError(StreamError):
         super().__init__(message, stream=stream)
         self.size = size
         self.limit = limit
+
+
+class BodyTooLargeError(StreamError):
+    """The body decoded to more than ``max_body_size`` bytes, or, compressed, to so many times its
+    bytes on the wire that it is a compression bomb (``_core/encoding.py``): the stream was cut
+    rather than hold it. ``size`` is the bytes decoded, ``limit`` the limit, ``wire`` the bytes
+    received when the body came compressed (else None); all None on a Stream loaded from a saved
+    log. The events before it are kept in ``.stream`` (status ``truncated``).
+    """
+
+    def __init__(self, message: str, *, size: int | None, limit: int | None, wire: int | None = None,
+                 stream: StreamBase | None = None) -> None:
+        super().__init__(message, stream=stream)
+        self.size = size
+        self.limit = limit
+        self.wire = wire
 
 
 # -- building errors from HTTP responses -------------------------------------------------------

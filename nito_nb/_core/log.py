@@ -11,6 +11,12 @@ raw bytes in one ``bytearray``) rather than one object per event: a 50,000-chunk
 about its raw bytes plus 17 bytes per event, where a list of event objects or parsed dicts would
 cost ten times the body (measured in bench/bench_stream.py). Events are decoded again from their
 bytes when someone looks at them.
+
+A run of identical comments that arrived together (one read, one time) is logged one by one up
+to ``COMMENT_RUN``, then counted on the last one logged (``Event.repeat``) instead of stored
+again: a server that sends keep-alives by the million, as a compression bomb does, would
+otherwise cost 30 bytes of log each (issue 28). Saved, such an event says ``"repeat": n``, and
+loading it feeds its bytes n times, which counts them again the same way.
 """
 
 from __future__ import annotations
@@ -29,9 +35,13 @@ from typing import Any
 from .recording import not_text
 from .sse import ServerSentEvent, SSEDecoder
 
-__all__ = ["KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
+__all__ = ["COMMENT_RUN", "KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
 
 LOG_VERSION = 1
+#: Identical comments of one read logged one by one before the rest of the run is only counted.
+#: Far above what real streams send at once (tests/data/real: 30 in a row at most, in a recording
+#: read whole), so that no real stream's log changes.
+COMMENT_RUN = 64
 
 #: Event kinds, in code order.
 KINDS = ("chunk", "comment", "done", "bad-data", "empty", "other", "http-error")
@@ -63,6 +73,9 @@ class Event:
     t: float  # seconds since the request was sent
     kind: str
     raw: bytes
+    #: How many times this event came in a row, at this time (a run of identical comments, see
+    #: the module's docstring): its bytes stand for ``raw * repeat`` of the body.
+    repeat: int = 1
 
     @property
     def sse(self) -> ServerSentEvent:
@@ -127,6 +140,7 @@ class ChunkLog:
         self._ends = array("q")
         self._kinds = bytearray()
         self._raw = bytearray()
+        self._repeats: dict[int, int] = {}  # seq -> times it came, for the few events counted
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -157,6 +171,23 @@ class ChunkLog:
         if shift:
             ends[seq:] = array("q", [offset + shift for offset in ends[seq:]])
 
+    def count_again(self, seq: int) -> None:
+        """Event ``seq`` came once more (the same comment, in the same read): count it."""
+        self._repeats[seq] = self._repeats.get(seq, 1) + 1
+
+    def last_is(self, kind: int, t_ns: int, raw: bytes) -> bool:
+        """Whether the last event logged is of ``kind``, arrived at ``t_ns``, with these bytes."""
+        kinds = self._kinds
+        if not kinds or kinds[-1] != kind or self._times[-1] != t_ns:
+            return False
+        ends = self._ends
+        start = ends[-2] if len(ends) > 1 else 0
+        return ends[-1] - start == len(raw) and self._raw[start : ends[-1]] == raw
+
+    def repeat(self, seq: int) -> int:
+        """How many times event ``seq`` came in a row (1 but for a counted run of comments)."""
+        return self._repeats.get(seq, 1)
+
     def start(self, t0_ns: int | None = None) -> None:
         """The request leaves now (or left at ``t0_ns``, a ``perf_counter_ns`` reading): the
         origin of every time, on both clocks. ``t0_wall`` is the same moment; it was the moment
@@ -180,6 +211,7 @@ class ChunkLog:
         empty = copy.copy(self)  # every field, whatever fields the log gains
         empty.end = dict(self.end)
         empty._times, empty._ends, empty._kinds, empty._raw = array("q"), array("q"), bytearray(), bytearray()
+        empty._repeats = {}
         return empty
 
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
@@ -201,7 +233,8 @@ class ChunkLog:
         start = self._ends[seq - 1] if seq else 0
         t_ns = self._times[seq]
         return Event(
-            seq, t_ns, (t_ns - self.t0_ns) / 1e9, KINDS[self._kinds[seq]], bytes(self._raw[start : self._ends[seq]])
+            seq, t_ns, (t_ns - self.t0_ns) / 1e9, KINDS[self._kinds[seq]], bytes(self._raw[start : self._ends[seq]]),
+            self._repeats.get(seq, 1),
         )
 
     def __iter__(self) -> Iterator[Event]:
@@ -229,7 +262,8 @@ class ChunkLog:
 
     @property
     def body(self) -> bytes:
-        """The body as it arrived (without bytes that made no event, such as trailing blank lines)."""
+        """The body as it arrived (without bytes that made no event, such as trailing blank lines;
+        a counted run of comments once: ``Event.repeat``)."""
         return bytes(self._raw)
 
     @property
@@ -261,11 +295,13 @@ class ChunkLog:
             "attempts": self.attempts,
         }
         yield json.dumps(header, ensure_ascii=False)
-        t0 = self.t0_ns
-        for t_ns, kind, raw in zip(self._times, self._kinds, self.raw_slices(), strict=True):
+        t0, repeats = self.t0_ns, self._repeats
+        for seq, (t_ns, kind, raw) in enumerate(zip(self._times, self._kinds, self.raw_slices(), strict=True)):
             line: dict[str, Any] = {"dt_ns": t_ns - t0}
             if kind == HTTP_ERROR:
                 line["kind"] = KINDS[kind]
+            if seq in repeats:
+                line["repeat"] = repeats[seq]
             try:
                 line["raw"] = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -352,6 +388,8 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
                     raw = _event_raw(item, where, number)
             else:
                 raw = _event_raw(item, where, number)
+            if "repeat" in item:  # a counted run of comments: its bytes as often as they came
+                raw *= _whole(item["repeat"], where, number, "repeat", at_least=1)
             events.append((t0 + dt_ns, kind, raw))
     if not ended and log.cut is None:  # Stream.save always writes the end record last
         log.cut = f"the file was cut after line {number}: it has no end record; its {len(events)} events are loaded"
@@ -403,15 +441,19 @@ def _event_raw(item: dict[str, Any], where: str, number: int) -> bytes:
         raise LogFormatError(_bad_field(where, number, "raw", value, "the event's text")) from None
 
 
-def _whole(value: Any, where: str, number: int, name: str) -> int:
+def _whole(value: Any, where: str, number: int, name: str, at_least: int | None = None) -> int:
     """A count or a time in ns, as ``int()`` reads it (a float or a digit string of a hand edit
     still loads), else one line naming the field."""
     try:
         if isinstance(value, bool | list | dict) or value is None:
             raise TypeError
-        return int(value)
+        whole = int(value)
+        if at_least is not None and whole < at_least:
+            raise ValueError
+        return whole
     except (TypeError, ValueError, OverflowError):  # OverflowError: inf
-        raise LogFormatError(_bad_field(where, number, name, value, "a whole number")) from None
+        wanted = "a whole number" if at_least is None else f"a whole number >= {at_least}"
+        raise LogFormatError(_bad_field(where, number, name, value, wanted)) from None
 
 
 def _bad_field(where: str, number: int, name: str, value: Any, wanted: str) -> str:

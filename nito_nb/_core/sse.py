@@ -58,13 +58,17 @@ class EventTooLarge(ValueError):
     """One event's bytes (``raw``: its lines and what preceded them since the previous event) went
     past ``limit``. ``size`` is how many had arrived when the decoder stopped (at least
     ``limit + 1``); ``events`` are the complete events of the same read that came before it, which
-    the caller keeps. The decoder has dropped the event's bytes and decodes nothing more."""
+    the caller keeps. ``blank`` is True when those bytes were only line ends (an all-newline body:
+    no event at all, which a message must not call one). The decoder has dropped the event's
+    bytes and decodes nothing more."""
 
-    def __init__(self, size: int, limit: int, events: list[ServerSentEvent]) -> None:
-        super().__init__(f"an event went past {limit:,} bytes ({size:,} bytes and not finished)")
+    def __init__(self, size: int, limit: int, events: list[ServerSentEvent], blank: bool = False) -> None:
+        what = "empty lines went" if blank else "an event went"
+        super().__init__(f"{what} past {limit:,} bytes ({size:,} bytes and not finished)")
         self.size = size
         self.limit = limit
         self.events = events
+        self.blank = blank
 
 
 class SSEDecoder:
@@ -105,7 +109,7 @@ class SSEDecoder:
             # completed is at most `before + len(chunk)` long, so only then can one be too large.
             for i, event in enumerate(events):
                 if len(event.raw) > limit:
-                    self._fail(len(event.raw), events[:i])
+                    self._fail(len(event.raw), events[:i], pending=False)
         size = self._pending_size()
         if size > limit:
             self._fail(size, events)
@@ -115,9 +119,12 @@ class SSEDecoder:
         """Bytes of the event being built: its consumed lines and its unfinished one."""
         return len(self._raw) + len(self._buffer) + self._held_size
 
-    def _fail(self, size: int, events: list[ServerSentEvent]) -> None:
+    def _fail(self, size: int, events: list[ServerSentEvent], pending: bool = True) -> None:
         assert self._limit is not None
-        self._failed = EventTooLarge(size, self._limit, events)
+        blank = pending and self._data is None and not (
+            self._raw.strip(b"\r\n") or self._buffer.strip(b"\r\n") or any(p.strip(b"\r\n") for p in self._held)
+        )
+        self._failed = EventTooLarge(size, self._limit, events, blank)
         # Let go of the event's bytes: not holding them is the point of the limit.
         self._buffer, self._held, self._held_size = b"", [], 0
         self._raw = bytearray()

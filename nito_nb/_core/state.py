@@ -21,8 +21,10 @@ from typing import Any
 
 from .accumulate import Accumulator, Anomaly, ToolCall
 from .chunk import as_error_event
+from .encoding import BOMB_RATIO, PIECE, BodyBounds, TooLarge
 from .errors import (
     APIError,
+    BodyTooLargeError,
     EventTooLargeError,
     MidStreamError,
     NitoError,
@@ -35,7 +37,7 @@ from .errors import (
     retry_after_of,
 )
 from .layout import ChunkParser
-from .log import BAD_DATA, CHUNK, COMMENT, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
+from .log import BAD_DATA, CHUNK, COMMENT, COMMENT_RUN, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
 from .metrics import n_output_tokens, output_chunks_per_s, output_tps
 from .redaction import Edit, StreamRedactor, encode, redact_body, rewrite_event, with_data
 from .sse import EventTooLarge, ServerSentEvent, SSEDecoder
@@ -126,6 +128,7 @@ class StreamState:
         *,
         log: ChunkLog | None = None,
         max_event_size: int | None = None,
+        max_body_size: int | None = None,
         owner: Any = None,
     ) -> None:
         self.log = log if log is not None else ChunkLog(request, t0_ns=time.perf_counter_ns())
@@ -134,6 +137,10 @@ class StreamState:
         self.exception: NitoError | None = None
         self.acc = Accumulator()
         self.decoder = SSEDecoder(max_event_size)  # the client sets the limit; recordings have none
+        #: The body's content coding and its decoded size against ``max_body_size`` (the client
+        #: sets the limit; recordings have none).
+        self.body = BodyBounds(max_body_size)
+        self._run = 0  # identical comments in a row (one read), ending at the last event logged
         self.parser = ChunkParser()
         self.first_token_ns: int | None = None
         self.last_token_ns: int | None = None
@@ -295,15 +302,61 @@ class StreamState:
     def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
         if self.status is Status.WAITING:
             self.status = Status.STREAMING
+        body = self.body
+        try:
+            if body.decoder is None and len(data) <= PIECE:  # the usual read: no copy, no generator
+                body.count(len(data))
+                return self._decode(data, t_ns)
+            chunks: list[dict[str, Any]] = []
+            for piece in body.pieces(data):  # decoded (or cut) in bounded pieces, all of this read's time
+                chunks += self._decode(piece, t_ns)
+            return chunks
+        except TooLarge as too_large:
+            raise self._too_large(too_large) from None
+
+    def _too_large(self, too_large: TooLarge) -> BodyTooLargeError:
+        kept = f"What arrived before it ({self.acc.n_chunks} chunks) is kept in .stream."
+        if too_large.bomb:
+            wire = too_large.wire or 1
+            message = (
+                f"The body came compressed ({too_large.coding}) and decoded to {too_large.size:,} bytes from "
+                f"{wire:,} on the wire (over {BOMB_RATIO}:1): a compression bomb, not an answer (answers "
+                f"compress far less). The stream was stopped rather than decode "
+                f"the rest. {kept} The server at {self.log.request.get('base_url') or 'this base URL'} is "
+                "faulty or hostile: check it."
+            )
+        else:
+            compressed = "" if too_large.wire is None else f" (from {too_large.wire:,} bytes of {too_large.coding})"
+            message = (
+                f"The body decoded to more than max_body_size ({too_large.limit:,} bytes){compressed}: the "
+                f"stream was stopped rather than hold it in memory. {kept} If such a body is expected, raise "
+                "max_body_size (Client(max_body_size=...) or stream(..., max_body_size=...))."
+            )
+        return BodyTooLargeError(message, size=too_large.size, limit=too_large.limit, wire=too_large.wire,
+                                 stream=self.owner)
+
+    def _decode(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+        """Decode, log and fold one piece of the body."""
         try:
             events = self.decoder.decode(data)
         except EventTooLarge as too_large:
             self._take(too_large.events, t_ns)  # the events before it are kept, as arrived
+            kept = f"What arrived before it ({self.acc.n_chunks} chunks) is kept in .stream."
+            if too_large.blank:  # no event at all: saying "an event" sent people after the wrong cause
+                message = (
+                    f"The server sent more than {too_large.limit:,} bytes of empty lines and no event: it is "
+                    f"faulty or hostile (an event stream holds events). The stream was stopped rather than "
+                    f"hold them in memory. {kept} Check the server at "
+                    f"{self.log.request.get('base_url') or 'this base URL'}."
+                )
+            else:
+                message = (
+                    f"An event went past max_event_size ({too_large.limit:,} bytes): the stream was "
+                    f"stopped rather than hold it in memory. {kept} If such events are expected, raise "
+                    "max_event_size (Client(max_event_size=...) or stream(..., max_event_size=...))."
+                )
             raise EventTooLargeError(
-                f"An event went past max_event_size ({too_large.limit:,} bytes): the stream was "
-                f"stopped rather than hold it in memory. What arrived before it ({self.acc.n_chunks} "
-                "chunks) is kept in .stream. If such events are expected, raise max_event_size "
-                "(Client(max_event_size=...) or stream(..., max_event_size=...)).",
+                message,
                 size=too_large.size,
                 limit=too_large.limit,
                 stream=self.owner,
@@ -315,14 +368,28 @@ class StreamState:
         redactor = self.redactor
         if redactor is not None:  # the one door of the body: the gateway may echo the key
             events = redact_events(events, redactor.secret)
-            rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by position
+            rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by their seq
             first, ends, pending = redactor.first, redactor.ends, redactor.pending
         chunks: list[dict[str, Any]] = []
         acc, parse = self.acc, self.parser.parse
         first_seq = len(self.log)
         kinds = bytearray()
+        skipped: set[int] | None = None
         for i, (data, name, _, _, comment, raw) in enumerate(events):
             if comment is not None:
+                # The same comment again, in the same read: a run past COMMENT_RUN is counted on
+                # its last event logged instead of logged again (log.py says why).
+                if self._again(events, i, raw, t_ns):
+                    self._run += 1
+                    if self._run > COMMENT_RUN:
+                        self.log.count_again(first_seq + i - 1)  # the last event logged
+                        first_seq -= 1  # the events after it are logged one place earlier
+                        if skipped is None:
+                            skipped = set()
+                        skipped.add(i)
+                        continue
+                else:
+                    self._run = 1
                 kinds.append(COMMENT)
                 continue
             if data == "[DONE]":
@@ -356,10 +423,10 @@ class StreamState:
             ):
                 changed, edits = redactor.take(first_seq + i, value, chunk, raw, content, not acc.done)
                 if changed:  # the chunk was rewritten in place: so are its bytes
-                    rewritten[i] = with_data(raw, encode(value))
+                    rewritten[first_seq + i] = with_data(raw, encode(value))
                     content = None  # read from the rewritten chunk
                 if edits:
-                    self._rewrite_earlier(edits, first_seq, events, rewritten)
+                    self._rewrite_earlier(edits, events, skipped, rewritten)
             if acc.done:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
@@ -369,28 +436,34 @@ class StreamState:
                 if self.first_token_ns is None:
                     self.first_token_ns = t_ns
             chunks.append(chunk)
+        if skipped is not None:
+            events = [event for i, event in enumerate(events) if i not in skipped]
         if events:
             if redactor is not None and rewritten:
-                raws = [rewritten.get(i, event.raw) for i, event in enumerate(events)]
+                logged = len(self.log)  # the seq of this read's first event kept
+                raws = [rewritten.get(logged + j, event.raw) for j, event in enumerate(events)]
             else:
                 raws = [event.raw for event in events]
             self.log.extend(t_ns, kinds, raws)
         return chunks
 
     def _rewrite_earlier(
-        self, edits: list[Edit], first_seq: int, events: list[ServerSentEvent], rewritten: dict[int, bytes]
+        self, edits: list[Edit], events: list[ServerSentEvent], skipped: set[int] | None, rewritten: dict[int, bytes]
     ) -> None:
         """A chunk completed a key that earlier chunks started: their text becomes the marker, in
-        the log (their raw bytes; this read's own events before they are logged) and in the
-        accumulator (the end of each channel's text)."""
+        the log (their raw bytes; this read's own events before they are logged, ``rewritten`` by
+        seq) and in the accumulator (the end of each channel's text). ``skipped``: the positions of
+        this read's repeated comments that are counted rather than logged, so that seqs and
+        positions in ``events`` differ past them."""
         by_seq: dict[int, list[Edit]] = {}
         for edit in edits:
             by_seq.setdefault(edit.seq, []).append(edit)
         log = self.log
+        logged = len(log)  # this read's events are not logged yet: seqs from here are theirs
+        kept = events if not skipped else [e for k, e in enumerate(events) if k not in skipped]
         for seq, of_event in by_seq.items():
-            if seq >= first_seq:
-                i = seq - first_seq
-                rewritten[i] = rewrite_event(rewritten.get(i, events[i].raw), of_event)
+            if seq >= logged:
+                rewritten[seq] = rewrite_event(rewritten.get(seq, kept[seq - logged].raw), of_event)
             else:
                 log.rewrite(seq, rewrite_event(log[seq].raw, of_event))
         # Per channel, the pieces in order: together they are the end of the channel's text.
@@ -402,6 +475,13 @@ class StreamState:
                 new.append(edit.new)
         for channel, (old, new) in by_channel.items():
             self.acc.replace_tail(channel, "".join(old), "".join(new))
+
+    def _again(self, events: list[ServerSentEvent], i: int, raw: bytes, t_ns: int) -> bool:
+        """Whether comment ``i`` of a read repeats the event just before it, at the same time."""
+        if i:
+            before = events[i - 1]
+            return before.comment is not None and before.raw == raw
+        return self.log.last_is(COMMENT, t_ns, raw)
 
     def end(
         self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
@@ -474,6 +554,13 @@ class StreamState:
             log.set_response(status_code, headers or {}, t_ns)
             if secret is not None:
                 log.headers = {k: v for k, v in log.headers.items() if not secret.found_in(v)}
+
+    def set_encoding(self, content_encoding: str | None) -> None:
+        """The body comes with this ``Content-Encoding``: what is fed from now on is decoded, in
+        bounded pieces (``_core/encoding.py``; ``UnsupportedEncoding`` for a coding it does not
+        decode)."""
+        with self.lock:
+            self.body.set_encoding(content_encoding)
 
     def set_connect(self, duration_ns: int) -> None:
         """The attempt under way took ``duration_ns`` to open its connection."""

@@ -22,20 +22,17 @@ class PushedBody:
     """A response body read by its socket's reader callback and handed on read by read, framing
     removed, without a task switch in between (a large read over several turns of the loop:
     ``pump.py``): ``await body(deliver)`` calls ``deliver(data,
-    arrival_ns)`` for every read that carried some of the body, returns at its end, and raises
-    what httpx would (``ReadTimeout`` past ``read_timeout`` without a byte, ``ReadError``,
-    ``RemoteProtocolError`` for a body cut short). An exception of ``deliver`` ends the read and
-    is raised as it is. Why: ``framing.py``."""
+    arrival_ns)`` for every read that carried some of the body (its bytes as they came: a content
+    coding is the Stream's to decode), returns at its end, and raises what httpx would
+    (``ReadError``, ``RemoteProtocolError`` for a body cut short). An exception of ``deliver`` ends
+    the read and is raised as it is. Why: ``framing.py``. No timeout of its own: the call's
+    deadlines are the AsyncStream's to keep (``_stream.py``), counted in events, not bytes."""
 
-    def __init__(self, network: StampedSocketStream | StampedTLSStream, framing: Chunked | Length | UntilClose,
-                 read_timeout: float | None) -> None:
+    def __init__(self, network: StampedSocketStream | StampedTLSStream, framing: Chunked | Length | UntilClose) -> None:
         self._network = network
         self._framing = framing
-        self._timeout = read_timeout
         self._deliver: Callable[[bytes, int], None] | None = None
         self._ended: asyncio.Future[None] | None = None
-        self._last = 0.0
-        self._watchdog: asyncio.TimerHandle | None = None
         # What has arrived and waits for its turn (pump.py), and how the body ends once it is
         # handed on: a read, the connection's end or its failure all queue behind it.
         self._backlog: collections.deque[tuple[bytes, int]] = collections.deque()
@@ -45,10 +42,7 @@ class PushedBody:
         self._in_line = False  # in the pump's line: its next bytes wait for their turn
 
     async def __call__(self, deliver: Callable[[bytes, int], None]) -> None:
-        loop = asyncio.get_running_loop()
-        self._deliver, self._ended, self._last = deliver, loop.create_future(), loop.time()
-        if self._timeout is not None:
-            self._watchdog = loop.call_later(self._timeout, self._check)
+        self._deliver, self._ended = deliver, asyncio.get_running_loop().create_future()
         try:
             if self._framing.done:  # an empty body
                 self._ended.set_result(None)
@@ -60,20 +54,24 @@ class PushedBody:
             self._hand_on_all()
             raise
         finally:
-            if self._watchdog is not None:
-                self._watchdog.cancel()
             # No cycle outlives the body (the stream's receiver is this object, whose deliver
             # holds the Stream's state): see StampedSocketStream.unpush. The pump lets go of it at
             # its next turn.
             self._network.unpush()
-            self._deliver = self._watchdog = None
+            self._deliver = None
             self._drop_backlog()
+
+    @property
+    def waiting(self) -> bool:
+        """Bytes have arrived and wait for their turn to be handed on (``pump.py``), or in the
+        socket for a loop that was busy: a deadline counted in events waits for them (they may
+        hold the event that keeps the body within it)."""
+        return bool(self._backlog) or self._network.unread()
 
     def received(self, data: bytes, arrival_ns: int) -> None:
         ended = self._ended
         if ended is None or ended.done() or self._outcome is not _PENDING:  # past the body's end
             return
-        self._last = ended.get_loop().time()
         try:
             if data:
                 body = self._framing.feed(data)
@@ -152,29 +150,14 @@ class PushedBody:
         self._queued = 0
         self._in_line = False
 
-    def _check(self) -> None:
-        """The between-chunks timeout: one timer, moved on only when it fires (re-arming a timer
-        on every read would cost more than the read)."""
-        ended = self._ended
-        if ended is None or ended.done() or self._timeout is None or self._outcome is not _PENDING:
-            return
-        loop = ended.get_loop()
-        idle = loop.time() - self._last
-        if idle >= self._timeout:  # after what arrived before it, as every end (pump.py)
-            self._outcome = httpx.ReadTimeout("no data within the between-chunks timeout")
-            self._go_on()
-        else:
-            self._watchdog = loop.call_later(self._timeout - idle, self._check)
 
-
-def pushed_body(response: httpx.Response, read_timeout: float | None) -> PushedBody | None:
+def pushed_body(response: httpx.Response) -> PushedBody | None:
     """The body of ``response`` as a :class:`PushedBody` when the stamping transport carried it and
-    its framing is one ``framing.py`` reads; None otherwise (another transport, a content coding
-    httpx must decode, a transfer coding other than chunked): then httpx reads it."""
+    its framing is one ``framing.py`` reads; None otherwise (another transport, a transfer coding
+    other than chunked): then httpx reads it. Its bytes are handed on as they came, content
+    coding included (the Stream decodes it: ``_core/encoding.py``)."""
     network = response.extensions.get("network_stream")
     if not isinstance(network, (StampedSocketStream, StampedTLSStream)):
         return None
-    if response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
-        return None
     framing = body_framing(response.headers.get("transfer-encoding"), response.headers.get("content-length"))
-    return None if framing is None else PushedBody(network, framing, read_timeout)
+    return None if framing is None else PushedBody(network, framing)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import select
 import socket
 import ssl
 import struct
@@ -17,7 +18,7 @@ import httpcore
 
 from .framing import HeaderEnd
 
-__all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "StampedTLSStream", "within"]
+__all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "StampedTLSStream", "readable", "within"]
 
 #: Linux's SO_TIMESTAMPNS / SCM_TIMESTAMPNS (asm-generic/socket.h); the socket module lacks them.
 _SO_TIMESTAMPNS = 35
@@ -182,6 +183,13 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         else:
             self._resume()
 
+    def unread(self) -> bool:
+        """Bytes wait in the socket that the loop has not read yet: it was busy (a deadline that
+        passed meanwhile waits for them, ``_stream.py``)."""
+        if self._closed or self._eof or self._error is not None:
+            return False
+        return readable(self._sock)
+
     def unpush(self) -> None:
         """Stop handing reads on, and let go of the receiver: it refers back to this stream, and a
         cycle kept every ended stream's log until a full GC pass, which a run defers (runs/_gc.py):
@@ -264,6 +272,14 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         return None
 
 
+def readable(sock: socket.socket) -> bool:
+    """Whether ``sock`` has bytes to read now (without waiting; False once it is closed)."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
+
+
 def _time_out(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_exception(httpcore.ReadTimeout("no data within the read timeout"))
@@ -329,6 +345,10 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
         return data
 
     # -- a pushed body: the raw stream's reads, decrypted as they come ----------------------------
+
+    def unread(self) -> bool:
+        """As :meth:`StampedSocketStream.unread`."""
+        return self._raw.unread()
 
     def unpush(self) -> None:
         """As :meth:`StampedSocketStream.unpush` (the raw stream refers to this one as its receiver)."""
