@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the sample answer the display tests u
 
 from display_samples import sample_answer  # noqa: E402
 
-from nito_nb.display import LiveDisplay  # noqa: E402
+from nito_nb._display import LiveDisplay  # noqa: E402
 
 ANSWER_BYTES = 200_000
 CHUNKS = 50_000

@@ -38,8 +38,8 @@ from IPython.core.displaypub import DisplayPublisher  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 import nito_nb  # noqa: E402
-from nito_nb import magic as _magic  # noqa: E402
-from nito_nb.display import live as _display  # noqa: E402
+from nito_nb import _magic as _magic  # noqa: E402
+from nito_nb._display import notebook as _display  # noqa: E402
 
 
 class CountingPublisher(DisplayPublisher):

@@ -28,9 +28,9 @@ os.environ.setdefault("NITO_SIM_TPS", "0")
 os.environ.setdefault("NITO_SIM_TTFT_MS", "0")
 
 import nito_nb
-from nito_nb.runs._plan import Request
-from nito_nb.runs._results import Finished, result_rows
-from nito_nb.runs._store import Store, StoreWriter, stream_key, write_streams
+from nito_nb._runs.plan import Request
+from nito_nb._runs.results import Finished, result_rows
+from nito_nb._runs.store import Store, StoreWriter, stream_key, write_streams
 
 
 def _ms(values: list[float]) -> str:

@@ -15,7 +15,7 @@ Targets: run >= 0.8x the floor's requests/s, run + store >= 0.6x. The progress d
 count is printed (outside Jupyter: the stderr line, at most 4 updates/s).
 
 Memory: the peak RSS of a fresh process that runs ``--rss`` requests with a store, for each count
-(and, printed beside it, that of the store's events helper process, runs/_events.py): it must
+(and, printed beside it, that of the store's events helper process, _runs/events.py): it must
 stay flat in the number of requests (target: the largest count's peak <= 1.5x the smallest's).
 """
 

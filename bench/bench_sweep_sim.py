@@ -1,6 +1,6 @@
 """Benchmark of a sweep on the embedded simulator: the issue's cell, ``nito_nb.sweep(prompts,
 model="sim/chat", rates=[...])`` with no base URL, once with the simulator in a process of its own
-(what a Run does: ``nito_nb/sim/_apart.py``) and once with it in the run's own process (what a
+(what a Run does: ``nito_nb/sim/_process.py``) and once with it in the run's own process (what a
 Run did before, and still does where the child cannot start), in turn, ``--rounds`` times.
 
     .venv/bin/python bench/bench_sweep_sim.py                       # exit 1 if a target fails

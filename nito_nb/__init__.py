@@ -53,7 +53,7 @@ from ._core.errors import (
 )
 from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
-from ._recorded import load, read_sse
+from ._recordings import load, read_sse
 from ._stream import AsyncStream, Stream
 from ._watch import watch
 
@@ -131,7 +131,7 @@ _apart_failed: str | None = None
 
 
 def _simulator_apart() -> tuple[_client.Simulator, bool]:
-    """The simulator in a process of its own (load runs: ``sim/_apart.py``), and True; where it
+    """The simulator in a process of its own (load runs: ``sim/_process.py``), and True; where it
     cannot start (not POSIX, a failed child), the in-process one and False, with one warning per
     process that says why."""
     global _apart_failed
@@ -170,7 +170,7 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nito_nb``: register the ``%%nito`` / ``%nito`` magics."""
-    from .magic import load_ipython_extension as load
+    from ._magic import load_ipython_extension as load
 
     load(ipython)
 
@@ -198,13 +198,13 @@ def __getattr__(name: str) -> Any:
     # The widgets need ipywidgets (and comm): imported on first use only, so that `import nito_nb`
     # stays light in scripts and servers that never show a widget.
     if name in _WIDGETS:
-        from . import widget as _widget
+        from . import _widget as _widget
 
         value = getattr(_widget, name)
         globals()[name] = value
         return value
     if name in _RUNS:
-        from . import runs
+        from . import _runs as runs
 
         return getattr(runs, name)
     raise AttributeError(f"module 'nito_nb' has no attribute {name!r}")

@@ -31,7 +31,7 @@ class live:  # lower case: a context manager used like a function, `with nito_nb
     """
 
     def __init__(self, *, format: str = "markdown", max_rate: float = 20.0) -> None:
-        from .render import check_format
+        from ._render import check_format
 
         check_format(format)  # a bad format is the caller's mistake: say so before the block runs
         if max_rate <= 0:
@@ -42,7 +42,7 @@ class live:  # lower case: a context manager used like a function, `with nito_nb
         self._token: Token[Any] | None = None
 
     def _open(self, stream: Stream) -> Any:
-        from .display.live import live_display
+        from ._display.notebook import live_display
 
         view = live_display(stream, format=self.format, max_rate=self.max_rate)
         self.views.append(view)

@@ -3,7 +3,7 @@
 A Stream is a shell over a :class:`~nito_nb._core.state.StreamState` (the SSE decoder, the
 accumulator, the chunk log, under one lock) and a byte source: it feeds the state the bytes its
 source hands it, stamping each read with ``time.perf_counter_ns()``. The client (``_client/``)
-gives it a source; ``read_sse`` and ``load`` (``_recorded.py``) feed it recorded bytes. Everything
+gives it a source; ``read_sse`` and ``load`` (``_recordings.py``) feed it recorded bytes. Everything
 a Stream knows is therefore a function of (bytes, arrival times): a loaded log is the same Stream.
 
 Arrival times are the moment the bytes reached the process, whatever the caller does. So a live
@@ -359,7 +359,7 @@ class AsyncStream(StreamBase):
     def send_at(self, when: float) -> None:
         """Send the request no earlier than ``when`` (the running loop's ``time()``), with everything
         before the send (the request built, its client made) done as soon as it is started: a
-        Run's open-loop schedule starts its streams a little ahead (``runs/_runner.py``)."""
+        Run's open-loop schedule starts its streams a little ahead (``_runs/runner.py``)."""
         self._send_at = when
 
     @property

@@ -32,7 +32,7 @@ __all__ = ["StreamBase", "register_default_starts"]
 #: The engine's only imports that point up, both lazy, each inside the method named here: a frame
 #: of the Stream (the pandas adapter) and its rich display in a notebook (the renderer). Declared
 #: in this one place; tests/test_architecture.py fails on any other import cycle.
-UPWARD_IMPORTS = (("StreamBase.frame", "nito_nb._frame.build"), ("StreamBase._repr_mimebundle_", "nito_nb.render"))
+UPWARD_IMPORTS = (("StreamBase.frame", "nito_nb._frame.build"), ("StreamBase._repr_mimebundle_", "nito_nb._render"))
 
 #: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
 #: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
@@ -457,7 +457,7 @@ class StreamBase:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         try:
-            from .render import final_bundle
+            from ._render import final_bundle
         except ImportError:  # the renderer is optional for the engine
             return {"text/plain": repr(self)}
         return final_bundle(self)

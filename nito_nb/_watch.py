@@ -58,7 +58,7 @@ class Watch:
 
     def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> None:
         if show:
-            from .render import check_format  # the renderer is needed only to show
+            from ._render import check_format  # the renderer is needed only to show
 
             check_format(format)
         kind = type(source)
@@ -102,7 +102,7 @@ class Watch:
         if VIEWERS.get() or not self.show:
             self._views = open_views(self.stream)
         else:
-            from .display.live import live_display
+            from ._display.notebook import live_display
 
             view = live_display(self.stream, format=self.format, max_rate=self.max_rate)
             self._views = Views(self.stream, [view])

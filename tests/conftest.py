@@ -146,8 +146,8 @@ def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     shutdown order, which is why moving these fixtures here made them appear). So the teardown
     closes the test's magics' client and drops it.
     """
-    from nito_nb import magic as _magic
-    from nito_nb.magic.magics import NitoMagics
+    from nito_nb import _magic as _magic
+    from nito_nb._magic.magics import NitoMagics
 
     shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, _magic.Nito)]
     shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'

@@ -150,7 +150,7 @@ def test_the_client_never_imports_the_simulator() -> None:
     assert found == []
 
 
-@pytest.mark.parametrize("package", ["nito_nb._client", "nito_nb._transport", "nito_nb.runs"])
+@pytest.mark.parametrize("package", ["nito_nb._client", "nito_nb._transport", "nito_nb._runs"])
 def test_these_package_roots_only_re_export(package: str) -> None:
     # Code in a package's __init__ is what its own modules end up importing from the package
     # (runs._sweep called run() from runs/__init__: a cycle). Here the root holds none.

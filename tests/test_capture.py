@@ -303,7 +303,7 @@ def test_last_is_the_latest_of_the_magics_result_and_the_captured_streams(
 def test_a_failing_view_never_breaks_the_callers_stream(
     captured: openai.OpenAI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nito_nb.display import live as _display
+    from nito_nb._display import notebook as _display
 
     class Broken:
         def update(self) -> None:

@@ -620,7 +620,7 @@ def test_an_async_streams_clock_starts_when_it_is_sent_not_when_it_is_made() -> 
 
 
 def test_an_async_stream_given_a_send_time_is_made_ready_at_once_and_sent_no_earlier() -> None:
-    # A run's open-loop schedule starts its streams a little ahead (runs/_runner.py SEND_LEAD):
+    # A run's open-loop schedule starts its streams a little ahead (_runs/runner.py SEND_LEAD):
     # the stream waits only for its send; its clock (t0) is the send, not the start.
     async def main() -> tuple[Any, float, bool]:
         stream = nito_nb.astream("on time", model="sim/echo", sim={"tps": 0, "ttft_ms": 0})

@@ -24,8 +24,8 @@ from scripted_server import Script, ScriptedServer
 import nito_nb
 from nito_nb._core.errors import one_line
 from nito_nb._core.printable import printable
-from nito_nb.display.terminal import TerminalDisplay
-from nito_nb.render import final_bundle, render_parts, status_text
+from nito_nb._display.terminal import TerminalDisplay
+from nito_nb._render import final_bundle, render_parts, status_text
 
 #: Everything that acts on a terminal or reorders a line: ESC sequences (CSI, OSC 8 hyperlink
 #: ended by BEL), a lone carriage return, backspaces, the C1 CSI, a right-to-left override.
@@ -136,7 +136,7 @@ def test_an_on_done_failure_is_one_printable_line(capsys: pytest.CaptureFixture[
 def test_a_runs_panel_and_stderr_line_show_the_gateways_error_code_printable(
     scripted: ScriptedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nito_nb.runs._progress import StderrLine, panel_model, panel_text
+    from nito_nb._runs.progress import StderrLine, panel_model, panel_text
 
     body = json.dumps({"error": {"message": f"no {HOSTILE}", "code": f"bad{HOSTILE}"}}).encode()
     base = scripted.add("ctl-run", Script(status=400, content_type="application/json", parts=[body]))
@@ -197,7 +197,7 @@ def test_the_magics_stderr_and_text_plain_hold_no_raw_control(
 
 def test_the_chat_widgets_status_shows_the_models_tool_names_printable(scripted: ScriptedServer) -> None:
     pytest.importorskip("ipywidgets")
-    from nito_nb.widget import ChatWidget
+    from nito_nb._widget import ChatWidget
 
     def get_weather(city: str) -> str:
         """Weather for a city."""

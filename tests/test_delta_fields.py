@@ -18,7 +18,7 @@ import pytest
 
 import nito_nb
 from nito_nb._core.chunk import DELTA_KEYS
-from nito_nb.render import join_parts, render_parts
+from nito_nb._render import join_parts, render_parts
 
 #: A value of each field read by the reader, as providers send it (docs/PROTOCOL.md).
 SAMPLES: dict[str, Any] = {
@@ -104,7 +104,7 @@ def test_the_view_renders_the_field(key: str) -> None:
     empty = join_parts(render_parts(_stream({}).snapshot(), live=False))
     assert shown["text/html"] != empty["text/html"], (
         f"delta.{key} is read by the Stream but the view does not show it: add a part in "
-        "render/parts.py (render_parts)"
+        "_render/parts.py (render_parts)"
     )
 
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nito_nb._core.printable import printable
-from nito_nb.display import LiveDisplay, TerminalDisplay, in_kernel, live_display
-from nito_nb.render import status_text
+from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
+from nito_nb._render import status_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -349,7 +349,7 @@ def test_factory_picks_by_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
 KERNEL_CELL = """
 import time
 from types import SimpleNamespace
-from nito_nb.display import LiveDisplay
+from nito_nb._display import LiveDisplay
 
 hostile = "<img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3)) "
 state = SimpleNamespace(content="", reasoning="", tool_calls=[], finish_reason=None, usage=None,
@@ -443,7 +443,7 @@ def test_the_refresh_thread_comes_back_when_the_tick_asks() -> None:
     # comes back then, not a whole period later, so text is shown within the throttle's interval.
     import threading
 
-    from nito_nb.display import Refresher
+    from nito_nb._display import Refresher
 
     ticks: list[float] = []
     three = threading.Event()
@@ -464,8 +464,8 @@ def test_the_refresh_thread_comes_back_when_the_tick_asks() -> None:
 
 
 def test_due_in_is_the_one_rule_of_the_refresh_threads() -> None:
-    from nito_nb.display import CLOCK_PERIOD, Throttle
-    from nito_nb.display.refresh import due_in
+    from nito_nb._display import CLOCK_PERIOD, Throttle
+    from nito_nb._display.refresh import due_in
 
     clock = FakeClock()
     throttle = Throttle(10, clock)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb._frame import COLUMNS
-from nito_nb.render import status_text
+from nito_nb._render import status_text
 
 matplotlib.use("Agg")
 

@@ -1,4 +1,4 @@
-"""What streams and runs leave to Python's cyclic garbage collector (runs/_gc.py): its full passes
+"""What streams and runs leave to Python's cyclic garbage collector (_runs/gc.py): its full passes
 stop every thread, the sending loop's too, for tens of milliseconds per 100,000 objects."""
 
 from __future__ import annotations

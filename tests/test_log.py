@@ -318,7 +318,7 @@ COMMENTS_APART = 200
 
 
 def test_a_counted_run_crosses_to_another_process_and_back() -> None:
-    from nito_nb._recorded import from_log
+    from nito_nb._recordings import from_log
 
     s = fed((7, KEEP_ALIVE * 500 + chunk_line({"content": "Hi"})), end=9, status="truncated",
             exception=nito_nb.ConnectionLost("gone"))

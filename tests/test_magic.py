@@ -20,9 +20,9 @@ from IPython.core.error import UsageError
 
 import nito_nb
 from nito_nb import _client
-from nito_nb import magic as _magic
-from nito_nb.display import live as _display
-from nito_nb.magic import output as _output
+from nito_nb import _magic as _magic
+from nito_nb._display import notebook as _display
+from nito_nb._magic import output as _output
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-SECRET123456789"
@@ -515,7 +515,7 @@ def test_several_models_side_by_side(ip: Any, notebook: Recorder) -> None:
 
 def test_the_grid_draws_itself_from_its_refresh_thread(ip: Any, notebook: Recorder) -> None:
     # The grid is a sink of the display pipeline: its live renders come from its own refresh
-    # thread (display/refresh.py), not from the cell's thread polling the streams; the cell's
+    # thread (_display/refresh.py), not from the cell's thread polling the streams; the cell's
     # thread shows it first and draws the final state.
     run(ip, "-m sim/echo,sim/chat --param sim='{\"tps\": 60}'", "side by side, live")
     grids = [m for m in notebook.messages if "== sim/chat ==" in m["data"].get("text/plain", "")]
@@ -805,7 +805,7 @@ def test_reload_closes_the_old_magics_and_keeps_the_session(ip: Any) -> None:
     # IPython keeps registered Magics in `configurables`: a reload left the old one there for the
     # session, its Client's connection pool open, and started the history afresh.
     run(ip, "-m sim/echo", "before the reload")
-    from nito_nb.magic.magics import NitoMagics
+    from nito_nb._magic.magics import NitoMagics
 
     old = next(c for c in ip.configurables if isinstance(c, NitoMagics))
     client = old._client()
@@ -839,7 +839,7 @@ def test_the_comparison_table_keeps_tokens_and_chunks_apart() -> None:
     # A real recording whose chunks hold several tokens (K = 27, usage N = 228) and a stream
     # without usage: the table of `-m a,b` and its fallback from snapshots (when the adapter
     # cannot build a frame) have the same columns and the same figures.
-    from nito_nb.magic import history
+    from nito_nb._magic import history as history
 
     recording = Path(__file__).parent / "data" / "real" / "openai-content-1.sse"
     packed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "tps": 400})
@@ -863,7 +863,7 @@ def test_earlier_tests_left_one_magics_and_no_open_client(ip: Any) -> None:
     # shell.configurables, so without it each earlier test's NitoMagics stayed alive with its
     # Client's pooled sockets, finalized at exit as unclosed-socket ResourceWarnings. Meaningful
     # after other tests of the session (this file's order puts it last).
-    from nito_nb.magic.magics import NitoMagics
+    from nito_nb._magic.magics import NitoMagics
 
     current = [c for c in ip.configurables if isinstance(c, NitoMagics)]
     assert len(current) == 1

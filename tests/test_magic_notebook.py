@@ -263,7 +263,7 @@ def test_kernel_interrupt_stops_every_model_before_the_last_render(
 ) -> None:
     # The interrupt lands while the cell's thread waits for the worker. The last grid the cell
     # shows must already say "stopped" for each model (it said "streaming" when a KeyboardInterrupt
-    # inside Thread.join let the cell finish before the worker: see magic/grid.py, run_models).
+    # inside Thread.join let the cell finish before the worker: see _magic/grid.py, run_models).
     monkeypatch.setenv("NITO_SIM_TPS", "40")
     with _kernel(tmp_path) as (km, kc):
         code = "%%nito -m sim/chat,sim/reasoning\nExplain SSE"

@@ -21,8 +21,8 @@ from conftest import chunk_line, execute_cells, joined_text, sigint_after, store
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb import magic as _magic
-from nito_nb.runs._store import DB_NAME
+from nito_nb import _magic as _magic
+from nito_nb._runs.store import DB_NAME
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-STORESECRET-0123456789"
@@ -75,10 +75,10 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
     assert set(results["content"].dropna()) >= {"one model", "two models", "first turn", "second turn"}
     assert (results["model"] == "sim/tools").sum() == 2  # the tool call and the follow-up answer
 
-    # The same row as a run would write: the same code (runs/_results.py) on the same Stream.
-    from nito_nb.runs._plan import Request
-    from nito_nb.runs._results import Finished, result_rows
-    from nito_nb.runs._store import stream_key
+    # The same row as a run would write: the same code (_runs/results.py) on the same Stream.
+    from nito_nb._runs.plan import Request
+    from nito_nb._runs.results import Finished, result_rows
+    from nito_nb._runs.store import stream_key
 
     key = stream_key(one)
     expected = result_rows([Finished(Request(key, None, "sim/echo", 0, [], {}), one, 1, one.t0_wall)], "x")
@@ -141,7 +141,7 @@ def test_a_store_held_by_another_process_is_one_line_and_the_answer_stays(
     cell(ip, "-m sim/echo", "written")
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from nito_nb.runs._store import StoreWriter; w = StoreWriter(sys.argv[1]); "
+         "import sys, time; from nito_nb._runs.store import StoreWriter; w = StoreWriter(sys.argv[1]); "
          "print('holding', flush=True); time.sleep(60)", str(path)],
         stdout=subprocess.PIPE, text=True,
     )

@@ -197,7 +197,7 @@ def test_openai_custom_tool_call_is_read() -> None:
 
 
 def test_custom_tool_call_view_shows_name_and_input_escaped() -> None:
-    from nito_nb.render import final_bundle
+    from nito_nb._render import final_bundle
 
     shown = final_bundle(nito_nb.read_sse(CUSTOM))
     assert "code_exec" in shown["text/html"] and "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in shown["text/html"]
@@ -271,7 +271,7 @@ def test_openai_audio_transcript_is_read_apart_from_content() -> None:
 
 
 def test_an_audio_answers_transcript_is_shown_escaped() -> None:
-    from nito_nb.render import join_parts, render_parts
+    from nito_nb._render import join_parts, render_parts
 
     stream_body = body(chunk({"audio": {"id": "a", "transcript": "<b>Hi</b> there"}}), chunk({}, finish="stop"))
     s = nito_nb.read_sse(stream_body)

@@ -23,7 +23,7 @@ from nbclient import NotebookClient
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb.render import join_parts, render_parts
+from nito_nb._render import join_parts, render_parts
 
 KEY = "sk-test-SECRET123"
 MARK = "[redacted]"

@@ -14,7 +14,7 @@ from display_samples import make_state
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nito_nb.render import (
+from nito_nb._render import (
     Part,
     RenderCache,
     bundle,
@@ -24,9 +24,9 @@ from nito_nb.render import (
     split_blocks,
     status_text,
 )
-from nito_nb.render.blocks import FREEZE_CHARS, _segment
-from nito_nb.render.parts import WINDOW_CHARS
-from nito_nb.render.styles import CODE_STYLESHEET
+from nito_nb._render.blocks import FREEZE_CHARS, _segment
+from nito_nb._render.parts import WINDOW_CHARS
+from nito_nb._render.styles import CODE_STYLESHEET
 
 
 def tool_call(index: int = 0, **overrides: Any) -> SimpleNamespace:
@@ -268,7 +268,7 @@ def test_bare_urls_become_checked_links() -> None:
 @example("//`.a")  # a protocol-relative link: linkify finds it though it has no "://"
 def test_linkify_runs_only_where_it_can_change_something(text: str) -> None:
     # markdown_to_html skips the linkify pass for text with no "://" and no "@": same HTML.
-    from nito_nb.render.markdown import _MD
+    from nito_nb._render.markdown import _MD
 
     assert markdown_to_html(text) == _MD[True, True].render(text)
 

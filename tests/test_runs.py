@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb.runs import _plan
-from nito_nb.runs._backoff import Backoff
+from nito_nb._runs import plan as _plan
+from nito_nb._runs.backoff import Backoff
 
 
 def _sim(**options: Any) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tm
             assert snap.output_chunks_per_s == pytest.approx(row["output_chunks_per_s"])
             assert snap.n_output_tokens == (None if pd.isna(row["n_output_tokens"]) else row["n_output_tokens"])
             assert snap.output_tps == (None if pd.isna(row["output_tps"]) else pytest.approx(row["output_tps"]))
-    from nito_nb.runs._progress import panel_model
+    from nito_nb._runs.progress import panel_model
 
     rates = {m["model"]: m["rate"] for m in panel_model(run.stats())["rows"]}
     assert "tok/s" not in rates["sim/chat"] and "tok/s" in rates["sim/replay"]  # was "0 tok/s"
@@ -281,7 +281,7 @@ def _stats(n_requests: int) -> dict[str, Any]:
 
 
 def test_the_panel_does_not_grow_with_the_number_of_requests_and_escapes_text() -> None:
-    from nito_nb.runs._progress import panel_html, panel_model
+    from nito_nb._runs.progress import panel_html, panel_model
 
     small, large = panel_html(panel_model(_stats(10))), panel_html(panel_model(_stats(1_000_000)))
     assert len(large) - len(small) < 40  # only the digits of the counts differ
@@ -290,7 +290,7 @@ def test_the_panel_does_not_grow_with_the_number_of_requests_and_escapes_text() 
 
 
 def test_the_panels_stop_button_stops_the_run() -> None:
-    from nito_nb.runs._progress import Panel
+    from nito_nb._runs.progress import Panel
 
     run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(12)], model="sim/echo", concurrency=3,
                       progress=False, sim={"tps": 100, "ttft_ms": 0})
@@ -314,7 +314,8 @@ def test_outside_jupyter_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nito_nb.runs import _record, _runner
+    from nito_nb._runs import runner as _runner
+    from nito_nb._runs import writer as _record
 
     real = _record.result_rows
     waiting: list[int] = []
@@ -363,7 +364,7 @@ def _timed(path: Path) -> nito_nb.Stream:
 def test_result_rows_agree_with_the_frames_metrics_on_every_recording(path: Path) -> None:
     # A run's rows come from the Stream (the frame of every batch halved a run's rate); the
     # figures must be the frame's, value for value (docs/METRICS.md's one definition each).
-    from nito_nb.runs._results import stream_metrics
+    from nito_nb._runs.results import stream_metrics
 
     s = _timed(path)
     df = nito_nb.frame({"k": s})

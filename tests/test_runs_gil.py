@@ -1,6 +1,6 @@
 """While a run's writer thread makes result rows, or builds a store's events in its own process
 (no helper process: the magic, or a helper that died), the GIL's switch interval is short
-(runs/_gil.py), and it is put back afterwards, whatever happens."""
+(_runs/gil.py), and it is put back afterwards, whatever happens."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import nito_nb._frame
-from nito_nb.runs import _gil
-from nito_nb.runs._events import EventsHelper
+from nito_nb._runs import gil as _gil
+from nito_nb._runs.events import EventsHelper
 
 
 class _Stop(Exception):
@@ -38,7 +38,7 @@ def test_events_are_built_with_a_short_switch_interval_then_it_is_restored(
 
 def test_a_runs_result_rows_are_made_with_a_short_switch_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     import nito_nb
-    from nito_nb.runs import _record
+    from nito_nb._runs import writer as _record
 
     before = sys.getswitchinterval()
     seen = []

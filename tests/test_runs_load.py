@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb.runs import _client_load, _results, _runner
-from nito_nb.runs._schedule import Schedule, phase
+from nito_nb._runs import client_load as _client_load
+from nito_nb._runs import results as _results
+from nito_nb._runs import runner as _runner
+from nito_nb._runs.schedule import Schedule, phase
 
 
 def _sim(**options: Any) -> dict[str, Any]:
@@ -121,7 +123,7 @@ def test_the_verdict_says_when_the_lag_was_waiting_for_a_cpu() -> None:
 def test_a_run_knows_whether_its_process_runs_the_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
     from nito_nb.sim import SimServer
 
-    # A run's sim/ models go to a simulator process of its own (tests/test_sim_apart.py)...
+    # A run's sim/ models go to a simulator process of its own (tests/test_sim_process.py)...
     apart = nito_nb.run(["a"], model="sim/chat", rate=10, duration=0.2, progress=False, **_sim())
     apart.wait(timeout=60)
     assert apart.error is None and not apart.client.simulator
@@ -167,7 +169,7 @@ def test_the_achieved_rate_is_what_was_sent_and_ended_beside_the_rate_scheduled(
     # it counted the done requests over the schedule's window. 4,000/s of sim/chat is far past
     # what one client process on loopback ends (376/s here): every request is still sent and
     # done, later and later, and the summary, the panel and the sweep say the rate they ended at.
-    from nito_nb.runs._progress import panel_model
+    from nito_nb._runs.progress import panel_model
 
     sweep = nito_nb.sweep([f"q{i}" for i in range(50)], model="sim/chat", rates=[4000], duration=0.5,
                           progress=False, **_sim())
@@ -431,7 +433,7 @@ def test_a_sweep_plot_labels_latencies_as_plain_seconds(values: list[float], sca
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from nito_nb.runs._sweep import _latency_axis
+    from nito_nb._runs.sweep import _latency_axis
 
     fig, ax = plt.subplots()
     ax.plot(range(len(values)), values)
@@ -482,7 +484,7 @@ def test_sweep_needs_rates() -> None:
 
 
 def test_the_panel_says_when_the_client_is_the_bottleneck() -> None:
-    from nito_nb.runs._progress import panel_model
+    from nito_nb._runs.progress import panel_model
 
     stats = {"state": "running", "finished": 1, "total": 2, "elapsed": 1.0, "eta": None, "skipped": 0,
              "retries": 0, "rate_limited": 0, "limit": 16, "error": None, "models": [],
@@ -511,7 +513,7 @@ def test_a_schedule_too_large_to_compute_up_front_is_refused() -> None:
 
 
 def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> None:
-    from nito_nb.runs._store import StoreWriter
+    from nito_nb._runs.store import StoreWriter
 
     path = tmp_path / "old"
     writer = StoreWriter(path)
@@ -529,7 +531,7 @@ def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> No
 def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nito_nb.runs._store import StoreWriter
+    from nito_nb._runs.store import StoreWriter
 
     def broken(self: Any, *args: Any) -> None:
         raise OSError("disk full")

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import nito_nb
-from nito_nb._recorded import from_wire, to_wire
-from nito_nb.runs import _clock
-from nito_nb.runs._ray import from_worker
+from nito_nb._recordings import from_wire, to_wire
+from nito_nb._runs import clock as _clock
+from nito_nb._runs.ray import from_worker
 
 
 def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
@@ -64,7 +64,7 @@ def test_a_script_without_a_main_guard_runs_on_processes_and_its_workers_do_not_
 def test_the_workers_loops_are_sampled_and_pooled_with_the_drivers(monkeypatch: Any) -> None:
     # The client of a processes run is also each worker: its loop stamps the chunks. Each reply
     # brings the worker loop's new lag samples, pooled into the run's ClientMonitor.
-    from nito_nb.runs._client_load import LAG_INTERVAL, ClientMonitor, RunQueueClock
+    from nito_nb._runs.client_load import LAG_INTERVAL, ClientMonitor, RunQueueClock
 
     added: list[tuple[list[float], list[float]]] = []
     waits: list[tuple[float, float]] = []
@@ -115,7 +115,7 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on() -> N
     assert len(done) == 16 - len(failed) and (done["worker"] == "proc-0").any()
 
 
-# -- one timeline: worker times mapped onto the driver's (nito_nb/runs/_clock.py) ----------------
+# -- one timeline: worker times mapped onto the driver's (nito_nb/_runs/clock.py) ----------------
 
 
 def test_a_worker_clock_far_from_the_drivers_is_mapped_and_durations_are_kept() -> None:
@@ -277,7 +277,7 @@ def test_what_crosses_from_a_worker_is_the_ended_state_without_the_key(scripted:
 
 
 def test_the_least_loaded_worker_and_ties_in_turn() -> None:
-    from nito_nb.runs._ray import least_loaded
+    from nito_nb._runs.ray import least_loaded
 
     names = ["w0", "w1", "w2"]
     picked, last = [], None
@@ -295,7 +295,7 @@ def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine:
     stopped while it waits was never sent, so it is not a result."""
     from test_runs_load import _stop_once_sent
 
-    from nito_nb.runs import _runner
+    from nito_nb._runs import runner as _runner
 
     monkeypatch.setattr(_runner, "SEND_LEAD", 1.0)
     run = nito_nb.run(["a"], model="sim/chat", engine=engine, workers=1, rate=1, duration=5.0,
@@ -315,7 +315,7 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
     # A worker's first sim/ request started the worker's own embedded simulator (70 ms) between
     # its hand-over and its send: every worker's first request left 28-70 ms late.
     from nito_nb._client import endpoint
-    from nito_nb.runs._ray import start_endpoints
+    from nito_nb._runs.ray import start_endpoints
 
     started: list[str] = []
     real, real_apart = endpoint._simulator, endpoint._apart
@@ -358,7 +358,7 @@ def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: 
     import multiprocessing
     import threading
 
-    from nito_nb.runs import _processes
+    from nito_nb._runs import processes as _processes
 
     async def broken(*args: Any) -> Any:
         raise RuntimeError("no such port: sk-test-secret-key-123")
@@ -383,7 +383,7 @@ def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: 
 
 def test_too_many_workers_for_the_machine_is_one_clear_line() -> None:
     # They are started one after another: workers=10**6 spawned interpreters until killed.
-    from nito_nb.runs._processes import max_workers
+    from nito_nb._runs.processes import max_workers
 
     cores = os.cpu_count() or 1
     t = time.perf_counter()

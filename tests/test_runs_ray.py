@@ -37,7 +37,7 @@ def cluster() -> Iterator[None]:
 
 
 def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, monkeypatch: Any) -> None:
-    from nito_nb.runs._client_load import ClientMonitor
+    from nito_nb._runs.client_load import ClientMonitor
 
     added: list[list[float]] = []
     real = ClientMonitor.add
@@ -58,9 +58,9 @@ def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, mo
 
 
 def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_given(cluster: None) -> None:
-    from test_sim_apart import sent_to_a_simulator_that_wants_a_key
+    from test_sim_process import sent_to_a_simulator_that_wants_a_key
 
-    from nito_nb.runs._ray import RayEngine
+    from nito_nb._runs.ray import RayEngine
 
     status, engine = sent_to_a_simulator_that_wants_a_key(
         lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator))
@@ -139,7 +139,8 @@ def test_an_actor_gets_each_request_further_ahead_the_first_too(cluster: None, m
     # A call from the driver to an actor took 45-85 ms now and then on a 2-core machine, and a
     # request handed over 25 ms ahead then left late: Ray's lead is 100 ms, for the schedule's
     # first request too (due at the origin, it was handed over at once).
-    from nito_nb.runs import _ray, _runner
+    from nito_nb._runs import ray as _ray
+    from nito_nb._runs import runner as _runner
 
     ahead: list[float] = []
     real = _ray.RayEngine.send

@@ -143,7 +143,7 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
     # One request with usage, one without; then the requests table is put back the way it was
     # written before the rename (docs/METRICS.md#renamed-columns): K in `n_chunks`, no new
     # columns, and the chunk figures that `tpot` and `output_tps` held without usage.
-    from nito_nb.runs._store import StoreWriter
+    from nito_nb._runs.store import StoreWriter
 
     path = tmp_path / "old"
     for usage in (True, False):
@@ -184,7 +184,7 @@ def test_a_store_whose_events_files_lack_a_newer_column_still_opens(tmp_path: Pa
     # it: the view named the column and failed to bind, so the store did not open at all.
     import pyarrow.parquet as pq
 
-    from nito_nb.runs._store import StoreWriter
+    from nito_nb._runs.store import StoreWriter
 
     path = tmp_path / "old"
     run = nito_nb.run(["a", "b"], model="sim/chat", store=str(path), progress=False, sim={"tps": 0, "ttft_ms": 0})
@@ -348,7 +348,7 @@ def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys
 
 
 def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_nothing(tmp_path: Path) -> None:
-    # The frames of a store's events are built in a helper process (runs/_events.py), off the
+    # The frames of a store's events are built in a helper process (_runs/events.py), off the
     # sending loop's GIL; if it dies, the run's own process writes them from then on.
     store = tmp_path / "runs"
     n = 40
@@ -356,7 +356,7 @@ def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_noth
                       sim={"tps": 100, "ttft_ms": 0})  # about 3 s: batches (1 s each) after the kill
     events = run._writer._events
     helper = events._proc.pid
-    assert "nito_nb.runs._events_main" in Path(f"/proc/{helper}/cmdline").read_bytes().decode()
+    assert "nito_nb._runs.events_main" in Path(f"/proc/{helper}/cmdline").read_bytes().decode()
     while run.stats()["finished"] == 0:  # counted once a batch is written: the helper wrote one
         time.sleep(0.01)
     assert run.stats()["finished"] < n
@@ -377,7 +377,7 @@ def test_an_events_file_without_committed_rows_is_never_seen(tmp_path: Path) -> 
     # A process killed after writing a batch's events file but before its rows committed leaves
     # the file behind; a re-run key's old file stays too. The view shows neither.
     from nito_nb._frame import EndedStream
-    from nito_nb.runs._events import write_events
+    from nito_nb._runs.events import write_events
 
     store = tmp_path / "runs"
     run = nito_nb.run(["one", "two"], model="sim/echo", store=str(store), progress=False, **FAST).wait()

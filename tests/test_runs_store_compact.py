@@ -1,4 +1,4 @@
-"""A store's small events files are merged when its writer closes (runs/_events.py ``compact``):
+"""A store's small events files are merged when its writer closes (_runs/events.py ``compact``):
 what the store shows is the same before and after, a key sent again keeps only its new rows,
 files no request row names are deleted, and a merge cut half-way leaves the store as it was.
 Real files, real DuckDB, the simulator."""
@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb.runs import _events, _record
-from nito_nb.runs._store import StoreWriter
+from nito_nb._runs import events as _events
+from nito_nb._runs import writer as _record
+from nito_nb._runs.store import StoreWriter
 
 FAST = {"tps": 0, "ttft_ms": 0}
 
@@ -137,7 +138,7 @@ def test_a_merge_that_fails_is_a_warning_and_the_store_stays_readable(tmp_path: 
     def fails(folder: Path, con: Any, *skip: Any) -> tuple[int, int]:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr("nito_nb.runs._store.compact", fails)
+    monkeypatch.setattr("nito_nb._runs.store.compact", fails)
     with pytest.warns(UserWarning, match="not merged.*No space left"):
         StoreWriter(store).close()
     for old, new in zip(shown, _shown(store), strict=True):

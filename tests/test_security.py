@@ -25,7 +25,7 @@ from IPython.core.error import UsageError
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
-from nito_nb.render import join_parts, render_parts
+from nito_nb._render import join_parts, render_parts
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 ENV_KEY = "sk-env-OTHER-fedcba9876543210"

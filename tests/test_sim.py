@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb import sim
-from nito_nb.sim import _options, _pacing, _replay, _reply, _request, _scenarios, _texts, _writer
+from nito_nb.sim import _options, _pacing, _reply, _request, _scenarios, _texts, _writer
+from nito_nb.sim import _recordings as _replay
 
 # The real recordings (tests/data/real, with their sources).
 FIXTURES = Path(__file__).parent / "data" / "real"

@@ -25,9 +25,10 @@ import pytest
 import nito_nb
 from nito_nb import sim
 from nito_nb._client import Simulator
-from nito_nb.runs._plan import Request
-from nito_nb.runs._processes import ProcessEngine
-from nito_nb.sim import SimServer, _access, _apart, _files
+from nito_nb._runs.plan import Request
+from nito_nb._runs.processes import ProcessEngine
+from nito_nb.sim import SimServer, _access, _files
+from nito_nb.sim import _process as _apart
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symlinks, /proc and the simulator process need POSIX")
 

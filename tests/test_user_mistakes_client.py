@@ -16,7 +16,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import nito_nb
-from nito_nb import magic as _magic
+from nito_nb import _magic as _magic
 from nito_nb.sim import ensure_server, token
 
 SECRET = "s3cr3t-Q-0123456789abcdef"

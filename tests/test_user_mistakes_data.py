@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb.runs._store import Store, StoreWriter, write_streams
+from nito_nb._runs.store import Store, StoreWriter, write_streams
 
 FAST = {"sim": {"tps": 0, "ttft_ms": 0}}
 BIG = 2**70  # past 64 bits
@@ -258,7 +258,7 @@ def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> Non
     frame.to_csv(path, index=False)
     assert nito_nb.frame(pd.read_csv(path)).nito.usage()["prompt_tokens"].iloc[0] == BIG
     from nito_nb._frame import EndedStream
-    from nito_nb.runs._events import write_events
+    from nito_nb._runs.events import write_events
 
     (tmp_path / "events").mkdir()
     write_events(tmp_path, "b1", "r1", {"k": EndedStream.of(nito_nb.read_sse(body))})  # was OverflowError

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import nito_nb
-from nito_nb.display import LiveDisplay, snapshot
+from nito_nb._display import LiveDisplay, snapshot
 
 N_FRAGMENTS = 600
 

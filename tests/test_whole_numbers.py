@@ -1,4 +1,4 @@
-"""Every count a caller gives follows one rule (``nito_nb/_core/checks.py`` ``whole``): workers,
+"""Every count a caller gives follows one rule (``nito_nb/_core/counts.py`` ``whole``): workers,
 per_worker, concurrency, repeats, max_requests, max_retries, max_event_size and a request's
 max_tokens, max_completion_tokens and n. A bool, a fraction, a string, a number under the bound
 (or None where there is no default) is refused in one line that names the parameter, before any
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb.runs import _plan, _runner
+from nito_nb._runs import plan as _plan
+from nito_nb._runs import runner as _runner
 
 FAST: dict[str, Any] = {"progress": False, "sim": {"tps": 0, "ttft_ms": 0}}
 BAD = [True, 0, -1, 2.5, "3"]

@@ -27,7 +27,7 @@ import pytest
 from conftest import sigint_after
 
 import nito_nb
-from nito_nb.widget import ChatWidget, StreamView
+from nito_nb._widget import ChatWidget, StreamView
 
 XSS_PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'
 FAST = {"tps": 0}
@@ -221,7 +221,7 @@ def test_multiline_uses_a_text_area(widgets: Any) -> None:
 def test_the_prompt_box_front_end_never_parses_markup() -> None:
     # The value and placeholder reach the page only as properties of an input or textarea; the
     # browser tests type a hostile payload through it. Here: no HTML sink in its code at all.
-    from nito_nb.widget.prompt_box import _PROMPT_BOX_ESM
+    from nito_nb._widget.prompt_box import _PROMPT_BOX_ESM
 
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in _PROMPT_BOX_ESM
@@ -695,7 +695,7 @@ def test_stream_view_rejects_a_bad_format() -> None:
 
 
 def test_plain_transcript_labels_tool_results_by_role() -> None:
-    from nito_nb.widget.chat import _user_text
+    from nito_nb._widget.chat import _user_text
 
     text = _user_text([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}])
     assert text == "You: hi\n[tool] 42"

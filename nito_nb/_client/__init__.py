@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from .._core.request import as_messages
 from .base import BaseClient, Route
-from .check import check_request
 from .clients import AsyncClient, Client
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .endpoint import (
@@ -33,6 +32,7 @@ from .endpoint import (
     shown_url,
 )
 from .failures import redirect_error, shown_location, transport_exception
+from .request_check import check_request
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -10,12 +10,11 @@ from typing import Any
 
 import httpx
 
-from .._core.checks import whole
+from .._core.counts import whole
 from .._core.encoding import ACCEPT_ENCODING
 from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
 from .._core.request import as_messages
 from .._stream_base import StreamBase
-from .check import check_request
 from .config import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_EVENT_SIZE,
@@ -36,6 +35,7 @@ from .endpoint import (
 )
 from .failures import not_event_stream
 from .logs import protect_in_logs
+from .request_check import check_request
 from .retry import retry_delay
 
 __all__ = ["BaseClient", "Route"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from .._core.checks import whole
+from .._core.counts import whole
 from .._core.errors import ConfigurationError
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "DEFAULT_MAX_EVENT_SIZE", "Timeout", "check_max_body_size", "check_max_event_size"]

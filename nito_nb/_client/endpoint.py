@@ -81,7 +81,7 @@ def register_simulator(start: Callable[[], Simulator] | None,
 def simulator_apart() -> Iterator[Simulator | None]:
     """Within it (this thread's or task's context, and the tasks it starts), ``sim/`` models go to
     the simulator in a process of its own, started now: a Run's measure must not include the
-    simulator's work on its own loop (``nito_nb/sim/_apart.py``). Yields that simulator, or None
+    simulator's work on its own loop (``nito_nb/sim/_process.py``). Yields that simulator, or None
     where it could not start (the in-process one serves instead)."""
     found = None
     if _apart is not None:

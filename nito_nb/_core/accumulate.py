@@ -24,7 +24,7 @@ from .chunk import (
     read_chunk,
     read_content_parts,
 )
-from .tools import ToolIndexer
+from .tool_index import ToolIndexer
 
 __all__ = ["PAYLOAD_KEY", "Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
 

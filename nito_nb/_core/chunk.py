@@ -438,7 +438,7 @@ def _read_function_call(legacy: Any, reading: Reading) -> None:
 #: A place in a chunk where answer text arrives: (channel, sub, holder, key), the text being
 #: ``holder[key]``. The channel names the text it adds to (``content``, ``thinking``, ``refusal``,
 #: ``transcript``, ``reasoning``, ``reasoning_content``, ``detail`` with sub ``(index, type)``,
-#: ``tool`` with sub the fragment, whose call :class:`~nito_nb._core.tools.ToolIndexer` tells,
+#: ``tool`` with sub the fragment, whose call :class:`~nito_nb._core.tool_index.ToolIndexer` tells,
 #: ``error`` for an error's message). Every tool-call fragment has one, its holder and key None
 #: when it carries no text: the calls are told apart by the fragments in order.
 TextSlot = tuple[str, Any, Any, Any]

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .recording import not_text
+from .file_kinds import not_text
 from .sse import ServerSentEvent, SSEDecoder
 
 __all__ = ["COMMENT_RUN", "KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
@@ -198,7 +198,7 @@ class ChunkLog:
         self.t0_wall = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(microseconds=(now - self.t0_ns) / 1000)
 
     def shift(self, delta_ns: int) -> None:
-        """Move every time of the log by ``delta_ns`` (onto another process's clock: ``runs/_clock.py``);
+        """Move every time of the log by ``delta_ns`` (onto another process's clock: ``_runs/clock.py``);
         every duration stays as it was."""
         self.t0_ns += delta_ns
         if self.headers_ns is not None:

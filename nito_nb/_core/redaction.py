@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from .chunk import as_error_event, plain_content_slot, text_slots
 from .errors import REDACTED, Secret, redact
 from .sse import SSEDecoder
-from .tools import ToolIndexer
+from .tool_index import ToolIndexer
 
 __all__ = ["Edit", "StreamRedactor", "encode", "redact_body", "rewrite_event", "with_data"]
 

@@ -189,7 +189,7 @@ class StreamState:
         self._owner = weakref.ref(owner)
 
     def shift(self, delta_ns: int) -> None:
-        """Move every time by ``delta_ns`` (onto another process's clock: ``runs/_clock.py``)."""
+        """Move every time by ``delta_ns`` (onto another process's clock: ``_runs/clock.py``)."""
         self.log.shift(delta_ns)
         if self.first_token_ns is not None:
             self.first_token_ns += delta_ns

@@ -68,7 +68,7 @@ from .._core.errors import error_details
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.printable import printable
 from .._core.sse import SSEDecoder
-from .._core.tools import ToolIndexer
+from .._core.tool_index import ToolIndexer
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._core.log import ChunkLog, LogFormatError
-from .._recorded import read_file
+from .._recordings import read_file
 from .._stream import Stream
 from .._stream_base import StreamBase
 
@@ -39,7 +39,7 @@ class EndedStream:
 
     A Stream holds a lock and cannot leave its process; this can (pickled), and a frame built
     from it is the Stream's own frame: the rows come from the log, by the same reading. A run
-    store's helper process builds its events from these (``runs/_events.py``)."""
+    store's helper process builds its events from these (``_runs/events.py``)."""
 
     log: ChunkLog
     ttfb: float | None

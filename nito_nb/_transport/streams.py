@@ -192,7 +192,7 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
 
     def unpush(self) -> None:
         """Stop handing reads on, and let go of the receiver: it refers back to this stream, and a
-        cycle kept every ended stream's log until a full GC pass, which a run defers (runs/_gc.py):
+        cycle kept every ended stream's log until a full GC pass, which a run defers (_runs/gc.py):
         a run held all its streams' bytes (peak RSS 1.6 GB at 2,000 requests, bench/bench_runs.py)."""
         self._receiver = None
         self._pause()

@@ -71,7 +71,7 @@ def ensure_process() -> str:
     """The base URL of a simulator served by a child process of this one, started once (POSIX;
     RuntimeError where it cannot start). Load runs send ``sim/`` models there: it keeps the
     simulator's work off their loop's GIL (``_apart.py``)."""
-    from ._apart import ensure_process as _ensure_process
+    from ._process import ensure_process as _ensure_process
 
     return _ensure_process()
 

@@ -39,7 +39,7 @@ from ._completion import collect_completion
 from ._faults import picked_to_fail
 from ._files import Recording, read_recording
 from ._pacing import Pacing, schedule
-from ._replay import replay_file
+from ._recordings import replay_file
 from ._reply import ErrorReply, Event, Reply, error_body, error_reply
 from ._request import SimRequest, parse_request, request_digest
 from ._scenarios import SIM_MODELS, scenario

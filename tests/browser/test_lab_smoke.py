@@ -1,6 +1,6 @@
 """The browser harness itself works: live output updates, the XSS sentinel, widget comms.
 
-None of this needs nito_nb; it is what the magic/widget/screenshot tests build on.
+None of this needs nito_nb; it is what the _magic/widget/screenshot tests build on.
 """
 
 from __future__ import annotations

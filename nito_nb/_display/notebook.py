@@ -1,0 +1,162 @@
+"""The live display in a notebook: a thin, throttled shell over the renderer.
+
+Why it is built this way (measured, see docs/JUPYTER.md): one display update per chunk floods the
+kernel's IOPub socket, which then silently drops messages, the final one included; and re-sending
+one growing output is quadratic. So:
+
+- ``update()`` is cheap (it reads the clock) and renders at most ``max_rate`` times a second
+  (``Throttle``); ``finish()`` always renders once more, so the final state is never lost;
+- the answer goes out as separate outputs (``render_parts`` mapped by ``Slots``): a finished block
+  is sent once and never again, only the small live tail and the status line are re-sent;
+- outputs can only be appended: a part that belongs above others (reasoning after the first answer
+  text) takes its place and the outputs below it are re-sent one further down;
+- ``start()`` adds the view's refresh thread (``Refresher``): during a stall the text that came in
+  the last ``1 / max_rate`` seconds is shown as soon as the throttle allows, and the status line's
+  clock keeps moving (twice a second). ``update()``, the thread and ``finish()`` share one lock.
+  That lifecycle is ``sink.LiveSink``'s, shared with the magic's side-by-side grid.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._render import RenderCache, check_format, render_parts
+from .refresh import CLOCK_PERIOD
+from .sink import LiveSink
+from .slots import Slot, Slots
+from .snapshots import optional, snapshot
+from .terminal import TerminalDisplay
+
+__all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_display"]
+
+DisplayFunction = Callable[..., Any]
+
+def _bundle_size(bundle: dict[str, str]) -> int:
+    return sum(len(value.encode("utf-8")) for value in bundle.values())
+
+
+def _progress_mark(state: Any) -> Any:
+    """Something that changes whenever the state has received something new (cheap to read)."""
+    n_events = optional(state, "n_events")
+    return n_events if n_events is not None else optional(state, "n_chunks")
+
+
+class LiveDisplay(LiveSink):
+    """Show a growing Stream (or any object with its attributes) in a notebook output, live.
+
+    Call ``update()`` after every chunk and ``finish()`` once at the end (or use ``with``); call
+    ``start()`` to show the state at once and keep the view fresh during stalls (its refresh
+    thread). Without ``start()`` nothing is shown before the first ``update()`` and nothing
+    refreshes between calls. ``clock`` and ``display`` can be replaced (tests, benchmarks):
+    ``display(bundle, raw=True, display_id=True)`` must return a handle with
+    ``update(bundle, raw=True)``.
+
+    Counters: ``n_updates`` rounds that sent something, ``n_messages`` display messages,
+    ``bytes_sent`` total size of the bundles sent (UTF-8 bytes of html + plain text),
+    ``render_seconds`` time spent rendering and sending (the throttled checks are not in it).
+    """
+
+    refresher_name = "nito_nb-live-display"
+
+    def __init__(
+        self,
+        stream_or_state: Any,
+        *,
+        format: str = "markdown",
+        max_rate: float = 20.0,
+        clock: Callable[[], float] = time.monotonic,
+        display: DisplayFunction | None = None,
+    ) -> None:
+        # Fail early on a bad format, without touching the state: a sync Stream read before it is
+        # iterated would read itself to the end.
+        check_format(format)
+        super().__init__(max_rate, clock)
+        self.state = stream_or_state
+        self.format = format
+        self.max_rate = max_rate
+        self._clock = clock
+        self._display = display
+        self._cache = RenderCache()
+        self._page = Slots()
+        self._handles: list[Any] = []  # the outputs on the page, top to bottom
+        self._blank: set[int] = set()  # outputs below the last slot, emptied
+        self.n_updates = 0
+        self.n_messages = 0
+        self.bytes_sent = 0
+        self.render_seconds = 0.0
+
+    @property
+    def _slots(self) -> list[Slot]:
+        return self._page.slots
+
+    def __enter__(self) -> LiveDisplay:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.finish()
+
+    def _show(self, bundle: dict[str, str]) -> Any:
+        if self._display is not None:
+            return self._display(bundle, raw=True, display_id=True)
+        from IPython.display import display
+
+        return display(bundle, raw=True, display_id=True)
+
+    def _mark(self) -> Any:
+        return _progress_mark(self.state)
+
+    def _draw(self, *, live: bool) -> None:
+        started = time.perf_counter()
+        try:
+            self._send(snapshot(self.state), live=live)
+        finally:
+            self.render_seconds += time.perf_counter() - started
+
+    def _send(self, state: Any, *, live: bool) -> None:
+        parts = render_parts(state, format=self.format, live=live, cache=self._cache)
+        moved, _removed = self._page.reconcile(parts)
+        sent = False
+        handles = self._handles
+        for position, slot in enumerate(self._page.slots):
+            if not slot.dirty and (moved is None or position < moved):
+                continue
+            bundle = slot.bundle()
+            if position < len(handles):
+                handles[position].update(bundle, raw=True)
+            else:
+                handles.append(self._show(bundle))
+            slot.view = handles[position]
+            slot.dirty = False
+            self.n_messages += 1
+            self.bytes_sent += _bundle_size(bundle)
+            sent = True
+        # A part the renderer dropped leaves outputs below the last slot: blank them (once).
+        for position in range(len(self._page.slots), len(handles)):
+            if position not in self._blank:
+                handles[position].update({"text/html": "", "text/plain": ""}, raw=True)
+                self._blank.add(position)
+                self.n_messages += 1
+        self._blank.difference_update(range(len(self._page.slots)))
+        if sent:
+            self.n_updates += 1
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (not in plain Python or terminal IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def live_display(
+    stream_or_state: Any, *, format: str = "markdown", max_rate: float = 20.0
+) -> LiveDisplay | TerminalDisplay:
+    """A ``LiveDisplay`` in a notebook kernel, else a ``TerminalDisplay`` printing to stdout."""
+    if in_kernel():
+        return LiveDisplay(stream_or_state, format=format, max_rate=max_rate)
+    return TerminalDisplay(stream_or_state, format=format, max_rate=max_rate)

@@ -1,0 +1,573 @@
+"""``%%nito`` and ``%nito``: thin glue from a notebook cell to a live, kept Stream.
+
+    %load_ext nito_nb
+    %%nito -m z-ai/glm-5.2 --system "Be brief" --temperature 0.2
+    Summarise {df.shape} rows of {topic} in three bullets.
+
+The cell's text, interpolated (``_interpolate.py``), is sent with ``nito_nb.stream`` and iterated
+here, in the cell's thread: the kernel's interrupt arrives as KeyboardInterrupt during iteration,
+the engine closes the connection and keeps what arrived. The live display (``_display/notebook.py``) is
+updated after each chunk (it throttles itself) and finished in a ``finally:``, so the final state
+always reaches the notebook before the cell goes idle (which is what nbclient saves).
+
+The rest of the package: several models side by side (``grid.py``), ``--replay`` (``replay.py``),
+``%nito history`` / ``cost`` and the comparison table (``history.py``), ``Nito.store``
+(``store.py``: every stream also written to a run store, read back by history), the settings
+(``config.py``: ``%config Nito.model = "..."``, ``ipython_config.py``, ``NITO_MODEL``; the API key
+only ever comes from ``NITO_API_KEY`` and is never shown) and the one-line errors (``output.py``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
+
+from .._client import check_request, shown_url
+from .._core.errors import ConfigurationError, NitoError
+from .._interpolate import interpolate
+from .._last import last as _kept
+from .._last import remember as _remember_last
+from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
+from . import store as _store
+from .config import REASONING_EFFORTS, Nito, format_or_raise, settings_for
+from .grid import run_models
+from .history import cost_line, history_table
+from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
+from .replay import replay
+
+__all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
+
+def last() -> Any:
+    """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or the last Run, or
+    None (``_last.py`` keeps it)."""
+    return _kept()
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+
+def _param_value(key: str, text: str) -> Any:
+    """``--param KEY=VALUE``: VALUE as JSON; a bare word is a string, but something that starts
+    like JSON (an object, a list, a quoted string) and does not parse is a mistake, not a string."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "[", '"'):
+            raise UsageError(
+                f"--param {key}: the value is not valid JSON ({exc}): {text[:80]!r}. "
+                "Quote the whole value, e.g. --param sim='{\"tps\": 20}'"
+            ) from None
+        return text  # a bare word: a string
+
+
+def _parse(magic: Any, line: str) -> Any:
+    """``parse_argstring`` with shell quoting: IPython splits magic lines non-POSIX, which keeps the
+    quotes in ``--system "Be brief"`` and cuts ``--param sim='{"tps": 5}'`` at its space."""
+    try:
+        words = arg_split(line, posix=True)
+    except ValueError:  # shlex's "No closing quotation", with a traceback from inside shlex
+        raise UsageError(unsplittable_options(line)) from None
+    return magic.parser.parse_args(words)
+
+
+def _slug(model: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", model).strip("-") or "model"
+
+
+# -- the magics ------------------------------------------------------------------------------------
+
+
+@magics_class
+class NitoMagics(Magics):
+    """``%%nito`` (a prompt, streamed live) and ``%nito help|config|models|history|cost|last|reset``."""
+
+    def __init__(self, shell: Any, settings: Nito) -> None:
+        super().__init__(shell)
+        self.settings = settings
+        #: chat name -> turns; a turn is the messages of one cell (prompt, answer, tool results)
+        self.chats: dict[str, list[list[dict[str, Any]]]] = {}
+        #: every Stream the magic ran in this session, oldest first
+        self.streams: list[Any] = []
+        #: the run id of this session's rows in a store (Nito.store); %nito reset starts another
+        self.session = _store.new_session()
+        self._sync_client: Any = None
+
+    @magic_arguments()
+    @argument("-m", "--model", help="model id, or several comma-separated (streamed side by side)")
+    @argument("--system", help="system prompt")
+    @argument("--temperature", type=float)
+    @argument("--max-tokens", type=int)
+    @argument("--reasoning", choices=REASONING_EFFORTS, help="reasoning effort")
+    @argument("--tools", metavar="NAMES",
+              help="comma-separated names of functions or JSON tool schemas in the namespace; "
+                   "the model's tool calls are shown, not run (see --run-tools)")
+    @argument("--run-tools", action="store_true",
+              help="run the model's calls of --tools functions and send the results back, "
+                   f"up to {MAX_TOOL_ROUNDS} rounds (only with this flag: tools never run otherwise)")
+    @argument("--json", action="store_true", help='ask for a JSON object (response_format)')
+    @argument("--param", action="append", default=[], metavar="KEY=VALUE",
+              help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
+    @argument("-o", "--out", metavar="VAR", help="also store the Stream in this variable")
+    @argument("--over", metavar="VAR",
+              help="run the cell as a template over every row of the DataFrame, Series or list VAR "
+                   "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)")
+    @argument("--chat", metavar="NAME",
+              help="keep the conversation under NAME across cells (without it, each cell stands alone)")
+    @argument("--new", action="store_true", help="start the --chat conversation afresh")
+    @argument("--no-interpolate", action="store_true", help="send {braces} as written")
+    @argument("--save", metavar="PATH", help="save the chunk log (JSON Lines) to PATH")
+    @argument("--replay", metavar="PATH", help="show a saved .jsonl log or a recorded .sse body as if live")
+    @argument("--speed", type=float, default=1.0, help="replay speed factor (0: at once)")
+    @argument("--raise", dest="raise_", action="store_true",
+              help="re-raise errors after the display (for headless runs that must fail)")
+    @argument("-f", "--format", help="markdown (default), text, code or code:LANG")
+    @line_cell_magic
+    def nito(self, line: str, cell: str | None = None) -> Any:
+        """Stream a chat completion live: ``%%nito [options]`` then the prompt in the cell.
+
+        The prompt's ``{name}``, ``{expr.attr}``, ``{In[3]}``, ``{Out[3]}`` are filled from the
+        namespace (unknown names and code braces stay as written; ``{{``/``}}`` are literal
+        braces). The Stream is kept in ``_nito`` (and ``nito_nb.last()``, and ``-o VAR``); the cell
+        returns nothing, so the answer is shown once. With ``-m a,b,c`` the models stream at the
+        same time, side by side, then a metrics table compares them; ``_nito`` is then the list of
+        their Streams. Without ``--chat`` each cell stands alone; with it, the last
+        ``Nito.history`` turns are sent again. The stop button ends the stream: what arrived stays,
+        marked stopped. Errors show under the answer with a one-line message (``--raise`` raises).
+
+        Line magic: ``%nito help | config | models | history | cost | last | reset``, and
+        ``%nito --replay PATH [--speed X]``.
+        Defaults: ``%config Nito.model = "..."`` (see ``%config Nito``); key: ``NITO_API_KEY``.
+        """
+        kept = len(self.streams)
+        try:
+            if cell is None:
+                return self._line(line)
+            args = _parse(self.nito, line)
+            self._cell(args, cell)
+            return None
+        except KeyboardInterrupt as interrupt:
+            # The stop button: the cell still ends as interrupted (Run All stops there), but shown
+            # as one line, not the frames of the socket read it landed in. IPython prints what an
+            # exception's _render_traceback_ returns instead of its traceback.
+            where = (
+                "what arrived is kept in _nito, marked stopped"
+                if len(self.streams) > kept
+                else "nothing was kept"
+            )
+            line_ = f"KeyboardInterrupt: nito stopped; {where}."
+            interrupt._render_traceback_ = lambda: [line_]  # type: ignore[attr-defined]
+            raise
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        """The user's namespace (prompts are interpolated from it, results stored in it)."""
+        assert self.shell is not None, "the magics are registered on a shell"
+        return self.shell.user_ns
+
+    # -- line magic ------------------------------------------------------------------------------
+
+    def _line(self, line: str) -> Any:
+        command = line.strip().partition(" ")[0]
+        if command in ("", "help", "-h", "--help"):
+            print(self._help())
+            return None
+        if command == "config":
+            print(self._config_text())
+            return None
+        if command == "models":
+            return self._models()
+        if command == "history":
+            return history_table(self._history())
+        if command == "cost":
+            where = "in the store and this session" if self.settings.store else "in this session"
+            print(cost_line(self._history(), where=where))
+            return None
+        if command == "last":
+            kept = _kept()
+            if kept is None and self.settings.store:  # a new kernel: the store's last, rebuilt
+                kept = _store.last_stream(self.settings.store)
+            if kept is None:
+                print("nito: no stream yet: run a %%nito cell first")
+                return None
+            from IPython.display import display
+
+            for stream in kept if isinstance(kept, list) else [kept]:
+                display(stream)
+            return None
+        if command.startswith("-"):  # `%nito --replay PATH`: options and no prompt
+            args = _parse(self.nito, line)
+            if not args.replay:
+                raise UsageError("%nito with options only replays (--replay PATH); a prompt goes in a "
+                                 "%%nito cell, below the options")
+            self._cell(args, "")
+            return None
+        if command == "reset":
+            self._reset()
+            print("nito: chats, history and the last stream cleared")
+            return None
+        raise UsageError(
+            f"%nito {command}: unknown command. Use %nito help | config | models | history | cost | "
+            "last | reset, or %%nito as a cell magic with the prompt in the cell."
+        )
+
+    def _help(self) -> str:
+        # magic_arguments opens the docstring with a reST literal block ("::") of argparse's usage
+        # under the line magic's name (%nito); the options are listed below it anyway, so the help
+        # drops that block, and the reST double backquotes.
+        usage = inspect.cleandoc(self.nito.__doc__ or "")
+        usage = re.sub(r"\A::\n\n\s*%nito .*?\n\n", "", usage, flags=re.DOTALL).replace("``", "")
+        return (
+            "%%nito [options]  -- then the prompt in the cell\n\n" + usage + "\n\n"
+            "Tool calls are shown (name and arguments, live); they are never executed unless you add\n"
+            "--run-tools (then the --tools functions run and their results go back to the model).\n"
+            "Examples:\n"
+            "  %%nito -m sim/chat\n  Explain SSE in two lines.\n\n"
+            "  %%nito -m sim/chat,sim/reasoning --temperature 0.2\n  Same prompt, two models.\n"
+        )
+
+    def _config_text(self) -> str:
+        settings = self.settings
+        lines = ["Nito configuration (%config Nito.<name> = value):"]
+        for name in sorted(settings.trait_names(config=True)):
+            value = getattr(settings, name)
+            if name == "base_url" and value:  # a password or an ?api-key= in it is never shown
+                value = shown_url(value)
+            lines.append(f"  Nito.{name} = {value!r}")
+        from .._client.endpoint import base_url_of
+
+        sim = "go there too" if settings.base_url else "run on the embedded simulator"
+        try:  # the clients' own choice and check: the setting, else NITO_BASE_URL, else Nito's
+            effective = f"{shown_url(base_url_of(settings.base_url))} (sim/... models {sim})"
+        except ConfigurationError as exc:  # a bad NITO_BASE_URL (the setting is checked when set):
+            # said on its line, not raised, where one looks for what is wrong with the settings
+            effective = f"not usable, so only sim/... models run (on the embedded simulator): {exc.message}"
+        lines.append(f"  effective base URL: {effective}")
+        lines.append(f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}")
+        return "\n".join(lines)
+
+    def _models(self) -> Any:
+        import pandas as pd
+
+        from .._client import Client
+        from ..sim import SIM_MODELS
+
+        rows: list[dict[str, Any]] = [
+            {"id": name, "source": "simulator", "description": text} for name, text in SIM_MODELS.items()
+        ]
+        if os.environ.get("NITO_API_KEY") or self.settings.base_url:
+            try:
+                with Client(base_url=self.settings.base_url or None) as client:
+                    for model in client.models():
+                        rows.append({
+                            "id": model.get("id"),
+                            "source": "gateway",
+                            "description": model.get("name") or model.get("description") or "",
+                        })
+            except Exception as exc:  # any failure of the GET: one clear line, the sim list stays
+                error_line(exc)
+        return pd.DataFrame(rows)
+
+    def _history(self) -> list[Any]:
+        """This session's streams, with those captured or watched in this kernel by the time they
+        were sent (docs/CAPTURE.md); without any, the magic's in the order it kept them. With a
+        store, the magic's streams of earlier sessions (earlier kernels) come first."""
+        from .._capture import streams
+
+        earlier = _store.earlier_streams(self.settings.store, self.session) if self.settings.store else []
+        captured = streams()
+        if not captured:
+            return [*earlier, *self.streams]
+        return [*earlier, *sorted([*self.streams, *captured], key=lambda s: s.t0_wall)]
+
+    def _reset(self) -> None:
+        from .._capture import REGISTRY
+
+        self.chats.clear()
+        self.streams.clear()
+        self.session = _store.new_session()  # a store keeps the cleared streams, as earlier ones
+        REGISTRY.clear()
+        _remember_last(None)
+        self.namespace.pop("_nito", None)
+
+    # -- cell magic ------------------------------------------------------------------------------
+
+    def _cell(self, args: Any, cell: str) -> None:
+        settings = self.settings
+        fmt = format_or_raise(args.format or settings.format, UsageError)
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
+        if args.new and not args.chat:
+            raise UsageError("--new starts a chat afresh: use it with --chat NAME")
+        if args.replay:
+            replay(self, args, fmt)
+            return
+        models = [m.strip() for m in (args.model or settings.model).split(",") if m.strip()]
+        if not models:
+            raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
+        if args.over:
+            self._run_over(args, cell, models)
+            return
+        if args.chat and len(models) > 1:
+            raise UsageError("--chat keeps one conversation: use it with one model")
+        if args.run_tools and (len(models) > 1 or not args.tools):
+            raise UsageError("--run-tools runs the --tools functions of one model: give --tools and one -m")
+        prompt = cell.strip("\n")
+        if settings.interpolate and not args.no_interpolate:
+            try:  # its one refusal: a {group} that would put the key (NITO_API_KEY) in the prompt
+                prompt = interpolate(prompt, self.namespace, secrets=[os.environ.get("NITO_API_KEY")])
+            except NitoError as exc:
+                raise UsageError(exc.message) from None
+        if not prompt.strip():
+            raise UsageError("the cell is empty: write the prompt below the %%nito line")
+        params = self._params(args)
+        user = {"role": "user", "content": prompt}
+        messages: list[dict[str, Any]] = []
+        system = args.system if args.system is not None else settings.system
+        if system:
+            messages.append({"role": "system", "content": system})
+        if args.chat:
+            if args.new:
+                self.chats[args.chat] = []
+            for turn in self.chats.get(args.chat, []):
+                messages.extend(turn)
+        messages.append(user)
+        try:
+            check_request(messages, params)  # the client's own check, before anything is sent
+        except ConfigurationError as exc:
+            raise usage_error(exc) from None
+        if len(models) == 1:
+            self._run_one(messages, models[0], params, args, fmt, user)
+        else:
+            run_models(self, messages, models, params, args, fmt)
+
+    def _run_over(self, args: Any, cell: str, models: list[str]) -> None:
+        """``--over VAR``: the cell is a template filled from each row of VAR (``nito_nb.run``)."""
+        from .._runs import run as start_run
+
+        if args.chat or args.run_tools:
+            raise UsageError("--over runs every row on its own: not with --chat or --run-tools")
+        if args.over not in self.namespace:
+            raise UsageError(f"--over {args.over}: no such variable in the namespace")
+        template = cell.strip("\n")
+        if not template.strip():
+            raise UsageError("the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}")
+        system = args.system if args.system is not None else self.settings.system
+        try:
+            run = start_run(self.namespace[args.over], template=template, model=models, system=system or None,
+                              **self._connection(), **self._params(args))
+        except NitoError as exc:  # a missing column, no key...: one line, nothing was sent
+            raise UsageError(f"--over {args.over}: {exc}") from None
+        self.namespace["_nito"] = run
+        _remember_last(run)
+        if args.out:
+            self.namespace[args.out] = run
+        if in_kernel():
+            run._ipython_display_()
+        run.wait()
+
+    def _params(self, args: Any) -> dict[str, Any]:
+        settings = self.settings
+        params: dict[str, Any] = dict(settings.params)
+        temperature = args.temperature if args.temperature is not None else settings.temperature
+        max_tokens = args.max_tokens if args.max_tokens is not None else settings.max_tokens
+        reasoning = args.reasoning or settings.reasoning
+        if temperature is not None:
+            params["temperature"] = temperature
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        if reasoning:
+            params["reasoning"] = {"effort": reasoning}
+        if args.tools:
+            try:
+                params["tools"] = tools_from(args.tools, self.namespace)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        if args.json:
+            params["response_format"] = {"type": "json_object"}
+        for item in args.param:
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise UsageError(f"--param takes KEY=VALUE, not {item!r}")
+            try:  # the name first: a value given under a name like api_key is never echoed
+                check_request([], {key.strip(): None})
+            except ConfigurationError as exc:
+                raise usage_error(exc) from None
+            params[key.strip()] = _param_value(key.strip(), value)
+        return params
+
+    def close(self) -> None:
+        """Close the client this magics object opened (its connection pool); the streams stay."""
+        if self._sync_client is not None:
+            self._sync_client.close()
+            self._sync_client = None
+
+    def _client(self) -> Any:
+        """The magic's Client, made on first use and kept: its connection pool is reused."""
+        if self._sync_client is None:
+            from .._client import Client
+
+            self._sync_client = Client()
+        return self._sync_client
+
+    def _connection(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.settings.base_url:
+            options["base_url"] = self.settings.base_url
+        if self.settings.timeout is not None:
+            options["timeout"] = self.settings.timeout
+        return options
+
+    def _display(self, state: Any, fmt: str) -> Any:
+        from .._display.notebook import live_display
+
+        return live_display(state, format=fmt, max_rate=self.settings.max_rate)
+
+    def _run_one(
+        self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
+        user: dict[str, Any],
+    ) -> None:
+        functions = tool_functions(args.tools, self.namespace) if args.run_tools else {}
+        turn = [user]
+        started: list[Any] = []  # every Stream of this cell, also one an interrupt cut short
+        try:
+            for round_ in range(MAX_TOOL_ROUNDS + 1):
+                stream = self._stream_one(messages, model, params, args, fmt, started)
+                runs = None if stream is None else tool_round(stream, functions, round_)
+                if not runs:
+                    break
+                for run in runs:  # the notebook shows what was executed
+                    print(run.line)
+                results = [run.message for run in runs]
+                messages = [*messages, stream.message, *results]
+                turn += [stream.message, *results]
+        finally:
+            if args.chat and started:
+                self._remember(args.chat, turn, started[-1])
+
+    def _stream_one(
+        self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
+        started: list[Any],
+    ) -> Any:
+        """Send, show live, keep; return the Stream (None if refused before any Stream existed)."""
+        try:
+            stream = self._client().stream(
+                messages, model=model, raise_errors=False, **self._connection(), **params
+            )
+        except ConfigurationError as exc:  # refused before sending (no key...): nothing to show
+            raise usage_error(exc) from None
+        except NitoError as exc:  # refused before the body (HTTP error, no key...): show, keep, say
+            self._show_ended(exc.stream, fmt, args, started)
+            if args.raise_:
+                raise
+            error_line(exc)
+            return exc.stream
+        except KeyboardInterrupt as interrupt:  # stopped before the response started
+            self._show_ended(getattr(interrupt, "stream", None), fmt, args, started)
+            raise
+        started.append(stream)
+        display = self._display(stream, fmt)
+        try:
+            chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
+            start_view(display)
+            for _ in chunks:
+                display.update()
+        except BaseException:
+            # The interrupt may land outside the engine's own iteration (in update(), say): close
+            # the stream here so it is marked stopped and its connection released.
+            if not stream.finished:
+                stream.close()
+            raise
+        finally:
+            display.finish()
+            self._keep(stream, args)
+        if stream.exception is not None:
+            if args.raise_:
+                raise stream.exception
+            error_line(stream.exception)
+        return stream
+
+    def _show_ended(self, stream: Any, fmt: str, args: Any, started: list[Any]) -> None:
+        """Show and keep a Stream that ended before its body (failed, or stopped while connecting)."""
+        if stream is not None:
+            started.append(stream)
+            self._display(stream, fmt).finish()
+            self._keep(stream, args)
+
+    # -- keeping ---------------------------------------------------------------------------------
+
+    def _keep(self, kept: Any, args: Any, save: bool = True) -> None:
+        """Make the result reachable (``_nito``, ``last()``, ``-o VAR``), saved (``--save``) and
+        stored (``Nito.store``); ``save=False``: a replayed recording, neither saved nor stored."""
+        _remember_last(kept)
+        streams = kept if isinstance(kept, list) else [kept]
+        self.streams.extend(streams)
+        self.namespace["_nito"] = kept
+        if args.out:
+            self.namespace[args.out] = kept
+        if save and self.settings.store:
+            # row: the cell (a run's row is its input's), so a cell's models and tool rounds share
+            # it. Its number is the last of In[] (stored before the cell runs); execution_count is
+            # that number in IPython 8 but one more in IPython 9, which increments it first.
+            history = getattr(self.shell, "history_manager", None)
+            cell = len(history.input_hist_raw) - 1 if history is not None else None
+            _store.write(self.settings.store, streams, self.session, f"In[{cell}]")
+        if save and args.save:
+            path = Path(args.save).expanduser()
+            for stream in streams:
+                target = path
+                if len(streams) > 1:
+                    target = path.with_name(f"{path.stem}.{_slug(str(stream.request.get('model')))}{path.suffix}")
+                try:
+                    stream.save(target)
+                except OSError as exc:
+                    error_line(exc)
+
+    def _remember(self, chat: str, turn: list[dict[str, Any]], stream: Any) -> None:
+        """Add this cell's turn (the prompt, any tool rounds, the answer) to the chat, unless
+        nothing came back (a failed request)."""
+        if not (stream.content or stream.tool_calls):
+            return
+        turn = [*turn, stream.message]
+        # Tool calls left unanswered would make the next request invalid: each gets a result
+        # that says it was not run.
+        for call in stream.tool_calls:
+            turn.append({
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": "The tool was not run (nito_nb runs tools only with --run-tools).",
+            })
+        turns = self.chats.setdefault(chat, [])
+        turns.append(turn)
+        if self.settings.history > 0:
+            del turns[: -self.settings.history]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%nito``/``%nito`` and the ``Nito`` configurable (``%config Nito.model = ...``)."""
+    for configurable in ipython.configurables:
+        if isinstance(configurable, Nito):  # loaded twice (%reload_ext): keep one, fresh magics
+            settings = configurable
+            break
+    else:
+        settings = settings_for(ipython)
+        ipython.configurables.append(settings)
+    # IPython keeps every registered Magics object in ``configurables``: a reload would leave the
+    # old one there for the session, with its Client's connection pool open.
+    # The new one takes over the session's chats and streams (%nito history must not lose them).
+    earlier = [c for c in ipython.configurables if isinstance(c, NitoMagics)]
+    magics = NitoMagics(ipython, settings)  # (Magics.__init__ appends it to configurables)
+    for old in earlier:
+        magics.chats, magics.streams, magics.session = old.chats, old.streams, old.session
+        old.close()
+        ipython.configurables.remove(old)
+    ipython.register_magics(magics)
+

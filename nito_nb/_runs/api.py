@@ -1,0 +1,142 @@
+"""``run()`` and ``map()``: a plan of requests made into a :class:`~nito_nb._runs.Run`.
+
+The package's functions, below ``runs/__init__.py`` (which only re-exports them) so that
+``_sweep.py`` can call ``run()`` without importing the package it belongs to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import _last
+from .._core.errors import ConfigurationError
+from .plan import plan
+from .runner import Run
+from .schedule import Schedule
+from .store import open_store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["map", "remember", "run"]
+
+_CONNECTION = ("api_key", "base_url", "timeout")
+
+
+def run(
+    prompts: Any,
+    *,
+    model: str | Sequence[str],
+    template: str | None = None,
+    repeats: int = 1,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    schedule: str = "constant",
+    burstiness: float = 1.0,
+    duration: float | None = None,
+    max_requests: int | None = None,
+    warmup: float = 0.0,
+    cooldown: float = 0.0,
+    slo: dict[str, float] | None = None,
+    stop_on_error_rate: float | None = None,
+    engine: str = "asyncio",
+    workers: int | None = None,
+    per_worker: int | None = None,
+    store: str | None = None,
+    system: str | None = None,
+    max_retries: int = 3,
+    progress: bool | None = None,
+    run_id: str | None = None,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: Any = None,
+    **params: Any,
+) -> Run:
+    """Send every prompt × model × repeat, ``concurrency`` at a time, in the background.
+
+    ``prompts``: a string, a list of strings or message lists, a pandas Series, or a DataFrame
+    with ``template`` (its columns fill the ``{name}`` fields, with the ``%%nito`` magic's safe
+    interpolation; a list or Series fills ``{value}``). Each request has a stable key (a hash of
+    model, messages, parameters and repeat index). ``store=PATH``: a folder with a DuckDB database
+    where every finished request is written; the same call again skips the keys already done.
+    Other keyword parameters go into each request's body (``temperature``, ``seed``...).
+    Returns the :class:`Run` at once: ``run.wait()`` or ``await run``.
+
+    A load run (docs/LOAD.md): ``rate=R`` sends the plan's requests in turn on an open-loop
+    ``schedule`` (``"constant"`` or ``"poisson"``, with a gamma ``burstiness``) for ``duration``
+    seconds or ``max_requests``; requests scheduled in the first ``warmup`` or last
+    ``cooldown`` seconds are kept but left out of the summary; ``slo={"ttft": 1.0, ...}`` gives
+    the summary a ``goodput``; ``stop_on_error_rate=0.5`` stops sending once half the ended
+    requests failed. ``concurrency`` then caps the requests in flight (default: no cap).
+
+    ``engine="ray"``: the requests are sent by ``workers`` Ray actors (default: one per CPU of the
+    cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
+    with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
+    ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
+    """
+    # A string, or any iterable of them (a list, a Series, an array); anything else (None, a
+    # number) goes to plan()'s one check of models, which says what model= takes.
+    models = [model] if isinstance(model, str | bytes | dict) or not isinstance(model, Iterable) else list(model)
+    the_schedule = None
+    if rate is not None:
+        the_schedule = Schedule(rate=rate, kind=schedule, burstiness=burstiness, duration=duration,
+                                max_requests=max_requests, warmup=warmup, cooldown=cooldown)
+    elif duration is not None or max_requests is not None or warmup or cooldown or slo:
+        raise ConfigurationError("duration, max_requests, warmup, cooldown and slo are for load runs: add rate=...")
+    the_plan = plan(prompts, template=template, models=models, repeats=repeats, params=params, system=system)
+    connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
+    the_run = Run(
+        the_plan,
+        concurrency=concurrency,
+        schedule=the_schedule,
+        slo=slo,
+        stop_on_error_rate=stop_on_error_rate,
+        engine=engine,
+        workers=workers,
+        per_worker=per_worker,
+        store=store,
+        connection={k: v for k, v in connection.items() if v is not None},
+        max_retries=max_retries,
+        progress=progress,
+        run_id=run_id,
+    )
+    remember(the_run)
+    return the_run
+
+
+def map(prompts: Any, *, model: str, template: str | None = None, **options: Any) -> pd.Series:
+    """The answers of one model as a Series aligned with the input's index (``string`` dtype, NA
+    where a request did not end with ``done``). Waits for the run; the Run, with its errors, is
+    ``nito_nb.last()``. Takes the options of :func:`run` (``store``, ``concurrency``...)."""
+    import pandas as pd
+
+    if not isinstance(model, str):
+        raise ConfigurationError("map takes one model (model='...'); for several, use nito_nb.run")
+    if options.get("repeats", 1) != 1:
+        raise ConfigurationError("map gives one answer per row: use nito_nb.run for repeats")
+    the_run = run(prompts, model=model, template=template, **options)
+    from .._display.notebook import in_kernel
+
+    if in_kernel():
+        the_run._ipython_display_()
+    the_run.wait()
+    answers: dict[str, Any] = {}
+    for row in the_run._rows:
+        answers[row["key"]] = row["content"] if row["status"] == "done" else pd.NA
+    if the_run.skipped:  # done in an earlier session: their answers are in the store
+        with open_store(the_run.store_path) as store:  # type: ignore[arg-type]
+            done = store.sql(
+                "SELECT key, content FROM requests WHERE list_contains(?, key)",
+                [[r.key for r in the_run.skipped]],
+            )
+        answers.update(zip(done["key"], done["content"], strict=True))
+    cells = the_run.plan.cells
+    name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None
+    index = pd.Index([label for label, _, _, _ in cells], name=name)
+    return pd.Series([answers.get(key, pd.NA) for _, _, _, key in cells], index=index, dtype="string")
+
+
+def remember(the_run: Run) -> None:
+    """``nito_nb.last()`` is the last Run (or the magic's last Stream, whichever came last)."""
+    _last.remember(the_run)

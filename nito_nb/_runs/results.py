@@ -1,0 +1,316 @@
+"""Result rows of a run (one per request) and its summary (one per model).
+
+The timings and token counts come from each finished Stream's snapshot through the functions of
+``_core/metrics.py`` and ``_core/chunk.usage_counts``: docs/METRICS.md's one definition each, the
+same functions ``df.nito.metrics()`` and ``df.nito.usage()`` call (tests/test_runs.py checks
+that the two agree on every recording). Not through a frame: building the frame of every batch
+halved a run's request rate (bench/bench_runs.py: 0.54-0.65x the floor with it, 0.85-1.09x
+without); a store's events are built in a helper process (``_events.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .._core import metrics
+from .._core.chunk import usage_counts
+from .._stream_base import StreamBase
+from .plan import Request
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "ON_TIME_SHARE", "RESULT_COLUMNS", "Finished", "LoadInfo", "elapsed_time", "meets_slo", "result_rows",
+    "results_frame", "stream_metrics", "summary",
+]
+
+#: The columns of ``Run.results()`` and of the store's ``requests`` table, with their dtypes.
+RESULT_COLUMNS: dict[str, str] = {
+    "key": "string",
+    "row": "object",
+    "model": "string",
+    "repeat": "Int64",
+    "status": "string",
+    "content": "string",
+    "reasoning": "string",
+    "n_tool_calls": "Int64",
+    "finish_reason": "string",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+    "cost": "float64",
+    "connect": "float64",  # the answering attempt's connection set-up, part of ttfb and ttft
+    "ttfb": "float64",
+    "ttft": "float64",
+    "e2e": "float64",
+    "itl": "float64",
+    "tpot": "float64",
+    "output_tps": "float64",
+    # One unit per column (docs/METRICS.md): K chunks always, N tokens from usage (else NA).
+    "output_chunks_per_s": "float64",
+    "n_token_chunks": "Int64",
+    "n_output_tokens": "Int64",
+    "error_code": "string",
+    "error_message": "string",
+    "attempts": "Int64",
+    "started_at": "datetime64[us, UTC]",
+    "run_id": "string",
+    # Load runs (docs/LOAD.md); seconds after the run's start, on the sending loop's clock.
+    "scheduled_at": "float64",  # the intended send (open loop only)
+    "sent_at": "float64",  # the first attempt's actual send
+    "send_delay": "float64",  # sent_at - scheduled_at
+    "ttft_from_schedule": "float64",  # last attempt's send - scheduled_at + ttft: what a user arriving on time waited
+    "e2e_from_schedule": "float64",  # last attempt's send - scheduled_at + e2e
+    "phase": "string",  # warmup, measure or cooldown (open loop); only measure is summarised
+    # Where the request was sent from: "local" (the asyncio engine) or the Ray actor and its node.
+    "worker": "string",
+    "node": "string",
+}
+_METRICS = (
+    "connect", "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
+    "n_output_tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A request that ended: its last attempt's Stream and how many attempts it took."""
+
+    request: Request
+    stream: StreamBase
+    attempts: int
+    started_at: datetime  # wall time of the first attempt
+    scheduled_at: float | None = None  # seconds after the run's start (open loop only)
+    sent_at: float | None = None  # seconds after the run's start
+    last_sent_at: float | None = None  # the last attempt's send, when it was retried (else sent_at)
+    worker: str | None = "local"
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadInfo:
+    """What the summary of an open-loop run needs beyond its results."""
+
+    rate: float  # the schedule's rate (requests/s)
+    start: float  # the measured window, seconds after the run's start (warmup excluded)
+    end: float  # (cooldown excluded)
+    slo: dict[str, float]
+    client: dict[str, Any]
+
+    def phase(self, scheduled_at: float) -> str:
+        from .schedule import phase
+
+        return phase(scheduled_at, self.start, 0.0, self.end)
+
+
+_HOST = socket.gethostname()
+
+
+def _add(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else a + b
+
+
+def stream_metrics(stream: StreamBase) -> dict[str, Any]:
+    """A finished Stream's docs/METRICS.md figures and usage counts, from its snapshot."""
+    snap = stream.snapshot()
+    counts = usage_counts(snap.usage) if isinstance(snap.usage, dict) else {}
+    completion = counts.get("completion_tokens")
+    n = metrics.n_output_tokens(None if completion is None else {"completion_tokens": completion})
+    e2e = metrics.e2e(snap.last_event)
+    first, last, k = snap.ttft, snap.last_token, snap.n_token_chunks
+    return {
+        "connect": metrics.connect(snap.connect),
+        "ttfb": metrics.ttfb(snap.ttfb),
+        "ttft": metrics.ttft(first),
+        "e2e": e2e,
+        "itl": metrics.itl(first, last, k),
+        "tpot": metrics.tpot(first, last, k, n),
+        "output_tps": metrics.output_tps(n, first, e2e),
+        "output_chunks_per_s": metrics.output_chunks_per_s(k, first, e2e),
+        "n_token_chunks": k,
+        "n_output_tokens": n,
+        "finish_reason": snap.finish_reason,
+        "prompt_tokens": counts.get("prompt_tokens"),
+        "completion_tokens": completion,
+        "cost": counts.get("cost"),
+    }
+
+
+def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None) -> list[dict[str, Any]]:
+    """One result row per item, from its Stream's snapshot (no frame)."""
+    rows = []
+    for item in items:
+        request, stream = item.request, item.stream
+        m = stream_metrics(stream)
+        error = stream.error or {}
+        code = error.get("code")
+        message = error.get("message")
+        if message is None and stream.exception is not None:
+            message = stream.exception.message
+        row = {
+            "key": request.key,
+            "row": request.row,
+            "model": request.model,
+            "repeat": request.repeat,
+            "status": stream.status,
+            "content": stream.content,
+            "reasoning": stream.reasoning,
+            "n_tool_calls": len(stream.tool_calls),
+            "finish_reason": m["finish_reason"],
+            "prompt_tokens": m["prompt_tokens"],
+            "completion_tokens": m["completion_tokens"],
+            "cost": m["cost"],
+            **{name: m[name] for name in _METRICS},
+            "error_code": None if code is None else str(code),
+            "error_message": None if message is None else str(message),
+            "attempts": item.attempts,
+            "started_at": item.started_at,
+            "run_id": run_id,
+        }
+        delay = None if item.scheduled_at is None or item.sent_at is None else item.sent_at - item.scheduled_at
+        # ttft and e2e are the last attempt's: from the schedule, they count from its send, so that
+        # a retried request's failed attempts and waits are in what its user waited.
+        last = item.sent_at if item.last_sent_at is None else item.last_sent_at
+        waited = None if item.scheduled_at is None or last is None else last - item.scheduled_at
+        row.update({
+            "scheduled_at": item.scheduled_at,
+            "sent_at": item.sent_at,
+            "send_delay": delay,
+            "ttft_from_schedule": _add(waited, row["ttft"]),
+            "e2e_from_schedule": _add(waited, row["e2e"]),
+            "phase": None if load is None or item.scheduled_at is None else load.phase(item.scheduled_at),
+            "worker": item.worker,
+            "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),
+        })
+        rows.append(row)
+    return rows
+
+
+def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as a DataFrame with the columns and dtypes of ``RESULT_COLUMNS``."""
+    import pandas as pd
+
+    from .._frame.dtypes import _ints
+
+    df = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    for name, dtype in RESULT_COLUMNS.items():
+        if name == "started_at":
+            df[name] = pd.to_datetime(df[name], utc=True)
+        elif dtype == "Int64":
+            try:
+                df[name] = df[name].astype(dtype)
+            except (OverflowError, TypeError, ValueError):  # a count past 64 bits stays exact, as in frames
+                df[name] = _ints(df[name].astype(object).where(df[name].notna(), None).tolist(), name)
+        elif dtype != "object":
+            df[name] = df[name].astype(dtype)
+    return df
+
+
+def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame:
+    """One row per model: ``n``, ``ok`` (status done), one ``n_<status>`` column per other
+    status, p50/p90/p99 of ``ttft``, ``itl`` and ``e2e``, mean ``output_tps`` (over the requests
+    with usage) and ``output_chunks_per_s``, total tokens and cost. Percentiles over the requests
+    that have the metric (linear interpolation), each request counting once.
+
+    With ``load`` (an open-loop run), only the requests of the ``measure`` phase count, and
+    the row gains the load columns of docs/LOAD.md."""
+    import pandas as pd
+
+    if load is not None:
+        results = results[results["phase"].astype(object) == "measure"]
+    rows = []
+    for model, group in results.groupby("model", sort=True, observed=True):
+        status = group["status"].astype(object)
+        row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
+        for name in ("error", "truncated", "failed", "stopped"):
+            row[f"n_{name}"] = int((status == name).sum())
+        for metric in ("ttft", "itl", "e2e"):
+            values = group[metric].astype("float64").tolist()
+            for q in (50, 90, 99):
+                value = metrics.quantile(values, q / 100)
+                row[f"{metric}_p{q}"] = math.nan if value is None else value
+        for speed in ("output_tps", "output_chunks_per_s"):
+            values = group[speed].astype("float64").dropna()
+            row[f"{speed}_mean"] = float(values.mean()) if len(values) else math.nan
+        row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
+        row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
+        row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
+        if load is not None:
+            row.update(_load_columns(group, load))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
+
+
+def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
+    """Per request: ended ``done`` and every bounded metric present and within its bound."""
+    ok = results["status"].astype(object) == "done"
+    for name, bound in slo.items():
+        values = results[name].astype("float64")
+        ok &= values.notna() & (values <= bound)
+    return ok
+
+
+#: ``elapsed_time`` takes the latency of an on-time request from this first share of the window's
+#: requests (by schedule): before a client that cannot keep up has fallen behind.
+ON_TIME_SHARE = 0.1
+
+
+def elapsed_time(scheduled_at: list[float], ended_at: list[float], window: float) -> float:
+    """The seconds the measured window's requests took, the one denominator of a load run's
+    ``achieved_rate``, ``goodput`` and ``output_tokens_per_s``: from the first one's scheduled
+    send to the last one's end, less the latency of an on-time request (the median, from the
+    schedule, of the first ``ON_TIME_SHARE`` of them), and never less than the window's length.
+    ``scheduled_at`` and ``ended_at``: one pair per request (its last attempt's send plus its
+    ``e2e``, on the driver's timeline; NaN for a request that never ended: left out).
+
+    A client and a gateway that keep up end the last request one latency after it was due: the
+    window's length. A client that falls behind, or a gateway slower than the rate, ends it
+    later, and the rate is what they really sent and ended: with the window's length alone, a
+    client asked for 2,000 requests/s that managed 376/s read 2,000/s. Their sends alone would
+    not do: an overloaded loop sent 4,000 requests within 4.9 s and ended them over 18 s."""
+    pairs = sorted((s, e) for s, e in zip(scheduled_at, ended_at, strict=True) if s == s and e == e)
+    if not pairs:
+        return max(window, 1e-9)
+    first = pairs[: max(1, math.ceil(len(pairs) * ON_TIME_SHARE))]
+    on_time = metrics.quantile([e - s for s, e in first], 0.5) or 0.0
+    took = max(e for _, e in pairs) - pairs[0][0] - on_time
+    return max(window, took, 1e-9)
+
+
+def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
+    """The columns a load run adds to its summary row (docs/LOAD.md)."""
+    from .client_load import verdict
+
+    window = max(load.end - load.start, 1e-9)
+    scheduled = group["scheduled_at"].astype("float64")
+    elapsed = elapsed_time(scheduled.tolist(), (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
+                           window)
+    done = group["status"].astype(object) == "done"
+    tokens = group["n_output_tokens"].dropna()  # only where usage counted them
+    out: dict[str, Any] = {
+        "rate": load.rate,
+        "window_s": window,
+        "elapsed_s": elapsed,
+        # Every rate of the window per second of the time its requests took (one rule:
+        # elapsed_time), so goodput never exceeds the achieved rate.
+        "achieved_rate": float(done.sum()) / elapsed,
+        # NaN when no request reported usage: chunks are never counted as tokens, nor as 0.
+        "output_tokens_per_s": float(tokens.sum()) / elapsed if len(tokens) else math.nan,
+        "goodput": float(meets_slo(group, load.slo).sum()) / elapsed if load.slo else math.nan,
+        "error_rate": float((~done).sum()) / len(group) if len(group) else math.nan,
+    }
+    # connect too: rising with the rate, it is the client's loop taking longer to see its
+    # connections open (docs/LOAD.md), inside every ttft.
+    for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule", "connect"):
+        values = group[metric].astype("float64").tolist()
+        for q in (50, 90, 99):
+            value = metrics.quantile(values, q / 100)
+            out[f"{metric}_p{q}"] = math.nan if value is None else value
+    out.update({k: v for k, v in load.client.items()
+                if k not in ("client_bound", "client_note", "client_runs_simulator")})
+    out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
+    return out
