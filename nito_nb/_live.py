@@ -5,7 +5,7 @@
             ...
 
 Inside the block, every Stream that a capturing client (``httpx_client``) or ``watch()`` starts gets
-the display the magic uses (``display.live.live_display``: the same renderer, throttling and escaping in
+the display the magic uses (``_display.notebook.live_display``: the same renderer, throttling and escaping in
 a notebook, plain text elsewhere). It is updated by the code that feeds the Stream, in the thread
 that reads the response, so the view follows the bytes even when the user's code only iterates.
 A view still open when the block ends is finished there (it shows the state at that moment); a

@@ -4,11 +4,9 @@
 - ``slots.Slots``: the one reconciler from rendered parts to outputs;
 - ``refresh.Refresher``: the one refresh thread of a live view (stalls stay visible);
 - ``snapshots.snapshot``: what a renderer reads (a consistent copy of the stream's state);
-- ``runner.LoopThread``: the one background asyncio loop thread (several models, widget turns,
-  runs/);
 - ``sink.LiveSink``: the lifecycle every live output shares (start, update, the refresh thread's
   tick, finish) around those pieces;
-- sinks: ``live.LiveDisplay`` (IPython outputs) and the magic's side-by-side grid
+- sinks: ``notebook.LiveDisplay`` (IPython outputs) and the magic's side-by-side grid
   (``nito_nb._magic.grid``), both ``LiveSink``s; ``terminal.TerminalDisplay`` (stdout); the
   widget's ``StreamView`` (``nito_nb._widget``) uses the same pieces.
 """
@@ -18,16 +16,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: name -> submodule. Loaded on first use: the runner and the throttle (runs/ uses them) must not
+#: name -> submodule. Loaded on first use: the throttle (runs use it) must not
 #: pull in the renderer (markdown-it, Pygments) that the live views need.
 _WHERE = {
     "CLOCK_PERIOD": "refresh",
-    "LiveDisplay": "live",
+    "LiveDisplay": "notebook",
     "LiveSink": "sink",
-    "in_kernel": "live",
-    "live_display": "live",
+    "in_kernel": "notebook",
+    "live_display": "notebook",
     "Refresher": "refresh",
-    "LoopThread": "runner",
     "Slot": "slots",
     "Slots": "slots",
     "snapshot": "snapshots",
@@ -48,7 +45,6 @@ __all__ = [
     "CLOCK_PERIOD",
     "LiveDisplay",
     "LiveSink",
-    "LoopThread",
     "Refresher",
     "Slot",
     "Slots",
