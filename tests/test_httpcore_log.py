@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import pytest
 from conftest import KEY
@@ -38,7 +39,9 @@ def test_a_key_echoed_in_a_header_is_redacted_from_httpcores_log(
     asyncio.run(main())
     headers = [r for r in debug_log.records if "receive_response_headers.complete" in r.getMessage()]
     assert len(headers) == 2  # httpcore logged both responses' headers...
-    assert all("(b'x-echo', b'Bearer [redacted]')" in r.getMessage() for r in headers)  # ...without the key
+    # ...without the key. ("Bearer [redacted]", or "[redacted]" whole when a capture earlier in the
+    # run protects a whole "Bearer <key>" header value, as it does while its Stream is kept.)
+    assert all(re.search(r"\(b'x-echo', b'(Bearer )?\[redacted\]'\)", r.getMessage()) for r in headers)
     assert KEY not in debug_log.text
     assert KEY[8:] not in debug_log.text  # no piece of it either (the body, the request's Authorization)
 
@@ -48,4 +51,4 @@ def test_nito_api_key_is_redacted_even_before_a_stream_carries_it(
 ) -> None:
     monkeypatch.setenv("NITO_API_KEY", KEY)
     logging.getLogger("httpcore.http11").debug("header value %s", f"Bearer {KEY}")
-    assert KEY not in debug_log.text and "Bearer [redacted]" in debug_log.text
+    assert KEY not in debug_log.text and "[redacted]" in debug_log.text
