@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench browser-deps clean guidellm-venv
+.PHONY: demo test check lint bench browser-deps clean guidellm-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,8 +23,15 @@ demo: $(BIN)/.installed
 	$(BIN)/python -m nito_nb.demo --out out/quickstart.html
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check nito_nb tests bench
+	$(BIN)/ruff check nito_nb tests bench scripts
 	$(BIN)/mypy
+	$(BIN)/python scripts/module_sizes.py
+
+# The developer's loop: lint, then the tests that start no kernel, no Python process, no browser
+# and no Ray (marked `spawns`, `browser`, `ray`; tests/conftest.py fails an unmarked test that
+# starts one). About half the time of the non-browser run; `make test` stays the whole suite.
+check: $(BIN)/.installed lint
+	NITO_FAST_TIER=1 $(BIN)/python -m pytest -m "not spawns and not browser and not ray" -q
 
 # The Ray tests run in a pytest of their own too: a local Ray cluster starts a dozen processes,
 # and its start-up or its leftovers should neither slow nor warn inside the other tests.

@@ -220,3 +220,37 @@ def stored_bytes(folder: Path) -> dict[Path, bytes]:
             data += pq.read_table(path).to_pandas().to_csv().encode()
         out[path] = data
     return out
+
+
+# -- the fast tier (`make check`) ------------------------------------------------------------
+#: Set by `make check`, which runs the tests that start no kernel, no Python process, no browser
+#: and no Ray (`-m "not spawns and not browser and not ray"`). Under it, a test without the
+#: `spawns` mark that starts a Python process fails, naming the mark: the tier stays what it says.
+FAST_TIER = os.environ.get("NITO_FAST_TIER") == "1"
+#: The one process a fast test may start: the simulator process that Runs of `sim/` models share
+#: (started once per session, by whichever test first runs one).
+SHARED_PROCESSES = ("nito_nb.sim._process",)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    if not FAST_TIER or request.node.get_closest_marker("spawns") is not None:
+        yield
+        return
+    import subprocess
+
+    real_init = subprocess.Popen.__init__
+
+    def refuse(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        command = [str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)]
+        python = Path(command[0]).name.startswith("python") or command[0] == sys.executable
+        if python and not any(shared in command for shared in SHARED_PROCESSES):
+            pytest.fail(f"{request.node.nodeid} starts a Python process ({' '.join(command)[:80]}): "
+                        "mark it @pytest.mark.spawns (make check leaves such tests to make test)")
+        real_init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = real_init  # type: ignore[method-assign]

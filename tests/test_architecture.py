@@ -15,12 +15,6 @@ from nito_nb import _stream_base
 
 PACKAGE = Path(nito_nb.__file__).parent
 
-#: Modules still over the size limit, with the size they may not grow past; each leaves the list
-#: when it is split (see docs/ARCHITECTURE.md, "What is left").
-LIMIT = 600
-PENDING_SIZES: dict[str, int] = {}
-
-
 def _modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
@@ -140,6 +134,86 @@ def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real()
     assert _cycles(graph), "an upward import must show as a cycle"
 
 
+#: The layers, lowest first (docs/ARCHITECTURE.md): a module imports from its own layer or below,
+#: never above (but the declared lazy edges). A layer of several groups (packages that know
+#: nothing of each other) also refuses an edge between its groups unless it is in SIDEWAYS.
+LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("core", (("nito_nb._core",),)),
+    ("transport", (("nito_nb._transport",),)),
+    ("stream", (("nito_nb._stream", "nito_nb._stream_base", "nito_nb._recordings", "nito_nb._watchdog"),)),
+    ("client, frame, render, requests", (("nito_nb._client",), ("nito_nb._frame",), ("nito_nb._render",),
+                                         ("nito_nb.tools", "nito_nb._interpolate"))),
+    ("display", (("nito_nb._display", "nito_nb._loop", "nito_nb._last"),)),
+    ("runs, magic, widget, capture", (("nito_nb._runs",), ("nito_nb._magic",), ("nito_nb._widget",),
+                                      ("nito_nb._capture", "nito_nb._watch", "nito_nb._live"))),
+    ("root", (("nito_nb", "nito_nb.demo"),)),
+)
+#: Edges between groups of one layer, each a decision (docs/ARCHITECTURE.md says why).
+SIDEWAYS = {
+    ("nito_nb._magic", "nito_nb._runs"): "--over is a run (nito_nb.run); Nito.store writes the cell's streams to a run store",
+    ("nito_nb._magic", "nito_nb._capture"): "%nito history lists the streams that capture kept",
+}
+#: The simulator stands beside the layers: it imports the core only; the root registers it, and
+#: the magic and the widget list its models (``SIM_MODELS``, a constant of a pure module).
+SIMULATOR = "nito_nb.sim"
+SIMULATOR_USERS = ("nito_nb", "nito_nb._magic", "nito_nb._widget")
+
+
+def _place(module: str) -> tuple[int, str] | None:
+    """(layer index, group) of ``module``: its longest matching prefix."""
+    best: tuple[int, str, int] | None = None
+    for i, (_, groups) in enumerate(LAYERS):
+        for group in groups:
+            for prefix in group:
+                if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[2]):
+                    best = (i, group[0], len(prefix))
+    return None if best is None else best[:2]
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in MODULES if not _in(m, SIMULATOR) and _place(m) is None] == []
+
+
+def _layer_problems(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if _in(target, SIMULATOR) or _in(module, SIMULATOR):
+                if _in(module, SIMULATOR):
+                    if not (_in(target, SIMULATOR) or _in(target, "nito_nb._core")):
+                        wrong.append(f"{module} -> {target} (the simulator imports the core only)")
+                elif not any(module == user or (user != "nito_nb" and _in(module, user)) for user in SIMULATOR_USERS):
+                    wrong.append(f"{module} -> {target} (only the root, the magic and the widget know the simulator)")
+                continue
+            here, there = _place(module), _place(target)
+            assert here is not None and there is not None
+            if there[0] > here[0]:
+                wrong.append(f"{module} ({LAYERS[here[0]][0]}) -> {target} ({LAYERS[there[0]][0]}): upward")
+            elif there[0] == here[0] and there[1] != here[1] and (here[1], there[1]) not in SIDEWAYS:
+                wrong.append(f"{module} -> {target}: sideways in {LAYERS[here[0]][0]!r}; declare it in SIDEWAYS "
+                             "and say why in docs/ARCHITECTURE.md, or move the code")
+    return wrong
+
+
+def test_imports_point_down_the_layers() -> None:
+    assert _layer_problems(_graph()) == []
+
+
+def test_the_layer_test_can_fail() -> None:
+    # Edges that break each rule, added to the real graph, are each found.
+    graph = _graph()
+    graph["nito_nb._core.sse"].add("nito_nb._client.clients")  # upward
+    graph["nito_nb._widget.chat"].add("nito_nb._runs.runner")  # sideways, undeclared
+    graph["nito_nb.sim._app"].add("nito_nb._client.clients")  # the simulator past the core
+    graph["nito_nb._runs.runner"].add("nito_nb.sim._app")  # a module that does not know the simulator
+    found = _layer_problems(graph)
+    assert len(found) == 4, found
+
+
 def test_the_client_never_imports_the_simulator() -> None:
     # The simulator's URL is passed in (``_client.register_simulator``, called by the root): the
     # client sits below the simulator, which a plain request to a gateway never loads.
@@ -174,21 +248,6 @@ def test_the_core_imports_only_the_standard_library() -> None:
                 continue
             outside.append(f"{module} imports {full}")
     assert outside == []
-
-
-@pytest.mark.parametrize("relative", sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")))
-def test_modules_stay_small(relative: str) -> None:
-    lines = len((PACKAGE / relative).read_text(encoding="utf-8").splitlines())
-    ceiling = PENDING_SIZES.get(relative, LIMIT)
-    assert lines <= ceiling, f"{relative} has {lines} lines (limit {ceiling}): split it by concern"
-
-
-def test_pending_sizes_are_still_needed() -> None:
-    for relative in PENDING_SIZES:
-        path = PACKAGE / relative
-        assert path.exists(), f"{relative} is gone: take it off PENDING_SIZES"
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        assert lines > LIMIT, f"{relative} is down to {lines} lines: take it off PENDING_SIZES"
 
 
 # -- one reader -------------------------------------------------------------------------------

@@ -144,6 +144,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.spawns
 @pytest.mark.slow  # importing LiteLLM alone takes seconds
 def test_litellm_completion_streaming_through_a_capturing_client(base_url: str, tmp_path: Path) -> None:
     pytest.importorskip("litellm", reason="litellm is in the test extras")

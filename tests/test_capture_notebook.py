@@ -16,7 +16,8 @@ from test_magic_notebook import ACTIVE_TAG, KEY, PAYLOAD, output_text, outputs_o
 
 from nito_nb.sim import SimServer
 
-pytestmark = pytest.mark.slow
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.spawns]
 
 
 def test_live_shows_captured_streams_in_the_saved_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,6 +75,7 @@ def test_a_request_on_a_pooled_connection_opened_none() -> None:
     assert b.status == "done" and b.connect is None
 
 
+@pytest.mark.spawns
 def test_a_run_has_a_connect_column_on_each_engine() -> None:
     for engine in ("asyncio", "processes"):
         extra = {"engine": "processes", "workers": 1} if engine == "processes" else {}

@@ -164,6 +164,7 @@ def test_a_tool_run_line_shows_the_models_name_printable() -> None:
 # -- the magic, in a real kernel ----------------------------------------------------------------
 
 
+@pytest.mark.spawns
 @pytest.mark.slow
 def test_the_magics_stderr_and_text_plain_hold_no_raw_control(
     scripted: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

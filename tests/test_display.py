@@ -368,6 +368,7 @@ print(display.n_updates, display.n_messages, display.bytes_sent)
 """
 
 
+@pytest.mark.spawns
 @pytest.mark.slow
 def test_real_kernel_saves_final_output(tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")

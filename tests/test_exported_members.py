@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import nito_nb
 
 PUBLIC = {
@@ -43,6 +45,7 @@ def test_result_attributes_of_the_contract() -> None:
     assert (s.content, s.finish_reason, s.done, s.status) == ("x", "stop", True, "done")
 
 
+@pytest.mark.spawns
 def test_importing_nito_nb_stays_light() -> None:
     # The engine must not drag in pandas, matplotlib, ipywidgets, the renderer or the web server.
     # (Pygments is not in the list: httpx imports it for its command line when it is installed.)

@@ -550,6 +550,7 @@ def test_empty_inputs(tmp_path: Path) -> None:
     assert df.nito.metrics().empty and df.nito.tool_calls().empty and df.nito.text().empty
 
 
+@pytest.mark.spawns
 def test_import_nito_nb_imports_no_pandas() -> None:
     code = "import sys, nito_nb; assert 'pandas' not in sys.modules and 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
@@ -660,6 +661,7 @@ def test_pyarrow_is_a_dependency_of_a_plain_install() -> None:
     assert any(dep.split(">")[0].split("=")[0].strip() == "pyarrow" for dep in project["dependencies"])
 
 
+@pytest.mark.spawns
 def test_frame_works_without_pyarrow_on_python_strings() -> None:
     # An install made with --no-deps: slower, but the same frame.
     code = (

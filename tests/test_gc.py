@@ -55,6 +55,7 @@ def test_an_ended_stream_leaves_no_reference_cycle(saved_garbage: list[object]) 
     assert not [name for name in left if name.startswith(ours)], sorted(set(left))
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("how", ["asyncio", "store", "processes", "sweep"])
 def test_a_dropped_run_is_freed_at_once_not_by_a_full_gc_pass(how: str, tmp_path: Path,
                                                                saved_garbage: list[object]) -> None:

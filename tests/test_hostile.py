@@ -152,6 +152,7 @@ def measured(mode: str, hostile: HostileServer, behaviour: str) -> dict[str, Any
     return result
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("bomb", ["gzip-comments-100", "gzip-chars-40"])
 def test_a_gzip_bomb_is_stopped_and_named(hostile: HostileServer, mode: str, bomb: str) -> None:
@@ -163,6 +164,7 @@ def test_a_gzip_bomb_is_stopped_and_named(hostile: HostileServer, mode: str, bom
     assert got["content"].startswith("H")  # what arrived before it is kept
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("mode", MODES)
 def test_an_all_newline_bomb_names_its_cause(hostile: HostileServer, mode: str) -> None:
     # 100 MB of newlines in 100 KB: today "An event went past max_event_size", of an event that never was.
@@ -180,6 +182,7 @@ def test_newlines_sent_plainly_are_not_called_an_event(hostile: HostileServer) -
     assert str(s.exception).startswith("The server sent more than 1,048,576 bytes of empty lines and no event")
 
 
+@pytest.mark.spawns
 def test_a_flood_of_keep_alives_is_counted_not_stored(hostile: HostileServer) -> None:
     # 24 MB of identical comments, sent plainly (the sender pays for every byte): the log counts
     # the runs of each read instead of storing every comment (30 bytes each: 53 MB today).

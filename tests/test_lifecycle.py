@@ -252,6 +252,7 @@ print("ok")
 """
 
 
+@pytest.mark.spawns
 def test_dropped_streams_leave_no_unclosed_transport(tmp_path: Path) -> None:
     script = tmp_path / "dropped.py"
     script.write_text(DROPPED)

@@ -24,7 +24,8 @@ from nbclient import NotebookClient
 
 from nito_nb.sim import SimServer
 
-pytestmark = pytest.mark.slow
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.spawns]
 
 KEY = "sk-test-SECRET123456789"
 PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'

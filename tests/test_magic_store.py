@@ -133,6 +133,7 @@ def test_a_replay_is_not_written_again(ip: Any, tmp_path: Path) -> None:
     assert len(stored(path)) == 1
 
 
+@pytest.mark.spawns
 def test_a_store_held_by_another_process_is_one_line_and_the_answer_stays(
     ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -202,6 +203,7 @@ def test_a_store_left_open_for_reading_in_the_kernel_is_one_line_that_says_so(
     assert list(stored(path)["content"]) == ["before", "after"]
 
 
+@pytest.mark.spawns
 def test_a_run_of_the_same_kernel_writing_the_same_store(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "shared"
     ip.run_line_magic("config", f"Nito.store = {str(path)!r}")
@@ -289,6 +291,7 @@ def _text(cell: Any) -> str:
     return joined_text(out)
 
 
+@pytest.mark.spawns
 @pytest.mark.slow
 def test_history_survives_a_kernel_restart_and_no_key_is_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted: ScriptedServer

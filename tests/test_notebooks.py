@@ -21,7 +21,8 @@ from conftest import joined_text
 
 from nito_nb import demo
 
-pytestmark = pytest.mark.slow
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.spawns]
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

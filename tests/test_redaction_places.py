@@ -118,6 +118,7 @@ def test_a_stream_shows_no_part_of_an_echoed_key(scripted: ScriptedServer, tmp_p
     assert "".join(s.frame()["content"].dropna()) == s.content  # the frame and the Stream agree
 
 
+@pytest.mark.spawns
 def test_a_run_store_and_its_results_hold_no_part_of_the_key(scripted: ScriptedServer, tmp_path: Path) -> None:
     base = scripted.add("echo-run", *(script(name) for name in ATTACKS))
     store = tmp_path / "runs"
@@ -145,6 +146,7 @@ def test_a_run_store_and_its_results_hold_no_part_of_the_key(scripted: ScriptedS
     assert any(MARK in text for text in shown.values())
 
 
+@pytest.mark.spawns
 def test_the_magic_output_and_history_hold_no_part_of_the_key(
     scripted: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

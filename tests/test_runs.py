@@ -112,6 +112,7 @@ def test_a_429_pauses_everything_for_retry_after_and_halves_the_limit_once_per_b
 # -- runs on the simulator ----------------------------------------------------------------------
 
 
+@pytest.mark.spawns
 def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tmp_path: Any) -> None:
     # sim/replay plays a real recording whose chunks hold several tokens (K = 27, usage N = 228);
     # sim/chat is asked for no usage. Results, frame metrics and snapshots use the same names.

@@ -235,6 +235,7 @@ def test_a_closed_loop_run_also_stops_sending_at_an_error_rate(capsys: pytest.Ca
     assert capsys.readouterr().err.count("nito: the run stopped sending") == 1
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("engine", ["asyncio", "processes"])
 def test_a_retried_request_waited_from_its_schedule_through_its_failed_attempt(engine: str) -> None:
     # ttft and e2e are the last attempt's; the *_from_schedule columns must count from the schedule
@@ -352,6 +353,7 @@ def _kernel_gives_run_queue_wait() -> bool:
     return True
 
 
+@pytest.mark.spawns
 @pytest.mark.skipif(not _kernel_gives_run_queue_wait(), reason="the kernel gives no run-queue wait (Linux only)")
 def test_the_client_monitor_tells_a_busy_machine_from_a_busy_loop() -> None:
     # A loop whose thread had no CPU (lowest priority, one CPU shared with a spinning process)
@@ -397,6 +399,7 @@ def test_units_are_explicit_chunks_and_tokens() -> None:
             assert math.isnan(summary["output_tokens_per_s"]) and math.isnan(summary["tpot_p50"])
 
 
+@pytest.mark.spawns
 def test_a_sweep_runs_each_rate_in_turn_and_summarises_and_plots_one_row_per_rate(tmp_path: Any) -> None:
     import matplotlib
 
@@ -447,6 +450,7 @@ def test_a_sweep_plot_labels_latencies_as_plain_seconds(values: list[float], sca
     plt.close(fig)
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("stored", [False, True])
 def test_a_sweep_gives_every_chunk_of_every_rate_in_one_frame(tmp_path: Any, stored: bool) -> None:
     store = {"store": str(tmp_path / "s")} if stored else {}
@@ -512,6 +516,7 @@ def test_a_schedule_too_large_to_compute_up_front_is_refused() -> None:
     assert len(Schedule(rate=1e9, duration=60, max_requests=3).offsets()) == 3
 
 
+@pytest.mark.spawns
 def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> None:
     from nito_nb._runs.store import StoreWriter
 
@@ -528,6 +533,7 @@ def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> No
     assert len(r) == 2 and r["send_delay"].notna().all() and set(r["worker"]) == {"local"}
 
 
+@pytest.mark.spawns
 def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

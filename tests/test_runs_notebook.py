@@ -10,7 +10,8 @@ import nbformat
 import pytest
 from conftest import execute_cells, joined_text
 
-pytestmark = pytest.mark.slow
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.spawns]
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 

@@ -23,6 +23,9 @@ from nito_nb._recordings import from_wire, to_wire
 from nito_nb._runs import clock as _clock
 from nito_nb._runs.ray import from_worker
 
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = pytest.mark.spawns
+
 
 def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
     prompts = [f"q{i}" for i in range(12)]

@@ -18,6 +18,9 @@ from conftest import stored_bytes
 
 import nito_nb
 
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = pytest.mark.spawns
+
 FAST = {"sim": {"tps": 0, "ttft_ms": 0}}
 
 CHILD = textwrap.dedent(

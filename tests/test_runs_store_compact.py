@@ -17,6 +17,9 @@ from nito_nb._runs import events as _events
 from nito_nb._runs import writer as _record
 from nito_nb._runs.store import StoreWriter
 
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = pytest.mark.spawns
+
 FAST = {"tps": 0, "ttft_ms": 0}
 
 

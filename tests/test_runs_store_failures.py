@@ -19,6 +19,9 @@ import pytest
 
 import nito_nb
 
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = pytest.mark.spawns
+
 #: Each answer is a few KB of body and about 200 events: 2 MiB hold a batch or two, not 300.
 PROMPTS = [f"question {i}: " + "word " * 20 for i in range(300)]
 OPTIONS = {"model": "sim/chat", "concurrency": 8, "progress": False, "max_tokens": 200,

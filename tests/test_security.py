@@ -460,6 +460,7 @@ def sim_process() -> Iterator[str]:
         process.wait(10)
 
 
+@pytest.mark.spawns
 def test_the_standalone_simulator_needs_no_key(sim_process: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NITO_API_KEY", raising=False)
     monkeypatch.delenv("NITO_BASE_URL", raising=False)

@@ -481,6 +481,7 @@ def test_app_is_the_asgi_app_even_after_the_server_started() -> None:
     assert sim.app is sim.app
 
 
+@pytest.mark.spawns
 def test_import_is_cheap() -> None:
     code = "import sys, nito_nb.sim; print('uvicorn' in sys.modules, 'starlette' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -895,6 +896,7 @@ def test_long_at_full_speed(http: httpx.Client) -> None:
     assert elapsed < 10, elapsed
 
 
+@pytest.mark.spawns
 def test_cli_serves_standalone(tmp_path: Path) -> None:
     import socket
 

@@ -178,6 +178,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.spawns
 def test_another_process_without_the_key_gets_a_401_that_says_where_the_key_is(target: Target) -> None:
     # Another local user's process: the standard library, no nito_nb, no key.
     out = subprocess.run([sys.executable, "-c", PROBE, target.base_url, json.dumps(BODY)],
@@ -290,6 +291,7 @@ def _cmdline(pid: int) -> bytes:
     return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
+@pytest.mark.spawns
 def test_the_token_is_never_shown(tmp_path: Path, replay_env: None, caplog: pytest.LogCaptureFixture) -> None:
     token = sim.token()
     with caplog.at_level(logging.DEBUG):
@@ -311,6 +313,7 @@ def test_the_token_is_never_shown(tmp_path: Path, replay_env: None, caplog: pyte
     assert token.encode() not in _cmdline(pid) + Path(f"/proc/{pid}/environ").read_bytes()
 
 
+@pytest.mark.spawns
 def test_the_token_reaches_worker_processes_off_their_command_line() -> None:
     # A simulator that wants this process's token: the worker's sim/ request gets through with it.
     with SimServer(api_key=sim.token()) as url:
@@ -329,6 +332,7 @@ def test_the_token_reaches_worker_processes_off_their_command_line() -> None:
 # -- python -m nito_nb.sim: the key off the command line, the replay directories -------------------
 
 
+@pytest.mark.spawns
 def test_the_cli_takes_its_key_from_a_file_off_the_command_line(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text(CLI_KEY + "\n")  # as echo writes it
@@ -350,6 +354,7 @@ def test_the_cli_takes_its_key_from_a_file_off_the_command_line(tmp_path: Path) 
     assert "--replay-dir" in help_text
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize(("args", "says"), [
     (["--api-key-file", "/nonexistent/key"], "--api-key-file: cannot read '/nonexistent/key'"),
     (["--api-key-file", "EMPTY"], "holds no key"),
@@ -364,6 +369,7 @@ def test_the_cli_refuses_a_bad_key_file_or_replay_dir_in_one_line(tmp_path: Path
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.spawns
 def test_the_cli_replays_under_its_replay_dirs_default_the_working_directory(layout: Layout, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()

@@ -28,7 +28,8 @@ from nito_nb.sim._process import SimProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="the simulator process needs POSIX")
+#: Every test here starts a simulator process: `make check` leaves them to `make test`.
+pytestmark = [pytest.mark.skipif(os.name != "posix", reason="the simulator process needs POSIX"), pytest.mark.spawns]
 
 
 def _alive(pid: int) -> bool:

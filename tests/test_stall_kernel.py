@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from test_magic_notebook import _execute, _kernel, kernel_env  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.slow
+#: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.spawns]
 
 STALL_S = 6.0
 CLOCK = re.compile(r"(\d+\.\d+) s so far")

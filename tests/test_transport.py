@@ -363,6 +363,7 @@ def test_a_later_read_never_has_an_earlier_time(monkeypatch: pytest.MonkeyPatch)
     assert asyncio.run(main()) == [5_000, 5_000, 6_000, 6_000]
 
 
+@pytest.mark.spawns
 def test_warm_does_a_first_requests_one_time_work() -> None:
     # httpcore's locks import anyio's asyncio backend when first used (70 ms here): a run warms
     # its client before its schedule starts, so its first requests do not leave late.

@@ -266,6 +266,7 @@ def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> Non
     assert stored["prompt_tokens"].max() == float(BIG)
 
 
+@pytest.mark.spawns
 def test_a_runs_results_and_store_keep_going_past_64_bits(tmp_path: Path, replay_dir: Path) -> None:
     body = _sse(
         {**_BASE, "choices": [{"index": 0, "delta": {"content": "hi"}}]},

@@ -118,6 +118,7 @@ def _wait_until(predicate: Any, timeout: float = 20.0) -> None:
 # -- the package ----------------------------------------------------------------------------------
 
 
+@pytest.mark.spawns
 def test_exported_lazily() -> None:
     code = (
         "import sys, nito_nb\n"
