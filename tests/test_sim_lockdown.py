@@ -135,7 +135,7 @@ def cli_target(layout: Layout) -> Iterator[Target]:
         yield Target("python -m nito_nb.sim", base, CLI_KEY, "NITO_SIM_API_KEY")
 
 
-@pytest.fixture(params=["in-process", "a Run's process", "python -m nito_nb.sim"])
+@pytest.fixture(params=["in-process", "a Run's process", pytest.param("python -m nito_nb.sim", marks=pytest.mark.spawns)])
 def target(request: pytest.FixtureRequest, replay_env: None) -> Target:
     if request.param == "in-process":
         return Target(request.param, sim.ensure_server(), sim.token(), "nito_nb.sim.token()")
