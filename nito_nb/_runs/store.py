@@ -314,7 +314,7 @@ def stream_key(stream: StreamBase) -> str:
 
 def _read_column(name: str, present: set[str]) -> str:
     """The SQL that reads result column ``name``, also from rows written before the units were
-    told apart (docs/METRICS.md#renamed-columns): such a store has ``n_chunks`` (K) and no
+    told apart (CHANGELOG.md): such a store has ``n_chunks`` (K) and no
     ``n_token_chunks``, and its ``tpot``/``output_tps`` held chunk figures for a stream without
     usage. N is usage's ``completion_tokens`` in both; a column missing altogether reads as NULL."""
     quoted = f'"{name}"'
