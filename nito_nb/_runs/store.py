@@ -194,9 +194,9 @@ class StoreWriter:
     def _prepare(self) -> None:
         """The tables, the columns file and the ``events`` view (``_events.py``)."""
         # DuckDB caches table blocks up to 80% of the RAM by default, so a long run's memory grew
-        # with its store (674 MiB at 2,000 sim/chat requests, 923 at 10,000). A cap alone made the
-        # checkpoint fail ("failed to pin block") after ~7,000; without keeping insertion order
-        # (every read here says ORDER BY) it fits (bench/bench_runs.py).
+        # with its store. A cap alone made the checkpoint fail ("failed to pin block"); without
+        # keeping insertion order (every read here says ORDER BY) it fits (bench/bench_runs.py;
+        # docs/BENCHMARKS.md).
         self.con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
         self.con.execute("SET preserve_insertion_order = false")
         result_sql = ", ".join(
@@ -431,8 +431,8 @@ class Store:
     @functools.cached_property
     def _present(self) -> set[str]:
         """The columns of this store's requests table (an older store lacks the newer ones).
-        Read once per opened store: the query took 1.8 ms of the 26 ms that rebuilding one
-        stream takes (``streams``), and the magic rebuilds a cell's streams one by one."""
+        Read once per opened store: the query is a noticeable part of rebuilding one stream
+        (``streams``), and the magic rebuilds a cell's streams one by one."""
         return {
             name
             for (name,) in self.con.execute(
