@@ -25,8 +25,8 @@ import time
 __all__ = ["SETTLE_EVERY", "begin", "end", "settle"]
 
 #: While a run goes, what is alive is frozen at most this often (seconds): a full pass then walks
-#: at most what the last quarter of a second left (about 1 ms at 115 requests/s, 3-6 ms when it
-#: was once a second; bench/bench_load.py's send delay).
+#: at most what the last quarter of a second left, shorter than when it was once a second
+#: (bench/bench_load.py's send delay; docs/BENCHMARKS.md).
 SETTLE_EVERY = 0.25
 
 _lock = threading.Lock()
