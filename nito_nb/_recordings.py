@@ -176,10 +176,10 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
 
 
 def to_wire(stream: Any) -> StreamState | ChunkLog:
-    """What of an ended Stream crosses to another process (a run's workers send it back): its
-    state, when it ended without an exception (unpickling it is a fraction of a millisecond;
-    parsing every chunk again was 2.5 ms for a 269-chunk answer, on the driver's loop), else its
-    log, to be rebuilt (``from_log``) with the error its end records."""
+    """What of an ended Stream crosses to another process (a run's workers send it back): its state,
+    when it ended without an exception (unpickling it is much cheaper than parsing every chunk again
+    on the driver's loop: docs/BENCHMARKS.md), else its log, to be rebuilt (``from_log``) with the
+    error its end records."""
     state = stream._state
     return state if state.portable else stream.log
 

@@ -144,7 +144,7 @@ def test_a_relative_store_in_a_folder_with_a_question_mark_is_one_clear_error(
 
 def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units(tmp_path: Path) -> None:
     # One request with usage, one without; then the requests table is put back the way it was
-    # written before the rename (docs/METRICS.md#renamed-columns): K in `n_chunks`, no new
+    # written before the rename (CHANGELOG.md): K in `n_chunks`, no new
     # columns, and the chunk figures that `tpot` and `output_tps` held without usage.
     from nito_nb._runs.store import StoreWriter
 

@@ -181,7 +181,7 @@ class AsyncClient(BaseClient):
         # Socket reads timed as they arrive (nito_nb/_transport), unless the environment sets a
         # proxy: decided once, as httpx reads the environment once per client.
         self._stamping = http_client is None and stamping_allowed()
-        if http_client is None:  # loading the CA file takes 30-100 ms: now, not in a run's first send
+        if http_client is None:  # loading the CA file takes a while: now, not in a run's first send
             _ssl_context()
 
     def _new_http(self) -> httpx.AsyncClient:
@@ -275,10 +275,10 @@ class AsyncClient(BaseClient):
         return stream
 
     async def warm(self) -> None:
-        """Do now, on the running loop, the one-time work of a first request: loading the CA
-        file, and the import of anyio's asyncio backend that httpcore's locks make when first
-        used (70 ms on this project's machines). A run calls it before its schedule starts, so
-        that its first requests do not leave late."""
+        """Do now, on the running loop, the one-time work of a first request: loading the CA file,
+        and the import of anyio's asyncio backend that httpcore's locks make when first used (a
+        delay the first send would carry: docs/BENCHMARKS.md). A run calls it before its schedule
+        starts, so that its first requests do not leave late."""
         _ssl_context()
         import anyio
 
@@ -359,10 +359,10 @@ if not any(type(f).__name__ == "_ShownURLs" for f in _httpx_logger.filters):  # 
 
 def _close(response: httpx.Response) -> None:
     """Close ``response``, and break the cycle httpx makes between a streamed Response and its
-    body (``response.stream`` points back at it): with it, every ended stream left about 46
-    objects (the request, the connection, h11's state...) for the cyclic GC, whose full passes
-    then stalled a load run's loop for 60-130 ms every second or two (bench/bench_load.py, the
-    send delay at 80% of the maximum rate); without it, they are freed when the Stream lets go."""
+    body (``response.stream`` points back at it): with it, every ended stream left its request,
+    connection and h11's state for the cyclic GC, whose full passes then stalled a load run's
+    loop (bench/bench_load.py; docs/BENCHMARKS.md); without it, they are freed when the Stream
+    lets go."""
     try:
         response.close()
     finally:

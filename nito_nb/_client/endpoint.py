@@ -154,7 +154,7 @@ def checked_base_url(url: Any, source: str) -> str:
 @functools.lru_cache(maxsize=256)
 def _url_problem(url: str) -> str | None:
     """What makes ``url`` unusable as a base URL, or None. Cached: every request of a run checks
-    its base URL (the environment may have changed), and parsing one twice costs ~20 µs. Each
+    its base URL (the environment may have changed), and parsing it each time is not free. Each
     problem ends with what to do."""
     if _MISREAD_USERINFO.match(url):
         # Which of the three characters it is would tell something of the password: none is named.

@@ -546,7 +546,7 @@ _RAW_FIELD = operator.itemgetter(5)  # ServerSentEvent.raw, read in C
 def redact_events(events: list[ServerSentEvent], secret: Secret) -> list[ServerSentEvent]:
     """``events`` with the key taken out of each one that echoes it (raw bytes and every field)."""
     # One search over the whole read first: the key holds no line break, so no occurrence spans
-    # two events, and most reads have none (2 µs per event otherwise, on the hot path).
+    # two events, and most reads have none (searching event by event costs more, on the hot path).
     if not secret.found_in(b"".join(map(_RAW_FIELD, events))):
         return events
     out = []

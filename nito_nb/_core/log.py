@@ -7,10 +7,10 @@ later one completes a key it started (``_core/redaction.py``). A saved log, a fr
 all made from the log, never hold it.
 
 Stored in columns (arrival times and byte offsets in ``array('q')``, kinds in a ``bytearray``, all
-raw bytes in one ``bytearray``) rather than one object per event: a 50,000-chunk stream then costs
-about its raw bytes plus 17 bytes per event, where a list of event objects or parsed dicts would
-cost ten times the body (measured in bench/bench_stream.py). Events are decoded again from their
-bytes when someone looks at them.
+raw bytes in one ``bytearray``) rather than one object per event: a stream then costs about its
+raw bytes plus 17 bytes per event, where a list of event objects or parsed dicts would cost
+several times the body (bench/bench_stream.py; docs/BENCHMARKS.md). Events are decoded again
+from their bytes when someone looks at them.
 
 A run of identical comments that arrived together (one read, one time) is logged one by one up
 to ``COMMENT_RUN``, then counted on the last one logged (``Event.repeat``) instead of stored

@@ -13,9 +13,10 @@ chunk log keeps them), and is faster than decoding first.
 Any split of the same bytes gives the same events (tested with hypothesis against every split).
 
 Linear in the body, also for one very long line: a line that goes on over many reads is kept as a
-list of pieces and joined once, when its end arrives (re-joining the buffer on every read made a
-20 MB ``data:`` line take seconds). ``max_event_size`` bounds what one event may buffer: past it
-the decoder raises :class:`EventTooLarge` rather than eat memory (bench/bench_sse.py measures both).
+list of pieces and joined once, when its end arrives (re-joining the buffer on every read made
+the time quadratic in the line). ``max_event_size`` bounds what one event may buffer: past it
+the decoder raises :class:`EventTooLarge` rather than eat memory (bench/bench_sse.py measures
+both; its figures are in docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ class ServerSentEvent(NamedTuple):
     ``comment`` is None for data events and the comment text (after ``:`` and one optional space)
     for comments. ``raw`` is the exact body bytes consumed since the previous event, this event's
     own lines included: the ``raw`` of all events, in order, concatenate back to the body.
-    (A NamedTuple, not a dataclass: one is made per chunk, and a tuple is several times cheaper
-    to create; measured in bench/bench_stream.py.)
+    (A NamedTuple, not a dataclass: one is made per chunk, and a tuple is cheaper to create;
+    docs/BENCHMARKS.md.)
     """
 
     data: str = ""

@@ -8,7 +8,7 @@ life (close, follow).
 - ``start()`` renders now and starts the refresh thread (``Refresher``);
 - ``update()``, for whoever feeds the stream, renders at most ``max_rate`` times a second; while
   it is being called the refresh thread stays out of the way (a fast stream is not rendered from
-  two threads at once: measured 0.72x -> 0.53x in bench_magic.py when both did);
+  two threads at once: it slowed the stream, bench/bench_magic.py; docs/BENCHMARKS.md);
 - the refresh thread's tick renders what arrived as soon as the throttle allows, and the moving
   clock while nothing arrives (``due_in``);
 - ``finish()`` renders the final state in the caller's thread; no tick renders after it.

@@ -127,7 +127,7 @@ def _json(value: Any) -> str:
 
 def _parse_chunks(datas: list[bytes]) -> list[Any]:
     """Parse many JSON texts at once: one ``json.loads`` over ``[a,b,...]`` is the fastest way with
-    the standard library (about twice as fast as one call per chunk, measured in bench_frame.py)."""
+    the standard library (faster than one call per chunk: docs/BENCHMARKS.md)."""
     if not datas:
         return []
     try:

@@ -34,9 +34,9 @@ def _text_dtype() -> pd.StringDtype:
     """The dtype of every text column, chosen here and only here: ``string`` kept in pyarrow.
 
     Chosen rather than left to pandas, whose ``string`` follows ``pd.options.mode.string_storage``
-    (Python objects by default in pandas 2): Python strings make frame() 1.5x slower
-    (bench/bench_frame.py). pyarrow is a dependency; an install made without it
-    (``pip install --no-deps``) still works, on Python strings.
+    (Python objects by default in pandas 2): Python strings make frame() slower
+    (bench/bench_frame.py --without-pyarrow; docs/BENCHMARKS.md). pyarrow is a dependency; an
+    install made without it (``pip install --no-deps``) still works, on Python strings.
     """
     try:
         import pyarrow  # noqa: F401
@@ -106,8 +106,8 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     """A column of ``n`` rows holding ``values`` at ``rows`` and nothing elsewhere.
 
     Text goes through pyarrow when pandas keeps its strings there: ``pa.array`` then ``take``
-    spreads them in about 1 ms for 100,000 rows where ``pd.array(..., dtype="string")`` of a
-    mostly-None list takes 30 ms, and a frame has 13 text columns (bench/bench_frame.py)."""
+    spreads them far faster than ``pd.array(..., dtype="string")`` of a mostly-None list, and a
+    frame has 13 text columns (bench/bench_frame.py; docs/BENCHMARKS.md)."""
     if dtype in ("Int64", "float64"):
         numbers = np.zeros(n, dtype=np.int64) if dtype == "Int64" else np.full(n, np.nan)
         if values:

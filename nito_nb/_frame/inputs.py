@@ -170,11 +170,10 @@ class FrozenAttrs(_ReadOnly, dict[str, Any]):
     """``df.attrs["nito"]``: a read-only dict (nested values too) that pandas copies for free.
 
     pandas deep-copies ``attrs`` into every result of ``df[col]``, ``df.loc``, ``groupby``...
-    (``NDFrame.__finalize__``): with a plain dict, one column read of the frame of 1,000 sim/chat
-    streams spent 10.7 ms copying it (0.15 ms now), ``df.nito.metrics()`` over 1,000 streams took
-    0.29 s instead of 0.12-0.16 (bench/bench_frame.py), and a run store's writer spent more time
-    copying attrs than writing rows. Being read-only, one object can stand for every copy; it is
-    still a dict, so ``json.dumps`` (Parquet's metadata) and ``==`` read it as one."""
+    (``NDFrame.__finalize__``): with a plain dict, reading columns and a run store's writer spent
+    most of their time copying it (bench/bench_frame.py; docs/BENCHMARKS.md). Being read-only, one
+    object can stand for every copy; it is still a dict, so ``json.dumps`` (Parquet's metadata) and
+    ``==`` read it as one."""
 
     __slots__ = ()
 

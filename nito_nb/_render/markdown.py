@@ -163,8 +163,8 @@ def _make_markdown(highlight: bool, linkify: bool) -> MarkdownIt:
 
 
 # Configured once, never mutated afterwards; markdown-it keeps per-call state in ``env``. By
-# (highlight, linkify): the linkify pass costs a fifth of the rendering time (measured on
-# display_samples' answer), so it runs only on text that can hold a link at all.
+# (highlight, linkify): the linkify pass is a good part of the rendering time
+# (docs/BENCHMARKS.md), so it runs only on text that can hold a link at all.
 _MD = {(h, lk): _make_markdown(h, lk) for h in (True, False) for lk in (True, False)}
 
 

@@ -48,8 +48,8 @@ _WARN_STYLE = (
 
 # Highlighting: Pygments lexes; we emit a span only for the token kinds we colour, with one-letter
 # classes, merging neighbours (``_highlight_code``). Pygments' own HtmlFormatter wraps every token,
-# names and punctuation included, which made a code-heavy answer's HTML 2.2x bigger (measured on
-# bench/bench_display.py's answer); ours adds about a third. One stylesheet, scoped to our code
+# names and punctuation included, which made a code-heavy answer's HTML much bigger than ours
+# (bench/bench_display.py's answer; docs/BENCHMARKS.md). One stylesheet, scoped to our code
 # blocks, maps the classes to JupyterLab's editor colours (so code follows the user's theme); it
 # rides along only with the first highlighted block of an answer (CSS applies page-wide).
 CODE_STYLESHEET = (

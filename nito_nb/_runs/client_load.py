@@ -12,9 +12,8 @@ machine's other processes holding them (a gateway or simulator on the same machi
 run, the browser: fewer busy processes, or more cores). On Linux each sample also reads the
 thread's run-queue wait (``/proc/thread-self/schedstat``, the scheduler's own count of the
 time a ready thread waited for a CPU), and the report says which share of the lag's tail was
-that wait (``client_lag_waiting_cpu``). Measured with ``engine="processes"`` at 260 requests/s
-on a 2-core machine: in every sample that lagged over 3 ms, the worker's run-queue wait covered
-the whole lag (two workers, the driver and the simulator on two cores).
+that wait (``client_lag_waiting_cpu``): with ``engine="processes"`` on a 2-core machine it
+covered the whole of the long lags (docs/BENCHMARKS.md).
 
 With ``engine="processes"`` or ``"ray"`` the client is also each worker: every worker samples
 its own loop the same way and sends its new samples back with each log (``drain``); the driver

@@ -8,14 +8,12 @@ written under a temporary name and renamed, so it is whole or absent, and before
 requests whose row names that batch: a file written just before its process was killed, and
 the old rows of a key that a resumed run sent again, are never seen.
 
-Why not a DuckDB table, as at first: inserting a batch's event rows (34,816 rows of 44 columns
-for 128 ``sim/chat`` streams) and DuckDB's checkpoints of them cost 4-7 s of CPU per 2,000
-requests, writing the same rows as Parquet files 0.4 s (the same frames, one process, measured
-by hand). Why a helper process: building those frames from the logs (2.3-2.6 s of CPU per
-2,000 requests) held the GIL that the run's sending loop needs; a run with a store reached
-0.43-0.49x the floor's rate (bench/bench_runs.py). The helper receives each batch as
-``EndedStream`` records (the log and four facts: pickled, a Stream's lock cannot cross) and
-answers when the file is in place; the writer thread commits the rows only then.
+Why not a DuckDB table, as at first: inserting a batch's event rows and DuckDB's checkpoints of them
+cost over ten times the CPU of writing the same rows as Parquet files. Why a helper process:
+building those frames from the logs held the GIL that the run's sending loop needs, and a run with a
+store reached half the floor's rate (bench/bench_runs.py; both in docs/BENCHMARKS.md). The helper
+receives each batch as ``EndedStream`` records (the log and four facts: pickled, a Stream's lock
+cannot cross) and answers when the file is in place; the writer thread commits the rows only then.
 
 The helper is ``python -m nito_nb._runs.events_main`` over two pipes, not a ``multiprocessing``
 child: ``spawn`` re-imports the user's script, so a script without an ``if __name__ ==
@@ -138,10 +136,9 @@ def _event_rows(out: pd.DataFrame, ended: Mapping[str, EndedStream]) -> pd.DataF
 
 #: A writer that closes with at least this many small events files merges them into one
 #: (``compact``): a store gets one file per batch (a second of a run) and one per magic cell, and
-#: DuckDB opens every file of the glob for each query of the ``events`` view: with 1,001 files a
-#: ``count(*)`` took 0.34 s, with 9 files 0.01 s (1,000 sim/chat requests; a whole-store frame
-#: 3.1 s against 1.7 s). Waiting for many keeps the merge off short runs' ends: merging the 16
-#: files of a 2,000-request run took 0.36 s, 4% of the run, which its user waits for.
+#: DuckDB opens every file of the glob for each query of the ``events`` view, which a store of a
+#: thousand files makes slow. Waiting for many keeps the merge off short runs' ends, where the
+#: user waits for it (docs/BENCHMARKS.md).
 COMPACT_AT = 64
 #: Files at least this large are left as they are: a merge rewrites only small files, so its
 #: cost is bounded however large the store grows.
@@ -299,9 +296,8 @@ def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], leg
               skip: Collection[str] = ()) -> str:
     """The SQL of the events of ``keys`` (and maybe of others: filter them), reading only the
     files of their batches (``legacy``: the store's old table, ``legacy_events``). The view's
-    glob opens every file of the store, one per batch (one per cell for the magic's): rebuilding
-    one stream of a store of 30 took 28 ms that way, 21 ms this way, 7.8 ms when the events were
-    a table (bench/bench_magic_store.py), and the glob's cost grows with every cell."""
+    glob opens every file of the store, one per batch (one per cell for the magic's), and its
+    cost grows with every cell (bench/bench_magic_store.py; docs/BENCHMARKS.md)."""
     batches = con.execute(
         "SELECT DISTINCT batch FROM requests WHERE list_contains(?, key) AND batch IS NOT NULL", [keys]
     ).fetchall()

@@ -1,11 +1,9 @@
 """During a run, Python's cyclic garbage collector leaves alone what is already old.
 
 A full pass of the collector walks every object that can hold references, with every thread
-stopped. With pandas imported that is about 70,000 objects before a run starts, and a run that
-keeps its Streams adds about 85 per request; on this project's 2-core machines one pass took
-60-130 ms, and they came every second or two: the sending loop stopped, so requests left late
-and chunks were read late (bench/bench_load.py: send delay p99 at 80% of the maximum rate 87-187
-ms; 8 ms with the objects that existed before the run frozen).
+stopped: with pandas imported and a run's Streams kept, passes long enough to stop the sending
+loop came every second or two, so requests left late and chunks were read late
+(bench/bench_load.py; docs/BENCHMARKS.md).
 
 So while some run is going, ``gc.freeze()`` moves every object alive into the collector's
 permanent generation: once when the run starts, and again every quarter of a second
@@ -27,8 +25,8 @@ import time
 __all__ = ["SETTLE_EVERY", "begin", "end", "settle"]
 
 #: While a run goes, what is alive is frozen at most this often (seconds): a full pass then walks
-#: at most what the last quarter of a second left (about 1 ms at 115 requests/s, 3-6 ms when it
-#: was once a second; bench/bench_load.py's send delay).
+#: at most what the last quarter of a second left, shorter than when it was once a second
+#: (bench/bench_load.py's send delay; docs/BENCHMARKS.md).
 SETTLE_EVERY = 0.25
 
 _lock = threading.Lock()

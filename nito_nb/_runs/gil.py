@@ -1,17 +1,14 @@
 """While the run's writer thread works in the run's own process, the sending loop gets the GIL back quickly.
 
-The writer thread turns each batch of finished streams into result rows (``_record.py``,
-pandas: 10-50 ms of CPU per 128 streams), and, where this process builds a store's events itself
-(the helper process of ``_events.py`` died, Windows, the magic's writes), their frame rows too.
-CPython hands the GIL from a busy thread to a waiting one only every ``sys.getswitchinterval()``
-seconds (5 ms by default). The run's loop thread waits for it after every ``select`` while the
-writer works, so each of its wake-ups could come up to 5 ms late: requests left late and chunks
-were read late. Measured on a shared 2-core machine: with the store's frames built here (load runs
-at 40 requests/s for 8 s, three interleaved pairs), send delay p99 27, 113 and 168 ms with this,
-84, 144 and 198 ms without; for the result rows (bench/bench_load.py's open loop at 130/s), the
-latest sends came once a second, with each batch, 7.8 ms late, then 4.4-5.7 ms. The interval is
-process-wide, so it is shortened only while some writer works, and the value found is put
-back when the last one ends (a value set meanwhile by someone else is overwritten then).
+The writer thread turns each batch of finished streams into result rows (``writer.py``), and,
+where this process builds a store's events itself (the helper process of ``_events.py`` died,
+Windows, the magic's writes), their frame rows too. CPython hands the GIL from a busy thread to a
+waiting one only every ``sys.getswitchinterval()`` seconds (5 ms by default). The run's loop
+thread waits for it after every ``select`` while the writer works, so each of its wake-ups could
+come up to 5 ms late: requests left late and chunks were read late; a shorter interval shortened
+the send delay's tail (docs/BENCHMARKS.md). The interval is process-wide, so it is shortened only
+while some writer works, and the value found is put back when the last one ends (a value set
+meanwhile by someone else is overwritten then).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ The timings and token counts come from each finished Stream's snapshot through t
 ``_core/metrics.py`` and ``_core/chunk.usage_counts``: docs/METRICS.md's one definition each, the
 same functions ``df.nito.metrics()`` and ``df.nito.usage()`` call (tests/test_runs.py checks
 that the two agree on every recording). Not through a frame: building the frame of every batch
-halved a run's request rate (bench/bench_runs.py: 0.54-0.65x the floor with it, 0.85-1.09x
-without); a store's events are built in a helper process (``_events.py``).
+halved a run's request rate (bench/bench_runs.py; docs/BENCHMARKS.md); a store's events are
+built in a helper process (``events.py``).
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def elapsed_time(scheduled_at: list[float], ended_at: list[float], window: float
     window's length. A client that falls behind, or a gateway slower than the rate, ends it
     later, and the rate is what they really sent and ended: with the window's length alone, a
     client asked for 2,000 requests/s that managed 376/s read 2,000/s. Their sends alone would
-    not do: an overloaded loop sent 4,000 requests within 4.9 s and ended them over 18 s."""
+    not do: an overloaded loop sends its requests within the window and ends them long after."""
     pairs = sorted((s, e) for s, e in zip(scheduled_at, ended_at, strict=True) if s == s and e == e)
     if not pairs:
         return max(window, 1e-9)

@@ -194,9 +194,9 @@ class StoreWriter:
     def _prepare(self) -> None:
         """The tables, the columns file and the ``events`` view (``_events.py``)."""
         # DuckDB caches table blocks up to 80% of the RAM by default, so a long run's memory grew
-        # with its store (674 MiB at 2,000 sim/chat requests, 923 at 10,000). A cap alone made the
-        # checkpoint fail ("failed to pin block") after ~7,000; without keeping insertion order
-        # (every read here says ORDER BY) it fits (bench/bench_runs.py).
+        # with its store. A cap alone made the checkpoint fail ("failed to pin block"); without
+        # keeping insertion order (every read here says ORDER BY) it fits (bench/bench_runs.py;
+        # docs/BENCHMARKS.md).
         self.con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
         self.con.execute("SET preserve_insertion_order = false")
         result_sql = ", ".join(
@@ -314,7 +314,7 @@ def stream_key(stream: StreamBase) -> str:
 
 def _read_column(name: str, present: set[str]) -> str:
     """The SQL that reads result column ``name``, also from rows written before the units were
-    told apart (docs/METRICS.md#renamed-columns): such a store has ``n_chunks`` (K) and no
+    told apart (CHANGELOG.md): such a store has ``n_chunks`` (K) and no
     ``n_token_chunks``, and its ``tpot``/``output_tps`` held chunk figures for a stream without
     usage. N is usage's ``completion_tokens`` in both; a column missing altogether reads as NULL."""
     quoted = f'"{name}"'
@@ -431,8 +431,8 @@ class Store:
     @functools.cached_property
     def _present(self) -> set[str]:
         """The columns of this store's requests table (an older store lacks the newer ones).
-        Read once per opened store: the query took 1.8 ms of the 26 ms that rebuilding one
-        stream takes (``streams``), and the magic rebuilds a cell's streams one by one."""
+        Read once per opened store: the query is a noticeable part of rebuilding one stream
+        (``streams``), and the magic rebuilds a cell's streams one by one."""
         return {
             name
             for (name,) in self.con.execute(

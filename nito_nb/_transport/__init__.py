@@ -1,11 +1,10 @@
 """A network layer for httpx that stamps each socket read the moment its bytes arrived.
 
 httpx hands a body's bytes to its caller only when the task that iterates the body runs again:
-on an event loop busy with hundreds of streams, that is long after the bytes came (the load
-benchmark measured medians of 220 ms at 500 streams × 20 chunks/s). The rule of this project is
-that a timing is the moment bytes reached the process, so for load runs the socket itself is
-read here, by a callback of the event loop (``loop.add_reader``), and every read carries its own
-time:
+on an event loop busy with hundreds of streams, that is long after the bytes came
+(bench/bench_load.py; docs/BENCHMARKS.md). The rule of this project is that a timing is the
+moment bytes reached the process, so for load runs the socket itself is read here, by a callback
+of the event loop (``loop.add_reader``), and every read carries its own time:
 
 - on Linux, the kernel's receive time of the read's last packet (``SO_TIMESTAMPNS``: the
   realtime clock, mapped onto ``time.perf_counter_ns`` at the read), which no lateness of the

@@ -1,9 +1,9 @@
 """Where an HTTP/1.1 response's header block and body end (RFC 9112), read incrementally and I/O-free.
 
-Written by hand for one measured need: in a load run, httpx/httpcore/h11 spent about 40% of the
-event loop's time on each read of a body (six nested async iterators, h11's state machine, one task
-switch per read: ``bench/bench_load.py``, py-spy), which made the client, not the gateway, the
-bottleneck at 10,000 chunks a second. The stamping transport (this package) therefore lets
+Written by hand for one measured need: in a load run, httpx/httpcore/h11's work on each read of
+a body (six nested async iterators, h11's state machine, one task switch per read) made the
+client, not the gateway, the bottleneck at 10,000 chunks a second (``bench/bench_load.py`` under
+py-spy; docs/BENCHMARKS.md). The stamping transport (this package) therefore lets
 httpx send the request and read the headers, then reads the body itself; these classes are the
 only HTTP it needs for that: where the headers end (so that no body byte goes through h11), and
 the body's framing (chunked, Content-Length, or until the connection closes). They follow h11's

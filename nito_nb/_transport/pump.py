@@ -1,25 +1,23 @@
 """The turns in which the pushed bodies of one event loop are handed to their Streams (parsed).
 
-Parsing is most of a load run's client work (about 25 µs a chunk in a run), and a request's send
-is a timer: it runs once the callbacks of its turn of the loop are done. So parsing is spread over
-the loop's turns, a little each: every body with bytes waiting gets, in turn, up to ``SLICE``
-bytes handed on, until ``BUDGET`` of the turn is spent; then the loop goes round (its reads, its
-timers, the tasks that send) before the next bodies get theirs. A body whose reads are small and
-come one at a time (a streaming answer's chunks, the common case) never waits here: each read is
-handed on in its own callback (``pushed.py``); only a read past ``SLICE`` bytes, or one that
-arrives while earlier bytes of its body wait, goes through the pump. Times are not touched: each read carries its arrival time from the socket, so a
-body parsed later keeps the times its bytes came at.
+Parsing is most of a load run's client work, and a request's send is a timer: it runs once the
+callbacks of its turn of the loop are done. So parsing is spread over the loop's turns, a little
+each: every body with bytes waiting gets, in turn, up to ``SLICE`` bytes handed on, until ``BUDGET``
+of the turn is spent; then the loop goes round (its reads, its timers, the tasks that send) before
+the next bodies get theirs. A body whose reads are small and come one at a time (a streaming
+answer's chunks, the common case) never waits here: each read is handed on in its own callback
+(``pushed.py``); only a read past ``SLICE`` bytes, or one that arrives while earlier bytes of its
+body wait, goes through the pump. Times are not touched: each read carries its arrival time from the
+socket, so a body parsed later keeps the times its bytes came at.
 
 When the loop cannot keep up (more arrives than it can parse), what waits grows; past ``LIMIT``
 bytes over all bodies the pump parses without a budget until it is below again, so memory and
 the open connections (a body's connection is closed at its end, once parsed) stay bounded: the
 loop then parses instead of sending, and requests leave late, as they must.
 
-Measured with bench/bench_load.py's open loop of sim/chat at tps 0, four interleaved pairs each:
-at 160 requests/s, a loop at its limit, send delay p99 7.0-11.6 ms, against 3.8-79.6 ms when
-every body with bytes waiting took one slice each turn (``call_soon`` per body); at 130/s,
-2.8-10.4 ms against 2.7-64.3 ms. Parsing a whole 16 KiB read in its callback, before that, held
-the loop 0.5-1 ms at a time.
+Spreading the parsing this way kept the send delay's tail shorter than one slice per body each
+turn, or a whole read parsed in its callback (bench/bench_load.py's open loop;
+docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from typing import Protocol
 
 __all__ = ["BUDGET", "LIMIT", "SLICE", "Pump", "pump"]
 
-#: Bytes of one body handed on in one go (about 20 chunks: 0.2-0.4 ms of parsing in a run).
+#: Bytes of one body handed on in one go (about 20 chunks of an answer).
 SLICE = 4096
 #: Parsing per turn of the loop, over all the bodies that wait (seconds).
 BUDGET = 0.0005

@@ -4,11 +4,11 @@
 Background turns (measured; see docs/JUPYTER.md): each ChatWidget turn runs in its own thread
 hosting a private asyncio event loop that iterates an ``AsyncStream``. Stop schedules
 ``task.cancel()`` on that loop (``call_soon_threadsafe``); the engine turns the cancellation into
-status ``stopped``, keeps what arrived and closes the response. Measured on the simulator
-(``sim/stall`` blocked in a read, ``sim/chat`` mid-stream): 1-5 ms from the click to ``stopped``.
+status ``stopped``, keeps what arrived and closes the response, within a few ms of the click
+(docs/BENCHMARKS.md).
 The alternatives lose: ``Stream.close()`` from another thread raises "generator already executing"
 while the worker is inside the read, and closing the httpx response from another thread unblocks
-the read (7-28 ms) but the engine then records a lost connection (``truncated``), not a stop; a
+the read but the engine then records a lost connection (``truncated``), not a stop; a
 task on the kernel's own loop stalls whenever a cell blocks the kernel (and does not exist in
 plain Python). A thread works the same on ipykernel 6 and 7: widget updates are comm messages,
 routed by comm id, so they reach the browser after the cell that made the widget has finished.

@@ -1,11 +1,9 @@
 """The simulator in a process of its own, for load runs (``nito_nb.run``/``sweep`` of ``sim/`` models).
 
 The in-process simulator (``_server.py``) serves from a thread of the caller's process, so its
-work takes the same GIL as the run's sending loop. Measured on a shared 2-core machine, a sweep
-of ``sim/chat`` at 10, 20 and 40 requests/s (5 s each, default engine): at 20/s the run's process
-used 94% of a core, at 40/s 113%, its loop lagged 66 ms at p99 and requests left 130 ms late at
-p99: the run measured its own simulator, not the client. In a process of its own, the simulator
-takes the other core and the run's loop only sends and reads.
+work takes the same GIL as the run's sending loop: a sweep of ``sim/chat`` measured its own
+simulator, not the client (bench/bench_sweep_sim.py; the figures in docs/BENCHMARKS.md). In a
+process of its own, the simulator takes the other core and the run's loop only sends and reads.
 
 The parent binds a loopback port and hands the listening socket to ``python -m
 nito_nb.sim._process FD`` (so the port is known at once and nobody can take it meanwhile). Its key
