@@ -168,6 +168,7 @@ def test_relative_links_lead_to_files_and_headings_that_exist() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spawns
 @pytest.mark.parametrize("block", SCRIPTS, ids=[f"line{b.line}" for b in SCRIPTS])
 def test_python_block_runs_as_a_script(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "block.py"
@@ -181,6 +182,7 @@ def test_python_block_runs_as_a_script(block: Block, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spawns
 def test_ipython_blocks_run_as_cells_of_one_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import nbformat
     from nbclient import NotebookClient
