@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb import sim
+from nito_nb._core.sse import SSEDecoder
 from nito_nb.sim import _options, _pacing, _reply, _request, _scenarios, _texts, _writer
 from nito_nb.sim import _recordings as _replay
 
@@ -91,12 +92,8 @@ def body_for(model: str, prompt: str = "Hello, simulator!", **extra: Any) -> dic
 
 def sse_data(body: bytes) -> list[str]:
     """The data fields of an SSE body (the simulator sends one `data:` line per event)."""
-    data = []
-    for piece in _reply.split_sse(body):
-        for line in piece.decode("utf-8").splitlines():
-            if line.startswith("data: "):
-                data.append(line[6:])
-    return data
+    decoder = SSEDecoder()
+    return [event.data for event in decoder.decode(body) + decoder.flush() if not event.is_comment]
 
 
 def check_protocol(body: bytes, *, allow_garbage: bool = False) -> dict[str, Any]:
@@ -423,10 +420,10 @@ def test_long_with_a_stop_sequence_cuts_exactly_there() -> None:
     assert result["content"].endswith("\n\n") and result["finish_reason"] == "stop"
 
 
-def test_split_sse_round_trips_and_replay_keeps_the_bytes() -> None:
+def test_sse_events_round_trip_and_replay_keeps_the_bytes() -> None:
     for path in sorted(FIXTURES.glob("*.sse")):
         body = path.read_bytes()
-        assert b"".join(_reply.split_sse(body)) == body
+        assert b"".join(e.data for e in _replay.sse_events(body)) == body
     sources = (FIXTURES / "SOURCES.tsv").read_text("utf-8")
     assert _replay.recorded_status(sources, "openrouter-http-error-1.sse") == (429, "application/json")
     assert _replay.recorded_status(sources, "openai-content-1.sse") == (
@@ -966,7 +963,7 @@ def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
     # the role), and passes the others on without them. The readable text must survive that.
     body = bytes_of(events_of(body_for("sim/reasoning")))
     kept = []
-    for piece in _reply.split_sse(body):
+    for piece in (e.data for e in _replay.sse_events(body)):
         if piece.startswith(b"data: {"):
             chunk = json.loads(piece[6:])
             for choice in chunk["choices"]:

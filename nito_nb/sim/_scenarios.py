@@ -9,7 +9,7 @@ scenario without a server.
 
 This module is the catalogue: which model is which scenario (`SIM_MODELS`), and `scenario()`,
 which answers a request. The scenarios themselves live by kind in `_stories.py`,
-`_tool_calls.py`, `_faults.py` and `_replay.py`; they all write through `_writer.ChunkWriter`.
+`_tool_calls.py`, `_faults.py` and `_recordings.py`; they all write through `_writer.ChunkWriter`.
 """
 
 from __future__ import annotations
