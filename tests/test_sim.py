@@ -277,6 +277,13 @@ BODY = st.fixed_dictionaries(
         "reasoning": JSON,
         "seed": st.integers(0, 5) | JSON,
         "sim": st.fixed_dictionaries({}, optional={"chunks": st.integers(0, 50), "tps": JSON}),
+        "response_format": JSON | st.fixed_dictionaries(
+            {"type": st.sampled_from(["text", "json_object", "json_schema"])},
+            optional={"json_schema": st.fixed_dictionaries(
+                {"name": st.sampled_from(["answer", "bad name", ""]) | JSON},
+                optional={"schema": JSON | st.just(WEATHER["function"]["parameters"]), "strict": JSON},
+            ) | JSON},
+        ),
     },
 )
 
