@@ -8,9 +8,11 @@ scenarios with the openai SDK as an independent peer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -498,6 +500,20 @@ def test_models_lists_the_scenarios(http: httpx.Client) -> None:
     assert all(m["object"] == "model" and m["description"] for m in listing["data"])
     assert http.get("/models/sim/chat").json()["id"] == "sim/chat"
     assert http.get("/models/sim/nope").status_code == 404
+
+
+def test_the_simulator_page_lists_every_model_and_option() -> None:
+    # docs/SIMULATOR.md's tables: each model in the first column of the models' table, each
+    # `sim` option in the options' table (a new one is documented, a gone one leaves).
+    page = (Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text(encoding="utf-8")
+    tables = [[line.split(" | ")[0] for line in block.splitlines() if line.startswith("| `")]
+              for block in page.split("\n## ")]  # fmt: skip
+    (models,) = [t for t in tables if any("sim/echo" in cell for cell in t)]
+    (options,) = [t for t in tables if any("ttft_ms" in cell for cell in t)]
+    def named(cells: list[str]) -> set[str]:
+        return {name for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
+    assert named(models) == set(sim.SIM_MODELS)
+    assert named(options) == {f.name for f in dataclasses.fields(_options.SimOptions)}
 
 
 @pytest.mark.parametrize("model", [*STREAMING_MODELS, "sim/stall", "sim/garbage"])
