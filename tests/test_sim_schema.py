@@ -54,8 +54,8 @@ def strings(draw: st.DrawFn) -> dict[str, Any]:
 def numbers(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["integer", "number"]))
     schema: dict[str, Any] = {"type": kind}
-    low = draw(st.integers(-1000, 1000))
-    span = draw(st.integers(4, 2000))
+    low = draw(st.integers(-1000, 1000) | st.floats(-1e9, 1e9) | st.sampled_from([1e20, -1e300]))
+    span = max(draw(st.integers(4, 2000) | st.floats(4, 1e6)), abs(low) / 1000)  # wider than a float's step
     if draw(st.booleans()):
         schema["exclusiveMinimum" if draw(st.booleans()) else "minimum"] = low
     if draw(st.booleans()):

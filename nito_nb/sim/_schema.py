@@ -288,24 +288,30 @@ def _number(value: Any) -> float | None:
 
 
 def _bounds(node: dict[str, Any], integer: bool) -> tuple[float, float] | None:
-    """The closed range a number may take (exclusive bounds moved inward); None when empty."""
-    step = 1 if integer else 1e-6
+    """The closed range a number may take (exclusive bounds moved inward); None when empty.
+    A side without a bound: 0 (below a maximum that is not negative), else 100 (or a
+    thousandth of a large bound) from the other."""
+
+    def inward(value: float, up: bool) -> float:
+        if integer:
+            return math.floor(value) + 1 if up else math.ceil(value) - 1
+        return math.nextafter(value, math.inf if up else -math.inf)
+
     low = _number(node.get("minimum"))
     high = _number(node.get("maximum"))
     exclusive_low, exclusive_high = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
     if exclusive_low is True and low is not None:  # draft 4: a flag on minimum
-        low += step
+        low = inward(low, True)
     elif (value := _number(exclusive_low)) is not None:
-        low = max(low if low is not None else -math.inf, value + step)
+        low = max(low if low is not None else -math.inf, inward(value, True))
     if exclusive_high is True and high is not None:
-        high -= step
+        high = inward(high, False)
     elif (value := _number(exclusive_high)) is not None:
-        high = min(high if high is not None else math.inf, value - step)
-    if low is None:
-        low = -100.0 if high is None else high - 100
-        low = max(low, 0) if high is None or high >= 100 else low
+        high = min(high if high is not None else math.inf, inward(value, False))
+    if low is None:  # a width that a float of that size still tells apart
+        low = 0 if high is None or high >= 0 else high - max(100, abs(high) / 1000)
     if high is None:
-        high = low + 100
+        high = low + max(100, abs(low) / 1000)
     if integer:
         low, high = math.ceil(low), math.floor(high)
     return (low, high) if low <= high else None
@@ -462,8 +468,13 @@ class _Maker:
         low, high = bounds
         step = _number(node.get("multipleOf"))
         if step is not None and step > 0:
-            first, last = math.ceil(low / step), math.floor(high / step)
-            for k in self.rng.sample(range(first, last + 1), min(8, max(0, last - first + 1))):
+            if isinstance(step, int) and isinstance(low, int) and isinstance(high, int):
+                first, last = -(-low // step), high // step  # exact, however large
+            else:
+                first, last = math.ceil(low / step), math.floor(high / step)
+            # A few multiples, at random, then the ends: one whose division by the step is
+            # exact in floating point (as a validator checks it) is taken.
+            for k in [*(self.rng.randint(first, last) for _ in range(8) if first <= last), first, last]:
                 value = k * step
                 if low <= value <= high and (value / step).is_integer() and (not integer or float(value).is_integer()):
                     return int(value) if integer else value
