@@ -8,9 +8,11 @@ scenarios with the openai SDK as an independent peer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from hypothesis import strategies as st
 
 import nito_nb
 from nito_nb import sim
+from nito_nb._core.sse import SSEDecoder
 from nito_nb.sim import _options, _pacing, _reply, _request, _scenarios, _texts, _writer
 from nito_nb.sim import _recordings as _replay
 
@@ -91,12 +94,8 @@ def body_for(model: str, prompt: str = "Hello, simulator!", **extra: Any) -> dic
 
 def sse_data(body: bytes) -> list[str]:
     """The data fields of an SSE body (the simulator sends one `data:` line per event)."""
-    data = []
-    for piece in _reply.split_sse(body):
-        for line in piece.decode("utf-8").splitlines():
-            if line.startswith("data: "):
-                data.append(line[6:])
-    return data
+    decoder = SSEDecoder()
+    return [event.data for event in decoder.decode(body) + decoder.flush() if not event.is_comment]
 
 
 def check_protocol(body: bytes, *, allow_garbage: bool = False) -> dict[str, Any]:
@@ -280,6 +279,13 @@ BODY = st.fixed_dictionaries(
         "reasoning": JSON,
         "seed": st.integers(0, 5) | JSON,
         "sim": st.fixed_dictionaries({}, optional={"chunks": st.integers(0, 50), "tps": JSON}),
+        "response_format": JSON | st.fixed_dictionaries(
+            {"type": st.sampled_from(["text", "json_object", "json_schema"])},
+            optional={"json_schema": st.fixed_dictionaries(
+                {"name": st.sampled_from(["answer", "bad name", ""]) | JSON},
+                optional={"schema": JSON | st.just(WEATHER["function"]["parameters"]), "strict": JSON},
+            ) | JSON},
+        ),
     },
 )
 
@@ -423,10 +429,10 @@ def test_long_with_a_stop_sequence_cuts_exactly_there() -> None:
     assert result["content"].endswith("\n\n") and result["finish_reason"] == "stop"
 
 
-def test_split_sse_round_trips_and_replay_keeps_the_bytes() -> None:
+def test_sse_events_round_trip_and_replay_keeps_the_bytes() -> None:
     for path in sorted(FIXTURES.glob("*.sse")):
         body = path.read_bytes()
-        assert b"".join(_reply.split_sse(body)) == body
+        assert b"".join(e.data for e in _replay.sse_events(body)) == body
     sources = (FIXTURES / "SOURCES.tsv").read_text("utf-8")
     assert _replay.recorded_status(sources, "openrouter-http-error-1.sse") == (429, "application/json")
     assert _replay.recorded_status(sources, "openai-content-1.sse") == (
@@ -495,6 +501,20 @@ def test_models_lists_the_scenarios(http: httpx.Client) -> None:
     assert all(m["object"] == "model" and m["description"] for m in listing["data"])
     assert http.get("/models/sim/chat").json()["id"] == "sim/chat"
     assert http.get("/models/sim/nope").status_code == 404
+
+
+def test_the_simulator_page_lists_every_model_and_option() -> None:
+    # docs/SIMULATOR.md's tables: each model in the first column of the models' table, each
+    # `sim` option in the options' table (a new one is documented, a gone one leaves).
+    page = (Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text(encoding="utf-8")
+    tables = [[line.split(" | ")[0] for line in block.splitlines() if line.startswith("| `")]
+              for block in page.split("\n## ")]  # fmt: skip
+    (models,) = [t for t in tables if any("sim/echo" in cell for cell in t)]
+    (options,) = [t for t in tables if any("ttft_ms" in cell for cell in t)]
+    def named(cells: list[str]) -> set[str]:
+        return {name for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
+    assert named(models) == set(sim.SIM_MODELS)
+    assert named(options) == {f.name for f in dataclasses.fields(_options.SimOptions)}
 
 
 @pytest.mark.parametrize("model", [*STREAMING_MODELS, "sim/stall", "sim/garbage"])
@@ -968,7 +988,7 @@ def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
     # the role), and passes the others on without them. The readable text must survive that.
     body = bytes_of(events_of(body_for("sim/reasoning")))
     kept = []
-    for piece in _reply.split_sse(body):
+    for piece in (e.data for e in _replay.sse_events(body)):
         if piece.startswith(b"data: {"):
             chunk = json.loads(piece[6:])
             for choice in chunk["choices"]:

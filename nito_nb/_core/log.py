@@ -1,5 +1,5 @@
 """The chunk log: every event of a stream with the moment it arrived and its exact bytes. No I/O
-except :meth:`ChunkLog.save` / :func:`read_log`.
+except :meth:`ChunkLog.save` / :func:`read_log` (:func:`read_log_lines` reads lines already read).
 
 Exact but for the key: whatever the gateway echoes of the request's key is taken out before an
 event is logged, and an event already logged is written again (:meth:`ChunkLog.rewrite`) when a
@@ -28,14 +28,14 @@ import json
 import os
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .file_kinds import not_text
 from .sse import ServerSentEvent, SSEDecoder
 
-__all__ = ["COMMENT_RUN", "KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log"]
+__all__ = ["COMMENT_RUN", "KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log", "read_log_lines"]
 
 LOG_VERSION = 1
 #: Identical comments of one read logged one by one before the rest of the run is only counted.
@@ -323,74 +323,83 @@ def read_log(path: str | os.PathLike[str]) -> tuple[ChunkLog, list[tuple[int, in
     that is not a log, or a line whose fields a save never writes (a hand edit), is a
     LogFormatError that names the line and what is wrong.
     """
-    where = repr(os.fspath(path))
+    with open(path, "rb") as f:
+        return read_log_lines(f, repr(os.fspath(path)))
+
+
+def read_log_lines(
+    f: Iterable[bytes], where: str
+) -> tuple[ChunkLog, list[tuple[int, int | None, bytes]]]:
+    """:func:`read_log` of a log's lines as bytes (a file open in binary mode, or
+    ``io.BytesIO(body)`` for one already read, as the simulator's ``sim/replay`` has it);
+    ``where`` names it in errors."""
     # Bytes, decoded line by line: a file that is not UTF-8 is then said to be so (it was a bare
     # UnicodeDecodeError), and a last line cut inside a character counts as cut, like any other.
-    with open(path, "rb") as f:
-        first = f.readline()
+    lines = iter(f)
+    first = next(lines, b"")
+    try:
+        header = json.loads(first.decode("utf-8-sig"))  # -sig: an editor's BOM is harmless
+    except UnicodeDecodeError:
+        raise LogFormatError(f"{where} is not a nito_nb log: {_not_text(first)}") from None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or "nito_nb_log" not in header:
+        raise LogFormatError(
+            f"{where} is not a nito_nb log (its first line has no 'nito_nb_log' key). "
+            "For a recorded SSE body use nito_nb.read_sse(path)."
+        )
+    version = header["nito_nb_log"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise LogFormatError(_bad_field(where, 1, "nito_nb_log", version, "a version number (1)"))
+    if version > LOG_VERSION:
+        raise LogFormatError(
+            f"{where} is a version {version} log; this nito_nb reads up to version "
+            f"{LOG_VERSION}: upgrade nito_nb."
+        )
+    log = _log_of(header, where)
+    t0 = log.t0_ns
+    events: list[tuple[int, int | None, bytes]] = []
+    ended = False
+    number = 1
+    for number, line in enumerate(lines, start=2):
+        if not line.strip():
+            continue
         try:
-            header = json.loads(first.decode("utf-8-sig"))  # -sig: an editor's BOM is harmless
-        except UnicodeDecodeError:
-            raise LogFormatError(f"{where} is not a nito_nb log: {_not_text(first)}") from None
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or "nito_nb_log" not in header:
-            raise LogFormatError(
-                f"{where} is not a nito_nb log (its first line has no 'nito_nb_log' key). "
-                "For a recorded SSE body use nito_nb.read_sse(path)."
+            item = json.loads(line.decode("utf-8"))
+            if not isinstance(item, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:  # UnicodeDecodeError included
+            if any(rest.strip() for rest in lines):  # more lines follow: damaged, not cut
+                what = "UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "JSON"
+                raise LogFormatError(f"line {number} of {where} is not {what}: {exc}") from None
+            # The last line was cut (a copy or a save that did not finish): keep what is whole.
+            log.cut = (
+                f"the file was cut: its last line ({number}) is incomplete; the {len(events)} "
+                "events before it are loaded"
             )
-        version = header["nito_nb_log"]
-        if isinstance(version, bool) or not isinstance(version, int):
-            raise LogFormatError(_bad_field(where, 1, "nito_nb_log", version, "a version number (1)"))
-        if version > LOG_VERSION:
-            raise LogFormatError(
-                f"{where} is a version {version} log; this nito_nb reads up to version "
-                f"{LOG_VERSION}: upgrade nito_nb."
-            )
-        log = _log_of(header, where)
-        t0 = log.t0_ns
-        events: list[tuple[int, int | None, bytes]] = []
-        ended = False
-        number = 1
-        for number, line in enumerate(f, start=2):
-            if not line.strip():
-                continue
+            break
+        if "end" in item:
+            if not isinstance(item["end"] or {}, dict):
+                raise LogFormatError(_bad_field(where, number, "end", item["end"], "an object"))
+            log.end = item["end"] or {}
+            ended = True
+            continue
+        kind = KINDS.index(item["kind"]) if item.get("kind") in KINDS else None
+        # What Stream.save writes (an int, a str) is taken as it is; the rest is checked.
+        dt_ns = item.get("dt_ns", 0)
+        if type(dt_ns) is not int:
+            dt_ns = _whole(dt_ns, where, number, "dt_ns")
+        text = item.get("raw")
+        if type(text) is str and "raw_b64" not in item:
             try:
-                item = json.loads(line.decode("utf-8"))
-                if not isinstance(item, dict):
-                    raise ValueError("not a JSON object")
-            except ValueError as exc:  # UnicodeDecodeError included
-                if f.read().strip():  # more lines follow: damaged, not cut
-                    what = "UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "JSON"
-                    raise LogFormatError(f"line {number} of {where} is not {what}: {exc}") from None
-                # The last line was cut (a copy or a save that did not finish): keep what is whole.
-                log.cut = (
-                    f"the file was cut: its last line ({number}) is incomplete; the {len(events)} "
-                    "events before it are loaded"
-                )
-                break
-            if "end" in item:
-                if not isinstance(item["end"] or {}, dict):
-                    raise LogFormatError(_bad_field(where, number, "end", item["end"], "an object"))
-                log.end = item["end"] or {}
-                ended = True
-                continue
-            kind = KINDS.index(item["kind"]) if item.get("kind") in KINDS else None
-            # What Stream.save writes (an int, a str) is taken as it is; the rest is checked.
-            dt_ns = item.get("dt_ns", 0)
-            if type(dt_ns) is not int:
-                dt_ns = _whole(dt_ns, where, number, "dt_ns")
-            text = item.get("raw")
-            if type(text) is str and "raw_b64" not in item:
-                try:
-                    raw = text.encode("utf-8")
-                except UnicodeEncodeError:  # a lone surrogate (\ud800)
-                    raw = _event_raw(item, where, number)
-            else:
+                raw = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (\ud800)
                 raw = _event_raw(item, where, number)
-            if "repeat" in item:  # a counted run of comments: its bytes as often as they came
-                raw *= _whole(item["repeat"], where, number, "repeat", at_least=1)
-            events.append((t0 + dt_ns, kind, raw))
+        else:
+            raw = _event_raw(item, where, number)
+        if "repeat" in item:  # a counted run of comments: its bytes as often as they came
+            raw *= _whole(item["repeat"], where, number, "repeat", at_least=1)
+        events.append((t0 + dt_ns, kind, raw))
     if not ended and log.cut is None:  # Stream.save always writes the end record last
         log.cut = f"the file was cut after line {number}: it has no end record; its {len(events)} events are loaded"
     return log, events

@@ -12,18 +12,25 @@ prose, reasoning, tool calls, faults, replay of recordings. Per-request settings
 body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_options.SimOptions`);
 `NITO_SIM_TPS`, `NITO_SIM_TTFT_MS` and `NITO_SIM_JITTER` set the default pacing
 (`NITO_SIM_TPS=0`: as fast as possible). Requests with `stream: false` get one
-`chat.completion` object made from the same scenario.
+`chat.completion` object, the merge of the same scenario's stream; `response_format` makes the
+models that answer in words answer JSON (of the request's schema). docs/SIMULATOR.md describes the
+models, their options and both.
 
 Importing this package is cheap: Starlette and uvicorn load when a server or app is made.
 
 Layout (imports point down; everything below `_app` is pure, standard library only):
 
-    _server (uvicorn in a thread), _apart (the same in a child process)
+    _server (uvicorn in a thread), _process (the same in a child process)
         ->  _app (Starlette: HTTP)  ->  _access (Host, key, body type; the token), _files
         (which recordings may be read), _sending (paced writes)
     _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
-    _writer (ChunkWriter, tokens, usage)  ->  _request  ->  _options  (every `sim` option)
-    _replay, _pacing, _completion  ->  _reply (events, replies, error bodies, SSE framing)
+    _structured (JSON answers, sim/json-*)  ->  _writer (ChunkWriter, tokens, usage)
+        ->  _request  ->  _options (every `sim` option), _schema (a value of a JSON schema)
+    _recordings, _pacing, _completion  ->  _reply (events, replies, error bodies)
+
+What nito_nb itself knows of the wire format is not written again here: a recording is cut into
+events by `_core/sse.py`, a saved log read by `_core/log.py`, and a non-streaming answer merged
+by `_core/chunk.py` and `_core/accumulate.py` (the standard library only, like the pure part).
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ def ensure_server() -> str:
 def ensure_process() -> str:
     """The base URL of a simulator served by a child process of this one, started once (POSIX;
     RuntimeError where it cannot start). Load runs send ``sim/`` models there: it keeps the
-    simulator's work off their loop's GIL (``_apart.py``)."""
+    simulator's work off their loop's GIL (``_process.py``)."""
     from ._process import ensure_process as _ensure_process
 
     return _ensure_process()

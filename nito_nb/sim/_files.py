@@ -36,7 +36,7 @@ __all__ = ["REPLAY_DIRS_VARIABLE", "REPLAY_SUFFIXES", "Recording", "read_recordi
 
 REPLAY_SUFFIXES = (".sse", ".jsonl")
 REPLAY_DIRS_VARIABLE = "NITO_SIM_REPLAY_DIRS"
-#: Read beside a ``.sse`` recording for its status and content type (``_replay.recorded_status``).
+#: Read beside a ``.sse`` recording for its status and content type (``_recordings.recorded_status``).
 SOURCES = "SOURCES.tsv"
 
 #: Whether a file can be opened component by component without following links.

@@ -6,17 +6,26 @@ Pure: the bytes of the recording (and of its SOURCES.tsv) come in; the server re
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
-from collections.abc import Sequence
+import io
 
+from .._core.log import LogFormatError, read_log_lines
+from .._core.sse import SSEDecoder
 from ._options import SimOptions
-from ._reply import ErrorReply, Event, Reply, StreamReply, error_reply, split_sse
+from ._reply import ErrorReply, Event, Reply, StreamReply, error_reply
 
 
-def _is_data(piece: bytes) -> bool:
-    return any(line.startswith(b"data:") for line in piece.lstrip().splitlines())
+def sse_events(body: bytes) -> list[Event]:
+    """An SSE body cut into its events by nito_nb's decoder (``_core/sse.py``: any line ending, a
+    mix of them too): each data event a token, each comment sent at once, and the bytes after the
+    last event (blank lines, a field without data) sent last. They concatenate back to the body."""
+    decoder = SSEDecoder()
+    decoded = decoder.decode(body) + decoder.flush()
+    events = [Event("send" if e.is_comment else "token", e.raw) for e in decoded]
+    used = sum(len(e.raw) for e in decoded)
+    if used < len(body):
+        events.append(Event("send", body[used:]))
+    return events
 
 
 def replay_sse(body: bytes, status: int = 200, content_type: str | None = None) -> Reply:
@@ -26,8 +35,7 @@ def replay_sse(body: bytes, status: int = 200, content_type: str | None = None) 
     """
     if status != 200:
         return ErrorReply(status, body, content_type)
-    events = [Event("token" if _is_data(p) else "send", p) for p in split_sse(body)]
-    return StreamReply(events, status, content_type or "text/event-stream")
+    return StreamReply(sse_events(body), status, content_type or "text/event-stream")
 
 
 _NOT_REPLAYED_HEADERS = frozenset(
@@ -36,45 +44,31 @@ _NOT_REPLAYED_HEADERS = frozenset(
 )  # fmt: skip
 
 
-def replay_log(lines: Sequence[str], speed: float) -> Reply:
-    """Replay a saved nito_nb log (JSON Lines) with its recorded timing divided by `speed`.
+def replay_log(body: bytes, speed: float, name: str = "the log") -> Reply:
+    """Replay a saved nito_nb log (read by nito_nb's reader, ``_core/log.py``) with its recorded
+    timing divided by `speed`.
 
     `speed` 0 means as fast as possible. A log that ended truncated is replayed with the
-    connection cut at the same place.
+    connection cut at the same place. Not a log: LogFormatError.
     """
-    header = json.loads(lines[0])
-    if not isinstance(header, dict) or "nito_nb_log" not in header:
-        raise ValueError("not a nito_nb log: the first line has no 'nito_nb_log' key")
+    log, recorded = read_log_lines(io.BytesIO(body), repr(name))
     scale = 0.0 if speed == 0 else 1.0 / speed
-    headers_dt = (header.get("headers_dt_ns") or 0) / 1e9
+    t0 = log.t0_ns
+    headers_dt = 0.0 if log.headers_ns is None else (log.headers_ns - t0) / 1e9
     events: list[Event] = []
-    body = bytearray()
-    truncated = False
-    for line in lines[1:]:
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        if "end" in record:
-            end = record["end"]
-            truncated = isinstance(end, dict) and end.get("status") == "truncated"
-            continue
-        if "raw_b64" in record:
-            raw = base64.b64decode(record["raw_b64"])
-        else:
-            raw = str(record.get("raw", "")).encode()
-        body += raw
-        offset = max(0.0, record.get("dt_ns", 0) / 1e9 - headers_dt) * scale
+    for t_ns, _kind, raw in recorded:
+        offset = max(0.0, (t_ns - t0) / 1e9 - headers_dt) * scale
         events.append(Event("at", raw, seconds=offset))
-    if truncated:
+    if log.end.get("status") == "truncated":
         events.append(Event("drop"))
-    status = int(header.get("status_code") or 200)
-    recorded = {str(k).lower(): str(v) for k, v in (header.get("headers") or {}).items()}
-    content_type = recorded.pop("content-type", None)
+    status = log.status_code or 200
+    recorded_headers = dict(log.headers)  # lower-case names, without credentials
+    content_type = recorded_headers.pop("content-type", None)
     # Keep what the gateway said (retry-after, request ids...), not how the bytes were framed:
     # the log holds the decoded body, and the server frames it anew.
-    headers = {k: v for k, v in recorded.items() if k not in _NOT_REPLAYED_HEADERS}
+    headers = {k: v for k, v in recorded_headers.items() if k not in _NOT_REPLAYED_HEADERS}
     if status != 200:
-        return ErrorReply(status, bytes(body), content_type, headers)
+        return ErrorReply(status, b"".join(raw for _, _, raw in recorded), content_type, headers)
     return StreamReply(
         events,
         status,
@@ -118,9 +112,9 @@ def replay_file(
     reply: Reply
     if name.endswith(".jsonl") or body.startswith(b'{"nito_nb_log"'):
         try:
-            reply = replay_log(body.decode("utf-8").splitlines(), options.speed)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            return error_reply(400, f"sim.replay: {name} is not a nito_nb log: {exc}")
+            reply = replay_log(body, options.speed, name)
+        except LogFormatError as exc:
+            return error_reply(400, f"sim.replay: {exc}")
     else:
         status, content_type = 200, None
         if sources_tsv is not None:

@@ -1,14 +1,13 @@
 """What a scenario returns: the events of a streamed body, or a whole (error) response.
 
 The simulator's lowest layer (standard library only): the event and reply types, the JSON error
-body of a gateway, the compact JSON encoding of every chunk, and how an SSE body is cut into
-events.
+body of a gateway and the compact JSON encoding of every chunk. (How an SSE body is cut into
+events is nito_nb's decoder's, `_core/sse.py`: `_recordings.sse_events`.)
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -95,18 +94,3 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def dumps(obj: Any) -> bytes:
     """The compact JSON bytes of a chunk."""
     return _ENCODER.encode(obj).encode()
-
-
-_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-
-
-def split_sse(body: bytes) -> list[bytes]:
-    """Cut an SSE body after each blank line; the pieces concatenate back to the body."""
-    pieces = []
-    start = 0
-    for match in _EVENT_END.finditer(body):
-        pieces.append(body[start : match.end()])
-        start = match.end()
-    if start < len(body):
-        pieces.append(body[start:])
-    return pieces

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._options import OptionError, SimOptions, parse_options
 from ._reply import ErrorReply, dumps, error_reply
+from ._schema import SchemaError, check, instance
 
 MAX_CHOICES = 8  # the most choices (`n`) one request may ask for
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for json_schema.name
+
+
+@dataclass(frozen=True)
+class JsonFormat:
+    """A `response_format` that asks for JSON: `json_object` (no schema), or `json_schema` with
+    its name and schema (a JSON schema as an object, or `true`)."""
+
+    schema: Any = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,7 @@ class SimRequest:
     parallel_tool_calls: bool = True
     n: int = 1  # choices to generate, streamed interleaved
     options: SimOptions = field(default_factory=SimOptions)
+    response_format: JsonFormat | None = None  # None: text
 
 
 def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest | ErrorReply:
@@ -79,6 +93,9 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
         options = parse_options(body.get("sim"), env or {}, body.get("seed"))
     except OptionError as exc:
         return bad(f"{exc}.")  # a sentence of its own: the client's hint follows it
+    response_format = parse_response_format(body.get("response_format"), options.seed, n)
+    if isinstance(response_format, str):
+        return bad(response_format)
     return SimRequest(
         model=model,
         messages=messages,
@@ -92,7 +109,45 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
         parallel_tool_calls=parallel,
         n=n,
         options=options,
+        response_format=response_format,
     )
+
+
+def parse_response_format(value: Any, seed: int, n: int = 1) -> JsonFormat | str | None:
+    """The request's `response_format`, checked like a gateway: a JsonFormat, None for text, or
+    what is wrong with it (a sentence). A schema is tried once for each choice's seed, so that
+    a value the simulator cannot make is a 400 now rather than a stream cut later."""
+    if value is None:
+        return None
+    example = '{"type": "json_schema", "json_schema": {"name": "answer", "schema": {...}}}'
+    if not isinstance(value, dict):
+        return f"`response_format` must be an object such as {example}, got {value!r}."
+    kind = value.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return JsonFormat()
+    if kind != "json_schema":
+        return f'`response_format.type` must be "text", "json_object" or "json_schema", got {kind!r}.'
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict):
+        return f"`response_format.json_schema` is required with type json_schema: {example}."
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        return (f"`response_format.json_schema.name` must be 1 to 64 letters, digits, _ or -, "
+                f"got {name!r}.")
+    if not isinstance(spec.get("strict", False), bool):
+        return f"`response_format.json_schema.strict` must be true or false, got {spec['strict']!r}."
+    schema = spec.get("schema")
+    if schema is None:
+        return JsonFormat(name=name)  # any JSON object, as json_object
+    try:
+        check(schema)
+        for index in range(n):
+            instance(schema, random.Random(seed + index))
+    except SchemaError as exc:
+        return f"`response_format.json_schema.schema` cannot be answered: {exc}."
+    return JsonFormat(schema, name)
 
 
 def message_text(message: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ scenario without a server.
 
 This module is the catalogue: which model is which scenario (`SIM_MODELS`), and `scenario()`,
 which answers a request. The scenarios themselves live by kind in `_stories.py`,
-`_tool_calls.py`, `_faults.py` and `_replay.py`; they all write through `_writer.ChunkWriter`.
+`_tool_calls.py`, `_faults.py` and `_recordings.py`; they all write through `_writer.ChunkWriter`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from ._faults import FAULT_STREAMS, fault_midstream, fault_status, http_error, p
 from ._reply import DONE, Event, Reply, StreamReply, error_reply, round_robin
 from ._request import SimRequest
 from ._stories import STORIES
+from ._structured import STRUCTURED
 from ._tool_calls import tool_calls
 from ._writer import ChunkWriter, Generate
 
 # The scenario models, with the one-line description shown by `GET /v1/models`.
 SIM_MODELS: dict[str, str] = {
     "sim/echo": "Answers with the prompt, word by word.",
-    "sim/chat": "Plausible Markdown prose: headings, lists, a code block, a table, non-ASCII text.",
+    "sim/chat": "Plausible Markdown prose: headings, lists, a code block, a table, non-ASCII text"
+    " (JSON when `response_format` asks for it, as every model that answers in words).",
     "sim/reasoning": "reasoning_details of types text, summary and encrypted (readable ones with the"
     " same text in `reasoning`), then the answer.",
     "sim/mistral": "Mistral's format: `content` as a list of parts, thinking parts then text parts.",
@@ -47,6 +49,10 @@ SIM_MODELS: dict[str, str] = {
     "sim/bigchunk": "One content delta of 1 MiB (`sim.size`).",
     "sim/long": "Tens of thousands of ~4-byte chunks of Markdown (`sim.chunks`, default 20000).",
     "sim/replay": "Replays a recorded .sse body or a nito_nb .jsonl log (`sim.replay`, `sim.speed`).",
+    "sim/json-invalid": "JSON that breaks the `response_format` schema (a field of the wrong type, or a"
+    " required one missing); without a schema, JSON with a syntax error.",
+    "sim/json-cut": "A JSON answer (`response_format`'s, else an answer object) that stops mid-object:"
+    " finish_reason `length`.",
 }
 
 
@@ -54,6 +60,7 @@ _STREAMS: dict[str, Generate] = {
     **STORIES,
     "sim/tools": tool_calls,
     **FAULT_STREAMS,
+    **STRUCTURED,
 }
 
 

@@ -24,7 +24,7 @@ SHUTDOWN_GRACE_S = 1
 
 def embedded_config(app: Any) -> Any:
     """How the embedded simulator is served (a uvicorn.Config), in a thread here or in a child
-    process (``_apart.py``): on sockets it is given, quiet, and quick to stop."""
+    process (``_process.py``): on sockets it is given, quiet, and quick to stop."""
     import uvicorn
 
     return uvicorn.Config(

@@ -1,5 +1,9 @@
 """The scenarios that answer normally: echo, prose, reasoning, Mistral's parts, web search, the
-free tier, a long think, a big chunk and a long stream."""
+free tier, a long think, a big chunk and a long stream.
+
+Those that answer in words answer JSON instead when the request's `response_format` asks for it
+(`_structured.answer_text`); the big chunk and the long stream, which measure a client, do not.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from collections.abc import Iterator
 
 from ._reply import KEEPALIVE, Event
 from ._request import message_text
+from ._structured import answer_text
 from ._texts import (
     CHAT_ANSWERS,
     FREE_ANSWER,
@@ -24,12 +29,12 @@ from ._writer import ChunkWriter, Generate, some
 
 def _echo(w: ChunkWriter) -> Iterator[Event]:
     users = [m for m in w.request.messages if m.get("role") == "user"]
-    yield from w.contents(message_text(users[-1]) if users else "")
+    yield from w.contents(answer_text(w.request, message_text(users[-1]) if users else ""))
     yield from w.finish("stop")
 
 
 def _chat(w: ChunkWriter) -> Iterator[Event]:
-    yield from w.contents(CHAT_ANSWERS[w.request.options.seed % len(CHAT_ANSWERS)])
+    yield from w.contents(answer_text(w.request, CHAT_ANSWERS[w.request.options.seed % len(CHAT_ANSWERS)]))
     yield from w.finish("stop")
 
 
@@ -38,7 +43,7 @@ def _mistral(w: ChunkWriter) -> Iterator[Event]:
     yield Event("send", w.chunk({"content": ""}))
     if not w.request.reasoning_exclude:
         yield from w.parts("thinking", REASONING_TEXT)
-    yield from w.parts("text", REASONING_ANSWER)
+    yield from w.parts("text", answer_text(w.request, REASONING_ANSWER))
     yield from w.finish("stop")
 
 
@@ -49,7 +54,7 @@ def _reasoning(w: ChunkWriter) -> Iterator[Event]:
         yield from w.reasoning("reasoning.summary", 1, REASONING_SUMMARY)
         blob = base64.b64encode(hashlib.sha512(REASONING_TEXT.encode()).digest() * 4).decode()
         yield from some([w.encrypted(2, blob)])
-    yield from w.contents(REASONING_ANSWER)
+    yield from w.contents(answer_text(w.request, REASONING_ANSWER))
     yield from w.finish("stop")
 
 
@@ -71,14 +76,14 @@ def _websearch(w: ChunkWriter) -> Iterator[Event]:
         ],
     }
     yield Event("send", w.chunk({"content": ""}, web_search=web_search))
-    yield from w.contents(WEB_ANSWER)
+    yield from w.contents(answer_text(w.request, WEB_ANSWER))
     yield from w.finish("stop")
 
 
 def _free(w: ChunkWriter) -> Iterator[Event]:
     free_tier = {"eligible": True, "plan": "free", "requests_remaining": 41, "daily_limit": 50}
     yield Event("send", w.chunk({"content": ""}, free_tier=free_tier))
-    yield from w.contents(FREE_ANSWER)
+    yield from w.contents(answer_text(w.request, FREE_ANSWER))
     yield from w.finish("stop")
 
 
@@ -89,7 +94,7 @@ def _slow(w: ChunkWriter) -> Iterator[Event]:
     for _ in range(beats):
         yield Event("send", KEEPALIVE)
         yield Event("pause", seconds=options.think_s / beats)
-    yield from w.contents(SLOW_ANSWER)
+    yield from w.contents(answer_text(w.request, SLOW_ANSWER))
     yield from w.finish("stop")
 
 

@@ -1,7 +1,7 @@
 """sim/tools: parallel tool calls built from the request's `tools`, and the answer to their results.
 
-The arguments are sampled from each tool's JSON schema (seeded), then cut into small pieces as
-providers stream them.
+The arguments are made from each tool's JSON schema (`_schema.instance`, seeded), then cut into
+small pieces as providers stream them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 
 from ._reply import Event, round_robin
 from ._request import message_text
+from ._schema import SchemaError, instance
+from ._structured import answer_text
 from ._writer import ChunkWriter, some
 
 _DEFAULT_TOOLS: list[dict[str, Any]] = [
@@ -45,41 +47,14 @@ _DEFAULT_TOOLS: list[dict[str, Any]] = [
     },
 ]
 
-_SAMPLE_STRINGS = {
-    "city": ["Paris", "São Paulo", "Tokyo", "Zürich"],
-    "location": ["Paris, France", "Kraków, Poland", "Osaka, Japan"],
-    "timezone": ["Europe/Paris", "Asia/Tokyo", "America/New_York"],
-    "query": ["streaming chat completions", "server-sent events"],
-}
-
-
-def _sample_value(name: str, schema: Any, rng: random.Random, depth: int = 0) -> Any:
-    """A plausible value for a JSON-schema property (good enough for demos, not a validator)."""
-    if not isinstance(schema, dict):
-        return "example"
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "integer":
-        return rng.randint(1, 10)
-    if kind == "number":
-        return round(rng.uniform(0, 100), 1)
-    if kind == "boolean":
-        return True
-    if kind == "array":
-        return [_sample_value(name, schema.get("items"), rng, depth + 1)] if depth < 3 else []
-    if kind == "object":
-        return _sample_object(schema, rng, depth + 1) if depth < 3 else {}
-    return rng.choice(_SAMPLE_STRINGS.get(name.lower(), ["example"]))
-
-
-def _sample_object(schema: Mapping[str, Any], rng: random.Random, depth: int = 0) -> dict:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
+def _arguments(parameters: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+    """Arguments that conform to the tool's parameters (`_schema.instance`); `{}` for a tool
+    without parameters, or with a schema the simulator cannot answer (a tool is not refused)."""
+    try:
+        value = instance(parameters, rng) if parameters else {}
+    except SchemaError:
         return {}
-    return {k: _sample_value(k, v, rng, depth) for k, v in properties.items()}
+    return value if isinstance(value, dict) else {}
 
 
 def _tool_function(tool: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
@@ -110,7 +85,7 @@ def tool_calls(w: ChunkWriter) -> Iterator[Event]:
         yield from _answer_tool_results(w)
         return
     if request.tool_choice == "none":
-        yield from w.contents("I will answer without calling a tool: no tool was needed.")
+        yield from w.contents(answer_text(request, "I will answer without calling a tool: no tool was needed."))
         yield from w.finish("stop")
         return
     tools = request.tools or _DEFAULT_TOOLS
@@ -125,7 +100,7 @@ def tool_calls(w: ChunkWriter) -> Iterator[Event]:
     calls = []
     for index in range(count):
         name, parameters = _tool_function(tools[index % len(tools)])
-        arguments = json.dumps(_sample_object(parameters, rng), ensure_ascii=False)
+        arguments = json.dumps(_arguments(parameters, rng), ensure_ascii=False)
         call_id = f"call_sim_{w.id[-8:]}_{index}"
         calls.append((index, call_id, name, _split_arguments(arguments, rng)))
 
@@ -155,5 +130,5 @@ def _answer_tool_results(w: ChunkWriter) -> Iterator[Event]:
         text = message_text(message)
         results.append(f"- `{message.get('tool_call_id', '?')}`: {text[:200]}")
     lines = "\n".join(reversed(results))
-    yield from w.contents(f"Here is what the tools returned:\n\n{lines}\n\nAll done.")
+    yield from w.contents(answer_text(w.request, f"Here is what the tools returned:\n\n{lines}\n\nAll done."))
     yield from w.finish("stop")
