@@ -16,7 +16,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _client, _stream_base
+from . import _client, _stream_results
 from ._capture import (
     AsyncCaptureTransport,
     CaptureTransport,
@@ -55,6 +55,7 @@ from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
 from ._recordings import load, read_sse
 from ._stream import AsyncStream, Stream
+from ._stream_source import StreamSource
 from ._watch import watch
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def _simulator_apart() -> tuple[_client.Simulator, bool]:
 
 # The layers below never import the ones above: what they need from here is passed in, once.
 _client.register_simulator(_embedded_simulator, _simulator_apart)
-_stream_base.register_default_starts(stream, astream)
+_stream_results.register_default_starts(stream, astream)
 
 
 def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
@@ -249,6 +250,7 @@ __all__ = [
     "StoreError",
     "Stream",
     "StreamError",
+    "StreamSource",
     "StreamTimeoutError",
     "StreamTruncatedError",
     "StreamView",
