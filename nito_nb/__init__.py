@@ -193,6 +193,9 @@ _WIDGETS = ("ChatWidget", "StreamView")
 # Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
 # served here rather than imported so that this module keeps the builtin.
 _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep")
+# The public submodules, imported on first use too (the simulator brings starlette and uvicorn):
+# ``nito_nb.sim.ensure_server()`` works without its own import. Every other module is private.
+_SUBMODULES = ("sim", "tools")
 
 
 def __getattr__(name: str) -> Any:
@@ -208,11 +211,19 @@ def __getattr__(name: str) -> Any:
         from . import _runs as runs
 
         return getattr(runs, name)
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'nito_nb' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_WIDGETS, *_RUNS})
+    # What tab completion offers: the public API (``__all__`` and the public submodules) and the
+    # module's own dunders; not what this module imports for itself (typing's ``Any``,
+    # ``threading``...), nor the private modules, nor IPython's ``load_ipython_extension``.
+    dunders = (name for name in globals() if name.startswith("__") and name.endswith("__"))
+    return sorted({*__all__, *_SUBMODULES, *dunders})
 
 
 __all__ = [

@@ -29,6 +29,9 @@ PUBLIC = {
     "StreamSource",
 }
 
+#: The modules a user imports besides the root (every other one is private: a leading underscore).
+SUBMODULES = {"sim", "tools"}
+
 #: What a user reads of a Stream and does with it (issue 29). A producer's call (feed, end,
 #: set_response, an opener, a send time...) belongs on its producer (``nito_nb.StreamSource``,
 #: ``_stream_source.py``), not here: a name added to a Stream is a decision taken in this list.
@@ -92,6 +95,23 @@ def test_a_streams_producer_is_apart_and_fills_the_stream_it_holds() -> None:
     assert not public(nito_nb.Stream) & SOURCE - {"stream"}
     source = nito_nb.StreamSource({"model": "m"})
     assert isinstance(source.stream, nito_nb.Stream) and repr(source).startswith("<StreamSource of <Stream m waiting")
+
+
+def test_dir_of_the_package_is_its_public_api() -> None:
+    # Before issue 29: Any, TYPE_CHECKING, annotations, atexit, threading, warnings,
+    # load_ipython_extension and every private module besides the API.
+    names = dir(nito_nb)
+    assert [name for name in names if not name.startswith("_")] == sorted(PUBLIC | SUBMODULES)
+    assert [name for name in names if name.startswith("_") and not name.endswith("__")] == []
+    assert "__version__" in names
+    assert nito_nb.load_ipython_extension is not None  # IPython's hook: there, not shown
+
+
+def test_dir_imports_nothing_and_the_public_submodules_load_on_first_use() -> None:
+    code = ("import sys, nito_nb; names = dir(nito_nb); print('nito_nb.sim' in sys.modules, 'sim' in names); "
+            "print(nito_nb.sim.__name__, nito_nb.tools.__name__, 'nito_nb.sim' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "nito_nb.sim", "nito_nb.tools", "True"]
 
 
 def test_importing_nito_nb_stays_light() -> None:
