@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nito_nb._client import DEFAULT_MAX_EVENT_SIZE
 from nito_nb._core.sse import SSEDecoder
-from nito_nb._stream import Stream
+from nito_nb._stream_source import StreamSource
 
 
 def body(megabytes: int) -> bytes:
@@ -53,12 +53,12 @@ def run_decoder(reads: list[bytes]) -> int:
 
 
 def run_stream(reads: list[bytes]) -> int:
-    stream = Stream({"model": "bench/model"}, max_event_size=DEFAULT_MAX_EVENT_SIZE)
+    source = StreamSource({"model": "bench/model"}, max_event_size=DEFAULT_MAX_EVENT_SIZE)
     for read in reads:
-        stream.feed(read, time.perf_counter_ns())
-    stream.end(time.perf_counter_ns())
-    assert stream.status == "done"
-    return len(stream.content)
+        source.feed(read, time.perf_counter_ns())
+    source.end(time.perf_counter_ns())
+    assert source.stream.status == "done"
+    return len(source.stream.content)
 
 
 def floor_decoder(reads: list[bytes]) -> int:

@@ -16,7 +16,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _client, _stream_base
+from . import _client, _stream_results
 from ._capture import (
     AsyncCaptureTransport,
     CaptureTransport,
@@ -55,6 +55,7 @@ from ._core.log import ChunkLog, Event, LogFormatError
 from ._live import live
 from ._recordings import load, read_sse
 from ._stream import AsyncStream, Stream
+from ._stream_source import StreamSource
 from ._watch import watch
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def _simulator_apart() -> tuple[_client.Simulator, bool]:
 
 # The layers below never import the ones above: what they need from here is passed in, once.
 _client.register_simulator(_embedded_simulator, _simulator_apart)
-_stream_base.register_default_starts(stream, astream)
+_stream_results.register_default_starts(stream, astream)
 
 
 def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
@@ -192,6 +193,9 @@ _WIDGETS = ("ChatWidget", "StreamView")
 # Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
 # served here rather than imported so that this module keeps the builtin.
 _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep")
+# The public submodules, imported on first use too (the simulator brings starlette and uvicorn):
+# ``nito_nb.sim.ensure_server()`` works without its own import. Every other module is private.
+_SUBMODULES = ("sim", "tools")
 
 
 def __getattr__(name: str) -> Any:
@@ -207,11 +211,19 @@ def __getattr__(name: str) -> Any:
         from . import _runs as runs
 
         return getattr(runs, name)
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'nito_nb' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_WIDGETS, *_RUNS})
+    # What tab completion offers: the public API (``__all__`` and the public submodules) and the
+    # module's own dunders; not what this module imports for itself (typing's ``Any``,
+    # ``threading``...), nor the private modules, nor IPython's ``load_ipython_extension``.
+    dunders = (name for name in globals() if name.startswith("__") and name.endswith("__"))
+    return sorted({*__all__, *_SUBMODULES, *dunders})
 
 
 __all__ = [
@@ -249,6 +261,7 @@ __all__ = [
     "StoreError",
     "Stream",
     "StreamError",
+    "StreamSource",
     "StreamTimeoutError",
     "StreamTruncatedError",
     "StreamView",

@@ -40,6 +40,7 @@ from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_
 from ._core.errors import NitoError, Secret, not_event_stream_error, one_line, redact
 from ._last import last as _kept
 from ._stream import Stream
+from ._stream_source import StreamSource
 
 __all__ = [
     "AsyncCaptureTransport",
@@ -60,11 +61,11 @@ SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_t
 
 
 # -- the one rule that is capture's own -----------------------------------------------------
-# Everything else goes through the Stream's public source API (feed, end, set_response, fail_http,
-# fail, protect, note), as nito_nb's own client and the replay do.
+# Everything else goes through the Stream's producer, a StreamSource (feed, end, set_response,
+# fail_http, fail, protect, note), as nito_nb's own client and the replay do.
 
 
-def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "") -> None:
+def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "") -> None:
     """The server refused with an HTTP error, redirected (``url``: the request's, against which a
     relative ``Location`` is read), or answered 2xx with something other than a stream."""
     if 300 <= status_code < 400:
@@ -73,12 +74,13 @@ def fail_http(stream: Stream, status_code: int, headers: Any, body: bytes, t_ns:
         from ._client import redirect_error  # the one place that reads a Location
 
         location = headers.get("location") if hasattr(headers, "get") else None
-        stream.fail_http(status_code, headers, body, t_ns, redirect_error(status_code, location, url, captured=True))
+        source.fail_http(status_code, headers, body, t_ns, redirect_error(status_code, location, url, captured=True))
         return
-    stream.fail_http(status_code, headers, body, t_ns)
+    source.fail_http(status_code, headers, body, t_ns)
     if status_code < 400:
         text = body.decode("utf-8", "replace")
-        stream.fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
+        stream = source.stream
+        source.fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
 
 
 # -- the registry --------------------------------------------------------------------------------
@@ -274,9 +276,10 @@ class Recorder:
     into the caller's read: if recording fails, recording stops (the anomaly says so, or the
     Stream's error when it was a limit) and the bytes still go through."""
 
-    def __init__(self, stream: Stream, response: httpx.Response, secrets: list[Secret],
+    def __init__(self, source: StreamSource, response: httpx.Response, secrets: list[Secret],
                  decoder: BodyDecoder | None, url: str = "") -> None:
-        self.stream = stream
+        self.source = source
+        stream = source.stream
         self.secrets = secrets
         self.status_code = response.status_code
         self.headers = stream.log.headers  # already cleaned
@@ -302,35 +305,36 @@ class Recorder:
                     self.error_body += piece[: MAX_ERROR_BODY - len(self.error_body)]
                 return
             if data:
-                self.stream.feed(data, t_ns)
+                self.source.feed(data, t_ns)
                 self.views.update()
         except NitoError as exc:  # a limit of the Stream's (an event or a body too large): it ends there
             self.broken = True
-            self.stream.end(t_ns, status="truncated", exception=exc)
+            self.source.end(t_ns, status="truncated", exception=exc)
         except Exception as exc:  # never the caller's problem
             self.broken = True
             if isinstance(exc, BadEncoding) and not self.is_stream:
                 return  # an error body is kept as far as it decoded
-            self.stream.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
+            self.source.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
 
     def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None) -> None:
         """The body ended: read to its end, closed by the caller, or cut by ``error``."""
         if self.ended:
             return
-        stream = self.stream
+        source = self.source
+        stream = source.stream
         try:
             self.ended = True
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
-                fail_http(stream, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url)
+                fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url)
             elif error is not None:
-                stream.end(t_ns, **_ending(error, stream))
+                source.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):
-                stream.end(t_ns, status="stopped")
+                source.end(t_ns, status="stopped")
             else:
-                stream.end(t_ns)
+                source.end(t_ns)
         except Exception as exc:  # never the caller's problem (this runs in its close())
-            stream.note("capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
+            source.note("capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
         finally:
             self.ended = True
             self.views.finish()
@@ -362,18 +366,19 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
         decoder = body_decoder(encoding)
     except UnsupportedEncoding:
         return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
-    stream = Stream(meta, raise_errors=False, max_event_size=DEFAULT_MAX_EVENT_SIZE, max_body_size=DEFAULT_MAX_BODY_SIZE)
-    stream.log.start(t0_ns)
-    stream.protect(secrets[0] if secrets else None)
+    source = StreamSource(meta, raise_errors=False, max_event_size=DEFAULT_MAX_EVENT_SIZE,
+                          max_body_size=DEFAULT_MAX_BODY_SIZE)
+    source.start(t0_ns)
+    source.protect(secrets[0] if secrets else None)
     headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
     if 300 <= response.status_code < 400:  # its Location as any URL is shown (a signed query...)
         from ._client import shown_location
 
         headers = shown_location(headers)
-    stream.set_response(response.status_code, headers, t_headers)
-    stream.set_encoding(encoding)
-    recorder = Recorder(stream, response, secrets, decoder, str(request.url))
-    register(stream)
+    source.set_response(response.status_code, headers, t_headers)
+    source.set_encoding(encoding)
+    recorder = Recorder(source, response, secrets, decoder, str(request.url))
+    register(source.stream)
     return recorder
 
 

@@ -1,7 +1,8 @@
 """Streams from recordings: a recorded SSE body (``read_sse``), a log saved by ``Stream.save``
 (``load``), either one by what the file holds (``read_file``), or a store's events
-(``from_events``). Each is a finished :class:`~nito_nb.Stream` fed through the source API, so a
-recording gives the same results as the live stream it came from.
+(``from_events``). Each is a finished :class:`~nito_nb.Stream` fed through its producer, a
+``StreamSource``, as the client feeds a live one, so a recording gives the same results as the
+live stream it came from.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._core.file_kinds import first_line_is_log, is_sse_text, looks_like_error_b
 from ._core.log import HTTP_ERROR, ChunkLog, LogFormatError, read_log
 from ._core.state import StreamState
 from ._stream import Stream
+from ._stream_source import StreamSource
 
 __all__ = ["from_events", "load", "read_file", "read_sse"]
 
@@ -63,18 +65,19 @@ def read_sse(
         body = source.encode("utf-8")
     else:
         raise TypeError(f"read_sse takes bytes, str or a path, not {type(source).__name__}")
-    stream = Stream(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
+    producer = StreamSource(request, log=ChunkLog(request, t0_ns=0), raise_errors=False)
+    stream = producer.stream
     stream.log.timed = False
     if (status_code is not None and status_code >= 400) or looks_like_error_body(body):
         # A recorded HTTP error (the gateway refused before streaming): keep the body, say why.
         if status_code is None:  # a bare body: its own error code is the best guess of the status
             code = error_details(body.decode("utf-8", "replace"))[1]
             status_code = int(code) if str(code).isdigit() and 400 <= int(code) < 600 else 400
-        stream.fail_http(status_code, {}, body, 0)
+        producer.fail_http(status_code, {}, body, 0)
         return stream
     stream.log.status_code = status_code
-    stream.feed(body, 0)
-    stream.end(0)
+    producer.feed(body, 0)
+    producer.end(0)
     if path is not None and not len(stream.log) and body.strip():
         raise LogFormatError(not_sse(path, body))
     return stream
@@ -137,7 +140,7 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
     (t_ns, kind code or None, raw bytes): what ``load`` reads from a file, or a store from
     its tables."""
     end = dict(log.end)
-    stream = Stream(log.request, log=log, raise_errors=False)
+    source = StreamSource(log.request, log=log, raise_errors=False)
     log.end = {}
     # Events of one read (one time) are fed together, as they arrived: the decoder reads any
     # split the same way (tests/test_sse.py), and one feed per read instead of per event made
@@ -145,7 +148,7 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
     read, read_ns = bytearray(), 0
     for t_ns, kind, raw in events:
         if read and (kind == HTTP_ERROR or t_ns != read_ns):
-            stream.feed(bytes(read), read_ns)
+            source.feed(bytes(read), read_ns)
             read.clear()
         if kind == HTTP_ERROR:
             log.append(t_ns, kind, raw)
@@ -153,14 +156,14 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
             read += raw
             read_ns = t_ns
     if read:
-        stream.feed(bytes(read), read_ns)
+        source.feed(bytes(read), read_ns)
     if log.cut is not None:  # what was complete is loaded; the stream says the file was cut
-        stream.note("cut-log", log.cut)
+        source.note("cut-log", log.cut)
     last = events[-1][0] if events else log.t0_ns
     status = end.get("status")
     if status == "failed":
-        _refail(stream, end)
-        return stream
+        _refail(source, end)
+        return source.stream
     # Only statuses that the bytes alone cannot tell are taken from the file.
     exception: NitoError | None = None
     kind = end.get("exception")
@@ -171,8 +174,8 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
         exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
     elif status == "truncated" and kind == "BodyTooLargeError":
         exception = BodyTooLargeError(end.get("message") or "", size=None, limit=None)
-    stream.end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
-    return stream
+    source.end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
+    return source.stream
 
 
 def to_wire(stream: Any) -> StreamState | ChunkLog:
@@ -201,20 +204,20 @@ def from_log(log: ChunkLog) -> Stream:
     return from_events(log.without_events(), events)
 
 
-def _refail(stream: Stream, end: dict[str, Any]) -> None:
+def _refail(source: StreamSource, end: dict[str, Any]) -> None:
     """Rebuild the error of a request that failed before streaming, from its saved log."""
-    log = stream.log
+    log = source.stream.log
     body = next((e.raw for e in log if e.kind == "http-error"), None)
     status = log.status_code or 0
     if body is not None and status >= 400:
-        stream.fail_http(log.status_code or 400, log.headers, body, log.headers_ns or log.t0_ns)
+        source.fail_http(log.status_code or 400, log.headers, body, log.headers_ns or log.t0_ns)
     elif body is not None and 300 <= status < 400 and end.get("exception") == "RedirectError":
         # Its words say where it pointed (the body does not): kept as they were.
         error = errors.RedirectError(str(end.get("message") or "a redirect"), status_code=status)
-        stream.fail_http(status, log.headers, body, log.headers_ns or log.t0_ns, error)
+        source.fail_http(status, log.headers, body, log.headers_ns or log.t0_ns, error)
     else:
         cls = getattr(errors, str(end.get("exception")), None)
         if not (isinstance(cls, type) and issubclass(cls, NitoError)):
             cls = NitoError
-        stream.fail(cls(str(end.get("message") or "the request failed")))
+        source.fail(cls(str(end.get("message") or "the request failed")))
     log.end = end

@@ -2,9 +2,12 @@
 
 A Stream is a shell over a :class:`~nito_nb._core.state.StreamState` (the SSE decoder, the
 accumulator, the chunk log, under one lock) and a byte source: it feeds the state the bytes its
-source hands it, stamping each read with ``time.perf_counter_ns()``. The client (``_client/``)
-gives it a source; ``read_sse`` and ``load`` (``_recordings.py``) feed it recorded bytes. Everything
-a Stream knows is therefore a function of (bytes, arrival times): a loaded log is the same Stream.
+source hands it, stamping each read with ``time.perf_counter_ns()``. Whoever makes a Stream holds
+its producer (``_stream_source.py``: ``StreamSource``, ``AsyncStreamSource``) and gives it a
+source through that: the client (``_client/``) a live body, ``read_sse`` and ``load``
+(``_recordings.py``) recorded bytes. What a user reads is in ``_stream_results.py``; this module
+adds the iteration, ``wait`` and ``close`` of each kind. Everything a Stream knows is therefore a
+function of (bytes, arrival times): a loaded log is the same Stream.
 
 Arrival times are the moment the bytes reached the process, whatever the caller does. So a live
 body is read as soon as the response has started, by a reader of its own: a daemon thread for a
@@ -28,7 +31,7 @@ from typing import Any
 from ._core.state import StreamState
 from ._core.status import RUNNING
 from ._core.waiting import wait_timeout
-from ._stream_base import StreamBase
+from ._stream_results import StreamResults
 from ._watchdog import BodyWatchdog, uncancel
 
 __all__ = ["AsyncStream", "Stream"]
@@ -37,7 +40,7 @@ _RUNNING = RUNNING
 _END = object()  # the reader's last item in a Stream's queue
 
 
-class Stream(StreamBase):
+class Stream(StreamResults):
     """One streamed chat completion.
 
     Iterate it to receive each chunk (a dict) as it arrives; read ``content``, ``reasoning``,
@@ -68,12 +71,13 @@ class Stream(StreamBase):
 
     # -- the background reader (sync) --------------------------------------------------------
 
-    def _start_reader(self, reads: Iterator[bytes], close: Callable[[], None], abort: Callable[[], None]) -> None:
-        """Read the body in a daemon thread from now on (the client calls this once the response
-        has started): ``reads`` yields the body's bytes, ``close`` releases the response (only the
-        reader calls it: httpx would make another thread wait for the read in progress), ``abort``
-        cuts a read in progress from another thread. The chunks wait in the queue until someone
-        iterates; a Stream that is only waited for lets them go when it ends."""
+    def _start_reader(self, reads: Iterator[bytes], close: Callable[[], None],
+                      abort: Callable[[], None] | None) -> None:
+        """Read the body in a daemon thread from now on (its producer's ``read_body``, once the
+        response has started): ``reads`` yields the body's bytes, ``close`` releases the response
+        (only the reader calls it: httpx would make another thread wait for the read in
+        progress), ``abort`` cuts a read in progress from another thread. The chunks wait in the
+        queue until someone iterates; a Stream that is only waited for lets them go when it ends."""
         self._queue = queue.SimpleQueue()
         self._abort_source = abort
         self._reader = threading.Thread(
@@ -84,18 +88,13 @@ class Stream(StreamBase):
         )
         self._reader.start()
 
-    def read_body(self, reads: Iterator[bytes], close: Callable[[], None], abort: Callable[[], None]) -> None:
-        """The source API of a live body: read it in the background from now on (see
-        ``_start_reader``)."""
-        self._start_reader(reads, close, abort)
-
     def _stop(self, status: str | None) -> None:
         """Stop the reader (its socket read is cut, it closes the response) and end the stream."""
         self._stop_requested = True
         reader, abort = self._reader, self._abort_source
         if reader is not None and abort is not None and reader.is_alive() and reader is not threading.current_thread():
             abort()
-        self.end(time.perf_counter_ns(), status=status)
+        self._end(time.perf_counter_ns(), status=status)
         if self._queue is not None:
             self._queue.put(_END)  # wakes a caller blocked on the next chunk in another thread
 
@@ -213,7 +212,7 @@ class Stream(StreamBase):
         return self._reply(prompt_or_messages, params)
 
 
-class AsyncStream(StreamBase):
+class AsyncStream(StreamResults):
     """The async sibling of :class:`Stream`: ``async for chunk in stream``. It connects on first use (``async for``,
     ``await stream.wait()``, ``async with``); from then on a task on the event loop reads the body
     as it arrives, whatever the consumer awaits meanwhile. Results are never read implicitly (use
@@ -222,11 +221,14 @@ class AsyncStream(StreamBase):
     def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(request, **kwargs)
         self._is_async = True
-        self._opener: Callable[[AsyncStream], Any] | None = None  # coroutine: connect, set _body
-        # The body: a coroutine function that reads it to its end, calling deliver(data, arrival_ns)
-        # per read (set_body wraps an iterator of reads into one; set_pushed_body gives one).
+        # Set by its producer (``_stream_source.AsyncStreamSource``): the coroutine function that
+        # connects (and gives the body), run on first use; the body, a coroutine function that
+        # reads it to its end, calling deliver(data, arrival_ns) per read; what closing it
+        # releases; and the time the request is sent (the loop's clock, see ``send_at``).
+        self._opener: Callable[[AsyncStream], Any] | None = None
         self._body: Callable[[Callable[[bytes, int], None]], Awaitable[None]] | None = None
         self._aclose_source: Callable[[], Any] | None = None
+        self._send_at: float | None = None
         self._alive: AsyncIterator[dict[str, Any]] | None = None
         # The reader task (connects, then reads the body), the queue of chunk lists it hands the
         # consumer, the future of its connecting (None, or the error that refused it), and an
@@ -235,7 +237,6 @@ class AsyncStream(StreamBase):
         self._aqueue: Any = None
         self._opened: Any = None
         self._task_error: BaseException | None = None
-        self._send_at: float | None = None  # the loop's clock: see send_at()
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self.finished:
@@ -301,21 +302,21 @@ class AsyncStream(StreamBase):
             if watch is not None and watch.passed is not None and isinstance(stop, _cancelled_error()) \
                     and uncancel(watch.task) == 0:  # a deadline, and nobody else cancelled meanwhile
                 await self._astop_source()
-                self.end(clock(), status="truncated", exception=watch.passed)
+                self._end(clock(), status="truncated", exception=watch.passed)
                 return
             await self._astop_source()
-            self.end(clock(), status=None if state.acc.done else "stopped")
+            self._end(clock(), status=None if state.acc.done else "stopped")
             raise
         except Exception as exc:
             error = self._transport_error(exc)
             await self._astop_source()
             if error is None:
-                self.end(clock(), status="truncated")
+                self._end(clock(), status="truncated")
                 raise
-            self.end(clock(), status="truncated", exception=error)
+            self._end(clock(), status="truncated", exception=error)
         else:
             await self._astop_source()
-            self.end(clock())
+            self._end(clock())
 
     async def _aiterate(self, raise_errors: bool) -> AsyncIterator[dict[str, Any]]:
         task = self._astart()
@@ -350,71 +351,8 @@ class AsyncStream(StreamBase):
         try:
             await self._opener(self)
         except (KeyboardInterrupt, _cancelled_error()):  # cancelled while connecting
-            self.end(time.perf_counter_ns(), status="stopped")
+            self._end(time.perf_counter_ns(), status="stopped")
             raise
-
-    # The source API of a live body (the client): how to connect, the body's reads, and what
-    # closing it releases.
-
-    def send_at(self, when: float) -> None:
-        """Send the request no earlier than ``when`` (the running loop's ``time()``), with everything
-        before the send (the request built, its client made) done as soon as it is started: a
-        Run's open-loop schedule starts its streams a little ahead (``_runs/runner.py``)."""
-        self._send_at = when
-
-    @property
-    def waiting_to_send(self) -> bool:
-        """True while the stream waits for the time set by :meth:`send_at`: nothing was sent yet."""
-        return self._send_at is not None
-
-    async def until_send_time(self) -> None:
-        """Wait for the time set by :meth:`send_at` (at once without one); the client's opener
-        calls it just before the first attempt's send."""
-        import asyncio
-
-        if self._send_at is not None:
-            loop = asyncio.get_running_loop()
-            if self._send_at > loop.time():
-                # At the time itself (call_at), not after sleep(time - now): that difference of two
-                # clock readings jitters by microseconds, and requests due within them (a schedule
-                # at a very high rate) left out of their order.
-                woken: asyncio.Future[None] = loop.create_future()
-                timer = loop.call_at(self._send_at, _wake, woken)
-                try:
-                    await woken
-                finally:
-                    timer.cancel()
-            self._send_at = None
-
-    def set_opener(self, opener: Callable[[AsyncStream], Any] | None) -> None:
-        """A coroutine function that connects (and calls :meth:`set_body`), run on first use."""
-        self._opener = opener
-
-    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any], arrival: Callable[[], int] | None = None) -> None:
-        """The body's reads, the coroutine function that closes the response, and ``arrival()``: the
-        time (perf_counter ns) the bytes just yielded arrived (nito_nb/_transport), else now is taken."""
-        self._body = functools.partial(_pull, reads, arrival or time.perf_counter_ns)
-        self._aclose_source = close
-
-    def set_pushed_body(self, body: Callable[[Callable[[bytes, int], None]], Awaitable[None]],
-                        close: Callable[[], Any]) -> None:
-        """A body that reads itself: ``await body(deliver)`` calls ``deliver(data, arrival_ns)`` for
-        each read as it arrives and returns at the body's end (``_transport.pushed.PushedBody``);
-        ``close`` as for :meth:`set_body`."""
-        self._body, self._aclose_source = body, close
-
-    def close_also(self, close: Callable[[], Any]) -> None:
-        """Closing the body also awaits ``close()`` (after the response's own, even if it fails)."""
-        first = self._aclose_source
-
-        async def close_both() -> None:
-            try:
-                if first is not None:
-                    await first()
-            finally:
-                await close()
-
-        self._aclose_source = close_both
 
     async def _astop_source(self) -> None:
         close, self._aclose_source = self._aclose_source, None
@@ -431,7 +369,7 @@ class AsyncStream(StreamBase):
             await asyncio.wait({task})
         if not self.finished:
             await self._astop_source()
-            self.end(time.perf_counter_ns(), status="stopped")
+            self._end(time.perf_counter_ns(), status="stopped")
 
     async def wait(
         self, *, raise_errors: bool | None = None, timeout: float | None = None
@@ -528,31 +466,25 @@ def _read_body(
                 return
             error = stream._transport_error(exc)
             if error is None:  # not a transport failure: end the stream, hand the error over
-                stream.end(clock(), status="truncated")
+                stream._end(clock(), status="truncated")
                 out.put(exc)
             else:
-                stream.end(clock(), status="truncated", exception=error)
+                stream._end(clock(), status="truncated", exception=error)
         else:
             stream = ref()
             if stream is not None:
                 stopped = stream._stop_requested and not stream._state.acc.done
-                stream.end(clock(), status="stopped" if stopped else None)
+                stream._end(clock(), status="stopped" if stopped else None)
     finally:
         stream = ref()
         if stream is not None and not stream._stop_requested and not stream.finished:
-            stream.end(clock(), status="truncated")  # this thread died of something unexpected
+            stream._end(clock(), status="truncated")  # this thread died of something unexpected
         stream = None
         try:
             close()
         except Exception:  # a connection already cut: nothing left to release
             pass
         out.put(_END)
-
-
-async def _pull(reads: AsyncIterator[bytes], arrival: Callable[[], int], deliver: Callable[[bytes, int], None]) -> None:
-    """A body of reads that something else yields (httpx's iterator), as a body for ``_aread``."""
-    async for data in reads:
-        deliver(data, arrival())  # stamped as the bytes came (arrival), not as consumed
 
 
 def _never_started(out: Any, opened: Any, task: Any) -> None:
@@ -567,8 +499,3 @@ def _cancelled_error() -> type[BaseException]:
 
     return asyncio.CancelledError
 
-
-def _wake(future: Any) -> None:
-    """Resolve a waiter at its time, unless it was cancelled meanwhile."""
-    if not future.done():
-        future.set_result(None)

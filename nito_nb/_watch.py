@@ -23,7 +23,7 @@ from typing import Any
 
 from ._capture import VIEWERS, Views, open_views, register
 from ._core.errors import StreamTruncatedError
-from ._stream import Stream
+from ._stream_source import StreamSource
 
 __all__ = ["Watch", "to_chunk", "watch"]
 
@@ -66,7 +66,9 @@ class Watch:
         self.show = show
         self.format = format
         self.max_rate = max_rate
-        self.stream = Stream(
+        # What fills the Stream (``.stream``): the library's items, re-serialised. Not ``source``,
+        # which is the library's iterator.
+        self._recording = StreamSource(
             {
                 "model": None,
                 "messages": [],
@@ -77,6 +79,7 @@ class Watch:
             },
             raise_errors=False,
         )
+        self.stream = self._recording.stream
         self._views: Views | None = None
         self._n_items = 0
 
@@ -96,8 +99,7 @@ class Watch:
     def _begin(self) -> None:
         if self._views is not None:
             raise RuntimeError("this watch() was already iterated: watch the next stream with a new watch()")
-        log = self.stream.log
-        log.start()
+        self._recording.start()
         register(self.stream)
         if VIEWERS.get() or not self.show:
             self._views = open_views(self.stream)
@@ -117,16 +119,16 @@ class Watch:
                 self.stream.request["model"] = chunk["model"]
             unmapped = chunk.get("unmapped")
             data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str)
-            self.stream.feed(b"data: " + data.encode("utf-8") + b"\n\n", t_ns)
+            self._recording.feed(b"data: " + data.encode("utf-8") + b"\n\n", t_ns)
             if unmapped is not None:
-                self.stream.note("watch-unmapped", f"an item nito_nb does not map was kept as is: {unmapped}")
+                self._recording.note("watch-unmapped", f"an item nito_nb does not map was kept as is: {unmapped}")
             assert self._views is not None
             self._views.update()
         except Exception as exc:  # recording must never break the caller's iteration
-            self.stream.note("watch-failed", f"an item could not be recorded: {type(exc).__name__}: {exc}")
+            self._recording.note("watch-failed", f"an item could not be recorded: {type(exc).__name__}: {exc}")
 
     def _finish(self, t_ns: int, *, closed: bool = False, error: BaseException | None = None) -> None:
-        stream = self.stream
+        stream, recording = self.stream, self._recording
         if stream.finished:
             return
         try:
@@ -134,18 +136,18 @@ class Watch:
                 import asyncio
 
                 if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
-                    stream.end(t_ns, status="stopped")
+                    recording.end(t_ns, status="stopped")
                 else:
-                    stream.end(t_ns, status="truncated", exception=StreamTruncatedError(
+                    recording.end(t_ns, status="truncated", exception=StreamTruncatedError(
                         f"The source raised {type(error).__name__} after {self._n_items} items. "
                         "What arrived is kept in .stream."
                     ))
             elif closed:
-                stream.end(t_ns, status="stopped")
+                recording.end(t_ns, status="stopped")
             else:
                 # The source ended: its library saw the end of the stream (there is no [DONE] to
                 # see here). An error chunk still says error.
-                stream.end(t_ns, status=None if stream.error else "done")
+                recording.end(t_ns, status=None if stream.error else "done")
         finally:
             if self._views is not None:
                 self._views.finish()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import nito_nb
-from nito_nb import _stream_base
+from nito_nb import _stream_results
 
 PACKAGE = Path(nito_nb.__file__).parent
 
@@ -74,7 +74,7 @@ def _imports(module: str) -> Iterator[tuple[str, str, str | None]]:
 
 def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    lazy = {("nito_nb._stream_base", target, where) for where, target in _stream_base.UPWARD_IMPORTS}
+    lazy = {("nito_nb._stream_results", target, where) for where, target in _stream_results.UPWARD_IMPORTS}
     for module in MODULES:
         for target, _, where in _imports(module):
             if target in MODULES and target != module and (module, target, where) not in lazy:
@@ -124,13 +124,13 @@ def test_the_import_graph_has_no_cycle_but_the_declared_lazy_edges() -> None:
 
 def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real() -> None:
     # Without its two declarations, the engine's lazy imports close cycles: the test can fail.
-    declared = {(where, target) for where, target in _stream_base.UPWARD_IMPORTS}
-    found = {(where, target) for target, _, where in _imports("nito_nb._stream_base") if target in dict(
-        (t, w) for w, t in _stream_base.UPWARD_IMPORTS)}
+    declared = {(where, target) for where, target in _stream_results.UPWARD_IMPORTS}
+    found = {(where, target) for target, _, where in _imports("nito_nb._stream_results") if target in dict(
+        (t, w) for w, t in _stream_results.UPWARD_IMPORTS)}
     assert found == declared, "each declared upward import is made inside the method it names"
     graph = _graph()
-    for _, target in _stream_base.UPWARD_IMPORTS:
-        graph["nito_nb._stream_base"].add(target)
+    for _, target in _stream_results.UPWARD_IMPORTS:
+        graph["nito_nb._stream_results"].add(target)
     assert _cycles(graph), "an upward import must show as a cycle"
 
 
@@ -140,7 +140,8 @@ def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real()
 LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("core", (("nito_nb._core",),)),
     ("transport", (("nito_nb._transport",),)),
-    ("stream", (("nito_nb._stream", "nito_nb._stream_base", "nito_nb._recordings", "nito_nb._watchdog"),)),
+    ("stream", (("nito_nb._stream", "nito_nb._stream_results", "nito_nb._stream_source", "nito_nb._recordings",
+                 "nito_nb._watchdog"),)),
     ("client, frame, render, requests", (("nito_nb._client",), ("nito_nb._frame",), ("nito_nb._render",),
                                          ("nito_nb.tools", "nito_nb._interpolate"))),
     ("display", (("nito_nb._display", "nito_nb._loop", "nito_nb._last"),)),
@@ -160,12 +161,14 @@ SIMULATOR_USERS = ("nito_nb", "nito_nb._magic", "nito_nb._widget")
 
 
 def _place(module: str) -> tuple[int, str] | None:
-    """(layer index, group) of ``module``: its longest matching prefix."""
+    """(layer index, group) of ``module``: its longest matching prefix (the root's module is
+    ``nito_nb`` itself, no prefix: a module nobody placed has no layer, and a test says so)."""
     best: tuple[int, str, int] | None = None
     for i, (_, groups) in enumerate(LAYERS):
         for group in groups:
             for prefix in group:
-                if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[2]):
+                inside = module == prefix or (prefix != "nito_nb" and module.startswith(prefix + "."))
+                if inside and (best is None or len(prefix) > best[2]):
                     best = (i, group[0], len(prefix))
     return None if best is None else best[:2]
 
@@ -297,11 +300,17 @@ def test_a_rule_changed_in_the_reader_is_seen_by_the_stream_and_the_frame(
 
 def test_stream_and_async_stream_are_siblings_over_one_base() -> None:
     # No subclass that disables its parent's methods: each has only the ways of reading it has.
-    from nito_nb._stream_base import StreamBase
+    # Their producers are siblings over one base too: no feeding written twice.
+    from nito_nb._stream_results import StreamResults
+    from nito_nb._stream_source import AsyncStreamSource, SourceBase, StreamSource
 
     assert not issubclass(nito_nb.AsyncStream, nito_nb.Stream)
-    assert issubclass(nito_nb.Stream, StreamBase) and issubclass(nito_nb.AsyncStream, StreamBase)
-    for name in ("snapshot", "feed", "end", "protect", "set_response", "fail_http", "note", "on_done"):
-        assert getattr(nito_nb.Stream, name) is getattr(StreamBase, name)
-        assert getattr(nito_nb.AsyncStream, name) is getattr(StreamBase, name)
+    assert issubclass(nito_nb.Stream, StreamResults) and issubclass(nito_nb.AsyncStream, StreamResults)
+    for name in ("snapshot", "on_done"):
+        assert getattr(nito_nb.Stream, name) is getattr(StreamResults, name)
+        assert getattr(nito_nb.AsyncStream, name) is getattr(StreamResults, name)
+    assert not issubclass(AsyncStreamSource, StreamSource)
+    for name in ("feed", "end", "protect", "set_response", "fail_http", "note"):
+        assert getattr(StreamSource, name) is getattr(SourceBase, name)
+        assert getattr(AsyncStreamSource, name) is getattr(SourceBase, name)
     assert not hasattr(nito_nb.Stream, "__aiter__") and not hasattr(nito_nb.AsyncStream, "__enter__")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
+from nito_nb._stream_source import source_of
 
 
 def test_stream_sends_the_request_and_accumulates(scripted: ScriptedServer) -> None:
@@ -625,22 +626,22 @@ def test_an_async_stream_given_a_send_time_is_made_ready_at_once_and_sent_no_ear
     async def main() -> tuple[Any, float, bool]:
         stream = nito_nb.astream("on time", model="sim/echo", sim={"tps": 0, "ttft_ms": 0})
         started = time.perf_counter()
-        stream.send_at(asyncio.get_running_loop().time() + 0.3)
+        source_of(stream).send_at(asyncio.get_running_loop().time() + 0.3)
         task = asyncio.ensure_future(stream.wait())
         await asyncio.sleep(0.1)
-        waiting = stream.waiting_to_send and stream.log.status_code is None
+        waiting = source_of(stream).waiting_to_send and stream.log.status_code is None
         return await task, started, waiting
 
     stream, started, waiting = asyncio.run(main())
     assert waiting
-    assert stream.status == "done" and stream.content == "on time" and not stream.waiting_to_send
+    assert stream.status == "done" and stream.content == "on time" and not source_of(stream).waiting_to_send
     assert stream.log.t0_ns / 1e9 - started >= 0.3 - 0.002  # the loop's timers never fire early
 
 
 def test_an_async_stream_cancelled_before_its_send_time_sent_nothing() -> None:
     async def main() -> Any:
         stream = nito_nb.astream("never", model="sim/echo", sim={"tps": 0, "ttft_ms": 0})
-        stream.send_at(asyncio.get_running_loop().time() + 5)
+        source_of(stream).send_at(asyncio.get_running_loop().time() + 5)
         task = asyncio.ensure_future(stream.wait())
         await asyncio.sleep(0.1)
         task.cancel()
@@ -649,4 +650,4 @@ def test_an_async_stream_cancelled_before_its_send_time_sent_nothing() -> None:
         return stream
 
     stream = asyncio.run(main())
-    assert stream.waiting_to_send and stream.status == "stopped" and stream.log.status_code is None
+    assert source_of(stream).waiting_to_send and stream.status == "stopped" and stream.log.status_code is None

@@ -292,13 +292,14 @@ def test_reasoning_stays_above_an_answer_that_opens_with_a_bare_newline() -> Non
     recorded = nito_nb.read_sse(ROOT / "tests/data/real/openrouter-reasoning-tools-2.sse")
     assert recorded.log[0].data.count('"content":"\\n"') == 1 and recorded.reasoning
     clock, page = FakeClock(), Page()
-    live = nito_nb.Stream({"model": "replay", "messages": []})
+    live_source = nito_nb.StreamSource({"model": "replay", "messages": []})
+    live = live_source.stream
     display = LiveDisplay(live, clock=clock, display=page)
     for event in recorded.log:
-        live.feed(event.raw, 0)
+        live_source.feed(event.raw, 0)
         clock.now += 1.0
         display.update()
-    live.end(0)
+    live_source.end(0)
     display.finish()
     kinds = [b["text/html"].split('"')[1].split()[-1] for b in page.outputs]
     assert kinds.index("nito-reasoning") < kinds.index("nito-answer")
@@ -421,15 +422,16 @@ def test_reasoning_is_shown_above_the_answer_even_when_answer_text_came_first(fi
     # be appended: the reasoning takes the output under the status line and the answer moves down.
     import nito_nb
 
-    stream = nito_nb.Stream({"model": "m"}, raise_errors=False)
+    source = nito_nb.StreamSource({"model": "m"}, raise_errors=False)
+    stream = source.stream
     clock, page = FakeClock(), FakeDisplay()
     display = LiveDisplay(stream, clock=clock, display=page)
     for delta in [{"content": first}, {"reasoning": "thinking it over"}, {"content": "then more."}]:
-        stream.feed(_chunk_bytes(delta), time.perf_counter_ns())
+        source.feed(_chunk_bytes(delta), time.perf_counter_ns())
         clock.now += 1.0
         display.update()
-    stream.feed(b"data: [DONE]\n\n", time.perf_counter_ns())
-    stream.end()
+    source.feed(b"data: [DONE]\n\n", time.perf_counter_ns())
+    source.end()
     display.finish()
     shown = [handle.last["text/plain"] for handle in page.handles]
     text = "\n".join(shown)

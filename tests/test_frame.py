@@ -30,14 +30,15 @@ def timed(
     events: list[tuple[float, bytes]], *, ttfb: float | None = 0.05, end: float | None = None
 ) -> nito_nb.Stream:
     """A finished Stream fed ``(seconds since request, bytes)`` reads through the I/O-free API."""
-    s = nito_nb.Stream({"model": "test/model", "messages": [{"role": "user", "content": "hi"}]})
+    source = nito_nb.StreamSource({"model": "test/model", "messages": [{"role": "user", "content": "hi"}]})
+    s = source.stream
     s.log.t0_ns = 0
     if ttfb is not None:
         s.log.set_response(200, {"content-type": "text/event-stream"}, round(ttfb * 1e9))
     for t, data in events:
-        s.feed(data, round(t * 1e9))
+        source.feed(data, round(t * 1e9))
     last = events[-1][0] if events else 0.0
-    s.end(round((end if end is not None else last) * 1e9))
+    source.end(round((end if end is not None else last) * 1e9))
     return s
 
 
@@ -778,12 +779,13 @@ def test_simulated_streams_side_by_side() -> None:
 
 
 def test_frame_of_a_live_stream_is_a_snapshot() -> None:
-    s = nito_nb.Stream({"model": "m"})
+    source = nito_nb.StreamSource({"model": "m"})
+    s = source.stream
     s.log.t0_ns = 0
-    s.feed(chunk_line({"content": "so far"}), 10 * MS)
+    source.feed(chunk_line({"content": "so far"}), 10 * MS)
     df = s.frame()
-    s.feed(chunk_line({"content": " and more"}) + DONE, 20 * MS)  # the log still grows
-    s.end(20 * MS)
+    source.feed(chunk_line({"content": " and more"}) + DONE, 20 * MS)  # the log still grows
+    source.end(20 * MS)
     assert df.nito.metrics().iloc[0]["status"] == "streaming"
     assert df.nito.text().iloc[0] == "so far" and s.frame().nito.text().iloc[0] == "so far and more"
 

@@ -16,16 +16,17 @@ from nito_nb._core.log import ChunkLog
 
 def fed(*reads: tuple[int, bytes], end: int | None = None, **end_kwargs: object) -> nito_nb.Stream:
     """A Stream fed by hand: (arrival time in ns since t0, bytes) per read."""
-    s = nito_nb.Stream(
+    source = nito_nb.StreamSource(
         {"model": "m", "messages": [{"role": "user", "content": "hi"}], "params": {}}
     )
+    s = source.stream
     s.log.t0_ns = 1_000
     s.log.set_response(
         200, {"content-type": "text/event-stream", "Set-Cookie": "x"}, 1_000 + 5_000_000
     )
     for t, data in reads:
-        s.feed(data, 1_000 + t)
-    s.end(1_000 + (end if end is not None else reads[-1][0]), **end_kwargs)  # type: ignore[arg-type]
+        source.feed(data, 1_000 + t)
+    source.end(1_000 + (end if end is not None else reads[-1][0]), **end_kwargs)  # type: ignore[arg-type]
     return s
 
 
@@ -265,11 +266,12 @@ def test_clean_headers_drops_credentials() -> None:
 @settings(max_examples=200, deadline=None)
 def test_garbage_bodies_never_raise_and_round_trip(body: bytes, cuts: list[int]) -> None:
     whole = nito_nb.read_sse(body)
-    s = nito_nb.Stream({"model": "m"})
+    source = nito_nb.StreamSource({"model": "m"})
+    s = source.stream
     points = sorted({c % (len(body) + 1) for c in cuts})
     for a, b in zip([0, *points], [*points, len(body)], strict=True):
-        s.feed(body[a:b], 0)
-    s.end(0)
+        source.feed(body[a:b], 0)
+    source.end(0)
     if whole.status != "failed":
         assert (s.content, s.status, s.n_events) == (whole.content, whole.status, whole.n_events)
     lines = list(whole.log.to_lines())

@@ -137,11 +137,12 @@ def test_moonshot_usage_in_the_choice_is_taken() -> None:
     assert all("choice.usage" not in x for x in extras(df))  # read, so not a vendor field
     assert_frame_agrees(s, df)
     # Timed, tpot is defined from that usage (docs/METRICS.md).
-    timed = nito_nb.Stream({"model": "moonshot-v1-8k", "messages": []})
+    timed_source = nito_nb.StreamSource({"model": "moonshot-v1-8k", "messages": []})
+    timed = timed_source.stream
     timed.log.t0_ns = 0
     for i, line in enumerate(stream_body.split(b"\n\n")[:-1]):
-        timed.feed(line + b"\n\n", (i + 1) * 100_000_000)
-    timed.end(500_000_000)
+        timed_source.feed(line + b"\n\n", (i + 1) * 100_000_000)
+    timed_source.end(500_000_000)
     m = timed.frame().nito.metrics().iloc[0]
     assert m["n_output_tokens"] == 211 and not pd.isna(m["tpot"]) and not pd.isna(m["output_tps"])
 

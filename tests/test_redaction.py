@@ -83,10 +83,10 @@ def event(channel: str, piece: str, positions: set[int] = frozenset()) -> bytes:
     return b"data: " + text.encode() + b"\n\n"
 
 
-def protected(key: str = KEY) -> nito_nb.Stream:
-    s = nito_nb.Stream({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-    s.protect(key)
-    return s
+def protected(key: str = KEY) -> nito_nb.StreamSource:
+    source = nito_nb.StreamSource({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    source.protect(key)
+    return source
 
 
 def frame_text(s: nito_nb.Stream, column: str) -> list[str]:
@@ -129,12 +129,13 @@ def without_key_chars(text: str, key: str = KEY_H) -> bool:
 @pytest.mark.parametrize("cut", range(1, len(KEY)))
 def test_a_key_split_at_any_point_never_shows_and_leaves_a_marker(channel: str, cut: int, tmp_path: Path) -> None:
     _, shown, column = CHANNELS[channel]
-    s = protected()
-    s.feed(event(channel, f"your key is {KEY[:cut]}"), 1)
+    source = protected()
+    s = source.stream
+    source.feed(event(channel, f"your key is {KEY[:cut]}"), 1)
     assert shown(s.snapshot()) == "your key is "  # the start of the key is held back
-    s.feed(event(channel, f"{KEY[cut:]} ok"), 2)
-    s.feed(b"data: [DONE]\n\n", 3)
-    s.end(4)
+    source.feed(event(channel, f"{KEY[cut:]} ok"), 2)
+    source.feed(b"data: [DONE]\n\n", 3)
+    source.end(4)
     if channel != "error":  # an error's message is the last one's; the frame keeps each one
         assert shown(s) == f"your key is {MARK}{MARK} ok"
     assert shown(s.snapshot()) == shown(s)
@@ -149,11 +150,12 @@ def test_a_key_split_at_any_point_never_shows_and_leaves_a_marker(channel: str, 
 @pytest.mark.parametrize("channel", list(CHANNELS))
 def test_a_key_spelled_with_json_escapes_is_redacted(channel: str, tmp_path: Path) -> None:
     _, shown, column = CHANNELS[channel]
-    s = protected()
+    source = protected()
+    s = source.stream
     body = event(channel, f"a {KEY} b", {2 + KEY.index("S")})  # "sk-test-\u0053ECRET123"
     assert b"\\u0053ECRET123" in body and KEY.encode() not in body
-    s.feed(body, 1)
-    s.end(2)
+    source.feed(body, 1)
+    source.end(2)
     assert shown(s) == f"a {MARK} b" and frame_text(s, column) == [f"a {MARK} b"]
     assert KEY not in s.save(tmp_path / "s.jsonl").read_text() and KEY not in repr(s)
     assert KEY not in json.dumps(json.loads(s.log[0].data), ensure_ascii=False)
@@ -161,55 +163,59 @@ def test_a_key_spelled_with_json_escapes_is_redacted(channel: str, tmp_path: Pat
 
 def test_an_escaped_key_anywhere_in_a_chunk_is_redacted() -> None:
     # Not a text channel: a vendor field, the model, a tool's name. Every string of the chunk.
-    s = protected()
-    s.feed(
+    source = protected()
+    s = source.stream
+    source.feed(
         b'data: {"id":"g","model":"sk-test-\\u0053ECRET123","provider":{"note":"sk\\u002dtest-SECRET123"},'
         b'"choices":[{"index":0,"delta":{"content":"hi","tool_calls":[{"index":0,"id":"c",'
         b'"function":{"name":"sk-test-SECR\\u0045T123","arguments":"{}"}}]}}]}\n\n',
         1,
     )
-    s.end(2)
+    source.end(2)
     assert s.model == MARK and s.tool_calls[0].name == MARK
     assert KEY not in s.frame().to_csv() and KEY not in json.dumps(s.log[0].chunk)
 
 
 def test_an_escaped_key_in_an_http_error_body_is_redacted() -> None:
-    s = protected()
-    s.fail_http(401, {"content-type": "application/json"},
-                b'{"error": {"message": "bad key sk-test-\\u0053ECRET123"}}', 1)
+    source = protected()
+    s = source.stream
+    source.fail_http(401, {"content-type": "application/json"},
+                     b'{"error": {"message": "bad key sk-test-\\u0053ECRET123"}}', 1)
     shown = [json.dumps(s.error), str(s.exception), repr(s), s.frame().to_csv(), s.log.body.decode()]
     assert not [text for text in shown if KEY in text]
     assert s.error["message"] == f"bad key {MARK}"
 
 
 def test_a_key_split_across_many_chunks_and_reads() -> None:
-    s = protected()
+    source = protected()
+    s = source.stream
     body = b"".join(event("content", piece) for piece in ["x ", *KEY, " y"])
     for i in range(0, len(body), 7):
-        s.feed(body[i : i + 7], i)
+        source.feed(body[i : i + 7], i)
         assert KEY[:2] not in s.snapshot().content
-    s.end(len(body))
+    source.end(len(body))
     assert s.content == "x " + MARK * len(KEY) + " y"
     assert "".join(chunk["choices"][0]["delta"]["content"] for chunk in s) == s.content  # replayed from the log
     # Events written again keep their time and kind (as without a key); the offsets still cut
     # the body into them.
-    plain = nito_nb.Stream({"model": "m"})
+    plain = nito_nb.StreamSource({"model": "m"})
     for i in range(0, len(body), 7):
         plain.feed(body[i : i + 7], i)
     log = s.log
-    assert [(e.t_ns, e.kind) for e in log] == [(e.t_ns, e.kind) for e in plain.log]
+    assert [(e.t_ns, e.kind) for e in log] == [(e.t_ns, e.kind) for e in plain.stream.log]
     ends = list(log.offsets())
     assert [log.body[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)] == [e.raw for e in log]
     assert s.frame()["token"].sum() == len(KEY) + 2  # every chunk that carried text still does
 
 
 def test_two_parts_of_one_chunk_and_a_key_after_done() -> None:
-    s = protected()
-    s.feed(b'data: {"id":"g","model":"m","choices":[{"index":0,"delta":{"content":['
+    source = protected()
+    s = source.stream
+    source.feed(b'data: {"id":"g","model":"m","choices":[{"index":0,"delta":{"content":['
            b'{"type":"text","text":"a sk-test-"},{"type":"text","text":"SECRET123 b"}]}}]}\n\n', 1)
     assert s.snapshot().content == f"a {MARK}{MARK} b"
-    s.feed(event("content", "c sk-test-S") + b"data: [DONE]\n\n" + event("content", "ECRET123 ignored"), 2)
-    s.end(3)
+    source.feed(event("content", "c sk-test-S") + b"data: [DONE]\n\n" + event("content", "ECRET123 ignored"), 2)
+    source.end(3)
     assert s.content == f"a {MARK}{MARK} bc {MARK}"  # the chunk after [DONE] is ignored...
     assert KEY not in s.log.body.decode() and f"{MARK} ignored" in s.log.body.decode()  # ...but logged
 
@@ -217,13 +223,14 @@ def test_two_parts_of_one_chunk_and_a_key_after_done() -> None:
 def test_what_cannot_become_the_key_shows_as_it_came() -> None:
     # Ends that could start the key are held back only until they cannot; then shown, and the
     # log keeps the bytes as they came.
-    s = protected()
+    source = protected()
+    s = source.stream
     sent = [event("content", piece) for piece in ["use sk-te", "rrible", " plans, ", "sk-test-SECRET12", "x!"]]
     views = []
     for t, body in enumerate(sent):
-        s.feed(body, t)
+        source.feed(body, t)
         views.append(s.snapshot().content)
-    s.end(9)
+    source.end(9)
     assert views == ["use ", "use sk-terrible", "use sk-terrible plans, ", "use sk-terrible plans, ",
                      "use sk-terrible plans, sk-test-SECRET12x!"]
     assert s.content == "use sk-terrible plans, sk-test-SECRET12x!"
@@ -233,30 +240,33 @@ def test_what_cannot_become_the_key_shows_as_it_came() -> None:
 def test_a_key_whose_forms_start_differently() -> None:
     # "/" is written "\/" by some JSON encoders and "%2F" in a URL: three first characters.
     key = "/az/SECRET+base64=key0123"
-    s = protected(key)
+    source = protected(key)
+    s = source.stream
     sent = ["path ", "/az/SEC", "", "RET+base64=k", "ey0123 and %2Faz%2FSEC", "RET%2Bbase64%3Dkey0123!"]
     for t, piece in enumerate(sent):
-        s.feed(event("content", piece), t)
+        source.feed(event("content", piece), t)
         assert "SEC" not in s.snapshot().content
-    s.end(9)
+    source.end(9)
     assert s.content == f"path {MARK}{MARK}{MARK} and {MARK}{MARK}!"
     assert "SEC" not in s.log.body.decode()
 
 
 def test_the_end_of_the_stream_shows_what_was_held_back() -> None:
-    s = protected()
-    s.feed(event("content", "cut at sk-test-SEC"), 1)
+    source = protected()
+    s = source.stream
+    source.feed(event("content", "cut at sk-test-SEC"), 1)
     assert s.snapshot().content == "cut at "
-    s.end(2)
+    source.end(2)
     assert s.content == "cut at sk-test-SEC" and s.status == "truncated"
 
 
 def test_a_key_split_across_two_error_chunks() -> None:
-    s = protected()
-    s.feed(event("content", "hi") + event("error", "rejected sk-test-SE"), 1)
+    source = protected()
+    s = source.stream
+    source.feed(event("content", "hi") + event("error", "rejected sk-test-SE"), 1)
     assert s.snapshot().error["message"] == "rejected "
-    s.feed(event("error", "CRET123, retry"), 2)
-    s.end(3)
+    source.feed(event("error", "CRET123, retry"), 2)
+    source.end(3)
     assert s.error["message"] == f"{MARK}, retry" and KEY not in str(s.exception)
     assert s.frame()["error_message"].dropna().tolist() == [f"rejected {MARK}", f"{MARK}, retry"]
 
@@ -292,13 +302,14 @@ def test_any_split_and_escapes_never_show_the_key(
     body = b"".join(
         event(channel, p, e) + between[i] for i, (p, e) in enumerate(zip(pieces, escaped_at, strict=True))
     ) + b"data: [DONE]\n\n"
-    s = protected(KEY_H)
+    source = protected(KEY_H)
+    s = source.stream
     at = sorted({r % (len(body) + 1) for r in reads})
     for a, b in zip([0, *at], [*at, len(body)], strict=True):
-        s.feed(body[a:b], a)
+        source.feed(body[a:b], a)
         snapshot = s.snapshot()
         assert without_key_chars(shown(snapshot)), shown(snapshot)  # not one character of it, ever
-    s.end(len(body))
+    source.end(len(body))
     final = shown(s)
     if channel != "error":
         assert re.fullmatch(f"{re.escape(before)}(?:{re.escape(MARK)})+{re.escape(after)}", final), final
@@ -326,8 +337,9 @@ def test_secret_helpers() -> None:
 def test_a_tool_call_of_a_stream_still_arriving_pickles_without_the_key() -> None:
     import pickle
 
-    s = protected()
-    s.feed(event("tool", '{"q": "sk-te'), 1)
+    source = protected()
+    s = source.stream
+    source.feed(event("tool", '{"q": "sk-te'), 1)
     call = s.tool_calls[0]
     assert call.arguments == '{"q": "'
     assert b"SECRET" not in pickle.dumps(call) and KEY not in repr(call)

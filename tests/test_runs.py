@@ -350,14 +350,15 @@ _RECORDINGS = sorted((Path(__file__).parent / "data" / "real").glob("*.sse"))
 
 
 def _timed(path: Path) -> nito_nb.Stream:
-    """The recording fed event by event, 7 ms apart, through the public source API."""
-    s = nito_nb.Stream({"model": "recorded"})
+    """The recording fed event by event, 7 ms apart, through its StreamSource."""
+    source = nito_nb.StreamSource({"model": "recorded"})
+    s = source.stream
     t0 = s.log.t0_ns
     events = [e + b"\n\n" for e in path.read_bytes().replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
-    s.set_response(200, {"content-type": "text/event-stream"}, t0 + 3_000_000)
+    source.set_response(200, {"content-type": "text/event-stream"}, t0 + 3_000_000)
     for i, event in enumerate(events):
-        s.feed(event, t0 + (i + 1) * 7_000_000)
-    s.end(t0 + (len(events) + 2) * 7_000_000)
+        source.feed(event, t0 + (i + 1) * 7_000_000)
+    source.end(t0 + (len(events) + 2) * 7_000_000)
     return s
 
 

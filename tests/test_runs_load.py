@@ -256,16 +256,16 @@ def test_every_request_of_an_open_loop_is_made_ready_ahead_of_its_time_the_first
     # by its hand-over to a worker (2.8-4.8 ms), while every other one was made ready ahead.
     import asyncio
 
-    from nito_nb._stream import AsyncStream
+    from nito_nb._stream_source import AsyncStreamSource
 
     lead: list[float] = []
-    real = AsyncStream.send_at
+    real = AsyncStreamSource.send_at
 
-    def spy(self: AsyncStream, when: float) -> None:
+    def spy(self: AsyncStreamSource, when: float) -> None:
         lead.append(when - asyncio.get_running_loop().time())
         real(self, when)
 
-    monkeypatch.setattr(AsyncStream, "send_at", spy)
+    monkeypatch.setattr(AsyncStreamSource, "send_at", spy)
     run = nito_nb.run([f"f{i}" for i in range(4)], model="sim/echo", rate=20, max_requests=4, progress=False,
                       sim={"tps": 0})
     r = run.wait(timeout=60).results()

@@ -17,15 +17,16 @@ CHUNK = (
 
 
 def test_snapshot_has_what_arrived_and_does_not_change_afterwards() -> None:
-    s = nito_nb.Stream({"model": "m", "messages": []})
-    s.feed(CHUNK.format(text="Hel").encode(), s.log.t0_ns + 1_000_000)
+    source = nito_nb.StreamSource({"model": "m", "messages": []})
+    s = source.stream
+    source.feed(CHUNK.format(text="Hel").encode(), s.log.t0_ns + 1_000_000)
     first = s.snapshot()
     assert first.status is Status.STREAMING and first.status == "streaming"
     assert first.content == "Hel" and first.n_chunks == 1 and first.n_token_chunks == 1
     assert first.ttft == pytest.approx(0.001) and not first.finished
-    s.feed(CHUNK.format(text="lo").encode(), s.log.t0_ns + 2_000_000)
-    s.feed(b"data: [DONE]\n\n", s.log.t0_ns + 3_000_000)
-    s.end(s.log.t0_ns + 3_000_000)
+    source.feed(CHUNK.format(text="lo").encode(), s.log.t0_ns + 2_000_000)
+    source.feed(b"data: [DONE]\n\n", s.log.t0_ns + 3_000_000)
+    source.end(s.log.t0_ns + 3_000_000)
     assert first.content == "Hel" and first.status == "streaming"  # taken before: unchanged
     last = s.snapshot()
     assert last.content == "Hello" and last.done and last.status is Status.DONE and last.finished
@@ -43,10 +44,11 @@ def test_snapshot_tool_calls_are_copies_that_later_fragments_do_not_reach() -> N
         chunk = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
         return f"data: {json.dumps(chunk)}\n\n".encode()
 
-    s = nito_nb.Stream({"model": "m"})
-    s.feed(tool('{"a":', "f"), 1)
+    source = nito_nb.StreamSource({"model": "m"})
+    s = source.stream
+    source.feed(tool('{"a":', "f"), 1)
     snap = s.snapshot()
-    s.feed(tool(" 1}"), 2)
+    source.feed(tool(" 1}"), 2)
     assert snap.tool_calls[0].arguments == '{"a":' and snap.tool_calls[0].name == "f"
     assert s.snapshot().tool_calls[0].arguments == '{"a": 1}'
 
@@ -61,12 +63,13 @@ def test_snapshot_output_tps_is_the_metrics_definition() -> None:
 
 def test_snapshot_counts_chunks_and_tokens_apart() -> None:
     usage = '{"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}'
-    s = nito_nb.Stream({"model": "m", "messages": []})
+    source = nito_nb.StreamSource({"model": "m", "messages": []})
+    s = source.stream
     t0 = s.log.t0_ns
-    s.feed(CHUNK.format(text="several tokens ").encode(), t0 + 100_000_000)
-    s.feed(CHUNK.format(text="in each chunk").encode(), t0 + 300_000_000)
-    s.feed(f"data: {usage}\n\ndata: [DONE]\n\n".encode(), t0 + 500_000_000)
-    s.end(t0 + 500_000_000)
+    source.feed(CHUNK.format(text="several tokens ").encode(), t0 + 100_000_000)
+    source.feed(CHUNK.format(text="in each chunk").encode(), t0 + 300_000_000)
+    source.feed(f"data: {usage}\n\ndata: [DONE]\n\n".encode(), t0 + 500_000_000)
+    source.end(t0 + 500_000_000)
     snap = s.snapshot()
     assert (snap.n_token_chunks, snap.n_output_tokens) == (2, 9)
     assert snap.output_tps == pytest.approx(9 / 0.4)  # N / (elapsed - ttft)
@@ -76,7 +79,8 @@ def test_snapshot_counts_chunks_and_tokens_apart() -> None:
 def test_snapshot_from_another_thread_never_sees_a_torn_state() -> None:
     # A writer appends fragments while readers take snapshots: the content of every snapshot is a
     # prefix of the final text, and its chunk count matches its text (taken in one step).
-    s = nito_nb.Stream({"model": "m"})
+    source = nito_nb.StreamSource({"model": "m"})
+    s = source.stream
     stop = threading.Event()
     bad: list[str] = []
 
@@ -90,7 +94,7 @@ def test_snapshot_from_another_thread_never_sees_a_torn_state() -> None:
     for r in readers:
         r.start()
     for i in range(2000):
-        s.feed(CHUNK.format(text="x").encode(), i)
+        source.feed(CHUNK.format(text="x").encode(), i)
     stop.set()
     for r in readers:
         r.join()

@@ -55,7 +55,8 @@ class _Handle:
 
 
 def test_no_reader_loses_or_unsees_a_fragment(switch_every_microsecond: None) -> None:
-    stream = nito_nb.Stream({"model": "m"}, raise_errors=False)
+    source = nito_nb.StreamSource({"model": "m"}, raise_errors=False)
+    stream = source.stream
     expected = {"reasoning": "", "content": "", "tool": ""}
     feeds = []
     for kind, data in _fragments():
@@ -93,7 +94,7 @@ def test_no_reader_loses_or_unsees_a_fragment(switch_every_microsecond: None) ->
 
     def write() -> None:
         for t_ns, data in enumerate(feeds, 1):
-            stream.feed(data, t_ns)
+            source.feed(data, t_ns)
             if t_ns % 7 == 0:
                 for display in displays:
                     display.update()  # the feeding thread renders too, as the magic's does
@@ -101,8 +102,8 @@ def test_no_reader_loses_or_unsees_a_fragment(switch_every_microsecond: None) ->
     writer = threading.Thread(target=write)
     writer.start()
     writer.join()
-    stream.feed(b"data: [DONE]\n\n", len(feeds) + 1)
-    stream.end(len(feeds) + 2)
+    source.feed(b"data: [DONE]\n\n", len(feeds) + 1)
+    source.end(len(feeds) + 2)
     stop.set()
     for reader in readers:
         reader.join()

@@ -14,7 +14,7 @@ from .._core.counts import whole
 from .._core.encoding import ACCEPT_ENCODING
 from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
 from .._core.request import as_messages
-from .._stream_base import StreamBase
+from .._stream_source import SourceBase
 from .config import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_EVENT_SIZE,
@@ -132,16 +132,16 @@ class BaseClient:
         """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
         return find_key(api_key, self._api_key)
 
-    def _remember(self, stream: StreamBase, model: str, base_url: str | None, key: str | None, timeout: Any,
+    def _remember(self, source: SourceBase, model: str, base_url: str | None, key: str | None, timeout: Any,
                   max_event_size: int | None = None, max_body_size: int | None = None) -> None:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back). The embedded simulator's token is not kept for reply():
         the next turn finds it again, from the simulator that then serves."""
         embedded = self._embedded(model, base_url)
         route_url = None if embedded else self._endpoint(model, base_url)  # as given: the request shows it redacted
-        stream.set_route(Route(self, route_url, None if embedded else key, timeout, max_event_size, max_body_size))
+        source.set_route(Route(self, route_url, None if embedded else key, timeout, max_event_size, max_body_size))
         secret = Secret.of(key)
-        stream.protect(secret)
+        source.protect(secret)
         protect_in_logs(secret)  # httpcore's DEBUG log shows response headers: an echo of the key too
 
     def _build(
@@ -186,10 +186,10 @@ class BaseClient:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return url, headers, key
 
-    def _not_event_stream(self, stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+    def _not_event_stream(self, source: SourceBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
         """The error of a 2xx answer that is not an event stream, naming this call's base URL."""
-        base_url = stream.request.get("base_url") or shown_url(self.base_url)  # this call's, not the default
-        return not_event_stream(stream, response, body, key, base_url)
+        base_url = source.stream.request.get("base_url") or shown_url(self.base_url)  # this call's, not the default
+        return not_event_stream(source, response, body, key, base_url)
 
     def _retry_delay(self, attempt: int, error: NitoError) -> float | None:
         """Seconds to wait before trying again, or None to give up (``retry.py``'s rule with this

@@ -22,6 +22,7 @@ import httpx
 from .._core.encoding import BadEncoding, UnsupportedEncoding, body_decoder
 from .._core.errors import ConfigurationError, NitoError
 from .._stream import AsyncStream, Stream
+from .._stream_source import AsyncStreamSource, StreamSource
 from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
 from .._transport.deadlines import keep_deadlines, reading_for, reads_for
 from .._transport.streams import within
@@ -71,25 +72,26 @@ class Client(BaseClient):
         self._check_open()
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
-        stream = Stream(
+        source = StreamSource(
             meta,
             raise_errors=raise_errors,
             max_event_size=self._event_limit(max_event_size),
             max_body_size=self._body_limit(max_body_size),
             transport_errors=transport_exception,
         )
-        self._remember(stream, model, base_url, key, timeout, max_event_size, max_body_size)
-        deadlines = stream.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
+        stream = source.stream
+        self._remember(source, model, base_url, key, timeout, max_event_size, max_body_size)
+        deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
         try:
             for attempt in range(self.max_retries + 1):
                 request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
-                trace_connect(request, stream, asynchronous=False)
+                trace_connect(request, source, asynchronous=False)
                 # One clock per Stream: t0 is the first attempt's send, so every timing includes
                 # the retries (``attempts`` says how many requests were sent).
                 if attempt:
-                    stream.new_attempt()
+                    source.new_attempt()
                 else:
-                    stream.log.start()
+                    source.start()
                 deadlines.sent(time.perf_counter_ns())
                 with reading_for(deadlines):  # this thread's reads, until the headers (and an error body)
                     try:
@@ -97,19 +99,19 @@ class Client(BaseClient):
                         # a header of its own, such as Azure's api-key, which httpx keeps) would go along.
                         response = self._http.send(request, stream=True, follow_redirects=False)
                     except httpx.HTTPError as exc:
-                        error: NitoError = connect_error(exc, url, stream)
+                        error: NitoError = connect_error(exc, url, source)
                     else:
                         if response.status_code < 300 and is_event_stream(response):
-                            stream.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                            source.set_response(response.status_code, response.headers, time.perf_counter_ns())
                             try:  # the body as it comes: the Stream decodes it, in bounded pieces
-                                stream.set_encoding(response.headers.get("content-encoding"))
+                                source.set_encoding(response.headers.get("content-encoding"))
                             except UnsupportedEncoding as exc:
                                 _close(response)
-                                raise unsupported_encoding(stream, exc) from None
+                                raise unsupported_encoding(source, exc) from None
                             _between_chunks(response, limits.between_chunks)
                             # Read from now on, whatever the caller does: arrival times are the
                             # moment the bytes came, not the moment someone iterated.
-                            stream.read_body(reads_for(response.iter_raw(), deadlines),
+                            source.read_body(reads_for(response.iter_raw(), deadlines),
                                              functools.partial(_close, response), functools.partial(_abort, response))
                             return stream
                         error_body = _ErrorBody(response)
@@ -118,9 +120,9 @@ class Client(BaseClient):
                         finally:
                             _close(response)
                         if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
-                            error = http_error(stream, response, error_body.data, key)
+                            error = http_error(source, response, error_body.data, key)
                         else:
-                            error = self._not_event_stream(stream, response, error_body.data, key)
+                            error = self._not_event_stream(source, response, error_body.data, key)
                 delay = self._retry_delay(attempt, error)
                 if delay is None or not deadlines.room_for(delay, time.perf_counter_ns()):
                     raise error
@@ -129,7 +131,7 @@ class Client(BaseClient):
             # Stopped before the response started (connecting, waiting for the headers, or before
             # a retry): the Stream records the stop and travels with the interrupt, so that the
             # magic can still keep the request in _nito. The interrupt itself goes on.
-            stream.end(status="stopped")
+            source.end(status="stopped")
             interrupt.stream = stream  # type: ignore[attr-defined]
             raise
         raise AssertionError("unreachable")
@@ -196,63 +198,65 @@ class AsyncClient(BaseClient):
         self._check_open()
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
-        stream = AsyncStream(
+        source = AsyncStreamSource(
             meta,
             raise_errors=raise_errors,
             max_event_size=self._event_limit(max_event_size),
             max_body_size=self._body_limit(max_body_size),
             transport_errors=transport_exception,
         )
-        self._remember(stream, model, base_url, key, timeout, max_event_size, max_body_size)
+        self._remember(source, model, base_url, key, timeout, max_event_size, max_body_size)
         # Kept by the stream: the headers' below, the body's by the stream itself (_stream.py).
-        deadlines = stream.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
+        deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
 
-        async def open_stream(stream: AsyncStream) -> None:
-            stream.set_opener(None)
+        # Given the producer when the stream is first used; it never refers to ``source`` above,
+        # which holds the stream that holds this: a stream never used would be a cycle.
+        async def open_stream(source: AsyncStreamSource) -> None:
+            source.set_opener(None)
             http = self._http or self._new_http()
             try:
-                await connect(stream, http)
+                await connect(source, http)
             except BaseException:
                 if http is not self._http:
                     await http.aclose()
                 raise
             if http is not self._http:
-                stream.close_also(http.aclose)
+                source.close_also(http.aclose)
 
-        async def connect(stream: AsyncStream, http: httpx.AsyncClient) -> None:
+        async def connect(source: AsyncStreamSource, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
                 request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
-                trace_connect(request, stream, asynchronous=True)
+                trace_connect(request, source, asynchronous=True)
                 if attempt:  # one clock per Stream, as in Client.stream
-                    stream.new_attempt()
+                    source.new_attempt()
                 else:  # built ahead of a schedule's send time: the send itself is all that is left
-                    await stream.until_send_time()
-                    stream.log.start()
+                    await source.until_send_time()
+                    source.start()
                 sent = time.perf_counter_ns()
                 deadlines.sent(sent)
                 try:  # the first_byte (or total) deadline, whatever the headers' reads do
                     response = await within(http.send(request, stream=True, follow_redirects=False),  # as Client's
                                             max(deadlines.left(sent), 0.0))
                 except httpx.HTTPError as exc:
-                    error: NitoError = connect_error(exc, url, stream)
+                    error: NitoError = connect_error(exc, url, source)
                 except asyncio.TimeoutError:
-                    error = stream.fail(deadlines.error(deadlines.due()[1]))
+                    error = source.fail(deadlines.error(deadlines.due()[1]))
                 else:
                     if response.status_code < 300 and is_event_stream(response):
-                        stream.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
+                        source.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
                         close = functools.partial(_aclose, response)
                         try:  # the body as it comes: the Stream decodes it, in bounded pieces
-                            stream.set_encoding(response.headers.get("content-encoding"))
+                            source.set_encoding(response.headers.get("content-encoding"))
                         except UnsupportedEncoding as exc:
                             await close()
-                            raise unsupported_encoding(stream, exc) from None
+                            raise unsupported_encoding(source, exc) from None
                         # No read timeout for the body: the stream keeps its deadlines, in events.
                         _between_chunks(response, None)
                         pushed = pushed_body(response)  # the stamping transport's
                         if pushed is not None:  # read by the socket's callback, read by read
-                            stream.set_pushed_body(pushed, close)
+                            source.set_pushed_body(pushed, close)
                         else:  # httpx reads it, with the socket reads' times where it can
-                            stream.set_body(response.aiter_raw(), close, arrival)
+                            source.set_body(response.aiter_raw(), close, arrival)
                         return
                     error_body = _ErrorBody(response)
                     try:  # as long as the deadline of the headers leaves
@@ -263,16 +267,16 @@ class AsyncClient(BaseClient):
                     finally:
                         await _aclose(response)
                     if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
-                        error = http_error(stream, response, error_body.data, key)
+                        error = http_error(source, response, error_body.data, key)
                     else:
-                        error = self._not_event_stream(stream, response, error_body.data, key)
+                        error = self._not_event_stream(source, response, error_body.data, key)
                 delay = self._retry_delay(attempt, error)
                 if delay is None or not deadlines.room_for(delay, time.perf_counter_ns()):
                     raise error
                 await asyncio.sleep(delay)
 
-        stream.set_opener(open_stream)
-        return stream
+        source.set_opener(open_stream)
+        return source.stream
 
     async def warm(self) -> None:
         """Do now, on the running loop, the one-time work of a first request: loading the CA file,

@@ -28,15 +28,17 @@ _OPENED = frozenset({"connect_tcp", "connect_unix_socket", "start_tls"})
 
 
 class _ConnectTimer:
-    """The trace callback of one attempt: gives the Stream its attempt's connect time."""
+    """The trace callback of one attempt: gives the Stream (through its producer) its attempt's
+    connect time."""
 
-    __slots__ = ("_started", "_stream")
+    __slots__ = ("_source", "_started")
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, source: Any) -> None:
         # Weakly: the stream keeps its response, which keeps its request, which keeps this; a
         # strong reference made every ended stream a cycle that only a full GC pass frees
-        # (tests/test_gc.py).
-        self._stream = weakref.ref(stream)
+        # (tests/test_gc.py). The producer lives while the client connects, which is when this
+        # fires.
+        self._source = weakref.ref(source)
         self._started: int | None = None
 
     def event(self, name: str) -> None:
@@ -47,9 +49,9 @@ class _ConnectTimer:
             if self._started is None:
                 self._started = time.perf_counter_ns()
         elif phase == "complete" and step in _OPENED and self._started is not None:
-            stream = self._stream()
-            if stream is not None:
-                stream.set_connect(time.perf_counter_ns() - self._started)
+            source = self._source()
+            if source is not None:
+                source.set_connect(time.perf_counter_ns() - self._started)
 
     def __call__(self, name: str, info: dict[str, Any]) -> None:  # httpx.Client
         self.event(name)
@@ -58,10 +60,11 @@ class _ConnectTimer:
         self.event(name)
 
 
-def trace_connect(request: httpx.Request, stream: Any, *, asynchronous: bool) -> None:
-    """Have ``request`` (one attempt of ``stream``) tell the stream how long its connection took
-    to open. A trace the request already carries (set by the user's own client) is left alone."""
+def trace_connect(request: httpx.Request, source: Any, *, asynchronous: bool) -> None:
+    """Have ``request`` (one attempt of the Stream that ``source`` fills) tell the stream how long
+    its connection took to open. A trace the request already carries (set by the user's own
+    client) is left alone."""
     if "trace" in request.extensions:
         return
-    timer = _ConnectTimer(stream)
+    timer = _ConnectTimer(source)
     request.extensions["trace"] = timer.asynchronous if asynchronous else timer

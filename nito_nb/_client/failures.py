@@ -2,7 +2,8 @@
 that is not an event stream, a model list that is not one.
 
 No I/O: these read a response the shells (``clients.py``) have already received, and record the
-failure on its Stream (the Stream redacts the key from whatever the gateway sent back).
+failure through the Stream's producer (``_stream_source.py``; the Stream redacts the key from
+whatever the gateway sent back).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from .._core.errors import (
     TransportError,
     not_event_stream_error,
 )
-from .._stream import Stream
-from .._stream_base import StreamBase
+from .._stream_results import StreamResults
+from .._stream_source import SourceBase, StreamSource
 from .._transport.deadlines import DeadlinePassed
 from .endpoint import shown_origin, shown_url
 
@@ -50,7 +51,7 @@ __all__ = [
 MAX_ERROR_BODY = 64 * 1024
 
 
-def transport_exception(exc: BaseException, stream: StreamBase) -> NitoError | None:
+def transport_exception(exc: BaseException, stream: StreamResults) -> NitoError | None:
     """The typed error for an httpx failure during the body, or None if it is not one."""
     if isinstance(exc, StreamError) and exc.stream is stream:  # already typed by the Stream
         return exc
@@ -86,16 +87,16 @@ def is_event_stream(response: httpx.Response) -> bool:
     return not content_type or "text/event-stream" in content_type.lower()
 
 
-def http_error(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+def http_error(source: SourceBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
     """The typed error of a 3xx, 4xx or 5xx answer: an HTTP error, or a redirect, which is never
     followed."""
-    if not stream.protected:  # a bare Stream (models()): the key it sent is redacted too
-        stream.protect(key)
+    if not source.protected:  # a bare Stream (models()): the key it sent is redacted too
+        source.protect(key)
     if 300 <= response.status_code < 400:
         error = redirect_error(response.status_code, response.headers.get("location"), str(response.request.url))
         headers = shown_location(response.headers.multi_items())
-        return stream.fail_http(response.status_code, headers, body, time.perf_counter_ns(), error=error)
-    return stream.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
+        return source.fail_http(response.status_code, headers, body, time.perf_counter_ns(), error=error)
+    return source.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
 
 def redirect_error(status_code: int, location: str | None, request_url: str, *, captured: bool = False) -> RedirectError:
@@ -134,16 +135,16 @@ def shown_location(headers: Any) -> list[tuple[str, str]]:
     return [(name, shown_url(value) if name.lower() == "location" else value) for name, value in headers]
 
 
-def not_event_stream(stream: StreamBase, response: httpx.Response, body: bytes, key: str | None,
+def not_event_stream(source: SourceBase, response: httpx.Response, body: bytes, key: str | None,
                      base_url: str) -> NitoError:
     """A 2xx answer that is not an event stream; ``base_url``: this call's, not the default."""
-    error = http_error(stream, response, body, key)  # the Stream redacts the body
-    return stream.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
+    error = http_error(source, response, body, key)  # the Stream redacts the body
+    return source.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
 
 
-def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
+def connect_error(exc: Exception, url: str, source: SourceBase) -> NitoError:
     if isinstance(exc.__cause__, DeadlinePassed):  # a deadline, not a failure to connect
-        return stream.fail(exc.__cause__.error)
+        return source.fail(exc.__cause__.error)
     url = shown_url(url)
     if isinstance(exc, httpx.ConnectTimeout):
         error: NitoError = ConnectTimeout(
@@ -159,24 +160,25 @@ def connect_error(exc: Exception, url: str, stream: StreamBase) -> NitoError:
             f"Could not reach {url} ({type(exc).__name__}: {exc}). Check the network, "
             "NITO_BASE_URL and any proxy settings."
         )
-    return stream.fail(error)
+    return source.fail(error)
 
 
-def unsupported_encoding(stream: StreamBase, exc: UnsupportedEncoding) -> NitoError:
+def unsupported_encoding(source: SourceBase, exc: UnsupportedEncoding) -> NitoError:
     """A response in a content coding that nito_nb did not ask for and does not decode."""
-    base_url = stream.request.get("base_url") or "the server"
-    return stream.fail(TransportError(
+    base_url = source.stream.request.get("base_url") or "the server"
+    return source.fail(TransportError(
         f"{base_url} answered with Content-Encoding: {exc.coding}, which nito_nb did not ask for and "
         "does not decode (it asks for gzip or deflate). Check the base URL, and any proxy between you "
         "and the gateway that compresses responses."
     ))
 
 
-def models_stream(url: str, key: str | None) -> Stream:
-    """A bare Stream for a ``GET /models`` failure: it carries the error, with the key redacted."""
-    stream = Stream({"base_url": shown_url(url)})
-    stream.protect(key)
-    return stream
+def models_stream(url: str, key: str | None) -> StreamSource:
+    """A bare Stream (and its producer) for a ``GET /models`` failure: it carries the error, with
+    the key redacted."""
+    source = StreamSource({"base_url": shown_url(url)})
+    source.protect(key)
+    return source
 
 
 def model_list(url: str, response: httpx.Response, key: str | None) -> list[dict[str, Any]]:
@@ -192,8 +194,7 @@ def model_list(url: str, response: httpx.Response, key: str | None) -> list[dict
         return [m for m in models if isinstance(m, dict)]
     text = response.content[:MAX_ERROR_BODY].decode("utf-8", "replace")
     content_type = response.headers.get("content-type") or "no content type"
-    stream = models_stream(url, key)
-    raise stream.fail(TransportError(
+    raise models_stream(url, key).fail(TransportError(
         f"GET {shown_url(url)}/models answered {response.status_code} with {content_type}, not a JSON "
         f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
         "with the API's version, such as /v1."

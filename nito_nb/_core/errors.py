@@ -51,7 +51,7 @@ from .printable import printable
 from .sse import ServerSentEvent
 
 if TYPE_CHECKING:
-    from .._stream_base import StreamBase
+    from .._stream_results import StreamResults
 
 __all__ = [
     "ERROR_LINE_CHARS",
@@ -214,9 +214,9 @@ def redact_error(error: NitoError, secret: Secret | None) -> NitoError:
 class NitoError(Exception):
     """Base of every nito_nb error."""
 
-    stream: StreamBase | None = None
+    stream: StreamResults | None = None
 
-    def __init__(self, message: str, *, stream: StreamBase | None = None) -> None:
+    def __init__(self, message: str, *, stream: StreamResults | None = None) -> None:
         message = printable(message)  # a message is printed: the gateway's words in it too
         super().__init__(message)
         self.message = message
@@ -244,7 +244,7 @@ class APIError(NitoError):
         code: Any = None,
         body: str = "",
         metadata: Any = None,
-        stream: StreamBase | None = None,
+        stream: StreamResults | None = None,
     ) -> None:
         self.status_code = status_code
         self.code = code
@@ -317,7 +317,7 @@ class FirstByteTimeout(TransportError):
 
     deadline = "first_byte"
 
-    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamBase | None = None) -> None:
+    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamResults | None = None) -> None:
         super().__init__(message, stream=stream)
         self.seconds = seconds
 
@@ -333,7 +333,7 @@ class StreamError(NitoError):
 class MidStreamError(StreamError):
     """The gateway sent an error chunk after the stream had started."""
 
-    def __init__(self, message: str, *, code: Any = None, stream: StreamBase | None = None) -> None:
+    def __init__(self, message: str, *, code: Any = None, stream: StreamResults | None = None) -> None:
         super().__init__(message, stream=stream)
         self.code = code
 
@@ -353,7 +353,7 @@ class StreamTimeoutError(StreamError):
 
     deadline = "between_chunks"
 
-    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamBase | None = None) -> None:
+    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamResults | None = None) -> None:
         super().__init__(message, stream=stream)
         self.seconds = seconds
 
@@ -375,7 +375,7 @@ class EventTooLargeError(StreamError):
     """
 
     def __init__(
-        self, message: str, *, size: int | None, limit: int | None, stream: StreamBase | None = None
+        self, message: str, *, size: int | None, limit: int | None, stream: StreamResults | None = None
     ) -> None:
         super().__init__(message, stream=stream)
         self.size = size
@@ -391,7 +391,7 @@ class BodyTooLargeError(StreamError):
     """
 
     def __init__(self, message: str, *, size: int | None, limit: int | None, wire: int | None = None,
-                 stream: StreamBase | None = None) -> None:
+                 stream: StreamResults | None = None) -> None:
         super().__init__(message, stream=stream)
         self.size = size
         self.limit = limit
@@ -512,7 +512,7 @@ def api_error(
     *,
     content_type: str = "",
     retry_after: str | float | None = None,
-    stream: StreamBase | None = None,
+    stream: StreamResults | None = None,
 ) -> APIError:
     """The typed error of an HTTP error response. ``retry_after``: seconds (``retry_after_of``
     of the headers), or a ``Retry-After`` value."""

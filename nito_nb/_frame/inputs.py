@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from .._core.log import ChunkLog, LogFormatError
 from .._recordings import read_file
 from .._stream import Stream
-from .._stream_base import StreamBase
+from .._stream_results import StreamResults
 
 __all__ = ["EndedStream", "FrameSource"]
 
@@ -48,7 +48,7 @@ class EndedStream:
     attempts: int
 
     @classmethod
-    def of(cls, stream: StreamBase) -> EndedStream:
+    def of(cls, stream: StreamResults) -> EndedStream:
         return cls(stream.log, stream.ttfb, stream.model, str(stream.status), stream.attempts)
 
 
@@ -60,14 +60,14 @@ def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, 
             for _, stream, origin in _expand(item, skipped):
                 yield str(label), stream, origin
         return
-    if isinstance(source, (StreamBase, EndedStream, str, os.PathLike)):
+    if isinstance(source, (StreamResults, EndedStream, str, os.PathLike)):
         source = [source]
     elif not isinstance(source, Iterable):
         raise TypeError(
             f"nito_nb.frame takes a Stream, a path, a list or a dict of them, not {type(source).__name__}"
         )
     for position, item in enumerate(source):
-        if isinstance(item, (StreamBase, EndedStream)):
+        if isinstance(item, (StreamResults, EndedStream)):
             yield f"{item.model or 'stream'}#{position}", item, None
         elif isinstance(item, (str, os.PathLike)):
             path = Path(item)

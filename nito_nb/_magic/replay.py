@@ -1,6 +1,6 @@
 """``%nito --replay PATH``: a saved log (``.jsonl``) or a recorded SSE body shown as if live.
 
-A fresh Stream is fed the recorded bytes through the engine's public, I/O-free ``feed()``/``end()``:
+A fresh Stream is fed the recorded bytes through its producer's I/O-free ``feed()``/``end()``:
 the same accumulation as a live stream, at the recorded pace (or a steady one for an SSE file)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ MAX_REPLAY_SECONDS = 86400.0
 def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
     """Show the recording at ``args.speed`` in the magic's live view, then keep the recording."""
     from .._recordings import read_file
-    from .._stream import Stream
+    from .._stream_source import StreamSource
 
     speed = args.speed
     if speed != 0 and not (math.isfinite(speed) and speed > 0):  # negative and NaN were "at once"
@@ -56,10 +56,10 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
         raise UsageError(f"--speed {speed:g} would take {recorded_s / speed:.3g} s to replay {path.name} (over a day; "
                          f"recorded in {recorded_s:.3g} s): give a larger speed, or 0 for at once")
     # A fresh Stream fed the recorded bytes: the same accumulation as live, at the recorded pace.
-    # feed()/end(): the engine's public, I/O-free, thread-safe entry points (the view's
-    # refresh thread takes snapshots meanwhile).
-    replay = Stream(recorded.request, raise_errors=False)
-    display = magics._display(replay, fmt)
+    # feed()/end(): the producer's I/O-free, thread-safe calls (the view's refresh thread takes
+    # snapshots meanwhile).
+    replay = StreamSource(recorded.request, raise_errors=False)
+    display = magics._display(replay.stream, fmt)
     start = time.perf_counter()
     try:
         start_view(display)

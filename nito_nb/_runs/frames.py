@@ -10,7 +10,7 @@ from .._core.errors import ConfigurationError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .._stream_base import StreamBase
+    from .._stream_results import StreamResults
     from .runner import Run
 
 __all__ = ["frame_of"]
@@ -24,7 +24,7 @@ def frame_of(runs: list[Run]) -> pd.DataFrame:
     One frame, not a concat of frames: ``df.attrs`` holds what each stream's rows need (``df.nito``)."""
     from .._frame import frame
 
-    kept: dict[str, StreamBase] = {}
+    kept: dict[str, StreamResults] = {}
     for run in runs:
         with run._lock:
             kept.update(run._streams)

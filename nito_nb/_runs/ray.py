@@ -173,16 +173,17 @@ async def worker_stream(client: Any, connection: dict[str, Any], messages: list[
     to its end; the ended AsyncStream, also when it was refused before the body (its log says how)."""
     from .._core.errors import NitoError
     from .._stream import AsyncStream
+    from .._stream_source import source_of
 
     stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
     if send_at_ns is not None:
-        stream.send_at(loop_time(send_at_ns))
+        source_of(stream).send_at(loop_time(send_at_ns))
     try:
         await stream.wait(raise_errors=False)
     except NitoError as exc:
         stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
     except asyncio.CancelledError:  # the run was stopped: wait() stopped the stream, what arrived is kept
-        if stream.waiting_to_send:
+        if source_of(stream).waiting_to_send:
             raise  # nothing was sent: nothing to give back
         if not stream.finished:
             await stream.aclose()

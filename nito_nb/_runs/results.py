@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
 from .._core.chunk import usage_counts
-from .._stream_base import StreamBase
+from .._stream_results import StreamResults
 from .plan import Request
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class Finished:
     """A request that ended: its last attempt's Stream and how many attempts it took."""
 
     request: Request
-    stream: StreamBase
+    stream: StreamResults
     attempts: int
     started_at: datetime  # wall time of the first attempt
     scheduled_at: float | None = None  # seconds after the run's start (open loop only)
@@ -114,7 +114,7 @@ def _add(a: Any, b: Any) -> Any:
     return None if a is None or b is None else a + b
 
 
-def stream_metrics(stream: StreamBase) -> dict[str, Any]:
+def stream_metrics(stream: StreamResults) -> dict[str, Any]:
     """A finished Stream's docs/METRICS.md figures and usage counts, from its snapshot."""
     snap = stream.snapshot()
     counts = usage_counts(snap.usage) if isinstance(snap.usage, dict) else {}

@@ -42,7 +42,8 @@ from .._core.errors import (
 from .._core.waiting import wait_or_stop
 from .._loop import LoopThread
 from .._stream import AsyncStream, Stream
-from .._stream_base import StreamBase
+from .._stream_results import StreamResults
+from .._stream_source import source_of
 from . import gc as _gc
 from .backoff import Backoff
 from .client_load import ClientMonitor
@@ -206,7 +207,7 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, StreamBase] = {}  # key -> Stream, without a store or once it failed
+        self._streams: dict[str, StreamResults] = {}  # key -> Stream, without a store or once it failed
         #: The store's failure (a full disk...), set by the writer thread: the rest stays in memory.
         self._store_failure: BaseException | None = None
         self._achieved: dict[str, float] | None = None  # a load run's achieved rates, once ended (_stats.py)
@@ -317,7 +318,7 @@ class Run:
                 if self.stop_reason is not None:
                     break
                 # Woken a little ahead: the request is made ready meanwhile (handed to a worker,
-                # with its time) and only its send waits for the time (AsyncStream.send_at).
+                # with its time) and only its send waits for the time (AsyncStreamSource.send_at).
                 delay = self._t0 + offset - time.perf_counter() - self._lead
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -411,7 +412,7 @@ class Run:
                     request.messages, model=request.model, raise_errors=False, **self._connection, **request.params
                 )
                 if scheduled is not None and attempts == 1:
-                    stream.send_at(self._loop_t0 + scheduled)
+                    source_of(stream).send_at(self._loop_t0 + scheduled)
                 self._in_flight[request.key] = stream
                 try:
                     await stream.wait(raise_errors=False)
@@ -420,7 +421,7 @@ class Run:
                     stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
             except asyncio.CancelledError:
                 if stream is not None:
-                    unsent = stream.waiting_to_send  # stopped before its send time: left out, as later ones
+                    unsent = source_of(stream).waiting_to_send  # stopped before its send time: left out, as later ones
                     if not stream.finished:
                         await stream.aclose()
                     if not unsent:
@@ -455,7 +456,7 @@ class Run:
         timing["sent_at"] = self._on_timeline(stream)
         return stream.log.t0_wall
 
-    def _on_timeline(self, stream: StreamBase) -> float:
+    def _on_timeline(self, stream: StreamResults) -> float:
         """When ``stream`` was sent (its ``log.t0_ns``; a worker's is mapped onto this process's
         clock already), in seconds after the run's start: the one rule of ``sent_at`` and of a
         retried request's last send."""

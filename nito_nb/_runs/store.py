@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .._stream import Stream
-    from .._stream_base import StreamBase
+    from .._stream_results import StreamResults
 
 __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreError", "StoreWriter", "open_store", "stream_key", "write_streams"]
 
@@ -304,7 +304,7 @@ def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
     return out
 
 
-def stream_key(stream: StreamBase) -> str:
+def stream_key(stream: StreamResults) -> str:
     """The key of a Stream that no run planned (the magic's): a hash of its request and of the
     wall time it was sent, so that the same prompt sent twice is two rows."""
     request = stream.request
@@ -349,7 +349,7 @@ def _fit_bigint(requests: pd.DataFrame) -> None:
 
 
 def write_streams(
-    path: str | os.PathLike[str], streams: list[StreamBase], run_id: str, row: Any = None
+    path: str | os.PathLike[str], streams: list[StreamResults], run_id: str, row: Any = None
 ) -> list[str]:
     """Write ended Streams that no run planned (the ``%%nito`` magic's) to the store at ``path``,
     in one transaction, with the run's own writer and result rows; return their keys.

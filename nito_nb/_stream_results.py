@@ -1,7 +1,13 @@
-"""What a Stream and an AsyncStream share: :class:`StreamBase`, the public face of a
-:class:`~nito_nb._core.state.StreamState` (the results, ``snapshot()``, the source API), plus
-``on_done``, the conversation, ``save`` and ``frame``. The state does the feeding, under its one
-lock; ``_stream.py`` adds the two ways of reading a live body, as sibling classes: a thread for
+"""What a user reads of a Stream, and does with it once read: :class:`StreamResults`, the base
+that :class:`~nito_nb.Stream` and :class:`~nito_nb.AsyncStream` share. It is the read-only face of
+a :class:`~nito_nb._core.state.StreamState`: the results so far (grouped below: the answer, the
+call, its timings), ``snapshot()``, ``message``, ``on_done``, ``reply``, ``save``, ``frame`` and
+the rich display.
+
+Nothing here writes to the state: what a byte source tells a Stream (``feed``, ``end``,
+``set_response``...) is on its producer, ``_stream_source.py``, which the client, capture, replay
+and recordings hold, so that a Stream's tab completion shows only what a user reads and does.
+``_stream.py`` adds the two ways of reading a live body, as sibling classes: a thread for
 :class:`~nito_nb.Stream`, a task for :class:`~nito_nb.AsyncStream`.
 """
 
@@ -17,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Anomaly, ToolCall
 from ._core.deadlines import Deadlines
-from ._core.errors import APIError, NitoError, Secret, StreamError, one_line
+from ._core.errors import NitoError, StreamError, one_line
 from ._core.log import ChunkLog
 from ._core.printable import printable
 from ._core.request import as_messages
@@ -27,12 +33,13 @@ from ._core.status import Status
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["StreamBase", "register_default_starts"]
+__all__ = ["StreamResults", "register_default_starts"]
 
 #: The engine's only imports that point up, both lazy, each inside the method named here: a frame
 #: of the Stream (the pandas adapter) and its rich display in a notebook (the renderer). Declared
 #: in this one place; tests/test_architecture.py fails on any other import cycle.
-UPWARD_IMPORTS = (("StreamBase.frame", "nito_nb._frame.build"), ("StreamBase._repr_mimebundle_", "nito_nb._render"))
+UPWARD_IMPORTS = (("StreamResults.frame", "nito_nb._frame.build"),
+                  ("StreamResults._repr_mimebundle_", "nito_nb._render"))
 
 #: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
 #: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
@@ -46,10 +53,10 @@ def register_default_starts(sync: Callable[..., Any], async_: Callable[..., Any]
     _default_starts[True] = async_
 
 
-class StreamBase:
-    """One streamed chat completion: the part a :class:`Stream` and an :class:`AsyncStream` share
-    (results so far, ``snapshot()``, ``feed()``/``end()`` and the rest of the source API,
-    ``on_done``, conversation, ``save``, ``frame``). Not made directly."""
+class StreamResults:
+    """One streamed chat completion as a user reads it: the part a :class:`Stream` and an
+    :class:`AsyncStream` share (results so far, ``snapshot()``, ``on_done``, the conversation,
+    ``save``, ``frame``). Not made directly; fed by its producer (``_stream_source.py``)."""
 
     _is_async = False
 
@@ -66,7 +73,7 @@ class StreamBase:
     ) -> None:
         #: Everything fed so far, under its one lock (the reader is a thread for a Stream; a
         #: display thread may read an AsyncStream's snapshot). Given: an ended state from another
-        #: process (``_recorded.from_wire``).
+        #: process (``_recordings.from_wire``).
         if state is None:
             self._state = StreamState(request, log=log, max_event_size=max_event_size,
                                       max_body_size=max_body_size, owner=self)
@@ -79,37 +86,27 @@ class StreamBase:
             self._settled.set()
         self._callback_thread: int | None = None  # the thread running the callbacks, meanwhile
         self._consumed = False  # iterated or waited for: results are then what arrived so far
-        #: How the request was made (the client, its base URL, key and timeout), for reply(); set
-        #: by the client, None for a recorded Stream.
+        # Set by the producer (``_stream_source.py``), read here: how the request was made (its
+        # client, base URL, key and timeout) for reply(), None for a recorded Stream; and the
+        # call's deadlines, which an AsyncStream's body keeps itself.
         self._route: Any = None
+        self._deadlines: Deadlines | None = None
         # How the byte source's own failures (httpx's, for the client) become typed errors: given
         # by whoever makes the Stream, so that the engine knows no transport library.
         self._transport_errors = transport_errors
-        self._deadlines: Deadlines | None = None  # the call's (set_deadlines), for a live body
-
-    # -- results (what has arrived so far) ---------------------------------------------------
 
     def _results(self) -> StreamState:
+        """The state to read results from (a sync Stream nobody iterates first waits for its end)."""
         return self._state
 
-    @property
-    def log(self) -> ChunkLog:
-        """Every event with its arrival time (``ChunkLog``)."""
-        return self._state.log
-
-    @property
-    def status(self) -> Status:
-        return self._state.status
-
-    @property
-    def exception(self) -> NitoError | None:
-        """The exception that ended the stream badly (also for ``raise_errors=False``), or None."""
-        return self._state.exception
+    # -- the answer: what the model sent so far ------------------------------------------------
+    # Text that the reader thread appends to is read under the state's lock (the accumulator
+    # joins its pieces lazily); the rest is one attribute of the accumulator.
 
     @property
     def content(self) -> str:
         state = self._results()
-        with state.lock:  # the accumulator joins its pieces lazily: not while the reader appends
+        with state.lock:
             return state.acc.content
 
     @property
@@ -125,26 +122,16 @@ class StreamBase:
             return state.acc.reasoning_details
 
     @property
-    def attempts(self) -> int:
-        """How many requests were sent: 1, or more when the request was retried before the body
-        (a 429, a 5xx or a failed connection). The timings count from the first one."""
-        return self.log.attempts
-
-    @attempts.setter
-    def attempts(self, value: int) -> None:
-        self.log.attempts = value
-
-    @property
-    def refusal(self) -> str | None:
-        """The model's refusal (OpenAI structured outputs' ``delta.refusal``), None if none came."""
-        return self._results().acc.refusal
-
-    @property
     def audio_transcript(self) -> str | None:
         """The transcript of the answer's audio (OpenAI's audio output), None when none came."""
         state = self._results()
         with state.lock:
             return state.acc.audio_transcript
+
+    @property
+    def refusal(self) -> str | None:
+        """The model's refusal (OpenAI structured outputs' ``delta.refusal``), None if none came."""
+        return self._results().acc.refusal
 
     @property
     def audio(self) -> dict[str, Any] | None:
@@ -177,6 +164,8 @@ class StreamBase:
     def anomalies(self) -> list[Anomaly]:
         return self._results().acc.anomalies
 
+    # What the chunks say of themselves: read as they are, never waiting for the end.
+
     @property
     def role(self) -> str | None:
         return self._state.acc.role
@@ -199,29 +188,53 @@ class StreamBase:
         return self._state.acc.free_tier
 
     @property
+    def n_chunks(self) -> int:
+        return self._state.acc.n_chunks
+
+    # -- the call: what was asked, how it went, every event ----------------------------------------
+
+    @property
     def request(self) -> dict[str, Any]:
         return self._state.log.request
 
     @property
-    def t0_wall(self) -> _dt.datetime:
-        return self._state.log.t0_wall
+    def status(self) -> Status:
+        return self._state.status
 
     @property
     def finished(self) -> bool:
         return self._state.finished
 
     @property
-    def n_chunks(self) -> int:
-        return self._state.acc.n_chunks
+    def exception(self) -> NitoError | None:
+        """The exception that ended the stream badly (also for ``raise_errors=False``), or None."""
+        return self._state.exception
+
+    @property
+    def log(self) -> ChunkLog:
+        """Every event with its arrival time (``ChunkLog``)."""
+        return self._state.log
 
     @property
     def n_events(self) -> int:
         return len(self._state.log)
 
     @property
+    def attempts(self) -> int:
+        """How many requests were sent: 1, or more when the request was retried before the body
+        (a 429, a 5xx or a failed connection). The timings count from the first one."""
+        return self.log.attempts
+
+    @property
+    def t0_wall(self) -> _dt.datetime:
+        return self._state.log.t0_wall
+
+    @property
     def timed(self) -> bool:
         """False for a recording read without arrival times (``read_sse``): its timings are None."""
         return self._state.log.timed
+
+    # -- timings (seconds, from the first attempt's send; docs/METRICS.md) -----------------------
 
     @property
     def connect(self) -> float | None:
@@ -243,6 +256,8 @@ class StreamBase:
     def elapsed(self) -> float | None:
         """Seconds since the request was sent; once finished, to the last event (None untimed)."""
         return self._state.elapsed
+
+    # -- made of the results -------------------------------------------------------------------
 
     @property
     def message(self) -> dict[str, Any]:
@@ -278,84 +293,15 @@ class StreamBase:
         properties of a sync Stream nobody iterates); renderers read this, not the live fields."""
         return self._state.snapshot()
 
-    # -- the source API: what a byte source (the client, a capture, a replay, a store) tells the
-    # Stream, so that none of them writes its private fields. The state does the work.
+    # -- how a stream ends: its source's end() and the Stream's own stop (close, a dropped Stream)
 
-    def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
-        """Fold one read of the body, arrived at ``t_ns`` (``time.perf_counter_ns()``), into the
-        Stream: decode its events, log them, accumulate them; return the chunks it completed.
-
-        I/O-free and thread-safe (under the Stream's lock): what the background reader does for
-        each read, and what a replay, a capture or any other source of SSE bytes calls. Raises
-        :class:`EventTooLargeError` when an event goes past ``max_event_size``, and
-        :class:`BodyTooLargeError` when the body decodes past ``max_body_size`` or is a
-        compression bomb (the events before either are kept)."""
-        return self._state.feed(data, t_ns)
-
-    def end(
-        self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
-    ) -> None:
-        """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
-        arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise), keep
-        everything, run the ``on_done`` callbacks. A second call does nothing."""
+    def _end(self, t_ns: int | None = None, *, status: str | None = None,
+             exception: NitoError | None = None) -> None:
+        """The body ended (or was cut): the state settles the status; the ``on_done`` callbacks run
+        in this thread, once (a second call does nothing)."""
         callbacks = self._state.end(t_ns, status=status, exception=exception)
         if callbacks is not None:  # this call ended it
             self._run_callbacks(callbacks)
-
-    def protect(self, secret: Secret | str | None) -> None:
-        """The key the request carried: from now on it is taken out of everything the server
-        sends back (body events, error body, headers), and out of the Stream's errors."""
-        self._state.protect(secret)
-
-    def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
-        """The response's status and headers arrived at ``t_ns`` (none that carries a credential
-        or echoes the key is kept)."""
-        self._state.set_response(status_code, headers, t_ns)
-
-    def set_encoding(self, content_encoding: str | None) -> None:
-        """The body comes with this ``Content-Encoding`` (gzip, deflate): :meth:`feed` takes its
-        bytes as they came and decodes them, in bounded pieces; a coding it cannot decode raises
-        ``nito_nb._core.encoding.UnsupportedEncoding``."""
-        self._state.set_encoding(content_encoding)
-
-    def set_deadlines(self, first_byte: float, between_chunks: float, total: float | None) -> Deadlines:
-        """The call's deadlines, read off this Stream (``_core/deadlines.py``), returned for the byte
-        source to keep to (the sync client's reads); an AsyncStream keeps them itself: its body is
-        stopped once one passes (status ``truncated``, the error names it), whatever reads it."""
-        self._deadlines = Deadlines(self._state, first_byte, between_chunks, total)
-        return self._deadlines
-
-    def set_connect(self, duration_ns: int) -> None:
-        """The attempt under way took ``duration_ns`` to open its connection (``connect``)."""
-        self._state.set_connect(duration_ns)
-
-    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int,
-                  error: APIError | None = None) -> APIError:
-        """The server refused with an HTTP error: the body is logged (redacted), the Stream is
-        ``failed``; returns the typed error (not raised): ``error`` if given, else the one of
-        the status and body."""
-        return self._state.fail_http(status_code, headers, body, t_ns, error)
-
-    def fail(self, error: NitoError) -> NitoError:
-        """The request failed before any body: the Stream is ``failed`` with ``error`` (returned)."""
-        return self._state.fail(error)
-
-    def set_route(self, route: Any) -> None:
-        """How the request was made (its client, base URL, key, timeout), for reply()."""
-        self._route = route
-
-    @property
-    def protected(self) -> bool:
-        """A key is being redacted from what the server sends back (see :meth:`protect`)."""
-        return self._state.secret is not None
-
-    def new_attempt(self) -> None:
-        """The attempt failed before any body and is tried again (the client's retries)."""
-        self._state.new_attempt()
-
-    def note(self, kind: str, message: str) -> None:
-        """Record an anomaly at the current event (the same kind again only counts)."""
-        self._state.note(kind, message)
 
     def _run_callbacks(self, callbacks: list[Callable[[Any], Any]]) -> None:
         # They run in the thread that finished the stream (the background reader, or the one that
