@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check lint bench browser-deps clean guidellm-venv
+.PHONY: demo figures test check lint bench browser-deps clean guidellm-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,12 @@ browser-deps:
 
 demo: $(BIN)/.installed
 	$(BIN)/python -m nito_nb.demo --out out/quickstart.html
+
+# The README's figures, from a run of the notebook that shows them (on the embedded simulator,
+# at its default capacity: NITO_SIM_CAPACITY unset; the rest of the notebook as fast as it can).
+figures: $(BIN)/.installed
+	env -u NITO_API_KEY -u NITO_SIM_CAPACITY NITO_SIM_TPS=0 NITO_SIM_TTFT_MS=0 \
+	  $(BIN)/python -m nito_nb.demo --notebook analysis --out out/analysis.html --figure knee-figure=docs/load-knee.png
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check nito_nb tests bench scripts

@@ -3,6 +3,7 @@
     python -m nito_nb.demo                       # notebooks/quickstart.ipynb -> out/quickstart.html
     python -m nito_nb.demo --notebook analysis --out out/analysis.html
     python -m nito_nb.demo --notebook path/to/any.ipynb --executed out/any.ipynb
+    python -m nito_nb.demo --notebook analysis --figure knee-figure=docs/load-knee.png
 
 The notebook runs top to bottom with nbclient in a fresh kernel of this interpreter (a kernelspec
 written to a temporary folder for the run, so a ``python3`` kernel of another environment in the
@@ -15,6 +16,11 @@ The export is nbconvert's ``HTMLExporter``: each live answer is saved in its fin
 renderer's escaped HTML (model text never becomes markup). Exit status: 0 when every cell ran, 1 if
 a cell raised (the export is still written, so you can read the error), 2 for a usage problem.
 
+``--figure TAG=PATH`` also writes the image shown by the code cell tagged ``TAG`` to ``PATH`` (the
+README's figures, ``make figures``): the PNG as the notebook showed it, with one text chunk that
+names the notebook, the cell and a digest of the cell's source, so that a test can tell that a
+committed figure is this command's output for the notebook as it is (its numbers are a run's).
+
 This is a command for a clone of the repository: the notebooks live in ``notebooks/`` at its root,
 not in the installed package.
 """
@@ -22,15 +28,19 @@ not in the installed package.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
+import struct
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "run_notebook"]
+__all__ = ["cell_figure", "figure_source", "main", "png_text", "run_notebook", "write_figure"]
 
 NOTEBOOKS = ("quickstart", "analysis", "tools")
 KERNEL_NAME = "nito-nb-demo"
@@ -158,6 +168,63 @@ def run_notebook(
     return nb, _error_cells(nb)
 
 
+#: The PNG text keyword of a figure's provenance (``--figure``).
+FIGURE_KEYWORD = "Source"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def figure_source(notebook_name: str, cell_source: str, tag: str) -> str:
+    """What a figure written by ``--figure`` says of where it comes from."""
+    digest = hashlib.sha256(cell_source.encode("utf-8")).hexdigest()[:16]
+    return f"python -m nito_nb.demo --figure: notebooks/{notebook_name}, cell {tag}, source sha256 {digest}"
+
+
+def cell_figure(nb: Any, tag: str) -> tuple[bytes, str]:
+    """The PNG shown by the code cell tagged ``tag`` (its last one) and the cell's source;
+    DemoError when no cell has the tag or it showed no image."""
+    cells = [c for c in nb.cells if c.cell_type == "code" and tag in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise DemoError(f"{len(cells)} code cells are tagged {tag!r}: tag exactly one")
+    images = [o["data"]["image/png"] for o in cells[0].get("outputs", []) if "image/png" in o.get("data", {})]
+    if not images:
+        raise DemoError(f"the cell tagged {tag!r} showed no image (did it fail? see the exported page)")
+    return base64.b64decode(images[-1]), cells[0].source
+
+
+def _with_text(png: bytes, keyword: str, text: str) -> bytes:
+    """``png`` with a tEXt chunk (Latin-1) right after its header chunk."""
+    if not png.startswith(_PNG_SIGNATURE):
+        raise DemoError("the figure is not a PNG")
+    body = keyword.encode("latin-1") + b"\0" + text.encode("latin-1")
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    end_of_header = len(_PNG_SIGNATURE) + 8 + struct.unpack(">I", png[8:12])[0] + 4
+    return png[:end_of_header] + chunk + png[end_of_header:]
+
+
+def png_text(png: bytes) -> dict[str, str]:
+    """The tEXt chunks of a PNG, keyword to text."""
+    found, at = {}, len(_PNG_SIGNATURE)
+    while at + 8 <= len(png):
+        length, kind = struct.unpack(">I4s", png[at:at + 8])
+        if kind == b"tEXt":
+            keyword, _, text = png[at + 8:at + 8 + length].partition(b"\0")
+            found[keyword.decode("latin-1")] = text.decode("latin-1")
+        at += 12 + length
+    return found
+
+
+def write_figure(nb: Any, notebook: Path, spec: str) -> Path:
+    """``--figure TAG=PATH``: the tagged cell's PNG, stamped with where it comes from."""
+    tag, equals, target = spec.partition("=")
+    if not equals or not tag or not target:
+        raise DemoError(f"--figure wants TAG=PATH (a cell tag and the PNG to write), got {spec!r}")
+    png, source = cell_figure(nb, tag)
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_with_text(png, FIGURE_KEYWORD, figure_source(notebook.name, source, tag)))
+    return path
+
+
 def export_html(nb: Any, title: str) -> str:
     """The executed notebook as one HTML page (nbconvert's lab template, images inline)."""
     from nbconvert import HTMLExporter
@@ -191,6 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--executed", type=Path, help="also save the executed .ipynb here")
     parser.add_argument(
+        "--figure",
+        action="append",
+        default=[],
+        metavar="TAG=PATH",
+        help="also write the image shown by the code cell tagged TAG to PATH (repeatable)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
@@ -217,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
 
             args.executed.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, args.executed)
+        figures = [write_figure(nb, path, spec) for spec in args.figure]
     except DemoError as exc:
         print(f"nito_nb.demo: {exc}", file=sys.stderr)
         return 2
@@ -224,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Wrote {_shown(out)}: {cells} code cells in {seconds:.1f} s, {len(errors)} with errors")
     if args.executed is not None:
         print(f"Wrote {_shown(args.executed)}")
+    for figure in figures:
+        print(f"Wrote {_shown(figure)}")
     for number, error in errors:
         print(f"  code cell {number}: {error}", file=sys.stderr)
     return 1 if errors else 0

@@ -59,7 +59,8 @@ EXPECTED = {
         "I'll check the weather in Florence, Italy for you.",
         "Tool call weather",
         "achieved_rate",  # the sweep's summary
-        "rows over rates [1.0, 5.0, 10.0, 20.0, 40.0]",  # sweep.frame(): every rate in one frame
+        "rows over rates [1.0, 2.0, 4.0, 8.0, 16.0]",  # sweep.frame(): every rate in one frame
+        "client ttft",  # the server's queue, prefill and decode beside the client's TTFT
     ],
     "tools": [
         "on the embedded simulator (NITO_API_KEY is unset)",
@@ -73,7 +74,7 @@ EXPECTED = {
     ],
 }
 # Figures each notebook must show as images (not as "<Figure size ...>" text).
-IMAGES = {"analysis": 4}
+IMAGES = {"analysis": 6}
 
 # What must never be in a saved output: the machine's paths, and anything like a credential.
 MACHINE_PATHS = sorted(
@@ -184,6 +185,26 @@ def test_outputs_hold_no_machine_path_and_no_secret(name: str, executed: dict[st
         for mime, value in output.get("data", {}).items():
             if mime == "text/html":
                 assert not any(raw in value for raw in HOSTILE_RAW), value[:200]
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[12:16] == b"IHDR"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_the_readme_figure_is_what_make_figures_writes(executed: dict[str, Any], tmp_path: Path) -> None:
+    """docs/load-knee.png (the README's load section) is the knee figure of analysis.ipynb as
+    `make figures` writes it (`python -m nito_nb.demo --figure`): stamped with a digest of the
+    cell's source as it is now, the size this run's figure has. Its numbers are a run's."""
+    nb, _ = run("analysis", executed)
+    written = demo.write_figure(nb, REPO / "notebooks" / "analysis.ipynb", f"knee-figure={tmp_path / 'knee.png'}")
+    fresh, committed = written.read_bytes(), (REPO / "docs" / "load-knee.png").read_bytes()
+    source = demo.png_text(fresh)[demo.FIGURE_KEYWORD]
+    assert source.startswith("python -m nito_nb.demo --figure: notebooks/analysis.ipynb, cell knee-figure")
+    assert demo.png_text(committed).get(demo.FIGURE_KEYWORD) == source, "run `make figures`, commit docs/load-knee.png"
+    assert _png_size(committed) == _png_size(fresh)
+    assert "](docs/load-knee.png)" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "make figures" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def test_demo_command_exports_the_quickstart(tmp_path: Path, simulator_env: None) -> None:

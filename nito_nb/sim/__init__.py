@@ -11,7 +11,8 @@ directories (`_access.py`, `_files.py`). Models `sim/...` (see `SIM_MODELS`) are
 prose, reasoning, tool calls, faults, replay of recordings. Per-request settings go in an extra
 body field `"sim": {...}` (`ttft_ms`, `tps`, `jitter`, `seed`, ...: see `_options.SimOptions`);
 `NITO_SIM_TPS`, `NITO_SIM_TTFT_MS` and `NITO_SIM_JITTER` set the default pacing
-(`NITO_SIM_TPS=0`: as fast as possible). Requests with `stream: false` get one
+(`NITO_SIM_TPS=0`: as fast as possible). `sim/server` (and any model given `sim.capacity`)
+saturates like a real server: slots, a queue, then 429. Requests with `stream: false` get one
 `chat.completion` object, the merge of the same scenario's stream; `response_format` makes the
 models that answer in words answer JSON (of the request's schema). docs/SIMULATOR.md describes the
 models, their options and both.
@@ -22,11 +23,13 @@ Layout (imports point down; everything below `_app` is pure, standard library on
 
     _server (uvicorn in a thread), _process (the same in a child process)
         ->  _app (Starlette: HTTP)  ->  _access (Host, key, body type; the token), _files
-        (which recordings may be read), _sending (paced writes)
+        (which recordings may be read), _sending (paced writes), _batching (the capacity's
+        schedulers, and the body of a request that holds a slot)
     _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
     _structured (JSON answers, sim/json-*)  ->  _writer (ChunkWriter, tokens, usage)
         ->  _request  ->  _options (every `sim` option), _schema (a value of a JSON schema)
     _recordings, _pacing, _completion  ->  _reply (events, replies, error bodies)
+    _options  ->  _capacity (slots, queue, the batch's pace: pure, its clock injected)
 
 What nito_nb itself knows of the wire format is not written again here: a recording is cut into
 events by `_core/sse.py`, a saved log read by `_core/log.py`, and a non-streaming answer merged

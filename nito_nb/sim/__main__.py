@@ -1,4 +1,5 @@
-"""`python -m nito_nb.sim --port 8765 [--host 127.0.0.1] [--api-key-file PATH] [--replay-dir DIR]...`."""
+"""`python -m nito_nb.sim --port 8765 [--host 127.0.0.1] [--api-key-file PATH] [--replay-dir DIR]...
+[--capacity slots=4,queue=8,...]`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from ._capacity import CAPACITY_VARIABLE, NAMES, Capacity, parse_capacity, parse_spec
 from ._files import REPLAY_DIRS_VARIABLE
 from ._scenarios import SIM_MODELS
 
@@ -31,7 +33,8 @@ def main(argv: list[str] | None = None) -> None:
         "only requests addressed to a loopback name or address (or the address it listens on: an "
         "address, never a DNS name) and POST bodies sent as application/json.",
         epilog="Pacing defaults: NITO_SIM_TPS (tokens/s, 0 = as fast as possible), "
-        "NITO_SIM_TTFT_MS, NITO_SIM_JITTER. Models: " + ", ".join(SIM_MODELS),
+        f"NITO_SIM_TTFT_MS, NITO_SIM_JITTER; the capacity's: {CAPACITY_VARIABLE} (as --capacity). "
+        "Models: " + ", ".join(SIM_MODELS),
     )
     parser.add_argument("--port", type=int, default=8765, help="default: 8765")
     parser.add_argument(
@@ -61,7 +64,21 @@ def main(argv: list[str] | None = None) -> None:
         f"of it; repeat for several (default: ${REPLAY_DIRS_VARIABLE}, folders separated by "
         f"{os.pathsep!r}, else the working directory)",
     )
+    parser.add_argument(
+        "--capacity",
+        metavar="NAME=NUMBER,...",
+        help="the capacity of sim/server and of requests with sim.capacity (docs/SIMULATOR.md): "
+        f"any of {', '.join(NAMES)}, such as slots=8,queue=16 (default: ${CAPACITY_VARIABLE}, "
+        f"else slots={Capacity.slots},queue={Capacity.queue})",
+    )
     args = parser.parse_args(argv)
+    if args.capacity is not None:
+        try:
+            parse_capacity(parse_spec(args.capacity), Capacity())
+        except ValueError as exc:
+            parser.error(f"--capacity: {exc}")
+        # One rule for both: the app reads the variable at each request, as it reads the pace's.
+        os.environ[CAPACITY_VARIABLE] = args.capacity
     for folder in args.replay_dir or ():
         if not Path(folder).expanduser().is_dir():
             parser.error(f"--replay-dir: {folder!r} is not a directory")

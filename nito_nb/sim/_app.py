@@ -11,7 +11,8 @@ Routes (all JSON errors have the gateway's shape `{"error": {"code", "message"}}
 - `GET /v1/models`, `GET /v1/models/{id}`: the simulated models, OpenAI-style.
 
 Before any route, every request passes the guards of `_access.py` (a loopback Host, the key if
-there is one, a JSON body); `sim/replay` reads only what `_files.py` allows.
+there is one, a JSON body); `sim/replay` reads only what `_files.py` allows. A request with a
+capacity (sim/server, `sim.capacity`) goes to `_batching.py`: a slot, the queue, or a 429.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._access import host_refusal, key_refusal, type_refusal
+from ._batching import Batches
 from ._completion import collect_completion
 from ._faults import picked_to_fail
 from ._files import Recording, read_recording
 from ._pacing import Pacing, schedule
 from ._recordings import replay_file
-from ._reply import ErrorReply, Event, Reply, error_body, error_reply
+from ._reply import ErrorReply, Event, Reply, StreamReply, error_body, error_reply
 from ._request import SimRequest, parse_request, request_digest
 from ._scenarios import SIM_MODELS, scenario
 from ._sending import Shutdown, install_log_filter, paced_body, stamped_body
@@ -132,6 +134,9 @@ def create_app(
     # How many times each request picked by sim.fail_rate was answered (its digest -> count):
     # such a request fails its first sim.fail_attempts times, then goes through.
     faults_seen: dict[str, int] = {}
+    # The capacity models' slots and queues (sim/server, `sim.capacity`), shared by this app's
+    # requests: one simulator process is one set of servers.
+    batches = Batches(shutdown)
 
     async def chat_completions(request: Request) -> Response:
         raw = await request.body()
@@ -158,6 +163,8 @@ def create_app(
         if isinstance(reply, ErrorReply):
             return _respond(reply)
         options = parsed.options
+        if options.capacity is not None:
+            return await _served(parsed, reply)
         pacing = Pacing.of(options)
         if parsed.model == "sim/replay" and options.speed == 0:
             pacing = dataclasses.replace(pacing, ttft_s=0.0, tps=0.0)
@@ -166,15 +173,24 @@ def create_app(
         pieces = schedule(reply.events, pacing, options.keepalive_s)
         if not parsed.stream:
             return await _completion(pieces, parsed)
-        headers = {
-            **reply.headers,
-            "cache-control": "no-cache",
-            "x-accel-buffering": "no",
-        }
+        body = (stamped_body if parsed.options.stamp else paced_body)(pieces, shutdown)
+        return StreamingResponse(body, reply.status, headers=_stream_headers(reply))
+
+    async def _served(parsed: SimRequest, reply: StreamReply) -> Response:
+        """A request to a server with a capacity (`_batching.py`): a slot, the queue, or 429."""
+        admitted = batches.arrive(parsed)
+        if isinstance(admitted, ErrorReply):
+            return _respond(admitted)
+        if parsed.stream:
+            return batches.stream(admitted, parsed, reply, _stream_headers(reply))
+        result = await batches.complete(admitted, parsed, reply)
+        return _respond(result) if isinstance(result, ErrorReply) else JSONResponse(result)
+
+    def _stream_headers(reply: StreamReply) -> dict[str, str]:
+        headers = {**reply.headers, "cache-control": "no-cache", "x-accel-buffering": "no"}
         if reply.content_type:
             headers["content-type"] = reply.content_type
-        body = (stamped_body if parsed.options.stamp else paced_body)(pieces, shutdown)
-        return StreamingResponse(body, reply.status, headers=headers)
+        return headers
 
     async def _completion(
         pieces: Iterable[tuple[float, bytes | None]], parsed: SimRequest

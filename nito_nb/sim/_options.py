@@ -3,7 +3,7 @@
 One place for them: a new option is a field of `SimOptions` (with its default and a comment) and
 its name in one of the type tables below (or a branch of `parse_options` when it needs its own
 check). Pacing defaults may come from NITO_SIM_* variables, passed in as a mapping (no
-environment is read here).
+environment is read here); so do the capacity's (`NITO_SIM_CAPACITY`, `_capacity.py`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ._capacity import CAPACITY_VARIABLE, Capacity, parse_capacity, parse_spec
 
 DEFAULT_TTFT_MS = 400.0
 DEFAULT_TPS = 80.0
@@ -38,6 +40,12 @@ class SimOptions:
     # Ground truth for client benchmarks: each chunk gains "sim_sent_ns", the server's
     # time.perf_counter_ns() when its bytes were handed to the socket (same clock on one machine).
     stamp: bool = False
+    # A server that saturates (`_capacity.py`): slots, a queue (then 429), a batch that slows as
+    # it fills. None: unbounded (every model but sim/server, unless the request asks).
+    capacity: Capacity | None = None
+    # The server's view of the request (queue, prefill and decode times) in a top-level
+    # "metrics" object of its last chunk; needs the capacity model.
+    metrics: bool = False
     # Faults of a flaky gateway, on any model (see `fault`).
     fail_rate: float = 0.0  # the share of distinct requests that fail, picked by hash
     fail_status: int | str = 429  # an HTTP status >= 400, "drop" or "error" (mid-stream)
@@ -52,7 +60,7 @@ class SimOptions:
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
 _INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls", "fail_attempts")
 _STRING_OPTIONS = ("replay", "content_type")
-_BOOL_OPTIONS = ("interleave", "stamp")
+_BOOL_OPTIONS = ("interleave", "stamp", "metrics")
 FAULTS = ("drop", "error")
 _ENV_OPTIONS = {"NITO_SIM_TPS": "tps", "NITO_SIM_TTFT_MS": "ttft_ms", "NITO_SIM_JITTER": "jitter"}
 
@@ -71,11 +79,24 @@ def _number(name: str, value: Any, *, integer: bool = False) -> float:
     return value
 
 
-def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOptions:
+def capacity_defaults(env: Mapping[str, str]) -> Capacity:
+    """The capacity's defaults: `NITO_SIM_CAPACITY` (`slots=4,queue=8`) over `Capacity()`."""
+    raw = env.get(CAPACITY_VARIABLE, "").strip()
+    if not raw:
+        return Capacity()
+    try:
+        return parse_capacity(parse_spec(raw), Capacity())
+    except ValueError as exc:
+        raise OptionError(f"the environment variable {CAPACITY_VARIABLE}={raw!r} is not usable ({exc}): set it"
+                          " to NAME=NUMBER pairs such as slots=4,queue=8, or unset it") from None
+
+
+def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None, *, capped: bool = False) -> SimOptions:
     """Merge the request's `"sim"` object over NITO_SIM_* variables over the defaults.
 
     `tps: 0` means as fast as possible: then the time to first token and sim/slow's thinking
-    time are 0 too, unless given explicitly (in the request or the environment).
+    time are 0 too, unless given explicitly (in the request or the environment). `capped`: the
+    model always has a capacity (sim/server), the defaults' unless `sim.capacity` says more.
     """
     values: dict[str, Any] = {}
     for var, name in _ENV_OPTIONS.items():
@@ -112,6 +133,11 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
                 raise OptionError(
                     f'sim.fail_status must be an HTTP status 400-599, "drop" or "error", got {value!r}'
                 )
+        elif name == "capacity":
+            try:
+                values[name] = parse_capacity(value, capacity_defaults(env))
+            except ValueError as exc:
+                raise OptionError(str(exc)) from None
         elif name in _BOOL_OPTIONS:
             if not isinstance(value, bool):
                 raise OptionError(f"sim.{name} must be true or false, got {value!r}")
@@ -126,4 +152,9 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None) -> SimOpti
         values.setdefault("ttft_ms", 0.0)
         values.setdefault("think_s", 0.0)
     values["jitter"] = min(values.get("jitter", DEFAULT_JITTER), 1.0)
+    if capped and "capacity" not in values:
+        values["capacity"] = capacity_defaults(env)
+    if values.get("metrics") and "capacity" not in values:
+        raise OptionError("sim.metrics reports a capacity model's queue, prefill and decode times: use the model"
+                          " sim/server, or add sim.capacity (an object, {} for the defaults)")
     return SimOptions(**values)

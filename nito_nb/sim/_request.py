@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._capacity import SERVER_MODEL
 from ._options import OptionError, SimOptions, parse_options
 from ._reply import ErrorReply, dumps, error_reply
 from ._schema import SchemaError, check, instance
@@ -90,9 +91,11 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
         return bad(f"`n` must be an integer from 1 to {MAX_CHOICES}, got {n!r}.")
     try:
-        options = parse_options(body.get("sim"), env or {}, body.get("seed"))
+        options = parse_options(body.get("sim"), env or {}, body.get("seed"), capped=model == SERVER_MODEL)
     except OptionError as exc:
         return bad(f"{exc}.")  # a sentence of its own: the client's hint follows it
+    if options.capacity is not None and model == "sim/replay":
+        return bad("sim/replay sends a recording at its recorded pace: sim.capacity does not apply to it.")
     response_format = parse_response_format(body.get("response_format"), options.seed, n)
     if isinstance(response_format, str):
         return bad(response_format)

@@ -30,6 +30,8 @@ SIM_MODELS: dict[str, str] = {
     "sim/echo": "Answers with the prompt, word by word.",
     "sim/chat": "Plausible Markdown prose: headings, lists, a code block, a table, non-ASCII text"
     " (JSON when `response_format` asks for it, as every model that answers in words).",
+    "sim/server": "A model server with a capacity: a 64-token answer from a batch of slots and a queue"
+    " (4 and 8 by default; then HTTP 429), slower as the batch fills (`sim.capacity`, docs/SIMULATOR.md).",
     "sim/reasoning": "reasoning_details of types text, summary and encrypted (readable ones with the"
     " same text in `reasoning`), then the answer.",
     "sim/mistral": "Mistral's format: `content` as a list of parts, thinking parts then text parts.",

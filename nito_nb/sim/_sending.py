@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 # Bytes are written in batches of about this size when the schedule lets them pile up (no
 # pacing): one ASGI message per chunk would make the server the bottleneck of client benchmarks.
@@ -41,6 +42,10 @@ class Shutdown:
         # The futures of the sleeps in progress: the shutdown wakes them all at once.
         self._sleepers: set[asyncio.Future[bool]] = set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
     def trigger(self) -> None:
         """Safe to call from any thread."""
         # The flag first: a stream that has not slept yet (so the loop is not known here) sees
@@ -74,6 +79,32 @@ class Shutdown:
             stopping = await sleeper
         finally:
             timer.cancel()
+            self._sleepers.discard(sleeper)
+        if stopping:
+            raise SimulatedDrop("the simulator is shutting down")
+
+
+    async def wait(self, event: asyncio.Future[Any], seconds: float) -> None:
+        """Until `event` is done or `seconds` have passed, whichever comes first; SimulatedDrop
+        as soon as the server stops (a request waiting in a capacity's queue)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        if self._stopping:
+            raise SimulatedDrop("the simulator is shutting down")
+        sleeper: asyncio.Future[bool] = loop.create_future()
+        timer = loop.call_later(seconds, _wake, sleeper)
+
+        def done(_: asyncio.Future[Any]) -> None:
+            _wake(sleeper)
+
+        event.add_done_callback(done)
+        self._sleepers.add(sleeper)
+        try:
+            stopping = await sleeper
+        finally:
+            timer.cancel()
+            event.remove_done_callback(done)
             self._sleepers.discard(sleeper)
         if stopping:
             raise SimulatedDrop("the simulator is shutting down")

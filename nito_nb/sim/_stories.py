@@ -1,5 +1,5 @@
-"""The scenarios that answer normally: echo, prose, reasoning, Mistral's parts, web search, the
-free tier, a long think, a big chunk and a long stream.
+"""The scenarios that answer normally: echo, prose, a server with a capacity, reasoning, Mistral's
+parts, web search, the free tier, a long think, a big chunk and a long stream.
 
 Those that answer in words answer JSON instead when the request's `response_format` asks for it
 (`_structured.answer_text`); the big chunk and the long stream, which measure a client, do not.
@@ -20,6 +20,7 @@ from ._texts import (
     REASONING_ANSWER,
     REASONING_SUMMARY,
     REASONING_TEXT,
+    SERVER_ANSWER,
     SLOW_ANSWER,
     WEB_ANSWER,
     long_fragments,
@@ -35,6 +36,12 @@ def _echo(w: ChunkWriter) -> Iterator[Event]:
 
 def _chat(w: ChunkWriter) -> Iterator[Event]:
     yield from w.contents(answer_text(w.request, CHAT_ANSWERS[w.request.options.seed % len(CHAT_ANSWERS)]))
+    yield from w.finish("stop")
+
+
+def _server(w: ChunkWriter) -> Iterator[Event]:
+    # Paced by the capacity model (`_capacity.py`), which the request parser turns on for it.
+    yield from w.contents(answer_text(w.request, SERVER_ANSWER))
     yield from w.finish("stop")
 
 
@@ -140,6 +147,7 @@ def _long(w: ChunkWriter) -> Iterator[Event]:
 STORIES: dict[str, Generate] = {
     "sim/echo": _echo,
     "sim/chat": _chat,
+    "sim/server": _server,
     "sim/reasoning": _reasoning,
     "sim/mistral": _mistral,
     "sim/websearch": _websearch,

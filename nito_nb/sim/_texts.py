@@ -112,6 +112,15 @@ FREE_ANSWER = (
 )
 SLOW_ANSWER = "After a long think: the answer is **42**. Thanks for waiting."
 
+# sim/server's answer: 64 tokens exactly (`_writer.tokenize`), the length docs/SIMULATOR.md's
+# capacity figures are worked out for (tests/test_sim_capacity.py checks it).
+SERVER_ANSWER = (
+    "A model server answers a few requests at once, one in each slot of its batch. When every slot "
+    "is busy, a new request waits in the queue and its first token comes later; once the queue is "
+    "full as well, the server answers 429 and says when to retry. In a fuller batch each request "
+    "decodes a little slower and ends later."
+)
+
 
 def long_fragments(seed: int) -> list[str]:
     """A period of ~4-byte Markdown fragments: bold headings, sentences and paragraphs."""

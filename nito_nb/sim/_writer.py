@@ -38,6 +38,19 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def _tokens_of(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(count_tokens(message_text(m)) + 3 for m in messages)
+
+
+def _tools_tokens(request: SimRequest) -> int:
+    return count_tokens(json.dumps(request.tools)) if request.tools else 0
+
+
+def prompt_tokens(request: SimRequest) -> int:
+    """The request's prompt tokens (its usage's, and what a capacity model's prefill reads)."""
+    return _tokens_of(request.messages) + _tools_tokens(request)
+
+
 def usage_for(request: SimRequest, completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:
     """A usage object consistent with what was sent.
 
@@ -45,13 +58,9 @@ def usage_for(request: SimRequest, completion_tokens: int, reasoning_tokens: int
     tools' JSON. Cached tokens: those of all messages before the last one, as if the gateway's
     prompt cache held the earlier turns of a conversation.
     """
-
-    def tokens_of(messages: Sequence[Mapping[str, Any]]) -> int:
-        return sum(count_tokens(message_text(m)) + 3 for m in messages)
-
-    tools_tokens = count_tokens(json.dumps(request.tools)) if request.tools else 0
-    prompt = tokens_of(request.messages) + tools_tokens
-    cached = tokens_of(request.messages[:-1]) + tools_tokens if len(request.messages) > 1 else 0
+    tools_tokens = _tools_tokens(request)
+    prompt = prompt_tokens(request)
+    cached = _tokens_of(request.messages[:-1]) + tools_tokens if len(request.messages) > 1 else 0
     cost = (
         (prompt - cached) * PRICE_PROMPT
         + cached * PRICE_CACHED
