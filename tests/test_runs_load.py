@@ -601,3 +601,16 @@ def test_requests_waiting_for_a_slot_get_one_each_in_order(monkeypatch: pytest.M
     assert sum(handed) == 27 and max(handed) == 1  # each waiter woken once, one per freed slot
     assert r["sent_at"].is_monotonic_increasing  # first come, first served
     assert run._sending == 0 and not run._waiting
+
+
+def test_the_achieved_rate_takes_an_on_time_latency_from_each_requests_own_e2e() -> None:
+    # Ten requests due over 1 s, each paused 2 s by a 429 before its last attempt took 0.1 s: they
+    # ended from 2.1 to 3.0 s. What was ended per second is 10 / (3.0 - 0.0 - 0.1) s, not 10 over
+    # the 0.9 s left once the schedule's 2.1 s latencies are taken for on-time ones (11/s).
+    from nito_nb._runs.results import elapsed_time
+
+    scheduled = [i / 10 for i in range(10)]
+    ended = [s + 2.1 for s in scheduled]
+    assert elapsed_time(scheduled, ended, [0.1] * 10, window=1.0) == pytest.approx(2.9)
+    # A client that keeps up reads the window: the last request ends one latency after it was due.
+    assert elapsed_time(scheduled, [s + 0.1 for s in scheduled], [0.1] * 10, window=1.0) == 1.0

@@ -255,29 +255,31 @@ def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
 
 
 #: ``elapsed_time`` takes the latency of an on-time request as this quantile of the window's
-#: latencies (from the schedule): the low end, what a request waited that no backlog held up. (The
-#: median of the first tenth, used before, was itself seconds of backlog for a client overloaded
-#: from its first requests, and a 4,000/s run read a third above what it ended per second.)
+#: requests' own latencies (``e2e``: from their last attempt's send, so neither a late send, nor
+#: a backoff after a 429, nor a retry's wait is in it): the low end, a request no backlog held
+#: up. (Latencies from the schedule were tried first: a client overloaded from its first request,
+#: or a run paused by 429s, had seconds of backlog in even the fastest of them, and read a third
+#: above what it ended per second.)
 ON_TIME_QUANTILE = 0.05
 
 
-def elapsed_time(scheduled_at: list[float], ended_at: list[float], window: float) -> float:
+def elapsed_time(scheduled_at: list[float], ended_at: list[float], latencies: list[float], window: float) -> float:
     """The seconds the measured window's requests took, the one denominator of a load run's
     ``achieved_rate``, ``goodput`` and ``output_tokens_per_s``: from the first one's scheduled
     send to the last one's end, less the latency of an on-time request (the ``ON_TIME_QUANTILE``
-    of their latencies from the schedule), and never less than the window's length.
-    ``scheduled_at`` and ``ended_at``: one pair per request (its last attempt's send plus its
-    ``e2e``, on the driver's timeline; NaN for a request that never ended: left out).
+    of ``latencies``, their ``e2e``), and never less than the window's length. ``scheduled_at``
+    and ``ended_at``: one pair per request (its last attempt's send plus its ``e2e``, on the
+    driver's timeline; NaN for a request that never ended: left out).
 
     A client and a gateway that keep up end the last request one latency after it was due: the
     window's length. A client that falls behind, or a gateway slower than the rate, ends it
     later, and the rate is what they really sent and ended: with the window's length alone, a
     client asked for 2,000 requests/s that managed 376/s read 2,000/s. Their sends alone would
-    not do: an overloaded loop sends its requests within the window and ends them long after."""
+    not do: an overloaded loop sent 4,000 requests within 4.9 s and ended them over 18 s."""
     pairs = sorted((s, e) for s, e in zip(scheduled_at, ended_at, strict=True) if s == s and e == e)
     if not pairs:
         return max(window, 1e-9)
-    on_time = metrics.quantile([e - s for s, e in pairs], ON_TIME_QUANTILE) or 0.0
+    on_time = metrics.quantile(latencies, ON_TIME_QUANTILE) or 0.0
     took = max(e for _, e in pairs) - pairs[0][0] - on_time
     return max(window, took, 1e-9)
 
@@ -289,7 +291,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     window = max(load.end - load.start, 1e-9)
     scheduled = group["scheduled_at"].astype("float64")
     elapsed = elapsed_time(scheduled.tolist(), (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
-                           window)
+                           group["e2e"].astype("float64").tolist(), window)
     done = group["status"].astype(object) == "done"
     tokens = group["n_output_tokens"].dropna()  # only where usage counted them
     out: dict[str, Any] = {
