@@ -91,6 +91,7 @@ class LiveSink:
         self._refresher: Refresher | None = None
         self._closed = False
         self._finished = False
+        self._over = False  # finished or closed: nothing renders any more (one flag: read per chunk)
         self._shown_mark: Any = None
         self._fed = False  # update() was called since the refresh thread's last tick
         self._throttle = Throttle(max_rate, clock)  # last: a bad max_rate raises here
@@ -127,7 +128,7 @@ class LiveSink:
     def start(self) -> Any:
         """Show the state now, and refresh it from a thread of its own until ``finish()``."""
         with self._lock:
-            if self._finished or self._closed or self._refresher is not None:
+            if self._over or self._refresher is not None:
                 return self
             if self.ends_itself and self._ended():
                 self._finish_once()
@@ -147,14 +148,12 @@ class LiveSink:
         instead, once. Returns whether it rendered."""
         self._fed = True
         # The cheap refusal first, without the lock: this runs once per chunk.
-        if self._finished or self._closed:
+        if self._over or not (force or self._throttle.ready() or (self.ends_itself and self._ended())):
             return False
         if self.ends_itself and self._ended():
             return self._finish_once()
-        if not (force or self._throttle.ready()):
-            return False
         with self._lock:
-            if self._finished or self._closed or not (force or self._throttle.ready()):
+            if self._over or not (force or self._throttle.ready()):
                 return False
             self._render(live=True)
             return True
@@ -169,7 +168,7 @@ class LiveSink:
             self._finish_once()
             return None
         with self._lock:
-            if self._finished or self._closed:
+            if self._over:
                 return None
             fresh = self._mark() != self._shown_mark or self._throttle.pending
             wait = due_in(self._throttle, fresh)
@@ -187,10 +186,10 @@ class LiveSink:
         if self._refresher is not None:
             self._refresher.stop()  # no tick starts after this; one under way waits for the lock
         with self._lock:
-            if self._finished or self._closed:
+            if self._over:
                 return False
             self._render(live=False)
-            self._finished = True
+            self._finished = self._over = True
             return True
 
     def close(self) -> None:
@@ -198,7 +197,7 @@ class LiveSink:
         if self._refresher is not None:
             self._refresher.stop()
         with self._lock:
-            self._closed = True
+            self._closed = self._over = True
             self._closing()
 
     def __enter__(self) -> Any:

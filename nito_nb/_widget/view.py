@@ -84,8 +84,10 @@ class StreamView(LiveSink, ipywidgets.VBox):
         **kwargs: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
-        self._page = Slots()  # the outputs shown; update() may come from the user's thread, a
-        LiveSink.__init__(self, max_rate)  # follower and the refresh thread, under one lock
+        self._page = Slots()  # the outputs shown
+        # One lock and one throttle: update() may come from the user's thread, a follower and the
+        # refresh thread.
+        LiveSink.__init__(self, max_rate)
         check_format(format)
         ipywidgets.VBox.__init__(self, **kwargs)
         self.add_class("nito-stream-view")
