@@ -177,7 +177,7 @@ def main() -> int:
         cpu = _cpu()
         run = ours_run(base_url, prompts, sim, concurrency=args.streams, max_tokens=args.max_tokens)
         pairs = [
-            (t, raw) for stream in run._streams.values()
+            (t, raw) for stream in run._writer.kept_streams().values()
             for t, raw in zip(stream.log.times_ns(), stream.log.raw_slices(), strict=True)
         ]
         ours = _spread(_stamp_errors(pairs), _cpu() - cpu)
@@ -186,7 +186,7 @@ def main() -> int:
         run = ours_run(base_url, [f"procs {p}" for p in prompts], sim, concurrency=args.streams,
                        max_tokens=args.max_tokens, engine="processes", workers=2)
         pairs = [  # the workers' logs come back with their arrival times (one clock on one machine)
-            (t, raw) for stream in run._streams.values()
+            (t, raw) for stream in run._writer.kept_streams().values()
             for t, raw in zip(stream.log.times_ns(), stream.log.raw_slices(), strict=True)
         ]
         procs = _spread(_stamp_errors(pairs), _cpu() - cpu)

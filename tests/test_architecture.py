@@ -314,3 +314,81 @@ def test_stream_and_async_stream_are_siblings_over_one_base() -> None:
         assert getattr(StreamSource, name) is getattr(SourceBase, name)
         assert getattr(AsyncStreamSource, name) is getattr(SourceBase, name)
     assert not hasattr(nito_nb.Stream, "__aiter__") and not hasattr(nito_nb.AsyncStream, "__enter__")
+
+
+# -- objects by concern ---------------------------------------------------------------------------
+
+RUNS = PACKAGE / "_runs"
+
+#: Private names that a module of ``_runs/`` may read on another module's object, and why.
+#: IPython's display protocol names look private but are the protocol's public entry points.
+RUNS_PRIVATE_READS_ALLOWED = {
+    "_ipython_display_": "IPython's display protocol (a Run shown by map() in a kernel)",
+    "_repr_mimebundle_": "IPython's display protocol (the widgets' bundle, with a text/html copy added)",
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _defined_privates(tree: ast.AST) -> set[str]:
+    """The private names a module defines: its functions, classes and module-level names, and
+    the attributes its code sets on ``self`` or ``cls``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            names.add(node.attr)
+    return {name for name in names if _private(name)}
+
+
+def _private_reads(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
+    """(line, expression, name) of every ``x._name`` whose ``x`` is not ``self`` or ``cls``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr) and not (
+            isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+        ):
+            yield node.lineno, ast.unparse(node), node.attr
+
+
+def _runs_reads_of_other_modules_privates() -> list[str]:
+    """Each read, in a module of ``_runs/``, of a private attribute that is not the module's own:
+    one it does not define, or one another module of ``_runs/`` defines too (then the object may
+    well be that module's: ``run._writer`` where a dispatcher also has a ``_writer``). Objects of
+    modules outside ``_runs/`` (a client's ``_build``) count as another module's too."""
+    trees = {path.name: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(RUNS.glob("*.py"))}
+    defined = {name: _defined_privates(tree) for name, tree in trees.items()}
+    found = []
+    for name, tree in trees.items():
+        elsewhere = set().union(*(names for other, names in defined.items() if other != name))
+        for line, expression, attr in _private_reads(tree):
+            own = attr in defined[name] and attr not in elsewhere
+            if not own and attr not in RUNS_PRIVATE_READS_ALLOWED:
+                found.append(f"_runs/{name}:{line}: {expression}")
+    return found
+
+
+def test_no_module_of_runs_reads_another_modules_private_attributes() -> None:
+    # A Run's collaborators (dispatcher, writer, stats) own their state and talk through small
+    # documented methods; a private attribute read from another module is a rule living in two
+    # places (runs/_record.py read 13 of the Run's, runs/_remote.py 11: issue 29).
+    assert _runs_reads_of_other_modules_privates() == []
+
+
+def test_the_private_read_check_sees_what_it_must() -> None:
+    code = (
+        "class Own:\n"
+        "    def __init__(self):\n"
+        "        self._mine = 1\n"
+        "def f(own, run, client):\n"
+        "    own._mine; run._queue; client._build(); run.public; own.__class__; run._repr_mimebundle_()\n"
+    )
+    tree = ast.parse(code)
+    reads = [expression for _, expression, _ in _private_reads(tree)]
+    assert reads == ["own._mine", "run._queue", "client._build", "run._repr_mimebundle_"]
+    assert _defined_privates(tree) == {"_mine"}

@@ -257,7 +257,7 @@ def test_stop_ends_the_run_and_records_in_flight_requests_as_stopped() -> None:
     run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(20)], model="sim/echo", concurrency=4,
                       progress=False, sim={"tps": 100, "ttft_ms": 0})
     deadline = time.monotonic() + 30
-    while not run._in_flight and time.monotonic() < deadline:
+    while not run._dispatcher.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.3)
     run.stop()
@@ -297,7 +297,7 @@ def test_the_panels_stop_button_stops_the_run() -> None:
                       progress=False, sim={"tps": 100, "ttft_ms": 0})
     panel = Panel(run)
     deadline = time.monotonic() + 30
-    while not run._in_flight and time.monotonic() < deadline:
+    while not run._dispatcher.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.2)
     panel.button.click()
@@ -315,7 +315,6 @@ def test_outside_jupyter_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nito_nb._runs import runner as _runner
     from nito_nb._runs import writer as _record
 
     real = _record.result_rows
@@ -326,11 +325,11 @@ def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_record, "result_rows", slow)
-    monkeypatch.setattr(_runner, "MAX_WAITING", 5)  # read by the loop thread's workers
+    monkeypatch.setattr(_record, "MAX_WAITING", 5)  # read as the loop thread's workers ask (full())
     monkeypatch.setattr(_record, "BATCH_SIZE", 2)
     run = nito_nb.run([f"q{i}" for i in range(60)], model="sim/echo", concurrency=4, progress=False, **_sim())
     while not run.done:
-        waiting.append(run._queue.qsize())
+        waiting.append(run._writer.waiting)
         time.sleep(0.002)
     assert len(run.wait().results()) == 60
     assert max(waiting) <= 5 + 4  # the limit, plus what the workers had in flight when it was reached
@@ -390,6 +389,6 @@ def test_sent_at_is_the_streams_own_send_as_with_the_worker_engines() -> None:
                       sim={"tps": 0, "ttft_ms": 0}, max_tokens=3)
     run.wait(timeout=60)
     results = run.results().set_index("key")
-    for key, stream in run._streams.items():
-        assert results.loc[key, "sent_at"] == pytest.approx(stream.log.t0_ns / 1e9 - run._t0, abs=1e-9)
+    for key, stream in run._writer.kept_streams().items():
+        assert results.loc[key, "sent_at"] == pytest.approx(stream.log.t0_ns / 1e9 - run._dispatcher.t0, abs=1e-9)
         assert results.loc[key, "send_delay"] >= 0

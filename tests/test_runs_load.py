@@ -15,8 +15,9 @@ import pytest
 
 import nito_nb
 from nito_nb._runs import client_load as _client_load
+from nito_nb._runs import dispatch as _dispatch
 from nito_nb._runs import results as _results
-from nito_nb._runs import runner as _runner
+from nito_nb._runs.gate import Gate
 from nito_nb._runs.schedule import Schedule, phase
 
 
@@ -561,7 +562,7 @@ def test_a_sweep_outside_a_kernel_raises_a_bad_option_of_any_rate() -> None:
 def _stop_once_sent(run: nito_nb.Run, n: int) -> None:
     """Stop ``run`` shortly after its first ``n`` requests have ended."""
     deadline = time.monotonic() + 60
-    while run._n_ended < n and time.monotonic() < deadline:
+    while run._stats.n_ended < n and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.3)
     run.stop()
@@ -572,7 +573,7 @@ def test_an_open_loop_request_made_ready_ahead_is_sent_at_its_time_and_left_out_
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Each request is made ready a second ahead (SEND_LEAD, 25 ms in earnest): it is still sent at
     # its time, and one stopped while it waits for it was not sent, so it is not a result.
-    monkeypatch.setattr(_runner, "SEND_LEAD", 1.0)
+    monkeypatch.setattr(_dispatch, "SEND_LEAD", 1.0)
     run = nito_nb.run(["a"], model="sim/chat", rate=1, duration=5.0, progress=False, **_sim())
     _stop_once_sent(run, 2)  # at about 1.3 s: the request due at 2 s waits for its time
     r = run.results().sort_values("scheduled_at")
@@ -585,14 +586,14 @@ def test_requests_waiting_for_a_slot_get_one_each_in_order(monkeypatch: pytest.M
     # the next waiter only (an Event woke every waiter on every release: 409,063 wake-ups for
     # 1,000 requests behind 64 slots).
     handed: list[int] = []
-    real = _runner.Run._hand_over
+    real = Gate._hand_over
 
-    def hand_over(self: _runner.Run) -> None:
-        before = len(self._waiting)
+    def hand_over(self: Gate) -> None:
+        before = len(self.waiting)
         real(self)
-        handed.append(before - len(self._waiting))
+        handed.append(before - len(self.waiting))
 
-    monkeypatch.setattr(_runner.Run, "_hand_over", hand_over)
+    monkeypatch.setattr(Gate, "_hand_over", hand_over)
     run = nito_nb.run([f"p{i}" for i in range(30)], model="sim/echo", rate=1e9, max_requests=30, concurrency=3,
                       progress=False, sim={"tps": 0})
     run.wait(timeout=60)
@@ -600,7 +601,7 @@ def test_requests_waiting_for_a_slot_get_one_each_in_order(monkeypatch: pytest.M
     assert len(r) == 30 and (r["status"] == "done").all()
     assert sum(handed) == 27 and max(handed) == 1  # each waiter woken once, one per freed slot
     assert r["sent_at"].is_monotonic_increasing  # first come, first served
-    assert run._sending == 0 and not run._waiting
+    assert run._dispatcher.gate.sending == 0 and not run._dispatcher.gate.waiting
 
 
 def test_the_achieved_rate_takes_an_on_time_latency_from_each_requests_own_e2e() -> None:

@@ -100,7 +100,7 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on() -> N
     sim: dict[str, Any] = {"tps": 20, "ttft_ms": 0, "seed": 1}
     run = nito_nb.run([f"p{i}" for i in range(16)], model="sim/chat", engine="processes", workers=2,
                       per_worker=4, concurrency=8, max_tokens=30, progress=False, sim=sim)
-    engine = run._engine
+    engine = run._dispatcher.engine
     assert engine is not None
     deadline = time.monotonic() + 60
     while engine._load.get("proc-1", 0) == 0 and time.monotonic() < deadline:
@@ -298,9 +298,9 @@ def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine:
     stopped while it waits was never sent, so it is not a result."""
     from test_runs_load import _stop_once_sent
 
-    from nito_nb._runs import runner as _runner
+    from nito_nb._runs import dispatch as _dispatch
 
-    monkeypatch.setattr(_runner, "SEND_LEAD", 1.0)
+    monkeypatch.setattr(_dispatch, "SEND_LEAD", 1.0)
     run = nito_nb.run(["a"], model="sim/chat", engine=engine, workers=1, rate=1, duration=5.0,
                       progress=False, sim={"tps": 0, "ttft_ms": 0})
     _stop_once_sent(run, 2)

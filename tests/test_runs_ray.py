@@ -79,7 +79,7 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on(cluste
     sim: dict[str, Any] = {"tps": 20, "ttft_ms": 0, "seed": 1}
     run = nito_nb.run([f"p{i}" for i in range(16)], model="sim/chat", engine="ray", workers=2, per_worker=4,
                       concurrency=8, max_tokens=30, progress=False, sim=sim)
-    engine = run._engine
+    engine = run._dispatcher.engine
     assert engine is not None
     deadline = time.monotonic() + 60
     while engine._load.get("ray-1", 0) == 0 and time.monotonic() < deadline:
@@ -139,8 +139,8 @@ def test_an_actor_gets_each_request_further_ahead_the_first_too(cluster: None, m
     # A call from the driver to an actor took 45-85 ms now and then on a 2-core machine, and a
     # request handed over 25 ms ahead then left late: Ray's lead is 100 ms, for the schedule's
     # first request too (due at the origin, it was handed over at once).
+    from nito_nb._runs import dispatch as _dispatch
     from nito_nb._runs import ray as _ray
-    from nito_nb._runs import runner as _runner
 
     ahead: list[float] = []
     real = _ray.RayEngine.send
@@ -154,7 +154,7 @@ def test_an_actor_gets_each_request_further_ahead_the_first_too(cluster: None, m
                       workers=2, progress=False, sim={"tps": 0, "ttft_ms": 0})
     r = run.wait(timeout=120).results()
     assert (r["status"] == "done").all()
-    assert len(ahead) == 6 and min(ahead) > _runner.SEND_LEAD, ahead  # the first too (it was sent at once)
+    assert len(ahead) == 6 and min(ahead) > _dispatch.SEND_LEAD, ahead  # the first too (it was sent at once)
 
 
 def test_a_stopped_ray_run_keeps_what_arrived_in_the_actor(cluster: None) -> None:

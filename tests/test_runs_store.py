@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     # The pacing comes from NITO_SIM_TPS: the same requests (the same keys) at any speed.
     run = nito_nb.run(prompts, model="sim/echo", concurrency=4, store=store, progress=False)
     print("started", flush=True)
-    print("helper", run._writer._events._proc.pid, flush=True)  # the store's events helper process
+    print("helper", run._writer.store._events._proc.pid, flush=True)  # the store's events helper process
     while not run.done:
         print("finished", run.stats()["finished"], flush=True)
         time.sleep(0.05)
@@ -70,7 +70,7 @@ def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path)
     run = nito_nb.run(["one two three", "four five"], model=["sim/echo", "sim/reasoning"], store=str(store),
                       progress=False, **FAST)
     run.wait()
-    assert not run._streams  # with a store, no log is kept in memory
+    assert not run._writer.kept_streams()  # with a store, no log is kept in memory
     # Nothing else, nowhere else: the database and the events files (whole: no partial file).
     assert sorted(p.name for p in store.iterdir()) == ["events", "runs.duckdb"]
     files = sorted(p.name for p in (store / "events").iterdir())
@@ -319,13 +319,13 @@ def test_with_a_store_only_in_flight_logs_stay_in_memory(tmp_path: Path) -> None
                       **FAST)
 
     def watch(_: Any = None) -> None:
-        captured.append(len(run._in_flight) + len(run._streams))
+        captured.append(len(run._dispatcher.in_flight) + len(run._writer.kept_streams()))
 
     while not run.done:
         watch()
         time.sleep(0.005)
     run.wait()
-    assert max(captured) <= 8 and not run._streams
+    assert max(captured) <= 8 and not run._writer.kept_streams()
 
 
 def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -357,7 +357,7 @@ def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_noth
     n = 40
     run = nito_nb.run(_prompts(n), model="sim/echo", concurrency=4, store=str(store), progress=False,
                       sim={"tps": 100, "ttft_ms": 0})  # about 3 s: batches (1 s each) after the kill
-    events = run._writer._events
+    events = run._writer.store._events
     helper = events._proc.pid
     assert "nito_nb._runs.events_main" in Path(f"/proc/{helper}/cmdline").read_bytes().decode()
     while run.stats()["finished"] == 0:  # counted once a batch is written: the helper wrote one

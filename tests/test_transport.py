@@ -51,13 +51,13 @@ def test_a_blocked_run_loop_does_not_move_the_arrival_times() -> None:
     seen, since = 0, time.monotonic()
     while not seen or time.monotonic() - since < silence / 4:  # inside the silence: all first chunks read
         assert time.monotonic() < deadline and not run.done, "the stream never started"
-        n = sum(s.n_chunks for s in list(run._in_flight.values()))
+        n = sum(s.n_chunks for s in list(run._dispatcher.in_flight.values()))
         if n != seen:
             seen, since = n, time.monotonic()
         time.sleep(0.005)
-    assert run._sender.call_soon(time.sleep, block)  # the loop is blocked from now on
+    assert run._dispatcher.sender.call_soon(time.sleep, block)  # the loop is blocked from now on
     run.wait()
-    (stream,) = run._streams.values()
+    (stream,) = run._writer.kept_streams().values()
     assert stream.status == "done"
     errors = _errors(stream)
     # one clock: nothing before it was sent (the kernel's realtime stamp is mapped onto

@@ -38,7 +38,7 @@ from .logs import protect_in_logs
 from .request_check import check_request
 from .retry import retry_delay
 
-__all__ = ["BaseClient", "Route"]
+__all__ = ["BaseClient", "Route", "check_call"]
 
 
 @dataclass(frozen=True)
@@ -195,3 +195,11 @@ class BaseClient:
         """Seconds to wait before trying again, or None to give up (``retry.py``'s rule with this
         client's ``max_retries`` and ``max_retry_wait``)."""
         return retry_delay(attempt, error, self.max_retries, self.max_retry_wait)
+
+
+def check_call(client: BaseClient, prompt_or_messages: Any, model: str | None, api_key: str | None,
+               base_url: str | None, params: dict[str, Any]) -> None:
+    """Raise the configuration error that ``client``'s call would raise (no model, no key, a bad
+    base URL, a body that cannot be right), sending nothing: a Run checks each model once before
+    it starts (``_runs/dispatch.py``), by the very rules its calls are built with."""
+    client._build(prompt_or_messages, model, api_key, base_url, params)

@@ -4,11 +4,13 @@
 - ``slots.Slots``: the one reconciler from rendered parts to outputs;
 - ``refresh.Refresher``: the one refresh thread of a live view (stalls stay visible);
 - ``snapshots.snapshot``: what a renderer reads (a consistent copy of the stream's state);
-- ``sink.LiveSink``: the lifecycle every live output shares (start, update, the refresh thread's
-  tick, finish) around those pieces;
-- sinks: ``notebook.LiveDisplay`` (IPython outputs) and the magic's side-by-side grid
-  (``nito_nb._magic.grid``), both ``LiveSink``s; ``terminal.TerminalDisplay`` (stdout); the
-  widget's ``StreamView`` (``nito_nb._widget``) uses the same pieces.
+- ``sink.LiveOutput``: what every live output offers (start, update, finish, close), and
+  ``sink.LiveSink``: the one lifecycle they all share (one lock, one refresh thread, the final
+  render once, in the caller's thread) around those pieces;
+- the live outputs, all ``LiveSink``s: ``notebook.LiveDisplay`` (IPython outputs),
+  ``terminal.TerminalDisplay`` (stdout), the magic's side-by-side grid (``nito_nb._magic.grid``),
+  the widget's ``StreamView`` (``nito_nb._widget``), a run's panel and stderr line and a
+  sweep's view (``nito_nb._runs.progress``, ``nito_nb._runs.sweep_view``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 _WHERE = {
     "CLOCK_PERIOD": "refresh",
     "LiveDisplay": "notebook",
+    "LiveOutput": "sink",
     "LiveSink": "sink",
     "in_kernel": "notebook",
     "live_display": "notebook",
@@ -44,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CLOCK_PERIOD",
     "LiveDisplay",
+    "LiveOutput",
     "LiveSink",
     "Refresher",
     "Slot",

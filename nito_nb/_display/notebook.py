@@ -13,7 +13,7 @@ one growing output is quadratic. So:
 - ``start()`` adds the view's refresh thread (``Refresher``): during a stall the text that came in
   the last ``1 / max_rate`` seconds is shown as soon as the throttle allows, and the status line's
   clock keeps moving (twice a second). ``update()``, the thread and ``finish()`` share one lock.
-  That lifecycle is ``sink.LiveSink``'s, shared with the magic's side-by-side grid.
+  That lifecycle is ``sink.LiveSink``'s, shared by every live output (``sink.LiveOutput``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 from .._render import RenderCache, check_format, render_parts
 from .refresh import CLOCK_PERIOD
-from .sink import LiveSink
+from .sink import LiveSink, stream_mark
 from .slots import Slot, Slots
-from .snapshots import optional, snapshot
+from .snapshots import snapshot
 from .terminal import TerminalDisplay
 
 __all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_display"]
@@ -35,12 +35,6 @@ DisplayFunction = Callable[..., Any]
 
 def _bundle_size(bundle: dict[str, str]) -> int:
     return sum(len(value.encode("utf-8")) for value in bundle.values())
-
-
-def _progress_mark(state: Any) -> Any:
-    """Something that changes whenever the state has received something new (cheap to read)."""
-    n_events = optional(state, "n_events")
-    return n_events if n_events is not None else optional(state, "n_chunks")
 
 
 class LiveDisplay(LiveSink):
@@ -91,12 +85,6 @@ class LiveDisplay(LiveSink):
     def _slots(self) -> list[Slot]:
         return self._page.slots
 
-    def __enter__(self) -> LiveDisplay:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.finish()
-
     def _show(self, bundle: dict[str, str]) -> Any:
         if self._display is not None:
             return self._display(bundle, raw=True, display_id=True)
@@ -105,7 +93,7 @@ class LiveDisplay(LiveSink):
         return display(bundle, raw=True, display_id=True)
 
     def _mark(self) -> Any:
-        return _progress_mark(self.state)
+        return stream_mark(self.state)
 
     def _draw(self, *, live: bool) -> None:
         started = time.perf_counter()

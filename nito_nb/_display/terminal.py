@@ -3,6 +3,9 @@
 Everything printed is printable first (``_core/printable.py``): the model's text and the server's
 error would otherwise reach the terminal with their escape sequences live (a cleared screen, a
 hidden link, a line overwritten by a carriage return). The Stream's own text is not changed.
+
+A ``LiveSink`` (``sink.py``) like every live output: ``start()`` adds the refresh thread, which
+prints what the throttle held back when the stream stalls; ``finish()`` prints the rest once.
 """
 
 from __future__ import annotations
@@ -14,17 +17,19 @@ from typing import Any, TextIO
 
 from .._core.printable import printable
 from .._render import status_text
-from .throttle import Throttle
+from .sink import LiveSink, stream_mark
 
 __all__ = ["TerminalDisplay"]
 
 
-class TerminalDisplay:
+class TerminalDisplay(LiveSink):
     """The same interface for a terminal: print the answer as it grows, never resending text.
 
     Reasoning is printed first (under a ``Reasoning:`` heading) while no answer has come; tool
     calls, the error and the status line are printed by ``finish()``.
     """
+
+    refresher_name = "nito_nb-terminal"
 
     def __init__(
         self,
@@ -35,13 +40,12 @@ class TerminalDisplay:
         clock: Callable[[], float] = time.monotonic,
         file: TextIO | None = None,
     ) -> None:
-        self._throttle = Throttle(max_rate, clock)
+        super().__init__(max_rate, clock)
         self.state = stream_or_state
         self.format = format
         self._file = file
         self._content_at = 0
         self._reasoning_at = 0
-        self.finished = False
         self.n_updates = 0
         self.bytes_sent = 0
 
@@ -57,14 +61,15 @@ class TerminalDisplay:
         self.n_updates += 1
         self.bytes_sent += len(text.encode("utf-8"))
 
-    def update(self) -> None:
-        """Print what arrived since the last print, at most ``max_rate`` times a second."""
-        if self.finished:
-            return
-        if not self._throttle.ready():
-            return
-        self._throttle.done()  # printing is cheap: timed from its start, as it always was
+    def _mark(self) -> Any:
+        return stream_mark(self.state)
+
+    def _draw(self, *, live: bool) -> None:
+        """Print what arrived since the last print; the final render adds the tool calls, the
+        error and the status line."""
         self._flush()
+        if not live:
+            self._tail()
 
     def _flush(self) -> None:
         content = getattr(self.state, "content", None) or ""
@@ -82,12 +87,7 @@ class TerminalDisplay:
             self._content_at = len(content)
         self._write("".join(pieces))
 
-    def finish(self) -> None:
-        """Print the rest, the tool calls, the error and the status line (once)."""
-        if self.finished:
-            return
-        self._flush()
-        self.finished = True
+    def _tail(self) -> None:
         lines = [""] if self._content_at or self._reasoning_at else []
         refusal = getattr(self.state, "refusal", None)
         if refusal:
@@ -102,9 +102,3 @@ class TerminalDisplay:
             lines.append(f"Error {code}: {message}" if code is not None else f"Error: {message}")
         lines.append(status_text(self.state))
         self._write("\n".join(lines) + "\n")
-
-    def __enter__(self) -> TerminalDisplay:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.finish()

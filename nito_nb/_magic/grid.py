@@ -36,10 +36,11 @@ GRID_MAX_RATE = 10.0
 
 
 class Grid(LiveSink):
-    """Several streams side by side in one output (an HTML grid), a sink of the display pipeline
-    (``_display/sink.py``): ``start()`` shows it and starts its refresh thread, which renders what
-    arrived (at most ``max_rate`` times a second, capped at ``GRID_MAX_RATE``) and, while nothing
-    arrives, the moving clocks; ``finish()`` renders the final state in the caller's thread."""
+    """Several streams side by side in one output (an HTML grid), a live output of the display
+    pipeline (``_display/sink.py``): ``start()`` shows it and starts its refresh thread, which
+    renders what arrived (at most ``max_rate`` times a second, capped at ``GRID_MAX_RATE``) and,
+    while nothing arrives, the moving clocks; ``finish()`` renders the final state once, in the
+    caller's thread."""
 
     refresher_name = "nito_nb-grid"
 

@@ -6,10 +6,11 @@
     df["summary"] = nito_nb.map(df, template="Summarise: {text}", model="sim/chat")
     nito_nb.open_store("runs/summaries").sql("select model, quantile_cont(ttft, 0.99) from requests group by model")
 
-See docs/RUNS.md. Pure parts: ``_plan`` (requests and keys), ``_backoff`` (the shared 429
-backoff), ``_results`` (rows and summary); shells: ``_api`` (``run``, ``map``), ``_runner`` (the
-Run and its loop thread), ``_record`` (its writer thread), ``_store`` (DuckDB), ``_progress``
-(panel, stderr line). This module only re-exports (tests/test_architecture.py).
+See docs/RUNS.md. Pure parts: ``plan`` (requests and keys), ``backoff`` (the shared 429
+backoff), ``results`` (rows and summary); shells: ``api`` (``run``, ``map``), ``runner`` (the
+Run, over its three collaborators: ``dispatch`` its sender, ``writer`` its results, ``stats`` its
+counts), ``store`` (DuckDB), ``progress`` (panel, stderr line). This module only re-exports
+(tests/test_architecture.py).
 """
 
 from __future__ import annotations

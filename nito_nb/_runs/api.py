@@ -1,7 +1,7 @@
 """``run()`` and ``map()``: a plan of requests made into a :class:`~nito_nb._runs.Run`.
 
 The package's functions, below ``runs/__init__.py`` (which only re-exports them) so that
-``_sweep.py`` can call ``run()`` without importing the package it belongs to.
+``sweep.py`` can call ``run()`` without importing the package it belongs to.
 """
 
 from __future__ import annotations
@@ -122,8 +122,9 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
         the_run._ipython_display_()
     the_run.wait()
     answers: dict[str, Any] = {}
-    for row in the_run._rows:
-        answers[row["key"]] = row["content"] if row["status"] == "done" else pd.NA
+    results = the_run.results()
+    for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
+        answers[key] = content if status == "done" else pd.NA
     if the_run.skipped:  # done in an earlier session: their answers are in the store
         with open_store(the_run.store_path) as store:  # type: ignore[arg-type]
             done = store.sql(

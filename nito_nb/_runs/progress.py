@@ -2,10 +2,14 @@
 
 ``panel_model(stats)`` (pure) turns the run's counts into what is shown: one line per model and
 one for the run, so the panel's size never depends on the number of requests. ``Panel`` renders
-it as HTML in an ipywidgets box with a Stop button; the run's writer thread refreshes it at most
-``MAX_UPDATES_PER_S`` times a second. The panel is displayed with a ``text/html`` copy of the
-same table beside the widget, updated once more at the end: a saved notebook (where no widget
-state survives) shows that static summary.
+it as HTML in an ipywidgets box with a Stop button. The panel is displayed with a ``text/html``
+copy of the same table beside the widget, updated once more at the end: a saved notebook (where
+no widget state survives) shows that static summary.
+
+Both displays are live outputs (``_display/sink.py``: one lock, one final render): the run's
+writer thread calls ``update()`` as it works (it wakes at least twice a second) and ``finish()``
+once the run has ended; each renders at most ``MAX_UPDATES_PER_S`` times a second. They need no
+refresh thread of their own.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._core.printable import printable
+from .._display.sink import LiveSink
 
 if TYPE_CHECKING:
     from .runner import Run
 
-__all__ = ["Panel", "StderrLine", "panel_model", "progress_for", "show"]
+__all__ = ["MAX_UPDATES_PER_S", "Panel", "StderrLine", "panel_model", "progress_for", "show"]
 
+#: A run's (or a sweep's) progress is rendered at most this often.
+MAX_UPDATES_PER_S = 4.0
 #: Without a terminal (a log file, CI), the stderr line is written at most this often.
 QUIET_INTERVAL_S = 10.0
 
@@ -129,16 +136,19 @@ def panel_text(model: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class Panel:
-    """The ipywidgets panel: the table and a Stop button. Refreshed by the run's writer thread.
+class Panel(LiveSink):
+    """The ipywidgets panel: the table and a Stop button. Updated by the run's writer thread.
 
     Once the run has ended the panel keeps its last table and lets go of the run: ipywidgets keeps
     every widget (and the button's handler) while its output exists, and a panel that held its
     Run kept the run's streams in memory after the user had dropped it."""
 
+    refreshes = False  # the run's writer thread updates it
+
     def __init__(self, run: Run) -> None:
         import ipywidgets as widgets
 
+        super().__init__(MAX_UPDATES_PER_S)
         self.run: Run | None = run
         self._final: dict[str, Any] | None = None  # the last table, once the run has ended
         self.n_updates = 0
@@ -161,14 +171,11 @@ class Panel:
             return self._final
         return panel_model(run.stats())
 
-    def update(self) -> None:
-        if self.run is None:
+    def _draw(self, *, live: bool) -> None:
+        self.n_updates += 1
+        if live:
+            self.html.value = panel_html(self._model())
             return
-        self.n_updates += 1
-        self.html.value = panel_html(self._model())
-
-    def finish(self) -> None:
-        self.n_updates += 1
         self._final = self._model()
         self.run = None
         self.html.value = panel_html(self._final)
@@ -192,11 +199,14 @@ class Panel:
         self._handles.append(display(self.bundle(), raw=True, display_id=True))
 
 
-class StderrLine:
+class StderrLine(LiveSink):
     """Outside Jupyter: one line on stderr, rewritten in place on a terminal. Lets go of the run
     once it has ended, as the Panel does (the run refers to its line)."""
 
+    refreshes = False  # the run's writer thread updates it
+
     def __init__(self, run: Run, stream: Any = None) -> None:
+        super().__init__(MAX_UPDATES_PER_S)
         self.run: Run | None = run
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -210,8 +220,11 @@ class StderrLine:
         errors = sum(sum(m["errors"].values()) for m in stats["models"])
         return f"nito: {model['head']}, {errors} not ok" + (f" ({model['error']})" if model["error"] else "")
 
-    def update(self) -> None:
-        if self.run is None:
+    def _draw(self, *, live: bool) -> None:
+        if not live:
+            self.stream.write(("\r\x1b[K" if self.tty else "") + self._line() + "\n")
+            self.stream.flush()
+            self.run = None
             return
         self.n_updates += 1
         if self.tty:
@@ -220,11 +233,6 @@ class StderrLine:
         elif time.monotonic() - self._last_quiet >= QUIET_INTERVAL_S:
             self._last_quiet = time.monotonic()
             self.stream.write(self._line() + "\n")
-
-    def finish(self) -> None:
-        self.stream.write(("\r\x1b[K" if self.tty else "") + self._line() + "\n")
-        self.stream.flush()
-        self.run = None
 
 
 def progress_for(run: Run, progress: bool | None) -> Panel | StderrLine | None:

@@ -8,7 +8,7 @@
 Each rate is one :class:`~nito_nb._runs.Run` (its own ``run_id``, sharing the store); the rates
 run in the order given, each after the previous one ended, so that they do not load each other.
 In a kernel the rates run on a thread of their own and ``sweep(...)`` returns at once with a live
-view (``_sweep_view.py``): a blocked cell could not receive the view's Stop button.
+view (``sweep_view.py``): a blocked cell could not receive the view's Stop button.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._core.errors import ConfigurationError
 from .._core.waiting import wait_or_stop
 from .api import remember, run
-from .runner import Run
+from .runner import Run, runs_frame
 from .schedule import check_rate
 
 if TYPE_CHECKING:
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Sweep"]
 
-#: While a rate runs in the background, the live view is refreshed this often (seconds).
+#: While a rate runs in the background, the live view is updated this often (seconds; it renders
+#: at most ``progress.MAX_UPDATES_PER_S`` times a second).
 VIEW_REFRESH_S = 0.25
 
 
@@ -130,11 +131,9 @@ class Sweep:
         """Every chunk of every request of every rate, in one frame (``Run.frame()``'s columns,
         ``stream`` = the request key, and ``rate``: the rate asked); ``df.nito`` works on it. With
         a store it is read from the store."""
-        from .frames import frame_of
-
         runs = [run for run in list(self.runs) if run.schedule is not None]
-        df = frame_of(runs)
-        rates = {row["key"]: run.schedule.rate for run in runs if run.schedule is not None for row in list(run._rows)}
+        df = runs_frame(runs)
+        rates = {key: run.schedule.rate for run in runs if run.schedule is not None for key in run.results()["key"]}
         df.insert(1, "rate", df["stream"].astype(object).map(rates).astype("float64"))
         return df
 

@@ -4,8 +4,9 @@ button, and the sweep's summary once it ended.
 ``sweep_model(sweep)`` turns the sweep's state into what is shown (a head line, one row per asked
 rate, the current rate's panel model, the summary rows); ``sweep_html`` renders it, every value
 escaped (model names are data). ``SweepView`` holds it in an ipywidgets box with the Stop button;
-the sweep's own thread refreshes it while each rate runs. Like a run's panel it is displayed with
-a ``text/html`` copy, updated once more at the end, so a saved notebook shows the summary.
+it is a live output (``_display/sink.py``) that the sweep's own thread updates while each rate
+runs and finishes once the sweep has ended. Like a run's panel it is displayed with a
+``text/html`` copy, updated once more at the end, so a saved notebook shows the summary.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .._core.printable import printable
-from .progress import panel_html, panel_model
+from .._display.sink import LiveSink
+from .progress import MAX_UPDATES_PER_S, panel_html, panel_model
 
 if TYPE_CHECKING:
     from .sweep import Sweep
@@ -98,13 +100,16 @@ def sweep_text(model: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class SweepView:
+class SweepView(LiveSink):
     """The ipywidgets view: the HTML and a Stop button that stops the whole sweep. Keeps its last
     view and lets go of the sweep (and its runs) once it has ended, as a run's Panel does."""
+
+    refreshes = False  # the sweep's thread updates it
 
     def __init__(self, sweep: Sweep) -> None:
         import ipywidgets as widgets
 
+        super().__init__(MAX_UPDATES_PER_S)
         self.sweep: Sweep | None = sweep
         self._final: dict[str, Any] | None = None
         self._achieved: dict[str, float] = {}
@@ -133,12 +138,10 @@ class SweepView:
                     self._achieved[the_run.run_id] = float(summary["achieved_rate"].sum())
         return sweep_model(sweep, self._achieved)
 
-    def update(self) -> None:
-        if self.sweep is None:
+    def _draw(self, *, live: bool) -> None:
+        if live:
+            self.html.value = sweep_html(self._model())
             return
-        self.html.value = sweep_html(self._model())
-
-    def finish(self) -> None:
         model = self._final = self._model()
         self.sweep = None
         self.html.value = sweep_html(model)

@@ -1,14 +1,17 @@
-"""The Run's writer thread: finished Streams become result rows, written in batches.
+"""A Run's results: its writer thread turns finished Streams into result rows, written in batches.
 
-The loop thread (``_runner.py``) puts each finished request (a ``Finished``) on the Run's queue;
-this thread takes them in batches of at most ``BATCH_SIZE`` or ``BATCH_SECONDS``, turns each
-batch into result rows (``_results.py``: the frame's own metrics), writes them to the store when
-there is one (``_store.py``; the Streams are then dropped, else kept for ``run.frame()``) and
-refreshes the progress display at most ``MAX_UPDATES_PER_S`` times a second. ``END`` on the
-queue says the loop thread is done.
+``RunWriter`` owns them: the queue of finished requests, the result rows, the Streams kept in
+memory, the store's writer and its failure. The sender (``dispatch.py``, on the loop thread)
+``put``s each finished request (a ``Finished``) and says ``end()`` once it is done; the writer's
+thread takes them in batches of at most ``BATCH_SIZE`` or ``BATCH_SECONDS``, turns each batch
+into result rows (``results.py``: the frame's own metrics), writes them to the store when there
+is one (``store.py``; the Streams are then dropped, else kept for ``run.frame()``) and updates
+the progress display (a live output: its own throttle says when it renders). Whoever reads
+takes a copy (``rows``, ``kept_streams``); ``frame_of`` makes the chunk-level frame of what one
+run or several (a sweep's) kept.
 
 When the store fails (a full disk, a file system turned read-only), the run stops with one line
-saying why, where and how to resume (``_store_errors.py``), and every batch from the failed one
+saying why, where and how to resume (``store_errors.py``), and every batch from the failed one
 on is kept in memory, rows and Streams: ``run.results()`` and ``run.frame()`` still have every
 request that was answered (they were empty after a full disk).
 """
@@ -16,23 +19,26 @@ request that was answered (they were empty after a full disk).
 from __future__ import annotations
 
 import queue
+import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from .._core.errors import one_line
-from .._display.throttle import Throttle
+from .._core.errors import ConfigurationError, one_line
 from . import gc as _gc
 from .gil import loop_first
-from .results import Finished, result_rows
+from .results import Finished, LoadInfo, result_rows
 from .store_errors import StoreError, cannot_write, cause_of
 
 if TYPE_CHECKING:
-    from .runner import Run
+    import pandas as pd
 
-__all__ = ["BATCH_SECONDS", "BATCH_SIZE", "END", "MAX_UPDATES_PER_S", "MAX_WAITING", "write_loop"]
+    from .._display.sink import LiveOutput
+    from .._stream_results import StreamResults
+    from .store import StoreWriter
 
-#: The progress display is refreshed at most this often.
-MAX_UPDATES_PER_S = 4.0
+__all__ = ["BATCH_SECONDS", "BATCH_SIZE", "MAX_WAITING", "RunWriter", "frame_of"]
+
 #: Finished requests are written (and their metrics computed) in batches of at most this many,
 #: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
 #: plus what is in flight. The batch's frame is the events helper's peak memory (about 0.4 MB
@@ -40,94 +46,217 @@ MAX_UPDATES_PER_S = 4.0
 BATCH_SIZE = 128
 BATCH_SECONDS = 1.0
 #: When this many finished requests wait for the writer, the workers wait too before taking the
-#: next request (back-pressure): memory stays bounded when the writer is the slower side.
+#: next request (back-pressure, ``full``): memory stays bounded when the writer is the slower side.
 MAX_WAITING = 2 * BATCH_SIZE
-#: Put on the queue by the loop thread once it has ended.
-END = object()
+#: Put on the queue by ``end()``: the loop thread has ended.
+_END = object()
 
 
-def write_loop(run: Run) -> None:
-    """The writer thread of ``run``, until the loop thread's ``END``; then the run has ended."""
-    batch: list[Finished] = []
-    first = 0.0
-    updates = Throttle(MAX_UPDATES_PER_S)  # the progress panel's rate, as every live view's
-    ended = False
-    try:
-        while not ended:
-            try:
-                item = run._queue.get(timeout=BATCH_SECONDS / 2)
-            except queue.Empty:
-                item = None
-            if item is END:
-                ended = True
-            elif item is not None:
-                if not batch:
-                    first = time.monotonic()
-                batch.append(item)
-            now = time.monotonic()
-            if batch and (ended or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
-                _flush(run, batch)
-                batch = []
-            _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
-            if run.progress is not None and updates.ready():
-                run.progress.update()
-                updates.done()
-    except BaseException as exc:  # not the store (_flush keeps its failures): stop sending, say why
-        run._fail_run(exc)
-        # Let the loop thread end; the failure may come from the last flush, after its END
-        # (waiting for a second one hung the run forever).
-        while not ended and run._queue.get() is not END:
-            pass
-    finally:
-        _gc.end()
-        if run._writer is not None:
-            try:
-                run._writer.close()
-            except Exception as exc:  # the run must still end (its waiters): say it instead
-                run._fail_run(store_failed(run, exc))
-        run.ended = time.monotonic()
-        if run.progress is not None:
-            run.progress.finish()
-        run._finished.set_result(None)
+class RunWriter:
+    """The results of one run. ``store``: the store's folder, opened now (None: in memory only);
+    ``phases``: a load run's measured window (each row's phase); ``resumable``: a run the same
+    call resumes (a load run is not: what a failed store's message says)."""
 
+    def __init__(self, store: str | None, run_id: str, phases: LoadInfo | None, resumable: bool) -> None:
+        self.run_id = run_id
+        self.phases = phases
+        self.resumable = resumable
+        self.store_path = store
+        self.store: StoreWriter | None = None
+        if store is not None:
+            from .store import StoreWriter
 
-def _flush(run: Run, batch: list[Finished]) -> None:
-    with loop_first():  # the sending loop keeps its turns while the rows are made (_gil.py)
-        rows = result_rows(batch, run.run_id, run._phases)
-    failed = None
-    if run._writer is not None and run._store_failure is None:
+            self.store = StoreWriter(store, helper=True)  # events built beside, not under the GIL
+        #: The store's failure (a full disk...), once it failed: the rest stays in memory.
+        self.store_failure: BaseException | None = None
+        self._lock = threading.Lock()  # the rows and Streams: written here, copied by readers
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._rows: list[dict[str, Any]] = []
+        self._streams: dict[str, StreamResults] = {}  # key -> Stream, without a store or once it failed
+
+    # -- before the run starts -------------------------------------------------------------------
+
+    def done_keys(self) -> set[str]:
+        """The keys the store has done (a resumed run skips them); none without a store."""
+        if self.store is None:
+            return set()
         try:
-            run._writer.write(batch, rows)
-        except Exception as exc:  # the store failed: this batch and the next ones stay in memory
-            failed = run._store_failure = store_failed(run, exc)
-    with run._lock:
-        run._rows.extend(rows)
-        if run._writer is None or run._store_failure is not None:  # else the store has them
-            for item in batch:
-                run._streams[item.request.key] = item.stream
-    if failed is not None:
-        run._fail_run(failed)  # the requests in flight are stopped, and kept as they come back
+            return self.store.done_keys()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Let the store go: for a run that failed to start (its thread closes it otherwise)."""
+        if self.store is not None:
+            self.store.close()
+
+    def start(self, progress: LiveOutput | None, fail: Callable[[BaseException], None],
+              ended: Callable[[], None]) -> None:
+        """Start the writer's thread: ``progress`` is updated as rows come, and finished at the
+        end; ``fail(error)`` stops the run (the store failed); ``ended()`` is called last."""
+        _gc.begin()  # the thread's end calls _gc.end()
+        threading.Thread(target=self._write_loop, args=(progress, fail, ended), name="nito_nb-run-writer",
+                         daemon=True).start()
+
+    # -- the loop thread's side ------------------------------------------------------------------
+
+    def put(self, item: Finished) -> None:
+        """A request ended: its result is written with the next batch."""
+        self._queue.put(item)
+
+    def end(self) -> None:
+        """No request will end any more: the last batch is written and the thread ends."""
+        self._queue.put(_END)
+
+    @property
+    def waiting(self) -> int:
+        """Finished requests not yet taken by the writer's thread."""
+        return self._queue.qsize()
+
+    def full(self) -> bool:
+        """Whether the sender should wait before taking another request (``MAX_WAITING``)."""
+        return self._queue.qsize() > MAX_WAITING
+
+    # -- the readers' side -----------------------------------------------------------------------
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The result rows so far, in the order the requests ended (a copy)."""
+        with self._lock:
+            return list(self._rows)
+
+    def kept_streams(self) -> dict[str, StreamResults]:
+        """The Streams kept in memory, by request key (a copy): all of them without a store,
+        those from the failed batch on when the store failed, else none."""
+        with self._lock:
+            return dict(self._streams)
+
+    @property
+    def n_rows(self) -> int:
+        """How many requests have their result row."""
+        return len(self._rows)
+
+    # -- the writer's thread ---------------------------------------------------------------------
+
+    def _write_loop(self, progress: LiveOutput | None, fail: Callable[[BaseException], None],
+                    ended: Callable[[], None]) -> None:
+        """Until the loop thread's ``end()``; then the run has ended."""
+        batch: list[Finished] = []
+        first = 0.0
+        over = False
+        try:
+            while not over:
+                try:
+                    item = self._queue.get(timeout=BATCH_SECONDS / 2)
+                except queue.Empty:
+                    item = None
+                if item is _END:
+                    over = True
+                elif item is not None:
+                    if not batch:
+                        first = time.monotonic()
+                    batch.append(item)
+                now = time.monotonic()
+                if batch and (over or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
+                    self._flush(batch, fail)
+                    batch = []
+                _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
+                if progress is not None:
+                    progress.update()  # throttled by the display itself (progress.MAX_UPDATES_PER_S)
+        except BaseException as exc:  # not the store (_flush keeps its failures): stop sending, say why
+            fail(exc)
+            # Let the loop thread end; the failure may come from the last flush, after its end()
+            # (waiting for a second one hung the run forever).
+            while not over and self._queue.get() is not _END:
+                pass
+        finally:
+            _gc.end()
+            if self.store is not None:
+                try:
+                    self.store.close()
+                except Exception as exc:  # the run must still end (its waiters): say it instead
+                    fail(self.store_failed(exc))
+            ended()
+
+    def _flush(self, batch: list[Finished], fail: Callable[[BaseException], None]) -> None:
+        with loop_first():  # the sending loop keeps its turns while the rows are made (gil.py)
+            rows = result_rows(batch, self.run_id, self.phases)
+        failed = None
+        if self.store is not None and self.store_failure is None:
+            try:
+                self.store.write(batch, rows)
+            except Exception as exc:  # the store failed: this batch and the next ones stay in memory
+                failed = self.store_failure = self.store_failed(exc)
+        with self._lock:
+            self._rows.extend(rows)
+            if self.store is None or self.store_failure is not None:  # else the store has them
+                for item in batch:
+                    self._streams[item.request.key] = item.stream
+        if failed is not None:
+            fail(failed)  # the requests in flight are stopped, and kept as they come back
+
+    def store_failed(self, error: BaseException) -> BaseException:
+        """The error that stops a run whose store failed: what happened, where, what to do, and
+        that the run's results are in memory. Not the store's at all (a bug of ours): ``error`` itself."""
+        import duckdb
+
+        assert self.store is not None
+        path = self.store.path
+        kept = "this run keeps its results in memory meanwhile (run.results(), run.frame())"
+        if self.resumable:
+            how = (f"run the same call again with store={str(path)!r} to resume it: the requests done in the store are "
+                   f"skipped, the others sent; {kept}")
+        else:  # a load run measures: it is never resumed (runner._load_requests)
+            how = f"run the load run again (a load run is not resumed); {kept}"
+        first = {"full": "free some space there", "read-only": "make it writable again",
+                 "denied": "allow writing there"}.get(cause_of(error) or "")
+        refused = cannot_write(error, path, f"{first}, then {how}")
+        if refused is not None:
+            return refused
+        if isinstance(error, (duckdb.Error, OSError)):
+            return StoreError(f"the run store {str(path)!r} failed ({one_line(error)}); once that is mended, {how}",
+                              path=path)
+        return error
 
 
-def store_failed(run: Run, error: BaseException) -> BaseException:
-    """The error that stops a run whose store failed: what happened, where, what to do, and that
-    the run's results are in memory. Not the store's at all (a bug of ours): ``error`` itself."""
-    import duckdb
+def frame_of(writers: list[RunWriter]) -> pd.DataFrame:
+    """One chunk-level frame of the finished streams of one run's or several runs' writers
+    (``stream`` = the request key; a load run's keys hold its run id, so the runs of a sweep never
+    share one): from their store when they have one (a sweep's runs share theirs), else from the
+    Streams they kept; a run whose store failed kept the Streams from then on, and those are
+    added to what the store has. One frame, not a concat of frames: ``df.attrs`` holds what each
+    stream's rows need (``df.nito``). The one rule of ``Run.frame()`` and ``Sweep.frame()``."""
+    from .._frame import frame
 
-    assert run._writer is not None
-    path = run._writer.path
-    kept = "this run keeps its results in memory meanwhile (run.results(), run.frame())"
-    if run.schedule is None:
-        how = (f"run the same call again with store={str(path)!r} to resume it: the requests done in the store are "
-               f"skipped, the others sent; {kept}")
-    else:  # a load run measures: it is never resumed (_runner._load_requests)
-        how = f"run the load run again (a load run is not resumed); {kept}"
-    first = {"full": "free some space there", "read-only": "make it writable again",
-             "denied": "allow writing there"}.get(cause_of(error) or "")
-    refused = cannot_write(error, path, f"{first}, then {how}")
-    if refused is not None:
-        return refused
-    if isinstance(error, (duckdb.Error, OSError)):
-        return StoreError(f"the run store {str(path)!r} failed ({one_line(error)}); once that is mended, {how}",
-                          path=path)
-    return error
+    kept: dict[str, StreamResults] = {}
+    for writer in writers:
+        kept.update(writer.kept_streams())
+    stores = {writer.store_path for writer in writers}
+    if len(stores) == 1 and (path := stores.pop()) is not None:
+        from .store import open_store
+
+        keys = [row["key"] for writer in writers for row in writer.rows() if row["key"] not in kept]
+        if not kept:
+            with open_store(path) as store:
+                return store.frame(keys)
+        if not keys:  # the store failed at its first batch: nothing to read there
+            return frame(kept)
+        with open_store(path) as store:
+            return _joined(store.frame(keys), frame(kept))
+    if any(writer.store_path is not None for writer in writers):
+        raise ConfigurationError("these runs keep their streams in different stores: frame each run apart")
+    return frame(kept)
+
+
+def _joined(stored: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """The frame of a store's streams and the frame of Streams kept in memory, as one frame: the
+    rows of both (dtypes restored: the two ``stream`` columns have other categories) and the
+    ``df.attrs["nito"]`` of both."""
+    import pandas as pd
+
+    from .._frame import frame
+    from .._frame.inputs import freeze
+
+    out = frame(pd.concat([stored, kept], ignore_index=True))
+    out.attrs = {"nito": freeze({**stored.attrs["nito"], **kept.attrs["nito"]})}
+    return out

@@ -11,6 +11,9 @@ Why it is built this way (measured; see docs/JUPYTER.md):
   Each part of the answer is its own ``ipywidgets.HTML``; finished answer blocks never change again
   (finished blocks of one round share one widget), so only the live tail and the status line are
   re-sent: traffic is linear in the answer length, not quadratic.
+- Lifecycle: a ``LiveSink`` (``_display/sink.py``), as every live output: one lock, one refresh
+  thread, one final render. Its stream says when it has ended, so the view finishes itself (the
+  first ``update()`` or tick that sees the end renders the final state); ``close()`` lets go.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Any
 import ipywidgets
 import traitlets
 
-from .._display import CLOCK_PERIOD, Refresher, Slots, Throttle
-from .._display.refresh import due_in
+from .._display import Slots
+from .._display.sink import LiveSink
 from .._render import Part, RenderCache, check_format, join_parts, render_parts
 from .._stream import AsyncStream, Stream
 
@@ -50,7 +53,7 @@ def _state_of(stream: Stream | AsyncStream) -> Any:
     return snap
 
 
-class StreamView(ipywidgets.VBox):
+class StreamView(LiveSink, ipywidgets.VBox):
     """The live view of one Stream: status line, reasoning, answer, tool-call cards, error banner.
 
     ``StreamView(stream)`` shows what has arrived so far. Keep it current in one of three ways:
@@ -63,6 +66,9 @@ class StreamView(ipywidgets.VBox):
     Counters for tests and benchmarks: ``n_updates`` (renders that sent something), ``n_messages``
     (widget values sent), ``bytes_sent`` (UTF-8 bytes of those values).
     """
+
+    refresher_name = "nito_nb-StreamView"
+    ends_itself = True  # the final render is due once the stream has finished
 
     # Counters, not front-end state: deliberately not synced (syncing would add a message per render).
     n_updates = traitlets.Int(0)
@@ -78,14 +84,12 @@ class StreamView(ipywidgets.VBox):
         **kwargs: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
-        self._lock = threading.RLock()  # update() may come from the user's thread, a follower
-        self._page = Slots()  # and the refresh thread
-        self._refresher: Refresher | None = None
-        self._fed = False  # update() was called since the refresh thread's last tick
-        self._closed = False
+        self._page = Slots()  # the outputs shown
+        # One lock and one throttle: update() may come from the user's thread, a follower and the
+        # refresh thread.
+        LiveSink.__init__(self, max_rate)
         check_format(format)
-        self._throttle = Throttle(max_rate)
-        super().__init__(**kwargs)
+        ipywidgets.VBox.__init__(self, **kwargs)
         self.add_class("nito-stream-view")
         self.stream = stream
         # A view shows what has arrived so far: its reads of the results must not wait for the
@@ -94,18 +98,12 @@ class StreamView(ipywidgets.VBox):
         self.format = format
         self.max_rate = max_rate
         self._cache = RenderCache()
-        self._shown_events: int | None = None
-        self._final = False
         self._thread: threading.Thread | None = None
         #: The exception a follow() thread ended with (the Stream keeps its own errors too).
         self.follow_error: BaseException | None = None
-        self.update(force=True)
-        if not self._final:
-            # The view's one refresh thread: text that came during a stall is shown within a
-            # period, and the status line's clock keeps moving (see _display/refresh.py).
-            self._refresher = Refresher(
-                self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, "nito_nb-StreamView"
-            ).start()
+        # Shown now; the view's one refresh thread then shows text that came during a stall
+        # within a period, and keeps the status line's clock moving (see _display/refresh.py).
+        self.start()
 
     # -- rendering -------------------------------------------------------------------------------
 
@@ -116,54 +114,17 @@ class StreamView(ipywidgets.VBox):
             return [slot.parts[key] for slot in self._slots for key in slot.keys]
 
     @property
-    def finished(self) -> bool:
-        """True once the final state of a finished stream has been rendered."""
-        return self._final
-
-    @property
     def _slots(self) -> list[Any]:
         return self._page.slots
 
-    def update(self, *, force: bool = False) -> bool:
-        """Render if the last render is at least ``1 / max_rate`` s old, or the stream has finished
-        (the final render, sent once), or ``force``. Returns whether it rendered."""
-        self._fed = True
-        with self._lock:
-            if self._final or self._closed:
-                return False
-            finished = self.stream.finished
-            if not (force or finished or self._throttle.ready()):
-                return False
-            self._render(finished)
-            return True
+    def _ended(self) -> bool:
+        return self.stream.finished
 
-    def _tick(self) -> float | None:
-        """The refresh thread's turn: what arrived since the last render (at the view's rate), the
-        final state once the stream has finished, and the running clock while nothing arrives.
-        While ``update()`` is being called the follower renders by itself (see _display/notebook.py)."""
-        if self._fed:
-            self._fed = False
-            return None
-        with self._lock:
-            if self._final or self._closed:
-                if self._refresher is not None:
-                    self._refresher.stop()
-                return None
-            finished = self.stream.finished
-            fresh = self.stream.n_events != self._shown_events or self._throttle.pending
-            wait = 0.0 if finished else due_in(self._throttle, fresh)
-            if wait > 0:
-                return wait  # the refresh thread comes back then (_display/refresh.py)
-            self._render(finished)
-            return None
+    def _mark(self) -> Any:
+        return self.stream.n_events
 
-    def _render(self, finished: bool) -> None:
-        self._shown_events = self.stream.n_events
-        try:
-            self._flush(live=not finished)
-        finally:
-            self._throttle.done()
-        self._final = finished
+    def _draw(self, *, live: bool) -> None:
+        self._flush(live=live)
 
     def _flush(self, *, live: bool) -> None:
         parts = render_parts(
@@ -209,7 +170,7 @@ class StreamView(ipywidgets.VBox):
         def run() -> None:
             try:
                 for _ in stream:
-                    if self._closed:
+                    if self.closed:
                         break
                     self.update()
             except Exception as exc:
@@ -250,16 +211,12 @@ class StreamView(ipywidgets.VBox):
 
     # -- lifecycle and reprs ---------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the view and its parts; a follow() thread stops its stream at the next chunk."""
-        if self._refresher is not None:
-            self._refresher.stop()
-        with self._lock:
-            self._closed = True
-            for slot in self._slots:
-                if slot.view is not None:
-                    slot.view.close()
-        super().close()
+    def _closing(self) -> None:
+        # close(): the view and its parts go; a follow() thread stops its stream at the next chunk.
+        for slot in self._slots:
+            if slot.view is not None:
+                slot.view.close()
+        ipywidgets.VBox.close(self)
 
     def text(self) -> str:
         """The view as plain text (what a viewer without widgets should show)."""
