@@ -35,9 +35,12 @@ lint: $(BIN)/.installed
 
 # The developer's loop: lint, then the tests that start no kernel, no Python process, no browser
 # and no Ray (marked `spawns`, `browser`, `ray`; tests/conftest.py fails an unmarked test that
-# starts one). About half the time of the non-browser run; `make test` stays the whole suite.
+# starts one), in two pytest-xdist workers: most of these tests wait on loopback rather than
+# compute, so two workers finish in a bit over half the time even on two cores. Under half the
+# time of the non-browser run (docs/DEVELOPING.md has the figures); `make test` stays the whole
+# suite, in one process, as CI runs it.
 check: $(BIN)/.installed lint
-	NITO_FAST_TIER=1 $(BIN)/python -m pytest -m "not spawns and not browser and not ray" -q
+	NITO_FAST_TIER=1 $(BIN)/python -m pytest -n 2 -m "not spawns and not browser and not ray" -q
 
 # The Ray tests run in a pytest of their own too: a local Ray cluster starts a dozen processes,
 # and its start-up or its leftovers should neither slow nor warn inside the other tests.

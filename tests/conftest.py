@@ -69,6 +69,11 @@ def sigint_after(seconds: float) -> Iterator[None]:
     A real signal, delivered to the thread even when it is blocked in a socket read or a wait
     (``_thread.interrupt_main()`` only sets a flag, which a blocking read never looks at).
     """
+    # A pytest-xdist worker (make check runs the fast tier in two) ignores SIGINT, so that Ctrl-C
+    # reaches only the controller: give the test Python's own handler back for its duration.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
     timer.start()
     try:
@@ -76,6 +81,8 @@ def sigint_after(seconds: float) -> Iterator[None]:
     finally:
         timer.cancel()
         timer.join()
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture
