@@ -1,0 +1,125 @@
+"""nito_nb in marimo, without a browser: the cell output adapter (``_display/marimo.py``) on real
+streams from the simulator, the chat model for ``mo.ui.chat`` (``nito_nb.marimo_chat``) and a
+run's panel. marimo's own ``output.replace`` is replaced by a recorder here (only a running marimo
+cell has one); tests/test_marimo_notebook.py runs a real marimo notebook."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import nito_nb
+from nito_nb._display.marimo import CellOutput, show_stream, stream_html, stream_output
+from nito_nb._render import final_bundle
+
+pytest.importorskip("marimo")
+
+XSS_PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss2=1</script>'
+#: Paced: a few hundred milliseconds of streaming, so several renders happen before the end.
+PACED = {"sim": {"tps": 150, "ttft_ms": 0}}
+
+
+class Recorder:
+    """Stands in for marimo's ``output.replace``: every HTML sent, with the sending thread."""
+
+    def __init__(self, raise_at: int | None = None) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.raise_at = raise_at
+
+    def __call__(self, html: str) -> None:
+        self.sent.append((html, threading.current_thread().name))
+        if self.raise_at is not None and len(self.sent) == self.raise_at:
+            raise KeyboardInterrupt  # marimo's Stop lands in whatever the cell's thread does
+
+    @property
+    def htmls(self) -> list[str]:
+        return [html for html, _ in self.sent]
+
+
+def test_a_stream_as_a_cell_output_grows_live_and_ends_as_jupyters_rendering() -> None:
+    stream = nito_nb.stream("Tell me a story about the sea", model="sim/chat", **PACED)
+    recorder = Recorder()
+    output = stream_output(stream, replace=recorder)
+    output.follow_here(interrupted=stream.close)
+    assert stream.status == "done"
+    assert output.finished
+    # Every render in the cell's thread: marimo's output belongs to the thread that runs the cell.
+    assert {thread for _, thread in recorder.sent} == {threading.current_thread().name}
+    live = recorder.htmls[:-1]
+    assert len({len(html) for html in live}) > 1, "the answer did not grow in the cell"
+    assert recorder.htmls[-1] == final_bundle(stream)["text/html"]  # Jupyter's final rendering
+    # The same throttle as Jupyter's outputs: at most 20 renders a second (and the first, the last).
+    elapsed = stream.elapsed or 0.0
+    assert len(recorder.sent) <= elapsed * 20 + 3, (len(recorder.sent), elapsed)
+
+
+def test_the_final_state_shows_reasoning_tool_cards_and_the_status_line() -> None:
+    stream = nito_nb.stream("What is the weather in Paris?", model="sim/tools", **PACED)
+    html = show_stream(stream, replace=Recorder()).text
+    assert html == final_bundle(stream)["text/html"]
+    assert "get_weather" in html and "sim/tools" in html
+    thinking = nito_nb.stream("Think first", model="sim/reasoning", **PACED)
+    assert "Reasoning" in show_stream(thinking, replace=Recorder()).text
+
+
+def test_hostile_model_text_stays_escaped_live_and_at_the_end() -> None:
+    stream = nito_nb.stream(XSS_PAYLOAD * 3, model="sim/echo", **PACED)
+    recorder = Recorder()
+    show_stream(stream, replace=recorder)
+    assert stream.content.count("<script>") == 3
+    for html in recorder.htmls:
+        assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in recorder.htmls[-1]
+
+
+def test_stop_in_marimo_closes_the_stream_and_shows_its_final_state() -> None:
+    # marimo's Stop interrupts the cell's thread: here during the third render.
+    stream = nito_nb.stream("A long story", model="sim/chat", sim={"tps": 20, "ttft_ms": 0})
+    recorder = Recorder(raise_at=3)
+    shown = show_stream(stream, replace=recorder)
+    assert stream.status == "stopped"
+    assert recorder.htmls[-1] == shown.text == final_bundle(stream)["text/html"]
+    assert len(recorder.sent) == 4  # three live renders, then the final one
+
+
+def test_a_finished_stream_is_rendered_at_once_and_an_async_one_is_never_waited_for() -> None:
+    stream = nito_nb.stream("hello", model="sim/chat")
+    stream.wait()
+    recorder = Recorder()
+    assert show_stream(stream, replace=recorder).text == final_bundle(stream)["text/html"]
+    assert recorder.sent == []  # nothing to follow: the returned output is the cell's
+    # marimo calls the display protocol; outside a cell it is the same final rendering.
+    assert stream._display_().text == final_bundle(stream)["text/html"]
+
+
+def test_a_cell_output_that_cannot_end_by_itself_is_refused() -> None:
+    output = CellOutput(lambda live: "", ended=lambda: False, replace=Recorder())
+    output.ends_itself = False
+    with pytest.raises(TypeError, match="cannot be followed"):
+        output.follow_here()
+
+
+def test_a_failing_render_is_raised_in_the_cells_thread_after_the_final_render() -> None:
+    calls: list[bool] = []
+
+    def html(live: bool) -> str:
+        calls.append(live)
+        if live and len(calls) == 2:
+            raise ValueError("broken renderer")
+        return "x"
+
+    ended = threading.Event()
+    output = CellOutput(html, ended=ended.is_set, replace=Recorder())
+    with pytest.raises(ValueError, match="broken renderer"):
+        output.follow_here()
+    assert calls[-1] is False  # the final state was still rendered
+
+
+def test_stream_html_escapes_live_parts() -> None:
+    stream = nito_nb.stream(XSS_PAYLOAD, model="sim/echo")
+    stream.wait()
+    for live in (True, False):
+        assert "<script" not in stream_html(stream.snapshot(), live=live)
+
+
