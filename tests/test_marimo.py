@@ -5,7 +5,9 @@ cell has one); tests/test_marimo_notebook.py runs a real marimo notebook."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -123,3 +125,113 @@ def test_stream_html_escapes_live_parts() -> None:
         assert "<script" not in stream_html(stream.snapshot(), live=live)
 
 
+
+
+# -- the chat model for mo.ui.chat -------------------------------------------------------------
+
+
+def _chat_messages(*pairs: tuple[str, str]) -> list[Any]:
+    from marimo._ai._types import ChatMessage
+
+    return [ChatMessage(role=role, content=content) for role, content in pairs]  # type: ignore[arg-type]
+
+
+def _collect(model: Any, messages: list[Any], config: Any = None) -> list[Any]:
+    from marimo._ai._types import ChatModelConfig
+
+    async def run() -> list[Any]:
+        return [chunk async for chunk in model(messages, config or ChatModelConfig())]
+
+    return asyncio.run(run())
+
+
+def test_the_chat_model_streams_the_answer_as_text_and_keeps_each_turns_stream() -> None:
+    chat = nito_nb.marimo_chat("sim/echo", system="Be brief.", temperature=0.5, **PACED)
+    from marimo._ai._types import ChatModelConfig
+
+    history = _chat_messages(("user", "first question"), ("assistant", "first answer"), ("user", "one two three four"))
+    chunks = _collect(chat, history, ChatModelConfig(max_tokens=50, top_k=3))
+    texts = [c for c in chunks if isinstance(c, str)]
+    assert len(texts) > 1, "the answer came in one piece, not streamed"
+    [stream] = chat.streams
+    assert "".join(texts) == stream.content == "one two three four"
+    assert stream.status == "done"
+    assert stream.request["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "one two three four"},
+    ]
+    params = stream.request["params"]
+    assert params["temperature"] == 0.5 and params["max_tokens"] == 50 and "top_k" not in params
+    assert len(nito_nb.frame(chat.streams)) > 1  # every turn's Stream, for frames
+
+
+def test_the_chat_model_sends_reasoning_as_marimos_reasoning_chunks() -> None:
+    chat = nito_nb.marimo_chat("sim/reasoning")
+    chunks = _collect(chat, _chat_messages(("user", "think")))
+    kinds = [c["type"] if isinstance(c, dict) else "text" for c in chunks]
+    assert kinds[0] == "reasoning-start" and "reasoning-end" in kinds
+    assert kinds.index("reasoning-end") < kinds.index("text")  # reasoning closed before the answer
+    reasoning = "".join(c["delta"] for c in chunks if isinstance(c, dict) and c["type"] == "reasoning-delta")
+    assert reasoning == chat.streams[0].reasoning
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def test_the_chat_model_shows_tool_calls_and_runs_them_with_run_tools() -> None:
+    shown = nito_nb.marimo_chat("sim/tools", tools=[get_weather])
+    chunks = _collect(shown, _chat_messages(("user", "weather in Paris?")))
+    calls = [c for c in chunks if isinstance(c, dict) and c["type"] == "tool-input-available"]
+    assert calls and calls[0]["toolName"] == "get_weather" and isinstance(calls[0]["input"], dict)
+    assert len(shown.streams) == 1  # calls are only shown
+    ran = nito_nb.marimo_chat("sim/tools", tools=[get_weather], run_tools=True)
+    chunks = _collect(ran, _chat_messages(("user", "weather in Paris?")))
+    outputs = [c for c in chunks if isinstance(c, dict) and c["type"] == "tool-output-available"]
+    assert outputs and outputs[0]["output"].startswith("sunny in ")
+    assert len(ran.streams) == 2 and ran.streams[1].request["messages"][-1]["role"] == "tool"
+    assert ran.streams[1].content  # the model answered after the tool's result
+
+
+def test_stop_in_the_chat_element_closes_the_turns_stream() -> None:
+    # marimo's Stop cancels the task that runs the model.
+    chat = nito_nb.marimo_chat("sim/chat", sim={"tps": 30, "ttft_ms": 0})
+
+    async def run() -> list[Any]:
+        from marimo._ai._types import ChatModelConfig
+
+        got: list[Any] = []
+
+        async def consume() -> None:
+            async for chunk in chat(_chat_messages(("user", "a long story")), ChatModelConfig()):
+                got.append(chunk)
+
+        task = asyncio.create_task(consume())
+        while len(got) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return got
+
+    got = asyncio.run(run())
+    [stream] = chat.streams
+    assert stream.status == "stopped"
+    assert stream.content.startswith("".join(c for c in got if isinstance(c, str)))
+
+
+def test_an_http_error_is_one_line_of_the_answer() -> None:
+    chat = nito_nb.marimo_chat("sim/http-402")
+    chunks = _collect(chat, _chat_messages(("user", "hi")))
+    assert chunks[-1].startswith("\n\n✗ ") and "\n" not in chunks[-1].strip()
+    assert chat.streams[0].status != "done"
+
+
+def test_the_chat_models_display_is_each_turns_status_line() -> None:
+    chat = nito_nb.marimo_chat("sim/echo")
+    _collect(chat, _chat_messages(("user", "hello there")))
+    html = chat._display_().text
+    assert "sim/echo" in html and "TTFT" in html
