@@ -326,6 +326,7 @@ RUNS = PACKAGE / "_runs"
 RUNS_PRIVATE_READS_ALLOWED = {
     "_ipython_display_": "IPython's display protocol (a Run shown by map() in a kernel)",
     "_repr_mimebundle_": "IPython's display protocol (the widgets' bundle, with a text/html copy added)",
+    "_display_": "marimo's display protocol (a Run followed in the cell by map() in marimo)",
 }
 
 

@@ -235,3 +235,32 @@ def test_the_chat_models_display_is_each_turns_status_line() -> None:
     _collect(chat, _chat_messages(("user", "hello there")))
     html = chat._display_().text
     assert "sim/echo" in html and "TTFT" in html
+
+
+# -- a run in marimo -------------------------------------------------------------------------------
+
+
+def test_a_run_as_a_cell_output_shows_its_panel_live_and_returns_the_same_run(tmp_path: Any) -> None:
+    from nito_nb._runs.progress import panel_html, panel_model, show_in_cell
+
+    prompts = [f"question {i}" for i in range(12)]
+    run = nito_nb.run(prompts, model="sim/echo", concurrency=2, progress=False, sim={"tps": 80, "ttft_ms": 0})
+    assert isinstance(run, nito_nb.Run)
+    recorder = Recorder()
+    shown = show_in_cell(run, mark=lambda: run.n_attempts, replace=recorder)
+    assert run.done and len(run.results()) == len(prompts)
+    assert {thread for _, thread in recorder.sent} == {threading.current_thread().name}
+    assert len(set(recorder.htmls)) > 2, "the table did not move while the run went"
+    final = panel_html(panel_model(run.stats()))
+    assert recorder.htmls[-1] == shown.text == final  # the same table as Jupyter's static copy
+    assert f"{len(prompts)}/{len(prompts)}" in final
+
+
+def test_stop_in_marimo_stops_the_run_and_shows_its_end() -> None:
+    from nito_nb._runs.progress import show_in_cell
+
+    run = nito_nb.run([f"q{i}" for i in range(50)], model="sim/chat", concurrency=1, progress=False,
+                      sim={"tps": 40, "ttft_ms": 0})
+    show_in_cell(run, mark=lambda: run.n_attempts, replace=Recorder(raise_at=2))
+    assert run.done and run.stopped
+    assert len(run.results()) < 50
