@@ -264,3 +264,17 @@ def test_stop_in_marimo_stops_the_run_and_shows_its_end() -> None:
     show_in_cell(run, mark=lambda: run.n_attempts, replace=Recorder(raise_at=2))
     assert run.done and run.stopped
     assert len(run.results()) < 50
+
+
+def test_the_ipywidgets_views_say_in_one_line_what_to_use_in_marimo() -> None:
+    widget = nito_nb.ChatWidget("sim/echo")
+    try:
+        line = widget._display_().text
+        assert "mo.ui.chat(nito_nb.marimo_chat(" in line and line.count("\n") == 0
+    finally:
+        widget.close()
+    stream = nito_nb.stream("hi", model="sim/echo")
+    stream.wait()
+    view = nito_nb.StreamView(stream)
+    assert "the Stream itself as the cell&#x27;s output" in view._display_().text
+    view.close()

@@ -19,6 +19,7 @@ marimo is imported only here and only when a marimo cell shows something (it is 
 
 from __future__ import annotations
 
+import html as html_module
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from .._render import RenderCache, final_bundle, join_parts, render_parts
 from .sink import LiveSink, stream_mark
 from .snapshots import snapshot
 
-__all__ = ["CellOutput", "cell_html", "in_marimo", "stream_html"]
+__all__ = ["CellOutput", "cell_html", "in_marimo", "instead", "stream_html"]
 
 #: Renders per second of a marimo cell that shows a stream: the Jupyter outputs' rate.
 DEFAULT_MAX_RATE = 20.0
@@ -59,6 +60,13 @@ def cell_html(html: str) -> Any:
     import marimo
 
     return marimo.Html(html)
+
+
+def instead(what: str, use: str) -> Any:
+    """The one line a marimo cell shows for an ipywidgets view: marimo shows anywidgets, not
+    ipywidgets' own controls (buttons, boxes, HTML), so such a view would be blank there."""
+    line = f"{what} is made of ipywidgets, which marimo does not show: use {use} (docs/MARIMO.md)."
+    return cell_html(f"<div class='nito-instead'>{html_module.escape(line)}</div>")
 
 
 def stream_html(state: Any, *, live: bool, format: str = "markdown", cache: RenderCache | None = None) -> str:
