@@ -278,3 +278,14 @@ def test_the_ipywidgets_views_say_in_one_line_what_to_use_in_marimo() -> None:
     view = nito_nb.StreamView(stream)
     assert "the Stream itself as the cell&#x27;s output" in view._display_().text
     view.close()
+
+
+def test_map_in_marimo_shows_the_runs_table_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nito_nb._display.marimo as cell
+
+    recorder = Recorder()
+    monkeypatch.setattr(cell, "in_marimo", lambda: True)
+    monkeypatch.setattr(cell, "replace_cell_output", recorder)
+    answers = nito_nb.map(["one two", "three four"], model="sim/echo", sim={"tps": 40, "ttft_ms": 0})
+    assert list(answers) == ["one two", "three four"]
+    assert recorder.htmls and "done: 2/2 requests" in recorder.htmls[-1]

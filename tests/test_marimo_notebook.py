@@ -73,6 +73,8 @@ def test_the_marimo_quickstart_runs_headless_with_final_answers(
     text = outputs_text(session_of(html))
     missing = [expected for expected in EXPECTED if expected not in text]
     assert not missing, missing
+    # The run's progress is the cell's output: no line from its writer thread in any console.
+    assert "nito: " not in text
 
 
 def test_model_text_never_became_markup_in_the_marimo_outputs(
