@@ -27,7 +27,6 @@ from typing import Any
 
 from ._client import AsyncClient
 from ._core.errors import NitoError, one_line
-from ._render import render_parts
 from ._stream import AsyncStream
 from .tools import python_tools, tool_round, tool_schemas
 
@@ -163,6 +162,8 @@ class MarimoChat:
         """As a marimo cell's output: each turn's status line (timings, usage, cost), which the
         chat element does not show."""
         import marimo
+
+        from ._render import render_parts
 
         lines = [next(p.html for p in render_parts(s, live=False) if p.key == "status") for s in self.streams]
         return marimo.Html("".join(lines) or "<span>no turn yet</span>")

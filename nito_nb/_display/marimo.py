@@ -14,7 +14,8 @@ gain from the notebook's separate outputs (``slots.Slots``): each render replace
 the whole HTML, which is the renderer's own (model text escaped, ``_render``). The final state is
 ``final_bundle``'s, the same rendering as a Jupyter cell's.
 
-marimo is imported only here and only when a marimo cell shows something (it is an extra).
+marimo is imported only here and only when a marimo cell shows something (it is an extra); the
+renderer only when a stream is shown (a run asks ``in_marimo()`` and must not load markdown-it).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import html as html_module
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._render import RenderCache, final_bundle, join_parts, render_parts
 from .sink import LiveSink, stream_mark
 from .snapshots import snapshot
+
+if TYPE_CHECKING:
+    from .._render import RenderCache
 
 __all__ = ["CellOutput", "cell_html", "in_marimo", "instead", "stream_html"]
 
@@ -71,6 +74,8 @@ def instead(what: str, use: str) -> Any:
 
 def stream_html(state: Any, *, live: bool, format: str = "markdown", cache: RenderCache | None = None) -> str:
     """The HTML of a stream's state: its live parts while it runs, else Jupyter's final bundle."""
+    from .._render import final_bundle, join_parts, render_parts
+
     if live:
         return join_parts(render_parts(state, format=format, live=True, cache=cache))["text/html"]
     return final_bundle(state, format=format)["text/html"]
@@ -124,6 +129,8 @@ def stream_output(stream: Any, *, format: str = "markdown", max_rate: float = DE
                   replace: Replace | None = None) -> CellOutput:
     """The live cell output of one stream (a Stream, or anything with its ``snapshot()`` and
     ``finished``)."""
+    from .._render import RenderCache
+
     cache = RenderCache()
 
     def html(live: bool) -> str:
