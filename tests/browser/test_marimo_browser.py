@@ -1,7 +1,8 @@
 """nito_nb in marimo, in a real browser: ``marimo run`` serves a notebook (in a process of its
 own), Debian Chromium opens it. A Stream as a cell's output grows while it arrives (several
 lengths seen before the end), ends with its status line; marimo's chat element answers through
-``nito_nb.marimo_chat``; hostile model text stays inert in both."""
+``nito_nb.marimo_chat`` and its Stop ends an answer halfway; hostile model text stays inert in
+both."""
 
 from __future__ import annotations
 
@@ -180,6 +181,24 @@ def test_a_stream_grows_live_in_a_marimo_cell_and_the_chat_answers_inertly(
             "&& e.textContent.includes('TTFT') && !e.closest('.nito-answer'))",
             timeout=30_000,
         )
+
+        # marimo's Stop (the chat's square button) ends a turn halfway: the answer stops growing.
+        words = " ".join(f"w{i}" for i in range(120))  # 120 words at 40 a second: 3 s of echo
+        box.click()
+        page.keyboard.type(words)
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            "() => { const c = document.querySelector('marimo-chatbot'); "
+            "return ((c.shadowRoot || c).textContent || '').split('w1 ').length > 2; }",
+            timeout=30_000,
+        )
+        chat.locator("button:has(svg.lucide-square)").click()
+        stopped = chat.evaluate("e => (e.shadowRoot || e).textContent || ''")
+        time.sleep(4)  # past the whole echo's time
+        after = chat.evaluate("e => (e.shadowRoot || e).textContent || ''")
+        assert after.count("w119") == 1, "the answer went on to its end after Stop"  # the message's only
+        assert len(after) - len(stopped) < 100, "the answer kept growing after Stop"
+
         time.sleep(0.5)  # an onerror would fire as soon as the (non-)image failed to load
         assert page.evaluate("() => [window.__xss, window.__xss2]") == [None, None]
     finally:
