@@ -6,6 +6,7 @@ cell has one); tests/test_marimo_notebook.py runs a real marimo notebook."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from typing import Any
 
@@ -289,3 +290,24 @@ def test_map_in_marimo_shows_the_runs_table_while_it_waits(monkeypatch: pytest.M
     answers = nito_nb.map(["one two", "three four"], model="sim/echo", sim={"tps": 40, "ttft_ms": 0})
     assert list(answers) == ["one two", "three four"]
     assert recorder.htmls and "done: 2/2 requests" in recorder.htmls[-1]
+
+
+def test_during_a_stall_the_cells_status_line_clock_keeps_moving() -> None:
+    import time
+
+    from nito_nb._display.refresh import CLOCK_PERIOD
+
+    stream = nito_nb.stream("hi", model="sim/stall", sim={"stall_s": CLOCK_PERIOD * 4, "tps": 500, "ttft_ms": 0})
+    times: list[float] = []
+    recorder = Recorder()
+
+    def replace(html: str) -> None:
+        times.append(time.monotonic())
+        recorder(html)
+
+    show_stream(stream, replace=replace)
+    assert stream.status == "done"
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) < CLOCK_PERIOD * 2.5, gaps  # no render missing for the stall's 2 s
+    during = [html for html in recorder.htmls[:-1] if "so far" in html]
+    assert len(set(during)) >= 3  # the same text, a moving clock
