@@ -77,9 +77,8 @@ class MarimoChat:
         self.params = dict(params)
         if tools is not None:
             self.params["tools"] = schemas
-        # One client per chat: marimo runs every turn on its kernel's loop; each turn's pool is
-        # closed when the turn ends (as the ChatWidget's).
-        self._client = AsyncClient(api_key=api_key, base_url=base_url, timeout=timeout)
+        self._connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
+        AsyncClient(**self._connection)  # a bad base URL or timeout is refused here, not mid-chat
         #: Every turn's Stream, oldest first (``nito_nb.frame(chat.streams)``).
         self.streams: list[AsyncStream] = []
 
@@ -108,9 +107,12 @@ class MarimoChat:
         """One answer to marimo's conversation, streamed as marimo's chat chunks."""
         history = self.messages(messages)
         params = self.request_params(config)
+        # A client (its connection pool) per answer, closed when it ends: two chat elements may
+        # share this model, and one answer's end must not close the pool of another.
+        client = AsyncClient(**self._connection)
         try:
             for rounds_done in itertools.count():  # tool_round ends it (MAX_TOOL_ROUNDS)
-                stream = self._client.stream(history, model=self.model, raise_errors=False, **params)
+                stream = client.stream(history, model=self.model, raise_errors=False, **params)
                 self.streams.append(stream)
                 async for chunk in self._follow(stream):
                     yield chunk
@@ -121,7 +123,7 @@ class MarimoChat:
                     yield {"type": "tool-output-available", "toolCallId": str(call.id), "output": run.result}
                 history = [*history, stream.message, *(run.message for run in runs)]
         finally:
-            await self._client.aclose()
+            await client.aclose()
 
     async def _follow(self, stream: AsyncStream) -> AsyncIterator[Any]:
         """What arrives on ``stream``, as marimo's chat chunks; Stop closes the stream."""

@@ -311,3 +311,26 @@ def test_during_a_stall_the_cells_status_line_clock_keeps_moving() -> None:
     assert max(gaps) < CLOCK_PERIOD * 2.5, gaps  # no render missing for the stall's 2 s
     during = [html for html in recorder.htmls[:-1] if "so far" in html]
     assert len(set(during)) >= 3  # the same text, a moving clock
+
+
+def test_two_chat_elements_may_share_one_model_at_once() -> None:
+    from marimo._ai._types import ChatModelConfig
+
+    chat = nito_nb.marimo_chat("sim/echo", sim={"tps": 100, "ttft_ms": 0})
+
+    async def answer(text: str) -> str:
+        chunks = [c async for c in chat(_chat_messages(("user", text)), ChatModelConfig())]
+        return "".join(c for c in chunks if isinstance(c, str))
+
+    async def both() -> list[str]:
+        return list(await asyncio.gather(answer("one two three four five"), answer("six seven eight")))
+
+    assert asyncio.run(both()) == ["one two three four five", "six seven eight"]
+    assert sorted(s.status for s in chat.streams) == ["done", "done"]
+
+
+def test_a_chat_models_mistake_is_one_line_when_it_is_made() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="must start with http"):
+        nito_nb.marimo_chat("sim/chat", base_url="ftp://example.org")
+    with pytest.raises(ValueError, match="run_tools=True runs the Python functions"):
+        nito_nb.marimo_chat("sim/tools", tools=[{"type": "function", "function": {"name": "x"}}], run_tools=True)
