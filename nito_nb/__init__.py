@@ -190,6 +190,8 @@ def last() -> Any:
 
 
 _WIDGETS = ("ChatWidget", "StreamView")
+# marimo's chat element's model: imported on first use (marimo itself only when it shows one).
+_MARIMO = ("marimo_chat",)
 # Runs (many prompts x models, a DuckDB store): imported on first use, like the widgets. `map` is
 # served here rather than imported so that this module keeps the builtin.
 _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep")
@@ -205,6 +207,12 @@ def __getattr__(name: str) -> Any:
         from . import _widget as _widget
 
         value = getattr(_widget, name)
+        globals()[name] = value
+        return value
+    if name in _MARIMO:
+        from . import _marimo_chat
+
+        value = getattr(_marimo_chat, name)
         globals()[name] = value
         return value
     if name in _RUNS:
@@ -278,6 +286,7 @@ __all__ = [
     "live",
     "load",
     "map",
+    "marimo_chat",
     "open_store",
     "read_sse",
     "run",

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamResults", "register_default_starts"]
 
-#: The engine's only imports that point up, both lazy, each inside the method named here: a frame
-#: of the Stream (the pandas adapter) and its rich display in a notebook (the renderer). Declared
+#: The engine's only imports that point up, all lazy, each inside the method named here: a frame
+#: of the Stream (the pandas adapter), its rich display in a notebook (the renderer) and its live
+#: display as a marimo cell's output (marimo calls ``_display_``). Declared
 #: in this one place; tests/test_architecture.py fails on any other import cycle.
 UPWARD_IMPORTS = (("StreamResults.frame", "nito_nb._frame.build"),
-                  ("StreamResults._repr_mimebundle_", "nito_nb._render"))
+                  ("StreamResults._repr_mimebundle_", "nito_nb._render"),
+                  ("StreamResults._display_", "nito_nb._display.marimo"))
 
 #: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
 #: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
@@ -407,6 +409,14 @@ class StreamResults:
         except ImportError:  # the renderer is optional for the engine
             return {"text/plain": repr(self)}
         return final_bundle(self)
+
+    def _display_(self) -> Any:
+        """marimo's display protocol (only marimo calls it): a running sync Stream as a cell's
+        output is shown live until it ends (``_display/marimo.py``); the final state is the same
+        rendering as ``_repr_mimebundle_``'s."""
+        from ._display.marimo import show_stream
+
+        return show_stream(self)
 
 
 

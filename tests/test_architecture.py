@@ -146,7 +146,8 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
                                          ("nito_nb.tools", "nito_nb._interpolate"))),
     ("display", (("nito_nb._display", "nito_nb._loop", "nito_nb._last"),)),
     ("runs, magic, widget, capture", (("nito_nb._runs",), ("nito_nb._magic",), ("nito_nb._widget",),
-                                      ("nito_nb._capture", "nito_nb._watch", "nito_nb._live"))),
+                                      ("nito_nb._capture", "nito_nb._watch", "nito_nb._live"),
+                                      ("nito_nb._marimo_chat",))),
     ("root", (("nito_nb", "nito_nb.demo"),)),
 )
 #: Edges between groups of one layer, each a decision (docs/ARCHITECTURE.md says why).
@@ -325,6 +326,7 @@ RUNS = PACKAGE / "_runs"
 RUNS_PRIVATE_READS_ALLOWED = {
     "_ipython_display_": "IPython's display protocol (a Run shown by map() in a kernel)",
     "_repr_mimebundle_": "IPython's display protocol (the widgets' bundle, with a text/html copy added)",
+    "_display_": "marimo's display protocol (a Run followed in the cell by map() in marimo)",
 }
 
 

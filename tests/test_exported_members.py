@@ -29,6 +29,8 @@ PUBLIC = {
     "BodyTooLargeError", "TotalTimeoutError",
     # issue 29: the one entry of a byte source of the user's (what fills a Stream)
     "StreamSource",
+    # issue 35: a chat model for marimo's chat element
+    "marimo_chat",
 }
 
 #: The modules a user imports besides the root (every other one is private: a leading underscore).

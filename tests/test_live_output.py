@@ -17,6 +17,7 @@ import pytest
 
 import nito_nb
 from nito_nb._display import LiveDisplay, TerminalDisplay
+from nito_nb._display.marimo import CellOutput
 from nito_nb._display.refresh import CLOCK_PERIOD
 from nito_nb._display.sink import LiveOutput, LiveSink
 from nito_nb._magic.grid import Grid
@@ -26,7 +27,7 @@ from nito_nb._widget import StreamView
 
 PACKAGE = Path(nito_nb.__file__).parent
 #: The live outputs of the package.
-OUTPUTS = (LiveDisplay, TerminalDisplay, Grid, StreamView, Panel, StderrLine, SweepView)
+OUTPUTS = (LiveDisplay, TerminalDisplay, Grid, StreamView, Panel, StderrLine, SweepView, CellOutput)
 #: Classes with an ``update()`` and a ``finish()`` that are no live output, and why.
 NOT_OUTPUTS = {
     "_capture.Views": "the live outputs of one captured stream: it hands each update and finish on to them",

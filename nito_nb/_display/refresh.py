@@ -61,6 +61,12 @@ class Refresher:
         self._thread.start()
         return self
 
+    def run(self) -> None:
+        """Tick in the caller's thread until ``stop()`` (instead of ``start()``): for a host whose
+        outputs only the thread that runs the cell may write (marimo's). A tick's exception ends
+        it and is kept in ``error``, as in the thread."""
+        self._run()
+
     def stop(self) -> None:
         """No tick starts after this returns (one under way finishes; the view's lock orders it)."""
         self._stopped.set()

@@ -135,12 +135,42 @@ class LiveSink:
                 return self
             self._render(live=True)
             if self.refreshes:
-                # Half the render interval: a tick that finds the feeder active skips, and the
-                # next one still comes within an interval of the feeder's last update().
-                self._refresher = Refresher(
-                    self._tick, min(self._throttle.interval, CLOCK_PERIOD) / 2, self.refresher_name
-                ).start()
+                self._refresher = Refresher(self._tick, self.refresh_period, self.refresher_name).start()
         return self
+
+    @property
+    def refresh_period(self) -> float:
+        """How often the refresh thread ticks: half the render interval, so that a tick that finds
+        the feeder active skips and the next one still comes within an interval of the feeder's
+        last update()."""
+        return min(self._throttle.interval, CLOCK_PERIOD) / 2
+
+    def follow_here(self, interrupted: Callable[[], None] | None = None) -> None:
+        """Show the state now and keep it fresh from the caller's thread until it ends, then render
+        the final state there: ``start()`` and ``finish()`` for a host whose outputs only the thread
+        that runs the cell may write (marimo's). The refresh ticks are the same, at the same rate.
+        For a sink whose state ends by itself (``ends_itself``) and that has no thread of its own
+        (``refreshes = False``). A KeyboardInterrupt (the notebook's Stop) calls ``interrupted``,
+        which must end the state; the final state is rendered all the same."""
+        if not self.ends_itself or self.refreshes:
+            raise TypeError(f"{type(self).__name__} cannot be followed: its state must end by itself")
+        self.start()
+        stopped: BaseException | None = None
+        with self._lock:
+            if self._over:
+                return
+            refresher = self._refresher = Refresher(self._tick, self.refresh_period, self.refresher_name)
+        try:
+            refresher.run()  # until the tick that sees the end finishes the sink (which stops it)
+        except KeyboardInterrupt as exc:
+            stopped = exc
+        if stopped is None and refresher.error is not None:
+            stopped = refresher.error  # a tick's own failure, or the interrupt landing in a render
+        if isinstance(stopped, KeyboardInterrupt) and interrupted is not None:
+            interrupted()
+        self._finish_once()
+        if stopped is not None and not isinstance(stopped, KeyboardInterrupt):
+            raise stopped
 
     def update(self, *, force: bool = False) -> bool:
         """Render if the last render ended at least ``1 / max_rate`` seconds ago (or ``force``);

@@ -116,10 +116,13 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     if options.get("repeats", 1) != 1:
         raise ConfigurationError("map gives one answer per row: use nito_nb.run for repeats")
     the_run = run(prompts, model=model, template=template, **options)
+    from .._display.marimo import in_marimo
     from .._display.notebook import in_kernel
 
     if in_kernel():
         the_run._ipython_display_()
+    elif in_marimo():  # the table in the cell while the run goes; the Series then replaces it
+        the_run._display_()
     the_run.wait()
     answers: dict[str, Any] = {}
     results = the_run.results()

@@ -1,10 +1,15 @@
-"""Progress of a run: a widget panel in Jupyter, one line on stderr elsewhere.
+"""Progress of a run: a widget panel in Jupyter, the same table in a marimo cell, one line on
+stderr elsewhere.
 
 ``panel_model(stats)`` (pure) turns the run's counts into what is shown: one line per model and
 one for the run, so the panel's size never depends on the number of requests. ``Panel`` renders
 it as HTML in an ipywidgets box with a Stop button. The panel is displayed with a ``text/html``
 copy of the same table beside the widget, updated once more at the end: a saved notebook (where
 no widget state survives) shows that static summary.
+
+In marimo (no ipywidgets, and only the cell's thread may write its output) the run shown as a
+cell's output (``Run._display_``) is followed in the cell: the same table, at the same rate
+(``_display/marimo.py``), until the run ends; marimo's Stop stops the run.
 
 Both displays are live outputs (``_display/sink.py``: one lock, one final render): the run's
 writer thread calls ``update()`` as it works (it wakes at least twice a second) and ``finish()``
@@ -17,6 +22,7 @@ from __future__ import annotations
 import html
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core.printable import printable
@@ -25,7 +31,10 @@ from .._display.sink import LiveSink
 if TYPE_CHECKING:
     from .runner import Run
 
-__all__ = ["MAX_UPDATES_PER_S", "Panel", "StderrLine", "panel_model", "progress_for", "show"]
+__all__ = ["MAX_UPDATES_PER_S", "Panel", "StderrLine", "panel_model", "progress_for", "show", "show_in_cell"]
+
+#: How long marimo's Stop waits for the stopped run's clean end before the final table.
+STOP_WAIT_S = 30.0
 
 #: A run's (or a sweep's) progress is rendered at most this often.
 MAX_UPDATES_PER_S = 4.0
@@ -239,7 +248,13 @@ def progress_for(run: Run, progress: bool | None) -> Panel | StderrLine | None:
     """The display of a run: a Panel in a kernel, a StderrLine elsewhere, None with progress=False."""
     if progress is False:
         return None
+    from .._display.marimo import in_marimo
     from .._display.notebook import in_kernel
+
+    if in_marimo():
+        # Only the cell's thread may write a marimo output, and a line on marimo's stderr from the
+        # writer's thread would land in whichever cell runs: the run as a cell's output shows it.
+        return None
 
     if in_kernel():
         try:
@@ -256,3 +271,22 @@ def show(run: Run) -> None:
         progress.display()
     else:
         print(panel_text(panel_model(run.stats())))
+
+
+def show_in_cell(run: Run, mark: Callable[[], Any], replace: Any = None) -> Any:
+    """A run as a marimo cell's output (``Run._display_``): its table, followed in the cell until
+    the run ends (``mark()`` changes when a request ends or starts); then the final table, the
+    same as a Jupyter notebook's static copy. marimo's Stop stops the run and waits for its end."""
+    from .._display.marimo import CellOutput, cell_html
+
+    def table(_live: bool) -> str:
+        return panel_html(panel_model(run.stats()))
+
+    def stop() -> None:
+        run.stop()
+        run.wait(STOP_WAIT_S)
+
+    if not run.done:
+        CellOutput(table, ended=lambda: run.done, mark=mark, max_rate=MAX_UPDATES_PER_S,
+                   replace=replace).follow_here(interrupted=stop)
+    return cell_html(table(False))

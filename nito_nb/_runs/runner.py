@@ -301,6 +301,13 @@ class Run:
 
         show(self)
 
+    def _display_(self) -> Any:
+        """marimo's display protocol (only marimo calls it): the progress table, live in the cell
+        until the run ends (``progress.show_in_cell``)."""
+        from .progress import show_in_cell
+
+        return show_in_cell(self, mark=lambda: (self._writer.n_rows, self.n_attempts))
+
 
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """The chunk-level frame of the finished streams of ``runs`` (one run's, or a sweep's): the

@@ -534,6 +534,12 @@ class ChatWidget(ipywidgets.VBox):
         # ipywidgets' repr lists every synced trait, children included, recursively: keep it cheap.
         return f"<ChatWidget model={self.model!r} turns={len(self._turns)} status={self.status!r}>"
 
+    def _display_(self) -> Any:
+        """marimo's display protocol (only marimo calls it): one line that says what to use there."""
+        from .._display.marimo import instead
+
+        return instead("ChatWidget", "mo.ui.chat(nito_nb.marimo_chat(model, system=..., tools=...))")
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         data = super()._repr_mimebundle_(**kwargs)
         if data is not None:

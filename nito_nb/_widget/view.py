@@ -226,6 +226,12 @@ class StreamView(LiveSink, ipywidgets.VBox):
         # ipywidgets' repr lists every synced trait, children included, recursively: keep it cheap.
         return f"<StreamView {self.stream!r}>"
 
+    def _display_(self) -> Any:
+        """marimo's display protocol (only marimo calls it): one line that says what to use there."""
+        from .._display.marimo import instead
+
+        return instead("StreamView", "the Stream itself as the cell's output, which marimo shows live")
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         data = super()._repr_mimebundle_(**kwargs)
         if data is not None:
