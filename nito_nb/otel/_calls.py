@@ -251,6 +251,10 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
         http = _value(row["http_status"])
         events.append((start_ns + round(ttfb * 1e9), "nito.response", {} if http is None else {"nito.http_status": int(http)}))
     token_times = seen.get("tokens") or []
+    if token_times:
+        # Every chunk's arrival in one attribute as well: an SDK keeps at most its span limit of
+        # events (128 by default, the last ones), and a long answer has thousands of chunks.
+        attributes["nito.chunk.times"] = [round(t, 9) for t, _ in token_times]
     for index, (t, seq) in enumerate(token_times):
         if not math.isnan(t):
             events.append((start_ns + round(t * 1e9), "nito.chunk", {"nito.chunk.index": index, "nito.chunk.seq": seq}))
