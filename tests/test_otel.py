@@ -10,6 +10,7 @@ import gzip
 import inspect
 import json
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -227,6 +228,23 @@ def test_a_long_answer_keeps_every_chunk_time_past_the_sdks_event_limit(sink: Si
     assert len(span.events) == 128 and span.dropped_events == k + 1 - 128  # the SDK's default limit
 
 
+def test_hundreds_of_streams_export_each_with_its_own_values(sink: Sink) -> None:
+    # More streams than an int8 category code holds (pandas' lookups in such an index overflowed).
+    streams = []
+    for i in range(300):
+        source = StreamSource({"model": "m", "params": {}, "base_url": "http://127.0.0.1:1/v1"})
+        t0 = time.perf_counter_ns()
+        source.start(t0)
+        chunk = {"id": f"c{i}", "model": "m", "choices": [{"index": 0, "delta": {"content": "x"}}]}
+        source.feed(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode(), t0 + (i + 1) * 1000)
+        source.end(t0 + (i + 1) * 1000)
+        streams.append(source.stream)
+    assert nito_nb.otel.export(streams, **sink.providers) == 300
+    ids = {s.attributes["gen_ai.response.id"]: s for s in sink.spans()}
+    assert sorted(ids) == sorted(f"c{i}" for i in range(300))
+    assert all(span.end_time - span.start_time == (int(key[1:]) + 1) * 1000 for key, span in ids.items())
+
+
 # -- errors -----------------------------------------------------------------------------------------
 
 
@@ -342,6 +360,16 @@ def test_a_frame_exports_and_one_without_its_attrs_says_what_to_do(sink: Sink) -
     df = s.frame()
     assert nito_nb.otel.export(df, **sink.providers) == 1
     assert sink.spans()[0].start_time == _wall_ns(s, s.log.t0_ns)
+    # Rows of two streams interleaved (a frame put together by hand): each stream is still read whole.
+    other = nito_nb.stream("ho", model="sim/echo", **FAST).wait()
+    both = nito_nb.frame({"a": s, "b": other})
+    position = both.groupby("stream", observed=True).cumcount().to_numpy()
+    mixed = both.iloc[position.argsort(kind="stable")]
+    assert (mixed["stream"].to_numpy()[1:] != mixed["stream"].to_numpy()[:-1]).sum() > 1
+    twice = Sink()
+    nito_nb.otel.export(mixed, **twice.providers)
+    events = sorted(len(span.events) for span in twice.spans())
+    assert events == sorted([s.snapshot().n_token_chunks + 1, other.snapshot().n_token_chunks + 1])
     bare = df.copy()
     bare.attrs = {}
     with pytest.raises(ValueError, match=r"lost df.attrs\['nito'\].*export the Streams, the Run or the Store"):
@@ -440,6 +468,32 @@ def test_live_hears_a_runs_worker_processes(sink: Sink) -> None:
     # Each at its worker's send: within the run, on this process's wall clock.
     started = _dt.datetime.now(_dt.timezone.utc).timestamp() * 1e9
     assert all(0 < started - s.start_time < 120e9 for s in spans)
+
+
+@pytest.mark.spawns
+def test_what_ended_just_before_the_interpreter_exits_is_still_exported(tmp_path: Path) -> None:
+    # The providers are made before instrument(), as a user makes them: the SDK shuts them down
+    # at exit, and the requests waiting for the export thread go out before that.
+    out = tmp_path / "spans.txt"
+    code = f"""
+import nito_nb, nito_nb.otel
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+class ToFile(SpanExporter):
+    def export(self, spans):
+        with open({str(out)!r}, "a") as f:
+            f.writelines(span.name + "\\n" for span in spans)
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(ToFile()))
+nito_nb.otel.instrument(tracer_provider=provider)
+for i in range(3):
+    nito_nb.stream("hi", model="sim/echo", sim={{"tps": 0, "ttft_ms": 0}}).wait()
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert out.read_text().splitlines() == ["chat sim/echo"] * 3
 
 
 # -- an OTLP/HTTP receiver of the test's own -------------------------------------------------------

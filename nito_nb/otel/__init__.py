@@ -17,6 +17,7 @@ OpenTelemetry is imported on first use: ``import nito_nb.otel`` works without it
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -54,13 +55,13 @@ def export(source: Any, *, tracer_provider: Any = None, meter_provider: Any = No
     the answer (``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.tool.definitions``):
     a frame, or a Run without a store, has no messages, only the answer."""
     emitter = _emitter(tracer_provider, meter_provider)
-    calls = _calls(source, content)
+    calls = _calls_in(source, content)
     for call in calls:
         emitter.emit(call)
     return len(calls)
 
 
-def _calls(source: Any, content: bool) -> list[Call]:
+def _calls_in(source: Any, content: bool) -> list[Call]:
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
@@ -137,6 +138,9 @@ class _Exporter:
         self.thread = threading.Thread(target=self._work, name="nito_nb-otel", daemon=True)
         self.thread.start()
         self.stop_listening = listen_to_ends(self.heard)
+        # Registered now, after the providers were made: atexit runs the last registered first, so
+        # what is waiting is exported before the SDK's own handler shuts its providers down.
+        atexit.register(self.close, 5.0)
 
     def heard(self, stream: StreamResults) -> None:
         if os.getpid() != self.pid:
@@ -171,6 +175,7 @@ class _Exporter:
             return self.cond.wait_for(lambda: not self.waiting and not self.busy, timeout)
 
     def close(self, timeout: float | None = 30.0) -> None:
+        atexit.unregister(self.close)
         self.stop_listening()
         self.flush(timeout)
         with self.cond:
@@ -218,12 +223,3 @@ def live(*, tracer_provider: Any = None, meter_provider: Any = None, content: bo
             if exporter in _session:
                 _session.remove(exporter)
 
-
-def _at_exit() -> None:
-    for exporter in list(_session):
-        exporter.close(timeout=5.0)
-
-
-import atexit  # noqa: E402 (registered once the module is complete)
-
-atexit.register(_at_exit)

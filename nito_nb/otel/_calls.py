@@ -128,30 +128,10 @@ def calls_of(df: pd.DataFrame, extras: Mapping[str, Extra] | None = None, *, con
     texts = df.nito.text() if content else None
     reasoning = df.nito.reasoning() if content else None
     tool_calls = df.nito.tool_calls() if content else None
-    stream = df["stream"].astype(object).to_numpy()
-    t = df["t"].to_numpy(dtype=float, na_value=math.nan)
-    part = df["part"].to_numpy()
-    token = df["token"].to_numpy(dtype=bool) & ~df["ignored"].to_numpy(dtype=bool) & (part == 0)
-    kind = df["kind"].astype(object).to_numpy()
-    seq = df["seq"].to_numpy()
-    ids = df["id"].to_numpy(dtype=object, na_value=None)
-    models = df["model"].astype(object).to_numpy()
-    codes = df["error_code"].to_numpy(dtype=object, na_value=None)
-    per: dict[str, dict[str, Any]] = {}
-    for i in range(len(df)):
-        label = stream[i]
-        one = per.setdefault(label, {"tokens": [], "id": None, "model": None, "error_code": None})
-        if kind[i] == "chunk":
-            if one["id"] is None and ids[i] is not None:
-                one["id"] = ids[i]
-            if one["model"] is None and isinstance(models[i], str):
-                one["model"] = models[i]
-        if codes[i] is not None:
-            one["error_code"] = codes[i]
-        if token[i]:
-            one["tokens"].append((float(t[i]), int(seq[i])))
+    per = _per_stream(df)
     calls = []
-    for label, row in metrics.iterrows():
+    usages = usage.to_dict("index")
+    for label, row in metrics.to_dict("index").items():
         described = attrs.get(label)
         if described is None or not described.get("t0_wall"):
             raise ValueError(
@@ -159,9 +139,47 @@ def calls_of(df: pd.DataFrame, extras: Mapping[str, Extra] | None = None, *, con
                 "operations); export the Streams, the Run or the Store, or a frame made by nito_nb.frame()"
             )
         extra = (extras or {}).get(label) or Extra()
-        calls.append(_call(label, row, usage.loc[label], described, per.get(label, {}), extra,
+        calls.append(_call(label, row, usages[label], described, per.get(label, {}), extra,
                            _content(label, extra, texts, reasoning, tool_calls, row) if content else None))
     return calls
+
+
+def _per_stream(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """What the metrics table does not say of each stream: its token-bearing chunks' (time, seq),
+    the first chunk's ``id`` and ``model``, the last error code. Rows are in stream order
+    (docs/METRICS.md), so each stream is one slice of the columns."""
+    import numpy as np
+
+    labels = df["stream"].astype(object).to_numpy()
+    if len(labels) and np.count_nonzero(labels[1:] != labels[:-1]) + 1 != len(set(labels)):
+        # A frame put together by hand (a concat, a sort by time): each stream's rows together,
+        # in their order.
+        df = df.iloc[np.argsort(df["stream"].cat.codes.to_numpy(), kind="stable")]
+        labels = df["stream"].astype(object).to_numpy()
+    t = df["t"].to_numpy(dtype=float, na_value=math.nan)
+    seq = df["seq"].to_numpy()
+    token = df["token"].to_numpy(dtype=bool) & ~df["ignored"].to_numpy(dtype=bool) & (df["part"].to_numpy() == 0)
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    ends = np.r_[starts[1:], len(labels)]
+    chunks = df[df["kind"] == "chunk"]
+    # Plain dicts: a lookup in a categorical index of more than 127 streams overflows in pandas.
+    first = chunks.groupby("stream", observed=True, sort=False)[["id", "model"]].first()
+    first_of = dict(zip(first.index.astype(object), first.to_dict("records"), strict=True))
+    codes = df["error_code"].dropna()
+    last = codes.groupby(df.loc[codes.index, "stream"], observed=True, sort=False).last()
+    last_code = dict(zip(last.index.astype(object), last.astype(object), strict=True))
+    per: dict[str, dict[str, Any]] = {}
+    for start, end in zip(starts, ends, strict=True):
+        label = labels[start]
+        rows = np.flatnonzero(token[start:end]) + start
+        one = per[label] = {"tokens": list(zip(t[rows].tolist(), seq[rows].tolist(), strict=True)),
+                            "id": None, "model": None, "error_code": _value(last_code.get(label))}
+        seen = first_of.get(label)
+        if seen is not None:
+            one["id"] = _value(seen["id"])
+            model = _value(seen["model"])
+            one["model"] = str(model) if model is not None else None
+    return per
 
 
 def _value(x: Any) -> Any:
@@ -229,7 +247,7 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
     status = str(_value(row["status"]) or "")
     attributes["nito.status"] = status
     for name in ("ttfb", "connect", "itl", "itl_p99", "tpot", "output_tps"):
-        value = _value(row[name]) if name in row.index else None
+        value = _value(row.get(name))
         if value is not None:
             attributes[f"nito.{name}"] = float(value)
     for name in ("n_token_chunks", "attempts", "http_status"):
