@@ -311,6 +311,24 @@ def test_content_is_opt_in_and_model_text_stays_plain_data(sink: Sink) -> None:
     assert isinstance(a["gen_ai.output.messages"], str) and "&lt;" not in a["gen_ai.output.messages"]
 
 
+def test_content_has_the_tool_definitions_and_the_calls_the_model_made(sink: Sink) -> None:
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    s = nito_nb.stream("Weather in Paris?", model="sim/tools", tools=[weather], **FAST).wait()
+    nito_nb.otel.export(s, **sink.providers)
+    assert "gen_ai.tool.definitions" not in sink.spans()[0].attributes  # opt-in, as the messages
+    shown = Sink()
+    nito_nb.otel.export(s, content=True, **shown.providers)
+    a = shown.spans()[0].attributes
+    assert json.loads(a["gen_ai.tool.definitions"]) == [
+        {"type": "function", "name": "get_weather", "description": "The weather in a city",
+         "parameters": weather["function"]["parameters"]}]
+    (answer,) = json.loads(a["gen_ai.output.messages"])
+    calls = [part for part in answer["parts"] if part["type"] == "tool_call"]
+    assert [(c["id"], c["name"], c["arguments"]) for c in calls] == [(t.id, t.name, t.parsed) for t in s.tool_calls]
+    assert answer["finish_reason"] == "tool_calls" and a["gen_ai.response.finish_reasons"] == ("tool_calls",)
+
+
 def test_no_key_in_any_attribute_event_or_status(sink: Sink, scripted: ScriptedServer) -> None:
     key = "sk-otel-secret-0123456789abcdef"
     said = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": f"your key is {key}"}}]}
@@ -335,6 +353,7 @@ def test_no_key_in_any_attribute_event_or_status(sink: Sink, scripted: ScriptedS
 # -- a run, a store, a frame ----------------------------------------------------------------------------
 
 
+@pytest.mark.spawns  # the store's helper process writes the events
 def test_a_run_and_its_store_export_one_span_per_request(sink: Sink, tmp_path: Path) -> None:
     store = tmp_path / "run.duckdb"
     run = nito_nb.run(["one", "two", "three"], model="sim/echo", store=str(store), progress=False, **FAST).wait()

@@ -259,6 +259,9 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
         attributes["nito.cost"] = float(cost)
     if content:
         attributes.update(content)
+        tools = _tool_definitions(params.get("tools"))
+        if tools:
+            attributes["gen_ai.tool.definitions"] = json.dumps(tools, ensure_ascii=False, default=str)
 
     error_type, error_message = _error(status, row, seen.get("error_code"), extra)
     if error_type is not None:
@@ -364,6 +367,23 @@ def _content(label: str, extra: Extra, texts: Any, reasoning: Any, tool_calls: A
     if finish is not None:
         answer["finish_reason"] = str(finish)
     out["gen_ai.output.messages"] = json.dumps([answer], ensure_ascii=False, default=str)
+    return out
+
+
+def _tool_definitions(tools: Any) -> list[dict[str, Any]]:
+    """The request's ``tools`` in the conventions' shape: a type, a name, and for a function its
+    description and JSON schema (OpenAI nests them under ``function``)."""
+    out = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, Mapping):
+            continue
+        inner = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool.get("custom")
+        inner = inner if isinstance(inner, Mapping) else tool
+        definition = {"type": str(tool.get("type") or "function"), "name": inner.get("name")}
+        for key in ("description", "parameters"):
+            if inner.get(key) is not None:
+                definition[key] = inner[key]
+        out.append(definition)
     return out
 
 
