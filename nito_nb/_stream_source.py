@@ -90,7 +90,8 @@ class SourceBase:
         """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
         arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise), keep
         everything, run the ``on_done`` callbacks. A second call does nothing, but after
-        :meth:`fail` or :meth:`fail_http` it says the failure is final (no retry follows)."""
+        :meth:`fail` or :meth:`fail_http` it says the failure is final (no retry follows): the
+        callbacks that waited run then."""
         self.stream._end(t_ns, status=status, exception=exception)
 
     def protect(self, secret: Secret | str | None) -> None:
