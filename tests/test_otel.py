@@ -391,7 +391,7 @@ def test_a_frame_exports_and_one_without_its_attrs_says_what_to_do(sink: Sink) -
     assert events == sorted([s.snapshot().n_token_chunks + 1, other.snapshot().n_token_chunks + 1])
     bare = df.copy()
     bare.attrs = {}
-    with pytest.raises(ValueError, match=r"lost df.attrs\['nito'\].*export the Streams, the Run or the Store"):
+    with pytest.raises(nito_nb.ConfigurationError, match=r"lost df.attrs\['nito'\].*export the Streams, the Run or the Store"):
         nito_nb.otel.export(bare, **sink.providers)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .._client.endpoint import is_nito
+from .._core.errors import ConfigurationError
 from .._core.metrics import token_gaps
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def calls_of(df: pd.DataFrame, extras: Mapping[str, Extra] | None = None, *, con
     for label, row in metrics.to_dict("index").items():
         described = attrs.get(label)
         if described is None or not described.get("t0_wall"):
-            raise ValueError(
+            raise ConfigurationError(
                 f"stream {label!r} has no start time: its frame lost df.attrs['nito'] (pandas drops it in some "
                 "operations); export the Streams, the Run or the Store, or a frame made by nito_nb.frame()"
             )
