@@ -196,8 +196,9 @@ _MARIMO = ("marimo_chat",)
 # served here rather than imported so that this module keeps the builtin.
 _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep")
 # The public submodules, imported on first use too (the simulator brings starlette and uvicorn):
-# ``nito_nb.sim.ensure_server()`` works without its own import. Every other module is private.
-_SUBMODULES = ("sim", "tools")
+# ``nito_nb.sim.ensure_server()`` works without its own import; ``nito_nb.otel`` imports
+# OpenTelemetry only when it exports. Every other module is private.
+_SUBMODULES = ("otel", "sim", "tools")
 
 
 def __getattr__(name: str) -> Any:

@@ -327,6 +327,7 @@ class Recorder:
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
                 fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url)
+                source.end(t_ns)  # the failure is final: whatever the client retries is a Stream of its own
             elif error is not None:
                 source.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):

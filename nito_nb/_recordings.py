@@ -27,6 +27,7 @@ from ._core.file_kinds import first_line_is_log, is_sse_text, looks_like_error_b
 from ._core.log import HTTP_ERROR, ChunkLog, LogFormatError, read_log
 from ._core.state import StreamState
 from ._stream import Stream
+from ._stream_results import announce_end
 from ._stream_source import StreamSource
 
 __all__ = ["from_events", "load", "read_file", "read_sse"]
@@ -188,10 +189,11 @@ def to_wire(stream: Any) -> StreamState | ChunkLog:
 
 
 def from_wire(sent: StreamState | ChunkLog) -> Stream:
-    """The Stream of what ``to_wire`` sent."""
-    if isinstance(sent, ChunkLog):
-        return from_log(sent)
-    return Stream(sent.log.request, raise_errors=False, state=sent)
+    """The Stream of what ``to_wire`` sent: a request of this session, which ended in a worker
+    (``nito_nb.otel.instrument()`` hears of it here)."""
+    stream = from_log(sent) if isinstance(sent, ChunkLog) else Stream(sent.log.request, raise_errors=False, state=sent)
+    announce_end(stream)
+    return stream
 
 
 def from_log(log: ChunkLog) -> Stream:

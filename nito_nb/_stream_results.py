@@ -33,7 +33,7 @@ from ._core.status import Status
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["StreamResults", "register_default_starts"]
+__all__ = ["StreamResults", "announce_end", "listen_to_ends", "register_default_starts"]
 
 #: The engine's only imports that point up, all lazy, each inside the method named here: a frame
 #: of the Stream (the pandas adapter), its rich display in a notebook (the renderer) and its live
@@ -53,6 +53,33 @@ def register_default_starts(sync: Callable[..., Any], async_: Callable[..., Any]
     """What reply() of a recorded Stream calls: ``sync`` for a Stream, ``async_`` for an AsyncStream."""
     _default_starts[False] = sync
     _default_starts[True] = async_
+
+
+#: Who hears of every request of this process as it ends, whoever sent it (the client, the magic,
+#: the widget, a run, capture, watch, a user's StreamSource that called ``start()``): what
+#: ``nito_nb.otel.instrument()`` listens with. A recording (``load``, ``read_sse``, a replay) sent
+#: nothing and is not heard of. Each listener is called once per Stream, in the thread that ended
+#: it, after its ``on_done`` callbacks.
+_end_listeners: list[Callable[[Any], None]] = []
+
+
+def listen_to_ends(listener: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``listener(stream)`` as each request of this process ends (above); returns the call
+    that stops it."""
+    _end_listeners.append(listener)
+
+    def stop() -> None:
+        if listener in _end_listeners:
+            _end_listeners.remove(listener)
+
+    return stop
+
+
+def announce_end(stream: StreamResults) -> None:
+    """``stream`` is a request of this session that ended in another process (a run's worker sent
+    it back, ``_recordings.from_wire``): its listeners hear of it here."""
+    stream._sent_here = True
+    stream._announce()
 
 
 class StreamResults:
@@ -88,6 +115,10 @@ class StreamResults:
             self._settled.set()
         self._callback_thread: int | None = None  # the thread running the callbacks, meanwhile
         self._consumed = False  # iterated or waited for: results are then what arrived so far
+        # A request this process sent (its producer called start()), and whether the end listeners
+        # heard of its end (once): see ``listen_to_ends``.
+        self._sent_here = False
+        self._announced = False
         # Set by the producer (``_stream_source.py``), read here: how the request was made (its
         # client, base URL, key and timeout) for reply(), None for a recorded Stream; and the
         # call's deadlines, which an AsyncStream's body keeps itself.
@@ -304,6 +335,23 @@ class StreamResults:
         callbacks = self._state.end(t_ns, status=status, exception=exception)
         if callbacks is not None:  # this call ended it
             self._run_callbacks(callbacks)
+            self._announce()
+        elif self._state.status is Status.FAILED:  # its producer says the failure is final: no retry follows
+            self._announce()
+
+    def _announce(self) -> None:
+        """Tell the end listeners, once, that this request of this process ended."""
+        if not self._sent_here or not _end_listeners:
+            return
+        with self._state.lock:  # the reader and a closing caller may both end it
+            if self._announced:
+                return
+            self._announced = True
+        for listener in tuple(_end_listeners):
+            try:
+                listener(self)
+            except Exception as exc:  # as an on_done callback's: reported, never raised
+                _report_callback_error(listener, exc, "the end listener")
 
     def _run_callbacks(self, callbacks: list[Callable[[Any], Any]]) -> None:
         # They run in the thread that finished the stream (the background reader, or the one that
@@ -420,6 +468,6 @@ class StreamResults:
 
 
 
-def _report_callback_error(callback: Any, exc: Exception) -> None:
+def _report_callback_error(callback: Any, exc: Exception, what: str = "the on_done callback") -> None:
     name = getattr(callback, "__qualname__", None) or repr(callback)
-    print(printable(f"nito_nb: the on_done callback {name} raised {one_line(exc)}"), file=sys.stderr)
+    print(printable(f"nito_nb: {what} {name} raised {one_line(exc)}"), file=sys.stderr)

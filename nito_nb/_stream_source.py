@@ -70,8 +70,10 @@ class SourceBase:
 
     def start(self, t_ns: int | None = None) -> None:
         """The request leaves now (or left at ``t_ns``, a ``time.perf_counter_ns()`` reading): the
-        origin of every timing (``ttfb``, ``ttft``...). Without it, the moment the Stream was made."""
+        origin of every timing (``ttfb``, ``ttft``...). Without it, the moment the Stream was made.
+        A started Stream is a request of this process: ``nito_nb.otel.instrument()`` hears of its end."""
         self._state.log.start(t_ns)
+        self.stream._sent_here = True
 
     def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
         """Fold one read of the body, arrived at ``t_ns`` (``time.perf_counter_ns()``), into the
@@ -87,7 +89,9 @@ class SourceBase:
             exception: NitoError | None = None) -> None:
         """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
         arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise), keep
-        everything, run the ``on_done`` callbacks. A second call does nothing."""
+        everything, run the ``on_done`` callbacks. A second call does nothing, but after
+        :meth:`fail` or :meth:`fail_http` it says the failure is final (no retry follows): the
+        callbacks that waited run then."""
         self.stream._end(t_ns, status=status, exception=exception)
 
     def protect(self, secret: Secret | str | None) -> None:

@@ -148,7 +148,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("runs, magic, widget, capture", (("nito_nb._runs",), ("nito_nb._magic",), ("nito_nb._widget",),
                                       ("nito_nb._capture", "nito_nb._watch", "nito_nb._live"),
                                       ("nito_nb._marimo_chat",))),
-    ("root", (("nito_nb", "nito_nb.demo"),)),
+    ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel"),)),
 )
 #: Edges between groups of one layer, each a decision (docs/ARCHITECTURE.md says why).
 SIDEWAYS = {

@@ -34,7 +34,7 @@ PUBLIC = {
 }
 
 #: The modules a user imports besides the root (every other one is private: a leading underscore).
-SUBMODULES = {"sim", "tools"}
+SUBMODULES = {"otel", "sim", "tools"}
 
 #: What a user reads of a Stream and does with it (issue 29). A producer's call (feed, end,
 #: set_response, an opener, a send time...) belongs on its producer (``nito_nb.StreamSource``,

@@ -288,6 +288,24 @@ def test_async_wait_with_a_timeout(scripted: ScriptedServer) -> None:
     assert s.status == "stopped" and s.content == "Hel"
 
 
+def test_on_done_runs_when_an_async_stream_fails_to_connect_after_its_retries(scripted: ScriptedServer) -> None:
+    # Registered before the AsyncStream connects: its failure (a 503, retried once, then given up)
+    # ends it, and the callback runs once, then, with the final status. It never ran before.
+    down = Script(status=503, parts=[b"down"], content_type="text/plain")
+    base = scripted.add("on-done-refused", down)
+    seen: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        async with nito_nb.AsyncClient(api_key=KEY, base_url=base, max_retries=1, max_retry_wait=0.01) as c:
+            s = c.stream("hi", model="m", raise_errors=False)
+            s.on_done(lambda stream: seen.append((stream.status, stream.attempts)))
+            with pytest.raises(nito_nb.ServerError):
+                await s.wait()
+
+    asyncio.run(main())
+    assert seen == [("failed", 2)] and down.times == 2
+
+
 def test_an_on_done_callback_that_raises_is_reported_not_raised(
     scripted: ScriptedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -61,6 +61,8 @@ EXPECTED = {
         "achieved_rate",  # the sweep's summary
         "rows over rates [1.0, 2.0, 4.0, 8.0, 16.0]",  # sweep.frame(): every rate in one frame
         "client ttft",  # the server's queue, prefill and decode beside the client's TTFT
+        "spans exported: 3",  # a run exported to OpenTelemetry and read back (nito_nb.otel)
+        "gen_ai.client.operation.time_per_output_chunk",
     ],
     "tools": [
         "on the embedded simulator (NITO_API_KEY is unset)",

@@ -107,7 +107,9 @@ class Client(BaseClient):
                                 source.set_encoding(response.headers.get("content-encoding"))
                             except UnsupportedEncoding as exc:
                                 _close(response)
-                                raise unsupported_encoding(source, exc) from None
+                                error = unsupported_encoding(source, exc)
+                                source.end()  # the failure is final: no retry follows
+                                raise error from None
                             _between_chunks(response, limits.between_chunks)
                             # Read from now on, whatever the caller does: arrival times are the
                             # moment the bytes came, not the moment someone iterated.
@@ -125,6 +127,7 @@ class Client(BaseClient):
                             error = self._not_event_stream(source, response, error_body.data, key)
                 delay = self._retry_delay(attempt, error)
                 if delay is None or not deadlines.room_for(delay, time.perf_counter_ns()):
+                    source.end()  # the failure is final: no retry follows
                     raise error
                 time.sleep(delay)
         except KeyboardInterrupt as interrupt:
@@ -249,7 +252,9 @@ class AsyncClient(BaseClient):
                             source.set_encoding(response.headers.get("content-encoding"))
                         except UnsupportedEncoding as exc:
                             await close()
-                            raise unsupported_encoding(source, exc) from None
+                            error = unsupported_encoding(source, exc)
+                            source.end()  # the failure is final: no retry follows
+                            raise error from None
                         # No read timeout for the body: the stream keeps its deadlines, in events.
                         _between_chunks(response, None)
                         pushed = pushed_body(response)  # the stamping transport's
@@ -272,6 +277,7 @@ class AsyncClient(BaseClient):
                         error = self._not_event_stream(source, response, error_body.data, key)
                 delay = self._retry_delay(attempt, error)
                 if delay is None or not deadlines.room_for(delay, time.perf_counter_ns()):
+                    source.end()  # the failure is final: no retry follows
                     raise error
                 await asyncio.sleep(delay)
 

@@ -489,11 +489,17 @@ class StreamState:
         """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
         arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise) and keep
         everything. Returns the ``on_done`` callbacks for the caller to run, outside the lock; None
-        when the stream had already ended (the first end counts, a second does nothing)."""
+        when the stream had already ended (the first end counts, a second does nothing; after
+        :meth:`fail`, it makes the failure final and hands back the callbacks that waited)."""
         if t_ns is None:
             t_ns = time.perf_counter_ns()
         with self.lock:  # the reader and a closing caller may both end it: the first one counts
             if self.status not in RUNNING:
+                if self.status is Status.FAILED and self.callbacks:
+                    # Its producer made a failure final (end() after fail(): no retry follows):
+                    # the on_done callbacks that waited since before it run now, once.
+                    callbacks, self.callbacks = self.callbacks, []
+                    return callbacks
                 return None
             acc = self.acc
             if self.decoder.pending:
