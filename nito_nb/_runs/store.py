@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
+from .._core.file_kinds import RUN_STORE_DB
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
 from .events import (
     SQL_TYPES,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreError", "StoreWriter", "open_store", "stream_key", "write_streams"]
 
-DB_NAME = "runs.duckdb"
+DB_NAME = RUN_STORE_DB
 WRITER_MEMORY_LIMIT = "256MB"
 #: Every connection of the project: DuckDB otherwise downloads an extension it needs from
 #: extensions.duckdb.org (a SQLite file named runs.duckdb fetched the sqlite scanner), a host the
