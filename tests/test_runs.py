@@ -392,3 +392,55 @@ def test_sent_at_is_the_streams_own_send_as_with_the_worker_engines() -> None:
     for key, stream in run._writer.kept_streams().items():
         assert results.loc[key, "sent_at"] == pytest.approx(stream.log.t0_ns / 1e9 - run._dispatcher.t0, abs=1e-9)
         assert results.loc[key, "send_delay"] >= 0
+
+
+# -- a resumed run's results (issue 30) ---------------------------------------------------------
+
+
+@pytest.mark.spawns  # a store's events are written by a helper process
+def test_a_resumed_run_holds_every_key_of_its_store_and_a_done_store_its_full_results(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    prompts = [f"prompt {i}" for i in range(10)]
+    flaky = _sim(fail_rate=0.3, fail_status="error", seed=31)
+    first = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    not_done = set(first.results().query("status != 'done'")["key"])
+    assert 0 < len(not_done) < 10
+    # Resumed: it sends the ones not done, and its results hold all ten (59 of 100 rows before).
+    second = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    results = second.results()
+    assert len(results) == 10 and list(results["key"]) == list(first.results()["key"])  # the plan's order
+    assert set(results.loc[~results["done_before"], "key"]) == not_done
+    done_before = results[results["done_before"]]
+    assert set(done_before["run_id"]) == {first.run_id} and set(done_before["status"]) == {"done"}
+    assert list(done_before["row"]) == [i for i in range(10) if first.results()["key"][i] not in not_done]
+    assert done_before["content"].notna().all() and done_before["ttft"].notna().all()
+    assert second.summary().loc["sim/echo", "n"] == 10
+    # A store with every key done: its full results, not "done: 0/0", an empty summary with no
+    # columns (["ttft_p99"] raised KeyError) and a (0, 35) results().
+    third = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    assert third.total == 0  # nothing sent
+    assert len(third.results()) == 10 and third.results()["done_before"].all()
+    assert list(third.results().columns) == list(first.results().columns)
+    summary = third.summary()
+    assert summary.loc["sim/echo", "ok"] == 10 and summary.loc["sim/echo", "ttft_p99"] > 0
+    stats = third.stats()
+    assert (stats["finished"], stats["total"], stats["skipped"]) == (10, 10, 10)
+    from nito_nb._runs.progress import panel_model
+
+    assert panel_model(stats)["head"].startswith("done: 10/10 requests")
+    assert "10/10" in repr(third)
+    assert list(nito_nb.map(prompts, model="sim/echo", store=store, progress=False, **flaky)) == list(
+        results["content"])  # map takes the answers done before from the results too
+
+
+def test_a_summary_has_the_same_columns_empty_or_not() -> None:
+    from nito_nb._runs.results import LoadInfo, results_frame, summary
+
+    run = nito_nb.run(["a", "b"], model="sim/echo", progress=False, **_sim()).wait(timeout=60)
+    empty = summary(results_frame([]))
+    assert list(empty.columns) == list(run.summary().columns) and empty.index.name == "model"
+    assert dict(empty.dtypes) == dict(run.summary().dtypes)
+    assert empty["ttft_p99"].empty
+    load = nito_nb.run(["a"], model="sim/echo", rate=20, duration=0.3, progress=False, **_sim()).wait(timeout=60)
+    info = LoadInfo(rate=20.0, start=0.0, end=0.3, slo={}, client=load.client.report())
+    assert list(summary(results_frame([]), load=info).columns) == list(load.summary().columns)

@@ -14,7 +14,6 @@ from .._core.errors import ConfigurationError
 from .plan import plan
 from .runner import Run
 from .schedule import Schedule
-from .store import open_store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -124,14 +123,7 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     answers: dict[str, Any] = {}
     results = the_run.results()
     for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
-        answers[key] = content if status == "done" else pd.NA
-    if the_run.skipped:  # done in an earlier session: their answers are in the store
-        with open_store(the_run.store_path) as store:  # type: ignore[arg-type]
-            done = store.sql(
-                "SELECT key, content FROM requests WHERE list_contains(?, key)",
-                [[r.key for r in the_run.skipped]],
-            )
-        answers.update(zip(done["key"], done["content"], strict=True))
+        answers[key] = content if status == "done" else pd.NA  # those done in an earlier session too
     cells = the_run.plan.cells
     name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None
     index = pd.Index([label for label, _, _, _ in cells], name=name)

@@ -152,6 +152,7 @@ class Run:
         skipped = writer.done_keys() if schedule is None else set()
         requests = plan.requests if schedule is None else _load_requests(plan, len(self._offsets), self.run_id)
         self.skipped = [r for r in requests if r.key in skipped]
+        writer.keep_done_before(self.skipped)  # results() and summary() cover every key of the plan
         todo = [r for r in requests if r.key not in skipped]
         self._order = {r.key: i for i, r in enumerate(requests)}
         #: The error that ended the run early (a 401, 402 or 403, or a failure of the store), or None.
@@ -161,7 +162,7 @@ class Run:
         self.ended: float | None = None
         #: The client's own health while it sends (docs/LOAD.md).
         self.client = ClientMonitor(simulator=embedded and simulator is None)
-        self._stats = RunStats(todo, None if schedule is None else float(schedule.rate), len(self.skipped),
+        self._stats = RunStats(todo, None if schedule is None else float(schedule.rate), self.skipped,
                                self.client)
         # Resolved with None, not the Run: a Run that held a future of itself was a reference
         # cycle, freed only by a full GC pass once dropped (test_gc.py).
@@ -247,11 +248,14 @@ class Run:
 
     def results(self) -> pd.DataFrame:
         """One row per finished request, in the plan's order (row, model, repeat); see
-        docs/RUNS.md for the columns."""
+        docs/RUNS.md for the columns. A resumed run's requests done before it (in its store)
+        are there too, ``done_before`` True."""
         rows = self._writer.rows()
         order = self._order
         rows.sort(key=lambda row: order[row["key"]])
-        return results_frame(rows)
+        df = results_frame(rows)
+        df["done_before"] = df["key"].isin([r.key for r in self.skipped]).astype(bool)
+        return df
 
     def summary(self) -> pd.DataFrame:
         """One row per model: counts by status, p50/p90/p99 of ttft, itl, e2e, tokens, cost. A
@@ -294,7 +298,7 @@ class Run:
 
     def __repr__(self) -> str:
         state = "done" if self.done else ("stopping" if self.stopped else "running")
-        return f"<nito_nb.Run {self.run_id} {state}: {self._writer.n_rows}/{self.total} requests>"
+        return f"<nito_nb.Run {self.run_id} {state}: {self._writer.n_rows}/{self.total + len(self.skipped)} requests>"
 
     def _ipython_display_(self) -> None:
         from .progress import show

@@ -224,6 +224,17 @@ class StoreWriter:
                 self._stale.add(key)
         return done
 
+    def rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
+        """The result rows of ``keys`` (a resumed run's requests done before it: ``Run.results()``
+        covers every key of its plan), as a run's writer makes them: missing values None, ``row``
+        as the store keeps it (text)."""
+        if not keys:
+            return []
+        columns = ", ".join(f'"{name}"' for name in RESULT_COLUMNS)  # _prepare added any missing
+        df = results_frame(self.con.execute(
+            f"SELECT {columns} FROM requests WHERE list_contains(?, key)", [keys]).df().to_dict("records"))
+        return df.astype(object).where(df.notna(), None).to_dict("records")
+
     def write(self, items: list[Finished], rows: list[dict[str, Any]]) -> None:
         """The batch's events file, then its request rows in one transaction, replacing a re-run
         key's (its old events are in another batch's file, which the view no longer shows)."""
