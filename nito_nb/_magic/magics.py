@@ -33,6 +33,7 @@ from IPython.utils.process import arg_split
 
 from .._client import check_request, shown_url
 from .._core.errors import ConfigurationError, NitoError
+from .._core.request import model_names
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
@@ -310,7 +311,7 @@ class NitoMagics(Magics):
         if args.replay:
             replay(self, args, fmt)
             return
-        models = [m.strip() for m in (args.model or settings.model).split(",") if m.strip()]
+        models = model_names(args.model or settings.model)
         if not models:
             raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
         if args.over:

@@ -95,6 +95,8 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
         + (f", rate limited {stats['rate_limited']}× (in flight ≤ {stats['limit']})" if stats["rate_limited"] else "")
         + _client_text(stats.get("client"))
         + (f"; stopped sending: {stats['stop_reason']}" if stats.get("stop_reason") else "")
+        + (f"; not sent to {', '.join(map(repr, stats['refused_models']))}: not found (404)"
+           if stats.get("refused_models") else "")
     )
     error = None if stats["error"] is None else printable(stats["error"])
     return {"head": head, "rows": rows, "error": error, "state": stats["state"]}

@@ -41,6 +41,9 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
     attempts = 0
     while True:
         await dispatcher.gate.acquire()
+        if not attempts and request.model in dispatcher.refused_models:  # refused while it waited: not sent
+            dispatcher.gate.release()
+            return
         now = dispatcher.now()
         attempts += 1
         dispatcher.stats.attempted()

@@ -221,6 +221,12 @@ class Run:
         return self._dispatcher.stop_reason
 
     @property
+    def refused_models(self) -> dict[str, str]:
+        """The models sent no more requests, because their first ones were all answered 404 (not
+        found), each with the gateway's message; their other requests are not sent (nor recorded)."""
+        return dict(self._dispatcher.refused_models)
+
+    @property
     def n_attempts(self) -> int:
         """Attempts sent so far (retries included)."""
         return self._stats.n_attempts
@@ -289,6 +295,7 @@ class Run:
             self._writer.rows(), in_flight=dispatcher.in_flight_models(), started=self.started,
             origin=dispatcher.origin, ended=self.ended, state=self._state(), error=self.error,
             stop_reason=dispatcher.stop_reason, backoff=self.backoff, summary=self.summary,
+            refused_models=dispatcher.refused_models,
         )
 
     def _state(self) -> str:

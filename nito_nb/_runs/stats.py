@@ -84,7 +84,8 @@ class RunStats:
 
     def report(self, rows: list[dict[str, Any]], *, in_flight: Iterable[str | None], started: float, origin: float,
                ended: float | None, state: str, error: BaseException | None, stop_reason: str | None,
-               backoff: Backoff, summary: Callable[[], pd.DataFrame]) -> dict[str, Any]:
+               backoff: Backoff, summary: Callable[[], pd.DataFrame],
+               refused_models: dict[str, str] | None = None) -> dict[str, Any]:
         """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and
         itl. ``in_flight``: the model of each request in flight; ``started``, ``origin`` (the
         schedule's, once sending started) and ``ended``: monotonic times. A load run's models
@@ -154,4 +155,6 @@ class RunStats:
             # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
             "client": self.client.report(recent=CLIENT_RECENT_SAMPLES),
             "stop_reason": stop_reason,
+            # the models sent no more (their first answers were 404s), with the gateway's message
+            "refused_models": dict(refused_models or {}),
         }
