@@ -158,7 +158,10 @@ class NitoMagics(Magics):
         except KeyboardInterrupt as interrupt:
             # The stop button: the cell still ends as interrupted (Run All stops there), but shown
             # as one line, not the frames of the socket read it landed in. IPython prints what an
-            # exception's _render_traceback_ returns instead of its traceback.
+            # exception's _render_traceback_ returns instead of its traceback. A Run's (--over)
+            # has its own line already: what it kept and how to resume.
+            if hasattr(interrupt, "_render_traceback_"):
+                raise
             where = (
                 "what arrived is kept in _nito, marked stopped"
                 if len(self.streams) > kept

@@ -78,7 +78,7 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
         rows.append({
             "model": m["model"],
             "fraction": m["finished"] / m["total"] if m["total"] else 1.0,
-            "done": f"{m['finished']}/{m['total']}",
+            "done": f"{m['finished']}/{m['total']}" + (f" ({m['stopped']} stopped)" if m.get("stopped") else ""),
             "in_flight": str(m["in_flight"]),
             "errors": errors,
             "rate": _rate_text(m) + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
@@ -220,7 +220,9 @@ class StderrLine(LiveSink):
         stats = self.run.stats()
         model = panel_model(stats)
         errors = sum(sum(m["errors"].values()) for m in stats["models"])
-        return f"nito: {model['head']}, {errors} not ok" + (f" ({model['error']})" if model["error"] else "")
+        stopped = sum(m.get("stopped", 0) for m in stats["models"])  # stopped by the user: not "not ok"
+        return (f"nito: {model['head']}, {errors} not ok" + (f", {stopped} stopped" if stopped else "")
+                + (f" ({model['error']})" if model["error"] else ""))
 
     def _draw(self, *, live: bool) -> None:
         if not live:

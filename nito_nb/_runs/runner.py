@@ -238,9 +238,34 @@ class Run:
 
     def wait(self, timeout: float | None = None) -> Run:
         """Wait for the run to end, or ``timeout`` seconds at most (then it goes on: check
-        ``done``); a KeyboardInterrupt stops it, then waits for the clean end."""
-        wait_or_stop(self._finished, self.stop, timeout)
+        ``done``); a KeyboardInterrupt stops it, waits for the clean end, and goes on up saying in
+        one line what was kept and how to resume (a kernel shows that line alone)."""
+        try:
+            wait_or_stop(self._finished, self.stop, timeout)
+        except KeyboardInterrupt as interrupt:
+            # A kernel showed nine frames of threading and concurrent.futures; IPython shows what
+            # _render_traceback_ returns instead (as the magic does), and a script the message.
+            line = self._interrupted()
+            interrupt.args = (line,)
+            interrupt._render_traceback_ = lambda: [f"KeyboardInterrupt: {line}"]  # type: ignore[attr-defined]
+            raise interrupt.with_traceback(None) from None
         return self
+
+    def _interrupted(self) -> str:
+        """What a KeyboardInterrupt in ``wait()`` says: the run stopped, what it kept, how to resume."""
+        rows = self._writer.rows()
+        done = sum(row["status"] == "done" for row in rows)
+        stopped = sum(row["status"] == "stopped" for row in rows)
+        text = f"nito stopped the run: {done} of {self.total + len(self.skipped)} requests done"
+        if stopped:
+            text += f", {stopped} stopped as they streamed (what arrived is kept)"
+        if self.schedule is not None:
+            how = "a load run is not resumed: run it again"
+        elif self.store_path is not None:
+            how = f"to resume, run the same call again with store={self.store_path!r} (what is done is skipped)"
+        else:
+            how = "run.results() holds what ended; with store='folder' the same call again would resume it"
+        return f"{text}; {how}."
 
     def __await__(self) -> Generator[Any, None, Run]:
         yield from asyncio.wrap_future(self._finished).__await__()

@@ -86,7 +86,7 @@ class RunStats:
                ended: float | None, state: str, error: BaseException | None, stop_reason: str | None,
                backoff: Backoff, summary: Callable[[], pd.DataFrame],
                refused_models: dict[str, str] | None = None) -> dict[str, Any]:
-        """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and
+        """Per model: total, finished, ok, stopped, in flight, errors by kind (stopped is none), rates, p50/p90 of ttft and
         itl. ``in_flight``: the model of each request in flight; ``started``, ``origin`` (the
         schedule's, once sending started) and ``ended``: monotonic times. A load run's models
         also have the rate their schedule asks (``scheduled_per_s``) and, once it has ended, the
@@ -102,7 +102,8 @@ class RunStats:
         models: dict[str, dict[str, Any]] = {}
         for model, total in self.totals.items():
             models[model] = {"model": model, "total": total, "finished": 0, "ok": 0, "in_flight": flying.get(model, 0),
-                             "errors": Counter(), "ttft": [], "itl": [], "tokens": None, "cost": 0.0, "sent": 0}
+                             "errors": Counter(), "ttft": [], "itl": [], "tokens": None, "cost": 0.0, "sent": 0,
+                             "stopped": 0}
         for row in rows:
             m = models.get(row["model"])
             if m is None:
@@ -112,6 +113,8 @@ class RunStats:
             m["sent"] += sent
             if row["status"] == "done":
                 m["ok"] += 1
+            elif row["status"] == "stopped":  # stopped by the user (Stop, an interrupt): not an error
+                m["stopped"] += 1
             else:
                 code = row.get("error_code")
                 m["errors"][row["status"] + (f" {code}" if code else "")] += 1
