@@ -275,10 +275,13 @@ class Dispatcher:
             await send_remote(self, self.engine, request, started, timing)
             return
         while True:
+            asked = self.now()
             await self.gate.acquire()
             if not attempts and request.model in self.refused_models:  # refused while it waited: not sent
                 self.gate.release()
                 return
+            if not attempts:
+                self.held(timing, asked)
             attempts += 1
             self.stats.attempted()
             stream: AsyncStream | None = None
@@ -319,6 +322,15 @@ class Dispatcher:
                 return
             if not isinstance(error, RateLimitError):  # a 429 waits in the gate, with everyone
                 await asyncio.sleep(delay)
+
+    def held(self, timing: dict[str, float | None], asked: float) -> None:
+        """After a scheduled first attempt got its slot (it asked at ``asked``, on the run's
+        timeline): how far past its time the gate held it (a 429's pause, the in-flight limit), a
+        lateness that is not the client's (``client_load``). The one rule of both engines."""
+        scheduled = timing["scheduled_at"]
+        if scheduled is not None:
+            now = self.now()
+            timing["held"] = max(0.0, min(now - asked, now - scheduled))
 
     def _sent(self, stream: AsyncStream, attempts: int, started: _dt.datetime,
               timing: dict[str, float | None]) -> _dt.datetime:
@@ -363,6 +375,9 @@ class Dispatcher:
                                   last_sent, worker, node))
         self.stats.ended(stream.status)
         self._judge_model(request.model, stream)
+        scheduled, sent = timing["scheduled_at"], timing["sent_at"]
+        if scheduled is not None and sent is not None:  # how late the client itself sent it
+            self.stats.client.sent_late(sent - scheduled - (timing.get("held") or 0.0))
         limit = self._stop_on_error_rate
         if limit is not None and self.stop_reason is None:
             self.stop_reason = self.stats.over_error_rate(limit)

@@ -320,5 +320,6 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
             out[f"{metric}_p{q}"] = math.nan if value is None else value
     out.update({k: v for k, v in load.client.items()
                 if k not in ("client_bound", "client_note", "client_runs_simulator")})
-    out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
+    ttft = metrics.quantile(group["ttft"].astype("float64").tolist(), 0.5)
+    out["client_bound"], out["client_note"] = verdict(load.client, ttft)
     return out

@@ -156,7 +156,10 @@ class RunStats:
             "state": state,
             "error": None if error is None else (getattr(error, "message", None) or str(error)),
             # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
-            "client": self.client.report(recent=CLIENT_RECENT_SAMPLES),
+            # judged against the median TTFT of what ended: a lag beside answers of a second changes nothing
+            "client": self.client.report(recent=CLIENT_RECENT_SAMPLES,
+                                         ttft_p50=metrics.quantile([r["ttft"] for r in rows if r["ttft"] is not None],
+                                                                   0.5)),
             "stop_reason": stop_reason,
             # the models sent no more (their first answers were 404s), with the gateway's message
             "refused_models": dict(refused_models or {}),
