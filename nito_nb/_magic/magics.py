@@ -32,7 +32,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
 from .._client import check_request, shown_url
-from .._core.errors import ConfigurationError, NitoError
+from .._core.errors import ConfigurationError, NitoError, has_its_line, shown_as_line
 from .._core.request import model_names
 from .._interpolate import interpolate
 from .._last import last as _kept
@@ -160,7 +160,7 @@ class NitoMagics(Magics):
             # as one line, not the frames of the socket read it landed in. IPython prints what an
             # exception's _render_traceback_ returns instead of its traceback. A Run's (--over)
             # has its own line already: what it kept and how to resume.
-            if hasattr(interrupt, "_render_traceback_"):
+            if has_its_line(interrupt):
                 raise
             where = (
                 "what arrived is kept in _nito, marked stopped"
@@ -168,7 +168,7 @@ class NitoMagics(Magics):
                 else "nothing was kept"
             )
             line_ = f"KeyboardInterrupt: nito stopped; {where}."
-            interrupt._render_traceback_ = lambda: [line_]  # type: ignore[attr-defined]
+            shown_as_line(interrupt, line_)
             raise
 
     @property

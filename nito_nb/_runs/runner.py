@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .._client import AsyncClient, BaseClient
 from .._client.endpoint import is_embedded, simulator_apart
 from .._core.counts import whole
-from .._core.errors import ConfigurationError
+from .._core.errors import ConfigurationError, shown_as_line
 from .._core.waiting import wait_or_stop
 from .backoff import Backoff
 from .client_load import ClientMonitor
@@ -243,11 +243,11 @@ class Run:
         try:
             wait_or_stop(self._finished, self.stop, timeout)
         except KeyboardInterrupt as interrupt:
-            # A kernel showed nine frames of threading and concurrent.futures; IPython shows what
-            # _render_traceback_ returns instead (as the magic does), and a script the message.
+            # A kernel showed nine frames of threading and concurrent.futures; IPython shows the
+            # line alone (as the magic's own interrupt), and a script the message.
             line = self._interrupted()
             interrupt.args = (line,)
-            interrupt._render_traceback_ = lambda: [f"KeyboardInterrupt: {line}"]  # type: ignore[attr-defined]
+            shown_as_line(interrupt, f"KeyboardInterrupt: {line}")
             raise interrupt.with_traceback(None) from None
         return self
 
