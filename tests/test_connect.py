@@ -52,6 +52,32 @@ def test_an_async_stream_records_its_connection_and_it_survives_a_saved_log_and_
     assert pd.isna(nito_nb.frame({"old": nito_nb.load(old)}).nito.metrics().loc["old", "connect"])
 
 
+def test_connect_survives_a_csv_and_a_parquet_round_trip(tmp_path: Path) -> None:
+    # It lived only in df.attrs, which CSV drops: 0.00013 came back NaN (issue 30, item 7).
+    stream = nito_nb.stream("hi", model="sim/chat", sim=SIM)
+    stream.wait()
+    _check(stream)
+    df = stream.frame()
+    df.to_csv(tmp_path / "f.csv", index=False)
+    df.to_parquet(tmp_path / "f.parquet")
+    for back in (pd.read_csv(tmp_path / "f.csv"), pd.read_parquet(tmp_path / "f.parquet")):
+        back.attrs.clear()  # whatever the format keeps of attrs, the rows alone carry it
+        assert nito_nb.frame(back).nito.metrics()["connect"].tolist() == [stream.connect]
+    # A frame saved before the column reads it from its attrs when it still has them, else NaN.
+    old = df.drop(columns="connect")
+    assert nito_nb.frame(old).nito.metrics()["connect"].tolist() == [stream.connect]
+    old.attrs.clear()
+    assert nito_nb.frame(old).nito.metrics()["connect"].isna().all()
+
+
+def test_a_run_stores_connect_in_its_events(tmp_path: Path) -> None:
+    run = nito_nb.run(["a", "b"], model="sim/chat", store=str(tmp_path / "runs"), progress=False, sim=SIM).wait()
+    connect = run.results().set_index("key")["connect"]
+    with nito_nb.open_store(tmp_path / "runs") as store:
+        rows = store.sql("SELECT stream, connect FROM events WHERE kind = 'response'").set_index("stream")["connect"]
+    assert rows.sort_index().tolist() == connect.sort_index().tolist()
+
+
 def test_a_request_on_a_pooled_connection_opened_none() -> None:
     # The sync client keeps httpx's pool: its second request reuses the first one's connection.
     with nito_nb.Client() as client:

@@ -392,3 +392,95 @@ def test_sent_at_is_the_streams_own_send_as_with_the_worker_engines() -> None:
     for key, stream in run._writer.kept_streams().items():
         assert results.loc[key, "sent_at"] == pytest.approx(stream.log.t0_ns / 1e9 - run._dispatcher.t0, abs=1e-9)
         assert results.loc[key, "send_delay"] >= 0
+
+
+# -- a resumed run's results (issue 30) ---------------------------------------------------------
+
+
+@pytest.mark.spawns  # a store's events are written by a helper process
+def test_a_resumed_run_holds_every_key_of_its_store_and_a_done_store_its_full_results(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    prompts = [f"prompt {i}" for i in range(10)]
+    flaky = _sim(fail_rate=0.3, fail_status="error", seed=31)
+    first = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    not_done = set(first.results().query("status != 'done'")["key"])
+    assert 0 < len(not_done) < 10
+    # Resumed: it sends the ones not done, and its results hold all ten (59 of 100 rows before).
+    second = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    results = second.results()
+    assert len(results) == 10 and list(results["key"]) == list(first.results()["key"])  # the plan's order
+    assert set(results.loc[~results["done_before"], "key"]) == not_done
+    done_before = results[results["done_before"]]
+    assert set(done_before["run_id"]) == {first.run_id} and set(done_before["status"]) == {"done"}
+    assert list(done_before["row"]) == [i for i in range(10) if first.results()["key"][i] not in not_done]
+    assert done_before["content"].notna().all() and done_before["ttft"].notna().all()
+    assert second.summary().loc["sim/echo", "n"] == 10
+    # A store with every key done: its full results, not "done: 0/0", an empty summary with no
+    # columns (["ttft_p99"] raised KeyError) and a (0, 35) results().
+    third = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    assert third.total == 0  # nothing sent
+    assert len(third.results()) == 10 and third.results()["done_before"].all()
+    assert list(third.results().columns) == list(first.results().columns)
+    summary = third.summary()
+    assert summary.loc["sim/echo", "ok"] == 10 and summary.loc["sim/echo", "ttft_p99"] > 0
+    stats = third.stats()
+    assert (stats["finished"], stats["total"], stats["skipped"]) == (10, 10, 10)
+    from nito_nb._runs.progress import panel_model
+
+    assert panel_model(stats)["head"].startswith("done: 10/10 requests")
+    assert "10/10" in repr(third)
+    assert list(nito_nb.map(prompts, model="sim/echo", store=store, progress=False, **flaky)) == list(
+        results["content"])  # map takes the answers done before from the results too
+
+
+def test_a_summary_has_the_same_columns_empty_or_not() -> None:
+    from nito_nb._runs.results import LoadInfo, results_frame, summary
+
+    run = nito_nb.run(["a", "b"], model="sim/echo", progress=False, **_sim()).wait(timeout=60)
+    empty = summary(results_frame([]))
+    assert list(empty.columns) == list(run.summary().columns) and empty.index.name == "model"
+    assert dict(empty.dtypes) == dict(run.summary().dtypes)
+    assert empty["ttft_p99"].empty
+    load = nito_nb.run(["a"], model="sim/echo", rate=20, duration=0.3, progress=False, **_sim()).wait(timeout=60)
+    info = LoadInfo(rate=20.0, start=0.0, end=0.3, slo={}, client=load.client.report())
+    assert list(summary(results_frame([]), load=info).columns) == list(load.summary().columns)
+
+
+def test_a_model_that_is_not_found_is_sent_no_more_and_says_why(capfd: pytest.CaptureFixture[str]) -> None:
+    prompts = [f"prompt {i}" for i in range(20)]
+    run = nito_nb.run(prompts, model=["sim/echo", "sim/ecoh"], concurrency=2, progress=False, **_sim())
+    run.wait(timeout=60)
+    results = run.results()
+    good, bad = results[results["model"] == "sim/echo"], results[results["model"] == "sim/ecoh"]
+    assert len(good) == 20 and set(good["status"]) == {"done"}  # the other model is not held back
+    # Only the first few were sent (those in flight when the third 404 came back), not all 20.
+    assert 3 <= len(bad) <= 3 + 1  # dispatch.NOT_FOUND_LIMIT, plus the other one in flight
+    assert set(bad["status"]) == {"failed"} and set(bad["error_code"]) == {"404"}
+    assert run.n_attempts == 20 + len(bad)
+    assert list(run.refused_models) == ["sim/ecoh"] and "not found" in run.refused_models["sim/ecoh"]
+    lines = [line for line in capfd.readouterr().err.splitlines() if "sim/ecoh" in line]
+    assert len(lines) == 1  # one line, with the gateway's own words
+    assert lines[0].startswith("nito: no more requests sent to 'sim/ecoh'") and "Model 'sim/ecoh' not found" in lines[0]
+    from nito_nb._runs.progress import panel_model
+
+    assert "not sent to 'sim/ecoh': not found (404)" in panel_model(run.stats())["head"]
+
+
+def test_a_model_that_answered_before_is_not_refused_for_later_404s() -> None:
+    prompts = [f"p{i}" for i in range(12)]
+    flaky = _sim(fail_rate=0.5, fail_status=404, seed=4)  # the first is done, the last four are 404s
+    run = nito_nb.run(prompts, model="sim/echo", concurrency=1, max_retries=0, progress=False, **flaky).wait(timeout=60)
+    status = list(run.results()["status"])
+    assert status[0] == "done" and status[-4:] == ["failed"] * 4 and len(status) == 12
+    assert run.refused_models == {}
+    # A model that exists but whose every answer is 404 is refused like a misspelled one.
+    gone = nito_nb.run(prompts, model="sim/echo", concurrency=1, progress=False,
+                       **_sim(fail_rate=1, fail_status=404, fail_attempts=99)).wait(timeout=60)
+    assert len(gone.results()) == 3 and list(gone.refused_models) == ["sim/echo"]
+
+
+def test_several_models_in_one_string_as_in_the_magic() -> None:
+    run = nito_nb.run(["hi"], model="sim/echo, sim/chat", progress=False, max_tokens=3, **_sim()).wait(timeout=60)
+    assert list(run.results()["model"]) == ["sim/echo", "sim/chat"] and set(run.results()["status"]) == {"done"}
+    with pytest.raises(nito_nb.ConfigurationError, match="map takes one model"):
+        nito_nb.map(["hi"], model="sim/echo,sim/chat")

@@ -95,16 +95,26 @@ def test_goodput_counts_done_requests_within_every_bound() -> None:
     assert _results.meets_slo(results, {"ttft": 0.2, "itl": 0.02}).tolist() == [True, False, False, False]
 
 
-def test_the_verdict_says_why_and_by_how_much() -> None:
-    assert _client_load.verdict({"client_lag_p99": 0.001, "client_cpu_max": 0.3}) == (False, "")
-    bound, note = _client_load.verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.95}, 0.012)
-    assert bound and "lagged 20.0 ms at p99" in note and "95% of a core" in note and "12.0 ms late" in note
-    assert "simulator" not in note
+def test_the_verdict_warns_only_when_the_client_skewed_a_result() -> None:
+    verdict = _client_load.verdict
+    assert verdict({"client_lag_p99": 0.001, "client_cpu_max": 0.3}, 0.2) == (False, "")
+    # A 20 ms lag and a full core beside a median TTFT of 1 s: timings 2% off, nothing changed (an
+    # ordinary batch on a shared machine said "the client was the bottleneck" every time).
+    assert verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.95}, 1.0) == (False, "")
+    assert verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.95}, None) == (False, "")  # nothing ended yet
+    # Beside a median TTFT of 100 ms: 20%, said in one line, with the CPU share as the cause.
+    bound, note = verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.95}, 0.1)
+    assert bound and "its event loop lagged 20.0 ms at p99 (bound 10 ms; 10% of the median TTFT, 100 ms)" in note
+    assert "95% of a core" in note and "\n" not in note and "simulator" not in note
+    assert verdict({"client_lag_p99": 0.004}, 0.001) == (False, "")  # under 5 ms: noise, whatever the TTFT
+    # An open loop the client itself sent late (the gateway's 429 pauses are left out of the figure).
+    bound, note = verdict({"client_lag_p99": 0.001, "client_send_late_p99": 0.012}, 0.05)
+    assert bound and "it sent requests 12.0 ms late at p99, 429 pauses aside (bound 5 ms;" in note
+    assert verdict({"client_send_late_p99": 0.012}, 0.5) == (False, "")  # 2.4% of 500 ms
     # The embedded simulator runs in the client's process: its work counts there, and the note says so.
-    bound, note = _client_load.verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.5,
-                                        "client_runs_simulator": True})
+    bound, note = verdict({"client_lag_p99": 0.020, "client_cpu_max": 0.5, "client_runs_simulator": True}, 0.1)
     assert bound and "also runs the sim/ simulator" in note and "python -m nito_nb.sim" in note
-    assert _client_load.verdict({"client_lag_p99": 0.001, "client_runs_simulator": True}) == (False, "")
+    assert verdict({"client_lag_p99": 0.001, "client_runs_simulator": True}, 0.1) == (False, "")
 
 
 def test_the_verdict_says_when_the_lag_was_waiting_for_a_cpu() -> None:
@@ -114,10 +124,10 @@ def test_the_verdict_says_when_the_lag_was_waiting_for_a_cpu() -> None:
     assert _client_load.waiting_share([*calm, (0.020, 0.0)]) == 0
     assert math.isnan(_client_load.waiting_share([])) and math.isnan(_client_load.waiting_share([(0.0, 0.0)]))
     busy = {"client_lag_p99": 0.020, "client_cpu_max": 0.5}
-    bound, note = _client_load.verdict({**busy, "client_lag_waiting_cpu": 0.9})
-    assert bound and "lagged 20.0 ms at p99 (bound 5 ms), 90% of it waiting for a CPU that other processes held" in note
+    bound, note = _client_load.verdict({**busy, "client_lag_waiting_cpu": 0.9}, 0.05)
+    assert bound and "lagged 20.0 ms at p99 (bound 5 ms; 10% of the median TTFT, 50 ms), 90% of it waiting for a CPU" in note
     for own_work in (0.2, math.nan):  # the loop's own work, or a kernel that does not say
-        bound, note = _client_load.verdict({**busy, "client_lag_waiting_cpu": own_work})
+        bound, note = _client_load.verdict({**busy, "client_lag_waiting_cpu": own_work}, 0.05)
         assert bound and "waiting for a CPU" not in note
 
 
@@ -343,7 +353,7 @@ def _sample_for(seconds: float, blocked: float = 0.0, nice: bool = False) -> dic
     t = threading.Thread(target=thread)
     t.start()
     t.join()
-    return monitor.report()
+    return monitor.report(ttft_p50=0.010)  # beside a 10 ms TTFT, any lag past 5 ms is judged
 
 
 def _kernel_gives_run_queue_wait() -> bool:
@@ -362,7 +372,7 @@ def test_the_client_monitor_tells_a_busy_machine_from_a_busy_loop() -> None:
     starved = _sample_for(1.0, nice=True)
     assert starved["client_lag_p99"] > 0.005, starved
     assert starved["client_lag_waiting_cpu"] > 0.8, starved
-    assert "waiting for a CPU that other processes held" in starved["client_note"]
+    assert "waiting for a CPU other processes held" in starved["client_note"]
     blocked = _sample_for(0.5, blocked=0.1)
     assert blocked["client_lag_max"] >= 0.09
     assert blocked["client_lag_waiting_cpu"] < 0.2, blocked
@@ -497,11 +507,11 @@ def test_the_panel_says_when_the_client_is_the_bottleneck() -> None:
     calm = {"client_lag_p99": 0.001, "client_cpu_max": 0.2}
     busy = {"client_lag_p99": 0.030, "client_cpu_max": 0.97}
     for client in (calm, busy):
-        client["client_bound"], client["client_note"] = _client_load.verdict(client)
+        client["client_bound"], client["client_note"] = _client_load.verdict(client, 0.1)
     assert "client loop lag p99 1.0 ms, CPU 20%" in panel_model({**stats, "client": calm})["head"]
-    assert "bottleneck" not in panel_model({**stats, "client": calm})["head"]
+    assert "⚠" not in panel_model({**stats, "client": calm})["head"]
     head = panel_model({**stats, "client": busy})["head"]
-    assert "⚠ the client was the bottleneck: its event loop lagged 30.0 ms at p99" in head and "97% of a core" in head
+    assert "⚠ the client skewed the timings: its event loop lagged 30.0 ms at p99" in head and "97% of a core" in head
 
 
 def test_a_runs_live_stats_carry_the_clients_recent_health() -> None:
@@ -615,3 +625,36 @@ def test_the_achieved_rate_takes_an_on_time_latency_from_each_requests_own_e2e()
     assert elapsed_time(scheduled, ended, [0.1] * 10, window=1.0) == pytest.approx(2.9)
     # A client that keeps up reads the window: the last request ends one latency after it was due.
     assert elapsed_time(scheduled, [s + 0.1 for s in scheduled], [0.1] * 10, window=1.0) == 1.0
+
+
+# -- the client's warning: only when it changed a result (issue 30) ------------------------------
+
+
+def test_a_closed_loop_batch_warns_of_the_client_only_past_a_share_of_its_ttft() -> None:
+    from nito_nb._runs.progress import panel_model
+
+    run = nito_nb.run([f"q{i}" for i in range(4)], model="sim/chat", progress=False, max_tokens=4,
+                      sim={"ttft_ms": 200, "tps": 0}).wait(timeout=60)
+    assert set(run.results()["status"]) == {"done"}
+    # A lag of 8 ms at p99 and a busy core (what a shared machine gives any batch) beside answers
+    # whose first token took 200 ms: the timings are 4% off, nothing to warn of (it warned).
+    run.client.add([0.008] * 1000, [0.95] * 10)
+    head = panel_model(run.stats())["head"]
+    assert "client loop lag p99 8.0 ms, CPU 95%" in head and "⚠" not in head
+    # 40 ms is 20% of those 200 ms: one line says so.
+    run.client.add([0.040] * 1000, [0.95] * 10)
+    head = panel_model(run.stats())["head"]
+    assert "(⚠ the client skewed the timings: its event loop lagged 40.0 ms at p99 (bound 2" in head
+    assert "10% of the median TTFT" in head and "\n" not in head
+
+
+def test_a_load_run_paused_by_429s_does_not_blame_the_client() -> None:
+    # Past a gateway's capacity its 429s pause every send for their Retry-After: the requests
+    # leave late, but by the gateway's doing. The summary called the client the bottleneck.
+    run = nito_nb.run([f"p{i}" for i in range(10)], model="sim/chat", rate=10, duration=1, progress=False,
+                      max_tokens=4, sim={"ttft_ms": 200, "tps": 0, "fail_rate": 0.5, "fail_status": 429,
+                                         "retry_after": 1, "seed": 30006}).wait(timeout=120)
+    s = run.summary().loc["sim/chat"]
+    assert run.backoff.n_rate_limited >= 1 and s["send_delay_p99"] > 0.5  # the pauses
+    assert not s["client_bound"] and s["client_note"] == "", s["client_note"]
+    assert s["client_send_late_p99"] < 0.02, s["client_send_late_p99"]  # the client's own part

@@ -3,6 +3,8 @@ with a static copy for the saved file), and the magic's --over."""
 
 from __future__ import annotations
 
+import queue
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +115,9 @@ def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
         assert 300 <= finished < 1000
         km.restart_kernel(now=True)
         kc.wait_for_ready(timeout=60)
-        out = run_code(cell + "run.wait()\nprint(len(run.skipped) > 0, len(run.skipped) + len(run.results()))")
-        assert out.strip().splitlines()[-1] == "True 1000"
+        out = run_code(cell + "run.wait()\nr = run.results()\n"
+                            "print(len(run.skipped) > 0, len(run.skipped) + run.total, len(r), r['done_before'].sum())")
+        assert out.strip().splitlines()[-1].split()[:3] == ["True", "1000", "1000"]  # every key, once
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -171,3 +174,69 @@ def test_a_dropped_run_or_sweep_is_freed_though_its_panel_stays(tmp_path: Path) 
     assert len([o for o in _outputs(c[0]) if o["output_type"] == "display_data"]) == 2  # both widgets shown
     lines = _text(c[1]).strip().splitlines()
     assert lines == ["Panel SweepView 2", "[True, True, True, True]"], lines
+
+
+def test_an_interrupt_during_run_wait_in_a_kernel_is_one_line_and_stopped_is_not_an_error(tmp_path: Path) -> None:
+    """The kernel's stop button (SIGINT) while a cell waits for a run: one line that says the run
+    stopped and how to resume, not nine frames of threading and concurrent.futures; the requests
+    it stopped are `stopped`, and the progress does not count them as "not ok"."""
+    from jupyter_client.manager import KernelManager
+
+    store = tmp_path / "runs"
+    prompts = [f"prompt {i} " + "word " * 300 for i in range(12)]
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        setup = ("import nito_nb\n"
+                 f"run = nito_nb.run({prompts!r}, model='sim/echo', concurrency=3, store={str(store)!r}, "
+                 "sim={'tps': 100, 'ttft_ms': 0})\n")
+        kc.execute_interactive(setup, timeout=120)
+        msg_id = kc.execute("run.wait()")
+        errors: list[dict[str, Any]] = []
+        interrupted = False
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                msg = kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                msg = None
+            if not interrupted and msg is None:  # the cell is waiting: its streams are under way
+                time.sleep(1.0)
+                km.interrupt_kernel()
+                interrupted = True
+                continue
+            if msg is None or msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "error":
+                errors.append(msg["content"])
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        assert interrupted and len(errors) == 1
+        error = errors[0]
+        assert error["ename"] == "KeyboardInterrupt"
+        assert len(error["traceback"]) == 1, error["traceback"]  # one line, no frames
+        line = error["traceback"][0]
+        assert line.startswith("KeyboardInterrupt: nito stopped the run: ")
+        assert "stopped as they streamed" in line and f"run the same call again with store={str(store)!r}" in line
+
+        out: list[str] = []
+
+        def hook(msg: dict[str, Any]) -> None:
+            if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                out.append(msg["content"]["text"])
+
+        kc.execute_interactive(
+            "from nito_nb._runs.progress import StderrLine\nimport io\n"
+            "r = run.results()\nprint(run.done, sorted(set(r.status)), (r.status == 'stopped').sum())\n"
+            "print(StderrLine(run, io.StringIO())._line())",
+            output_hook=hook, timeout=60)
+        first, progress = "".join(out).strip().splitlines()
+        done, statuses, stopped = first.split(" ", 1)[0], first.split("] ")[0] + "]", int(first.rsplit(" ", 1)[1])
+        assert done == "True" and "'stopped'" in statuses and stopped >= 1
+        assert ", 0 not ok" in progress and f", {stopped} stopped" in progress
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
     while not run.done:
         print("finished", run.stats()["finished"], flush=True)
         time.sleep(0.05)
-    print("ended", len(run.results()), flush=True)
+    print("ended", len(run.results()), "sent", run.total, flush=True)
     """
 )
 
@@ -268,7 +268,8 @@ def test_a_run_killed_half_way_then_resumed_has_each_result_once(tmp_path: Path)
     resumed = _child(store, n, tps=0)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
-    assert f"ended {n - len(kept[kept['status'] == 'done'])}" in out
+    assert f"ended {n}" in out  # its results: every key, those done before the kill included
+    assert f"sent {n - len(kept[kept['status'] == 'done'])}" in out  # only what was not done is sent
     with nito_nb.open_store(store) as opened:  # from this process, after the writer ended
         results = opened.results()
         assert len(results) == n and results["key"].is_unique and set(results["status"]) == {"done"}
@@ -421,7 +422,8 @@ def test_a_store_with_its_events_in_the_database_reads_and_resumes(tmp_path: Pat
     with nito_nb.open_store(store) as opened:
         pd.testing.assert_frame_equal(opened.frame(), expected)
     resumed = nito_nb.run(prompts, model="sim/echo", store=str(store), progress=False, **FAST).wait()
-    assert [r.key for r in resumed.skipped] and len(resumed.results()) == 1
+    assert [r.key for r in resumed.skipped] and resumed.total == 1
+    assert list(resumed.results()["done_before"]) == [key != again for key in run.results()["key"]]
     with nito_nb.open_store(store) as opened:
         results = opened.results()
         assert len(results) == 3 and set(results["status"]) == {"done"}

@@ -216,6 +216,23 @@ def test_store_arguments_of_the_wrong_type_and_a_closed_store(tmp_path: Path) ->
         store.results()
 
 
+def test_frame_of_a_run_store_says_how_to_read_it(tmp_path: Path) -> None:
+    # Its folder was an empty (0, 39) frame; its database file a few rows of binary read as SSE.
+    store = tmp_path / "runs" / "load"
+    write_streams(store, [_ended("one"), _ended("two")], "r1")
+    hint = rf"is a run store.*nito_nb\.open_store\({str(store)!r}\)\.frame\(\)"
+    for given in (store, str(store), store / "runs.duckdb", [store]):
+        with pytest.raises(nito_nb.ConfigurationError, match=hint) as info:
+            nito_nb.frame(given)
+        assert "\n" not in str(info.value)
+    with pytest.warns(UserWarning, match=r"skipped 1 file.*load \(ConfigurationError\)"):
+        df = nito_nb.frame([store, _ended("three")], errors="skip")
+    assert df["stream"].nunique() == 1
+    assert "open_store" in df.attrs["nito_skipped"][str(store)]
+    with nito_nb.open_store(store) as opened:  # what the line points to works
+        assert opened.frame()["stream"].nunique() == 2
+
+
 # -- 3. plots ------------------------------------------------------------------------------------
 
 

@@ -79,7 +79,9 @@ __all__ = [
     "StreamTruncatedError",
     "TotalTimeoutError",
     "TransportError",
+    "has_its_line",
     "one_line",
+    "shown_as_line",
 ]
 
 
@@ -578,3 +580,17 @@ def one_line(error: BaseException, *, with_type: bool = True) -> str:
     if len(text) > ERROR_LINE_CHARS:
         text = f"{text[: ERROR_LINE_CHARS - 200]} … {text[-199:]}"
     return f"{type(error).__name__}: {text}" if with_type else text
+
+
+def shown_as_line(error: BaseException, line: str) -> None:
+    """Make IPython show ``error`` as ``line`` alone, not its traceback (it prints what an
+    exception's ``_render_traceback_`` returns). For the stop button's KeyboardInterrupt: the
+    user's act, not a bug, whose frames (the socket read or the thread wait it landed in) say
+    nothing to them."""
+    error._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]
+
+
+def has_its_line(error: BaseException) -> bool:
+    """Whether ``error`` has its line for IPython already (``shown_as_line``): the magic keeps a
+    Run's, which says how to resume."""
+    return hasattr(error, "_render_traceback_")

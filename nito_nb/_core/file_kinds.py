@@ -7,7 +7,28 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["first_line_is_log", "is_sse_text", "looks_like_error_body", "not_sse", "not_text"]
+__all__ = [
+    "RUN_STORE_DB",
+    "first_line_is_log",
+    "is_sse_text",
+    "looks_like_error_body",
+    "not_sse",
+    "not_text",
+    "run_store_folder",
+]
+
+#: The database file that makes a folder a run store (``nito_nb.run(..., store=folder)``).
+RUN_STORE_DB = "runs.duckdb"
+
+
+def run_store_folder(folder: str) -> str:
+    """What to do with a run store given where saved logs were expected: its streams are rows of
+    its database, not files (``nito_nb.frame`` of its folder was an empty frame, silently, and of
+    its database file a few rows of binary read as SSE)."""
+    return (
+        f"{folder!r} is a run store (it holds {RUN_STORE_DB}): its streams are in that database, "
+        f"not in log files; read them with nito_nb.open_store({folder!r}).frame()"
+    )
 
 
 #: Text that starts like an SSE body (a field name and its colon or line end, or a comment), or

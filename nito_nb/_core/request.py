@@ -1,4 +1,5 @@
-"""The shape of a request's messages: the one rule for turning what a caller passes into them."""
+"""The shape of a request's messages: the one rule for turning what a caller passes into them;
+and how several models are named in one string."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["as_messages"]
+__all__ = ["as_messages", "model_names"]
+
+
+def model_names(value: str) -> list[str]:
+    """The models of ``"a,b"``: comma-separated ids, stripped, empty ones dropped. The one rule
+    of ``%%nito -m a,b`` and of ``nito_nb.run(model="a,b")`` (there it was one literal model name,
+    sent to the gateway and refused)."""
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:

@@ -162,16 +162,18 @@ class NitoAccessor:
             metrics.output_chunks_per_s(ks[i], first[i], e2es[i]) for i in range(n_streams)
         )
 
-        # connect is not in the rows (it comes before the response): it is in each stream's attrs.
-        # Attrs that are not ours (a hand-set df.attrs["nito"]) only leave connect unknown (NaN):
-        # nothing else depends on them.
+        # connect is on the response row, so that it survives CSV (which drops df.attrs); a frame
+        # made before that column has it only in each stream's attrs. Attrs that are not ours (a
+        # hand-set df.attrs["nito"]) only leave connect unknown (NaN): nothing else depends on them.
+        connect = per_stream()
+        if "connect" in df.columns:  # a frame read back without nito_nb.frame(df) may lack it
+            connect[:] = [np.nan if v is None else v for v in last_of(response, "connect")]
         described = df.attrs.get("nito")
         described = described if isinstance(described, dict) else {}
-        connect = per_stream()
         for i, label in enumerate(labels):
             of_stream = described.get(label)
             connect_ns = of_stream.get("connect_ns") if isinstance(of_stream, dict) else None
-            if isinstance(connect_ns, (int, float)):
+            if connect[i] != connect[i] and isinstance(connect_ns, (int, float)):
                 connect[i] = metrics.connect(connect_ns / 1e9)
         chunk_rows = event & (kind == "chunk") & ~ignored
         taken = event & ~ignored

@@ -31,7 +31,9 @@ object as JSON), ``error_code``, ``error_message``, ``comment`` (a keep-alive's 
 ``web_search``, ``free_tier`` (kept whole, as JSON), ``extras`` (JSON: the chunk's vendor fields,
 top-level keys as they are, choice and delta fields as ``choice.<key>`` / ``delta.<key>``),
 ``status`` (category, on the response row: how the stream ended), ``http_status`` and ``attempts``
-(Int64, on the response row: the HTTP status, and the requests sent, more than 1 after retries). Text columns have pandas' string dtype.
+(Int64, on the response row: the HTTP status, and the requests sent, more than 1 after retries),
+``connect`` (float64, on the response row: seconds spent opening the connection, NaN when none was
+opened or it is unknown). Text columns have pandas' string dtype.
 
 Each stream starts with one ``response`` row at ``t = ttfb`` (NaN when the headers time is unknown,
 as for a recorded SSE file) carrying the stream's status, HTTP status and model: the frame is then
@@ -295,6 +297,8 @@ class _Builder:
         cols["status"][base - 1] = str(stream.status)
         cols["http_status"][base - 1] = log.status_code  # None values count as missing
         cols["attempts"][base - 1] = stream.attempts
+        if log.connect_ns is not None:  # seconds; none when no connection was opened, or unknown
+            cols["connect"][base - 1] = log.connect_ns / 1e9
 
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n

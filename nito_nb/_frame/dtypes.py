@@ -93,9 +93,11 @@ COLUMNS: dict[str, str] = {
     "status": "category",
     "http_status": "Int64",
     "attempts": "Int64",
+    # On the response row too, not only in df.attrs (which CSV loses): docs/METRICS.md's connect.
+    "connect": "float64",
 }
 #: Columns added after frames were first saved: a frame read back without them gets them as NA.
-_ADDED_LATER = ("attempts", "tool_type")
+_ADDED_LATER = ("attempts", "tool_type", "connect")
 
 # Columns that every row has; the others are mostly empty and are filled by row index.
 _DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._core.errors import ConfigurationError
+from .._core.file_kinds import RUN_STORE_DB, run_store_folder
 from .._core.log import ChunkLog, LogFormatError
 from .._recordings import read_file
 from .._stream import Stream
@@ -71,6 +73,13 @@ def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, 
             yield f"{item.model or 'stream'}#{position}", item, None
         elif isinstance(item, (str, os.PathLike)):
             path = Path(item)
+            store = _run_store(path)
+            if store is not None:
+                message = run_store_folder(store)
+                if skipped is None:
+                    raise ConfigurationError(message)
+                skipped[os.fspath(item)] = f"ConfigurationError: {message}"
+                continue
             if path.is_dir():
                 files = sorted(
                     p for p in path.iterdir() if p.suffix in (".jsonl", ".sse") and p.is_file()
@@ -95,6 +104,19 @@ def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, 
                 f"nito_nb.frame cannot read a {type(item).__name__}: pass Streams, paths to saved "
                 "logs (.jsonl), recorded SSE files, or folders of them"
             )
+
+
+def _run_store(path: Path) -> str | None:
+    """The folder of the run store that ``path`` is (a folder that holds a store's database and no
+    log) or whose database it is, else None."""
+    if path.is_dir():
+        if (path / RUN_STORE_DB).is_file() and not any(
+            p.suffix in (".jsonl", ".sse") and p.is_file() for p in path.iterdir()
+        ):
+            return os.fspath(path)
+    elif path.name == RUN_STORE_DB and path.is_file():
+        return os.fspath(path.parent)
+    return None
 
 
 def _open(path: Path, skipped: dict[str, str] | None) -> Stream | None:

@@ -32,7 +32,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
 from .._client import check_request, shown_url
-from .._core.errors import ConfigurationError, NitoError
+from .._core.errors import ConfigurationError, NitoError, has_its_line, shown_as_line
+from .._core.request import model_names
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
@@ -157,14 +158,17 @@ class NitoMagics(Magics):
         except KeyboardInterrupt as interrupt:
             # The stop button: the cell still ends as interrupted (Run All stops there), but shown
             # as one line, not the frames of the socket read it landed in. IPython prints what an
-            # exception's _render_traceback_ returns instead of its traceback.
+            # exception's _render_traceback_ returns instead of its traceback. A Run's (--over)
+            # has its own line already: what it kept and how to resume.
+            if has_its_line(interrupt):
+                raise
             where = (
                 "what arrived is kept in _nito, marked stopped"
                 if len(self.streams) > kept
                 else "nothing was kept"
             )
             line_ = f"KeyboardInterrupt: nito stopped; {where}."
-            interrupt._render_traceback_ = lambda: [line_]  # type: ignore[attr-defined]
+            shown_as_line(interrupt, line_)
             raise
 
     @property
@@ -310,7 +314,7 @@ class NitoMagics(Magics):
         if args.replay:
             replay(self, args, fmt)
             return
-        models = [m.strip() for m in (args.model or settings.model).split(",") if m.strip()]
+        models = model_names(args.model or settings.model)
         if not models:
             raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
         if args.over:

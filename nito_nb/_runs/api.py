@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _last
 from .._core.errors import ConfigurationError
+from .._core.request import model_names
 from .plan import plan
 from .runner import Run
 from .schedule import Schedule
-from .store import open_store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,6 +55,10 @@ def run(
 ) -> Run:
     """Send every prompt × model × repeat, ``concurrency`` at a time, in the background.
 
+    ``model``: a model id, a list of them, or several in one string separated by commas (as in
+    ``%%nito -m a,b``). A model whose first requests are all answered 404 (not found) is sent no
+    more, with one line that says so (``run.refused_models``).
+
     ``prompts``: a string, a list of strings or message lists, a pandas Series, or a DataFrame
     with ``template`` (its columns fill the ``{name}`` fields, with the ``%%nito`` magic's safe
     interpolation; a list or Series fills ``{value}``). Each request has a stable key (a hash of
@@ -75,9 +79,16 @@ def run(
     with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
     """
-    # A string, or any iterable of them (a list, a Series, an array); anything else (None, a
-    # number) goes to plan()'s one check of models, which says what model= takes.
-    models = [model] if isinstance(model, str | bytes | dict) or not isinstance(model, Iterable) else list(model)
+    # A string ("a,b" names two, as in %%nito -m a,b), or any iterable of them (a list, a Series,
+    # an array); anything else (None, a number) goes to plan()'s one check of models, which says
+    # what model= takes.
+    models: list[Any]
+    if isinstance(model, str):
+        models = model_names(model) or [model]
+    elif isinstance(model, bytes | dict) or not isinstance(model, Iterable):
+        models = [model]
+    else:
+        models = [name for m in model for name in (model_names(m) if isinstance(m, str) and "," in m else [m])]
     the_schedule = None
     if rate is not None:
         the_schedule = Schedule(rate=rate, kind=schedule, burstiness=burstiness, duration=duration,
@@ -111,7 +122,7 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     ``nito_nb.last()``. Takes the options of :func:`run` (``store``, ``concurrency``...)."""
     import pandas as pd
 
-    if not isinstance(model, str):
+    if not isinstance(model, str) or len(model_names(model)) > 1:
         raise ConfigurationError("map takes one model (model='...'); for several, use nito_nb.run")
     if options.get("repeats", 1) != 1:
         raise ConfigurationError("map gives one answer per row: use nito_nb.run for repeats")
@@ -127,14 +138,7 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     answers: dict[str, Any] = {}
     results = the_run.results()
     for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
-        answers[key] = content if status == "done" else pd.NA
-    if the_run.skipped:  # done in an earlier session: their answers are in the store
-        with open_store(the_run.store_path) as store:  # type: ignore[arg-type]
-            done = store.sql(
-                "SELECT key, content FROM requests WHERE list_contains(?, key)",
-                [[r.key for r in the_run.skipped]],
-            )
-        answers.update(zip(done["key"], done["content"], strict=True))
+        answers[key] = content if status == "done" else pd.NA  # those done in an earlier session too
     cells = the_run.plan.cells
     name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None
     index = pd.Index([label for label, _, _, _ in cells], name=name)

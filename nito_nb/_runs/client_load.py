@@ -4,7 +4,12 @@ A sampler on the run's own event loop sleeps ``LAG_INTERVAL`` seconds at a time;
 than asked it wakes up is the loop's *lag*, the delay that every chunk's arrival stamp and
 every scheduled send suffered at that moment. Every ``CPU_INTERVAL`` seconds it also reads the
 process's CPU time: a share near 1.0 (one core: the GIL) means Python itself is saturated.
-The verdict (``client_bound``) and its figures go to the summary and the panel.
+The verdict (``client_bound``) and its figures go to the summary and the panel. It warns only
+when the client changed a result: when its delays (the loop's lag, in every arrival stamp; its
+own lateness in sending a scheduled request, the gateway's 429 pauses left out) exceed
+``DISTORTION_SHARE`` of the requests' median time to first token, and ``LAG_BOUND_S``. A busy
+CPU or a lag of a few milliseconds beside answers of a second changes nothing: an ordinary
+batch on a shared machine said "the client was the bottleneck" every time.
 
 A lag has two causes that call for different cures: the loop was busy with the client's own work
 (a read being parsed: use more workers), or its thread was ready to run and no CPU was free, the
@@ -30,7 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CPU_BOUND_SHARE", "LAG_BOUND_S", "ClientMonitor", "Health", "verdict", "waiting_share"]
+__all__ = ["CPU_BOUND_SHARE", "DISTORTION_SHARE", "LAG_BOUND_S", "ClientMonitor", "Health", "verdict",
+           "waiting_share"]
 
 #: What a worker's monitor sends back with each log (``drain``): lag samples, CPU shares, and
 #: (lag, run-queue wait) pairs.
@@ -40,9 +46,12 @@ Health = tuple[list[float], list[float], list[tuple[float, float]]]
 LAG_INTERVAL = 0.010
 #: The process's CPU share is computed over windows of this many seconds.
 CPU_INTERVAL = 0.5
-#: The client is called the bottleneck when its loop's p99 lag exceeds this (seconds)...
+#: The client is said to have changed a result when its p99 delay (the loop's lag, or how late it
+#: sent a scheduled request by its own doing) exceeds this share of the median time to first token...
+DISTORTION_SHARE = 0.10
+#: ... and this many seconds (a delay below it is the noise of any timing on a shared machine).
 LAG_BOUND_S = 0.005
-#: ... or when the process used at least this share of one core in some window.
+#: A process that used at least this share of one core in some window is said to, beside a delay.
 CPU_BOUND_SHARE = 0.9
 #: Samples kept (an hour of lag samples); older ones are dropped.
 MAX_SAMPLES = 360_000
@@ -97,6 +106,9 @@ class ClientMonitor:
         #: Per lag sample, the part of it the loop's thread waited for a CPU (s; the run-queue
         #: wait in the sample's window, at most its lag); empty where the kernel does not say.
         self.waits: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)
+        #: How late the client sent each scheduled request by its own doing (s): its send delay
+        #: less the time the run's gate held it (a 429's pause, the in-flight limit). The driver's.
+        self.late: deque[float] = deque(maxlen=MAX_SAMPLES)
         self._new: Health | None = ([], [], []) if worker else None
 
     def drain(self) -> Health:
@@ -104,6 +116,10 @@ class ClientMonitor:
         assert self._new is not None, "drain() is for a worker's monitor (ClientMonitor(worker=True))"
         new, self._new = self._new, ([], [], [])
         return new
+
+    def sent_late(self, seconds: float) -> None:
+        """A scheduled request was sent ``seconds`` late by the client's own doing."""
+        self.late.append(max(0.0, seconds))
 
     def add(self, lags: list[float], cpu: list[float], waits: list[tuple[float, float]] | None = None) -> None:
         """A worker's samples (``drain``), pooled with this loop's own."""
@@ -149,11 +165,12 @@ class ClientMonitor:
                     self._new[1].append(share)
                 cpu_start, cpu_wall = cpu_now, now
 
-    def report(self, recent: int | None = None) -> dict[str, Any]:
+    def report(self, recent: int | None = None, ttft_p50: float | None = None) -> dict[str, Any]:
         """``client_lag_p50/p99/max`` (s), ``client_cpu_max`` (share of one core),
-        ``client_lag_waiting_cpu`` (``waiting_share``), ``client_bound`` and ``client_note``; over
-        the last ``recent`` lag samples only when given (the panel's live view: cheap, and about
-        the last few seconds)."""
+        ``client_lag_waiting_cpu`` (``waiting_share``), ``client_send_late_p99`` (s),
+        ``client_bound`` and ``client_note`` (``verdict``, against ``ttft_p50``); over the last
+        ``recent`` samples only when given (the panel's live view: cheap, and about the last few
+        seconds)."""
         import itertools
 
         import numpy as np
@@ -165,15 +182,18 @@ class ClientMonitor:
         lags = np.asarray(lag_list, dtype=float)
         cpu = np.asarray(cpu_list, dtype=float)
         wait_list = list(self.waits) if recent is None else list(itertools.islice(reversed(self.waits), recent))
+        late = np.asarray(list(self.late) if recent is None else list(itertools.islice(reversed(self.late), recent)),
+                          dtype=float)
         out: dict[str, Any] = {
             "client_lag_p50": float(np.percentile(lags, 50)) if len(lags) else float("nan"),
             "client_lag_p99": float(np.percentile(lags, 99)) if len(lags) else float("nan"),
             "client_lag_max": float(lags.max()) if len(lags) else float("nan"),
             "client_cpu_max": float(cpu.max()) if len(cpu) else float("nan"),
             "client_lag_waiting_cpu": waiting_share(wait_list),
+            "client_send_late_p99": float(np.percentile(late, 99)) if len(late) else float("nan"),
             "client_runs_simulator": self.simulator,
         }
-        out["client_bound"], out["client_note"] = verdict(out)
+        out["client_bound"], out["client_note"] = verdict(out, ttft_p50)
         return out
 
 
@@ -191,26 +211,37 @@ def waiting_share(pairs: list[tuple[float, float]]) -> float:
     return float(waits[tail].sum() / total) if total > 0 else float("nan")
 
 
-def verdict(report: dict[str, Any], send_delay_p99: float | None = None) -> tuple[bool, str]:
-    """(whether the client limited the run, one line saying why and by how much)."""
+def verdict(report: dict[str, Any], ttft_p50: float | None = None) -> tuple[bool, str]:
+    """(whether the client changed a result, one line saying how and by how much).
+
+    It did when a delay of its own exceeds ``DISTORTION_SHARE`` of ``ttft_p50`` (the median
+    time to first token of the requests judged) and ``LAG_BOUND_S``: its loop's p99 lag (late
+    arrival stamps: every timing), or its p99 lateness in sending scheduled requests (an open
+    loop that fell behind; a 429's pause is the gateway's, not counted). Without a ``ttft_p50``
+    (nothing ended yet) a lag is not judged, a lateness against ``LAG_BOUND_S`` alone. Its CPU
+    share and the run-queue wait say why, beside a delay; alone they change nothing."""
+    ttft = ttft_p50 if ttft_p50 is not None and ttft_p50 == ttft_p50 else None  # NaN: none
+    bound = None if ttft is None else max(LAG_BOUND_S, DISTORTION_SHARE * ttft)
+    of_ttft = "" if ttft is None else f"; {DISTORTION_SHARE:.0%} of the median TTFT, {ttft * 1e3:.0f} ms"
     reasons = []
     lag = report.get("client_lag_p99")
-    if lag is not None and lag == lag and lag > LAG_BOUND_S:
-        reason = f"its event loop lagged {lag * 1e3:.1f} ms at p99 (bound {LAG_BOUND_S * 1e3:g} ms)"
+    if bound is not None and lag is not None and lag == lag and lag > bound:
+        reason = f"its event loop lagged {lag * 1e3:.1f} ms at p99 (bound {bound * 1e3:.3g} ms{of_ttft})"
         waiting = report.get("client_lag_waiting_cpu")
         if waiting is not None and waiting == waiting and waiting >= WAITING_SHARE:
-            reason += (f", {waiting:.0%} of it waiting for a CPU that other processes held (the machine "
-                       "was full: fewer busy processes beside the run, or more cores)")
+            reason += f", {waiting:.0%} of it waiting for a CPU other processes held"
         reasons.append(reason)
+    late = report.get("client_send_late_p99")
+    late_bound = LAG_BOUND_S if bound is None else bound
+    if late is not None and late == late and late > late_bound:
+        reasons.append(f"it sent requests {late * 1e3:.1f} ms late at p99, 429 pauses aside "
+                       f"(bound {late_bound * 1e3:.3g} ms{of_ttft})")
+    if not reasons:
+        return False, ""
     cpu = report.get("client_cpu_max")
     if cpu is not None and cpu == cpu and cpu >= CPU_BOUND_SHARE:
         reasons.append(f"it used {cpu:.0%} of a core")
-    if send_delay_p99 is not None and send_delay_p99 == send_delay_p99 and send_delay_p99 > LAG_BOUND_S:
-        reasons.append(f"requests left {send_delay_p99 * 1e3:.1f} ms late at p99")
-    if not reasons:
-        return False, ""
-    note = "the client was the bottleneck: " + "; ".join(reasons)
+    note = "the client skewed the timings: " + "; ".join(reasons)
     if report.get("client_runs_simulator"):  # else a user reads the simulator's work as the client's
-        note += (" (its process also runs the sim/ simulator, whose work counts here: start "
-                 "`python -m nito_nb.sim` and pass its base_url= for the client alone)")
+        note += " (its process also runs the sim/ simulator: start `python -m nito_nb.sim` and pass base_url=)"
     return True, note

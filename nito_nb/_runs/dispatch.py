@@ -9,7 +9,8 @@ counted (``stats.py``); the loop's end is the writer's ``end()``.
 
 Retries happen only before the first byte of a body, at most ``max_retries`` times per request,
 by the client's own rule (``_client/retry.py``), and every attempt is counted. A 401, 402 or 403
-ends the run at once. A stream that breaks or reports an error after it started is a result
+ends the run at once; a model whose first ``NOT_FOUND_LIMIT`` answers were all 404 gets no more
+requests (``refused_models``). A stream that breaks or reports an error after it started is a result
 (``truncated`` / ``error``, with what arrived), never retried.
 """
 
@@ -19,6 +20,7 @@ import asyncio
 import datetime as _dt
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,7 @@ from .._core.errors import (
     RateLimitError,
     RedirectError,
 )
+from .._core.printable import printable
 from .._loop import LoopThread
 from .._stream import AsyncStream, Stream
 from .._stream_source import source_of
@@ -50,7 +53,8 @@ if TYPE_CHECKING:
     from .stats import RunStats
     from .writer import RunWriter
 
-__all__ = ["PER_WORKER", "RAY_SEND_LEAD", "SEND_LEAD", "Dispatcher", "check_requests", "start_engine"]
+__all__ = ["NOT_FOUND_LIMIT", "PER_WORKER", "RAY_SEND_LEAD", "SEND_LEAD", "Dispatcher", "check_requests",
+           "start_engine"]
 
 #: An open-loop request is started this long (seconds) before its scheduled send, so that what
 #: comes before the send (the request built, its client made, two task switches on a busy loop)
@@ -66,6 +70,9 @@ RAY_SEND_LEAD = 0.1
 #: sending sim/chat (streams of about 3 s) at 40/s left requests 615 ms late at p99; with 1,000,
 #: 2.9 ms. A worker loop carries 500 paced streams with 0.1 ms of timing error (bench_load.py).
 PER_WORKER = 1000
+#: A model whose first this many answered requests were all 404 (not found) is sent no more: a
+#: misspelled model got every one of its 40 requests sent, and the run said only "40 not ok".
+NOT_FOUND_LIMIT = 3
 
 
 def check_requests(client: AsyncClient, connection: dict[str, Any], requests: list[Request]) -> None:
@@ -133,6 +140,10 @@ class Dispatcher:
         self.in_flight: dict[str, Stream | AsyncStream] = {}
         #: Why sending stopped before its end (the error rate), or None.
         self.stop_reason: str | None = None
+        #: The models sent no more (their first answers were all 404), with the gateway's message.
+        self.refused_models: dict[str, str] = {}
+        self._not_found: Counter[str] = Counter()  # 404s of each model before any other answer
+        self._found: set[str] = set()  # models that answered something else first
         #: The schedule's origin (``time.perf_counter()``; reset when sending starts) and the same
         #: moment on the monotonic clock (``run.stats()``'s rates count from it).
         self.t0 = time.perf_counter()
@@ -213,6 +224,8 @@ class Dispatcher:
             for request, offset in zip(self._todo, offsets, strict=True):
                 if self.stop_reason is not None:
                     break
+                if request.model in self.refused_models:
+                    continue
                 # Woken a little ahead: the request is made ready meanwhile (handed to a worker,
                 # with its time) and only its send waits for the time (AsyncStreamSource.send_at).
                 delay = self.t0 + offset - time.perf_counter() - self._lead
@@ -243,6 +256,8 @@ class Dispatcher:
         for request in pending:  # one shared iterator: each request is taken by one worker
             if self.stop_reason is not None:  # stop_on_error_rate: the rest is not sent
                 break
+            if request.model in self.refused_models:  # not sent, not recorded: as the rest above
+                continue
             await self._one(request)
             while self._results.full():
                 await asyncio.sleep(BATCH_SECONDS / 20)
@@ -260,7 +275,13 @@ class Dispatcher:
             await send_remote(self, self.engine, request, started, timing)
             return
         while True:
+            asked = self.now()
             await self.gate.acquire()
+            if not attempts and request.model in self.refused_models:  # refused while it waited: not sent
+                self.gate.release()
+                return
+            if not attempts:
+                self.held(timing, asked)
             attempts += 1
             self.stats.attempted()
             stream: AsyncStream | None = None
@@ -301,6 +322,15 @@ class Dispatcher:
                 return
             if not isinstance(error, RateLimitError):  # a 429 waits in the gate, with everyone
                 await asyncio.sleep(delay)
+
+    def held(self, timing: dict[str, float | None], asked: float) -> None:
+        """After a scheduled first attempt got its slot (it asked at ``asked``, on the run's
+        timeline): how far past its time the gate held it (a 429's pause, the in-flight limit), a
+        lateness that is not the client's (``client_load``). The one rule of both engines."""
+        scheduled = timing["scheduled_at"]
+        if scheduled is not None:
+            now = self.now()
+            timing["held"] = max(0.0, min(now - asked, now - scheduled))
 
     def _sent(self, stream: AsyncStream, attempts: int, started: _dt.datetime,
               timing: dict[str, float | None]) -> _dt.datetime:
@@ -344,8 +374,31 @@ class Dispatcher:
         self._results.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
                                   last_sent, worker, node))
         self.stats.ended(stream.status)
+        self._judge_model(request.model, stream)
+        scheduled, sent = timing["scheduled_at"], timing["sent_at"]
+        if scheduled is not None and sent is not None:  # how late the client itself sent it
+            self.stats.client.sent_late(sent - scheduled - (timing.get("held") or 0.0))
         limit = self._stop_on_error_rate
         if limit is not None and self.stop_reason is None:
             self.stop_reason = self.stats.over_error_rate(limit)
             if self.stop_reason is not None:
                 print(f"nito: the run stopped sending: {self.stop_reason}", file=sys.stderr)
+
+    def _judge_model(self, model: str, stream: StreamResults) -> None:
+        """Count a 404 (not found) of ``model``; at the ``NOT_FOUND_LIMIT``-th, with no other
+        answer from it before, it is sent no more, and one line says so with the gateway's words."""
+        if model in self._found or model in self.refused_models:
+            return
+        code = stream.log.status_code
+        if code is not None and 200 <= code < 300:
+            self._found.add(model)
+        elif code == 404:
+            self._not_found[model] += 1
+            if self._not_found[model] >= NOT_FOUND_LIMIT:
+                said = (stream.error or {}).get("message") or getattr(stream.exception, "message", None) or ""
+                said = printable(" ".join(str(said).split()))
+                said = said if len(said) <= 300 else said[:299] + "…"
+                self.refused_models[model] = said
+                print(f"nito: no more requests sent to {model!r}: its first {NOT_FOUND_LIMIT} were answered "
+                      f"404 ({said or 'not found'}); check the model name (Client().models() lists them)",
+                      file=sys.stderr)

@@ -87,7 +87,7 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
         rows.append({
             "model": m["model"],
             "fraction": m["finished"] / m["total"] if m["total"] else 1.0,
-            "done": f"{m['finished']}/{m['total']}",
+            "done": f"{m['finished']}/{m['total']}" + (f" ({m['stopped']} stopped)" if m.get("stopped") else ""),
             "in_flight": str(m["in_flight"]),
             "errors": errors,
             "rate": _rate_text(m) + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
@@ -104,6 +104,8 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
         + (f", rate limited {stats['rate_limited']}× (in flight ≤ {stats['limit']})" if stats["rate_limited"] else "")
         + _client_text(stats.get("client"))
         + (f"; stopped sending: {stats['stop_reason']}" if stats.get("stop_reason") else "")
+        + (f"; not sent to {', '.join(map(repr, stats['refused_models']))}: not found (404)"
+           if stats.get("refused_models") else "")
     )
     error = None if stats["error"] is None else printable(stats["error"])
     return {"head": head, "rows": rows, "error": error, "state": stats["state"]}
@@ -227,7 +229,9 @@ class StderrLine(LiveSink):
         stats = self.run.stats()
         model = panel_model(stats)
         errors = sum(sum(m["errors"].values()) for m in stats["models"])
-        return f"nito: {model['head']}, {errors} not ok" + (f" ({model['error']})" if model["error"] else "")
+        stopped = sum(m.get("stopped", 0) for m in stats["models"])  # stopped by the user: not "not ok"
+        return (f"nito: {model['head']}, {errors} not ok" + (f", {stopped} stopped" if stopped else "")
+                + (f" ({model['error']})" if model["error"] else ""))
 
     def _draw(self, *, live: bool) -> None:
         if not live:

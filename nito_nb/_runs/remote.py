@@ -40,7 +40,13 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
     loop = asyncio.get_running_loop()
     attempts = 0
     while True:
+        asked = dispatcher.now()
         await dispatcher.gate.acquire()
+        if not attempts and request.model in dispatcher.refused_models:  # refused while it waited: not sent
+            dispatcher.gate.release()
+            return
+        if not attempts:
+            dispatcher.held(timing, asked)
         now = dispatcher.now()
         attempts += 1
         dispatcher.stats.attempted()

@@ -222,27 +222,32 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
 
     if load is not None:
         results = results[results["phase"].astype(object) == "measure"]
-    rows = []
-    for model, group in results.groupby("model", sort=True, observed=True):
-        status = group["status"].astype(object)
-        row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
-        for name in ("error", "truncated", "failed", "stopped"):
-            row[f"n_{name}"] = int((status == name).sum())
-        for metric in ("ttft", "itl", "e2e"):
-            values = group[metric].astype("float64").tolist()
-            for q in (50, 90, 99):
-                value = metrics.quantile(values, q / 100)
-                row[f"{metric}_p{q}"] = math.nan if value is None else value
-        for speed in ("output_tps", "output_chunks_per_s"):
-            values = group[speed].astype("float64").dropna()
-            row[f"{speed}_mean"] = float(values.mean()) if len(values) else math.nan
-        row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
-        row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
-        row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
-        if load is not None:
-            row.update(_load_columns(group, load))
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
+    rows = [_summary_row(model, group, load) for model, group in results.groupby("model", sort=True, observed=True)]
+    if not rows:  # the same columns and dtypes: summary()["ttft_p99"] of an empty run was a KeyError
+        return pd.DataFrame([_summary_row("", results.iloc[0:0], load)]).iloc[0:0].set_index("model")
+    return pd.DataFrame(rows).set_index("model")
+
+
+def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict[str, Any]:
+    """The summary's row of one model's results (``group``)."""
+    status = group["status"].astype(object)
+    row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
+    for name in ("error", "truncated", "failed", "stopped"):
+        row[f"n_{name}"] = int((status == name).sum())
+    for metric in ("ttft", "itl", "e2e"):
+        values = group[metric].astype("float64").tolist()
+        for q in (50, 90, 99):
+            value = metrics.quantile(values, q / 100)
+            row[f"{metric}_p{q}"] = math.nan if value is None else value
+    for speed in ("output_tps", "output_chunks_per_s"):
+        values = group[speed].astype("float64").dropna()
+        row[f"{speed}_mean"] = float(values.mean()) if len(values) else math.nan
+    row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
+    row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
+    row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
+    if load is not None:
+        row.update(_load_columns(group, load))
+    return row
 
 
 def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
@@ -315,5 +320,6 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
             out[f"{metric}_p{q}"] = math.nan if value is None else value
     out.update({k: v for k, v in load.client.items()
                 if k not in ("client_bound", "client_note", "client_runs_simulator")})
-    out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
+    ttft = metrics.quantile(group["ttft"].astype("float64").tolist(), 0.5)
+    out["client_bound"], out["client_note"] = verdict(load.client, ttft)
     return out

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .._client import AsyncClient, BaseClient
 from .._client.endpoint import is_embedded, simulator_apart
 from .._core.counts import whole
-from .._core.errors import ConfigurationError
+from .._core.errors import ConfigurationError, shown_as_line
 from .._core.waiting import wait_or_stop
 from .backoff import Backoff
 from .client_load import ClientMonitor
@@ -152,6 +152,7 @@ class Run:
         skipped = writer.done_keys() if schedule is None else set()
         requests = plan.requests if schedule is None else _load_requests(plan, len(self._offsets), self.run_id)
         self.skipped = [r for r in requests if r.key in skipped]
+        writer.keep_done_before(self.skipped)  # results() and summary() cover every key of the plan
         todo = [r for r in requests if r.key not in skipped]
         self._order = {r.key: i for i, r in enumerate(requests)}
         #: The error that ended the run early (a 401, 402 or 403, or a failure of the store), or None.
@@ -161,7 +162,7 @@ class Run:
         self.ended: float | None = None
         #: The client's own health while it sends (docs/LOAD.md).
         self.client = ClientMonitor(simulator=embedded and simulator is None)
-        self._stats = RunStats(todo, None if schedule is None else float(schedule.rate), len(self.skipped),
+        self._stats = RunStats(todo, None if schedule is None else float(schedule.rate), self.skipped,
                                self.client)
         # Resolved with None, not the Run: a Run that held a future of itself was a reference
         # cycle, freed only by a full GC pass once dropped (test_gc.py).
@@ -220,6 +221,12 @@ class Run:
         return self._dispatcher.stop_reason
 
     @property
+    def refused_models(self) -> dict[str, str]:
+        """The models sent no more requests, because their first ones were all answered 404 (not
+        found), each with the gateway's message; their other requests are not sent (nor recorded)."""
+        return dict(self._dispatcher.refused_models)
+
+    @property
     def n_attempts(self) -> int:
         """Attempts sent so far (retries included)."""
         return self._stats.n_attempts
@@ -231,9 +238,34 @@ class Run:
 
     def wait(self, timeout: float | None = None) -> Run:
         """Wait for the run to end, or ``timeout`` seconds at most (then it goes on: check
-        ``done``); a KeyboardInterrupt stops it, then waits for the clean end."""
-        wait_or_stop(self._finished, self.stop, timeout)
+        ``done``); a KeyboardInterrupt stops it, waits for the clean end, and goes on up saying in
+        one line what was kept and how to resume (a kernel shows that line alone)."""
+        try:
+            wait_or_stop(self._finished, self.stop, timeout)
+        except KeyboardInterrupt as interrupt:
+            # A kernel showed nine frames of threading and concurrent.futures; IPython shows the
+            # line alone (as the magic's own interrupt), and a script the message.
+            line = self._interrupted()
+            interrupt.args = (line,)
+            shown_as_line(interrupt, f"KeyboardInterrupt: {line}")
+            raise interrupt.with_traceback(None) from None
         return self
+
+    def _interrupted(self) -> str:
+        """What a KeyboardInterrupt in ``wait()`` says: the run stopped, what it kept, how to resume."""
+        rows = self._writer.rows()
+        done = sum(row["status"] == "done" for row in rows)
+        stopped = sum(row["status"] == "stopped" for row in rows)
+        text = f"nito stopped the run: {done} of {self.total + len(self.skipped)} requests done"
+        if stopped:
+            text += f", {stopped} stopped as they streamed (what arrived is kept)"
+        if self.schedule is not None:
+            how = "a load run is not resumed: run it again"
+        elif self.store_path is not None:
+            how = f"to resume, run the same call again with store={self.store_path!r} (what is done is skipped)"
+        else:
+            how = "run.results() holds what ended; with store='folder' the same call again would resume it"
+        return f"{text}; {how}."
 
     def __await__(self) -> Generator[Any, None, Run]:
         yield from asyncio.wrap_future(self._finished).__await__()
@@ -247,11 +279,14 @@ class Run:
 
     def results(self) -> pd.DataFrame:
         """One row per finished request, in the plan's order (row, model, repeat); see
-        docs/RUNS.md for the columns."""
+        docs/RUNS.md for the columns. A resumed run's requests done before it (in its store)
+        are there too, ``done_before`` True."""
         rows = self._writer.rows()
         order = self._order
         rows.sort(key=lambda row: order[row["key"]])
-        return results_frame(rows)
+        df = results_frame(rows)
+        df["done_before"] = df["key"].isin([r.key for r in self.skipped]).astype(bool)
+        return df
 
     def summary(self) -> pd.DataFrame:
         """One row per model: counts by status, p50/p90/p99 of ttft, itl, e2e, tokens, cost. A
@@ -285,6 +320,7 @@ class Run:
             self._writer.rows(), in_flight=dispatcher.in_flight_models(), started=self.started,
             origin=dispatcher.origin, ended=self.ended, state=self._state(), error=self.error,
             stop_reason=dispatcher.stop_reason, backoff=self.backoff, summary=self.summary,
+            refused_models=dispatcher.refused_models,
         )
 
     def _state(self) -> str:
@@ -294,7 +330,7 @@ class Run:
 
     def __repr__(self) -> str:
         state = "done" if self.done else ("stopping" if self.stopped else "running")
-        return f"<nito_nb.Run {self.run_id} {state}: {self._writer.n_rows}/{self.total} requests>"
+        return f"<nito_nb.Run {self.run_id} {state}: {self._writer.n_rows}/{self.total + len(self.skipped)} requests>"
 
     def _ipython_display_(self) -> None:
         from .progress import show

@@ -35,11 +35,14 @@ MIN_ENDED_FOR_ERROR_RATE = 10
 class RunStats:
     """What one run counts. ``todo``: the requests it sends; ``rate``: its schedule's (a load run)."""
 
-    def __init__(self, todo: list[Request], rate: float | None, skipped: int, client: ClientMonitor) -> None:
-        self.totals = Counter(r.model for r in todo)
+    def __init__(self, todo: list[Request], rate: float | None, skipped: list[Request], client: ClientMonitor) -> None:
+        # A resumed run's requests done before it count among its totals and its finished ones
+        # (its result rows hold them): "done: 0/0" was all a fully done store's run said.
+        self.totals = Counter(r.model for r in [*todo, *skipped])
         self.total = len(todo)
         self.rate = rate
-        self.skipped = skipped
+        self.skipped = len(skipped)
+        self._done_before = {r.key for r in skipped}
         #: The client's own health (loop lag, CPU): sampled on the run's loop, pooled with the workers'.
         self.client = client
         self.n_attempts = 0
@@ -81,8 +84,9 @@ class RunStats:
 
     def report(self, rows: list[dict[str, Any]], *, in_flight: Iterable[str | None], started: float, origin: float,
                ended: float | None, state: str, error: BaseException | None, stop_reason: str | None,
-               backoff: Backoff, summary: Callable[[], pd.DataFrame]) -> dict[str, Any]:
-        """Per model: total, finished, ok, in flight, errors by kind, rates, p50/p90 of ttft and
+               backoff: Backoff, summary: Callable[[], pd.DataFrame],
+               refused_models: dict[str, str] | None = None) -> dict[str, Any]:
+        """Per model: total, finished, ok, stopped, in flight, errors by kind (stopped is none), rates, p50/p90 of ttft and
         itl. ``in_flight``: the model of each request in flight; ``started``, ``origin`` (the
         schedule's, once sending started) and ``ended``: monotonic times. A load run's models
         also have the rate their schedule asks (``scheduled_per_s``) and, once it has ended, the
@@ -98,21 +102,26 @@ class RunStats:
         models: dict[str, dict[str, Any]] = {}
         for model, total in self.totals.items():
             models[model] = {"model": model, "total": total, "finished": 0, "ok": 0, "in_flight": flying.get(model, 0),
-                             "errors": Counter(), "ttft": [], "itl": [], "tokens": None, "cost": 0.0}
+                             "errors": Counter(), "ttft": [], "itl": [], "tokens": None, "cost": 0.0, "sent": 0,
+                             "stopped": 0}
         for row in rows:
             m = models.get(row["model"])
             if m is None:
                 continue
             m["finished"] += 1
+            sent = row["key"] not in self._done_before  # the rates count what this run sent
+            m["sent"] += sent
             if row["status"] == "done":
                 m["ok"] += 1
+            elif row["status"] == "stopped":  # stopped by the user (Stop, an interrupt): not an error
+                m["stopped"] += 1
             else:
                 code = row.get("error_code")
                 m["errors"][row["status"] + (f" {code}" if code else "")] += 1
             for name in ("ttft", "itl"):
                 if row[name] is not None:
                     m[name].append(row[name])
-            if row["completion_tokens"] is not None:  # a stream without usage has no token count
+            if sent and row["completion_tokens"] is not None:  # a stream without usage has no token count
                 m["tokens"] = (m["tokens"] or 0) + row["completion_tokens"]
             m["cost"] += row["cost"] or 0.0
         out = []
@@ -121,7 +130,7 @@ class RunStats:
                 values = m.pop(name)
                 m[f"{name}_p50"] = metrics.quantile(values, 0.5)
                 m[f"{name}_p90"] = metrics.quantile(values, 0.9)
-            m["requests_per_s"] = m["finished"] / sending
+            m["requests_per_s"] = m["sent"] / sending
             if self.rate is not None:  # the plan's requests are taken in turn: each model its share
                 m["scheduled_per_s"] = self.rate * m["total"] / max(1, self.total)
                 m["achieved_per_s"] = achieved.get(m["model"])
@@ -131,7 +140,7 @@ class RunStats:
             out.append(m)
         finished = sum(m["finished"] for m in out)
         total = sum(m["total"] for m in out)
-        rate = finished / elapsed
+        rate = sum(m.pop("sent") for m in out) / elapsed
         eta = (total - finished) / rate if rate > 0 and ended is None else None
         return {
             "models": out,
@@ -147,6 +156,11 @@ class RunStats:
             "state": state,
             "error": None if error is None else (getattr(error, "message", None) or str(error)),
             # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
-            "client": self.client.report(recent=CLIENT_RECENT_SAMPLES),
+            # judged against the median TTFT of what ended: a lag beside answers of a second changes nothing
+            "client": self.client.report(recent=CLIENT_RECENT_SAMPLES,
+                                         ttft_p50=metrics.quantile([r["ttft"] for r in rows if r["ttft"] is not None],
+                                                                   0.5)),
             "stop_reason": stop_reason,
+            # the models sent no more (their first answers were 404s), with the gateway's message
+            "refused_models": dict(refused_models or {}),
         }

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
+from .._core.file_kinds import RUN_STORE_DB
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
 from .events import (
     SQL_TYPES,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DB_NAME", "Store", "StoreBusy", "StoreError", "StoreWriter", "open_store", "stream_key", "write_streams"]
 
-DB_NAME = "runs.duckdb"
+DB_NAME = RUN_STORE_DB
 WRITER_MEMORY_LIMIT = "256MB"
 #: Every connection of the project: DuckDB otherwise downloads an extension it needs from
 #: extensions.duckdb.org (a SQLite file named runs.duckdb fetched the sqlite scanner), a host the
@@ -222,6 +223,17 @@ class StoreWriter:
             else:
                 self._stale.add(key)
         return done
+
+    def rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
+        """The result rows of ``keys`` (a resumed run's requests done before it: ``Run.results()``
+        covers every key of its plan), as a run's writer makes them: missing values None, ``row``
+        as the store keeps it (text)."""
+        if not keys:
+            return []
+        columns = ", ".join(f'"{name}"' for name in RESULT_COLUMNS)  # _prepare added any missing
+        df = results_frame(self.con.execute(
+            f"SELECT {columns} FROM requests WHERE list_contains(?, key)", [keys]).df().to_dict("records"))
+        return df.astype(object).where(df.notna(), None).to_dict("records")
 
     def write(self, items: list[Finished], rows: list[dict[str, Any]]) -> None:
         """The batch's events file, then its request rows in one transaction, replacing a re-run

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from .._display.sink import LiveOutput
     from .._stream_results import StreamResults
+    from .plan import Request
     from .store import StoreWriter
 
 __all__ = ["BATCH_SECONDS", "BATCH_SIZE", "MAX_WAITING", "RunWriter", "frame_of"]
@@ -85,6 +86,23 @@ class RunWriter:
         except BaseException:
             self.close()
             raise
+
+    def keep_done_before(self, requests: list[Request]) -> None:
+        """Take the store's rows of ``requests`` (done before this run: a resume skips them) among
+        the results, so that ``rows()`` covers every key of the plan: a resumed run's results
+        held only what it sent (59 of 100 rows; a fully done store, none)."""
+        if self.store is None or not requests:
+            return
+        by_key = {request.key: request for request in requests}
+        try:
+            rows = self.store.rows_of(list(by_key))
+        except BaseException:
+            self.close()
+            raise
+        for row in rows:
+            row["row"] = by_key[row["key"]].row  # the input's label, as this run's rows have it
+        with self._lock:
+            self._rows.extend(rows)
 
     def close(self) -> None:
         """Let the store go: for a run that failed to start (its thread closes it otherwise)."""
