@@ -625,6 +625,13 @@ def test_the_achieved_rate_takes_an_on_time_latency_from_each_requests_own_e2e()
     assert elapsed_time(scheduled, ended, [0.1] * 10, window=1.0) == pytest.approx(2.9)
     # A client that keeps up reads the window: the last request ends one latency after it was due.
     assert elapsed_time(scheduled, [s + 0.1 for s in scheduled], [0.1] * 10, window=1.0) == 1.0
+    # A client overloaded from its first request: all waited for a CPU, even the fastest 5% took
+    # 8 s, but the first ended 0.1 s after it was due. They ended from 0.1 to 20 s: 20 over 19.9 s,
+    # not over the 12 s left once 8 s is taken for an on-time latency (read 1.7x too high).
+    scheduled = [i / 10 for i in range(20)]
+    ended = [0.1] + [8.0 + i * 12.0 / 18 for i in range(19)]
+    latencies = [0.1] + [e - s for s, e in zip(scheduled[1:], ended[1:], strict=True)]
+    assert elapsed_time(scheduled, ended, latencies, window=2.0) == pytest.approx(19.9)
 
 
 # -- the client's warning: only when it changed a result (issue 30) ------------------------------
