@@ -56,3 +56,53 @@ def test_the_magic_and_a_run_read_broken_streams_without_raising(ip: Any) -> Non
     assert nito_nb.last().status == "error" and len(nito_nb.last().content) > 100
     results = nito_nb.run(["a", "b"], model="sim/drop", progress=False).wait().results()
     assert list(results["status"]) == ["truncated"] * 2 and all(results["content"].str.len() > 100)
+
+
+# -- 2. a misspelt keyword is refused with "Did you mean", a field of the gateway's own is sent --------------
+
+@pytest.mark.parametrize(("call", "meant"), [
+    (lambda: nito_nb.stream("hi", model="sim/echo", temprature=0.2), "temperature="),
+    (lambda: nito_nb.astream("hi", model="sim/echo", max_token=5), "max_tokens="),
+    (lambda: nito_nb.stream("hi", model="sim/echo", raise_error=False), "raise_errors="),
+    (lambda: nito_nb.run(["x"], model="sim/echo", concurency=4), "concurrency="),
+    (lambda: nito_nb.map(["x"], model="sim/echo", concurency=4), "concurrency="),
+    (lambda: nito_nb.sweep(["x"], model="sim/echo", rates=[1], duration=1, warmpu=1), "warmup="),
+])
+def test_a_misspelt_keyword_is_refused_before_anything_is_sent(call: Any, meant: str) -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match=f"Did you mean {meant}") as raised:
+        call()
+    assert "\n" not in str(raised.value)
+
+
+def test_the_one_rule_of_a_slip() -> None:
+    from nito_nb._core.spelling import distance, meant
+
+    assert distance("tmeperature", "temperature") == 1  # a swap of two neighbours is one edit
+    assert meant("--max_tokens", ["--max-tokens"]) == "--max-tokens"  # dashes and case are free
+    assert meant("seeds", ["seed"]) == "seed" and meant("sedd", ["seed"]) == "seed"
+    assert meant("top", ["top_p"]) is None  # three characters: too short to guess at
+    assert meant("nprobs", ["logprobs"]) is None  # difflib's 0.6 ratio would take it
+    assert meant("temperature", ["temperature", "temperatures"]) is None  # known: nothing to say
+
+
+def test_a_misspelt_keyword_of_the_chat_widget_is_refused() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="Did you mean temperature="):
+        nito_nb.ChatWidget(model="sim/echo", temprature=0.2)
+
+
+def test_a_field_of_the_gateways_own_is_sent_as_it_is() -> None:
+    fields = {"my_gateway_field": 1, "top_k": 3, "min_tokens": 2, "n_probs": 2, "top_a": 0.1}
+    s = nito_nb.stream("hi", model="sim/echo", **fields).wait()
+    assert s.request["params"] == fields and s.status == "done"
+
+
+def test_the_magic_s_param_and_settings_say_did_you_mean(ip: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="Did you mean temperature="):
+        ip.run_cell_magic("nito", "-m sim/echo --param temprature=0.2", "hi")
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", "Nito.params = {'temprature': 0.2}")
+    [record] = caplog.records
+    assert record.getMessage() == ("Nito.params: no option or request field is named temprature=. "
+                                   "Did you mean temperature=? The setting is unchanged.")

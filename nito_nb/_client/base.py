@@ -35,7 +35,7 @@ from .endpoint import (
 )
 from .failures import not_event_stream
 from .logs import protect_in_logs
-from .request_check import check_request
+from .request_check import check_keywords, check_request, keyword_options
 from .retry import retry_delay
 
 __all__ = ["BaseClient", "Route", "check_call"]
@@ -168,6 +168,8 @@ class BaseClient:
                     "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
                     "(models named sim/... run on the embedded simulator and need none)."
                 )
+        stream = getattr(type(self), "stream", None)  # Client's or AsyncClient's, whose keywords are the same
+        check_keywords(params, keyword_options(stream) if stream is not None else (), "stream()")
         params = {k: v for k, v in params.items() if v is not None}
         params = check_request(messages, params)  # counts as ints: a numpy one is no JSON
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}

@@ -162,10 +162,11 @@ def _refused(name: str, domain: str, value: Any) -> TraitError:
 
 def _check_params(name: str, params: dict[str, Any]) -> None:
     """A setting that ends in the request body: the client's own check of a request."""
-    from .._client import check_request
+    from .._client import check_keywords, check_request
 
     try:
         check_request([], params)
+        check_keywords(params, (), "")
     except ConfigurationError as exc:
         raise TraitError(f"Nito.{name}: {exc.message} The setting is unchanged.") from None
 

@@ -31,7 +31,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-from .._client import check_request, shown_url
+from .._client import check_keywords, check_request, shown_url
 from .._core.errors import ConfigurationError, NitoError
 from .._interpolate import interpolate
 from .._last import last as _kept
@@ -399,6 +399,7 @@ class NitoMagics(Magics):
                 raise UsageError(f"--param takes KEY=VALUE, not {item!r}")
             try:  # the name first: a value given under a name like api_key is never echoed
                 check_request([], {key.strip(): None})
+                check_keywords({key.strip(): None}, (), "--param")
             except ConfigurationError as exc:
                 raise usage_error(exc) from None
             params[key.strip()] = _param_value(key.strip(), value)

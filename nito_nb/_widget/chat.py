@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets
 import traitlets
 
-from .._client import AsyncClient, Client, as_messages
+from .._client import AsyncClient, Client, as_messages, check_keywords, keyword_options
 from .._core.errors import NitoError, one_line
 from .._core.printable import printable
 from .._loop import LoopThread
@@ -156,6 +156,7 @@ class ChatWidget(ipywidgets.VBox):
         self._widgets: tuple[ipywidgets.Widget, ...] = ()
         self._stopping = False  # stop() was called: no further tool round starts
         check_format(format)
+        check_keywords(params, keyword_options(ChatWidget.__init__), "ChatWidget()")
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         items = [tools] if callable(tools) or isinstance(tools, dict) else list(tools or [])
