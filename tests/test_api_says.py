@@ -106,3 +106,34 @@ def test_the_magic_s_param_and_settings_say_did_you_mean(ip: Any, caplog: pytest
     [record] = caplog.records
     assert record.getMessage() == ("Nito.params: no option or request field is named temprature=. "
                                    "Did you mean temperature=? The setting is unchanged.")
+
+
+# -- 11. Python functions as tools= of stream, astream and run, by the one public builder -----------------
+
+def get_weather(city: str, unit: str = "C") -> str:
+    """The weather in a city.
+
+    Not in the description: only the first paragraph is."""
+    return f"sunny in {city}"
+
+
+def test_stream_astream_and_run_take_python_functions_as_tools() -> None:
+    import asyncio
+
+    expected = [nito_nb.tools.schema(get_weather)]
+    assert expected[0]["function"]["description"] == "The weather in a city."
+    assert expected == nito_nb.tools.tool_schemas([get_weather])  # one builder: the magic's and widget's
+    s = nito_nb.stream("weather in Paris?", model="sim/tools", tools=[get_weather]).wait()
+    assert s.request["params"]["tools"] == expected and s.tool_calls[0].name == "get_weather"
+
+    async def follow() -> Any:
+        return await nito_nb.astream("weather?", model="sim/tools", tools=[get_weather]).wait()
+
+    assert asyncio.run(follow()).request["params"]["tools"] == expected
+    results = nito_nb.run(["weather?"], model="sim/tools", tools=[get_weather], progress=False).wait().results()
+    assert list(results["status"]) == ["done"] and list(results["n_tool_calls"]) == [1]
+
+
+def test_a_tool_that_is_neither_a_function_nor_a_schema_is_one_line() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="give a function, or a dict like"):
+        nito_nb.stream("x", model="sim/echo", tools=["get_weather"])

@@ -15,6 +15,7 @@ from typing import Any
 from .._core.counts import whole
 from .._core.errors import ConfigurationError
 from .._core.spelling import did_you_mean
+from .._core.tool_schemas import tool_schemas
 from .request_fields import REQUEST_FIELDS
 
 __all__ = ["check_keywords", "check_request", "checked_counts", "keyword_options"]
@@ -77,6 +78,8 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> dic
             raise ConfigurationError(f"{name} must be an object (a dict), not {_shown(value)}.")
         elif name in _LISTS and not isinstance(value, (list, tuple)):
             raise ConfigurationError(f"{name} must be a list, not {_shown(value)}.")
+        if name == "tools":
+            checked[name] = _tools(value)
     _check_json(messages, "messages")
     for name, value in checked.items():
         _check_json(value, name)
@@ -111,10 +114,23 @@ def keyword_options(function: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def checked_counts(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` with its counts checked, as ``int``: for a caller that needs them as JSON before
-    :func:`check_request` runs (a run's plan hashes each request's parameters into its key)."""
-    return {name: whole(name, value) if name in _COUNTS and value is not None else value
+    """``params`` with its counts checked, as ``int``, and its ``tools`` as JSON (a Python function
+    made its schema): for a caller that needs them as JSON before :func:`check_request` runs (a
+    run's plan hashes each request's parameters into its key)."""
+    return {name: whole(name, value) if name in _COUNTS and value is not None
+            else _tools(value) if name == "tools" and value is not None else value
             for name, value in params.items()}
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    """The request's ``tools``: Python functions become their schema (``_core/tool_schemas.py``,
+    the builder of ``%%nito --tools`` and ``ChatWidget(tools=...)``), JSON tools stay as given."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigurationError(f"tools must be a list, not {_shown(value)}.")
+    try:
+        return tool_schemas(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"{exc}.") from None
 
 
 def _check_json(value: Any, where: str) -> None:
