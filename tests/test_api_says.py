@@ -137,3 +137,17 @@ def test_stream_astream_and_run_take_python_functions_as_tools() -> None:
 def test_a_tool_that_is_neither_a_function_nor_a_schema_is_one_line() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="give a function, or a dict like"):
         nito_nb.stream("x", model="sim/echo", tools=["get_weather"])
+
+
+# -- 10. model= that is not one model id: say what is accepted ----------------------------------------------
+
+def test_stream_given_a_list_of_models_says_it_takes_one_and_where_several_go() -> None:
+    with pytest.raises(nito_nb.ConfigurationError) as raised:
+        nito_nb.stream("hi", model=["sim/echo"])
+    message = str(raised.value)
+    assert "required" not in message and "not ['sim/echo']" in message and "nito_nb.run(" in message
+
+
+def test_the_chat_widget_given_a_list_of_models_says_how_to_offer_several() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match=r"one model id.*models=\["):
+        nito_nb.ChatWidget(model=["sim/echo", "sim/chat"])

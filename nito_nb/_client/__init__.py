@@ -21,7 +21,7 @@ Split the way httpx splits its own: the parts without I/O below, the two I/O she
 from __future__ import annotations
 
 from .._core.request import as_messages
-from .base import BaseClient, Route
+from .base import BaseClient, Route, one_model
 from .clients import AsyncClient, Client
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .endpoint import (
@@ -52,6 +52,7 @@ __all__ = [
     "checked_key",
     "is_nito",
     "keyword_options",
+    "one_model",
     "redirect_error",
     "register_simulator",
     "shown_location",
