@@ -151,3 +151,27 @@ def test_stream_given_a_list_of_models_says_it_takes_one_and_where_several_go() 
 def test_the_chat_widget_given_a_list_of_models_says_how_to_offer_several() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match=r"one model id.*models=\["):
         nito_nb.ChatWidget(model=["sim/echo", "sim/chat"])
+
+
+# -- 12. a base URL that is not the API's root: say what one looks like --------------------------------------
+
+def test_a_base_url_ending_in_chat_completions_is_refused_up_front() -> None:
+    from nito_nb.sim import ensure_server, token
+
+    url = ensure_server() + "/chat/completions"
+    for call in (lambda: nito_nb.Client(base_url=url), lambda: nito_nb.stream("hi", model="x", base_url=url,
+                                                                                  api_key=token())):
+        with pytest.raises(nito_nb.ConfigurationError) as raised:
+            call()
+        assert "ends in /chat/completions" in str(raised.value) and '"https://host/v1"' in str(raised.value)
+
+
+def test_a_404_from_a_base_url_without_v1_says_what_the_base_url_looks_like() -> None:
+    from nito_nb.sim import ensure_server, token
+
+    root = ensure_server().rsplit("/v1", 1)[0]  # the simulator's root answers 404 "Not Found"
+    with pytest.raises(nito_nb.NotFoundError) as raised:
+        nito_nb.stream("hi", model="sim/echo", base_url=root, api_key=token())
+    message = str(raised.value)
+    assert message.startswith("HTTP 404: Not Found. Check the model name")
+    assert 'usually ending in /v1, like "https://host/v1"' in message and "\n" not in message
