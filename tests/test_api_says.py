@@ -175,3 +175,43 @@ def test_a_404_from_a_base_url_without_v1_says_what_the_base_url_looks_like() ->
     message = str(raised.value)
     assert message.startswith("HTTP 404: Not Found. Check the model name")
     assert 'usually ending in /v1, like "https://host/v1"' in message and "\n" not in message
+
+
+# -- 9. the usage counts an answer that never arrived ------------------------------------------------------
+
+def _answer_dropped_by_a_proxy(usage: dict[str, Any]) -> list[bytes]:
+    """What LiteLLM forwards of Mistral's list content: the role, the finish, the usage, no text."""
+    import json
+
+    from conftest import chunk_line
+
+    return [chunk_line({"role": "assistant", "content": ""}), chunk_line({}, finish="stop"),
+            b'data: {"id":"gen-1","choices":[],"usage":' + json.dumps(usage).encode() + b"}\n\n",
+            b"data: [DONE]\n\n"]
+
+
+def test_usage_without_text_is_an_anomaly_on_the_status_line(scripted: Any) -> None:
+    from conftest import open_client
+    from scripted_server import Script
+
+    from nito_nb._render.status_line import status_text
+
+    usage = {"prompt_tokens": 9, "completion_tokens": 116, "total_tokens": 125}
+    base = scripted.add("usage-without-text", Script(parts=_answer_dropped_by_a_proxy(usage)))
+    s = open_client(base).stream("hi", model="mistral").wait()
+    assert s.status == "done" and s.content == ""
+    assert [a.kind for a in s.anomalies] == ["usage-without-text"]
+    assert "116 completion tokens" in str(s.anomalies[0])
+    assert "⚠ no text arrived" in status_text(s.snapshot())
+    assert "⚠ no text arrived" in s._repr_mimebundle_()["text/plain"]
+
+
+def test_hidden_reasoning_tokens_and_a_real_answer_are_no_anomaly(scripted: Any) -> None:
+    from conftest import open_client
+    from scripted_server import Script
+
+    hidden = {"prompt_tokens": 9, "completion_tokens": 64, "total_tokens": 73,
+              "completion_tokens_details": {"reasoning_tokens": 64}}  # o-series: reasoning kept back
+    base = scripted.add("hidden-reasoning", Script(parts=_answer_dropped_by_a_proxy(hidden)))
+    assert open_client(base).stream("hi", model="o").wait().anomalies == []
+    assert nito_nb.stream("hi", model="sim/echo").wait().anomalies == []
