@@ -215,3 +215,56 @@ def test_hidden_reasoning_tokens_and_a_real_answer_are_no_anomaly(scripted: Any)
     base = scripted.add("hidden-reasoning", Script(parts=_answer_dropped_by_a_proxy(hidden)))
     assert open_client(base).stream("hi", model="o").wait().anomalies == []
     assert nito_nb.stream("hi", model="sim/echo").wait().anomalies == []
+
+
+# -- 14. the magic's mistakes, each one line, up front ----------------------------------------------------
+
+def test_magic_save_to_a_missing_folder_is_refused_before_sending(ip: Any, tmp_path: Any) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="does not exist: make it first"):
+        ip.run_cell_magic("nito", f"-m sim/echo --save {tmp_path}/missing/answer.jsonl", "hi")
+    assert nito_nb.last() is None  # nothing was sent
+    with pytest.raises(UsageError, match="is a folder"):
+        ip.run_cell_magic("nito", f"-m sim/echo --save {tmp_path}", "hi")
+    ip.run_cell_magic("nito", f"-m sim/echo --save {tmp_path}/answer.jsonl", "hi")
+    assert nito_nb.load(tmp_path / "answer.jsonl").content == "hi"
+
+
+def test_a_store_under_a_file_is_one_line(tmp_path: Any) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(nito_nb.StoreError) as raised:
+        nito_nb.run(["x"], model="sim/echo", store=str(tmp_path / "notes.txt" / "sub"), progress=False)
+    assert "a part of its path is a file" in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("-m sim/echo --max_tokens 5", "unrecognized arguments: --max_tokens 5. Did you mean --max-tokens?"),
+    ("-m sim/echo --temprature=0.2", "Did you mean --temperature?"),
+    ("-m sim/echo --model sim/chat", "argument -m/--model: given twice ('sim/echo', then 'sim/chat'): give it "
+                                     "once (several models: -m a,b)"),
+    ("--system a --system b -m sim/echo", "argument --system: given twice ('a', then 'b'): give it once"),
+])
+def test_magic_option_mistakes_are_one_line(ip: Any, line: str, said: str) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as raised:
+        ip.run_cell_magic("nito", line, "hi")
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+    assert nito_nb.last() is None
+
+
+def test_magic_config_of_no_setting_is_one_line_with_did_you_mean(ip: Any, capfd: Any) -> None:
+    ip.run_line_magic("config", "Nito.tempreature = 0.2")
+    ip.run_line_magic("config", "Nito.model = 'sim/echo'")  # the unknown name is not warned about again
+    err = capfd.readouterr().err
+    assert err == "nito: Nito has no setting 'tempreature'; it is ignored. Did you mean Nito.temperature?\n"
+
+
+@pytest.mark.spawns
+def test_magic_config_of_no_setting_shows_no_file_path_in_a_kernel(tmp_path: Any) -> None:
+    from conftest import execute_cells
+
+    nb = execute_cells(["%load_ext nito_nb", "%config Nito.tempreature = 0.2"], tmp_path)
+    shown = "".join(out.get("text", "") for out in nb.cells[1].outputs)
+    assert shown == "nito: Nito has no setting 'tempreature'; it is ignored. Did you mean Nito.temperature?\n"
