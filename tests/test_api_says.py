@@ -268,3 +268,34 @@ def test_magic_config_of_no_setting_shows_no_file_path_in_a_kernel(tmp_path: Any
     nb = execute_cells(["%load_ext nito_nb", "%config Nito.tempreature = 0.2"], tmp_path)
     shown = "".join(out.get("text", "") for out in nb.cells[1].outputs)
     assert shown == "nito: Nito has no setting 'tempreature'; it is ignored. Did you mean Nito.temperature?\n"
+
+
+# -- 15. %nito models shows each description whole ----------------------------------------------------------
+
+def test_magic_models_shows_every_description_whole_and_is_still_a_frame(ip: Any) -> None:
+    import html
+
+    from nito_nb.sim import SIM_MODELS
+
+    models = ip.run_line_magic("nito", "models")
+    assert "sim/chat" in set(models["id"]) and list(models.columns) == ["id", "source", "description"]
+    longest = max(SIM_MODELS.values(), key=len)
+    assert len(longest) > 100  # pandas cut it at 50 characters
+    assert html.escape(longest) in models._repr_html_()
+    text = repr(models)
+    assert " ".join(text.split()).count(" ".join(longest.split())) == 1  # wrapped, every word there
+    assert max(len(line) for line in text.splitlines()) < 100
+
+
+@pytest.mark.spawns
+def test_magic_models_in_a_kernel_shows_descriptions_whole(tmp_path: Any) -> None:
+    import html
+
+    from conftest import execute_cells
+
+    from nito_nb.sim import SIM_MODELS
+
+    nb = execute_cells(["%load_ext nito_nb", "%nito models"], tmp_path)
+    [out] = nb.cells[1].outputs
+    shown = out["data"]["text/html"]
+    assert all(html.escape(text, quote=False) in shown for text in SIM_MODELS.values())

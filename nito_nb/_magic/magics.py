@@ -43,6 +43,7 @@ from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, settings_for
 from .grid import run_models
 from .history import cost_line, history_table
+from .models import models_table
 from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
 from .replay import replay
 
@@ -279,8 +280,6 @@ class NitoMagics(Magics):
         return "\n".join(lines)
 
     def _models(self) -> Any:
-        import pandas as pd
-
         from .._client import Client
         from ..sim import SIM_MODELS
 
@@ -298,7 +297,7 @@ class NitoMagics(Magics):
                         })
             except Exception as exc:  # any failure of the GET: one clear line, the sim list stays
                 error_line(exc)
-        return pd.DataFrame(rows)
+        return models_table(rows)
 
     def _history(self) -> list[Any]:
         """This session's streams, with those captured or watched in this kernel by the time they
