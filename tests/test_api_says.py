@@ -34,6 +34,7 @@ def test_how_the_call_went_never_raises_and_does_not_count_as_reading_the_answer
     s = nito_nb.stream("hi", model="sim/error-midstream")
     assert s.error is not None and isinstance(s.anomalies, list) and s.status == "error"
     assert "text/plain" in s._repr_mimebundle_()  # shown, not read: the display says "error"
+    assert "error" in set(nito_nb.frame(s)["status"])  # the pandas adapter reads the log, never raises
     with pytest.raises(nito_nb.MidStreamError):
         _ = s.content
 
