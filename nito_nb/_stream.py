@@ -47,7 +47,8 @@ class Stream(StreamResults):
     ``tool_calls``, ``usage``... at any time for what has arrived so far. The body is read in the
     background from the moment the response starts, so arrival times never depend on when the
     chunks are iterated. Results of a sync Stream that was never iterated wait for its end when
-    first asked for.
+    first asked for; if it ended in an error or a truncation, the first such read raises what
+    ``wait()`` raises (with ``raise_errors=True``), after which the results are what arrived.
     """
     def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(request, **kwargs)
@@ -62,12 +63,17 @@ class Stream(StreamResults):
     def _results(self) -> StreamState:
         # A sync Stream that nobody iterates or waits for: its results are those of the whole
         # answer (`s = stream(...); s.content`), so wait for its end.
+        # Waiting here is not reading: the Stream stays unread, so that the first result of its
+        # answer still raises how it ended (``_answer``).
         if not self._consumed and self._reader is not None:
             if self._state.status in _RUNNING:
-                self.wait(raise_errors=False)
+                self._wait_for_end(None)
             else:
                 self._discard_queued()
         return self._state
+
+    def _reads_in_background(self) -> bool:
+        return self._reader is not None
 
     # -- the background reader (sync) --------------------------------------------------------
 
@@ -157,15 +163,21 @@ class Stream(StreamResults):
         raise_errors = self.raise_errors if raise_errors is None else raise_errors
         timeout = wait_timeout(timeout)
         self._consumed = True
+        if self._wait_for_end(timeout):
+            self._raise_failure(raise_errors)
+        return self
+
+    def _wait_for_end(self, timeout: float | None) -> bool:
+        """Wait until the stream has ended (False: ``timeout`` passed first); a KeyboardInterrupt
+        meanwhile stops it."""
         try:
             if not self._settle(timeout):
-                return self
+                return False
         except KeyboardInterrupt:
             self._stop(status="stopped")
             raise
         self._discard_queued()
-        self._raise_failure(raise_errors)
-        return self
+        return True
 
     def close(self) -> None:
         """Stop reading: the connection closes, what arrived stays, the status becomes ``stopped``

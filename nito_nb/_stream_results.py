@@ -129,8 +129,33 @@ class StreamResults:
         self._transport_errors = transport_errors
 
     def _results(self) -> StreamState:
-        """The state to read results from (a sync Stream nobody iterates first waits for its end)."""
+        """The state to read results from (a sync Stream nobody iterates first waits for its end).
+        Never raises: what describes the call (``status``, ``error``, ``done``, ``anomalies``), the
+        display and nito_nb's own readers go through here."""
         return self._state
+
+    def _answer(self) -> StreamState:
+        """The state to read a result of the answer from: the one rule of every result property
+        (``content``, ``reasoning``, ``reasoning_details``, ``refusal``, ``audio``,
+        ``audio_transcript``, ``tool_calls``, ``finish_reason``, ``usage``, ``message``,
+        ``messages``). A Stream whose body is read in the background and that nobody iterated or
+        waited for is waited for (sync); if it ended in an error or a truncation and
+        ``raise_errors`` is on, the first such read raises the error ``wait()`` raises, so that
+        ``stream(...).content`` is never half an answer in silence. Then, as after ``wait()``, the
+        Stream counts as read: its results are what arrived (also ``exc.stream.content``). An
+        ``on_done`` callback is told the stream ended: its reads never raise."""
+        unread = (not self._consumed and self._reads_in_background()
+                  and self._callback_thread != threading.get_ident())
+        state = self._results()
+        if unread and state.finished:
+            self._consumed = True
+            self._raise_failure(self.raise_errors)
+        return state
+
+    def _reads_in_background(self) -> bool:
+        """Whether a body is read for this Stream whether or not anybody iterates it (a sync
+        Stream's reader thread). An AsyncStream reads only once iterated or awaited."""
+        return False
 
     # -- the answer: what the model sent so far ------------------------------------------------
     # Text that the reader thread appends to is read under the state's lock (the accumulator
@@ -138,51 +163,51 @@ class StreamResults:
 
     @property
     def content(self) -> str:
-        state = self._results()
+        state = self._answer()
         with state.lock:
             return state.acc.content
 
     @property
     def reasoning(self) -> str:
-        state = self._results()
+        state = self._answer()
         with state.lock:
             return state.acc.reasoning
 
     @property
     def reasoning_details(self) -> list[dict[str, Any]]:
-        state = self._results()
+        state = self._answer()
         with state.lock:
             return state.acc.reasoning_details
 
     @property
     def audio_transcript(self) -> str | None:
         """The transcript of the answer's audio (OpenAI's audio output), None when none came."""
-        state = self._results()
+        state = self._answer()
         with state.lock:
             return state.acc.audio_transcript
 
     @property
     def refusal(self) -> str | None:
         """The model's refusal (OpenAI structured outputs' ``delta.refusal``), None if none came."""
-        return self._results().acc.refusal
+        return self._answer().acc.refusal
 
     @property
     def audio(self) -> dict[str, Any] | None:
         """The answer's audio as it came (``id``, ``expires_at``; ``data_chars``: the size of its
         base64 data, which stays in the log), None when none came."""
-        return self._results().acc.audio
+        return self._answer().acc.audio
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return self._results().acc.tool_calls
+        return self._answer().acc.tool_calls
 
     @property
     def finish_reason(self) -> str | None:
-        return self._results().acc.finish_reason
+        return self._answer().acc.finish_reason
 
     @property
     def usage(self) -> dict[str, Any] | None:
-        return self._results().acc.usage
+        return self._answer().acc.usage
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -456,7 +481,10 @@ class StreamResults:
             from ._render import final_bundle
         except ImportError:  # the renderer is optional for the engine
             return {"text/plain": repr(self)}
-        return final_bundle(self)
+        # Shown, not read: the display says how the stream ended (its error included), so it
+        # renders a snapshot of the whole answer and never raises (see _answer).
+        self._results()
+        return final_bundle(self.snapshot())
 
     def _display_(self) -> Any:
         """marimo's display protocol (only marimo calls it): a running sync Stream as a cell's

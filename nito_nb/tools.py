@@ -1,6 +1,9 @@
-"""Python functions as tools: a function's signature and docstring to an OpenAI tool schema,
-and running the tool calls a model made. One implementation for every shell: the magic
-(``%%nito --tools/--run-tools``) and the chat widget (``ChatWidget(tools=..., run_tools=True)``).
+"""Python functions as tools: a function's signature and docstring to an OpenAI tool schema
+(``schema(fn)``; ``tool_schemas`` for a list of functions and JSON tools: the one builder, in
+``_core/tool_schemas.py``, which the clients use too, so that ``stream(tools=[fn])``,
+``astream`` and ``run`` take functions), and running the tool calls a model made. One
+implementation for every shell: the magic (``%%nito --tools/--run-tools``) and the chat widget
+(``ChatWidget(tools=..., run_tools=True)``).
 
 A failing tool is a result the model reads ("Error: ..."), never an exception in the caller; each
 run is described by one line (``ToolRun.line``) that the shell shows: the magic prints it, the
@@ -9,14 +12,13 @@ widget puts it in its transcript (its worker thread never prints).
 
 from __future__ import annotations
 
-import inspect
 import json
-import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ._core.printable import printable
+from ._core.tool_schemas import function_tool, tool_schemas
 
 __all__ = [
     "MAX_TOOL_ROUNDS",
@@ -24,6 +26,7 @@ __all__ = [
     "execute_tool",
     "function_tool",
     "python_tools",
+    "schema",
     "tool_functions",
     "tool_round",
     "tool_schemas",
@@ -36,82 +39,16 @@ MAX_TOOL_ROUNDS = 5
 
 # -- tools ---------------------------------------------------------------------------------------
 
-_JSON_TYPES: dict[Any, str] = {
-    int: "integer", float: "number", str: "string", bool: "boolean",
-    list: "array", tuple: "array", set: "array", dict: "object", type(None): "null",
-}
-
-
-def _json_schema(annotation: Any) -> dict[str, Any]:
-    """A JSON schema for a parameter annotation; an unknown one accepts anything."""
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    if origin is typing.Union or type(annotation).__name__ == "UnionType":
-        options = [a for a in args if a is not type(None)]
-        return _json_schema(options[0]) if len(options) == 1 else {}
-    if origin in (list, tuple, set, Sequence):
-        schema: dict[str, Any] = {"type": "array"}
-        if args and args[0] is not Ellipsis:
-            schema["items"] = _json_schema(args[0])
-        return schema
-    if origin is dict:
-        return {"type": "object"}
-    return {}
-
-
-def function_tool(function: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
-    """An OpenAI function tool built from a Python function's signature and docstring."""
-    try:
-        hints = typing.get_type_hints(function)
-    except Exception:  # unresolvable string annotations: fall back to the raw ones
-        hints = dict(getattr(function, "__annotations__", {}))
-    properties: dict[str, Any] = {}
-    required = []
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        schema = _json_schema(hints.get(parameter.name, parameter.empty))
-        if parameter.default is parameter.empty:
-            required.append(parameter.name)
-        elif isinstance(parameter.default, (str, int, float, bool, type(None))):
-            schema["default"] = parameter.default
-        properties[parameter.name] = schema
-    doc = inspect.getdoc(function) or ""
-    spec: dict[str, Any] = {
-        "name": name or function.__name__,
-        "parameters": {"type": "object", "properties": properties, "required": required},
-    }
-    description = doc.split("\n\n")[0].strip()
-    if description:
-        spec["description"] = description
-    return {"type": "function", "function": spec}
+def schema(function: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
+    """The OpenAI function tool of ``function``: its name (or ``name``), the first paragraph of its
+    docstring as the description, its parameters' JSON schema from the signature and type hints
+    (a default shown, those without one required). What ``stream(tools=[function])``,
+    ``%%nito --tools`` and ``ChatWidget(tools=...)`` send for it."""
+    return function_tool(function, name)
 
 
 def _items(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def tool_schemas(items: Iterable[Any], where: str | None = None) -> list[dict[str, Any]]:
-    """The request's ``tools`` for ``items``: Python functions (schema from the signature and
-    docstring), OpenAI tools (``{"type": "function", "function": {...}}``) or bare function specs
-    (``{"name": ..., "parameters": ...}``). ``where`` names the item in the error message."""
-    tools: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, dict) and item.get("type") == "function" and isinstance(item.get("function"), dict):
-            tools.append(item)
-        elif isinstance(item, dict) and "name" in item:
-            tools.append({"type": "function", "function": item})
-        elif callable(item):
-            tools.append(function_tool(item))
-        else:
-            raise ValueError(
-                f"{where or f'tools: {item!r:.60}'} is a {type(item).__name__}; give a function, or a dict like "
-                '{"name": ..., "description": ..., "parameters": {...}}'
-            )
-    return tools
 
 
 def python_tools(items: Iterable[Any]) -> dict[str, Callable[..., Any]]:

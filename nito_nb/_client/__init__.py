@@ -7,7 +7,9 @@ Split the way httpx splits its own: the parts without I/O below, the two I/O she
   package root registers with ``register_simulator``, a ``Simulator``: its URL and token) and with
   which key (``NITO_API_KEY``, or the simulator's token); the
   one check of a base URL (``checked_base_url``) and how one is shown (``shown_url``).
-- ``check.py``: ``check_request``, the one check of a request body before it is sent.
+- ``request_check.py``: ``check_request``, the one check of a request body before it is sent, and
+  ``check_keywords``, a misspelt keyword refused with "Did you mean" (the known body fields:
+  ``request_fields.py``).
 - ``retry.py``: whether and when an attempt that failed before the body is tried again.
 - ``failures.py``: httpx's failures, HTTP error responses and redirects (never followed) as
   typed errors.
@@ -19,7 +21,7 @@ Split the way httpx splits its own: the parts without I/O below, the two I/O she
 from __future__ import annotations
 
 from .._core.request import as_messages
-from .base import BaseClient, Route
+from .base import BaseClient, Route, one_model
 from .clients import AsyncClient, Client
 from .config import DEFAULT_MAX_EVENT_SIZE, Timeout
 from .endpoint import (
@@ -32,7 +34,7 @@ from .endpoint import (
     shown_url,
 )
 from .failures import redirect_error, shown_location, transport_exception
-from .request_check import check_request
+from .request_check import check_keywords, check_request, keyword_options
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -44,10 +46,13 @@ __all__ = [
     "Simulator",
     "Timeout",
     "as_messages",
+    "check_keywords",
     "check_request",
     "checked_base_url",
     "checked_key",
     "is_nito",
+    "keyword_options",
+    "one_model",
     "redirect_error",
     "register_simulator",
     "shown_location",

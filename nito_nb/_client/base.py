@@ -35,10 +35,10 @@ from .endpoint import (
 )
 from .failures import not_event_stream
 from .logs import protect_in_logs
-from .request_check import check_request
+from .request_check import check_keywords, check_request, keyword_options
 from .retry import retry_delay
 
-__all__ = ["BaseClient", "Route", "check_call"]
+__all__ = ["BaseClient", "Route", "check_call", "one_model"]
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,9 @@ class BaseClient:
         params: dict[str, Any],
     ) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any], str | None]:
         """(url, headers, JSON body, request metadata for the log, key) of one call."""
-        if not model or not isinstance(model, str):
+        if model is not None and not isinstance(model, str):
+            raise ConfigurationError(one_model(model, "stream()"))
+        if not model:
             raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
         messages = as_messages(prompt_or_messages)
         url, simulator = target(model, self._call_url(base_url))
@@ -168,6 +170,8 @@ class BaseClient:
                     "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
                     "(models named sim/... run on the embedded simulator and need none)."
                 )
+        stream = getattr(type(self), "stream", None)  # Client's or AsyncClient's, whose keywords are the same
+        check_keywords(params, keyword_options(stream) if stream is not None else (), "stream()")
         params = {k: v for k, v in params.items() if v is not None}
         params = check_request(messages, params)  # counts as ints: a numpy one is no JSON
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
@@ -195,6 +199,17 @@ class BaseClient:
         """Seconds to wait before trying again, or None to give up (``retry.py``'s rule with this
         client's ``max_retries`` and ``max_retry_wait``)."""
         return retry_delay(attempt, error, self.max_retries, self.max_retry_wait)
+
+
+def one_model(model: Any, call: str, several: str = "") -> str:
+    """What ``call`` says of a ``model=`` that is not one model id: it takes one, as a string, and
+    where several go (``several``; by default a run's and the magic's ``-m a,b``). A list was
+    "model is required" (though one was given), or ChatWidget's unhashable TypeError."""
+    shown = repr(model)
+    shown = shown if len(shown) <= 60 else shown[:60] + "…"
+    several = several or ("Several models: nito_nb.run(prompts, model=['sim/chat', 'sim/echo']), "
+                          "or %%nito -m sim/chat,sim/echo.")
+    return f"{call} takes one model id, a string such as model='sim/chat', not {shown}. {several}"
 
 
 def check_call(client: BaseClient, prompt_or_messages: Any, model: str | None, api_key: str | None,

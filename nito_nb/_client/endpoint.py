@@ -171,6 +171,9 @@ def _url_problem(url: str) -> str | None:
         return f"must start with http:// or https://: {example}"
     if not parsed.host:
         return f"has no host: {example}"
+    if parsed.path.rstrip("/").endswith("/chat/completions"):  # the endpoint, pasted whole
+        return ("ends in /chat/completions, which nito_nb adds to each call: give the base before it, "
+                f"like {URL_EXAMPLE}")
     return None
 
 

@@ -6,14 +6,22 @@ No I/O. Used by ``Client``/``AsyncClient`` (``BaseClient._build``) and by ``%%ni
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._core.counts import whole
 from .._core.errors import ConfigurationError
+from .._core.spelling import did_you_mean
+from .._core.tool_schemas import tool_schemas
+from .request_fields import REQUEST_FIELDS
 
-__all__ = ["check_request", "checked_counts"]
+__all__ = ["check_keywords", "check_request", "checked_counts", "keyword_options"]
+
+#: The known fields in one fixed order: a tie between two suggestions never depends on the hash seed.
+_FIELDS = tuple(sorted(REQUEST_FIELDS))
 
 #: Names that are not body fields: a parameter of that name would clash with how the call is made.
 _NOT_PARAMS = {
@@ -70,17 +78,59 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> dic
             raise ConfigurationError(f"{name} must be an object (a dict), not {_shown(value)}.")
         elif name in _LISTS and not isinstance(value, (list, tuple)):
             raise ConfigurationError(f"{name} must be a list, not {_shown(value)}.")
+        if name == "tools":
+            checked[name] = _tools(value)
     _check_json(messages, "messages")
     for name, value in checked.items():
         _check_json(value, name)
     return checked
 
 
+def check_keywords(params: Mapping[str, Any], options: Iterable[str], call: str) -> None:
+    """Refuse a keyword that is a slip of an option of ``call`` or of a request field nito_nb knows
+    (``temprature=``, ``concurency=``): sent as it is, it would be a body field the gateway ignores,
+    or a whole batch run at the default. A name far from every known one is still sent (gateways
+    have fields of their own); the rule of "a slip" is ``_core/spelling.py``'s. Raises
+    ConfigurationError with "Did you mean"."""
+    known: tuple[str, ...] | None = None
+    for name in params:
+        if name in REQUEST_FIELDS:
+            continue
+        if known is None:
+            known = (*options, *_FIELDS)  # the call's own options win a tie
+        hint = did_you_mean(name, known, "{}=")
+        if hint:
+            where = f"{call}: " if call else ""
+            raise ConfigurationError(f"{where}no option or request field is named {name}=.{hint}")
+
+
+@functools.cache
+def keyword_options(function: Callable[..., Any]) -> tuple[str, ...]:
+    """The named keywords ``function`` takes (not its ``**params``): the options of a call, read
+    from its signature so that the list of :func:`check_keywords` is never out of date."""
+    return tuple(name for name, parameter in inspect.signature(function).parameters.items()
+                 if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+                 and name not in ("self", "prompt_or_messages", "prompts"))
+
+
 def checked_counts(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` with its counts checked, as ``int``: for a caller that needs them as JSON before
-    :func:`check_request` runs (a run's plan hashes each request's parameters into its key)."""
-    return {name: whole(name, value) if name in _COUNTS and value is not None else value
+    """``params`` with its counts checked, as ``int``, and its ``tools`` as JSON (a Python function
+    made its schema): for a caller that needs them as JSON before :func:`check_request` runs (a
+    run's plan hashes each request's parameters into its key)."""
+    return {name: whole(name, value) if name in _COUNTS and value is not None
+            else _tools(value) if name == "tools" and value is not None else value
             for name, value in params.items()}
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    """The request's ``tools``: Python functions become their schema (``_core/tool_schemas.py``,
+    the builder of ``%%nito --tools`` and ``ChatWidget(tools=...)``), JSON tools stay as given."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigurationError(f"tools must be a list, not {_shown(value)}.")
+    try:
+        return tool_schemas(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"{exc}.") from None
 
 
 def _check_json(value: Any, where: str) -> None:

@@ -23,10 +23,16 @@ from .chunk import (
     plain_reasoning_source,
     read_chunk,
     read_content_parts,
+    usage_counts,
 )
 from .tool_index import ToolIndexer
 
-__all__ = ["PAYLOAD_KEY", "Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
+__all__ = ["PAYLOAD_KEY", "USAGE_WITHOUT_TEXT", "Accumulator", "Anomaly", "ContentParts", "ToolCall",
+           "read_content_parts"]
+
+#: The anomaly of an answer the usage counts but that never arrived: the views show it on the status
+#: line, since the answer then looks like a plain empty one (``done``, no error).
+USAGE_WITHOUT_TEXT = "usage-without-text"
 
 
 @dataclass
@@ -278,6 +284,22 @@ class Accumulator:
         self._error_trail = ""
         for call in self.tool_calls:
             call._hold = None
+
+    def check_end(self, seq: int) -> None:
+        """The stream ended at event ``seq``: note what only the whole answer tells. The usage
+        counts completion tokens (beyond its reasoning tokens, which a model may keep hidden) but
+        no text, reasoning, refusal, audio or tool call arrived: a proxy dropped the answer (LiteLLM
+        with Mistral's list content), which would otherwise look like a plain empty ``done``."""
+        counts = usage_counts(self.usage) if isinstance(self.usage, dict) else {}
+        completion = counts.get("completion_tokens") or 0
+        unseen = completion - (counts.get("reasoning_tokens") or 0)
+        if unseen <= 0:
+            return
+        arrived = (self.content or self.refusal or self.tool_calls or self.audio is not None or self.reasoning
+                   or self._details_by_key)  # encrypted reasoning counts: it came, unreadable
+        if not arrived:
+            self.note(USAGE_WITHOUT_TEXT, f"the usage counts {completion:,} completion tokens, but no text, "
+                      "reasoning or tool call arrived (a proxy may have dropped the answer)", seq)
 
     def replace_tail(self, channel: tuple[str, Any], old: str, new: str) -> None:
         """The end ``old`` of a channel's text (``chunk.text_slots``' channels) becomes ``new``:

@@ -252,7 +252,10 @@ class APIError(NitoError):
         self.code = code
         self.body = body
         self.metadata = metadata
-        super().__init__(f"HTTP {status_code}: {message} {self.hint}".strip(), stream=stream)
+        said = message.strip()
+        if said and said[-1] not in ".!?:;)":  # "Not Found" ran into the hint: "Not Found Check the..."
+            said += "."
+        super().__init__(f"HTTP {status_code}: {said} {self.hint}".strip(), stream=stream)
         self.message = printable(message)
 
 
@@ -283,7 +286,10 @@ class PaymentRequiredError(APIError):
 
 
 class NotFoundError(APIError):
-    hint = "Check the model name (`%nito models` or Client().models() lists them) and the base URL."
+    # A 404 is a model the gateway does not know, or a base URL that is not the API's root: a
+    # server's own "Not Found" (no /v1) says nothing of which, so the hint says what both look like.
+    hint = ("Check the model name (`%nito models` or Client().models() lists them) and the base URL: "
+            'the API\'s root, usually ending in /v1, like "https://host/v1" (nito_nb adds /chat/completions).')
 
 
 class RateLimitError(APIError):

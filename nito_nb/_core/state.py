@@ -507,6 +507,7 @@ class StreamState:
                 self._take(self.decoder.flush(), t_ns)
                 acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
             acc.release()  # nothing more can complete a key: what was held back shows
+            acc.check_end(len(self.log))
             if status is None:
                 status = "error" if acc.error is not None else "done" if acc.done else "truncated"
             if exception is None and status == "error":

@@ -17,9 +17,10 @@ from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, va
 from traitlets.config import Configurable
 
 from .._core.errors import ConfigurationError
+from .._core.spelling import did_you_mean
 from .._runs.store import DB_NAME
 
-__all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "settings_for", "store_problem"]
+__all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "save_problem", "settings_for", "store_problem"]
 
 REASONING_EFFORTS = ("low", "medium", "high")
 
@@ -42,6 +43,19 @@ class Nito(Configurable):
     interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)
     params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(config=True)
     store = Unicode(None, allow_none=True, help="A run store folder (nito_nb.open_store): every %%nito stream is also written there, and %nito history lists the streams stored by earlier kernels.").tag(config=True)
+
+    def _load_config(self, cfg: Any, section_names: Any = None, traits: Any = None) -> None:
+        # A name that is no setting (``%config Nito.tempreature = 0.2``): traitlets warns with
+        # difflib's guess through warnings.warn, which shows IPython's file path and a line of its
+        # source. One line instead, by nito_nb's one rule of a slip; the name is dropped from what
+        # is loaded, so that it is neither merged into the config nor warned about again.
+        known = self.traits(config=True) if traits is None else traits
+        mine = cfg["Nito"] if isinstance(cfg, dict) and "Nito" in cfg else {}
+        for name in [n for n in mine if n not in known and not n[:1].isupper()]:
+            del mine[name]
+            hint = did_you_mean(name, sorted(known), "Nito.{}") or " See %config Nito for the settings."
+            print(f"nito: Nito has no setting {name!r}; it is ignored.{hint}", file=sys.stderr)
+        super()._load_config(cfg, section_names, traits)
 
     @default("model")
     def _default_model(self) -> str:
@@ -156,16 +170,33 @@ def store_problem(value: str) -> str | None:
     return None
 
 
+def save_problem(value: str) -> str | None:
+    """Why the chunk log cannot be saved at ``value`` (``--save``), or None: its folder must exist
+    and be writable, and the path must not be a folder. Said before the request is sent."""
+    path = Path(value).expanduser()
+    if path.is_dir():
+        return "is a folder: give a file name, like answer.jsonl"
+    parent = path.absolute().parent
+    if not parent.exists():
+        return f"the folder {str(parent)!r} does not exist: make it first, or save in an existing one"
+    if not parent.is_dir():
+        return f"{str(parent)!r} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"cannot write there: no permission in {str(parent)!r}"
+    return None
+
+
 def _refused(name: str, domain: str, value: Any) -> TraitError:
     return TraitError(f"Nito.{name} must be {domain}, not {value!r}: the setting is unchanged.")
 
 
 def _check_params(name: str, params: dict[str, Any]) -> None:
     """A setting that ends in the request body: the client's own check of a request."""
-    from .._client import check_request
+    from .._client import check_keywords, check_request
 
     try:
         check_request([], params)
+        check_keywords(params, (), "")
     except ConfigurationError as exc:
         raise TraitError(f"Nito.{name}: {exc.message} The setting is unchanged.") from None
 

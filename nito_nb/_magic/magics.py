@@ -19,6 +19,7 @@ only ever comes from ``NITO_API_KEY`` and is never shown) and the one-line error
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import os
@@ -31,17 +32,19 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-from .._client import check_request, shown_url
+from .._client import check_keywords, check_request, shown_url
 from .._core.errors import ConfigurationError, NitoError, has_its_line, shown_as_line
 from .._core.request import model_names
+from .._core.spelling import did_you_mean
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
 from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
 from . import store as _store
-from .config import REASONING_EFFORTS, Nito, format_or_raise, settings_for
+from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, settings_for
 from .grid import run_models
 from .history import cost_line, history_table
+from .models import models_table
 from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
 from .replay import replay
 
@@ -70,14 +73,36 @@ def _param_value(key: str, text: str) -> Any:
         return text  # a bare word: a string
 
 
+class _Once(argparse.Action):
+    """An option that takes one value, given once: ``-m a --model b`` silently sent ``b``."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        given = namespace.__dict__.setdefault("_given_once", {})
+        if self.dest in given:
+            several = " (several models: -m a,b)" if self.dest == "model" else ""
+            raise argparse.ArgumentError(
+                self, f"given twice ({given[self.dest]!r}, then {values!r}): give it once{several}")
+        given[self.dest] = values
+        setattr(namespace, self.dest, values)
+
+
 def _parse(magic: Any, line: str) -> Any:
     """``parse_argstring`` with shell quoting: IPython splits magic lines non-POSIX, which keeps the
-    quotes in ``--system "Be brief"`` and cuts ``--param sim='{"tps": 5}'`` at its space."""
+    quotes in ``--system "Be brief"`` and cuts ``--param sim='{"tps": 5}'`` at its space. An
+    unknown option that is a slip of one (``--max_tokens``) gets "Did you mean"."""
     try:
         words = arg_split(line, posix=True)
     except ValueError:  # shlex's "No closing quotation", with a traceback from inside shlex
         raise UsageError(unsplittable_options(line)) from None
-    return magic.parser.parse_args(words)
+    parser = magic.parser
+    try:
+        return parser.parse_args(words)
+    except UsageError as exc:
+        # argparse lists the options only in its private ``_actions`` (what its own help reads).
+        options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+        hints = (did_you_mean(word.split("=")[0], options) for word in words if word.startswith("--"))
+        hint = next((h for h in hints if h), "")
+        raise UsageError(f"{exc}{'.' if hint else ''}{hint}") from None
 
 
 def _slug(model: str) -> str:
@@ -103,12 +128,12 @@ class NitoMagics(Magics):
         self._sync_client: Any = None
 
     @magic_arguments()
-    @argument("-m", "--model", help="model id, or several comma-separated (streamed side by side)")
-    @argument("--system", help="system prompt")
-    @argument("--temperature", type=float)
-    @argument("--max-tokens", type=int)
-    @argument("--reasoning", choices=REASONING_EFFORTS, help="reasoning effort")
-    @argument("--tools", metavar="NAMES",
+    @argument("-m", "--model", action=_Once, help="model id, or several comma-separated (streamed side by side)")
+    @argument("--system", action=_Once, help="system prompt")
+    @argument("--temperature", action=_Once, type=float)
+    @argument("--max-tokens", action=_Once, type=int)
+    @argument("--reasoning", action=_Once, choices=REASONING_EFFORTS, help="reasoning effort")
+    @argument("--tools", action=_Once, metavar="NAMES",
               help="comma-separated names of functions or JSON tool schemas in the namespace; "
                    "the model's tool calls are shown, not run (see --run-tools)")
     @argument("--run-tools", action="store_true",
@@ -117,20 +142,20 @@ class NitoMagics(Magics):
     @argument("--json", action="store_true", help='ask for a JSON object (response_format)')
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
-    @argument("-o", "--out", metavar="VAR", help="also store the Stream in this variable")
-    @argument("--over", metavar="VAR",
+    @argument("-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable")
+    @argument("--over", action=_Once, metavar="VAR",
               help="run the cell as a template over every row of the DataFrame, Series or list VAR "
                    "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)")
-    @argument("--chat", metavar="NAME",
+    @argument("--chat", action=_Once, metavar="NAME",
               help="keep the conversation under NAME across cells (without it, each cell stands alone)")
     @argument("--new", action="store_true", help="start the --chat conversation afresh")
     @argument("--no-interpolate", action="store_true", help="send {braces} as written")
-    @argument("--save", metavar="PATH", help="save the chunk log (JSON Lines) to PATH")
-    @argument("--replay", metavar="PATH", help="show a saved .jsonl log or a recorded .sse body as if live")
-    @argument("--speed", type=float, default=1.0, help="replay speed factor (0: at once)")
+    @argument("--save", action=_Once, metavar="PATH", help="save the chunk log (JSON Lines) to PATH")
+    @argument("--replay", action=_Once, metavar="PATH", help="show a saved .jsonl log or a recorded .sse body as if live")
+    @argument("--speed", action=_Once, type=float, default=1.0, help="replay speed factor (0: at once)")
     @argument("--raise", dest="raise_", action="store_true",
               help="re-raise errors after the display (for headless runs that must fail)")
-    @argument("-f", "--format", help="markdown (default), text, code or code:LANG")
+    @argument("-f", "--format", action=_Once, help="markdown (default), text, code or code:LANG")
     @line_cell_magic
     def nito(self, line: str, cell: str | None = None) -> Any:
         """Stream a chat completion live: ``%%nito [options]`` then the prompt in the cell.
@@ -259,8 +284,6 @@ class NitoMagics(Magics):
         return "\n".join(lines)
 
     def _models(self) -> Any:
-        import pandas as pd
-
         from .._client import Client
         from ..sim import SIM_MODELS
 
@@ -278,7 +301,7 @@ class NitoMagics(Magics):
                         })
             except Exception as exc:  # any failure of the GET: one clear line, the sim list stays
                 error_line(exc)
-        return pd.DataFrame(rows)
+        return models_table(rows)
 
     def _history(self) -> list[Any]:
         """This session's streams, with those captured or watched in this kernel by the time they
@@ -317,6 +340,10 @@ class NitoMagics(Magics):
         models = model_names(args.model or settings.model)
         if not models:
             raise UsageError("no model: give -m MODEL or set %config Nito.model = '...'")
+        if args.save:  # checked now: it was found out only after the whole answer had streamed
+            why = save_problem(args.save)
+            if why:
+                raise UsageError(f"--save {args.save!r}: {why}")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -403,6 +430,7 @@ class NitoMagics(Magics):
                 raise UsageError(f"--param takes KEY=VALUE, not {item!r}")
             try:  # the name first: a value given under a name like api_key is never echoed
                 check_request([], {key.strip(): None})
+                check_keywords({key.strip(): None}, (), "--param")
             except ConfigurationError as exc:
                 raise usage_error(exc) from None
             params[key.strip()] = _param_value(key.strip(), value)

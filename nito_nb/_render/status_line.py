@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from .._core import metrics
+from .._core.accumulate import USAGE_WITHOUT_TEXT
 from .._core.printable import printable
 from .._core.status import RUNNING, Status
 
@@ -114,6 +115,10 @@ def status_text(state: Any) -> str:
     free_tier = getattr(state, "free_tier", None)
     if free_tier is not None:
         items.append(f"free tier: {_compact(free_tier, _FREE_TIER_CHARS)}")
+    # An answer the usage counts but that never came looks like an empty done: said here, where
+    # the eye goes (the list of anomalies below the answer says more).
+    if any(getattr(a, "kind", None) == USAGE_WITHOUT_TEXT for a in getattr(state, "anomalies", None) or ()):
+        items.append("⚠ no text arrived, though the usage counts completion tokens")
     return printable(" · ".join(items))
 
 

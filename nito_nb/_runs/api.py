@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _last
+from .._client import check_keywords, keyword_options
 from .._core.errors import ConfigurationError
 from .._core.request import model_names
 from .plan import plan
@@ -79,6 +80,7 @@ def run(
     with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
     """
+    check_keywords(params, keyword_options(run), "nito_nb.run()")  # concurency=4 is no body field
     # A string ("a,b" names two, as in %%nito -m a,b), or any iterable of them (a list, a Series,
     # an array); anything else (None, a number) goes to plan()'s one check of models, which says
     # what model= takes.

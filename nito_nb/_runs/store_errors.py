@@ -37,12 +37,13 @@ _CAUSES = {
     "full": (errno.ENOSPC, *((errno.EDQUOT,) if hasattr(errno, "EDQUOT") else ())),
     "read-only": (errno.EROFS,),
     "denied": (errno.EACCES, errno.EPERM),
+    "under-a-file": (errno.ENOTDIR,),  # store="notes.txt/sub": was a raw NotADirectoryError
 }
 
 
 def cause_of(error: BaseException) -> str | None:
-    """``"full"``, ``"read-only"`` or ``"denied"`` when ``error``, or an error it was raised from
-    or during, is the file system saying so (an ``OSError``'s errno, or its words in DuckDB's or
+    """``"full"``, ``"read-only"``, ``"denied"`` or ``"under-a-file"`` when ``error``, or an error
+    it was raised from or during, is the file system saying so (an ``OSError``'s errno, or its words in DuckDB's or
     pyarrow's message, which carry no errno); else None."""
     seen: set[int] = set()
     current: BaseException | None = error
@@ -68,6 +69,8 @@ def cannot_write(error: BaseException, path: Path, then: str) -> StoreError | No
         what = f"the run store {where} cannot be written: its file system is read-only"
     elif cause == "denied":
         what = f"the run store {where} cannot be written: no permission to write in that folder"
+    elif cause == "under-a-file":
+        what = f"the run store {where} cannot be made: a part of its path is a file, not a folder"
     else:
         return None
     return StoreError(f"{what}; {then}", path=path)

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets
 import traitlets
 
-from .._client import AsyncClient, Client, as_messages
-from .._core.errors import NitoError, one_line
+from .._client import AsyncClient, Client, as_messages, check_keywords, keyword_options, one_model
+from .._core.errors import ConfigurationError, NitoError, one_line
 from .._core.printable import printable
 from .._loop import LoopThread
 from .._render import check_format, join_parts
@@ -156,6 +156,10 @@ class ChatWidget(ipywidgets.VBox):
         self._widgets: tuple[ipywidgets.Widget, ...] = ()
         self._stopping = False  # stop() was called: no further tool round starts
         check_format(format)
+        check_keywords(params, keyword_options(ChatWidget.__init__), "ChatWidget()")
+        if not isinstance(model, str):  # a list was an unhashable TypeError from the picker's options
+            raise ConfigurationError(one_model(model, "ChatWidget()",
+                                               "More models for its picker: models=['sim/echo', ...]."))
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         items = [tools] if callable(tools) or isinstance(tools, dict) else list(tools or [])
