@@ -91,6 +91,10 @@ class StreamResults:
         # call's deadlines, which an AsyncStream's body keeps itself.
         self._route: Any = None
         self._deadlines: Deadlines | None = None
+        # The ``schema=`` of the call (``_structured.Schema``), None when it gave none; set by the
+        # producer. ``parsed`` keeps its answer once the stream ended (the text no longer changes).
+        self._schema: Any = None
+        self._checked: Any = None
         # How the byte source's own failures (httpx's, for the client) become typed errors: given
         # by whoever makes the Stream, so that the engine knows no transport library.
         self._transport_errors = transport_errors
@@ -163,6 +167,38 @@ class StreamResults:
     @property
     def anomalies(self) -> list[Anomaly]:
         return self._results().acc.anomalies
+
+    # -- structured output (docs/STRUCTURED.md): the answer read with the call's schema --------
+
+    def _structured(self) -> Any:
+        """The answer checked against the schema (``_structured.Checked``) once the stream ended;
+        None while it runs, or when the call asked for no schema."""
+        from ._structured import structure_of
+
+        state = self._results()
+        if not state.finished:
+            return None
+        if self._checked is None:
+            schema = structure_of(self)
+            if schema is None:
+                return None
+            self._checked = schema.check(self.content, self.refusal)
+        return self._checked
+
+    @property
+    def parsed(self) -> Any:
+        """The answer as the ``schema=``'s object (the pydantic model's instance, or the dict for
+        a dict schema), validated once the stream ended; None while it runs, when it is invalid
+        (see ``parse_error``) or when the call asked for no schema."""
+        checked = self._structured()
+        return None if checked is None else checked.value
+
+    @property
+    def parse_error(self) -> Any:
+        """None, or why the answer is not the schema's object: a ``ParseError`` whose ``errors``
+        name each failure by field path and message (``str()`` gives them on one line)."""
+        checked = self._structured()
+        return None if checked is None else checked.error
 
     # What the chunks say of themselves: read as they are, never waiting for the end.
 
@@ -355,6 +391,10 @@ class StreamResults:
                 raise NitoError("this Stream was made by no client: continue it with Client(...).stream(...)")
             return start(messages, model=model, **merged)
         options = {**route.options(params), "raise_errors": self.raise_errors}
+        if self._schema is not None and "schema" not in params and "response_format" not in params:
+            # The next turn is read with the same schema (a pydantic model stays one).
+            merged.pop("response_format", None)
+            options["schema"] = self._schema
         return route.client.stream(messages, model=model, **{**options, **merged})
 
     def _next_turn(

@@ -1,0 +1,194 @@
+"""Structured output (issue 33): ``schema=`` on ``nito_nb.stream``/``astream`` and ``%%nito
+--schema``, over HTTP on the simulator, which answers ``response_format`` ``json_schema`` with
+JSON that conforms (``sim/json-invalid`` and ``sim/json-cut`` break it as models do).
+
+The request carries ``response_format: {"type": "json_schema", "json_schema": {"name", "schema",
+"strict": true}}``; ``s.parsed`` is the pydantic model's instance (a dict for a dict schema),
+validated once the stream ended, and ``s.parse_error`` says what failed and where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+import pytest
+from conftest import execute_cells
+from test_sim import QUICK
+
+import nito_nb
+from nito_nb._core.partial_json import open_path, path_text
+from nito_nb._structured import ParseError, schema_in, schema_of
+
+PROMPT = "Classify: you have won a prize, click here."
+
+
+class Reason(pydantic.BaseModel):
+    text: Annotated[str, pydantic.Field(min_length=3, max_length=40)]
+    weight: Annotated[int, pydantic.Field(ge=1, le=5)]
+
+
+class Verdict(pydantic.BaseModel):
+    label: Literal["spam", "ham"]
+    confidence: Annotated[float, pydantic.Field(ge=0, le=1)]
+    reasons: Annotated[list[Reason], pydantic.Field(min_length=1, max_length=3)]
+
+
+SCHEMA = Verdict.model_json_schema()
+
+
+def ask(model: str = "sim/chat", schema: Any = Verdict, **kwargs: Any) -> nito_nb.Stream:
+    s = nito_nb.stream(PROMPT, model=model, schema=schema, sim={**QUICK, **kwargs.pop("sim", {})},
+                       raise_errors=False, **kwargs)  # fmt: skip
+    s.wait()
+    return s
+
+
+# -- what is sent, what is read ----------------------------------------------------------------
+
+
+def test_a_pydantic_schema_sends_json_schema_strict_and_parses_to_the_model() -> None:
+    s = ask()
+    assert s.request["params"]["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "Verdict", "schema": SCHEMA, "strict": True}}
+    assert s.status == "done"
+    assert isinstance(s.parsed, Verdict) and s.parse_error is None
+    assert s.parsed == Verdict.model_validate_json(s.content)
+
+
+def test_a_dict_schema_parses_to_a_dict_checked_by_jsonschema() -> None:
+    s = ask(schema=SCHEMA)
+    assert s.request["params"]["response_format"]["json_schema"]["name"] == "Verdict"  # its title
+    assert isinstance(s.parsed, dict) and s.parsed["label"] in ("spam", "ham") and s.parse_error is None
+
+
+def test_astream_takes_a_schema_too() -> None:
+    async def main() -> Any:
+        s = nito_nb.astream(PROMPT, model="sim/chat", schema=Verdict, sim=QUICK)
+        await s
+        return s
+
+    s = asyncio.run(main())
+    assert isinstance(s.parsed, Verdict) and s.parse_error is None
+
+
+@pytest.mark.parametrize("schema", [Verdict, SCHEMA])
+def test_json_that_breaks_the_schema_names_the_field(schema: Any) -> None:
+    s = ask("sim/json-invalid", schema)
+    assert s.status == "done" and s.parsed is None
+    error = s.parse_error
+    assert isinstance(error, ParseError) and error.errors
+    # The simulator breaks one value; the error names a field path inside the object, not the root.
+    assert all(e.path != "(root)" for e in error.errors), error
+    assert str(error).startswith(error.errors[0].path + ": ")
+    assert s.content.startswith("{")  # the raw text is kept
+
+
+def test_json_cut_mid_object_says_so_and_keeps_the_text() -> None:
+    s = ask("sim/json-cut")
+    assert s.parsed is None
+    (error,) = s.parse_error.errors
+    assert error.path == "(root)" and "stops mid-document" in error.message
+    assert s.content and s.content.lstrip().startswith("{")
+
+
+def test_no_schema_no_parsed() -> None:
+    s = nito_nb.stream(PROMPT, model="sim/chat", sim=QUICK)
+    assert s.parsed is None and s.parse_error is None
+
+
+def test_a_recorded_stream_is_read_with_the_schema_of_its_request(tmp_path: Path) -> None:
+    s = ask()
+    s.save(tmp_path / "s.jsonl")
+    loaded = nito_nb.load(tmp_path / "s.jsonl")
+    assert loaded.parsed == s.parsed.model_dump()  # a dict: no model class travels in a log
+
+
+def test_reply_keeps_the_pydantic_schema() -> None:
+    s = ask()
+    again = s.reply("And this one: lunch at noon?")
+    again.wait()
+    assert isinstance(again.parsed, Verdict)
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    (42, "schema= takes a pydantic model class or a JSON-schema dict, not int"),
+    (Reason(text="abc", weight=1), "not Reason"),  # an instance, not the class
+])
+def test_a_wrong_schema_is_one_line(schema: Any, says: str) -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="schema= takes") as caught:
+        nito_nb.stream(PROMPT, model="sim/chat", schema=schema)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_schema_and_response_format_together_are_refused() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="schema= or response_format=, not both"):
+        nito_nb.stream(PROMPT, model="sim/chat", schema=Verdict, response_format={"type": "json_object"})
+
+
+def test_openais_own_wrapper_is_taken_as_it_is() -> None:
+    wrapper = {"name": "my verdict!", "schema": SCHEMA, "strict": True}
+    assert schema_of(wrapper).response_format()["json_schema"] == {"name": "my_verdict_", "schema": SCHEMA,
+                                                                   "strict": True}
+    assert schema_in({"params": {"response_format": {"type": "json_object"}}}) is None
+
+
+# -- the partial parse --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "path"), [
+    ("", None),
+    ('{"a": 1', ("a",)),  # a number may go on
+    ('{"a": 1,', ()),
+    ('{"a": "x"', ()),
+    ('{"a": ', ("a",)),
+    ('{"lab', ()),  # a key being typed: no field yet
+    ('{"a": 1, "b": "he', ("b",)),
+    ('{"r": ["x", "y', ("r", 1)),
+    ('{"r": {"q": "x"', ("r",)),
+    ('{"a": "\\"}', ("a",)),  # an escaped quote does not end the string
+    ('{"a": 1}', None),
+])
+def test_open_path(text: str, path: Any) -> None:
+    assert open_path(text) == path
+
+
+def test_partial_keeps_the_string_being_written() -> None:
+    partial = schema_of(SCHEMA).partial('{"label": "spam", "reasons": [{"text": "cli')
+    assert partial.value == {"label": "spam", "reasons": [{"text": "cli"}]}
+    assert partial.writing == ("reasons", 0, "text")
+    assert path_text(partial.writing) == "reasons[0].text"
+
+
+# -- the magic, in a real kernel ------------------------------------------------------------------
+
+
+@pytest.mark.spawns
+def test_magic_schema_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NITO_SIM_TPS", "0")
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+    nb = execute_cells(
+        [
+            "%load_ext nito_nb\nimport pydantic\nfrom typing import Literal\n"
+            "class Verdict(pydantic.BaseModel):\n    label: Literal['spam', 'ham']\n    confidence: float\n",
+            "%%nito -m sim/chat --schema Verdict\nClassify: buy now, cheap pills",
+            "print(type(_nito.parsed).__name__, _nito.parse_error, _nito.request['params']['response_format']['type'])",
+            "%%nito -m sim/chat --schema Nothing\nhi",
+            "%%nito -m sim/chat --schema Verdict --json\nhi",
+            "not_a_schema = 3",
+            "%%nito -m sim/chat --schema not_a_schema\nhi",
+        ],
+        tmp_path,
+    )
+    (printed,) = nb.cells[2].outputs
+    assert printed["text"].strip() == "Verdict None json_schema"
+
+    def said(cell: int) -> str:
+        return "".join(str(o.get("text", "")) + str(o.get("evalue", "")) for o in nb.cells[cell].outputs)
+
+    assert "--schema Nothing: no such name in the namespace" in said(3)
+    assert "--json asks for any JSON object, --schema for one schema's" in said(4)
+    assert "schema= takes a pydantic model class or a JSON-schema dict, not int" in said(6)
+    assert "Traceback" not in said(3) + said(4) + said(6)
