@@ -446,7 +446,9 @@ class StreamResults:
             from ._render import final_bundle
         except ImportError:  # the renderer is optional for the engine
             return {"text/plain": repr(self)}
-        return final_bundle(self)
+        from ._structured import structure_of
+
+        return final_bundle(self, structured=structure_of(self))
 
 
 

@@ -190,10 +190,10 @@ def schema_in(request: Any) -> Schema | None:
 def structure_of(stream: Any) -> Schema | None:
     """The schema a Stream's answer is read with: the one given to ``schema=`` (a pydantic model
     stays one), else the one its request's ``response_format`` asked for; None for a free answer."""
-    given = getattr(stream, "_schema", None)
-    if isinstance(given, Schema):
-        return given
-    try:
+    try:  # a duck-typed state's __getattr__ may raise a LookupError for what it lacks
+        given = getattr(stream, "_schema", None)
+        if isinstance(given, Schema):
+            return given
         request = getattr(stream, "request", None)
     except LookupError:
         return None

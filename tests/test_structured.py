@@ -184,6 +184,11 @@ def test_magic_schema_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
     (printed,) = nb.cells[2].outputs
     assert printed["text"].strip() == "Verdict None json_schema"
+    # The cell showed the object (live, then checked), not the raw text as an answer.
+    shown = [o.get("data", {}) for o in nb.cells[1].outputs]
+    final = [d for d in shown if "nito-structured" in str(d.get("text/html", ""))]
+    assert final and str(final[-1]["text/plain"]).startswith("✓ Verdict\nlabel: ")
+    assert '<details class="nito-raw">' in final[-1]["text/html"]
 
     def said(cell: int) -> str:
         return "".join(str(o.get("text", "")) + str(o.get("evalue", "")) for o in nb.cells[cell].outputs)
@@ -192,3 +197,96 @@ def test_magic_schema_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "--json asks for any JSON object, --schema for one schema's" in said(4)
     assert "schema= takes a pydantic model class or a JSON-schema dict, not int" in said(6)
     assert "Traceback" not in said(3) + said(4) + said(6)
+
+
+# -- the live view ------------------------------------------------------------------------------
+
+HOSTILE_SCHEMA: dict[str, Any] = {
+    "title": "Hostile",
+    "type": "object",
+    "properties": {
+        "<img src=x onerror=alert(1)>": {"type": "string", "enum": ["<script>alert(1)</script>"]},
+        "label": {"type": "string", "enum": ['"><svg onload=alert(1)>', "[x](javascript:alert(1))"]},
+        "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                  "items": {"type": "string", "const": "<iframe src=javascript:alert(1)>"}},
+    },
+    "required": ["<img src=x onerror=alert(1)>", "label", "items"],
+}
+
+
+class Page:
+    """What a notebook shows: every bundle each output was given, in order (``LiveDisplay``'s
+    ``display=``)."""
+
+    def __init__(self) -> None:
+        self.bundles: list[dict[str, str]] = []
+
+    def __call__(self, bundle: dict[str, str], *, raw: bool, display_id: bool) -> Any:
+        self.bundles.append(bundle)
+        page = self
+
+        class Handle:
+            def update(self, bundle: dict[str, str], *, raw: bool) -> None:
+                page.bundles.append(bundle)
+
+        return Handle()
+
+
+def shown_live(model: str, schema: Any, **sim: Any) -> tuple[nito_nb.Stream, list[dict[str, str]]]:
+    from nito_nb._display import LiveDisplay
+
+    page = Page()
+    s = nito_nb.stream(PROMPT, model=model, schema=schema, sim={**QUICK, "tps": 200, **sim}, raise_errors=False)
+    display = LiveDisplay(s, max_rate=1000, display=page)
+    for _ in s:
+        display.update()
+    display.finish()
+    return s, page.bundles
+
+
+def test_the_live_view_shows_the_object_growing_with_the_field_being_written_marked() -> None:
+    s, bundles = shown_live("sim/chat", Verdict)
+    structured = [b for b in bundles if "nito-structured" in b["text/html"]]
+    writing = [b["text/plain"] for b in structured if b["text/plain"].startswith("✎ Verdict")]
+    assert writing, "no live frame of the object"
+    # Fields as they complete: label shown before reasons arrived; the one being written marked.
+    assert any('label: "' in t and "reasons: …" in t for t in writing)
+    assert any("✎:" in t or "✎: " in t for t in writing)
+    assert all(" nito-writing" in b["text/html"] for b in structured if b["text/plain"].startswith("✎ Verdict: writing"))
+    # While streaming the raw JSON's tail shows; at the end it is one click away.
+    last = structured[-1]
+    assert last["text/plain"].startswith("✓ Verdict") and '<details class="nito-raw">' in last["text/html"]
+    assert f"raw JSON ({len(s.content):,} characters)" in last["text/plain"]
+    assert "<details" not in structured[0]["text/html"]
+
+
+def test_the_end_of_an_invalid_answer_lists_errors_by_field_and_keeps_the_raw_text() -> None:
+    s, bundles = shown_live("sim/json-invalid", Verdict)
+    final = [b for b in bundles if "nito-structured" in b["text/html"]][-1]
+    assert final["text/plain"].startswith("✗ not a valid Verdict: ")
+    path = s.parse_error.errors[0].path
+    assert f"{path}: " in final["text/plain"] and '<ul class="nito-errors"' in final["text/html"]
+    assert '<details class="nito-raw" open>' in final["text/html"] and s.content in final["text/plain"]
+    whole = s._repr_mimebundle_()  # the saved output: the same view
+    assert "✗ not a valid Verdict" in whole["text/plain"] and "nito-structured" in whole["text/html"]
+
+
+def test_hostile_strings_in_field_names_and_values_stay_inert_live_and_at_the_end() -> None:
+    from test_render import markup_problems
+
+    s, bundles = shown_live("sim/chat", HOSTILE_SCHEMA)
+    assert s.parse_error is None and "<script>alert(1)</script>" in s.parsed.values()
+    htmls = [b["text/html"] for b in bundles] + [s._repr_mimebundle_()["text/html"]]
+    assert any("&lt;script&gt;alert(1)&lt;/script&gt;" in h for h in htmls)  # shown, as text
+    for markup in htmls:
+        assert markup_problems(markup) == [], markup
+    # An invalid answer's messages quote the values: escaped too.
+    bad, bundles = shown_live("sim/json-invalid", HOSTILE_SCHEMA)
+    assert bad.parse_error is not None
+    for markup in [b["text/html"] for b in bundles]:
+        assert markup_problems(markup) == [], markup
+
+
+def test_a_free_answer_is_shown_as_before() -> None:
+    s = nito_nb.stream(PROMPT, model="sim/chat", sim=QUICK)
+    assert "nito-structured" not in s._repr_mimebundle_()["text/html"]
