@@ -179,6 +179,9 @@ def test_magic_schema_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             "%%nito -m sim/chat --schema Verdict --json\nhi",
             "not_a_schema = 3",
             "%%nito -m sim/chat --schema not_a_schema\nhi",
+            "rows = ['win money', 'lunch?']",
+            "%%nito -m sim/chat --schema Verdict --over rows\nClassify: {value}",
+            "print(_nito.results()['valid'].tolist(), type(_nito.results()['parsed'][0]).__name__)",
         ],
         tmp_path,
     )
@@ -197,6 +200,7 @@ def test_magic_schema_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "--json asks for any JSON object, --schema for one schema's" in said(4)
     assert "schema= takes a pydantic model class or a JSON-schema dict, not int" in said(6)
     assert "Traceback" not in said(3) + said(4) + said(6)
+    assert said(9).strip() == "[True, True] Verdict"  # --over: a run with the schema
 
 
 # -- the live view ------------------------------------------------------------------------------
@@ -290,3 +294,52 @@ def test_hostile_strings_in_field_names_and_values_stay_inert_live_and_at_the_en
 def test_a_free_answer_is_shown_as_before() -> None:
     s = nito_nb.stream(PROMPT, model="sim/chat", sim=QUICK)
     assert "nito-structured" not in s._repr_mimebundle_()["text/html"]
+
+
+# -- runs -------------------------------------------------------------------------------------------
+
+
+def test_a_run_with_a_schema_gains_parsed_valid_parse_error_and_a_column_per_field() -> None:
+    import pandas as pd
+
+    emails = pd.DataFrame({"email": ["win money now", "lunch at noon?", "cheap pills"]})
+    run = nito_nb.run(emails, template="Classify: {email}", model=["sim/chat", "sim/json-invalid"], schema=Verdict,
+                      sim=QUICK, progress=False)
+    run.wait()
+    results = run.results()
+    assert list(results.columns[-6:]) == ["parsed", "valid", "parse_error", "out.label", "out.confidence",
+                                          "out.reasons"]
+    good = results[results["model"] == "sim/chat"]
+    bad = results[results["model"] == "sim/json-invalid"]
+    assert good["valid"].tolist() == [True] * 3 and good["parse_error"].isna().all()
+    assert all(isinstance(v, Verdict) for v in good["parsed"])
+    assert set(good["out.label"]) <= {"spam", "ham"} and str(good["out.label"].dtype) == "string"
+    assert str(good["out.confidence"].dtype) == "Float64"
+    assert all(isinstance(r, list) and isinstance(r[0], dict) for r in good["out.reasons"])  # nested: as dicts
+    assert bad["valid"].tolist() == [False] * 3 and bad["parsed"].isna().all() and bad["out.label"].isna().all()
+    assert all(not e.startswith("(root)") for e in bad["parse_error"])  # a field path, not the whole
+    summary = run.summary()
+    assert summary.loc["sim/chat", "valid_share"] == 1.0 and summary.loc["sim/json-invalid", "valid_share"] == 0.0
+    # The requests carried the schema's response_format (JSON: any engine's worker and the store's key take it).
+    assert all(r.params["response_format"]["json_schema"]["schema"] == SCHEMA for r in run.plan.requests)
+
+
+def test_a_run_without_a_schema_keeps_its_columns() -> None:
+    run = nito_nb.run(["hi"], model="sim/chat", sim=QUICK, progress=False)
+    run.wait()
+    assert "valid" not in run.results().columns and "valid_share" not in run.summary().columns
+
+
+def test_map_with_a_schema_returns_the_objects_also_from_a_store(tmp_path: Path) -> None:
+    import pandas as pd
+
+    emails = pd.Series(["win money now", "lunch at noon?"], index=["a", "b"])
+    first = nito_nb.map(emails, model="sim/chat", schema=Verdict, store=str(tmp_path / "store"), sim=QUICK,
+                        progress=False)
+    assert first.dtype == object and list(first.index) == ["a", "b"]
+    assert all(isinstance(v, Verdict) for v in first)
+    again = nito_nb.map(emails, model="sim/chat", schema=Verdict, store=str(tmp_path / "store"), sim=QUICK,
+                        progress=False)
+    assert nito_nb.last().skipped and list(again) == list(first)  # read back from the store, checked again
+    invalid = nito_nb.map(emails, model="sim/json-invalid", schema=SCHEMA, sim=QUICK, progress=False)
+    assert invalid.isna().all()
