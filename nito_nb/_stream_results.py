@@ -200,6 +200,25 @@ class StreamResults:
         checked = self._structured()
         return None if checked is None else checked.error
 
+    # -- token confidence (docs/STRUCTURED.md): OpenAI's logprobs, when the call asked for them --
+
+    @property
+    def logprobs(self) -> list[dict[str, Any]]:
+        """The answer's tokens with their log probabilities, in order, as the chunks sent them
+        (``logprobs=True, top_logprobs=K``): ``{"token", "logprob", "bytes", "top_logprobs"}``
+        each, accumulated across chunks (choice 0's ``logprobs.content``; a refusal's tokens are
+        in ``frame().nito.tokens()``). Empty when none came."""
+        from ._core.logprobs import logprobs_of
+
+        state = self._results()
+        tokens: list[dict[str, Any]] = []
+        for event in state.log:
+            if event.kind == "done":  # what comes after [DONE] is not the answer's (rule 9)
+                break
+            if event.kind == "chunk":
+                tokens.extend(logprobs_of(event.chunk)["content"])
+        return tokens
+
     # What the chunks say of themselves: read as they are, never waiting for the end.
 
     @property

@@ -50,6 +50,8 @@ STREAM = {
     "message", "messages", "snapshot", "on_done", "reply", "save", "frame", "wait", "close",
     # issue 33: the answer read with the call's schema (docs/STRUCTURED.md)
     "parsed", "parse_error",
+    # issue 33: the answer's tokens with their logprobs
+    "logprobs",
 }
 
 #: What a byte source tells its Stream (docs/ENGINE_API.md, "A source of your own").

@@ -117,6 +117,9 @@ class NitoMagics(Magics):
     @argument("--schema", metavar="NAME",
               help="ask for JSON of this pydantic model or JSON-schema dict in the namespace, shown as it is "
                    "parsed (the Stream's .parsed, .parse_error)")
+    @argument("--logprobs", nargs="?", const=0, type=int, metavar="K",
+              help="ask for each token's logprob (and its K most likely alternatives): _nito.logprobs, "
+                   "frame().nito.tokens()")
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
     @argument("-o", "--out", metavar="VAR", help="also store the Stream in this variable")
@@ -399,6 +402,10 @@ class NitoMagics(Magics):
             params["response_format"] = {"type": "json_object"}
         if args.schema:
             params["schema"] = self._schema(args)
+        if args.logprobs is not None:
+            params["logprobs"] = True
+            if args.logprobs:
+                params["top_logprobs"] = args.logprobs
         for item in args.param:
             key, eq, value = item.partition("=")
             if not eq or not key.strip():

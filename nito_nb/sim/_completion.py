@@ -8,7 +8,7 @@ non-streaming answers:
 
 - OpenAI: `message` with `role`, `content` (a string; null when the answer is only tool calls),
   `refusal` (null when none) and `tool_calls` (`{id, type, function: {name, arguments}}`, the
-  arguments whole); a choice has `index`, `message`, `logprobs` (null) and `finish_reason`.
+  arguments whole); a choice has `index`, `message`, `logprobs` (null unless asked: the chunks' token entries, merged) and `finish_reason`.
 - OpenRouter: the reasoning as one `reasoning` string and `reasoning_details` merged per detail
   (one text per detail, with its signature, id and format; each encrypted block whole).
 - Mistral (the stream sent thinking parts): `content` as a list of parts, one `thinking` part
@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from .._core.accumulate import Accumulator
 from .._core.chunk import as_error_event, read_chunk
+from .._core.logprobs import logprobs_of
 from .._core.sse import ServerSentEvent, SSEDecoder
 from ._reply import ErrorReply, Event, error_reply
 from ._request import SimRequest
@@ -32,17 +33,24 @@ class _Choice:
     """One choice being merged: nito_nb's accumulator, and whether its reasoning came as Mistral's
     thinking parts (then the answer keeps Mistral's shape)."""
 
-    __slots__ = ("accumulator", "thinking_parts")
+    __slots__ = ("accumulator", "logprobs", "thinking_parts")
 
     def __init__(self) -> None:
         self.accumulator = Accumulator()
         self.thinking_parts = False
+        self.logprobs: dict[str, list[dict[str, Any]]] | None = None  # None: no chunk carried any
 
     def fold(self, chunk: dict[str, Any]) -> None:
         reading = read_chunk(chunk)
         if any(piece.type == "thinking" for piece in reading.reasoning):
             self.thinking_parts = True
         self.accumulator.fold(reading)
+        tokens = logprobs_of(chunk)
+        if tokens["content"] or tokens["refusal"]:
+            if self.logprobs is None:
+                self.logprobs = {"content": [], "refusal": []}
+            for channel, entries in tokens.items():
+                self.logprobs[channel].extend(entries)
 
 
 def collect_completion(events: Iterable[Event], request: SimRequest) -> ErrorReply | dict[str, Any]:
@@ -138,7 +146,7 @@ def _completion(choices: dict[int, _Choice], request: SimRequest) -> dict[str, A
             {
                 "index": index,
                 "message": _message(choices[index]),
-                "logprobs": None,
+                "logprobs": choices[index].logprobs,
                 "finish_reason": choices[index].accumulator.finish_reason,
             }
             for index in sorted(choices)
