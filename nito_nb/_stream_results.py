@@ -219,6 +219,24 @@ class StreamResults:
                 tokens.extend(logprobs_of(event.chunk)["content"])
         return tokens
 
+    @property
+    def choices(self) -> list[Any]:
+        """Every choice of a call that asked for several (``n=3``), in index order: each with its
+        ``content``, ``reasoning``, ``refusal``, ``tool_calls``, ``finish_reason``, ``logprobs``
+        and ``message``, folded from the log as choice 0 is (``_core/choices.py``). ``content`` and
+        the other fields of the Stream stay choice 0's. One choice for a call with ``n`` of 1."""
+        from ._core.choices import Choices
+
+        state = self._results()
+        folded = Choices()
+        for event in state.log:
+            if event.kind == "done":  # what comes after [DONE] is no choice's (rule 9)
+                break
+            chunk = event.chunk if event.kind == "chunk" else None
+            if isinstance(chunk, dict):
+                folded.fold(chunk, event.seq)
+        return folded.choices()
+
     # What the chunks say of themselves: read as they are, never waiting for the end.
 
     @property

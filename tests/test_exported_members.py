@@ -52,6 +52,8 @@ STREAM = {
     "parsed", "parse_error",
     # issue 33: the answer's tokens with their logprobs
     "logprobs",
+    # issue 33: every choice of n > 1 (content and the rest stay choice 0's)
+    "choices",
 }
 
 #: What a byte source tells its Stream (docs/ENGINE_API.md, "A source of your own").

@@ -149,3 +149,34 @@ def test_magic_logprobs_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     assert nb.cells[2].outputs[0]["text"].strip() == "2 True"
     assert nb.cells[4].outputs[0]["text"].strip() == "None True"
+
+
+# -- every choice (n > 1) ---------------------------------------------------------------------------
+
+
+def test_every_choice_of_n_is_read_on_its_own_and_content_stays_choice_0() -> None:
+    s = ask(n=2, logprobs=True, top_logprobs=1, sim={"seed": 4})
+    one, two = s.choices
+    assert (one.index, two.index) == (0, 1)
+    assert one.content == s.content and one.finish_reason == s.finish_reason == "stop"
+    assert two.content and two.content != one.content  # distinct answers, never mixed into s.content
+    assert one.logprobs == s.logprobs and "".join(t["token"] for t in two.logprobs) == two.content
+    assert two.message == {"role": "assistant", "content": two.content}
+    assert len(ask().choices) == 1
+
+
+def test_each_choice_of_a_json_answer_is_its_own_object() -> None:
+    from test_structured import Verdict
+
+    s = ask(n=3, schema=Verdict)
+    values = [Verdict.model_validate_json(c.content) for c in s.choices]
+    assert len({v.model_dump_json() for v in values}) == 3 and s.parsed == values[0]
+
+
+def test_each_choice_has_its_own_tool_calls() -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    s = ask("sim/tools", n=2, tools=[tool])
+    assert all(c.tool_calls and c.tool_calls[0].name == "get_weather" and c.finish_reason == "tool_calls"
+               for c in s.choices)
+    assert [call.arguments for call in s.choices[0].tool_calls] == [call.arguments for call in s.tool_calls]

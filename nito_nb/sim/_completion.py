@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from .._core.accumulate import Accumulator
+from .._core.choices import per_choice
 from .._core.chunk import as_error_event, read_chunk
 from .._core.logprobs import logprobs_of
 from .._core.sse import ServerSentEvent, SSEDecoder
@@ -99,17 +100,8 @@ def _fold(chunk: dict[str, Any], choices: dict[int, _Choice]) -> None:
     """Fold one chunk into its choices. The accumulator reads choice 0 only (docs/PROTOCOL.md,
     rule 11): a chunk of another choice (`n` > 1) is folded by that choice's own accumulator, as
     its choice 0. The chunks without choices (the usage chunk) go to choice 0's."""
-    listed = chunk.get("choices")
-    if not isinstance(listed, list) or all(
-        not isinstance(c, dict) or c.get("index", 0) == 0 for c in listed
-    ):
-        choices.setdefault(0, _Choice()).fold(chunk)
-        return
-    for choice in listed:
-        if isinstance(choice, dict):
-            index = choice.get("index", 0)
-            one = {**chunk, "choices": [{**choice, "index": 0}]}
-            choices.setdefault(index if isinstance(index, int) else 0, _Choice()).fold(one)
+    for index, one in per_choice(chunk):  # the one cut of a chunk into its choices (_core/choices.py)
+        choices.setdefault(index, _Choice()).fold(one)
 
 
 def _message(choice: _Choice) -> dict[str, Any]:

@@ -171,7 +171,8 @@ class ChunkWriter:
         if not self._role_sent:
             delta = {"role": "assistant", **delta}
             self._role_sent = True
-        entry = token_logprobs(fragment, self._position, self.request.options.seed + self.choice,
+        # A choice of n > 1 has a seed of its own already (seed + its index: _scenarios._choices).
+        entry = token_logprobs(fragment, self._position, self.request.options.seed,
                                self.request.top_logprobs or 0)
         self._position += 1
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.request.model,
