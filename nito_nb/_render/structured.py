@@ -20,7 +20,14 @@ import re
 from typing import Any
 
 from .._core.partial_json import path_text
-from .styles import _ERROR_STYLE, _FIELD_KEY_STYLE, _MUTED_STYLE, _PRE_STYLE, _WRITING_STYLE
+from .styles import (
+    _ERROR_STYLE,
+    _FIELD_KEY_STYLE,
+    _FIELD_VALUE_STYLE,
+    _MUTED_STYLE,
+    _PRE_STYLE,
+    _WRITING_STYLE,
+)
 
 __all__ = ["structured_view"]
 
@@ -67,14 +74,15 @@ def _rows(value: Any, writing: Any, pending: list[str], wrong: set[str]) -> tupl
         style = f' style="{_WRITING_STYLE}"' if marked else ""
         css = "nito-field nito-writing" if marked else ("nito-field nito-invalid" if key in wrong else "nito-field")
         rows.append(f'<tr class="{css}"><th style="{_FIELD_KEY_STYLE}"{style}>{_esc(key)}{mark}</th>'
-                    f"<td>{inner}</td></tr>")
+                    f'<td style="{_FIELD_VALUE_STYLE}">{inner}</td></tr>')
         lines.append(f"{key}{mark}: {text}")
     for key in pending:  # declared, not arrived: the one whose key came is being written
         mark = " ✎" if key == head else ""
         style = f" {_WRITING_STYLE}" if mark else ""
         css = "nito-field nito-pending nito-writing" if mark else "nito-field nito-pending"
         rows.append(f'<tr class="{css}" style="{_MUTED_STYLE}">'
-                    f'<th style="{_FIELD_KEY_STYLE} font-weight: 400;{style}">{_esc(key)}{mark}</th><td>…</td></tr>')
+                    f'<th style="{_FIELD_KEY_STYLE} font-weight: 400;{style}">{_esc(key)}{mark}</th>'
+                    f'<td style="{_FIELD_VALUE_STYLE}">…</td></tr>')
         lines.append(f"{key}{mark}: …")
     return f'<table class="nito-fields">{"".join(rows)}</table>', lines
 
