@@ -180,3 +180,19 @@ def test_each_choice_has_its_own_tool_calls() -> None:
     assert all(c.tool_calls and c.tool_calls[0].name == "get_weather" and c.finish_reason == "tool_calls"
                for c in s.choices)
     assert [call.arguments for call in s.choices[0].tool_calls] == [call.arguments for call in s.tool_calls]
+
+
+def test_plot_confidence_marks_the_unsure_tokens() -> None:
+    s = ask(logprobs=True, top_logprobs=1)
+    tokens = s.frame().nito.tokens()
+    fig = s.frame().nito.plot_confidence(low=0.5)
+    (ax,) = fig.axes
+    line, crosses = ax.lines[0], ax.lines[1]
+    assert line.get_label() == tokens["stream"][0] and list(line.get_xdata()) == tokens["position"].tolist()
+    unsure = tokens[tokens["probability"] < 0.5]["position"].tolist()
+    assert unsure and list(crosses.get_xdata()) == unsure
+    assert len(ax.patches) >= 1  # the spans, shaded
+    with pytest.raises(nito_nb.ConfigurationError, match="low is a probability from 0 to 1"):
+        s.frame().nito.plot_confidence(low=2)
+    empty = ask().frame().nito.plot_confidence()
+    assert "no logprobs" in empty.axes[0].texts[0].get_text()

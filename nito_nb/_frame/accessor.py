@@ -445,6 +445,14 @@ class NitoAccessor:
 
         return plot_gaps(self, bins=bins)
 
+    def plot_confidence(self, *, low: float = 0.5) -> Figure:
+        """The probability of each answer token along the answer (``tokens()``, ``logprobs=True``),
+        one line per stream; the tokens below ``low`` marked (red crosses), their spans shaded.
+        Returns a ``matplotlib.figure.Figure``."""
+        from .plots import plot_confidence
+
+        return plot_confidence(self, low=low)
+
 
 def _warn_shared_labels(df: pd.DataFrame, codes: np.ndarray, labels: pd.Index) -> None:
     """Warn when streams share a label: ``pd.concat([a.frame(), b.frame()])`` labels both
