@@ -230,6 +230,7 @@ def test_text_and_no_response_format_answer_prose() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spawns
 def test_nito_json_in_a_kernel_shows_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NITO_SIM_TPS", "0")
     monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
