@@ -61,6 +61,9 @@ EXPECTED = {
         "achieved_rate",  # the sweep's summary
         "rows over rates [1.0, 2.0, 4.0, 8.0, 16.0]",  # sweep.frame(): every rate in one frame
         "client ttft",  # the server's queue, prefill and decode beside the client's TTFT
+        "Verdict(label=",  # structured output (docs/STRUCTURED.md)
+        "valid_share",
+        "below p=0.5",  # token confidence
     ],
     "tools": [
         "on the embedded simulator (NITO_API_KEY is unset)",
