@@ -36,6 +36,7 @@ from .._core.errors import ConfigurationError, NitoError
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
+from .._structured import schema_of
 from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
 from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, settings_for
@@ -419,14 +420,11 @@ class NitoMagics(Magics):
 
     def _schema(self, args: Any) -> Any:
         """``--schema NAME``: the pydantic model or JSON-schema dict of that name, checked now."""
-        from .._structured import schema_of
-
         if args.json:
             raise UsageError("--json asks for any JSON object, --schema for one schema's: give one of them")
         name = args.schema.strip()
         if name not in self.namespace:
-            raise UsageError(f"--schema {name}: no such name in the namespace (define a pydantic model or a "
-                             "JSON-schema dict first)")
+            raise UsageError(f"--schema {name}: no such name in the namespace (define a pydantic model or a JSON-schema dict first)")
         try:
             return schema_of(self.namespace[name])
         except ConfigurationError as exc:
