@@ -124,6 +124,10 @@ class StreamResults:
         # call's deadlines, which an AsyncStream's body keeps itself.
         self._route: Any = None
         self._deadlines: Deadlines | None = None
+        # The ``schema=`` of the call (``_structured.Schema``), None when it gave none; set by the
+        # producer. ``parsed`` keeps its answer once the stream ended (the text no longer changes).
+        self._schema: Any = None
+        self._checked: Any = None
         # How the byte source's own failures (httpx's, for the client) become typed errors: given
         # by whoever makes the Stream, so that the engine knows no transport library.
         self._transport_errors = transport_errors
@@ -221,6 +225,75 @@ class StreamResults:
     @property
     def anomalies(self) -> list[Anomaly]:
         return self._results().acc.anomalies
+
+    # -- structured output (docs/STRUCTURED.md): the answer read with the call's schema --------
+
+    def _structured(self) -> Any:
+        """The answer checked against the schema (``_structured.Checked``) once the stream ended;
+        None while it runs, or when the call asked for no schema."""
+        from ._structured import structure_of
+
+        state = self._results()
+        if not state.finished:
+            return None
+        if self._checked is None:
+            schema = structure_of(self)
+            if schema is None:
+                return None
+            self._checked = schema.check(self.content, self.refusal)
+        return self._checked
+
+    @property
+    def parsed(self) -> Any:
+        """The answer as the ``schema=``'s object (the pydantic model's instance, or the dict for
+        a dict schema), validated once the stream ended; None while it runs, when it is invalid
+        (see ``parse_error``) or when the call asked for no schema."""
+        checked = self._structured()
+        return None if checked is None else checked.value
+
+    @property
+    def parse_error(self) -> Any:
+        """None, or why the answer is not the schema's object: a ``ParseError`` whose ``errors``
+        name each failure by field path and message (``str()`` gives them on one line)."""
+        checked = self._structured()
+        return None if checked is None else checked.error
+
+    # -- token confidence (docs/STRUCTURED.md): OpenAI's logprobs, when the call asked for them --
+
+    @property
+    def logprobs(self) -> list[dict[str, Any]]:
+        """The answer's tokens with their log probabilities, in order, as the chunks sent them
+        (``logprobs=True, top_logprobs=K``): ``{"token", "logprob", "bytes", "top_logprobs"}``
+        each, accumulated across chunks (choice 0's ``logprobs.content``; a refusal's tokens are
+        in ``frame().nito.tokens()``). Empty when none came."""
+        from ._core.logprobs import logprobs_of
+
+        state = self._results()
+        tokens: list[dict[str, Any]] = []
+        for event in state.log:
+            if event.kind == "done":  # what comes after [DONE] is not the answer's (rule 9)
+                break
+            if event.kind == "chunk":
+                tokens.extend(logprobs_of(event.chunk)["content"])
+        return tokens
+
+    @property
+    def choices(self) -> list[Any]:
+        """Every choice of a call that asked for several (``n=3``), in index order: each with its
+        ``content``, ``reasoning``, ``refusal``, ``tool_calls``, ``finish_reason``, ``logprobs``
+        and ``message``, folded from the log as choice 0 is (``_core/choices.py``). ``content`` and
+        the other fields of the Stream stay choice 0's. One choice for a call with ``n`` of 1."""
+        from ._core.choices import Choices
+
+        state = self._results()
+        folded = Choices()
+        for event in state.log:
+            if event.kind == "done":  # what comes after [DONE] is no choice's (rule 9)
+                break
+            chunk = event.chunk if event.kind == "chunk" else None
+            if isinstance(chunk, dict):
+                folded.fold(chunk, event.seq)
+        return folded.choices()
 
     # What the chunks say of themselves: read as they are, never waiting for the end.
 
@@ -430,6 +503,10 @@ class StreamResults:
                 raise NitoError("this Stream was made by no client: continue it with Client(...).stream(...)")
             return start(messages, model=model, **merged)
         options = {**route.options(params), "raise_errors": self.raise_errors}
+        if self._schema is not None and "schema" not in params and "response_format" not in params:
+            # The next turn is read with the same schema (a pydantic model stays one).
+            merged.pop("response_format", None)
+            options["schema"] = self._schema
         return route.client.stream(messages, model=model, **{**options, **merged})
 
     def _next_turn(
@@ -484,7 +561,9 @@ class StreamResults:
         # Shown, not read: the display says how the stream ended (its error included), so it
         # renders a snapshot of the whole answer and never raises (see _answer).
         self._results()
-        return final_bundle(self.snapshot())
+        from ._structured import structure_of
+
+        return final_bundle(self.snapshot(), structured=structure_of(self))
 
     def _display_(self) -> Any:
         """marimo's display protocol (only marimo calls it): a running sync Stream as a cell's

@@ -152,6 +152,11 @@ class SourceBase:
         """How the request was made (its client, base URL, key, timeout), for ``reply()``."""
         self.stream._route = route
 
+    def set_schema(self, schema: Any) -> None:
+        """The call's ``schema=`` (``_structured.Schema``): ``parsed`` and the live view read the
+        answer with it (without one, with the schema of the request's ``response_format``)."""
+        self.stream._schema = schema
+
 
 class StreamSource(SourceBase):
     """A :class:`~nito_nb.Stream` (``.stream``, what a user reads) and the ways to fill it, for a

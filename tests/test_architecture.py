@@ -141,7 +141,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("core", (("nito_nb._core",),)),
     ("transport", (("nito_nb._transport",),)),
     ("stream", (("nito_nb._stream", "nito_nb._stream_results", "nito_nb._stream_source", "nito_nb._recordings",
-                 "nito_nb._watchdog"),)),
+                 "nito_nb._watchdog", "nito_nb._structured"),)),
     ("client, frame, render, requests", (("nito_nb._client",), ("nito_nb._frame",), ("nito_nb._render",),
                                          ("nito_nb.tools", "nito_nb._interpolate"))),
     ("display", (("nito_nb._display", "nito_nb._loop", "nito_nb._last"),)),

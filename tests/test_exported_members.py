@@ -50,6 +50,12 @@ STREAM = {
     "connect", "ttfb", "ttft", "elapsed",
     # made of the results, and what to do with them
     "message", "messages", "snapshot", "on_done", "reply", "save", "frame", "wait", "close",
+    # issue 33: the answer read with the call's schema (docs/STRUCTURED.md)
+    "parsed", "parse_error",
+    # issue 33: the answer's tokens with their logprobs
+    "logprobs",
+    # issue 33: every choice of n > 1 (content and the rest stay choice 0's)
+    "choices",
 }
 
 #: What a byte source tells its Stream (docs/ENGINE_API.md, "A source of your own").
@@ -58,6 +64,8 @@ SOURCE = {
     "note", "read_body",
     # nito_nb's own clients: retried attempts, the connection's time, the deadlines, reply()'s route
     "new_attempt", "set_connect", "set_deadlines", "set_route",
+    # issue 33: the call's schema= (docs/STRUCTURED.md)
+    "set_schema",
 }
 
 

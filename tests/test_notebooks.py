@@ -63,6 +63,9 @@ EXPECTED = {
         "client ttft",  # the server's queue, prefill and decode beside the client's TTFT
         "spans exported: 3",  # a run exported to OpenTelemetry and read back (nito_nb.otel)
         "gen_ai.client.operation.time_per_output_chunk",
+        "Verdict(label=",  # structured output (docs/STRUCTURED.md)
+        "valid_share",
+        "below p=0.5",  # token confidence
     ],
     "tools": [
         "on the embedded simulator (NITO_API_KEY is unset)",

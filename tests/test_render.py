@@ -204,6 +204,33 @@ def test_each_payload_is_inert_in_markdown(payload: str) -> None:
     assert markup_problems(markdown_to_html(payload)) == []
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=hostile_text, value=hostile_text, title=hostile_text, cut=st.integers(0, 400), live=st.booleans(),
+       pydantic_model=st.booleans(), status=st.sampled_from(["streaming", "done", "truncated", "error"]))
+def test_no_model_string_makes_markup_in_a_structured_answer(
+    key: str, value: str, title: str, cut: int, live: bool, pydantic_model: bool, status: str
+) -> None:
+    # issue 33: field names, values, the schema's name and the validation messages (which quote
+    # the values) are the model's, shown as the object grows (a document cut anywhere) and at the end.
+    import json
+
+    import pydantic
+
+    from nito_nb._structured import schema_of
+
+    class Model(pydantic.BaseModel):
+        label: int
+
+    schema = schema_of(Model) if pydantic_model else schema_of(
+        {"title": title, "type": "object", "properties": {key: {"type": "integer"}, "label": {"enum": [value]}}})
+    text = json.dumps({key: value, "label": [value, {value: key}]}, ensure_ascii=False)
+    state = make_state(content=text[:cut] if live else text, status=status)
+    parts = render_parts(state, live=live, structured=schema)
+    outputs = [p.html for p in parts] + [final_bundle(state, structured=schema)["text/html"]]
+    for markup in outputs:
+        assert markup_problems(markup) == [], markup
+
+
 def test_checker_catches_markup() -> None:
     # The checker itself must see what it is looking for.
     assert markup_problems('<img src=x onerror="a()">')

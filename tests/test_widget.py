@@ -427,6 +427,30 @@ def test_hostile_model_text_is_escaped(widgets: Any) -> None:
     _assert_inert([w.transcript()["text/html"], w._repr_mimebundle_()["text/html"]])
 
 
+def test_a_schema_shows_each_answer_as_the_object_and_stays_inert(widgets: Any) -> None:
+    # issue 33: ChatWidget(schema=...) shows the object as parsed, as %%nito --schema does; field
+    # values the model wrote (here enum values that are payloads) stay text.
+    schema = {"title": "Verdict", "type": "object", "required": ["label", "why"], "properties": {
+        "label": {"type": "string", "enum": [XSS_PAYLOAD]},
+        "why": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "const": "<iframe src=x>"}},
+    }}
+    w = widgets(model="sim/chat", sim=FAST, schema=schema)
+    stream = w.ask("Classify: free money")
+    w.wait(20)
+    assert stream.parsed == {"label": XSS_PAYLOAD, "why": stream.parsed["why"]} and stream.parse_error is None
+    (part,) = [p for p in w._turns[0].view.parts if p.key == "structured"]
+    assert part.text.startswith("✓ Verdict") and "label: " in part.text
+    values = _html_values(w)
+    assert any("nito-structured" in v and "&lt;script&gt;" in v for v in values)
+    _assert_inert(values)
+    _assert_inert([w.transcript()["text/html"], w._repr_mimebundle_()["text/html"]])
+
+
+def test_a_wrong_schema_is_refused_when_the_widget_is_made(widgets: Any) -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="schema= takes a pydantic model class or a JSON-schema dict"):
+        widgets(model="sim/chat", schema="Verdict")
+
+
 # -- failures -------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from .._core.encoding import ACCEPT_ENCODING
 from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
 from .._core.request import as_messages
 from .._stream_source import SourceBase
+from .._structured import Schema, schema_of
 from .config import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_EVENT_SIZE,
@@ -143,6 +144,18 @@ class BaseClient:
         secret = Secret.of(key)
         source.protect(secret)
         protect_in_logs(secret)  # httpcore's DEBUG log shows response headers: an echo of the key too
+
+    @staticmethod
+    def _with_schema(schema: Any, params: dict[str, Any]) -> tuple[Schema | None, dict[str, Any]]:
+        """A call's ``schema=`` (a pydantic model or a JSON-schema dict) and its parameters with the
+        ``response_format`` that asks for it (docs/STRUCTURED.md)."""
+        if schema is None:
+            return None, params
+        structured = schema_of(schema)
+        if params.get("response_format") is not None:
+            raise ConfigurationError("pass schema= or response_format=, not both (schema= sends its own "
+                                     "response_format of type json_schema)")
+        return structured, {**params, "response_format": structured.response_format()}
 
     def _build(
         self,

@@ -63,13 +63,15 @@ class Client(BaseClient):
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               max_event_size: int | None = None, max_body_size: int | None = None, **params: Any) -> Stream:
+               max_event_size: int | None = None, max_body_size: int | None = None, schema: Any = None,
+               **params: Any) -> Stream:
         """Send the request and return its Stream once the response has started.
 
         HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
         the body is read as the Stream is iterated.
         """
         self._check_open()
+        structured, params = self._with_schema(schema, params)
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         source = StreamSource(
@@ -81,6 +83,8 @@ class Client(BaseClient):
         )
         stream = source.stream
         self._remember(source, model, base_url, key, timeout, max_event_size, max_body_size)
+        if structured is not None:
+            source.set_schema(structured)
         deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
         try:
             for attempt in range(self.max_retries + 1):
@@ -195,10 +199,12 @@ class AsyncClient(BaseClient):
 
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               max_event_size: int | None = None, max_body_size: int | None = None, **params: Any) -> AsyncStream:
+               max_event_size: int | None = None, max_body_size: int | None = None, schema: Any = None,
+               **params: Any) -> AsyncStream:
         """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
         Configuration errors raise here; HTTP errors raise when it connects."""
         self._check_open()
+        structured, params = self._with_schema(schema, params)
         url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         source = AsyncStreamSource(
@@ -209,6 +215,8 @@ class AsyncClient(BaseClient):
             transport_errors=transport_exception,
         )
         self._remember(source, model, base_url, key, timeout, max_event_size, max_body_size)
+        if structured is not None:
+            source.set_schema(structured)
         # Kept by the stream: the headers' below, the body's by the stream itself (_stream.py).
         deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
 

@@ -74,12 +74,18 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> dic
                 raise ConfigurationError(f"{name} must be {domain}, not {_shown(value)}.")
         elif name in _COUNTS:
             checked[name] = whole(name, value)
+        elif name == "top_logprobs":  # issue 33: the alternatives listed per token (0: none)
+            checked[name] = whole(name, value, at_least=0)
+        elif name == "logprobs" and not isinstance(value, bool):
+            raise ConfigurationError(f"logprobs must be True or False, not {_shown(value)}.")
         elif name in _OBJECTS and not isinstance(value, dict):
             raise ConfigurationError(f"{name} must be an object (a dict), not {_shown(value)}.")
         elif name in _LISTS and not isinstance(value, (list, tuple)):
             raise ConfigurationError(f"{name} must be a list, not {_shown(value)}.")
         if name == "tools":
             checked[name] = _tools(value)
+    if checked.get("top_logprobs") is not None and checked.get("logprobs") is not True:
+        raise ConfigurationError("top_logprobs needs logprobs=True (add logprobs=True, or leave top_logprobs out).")
     _check_json(messages, "messages")
     for name, value in checked.items():
         _check_json(value, name)

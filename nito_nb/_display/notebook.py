@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._render import RenderCache, check_format, render_parts
+from .._structured import structure_of
 from .refresh import CLOCK_PERIOD
 from .sink import LiveSink, stream_mark
 from .slots import Slot, Slots
@@ -73,6 +74,9 @@ class LiveDisplay(LiveSink):
         self._clock = clock
         self._display = display
         self._cache = RenderCache()
+        # The call's schema (schema=, or its request's response_format): the answer is then shown
+        # as the object parsed so far (docs/STRUCTURED.md). Read from the request: never waits.
+        self._structured = structure_of(stream_or_state)
         self._page = Slots()
         self._handles: list[Any] = []  # the outputs on the page, top to bottom
         self._blank: set[int] = set()  # outputs below the last slot, emptied
@@ -103,7 +107,8 @@ class LiveDisplay(LiveSink):
             self.render_seconds += time.perf_counter() - started
 
     def _send(self, state: Any, *, live: bool) -> None:
-        parts = render_parts(state, format=self.format, live=live, cache=self._cache)
+        parts = render_parts(state, format=self.format, live=live, cache=self._cache,
+                             structured=self._structured)
         moved, _removed = self._page.reconcile(parts)
         sent = False
         handles = self._handles

@@ -300,6 +300,60 @@ class NitoAccessor:
         out["t_last"] = out["t_last"].astype("float64")
         return out
 
+    def tokens(self) -> pd.DataFrame:
+        """One row per token whose logprobs came (``logprobs=True``), in stream then arrival order:
+        ``stream``, ``position`` (the token's place in its channel of the stream, from 0),
+        ``channel`` (``content``, or ``refusal`` for a refusal's tokens), ``token``, ``logprob``,
+        ``probability`` (``exp(logprob)``), ``seq`` and ``t`` (the chunk it came in and its arrival),
+        ``top_logprobs`` (a list of ``{"token", "logprob"}``, most likely first). Read from the
+        ``extras`` column (the chunks' ``choice.logprobs``); chunks after ``[DONE]`` are left out."""
+        import json
+
+        from .._core.logprobs import logprobs_of, probability
+
+        df = self._df
+        codes, labels = self._streams()
+        extras = df["extras"].to_numpy(dtype=object, na_value=None)
+        seqs = df["seq"].to_numpy()
+        t = df["t"].to_numpy(dtype=np.float64, na_value=np.nan)
+        ignored = df["ignored"].to_numpy(dtype=bool)
+        records: list[dict[str, Any]] = []
+        positions: dict[tuple[int, str], int] = {}
+        for row in np.flatnonzero(~ignored & (codes >= 0) & df["extras"].notna().to_numpy()):
+            text = extras[row]
+            if "choice.logprobs" not in text:  # most rows: not worth decoding
+                continue
+            try:
+                value = json.loads(text).get("choice.logprobs")
+            except (ValueError, AttributeError):
+                continue
+            found = logprobs_of({"choices": [{"index": 0, "logprobs": value}]})
+            for channel, entries in found.items():
+                for entry in entries:
+                    key = (int(codes[row]), channel)
+                    position = positions.get(key, 0)
+                    positions[key] = position + 1
+                    logprob = entry.get("logprob")
+                    top = entry.get("top_logprobs")
+                    records.append({
+                        "stream": labels[codes[row]], "position": position, "channel": channel,
+                        "token": entry["token"], "logprob": None if probability(logprob) is None else float(logprob or 0.0),
+                        "probability": probability(logprob), "seq": int(seqs[row]), "t": t[row],
+                        "top_logprobs": [{"token": alt.get("token"), "logprob": alt.get("logprob")}
+                                         for alt in (top if isinstance(top, list) else []) if isinstance(alt, dict)],
+                    })
+        columns = ["stream", "position", "channel", "token", "logprob", "probability", "seq", "t", "top_logprobs"]
+        out = pd.DataFrame.from_records(records, columns=columns)
+        out["stream"] = pd.Categorical(out["stream"], categories=labels)
+        out["channel"] = pd.Categorical(out["channel"], categories=["content", "refusal"])
+        out["token"] = pd.array(out["token"].tolist(), dtype=_TEXT)
+        for name in ("position", "seq"):
+            out[name] = out[name].astype("int64")
+        for name in ("logprob", "probability", "t"):
+            out[name] = out[name].astype("float64")
+        out = out.sort_values(["stream", "channel", "position"], kind="stable").reset_index(drop=True)
+        return out
+
     def usage(self) -> pd.DataFrame:
         """One row per stream (index ``stream``): ``prompt_tokens``, ``completion_tokens``,
         ``total_tokens``, ``reasoning_tokens``, ``cached_tokens``, ``cost``, from the stream's last
@@ -392,6 +446,14 @@ class NitoAccessor:
         from .plots import plot_gaps
 
         return plot_gaps(self, bins=bins)
+
+    def plot_confidence(self, *, low: float = 0.5) -> Figure:
+        """The probability of each answer token along the answer (``tokens()``, ``logprobs=True``),
+        one line per stream; the tokens below ``low`` marked (red crosses), their spans shaded.
+        Returns a ``matplotlib.figure.Figure``."""
+        from .plots import plot_confidence
+
+        return plot_confidence(self, low=low)
 
 
 def _warn_shared_labels(df: pd.DataFrame, codes: np.ndarray, labels: pd.Index) -> None:

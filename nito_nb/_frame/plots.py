@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from .accessor import NitoAccessor
 
-__all__ = ["plot_gaps", "plot_timeline"]
+__all__ = ["plot_confidence", "plot_gaps", "plot_timeline"]
 
 #: The most bins plot_gaps cuts: numpy allocates every bin, and 10**9 of them hung the kernel.
 MAX_BINS = 10_000
@@ -129,6 +129,50 @@ def plot_gaps(nito: NitoAccessor, *, bins: int = 40) -> Figure:
     if 1 < len(series) <= 12:
         ax.legend(fontsize="small")
     return _shown_inline(fig)
+
+
+def plot_confidence(nito: NitoAccessor, *, low: float = 0.5) -> Figure:
+    """Each answer token's probability by its position, one line per stream; the tokens under
+    ``low`` marked, and the runs of them (a low-confidence span) shaded."""
+    from matplotlib.figure import Figure
+
+    if isinstance(low, bool) or not isinstance(low, int | float) or not 0 <= low <= 1:
+        raise ConfigurationError(f"low is a probability from 0 to 1, like 0.5, not {low!r}")
+    tokens = nito.tokens()
+    tokens = tokens[tokens["channel"] == "content"]
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    colors = [c["color"] for c in _color_cycle()]
+    for code, (label, group) in enumerate(tokens.groupby("stream", observed=True, sort=True)):
+        position = group["position"].to_numpy()
+        p = group["probability"].to_numpy(dtype=np.float64, na_value=np.nan)
+        color = colors[code % len(colors)]
+        ax.plot(position, p, "-", color=color, linewidth=1, label=str(label))
+        unsure = p < low
+        ax.plot(position[unsure], p[unsure], "x", color="tab:red", markersize=5)
+        for start, end in _runs(position[unsure]):
+            ax.axvspan(start - 0.5, end + 0.5, color="tab:red", alpha=0.12, linewidth=0)
+    ax.axhline(low, color="grey", linestyle=":", linewidth=1)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("token position in the answer")
+    ax.set_ylabel("probability")
+    ax.set_title(f"token confidence (x: below {low:g})")
+    if len(tokens):
+        ax.legend(loc="lower right", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no logprobs: ask with logprobs=True", ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+def _runs(positions: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive positions as (first, last) runs."""
+    runs: list[tuple[int, int]] = []
+    for position in positions.tolist():
+        if runs and position == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], position)
+        else:
+            runs.append((position, position))
+    return runs
 
 
 def _whole(value: Any, name: str, low: int, high: int | None, meaning: str) -> int:

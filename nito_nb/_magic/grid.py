@@ -57,12 +57,15 @@ class Grid(LiveSink):
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from .._display import snapshot
         from .._render import final_bundle, render_parts
+        from .._structured import structure_of
 
         state = self.streams[index]
+        structured = structure_of(state)
         if not live or state.finished:
-            bundle = final_bundle(state, format=self.format)
+            bundle = final_bundle(state, format=self.format, structured=structured)
             return bundle["text/html"], bundle["text/plain"]
-        parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index])
+        parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index],
+                             structured=structured)
         answers = [p for p in parts if p.key.startswith("answer-")]
         kept: list[Any] = []
         size = 0

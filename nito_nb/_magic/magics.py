@@ -39,6 +39,7 @@ from .._core.spelling import did_you_mean
 from .._interpolate import interpolate
 from .._last import last as _kept
 from .._last import remember as _remember_last
+from .._structured import schema_of
 from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
 from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, settings_for
@@ -140,6 +141,12 @@ class NitoMagics(Magics):
               help="run the model's calls of --tools functions and send the results back, "
                    f"up to {MAX_TOOL_ROUNDS} rounds (only with this flag: tools never run otherwise)")
     @argument("--json", action="store_true", help='ask for a JSON object (response_format)')
+    @argument("--schema", metavar="NAME",
+              help="ask for JSON of this pydantic model or JSON-schema dict in the namespace, shown as it is "
+                   "parsed (the Stream's .parsed, .parse_error)")
+    @argument("--logprobs", nargs="?", const=0, type=int, metavar="K",
+              help="ask for each token's logprob (and its K most likely alternatives): _nito.logprobs, "
+                   "frame().nito.tokens()")
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
     @argument("-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable")
@@ -372,7 +379,8 @@ class NitoMagics(Magics):
                 messages.extend(turn)
         messages.append(user)
         try:
-            check_request(messages, params)  # the client's own check, before anything is sent
+            # the client's own check, before anything is sent (--schema's becomes its response_format)
+            check_request(messages, {key: value for key, value in params.items() if key != "schema"})
         except ConfigurationError as exc:
             raise usage_error(exc) from None
         if len(models) == 1:
@@ -424,6 +432,12 @@ class NitoMagics(Magics):
                 raise UsageError(str(exc)) from None
         if args.json:
             params["response_format"] = {"type": "json_object"}
+        if args.schema:
+            params["schema"] = self._schema(args)
+        if args.logprobs is not None:
+            params["logprobs"] = True
+            if args.logprobs:
+                params["top_logprobs"] = args.logprobs
         for item in args.param:
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
@@ -435,6 +449,18 @@ class NitoMagics(Magics):
                 raise usage_error(exc) from None
             params[key.strip()] = _param_value(key.strip(), value)
         return params
+
+    def _schema(self, args: Any) -> Any:
+        """``--schema NAME``: the pydantic model or JSON-schema dict of that name, checked now."""
+        if args.json:
+            raise UsageError("--json asks for any JSON object, --schema for one schema's: give one of them")
+        name = args.schema.strip()
+        if name not in self.namespace:
+            raise UsageError(f"--schema {name}: no such name in the namespace (define a pydantic model or a JSON-schema dict first)")
+        try:
+            return schema_of(self.namespace[name])
+        except ConfigurationError as exc:
+            raise usage_error(exc) from None
 
     def close(self) -> None:
         """Close the client this magics object opened (its connection pool); the streams stay."""

@@ -22,6 +22,7 @@ from .._core.status import RUNNING, Status
 from .blocks import _Block, _Fence, _Scan, _segment
 from .markdown import markdown_to_html
 from .status_line import _status, progress_text, status_text
+from .structured import structured_view
 from .styles import (
     _CARD_STYLE,
     _ERROR_STYLE,
@@ -272,6 +273,18 @@ def _tool_part(call: Any, position: int, growing: bool) -> Part:
     return Part(f"tool-{index}", _wrap("tool", inner, _CARD_STYLE), text, not growing)
 
 
+def _structured_part(state: Any, structured: Any, status: str, growing: bool) -> Part | None:
+    """A ``schema=`` answer: the object as it is parsed, then checked (``structured.py``)."""
+    content = getattr(state, "content", None) or ""
+    refusal = getattr(state, "refusal", None)
+    view = structured_view(content, structured, growing, refusal if isinstance(refusal, str) else None,
+                           status == Status.DONE)
+    if view is None:
+        return None
+    inner, text = view
+    return Part("structured", _wrap("structured", inner, _CARD_STYLE), text, not growing)
+
+
 def _error_part(state: Any, status: str, final: bool) -> Part | None:
     error = getattr(state, "error", None)
     if error:
@@ -316,7 +329,8 @@ def check_format(format: str) -> None:
 
 
 def render_parts(
-    state: Any, *, format: str = "markdown", live: bool = True, cache: RenderCache | None = None
+    state: Any, *, format: str = "markdown", live: bool = True, cache: RenderCache | None = None,
+    structured: Any = None,
 ) -> list[Part]:
     """The ordered outputs for ``state`` (duck-typed like a Stream).
 
@@ -327,6 +341,8 @@ def render_parts(
     ``live=True`` while the stream runs: long reasoning and tool arguments show a bounded window,
     the tail is not highlighted, anomalies wait for the end (appending them mid-stream would put
     them above later answer blocks). A finished state renders complete whatever ``live`` says.
+    ``structured``: the call's schema (``nito_nb._structured.Schema``, or None): the answer is
+    then one ``structured`` part, the object as parsed so far (then checked), in the answer's place.
     """
     check_format(format)
     status = _status(state)
@@ -338,7 +354,12 @@ def render_parts(
     if reasoning:
         thinking = growing and not content and not tool_calls
         parts.append(_reasoning_part(reasoning, growing, thinking))
-    parts.extend(_answer_parts(content, format, growing, cache))
+    if structured is None:
+        parts.extend(_answer_parts(content, format, growing, cache))
+    else:
+        part = _structured_part(state, structured, status, growing)
+        if part is not None:
+            parts.append(part)
     refusal = getattr(state, "refusal", None)
     if refusal and isinstance(refusal, str):
         parts.append(_refusal_part(refusal, not growing))
@@ -373,13 +394,15 @@ def join_parts(parts: Iterable[Part]) -> dict[str, str]:
     return {"text/html": htmls, "text/plain": texts}
 
 
-def final_bundle(state: Any, *, format: str = "markdown") -> dict[str, str]:
+def final_bundle(state: Any, *, format: str = "markdown", structured: Any = None) -> dict[str, str]:
     """One mime bundle of the whole answer as it stands (for ``_repr_mimebundle_`` and saving).
 
     Unlike the live parts, the answer is rendered in one piece (reference links resolve), and
-    reasoning and tool arguments are shown whole.
+    reasoning and tool arguments are shown whole. ``structured``: as for ``render_parts``.
     """
     check_format(format)
+    if structured is not None:
+        return join_parts(render_parts(state, format=format, live=False, structured=structured))
     content = getattr(state, "content", None) or ""
     parts = [
         p for p in render_parts(state, format=format, live=False) if not p.key.startswith("answer-")

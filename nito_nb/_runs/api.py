@@ -97,6 +97,17 @@ def run(
                                 max_requests=max_requests, warmup=warmup, cooldown=cooldown)
     elif duration is not None or max_requests is not None or warmup or cooldown or slo:
         raise ConfigurationError("duration, max_requests, warmup, cooldown and slo are for load runs: add rate=...")
+    schema = None
+    if params.get("schema") is not None:  # docs/STRUCTURED.md: the requests carry its response_format (JSON,
+        # as any engine's worker and the store's keys need); the Run keeps it to check the answers.
+        from .._structured import schema_of
+
+        schema = schema_of(params.pop("schema"))
+        if params.get("response_format") is not None:
+            raise ConfigurationError("pass schema= or response_format=, not both (schema= sends its own "
+                                     "response_format of type json_schema)")
+        params["response_format"] = schema.response_format()
+    params.pop("schema", None)
     the_plan = plan(prompts, template=template, models=models, repeats=repeats, params=params, system=system)
     connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
     the_run = Run(
@@ -113,6 +124,7 @@ def run(
         max_retries=max_retries,
         progress=progress,
         run_id=run_id,
+        schema=schema,
     )
     remember(the_run)
     return the_run
@@ -121,7 +133,11 @@ def run(
 def map(prompts: Any, *, model: str, template: str | None = None, **options: Any) -> pd.Series:
     """The answers of one model as a Series aligned with the input's index (``string`` dtype, NA
     where a request did not end with ``done``). Waits for the run; the Run, with its errors, is
-    ``nito_nb.last()``. Takes the options of :func:`run` (``store``, ``concurrency``...)."""
+    ``nito_nb.last()``. Takes the options of :func:`run` (``store``, ``concurrency``...).
+
+    With ``schema=`` (a pydantic model or a JSON-schema dict): the objects (``object`` dtype: the
+    model's instances, or dicts), NA where the answer did not validate (``results()`` of the Run
+    says why, in ``parse_error``)."""
     import pandas as pd
 
     if not isinstance(model, str) or len(model_names(model)) > 1:
@@ -141,9 +157,16 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     results = the_run.results()
     for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
         answers[key] = content if status == "done" else pd.NA  # those done in an earlier session too
+    schema = the_run.schema
     cells = the_run.plan.cells
     name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None
     index = pd.Index([label for label, _, _, _ in cells], name=name)
+    if schema is not None:  # the objects: each answer checked as results() checks it
+        def parsed(answer: Any) -> Any:
+            checked = None if answer is pd.NA else schema.check(answer)
+            return pd.NA if checked is None or checked.error is not None else checked.value
+
+        return pd.Series([parsed(answers.get(key, pd.NA)) for _, _, _, key in cells], index=index, dtype="object")
     return pd.Series([answers.get(key, pd.NA) for _, _, _, key in cells], index=index, dtype="string")
 
 

@@ -25,8 +25,18 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "ON_TIME_QUANTILE", "RESULT_COLUMNS", "Finished", "LoadInfo", "elapsed_time", "meets_slo", "result_rows",
-    "results_frame", "stream_metrics", "summary",
+    "ON_TIME_QUANTILE",
+    "RESULT_COLUMNS",
+    "STRUCTURED_COLUMNS",
+    "Finished",
+    "LoadInfo",
+    "elapsed_time",
+    "meets_slo",
+    "result_rows",
+    "results_frame",
+    "stream_metrics",
+    "summary",
+    "with_structured",
 ]
 
 #: The columns of ``Run.results()`` and of the store's ``requests`` table, with their dtypes.
@@ -70,6 +80,16 @@ RESULT_COLUMNS: dict[str, str] = {
     "worker": "string",
     "node": "string",
 }
+# -- issue 33: the columns a run with schema= adds to results() (docs/STRUCTURED.md). Not stored:
+# made from each row's content and the run's schema when results() is read. To move into the
+# declaration table of issue 29 at merge.
+#: The answer checked against the schema: the object (the pydantic model's instance, or the dict),
+#: whether it validated, and why not (each failure by field path, on one line).
+STRUCTURED_COLUMNS: dict[str, str] = {"parsed": "object", "valid": "boolean", "parse_error": "string"}
+#: Then one column per top-level field the schema declares, ``out.<field>``: its value in the valid
+#: answers (NA elsewhere), typed by pandas' ``convert_dtypes`` (a list or an object stays object).
+FIELD_PREFIX = "out."
+
 _METRICS = (
     "connect", "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
     "n_output_tokens",
@@ -210,6 +230,41 @@ def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
+def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
+    """``df`` (results) with ``STRUCTURED_COLUMNS`` and one ``out.<field>`` per declared field:
+    each row's content checked against ``schema`` (``nito_nb._structured.Schema``). A request
+    that did not end ``done`` is not valid (a cut answer is not the model's whole object)."""
+    import pandas as pd
+
+    parsed: list[Any] = []
+    valid: list[bool] = []
+    errors: list[str | None] = []
+    objects: list[dict[str, Any] | None] = []
+    for status, content in zip(df["status"].astype(object), df["content"].astype(object), strict=True):
+        checked = schema.check(content if isinstance(content, str) else "")
+        ok = checked.error is None and status == "done"
+        parsed.append(checked.value if ok else None)
+        valid.append(ok)
+        if checked.error is not None:
+            errors.append(str(checked.error))
+        else:
+            errors.append(None if ok else f"(root): the request ended {status}")
+        value = checked.value
+        if ok and callable(getattr(value, "model_dump", None)):  # a pydantic model: its fields, as dicts
+            value = value.model_dump()
+        objects.append(value if ok and isinstance(value, dict) else None)
+    df = df.copy()
+    df["parsed"] = pd.Series(parsed, index=df.index, dtype="object")
+    df["valid"] = pd.Series(valid, index=df.index, dtype="boolean")
+    df["parse_error"] = pd.Series(errors, index=df.index, dtype="string")
+    for field in schema.fields:
+        values = [pd.NA if value is None or field not in value else value[field] for value in objects]
+        column = pd.Series(values, index=df.index, dtype="object")
+        scalar = all(not isinstance(v, (list, dict)) for v in values)
+        df[FIELD_PREFIX + field] = column.convert_dtypes() if scalar and len(column) else column
+    return df
+
+
 def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame:
     """One row per model: ``n``, ``ok`` (status done), one ``n_<status>`` column per other
     status, p50/p90/p99 of ``ttft``, ``itl`` and ``e2e``, mean ``output_tps`` (over the requests
@@ -217,7 +272,9 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
     that have the metric (linear interpolation), each request counting once.
 
     With ``load`` (an open-loop run), only the requests of the ``measure`` phase count, and
-    the row gains the load columns of docs/LOAD.md."""
+    the row gains the load columns of docs/LOAD.md. Results of a run with ``schema=`` (a
+    ``valid`` column) give ``valid_share``: the share of the model's requests whose answer
+    validated (docs/STRUCTURED.md)."""
     import pandas as pd
 
     if load is not None:
@@ -245,6 +302,8 @@ def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict
     row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
     row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
     row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
+    if "valid" in group.columns:  # issue 33: a run with schema=
+        row["valid_share"] = float(group["valid"].fillna(False).astype(bool).mean()) if len(group) else math.nan
     if load is not None:
         row.update(_load_columns(group, load))
     return row

@@ -38,7 +38,7 @@ from .backoff import Backoff
 from .client_load import ClientMonitor
 from .dispatch import Dispatcher, check_requests, start_engine
 from .plan import Plan, Request, request_key
-from .results import LoadInfo, results_frame, summary
+from .results import LoadInfo, results_frame, summary, with_structured
 from .schedule import Schedule
 from .stats import RunStats
 from .writer import RunWriter, frame_of
@@ -108,6 +108,7 @@ class Run:
         max_retry_wait: float = 30.0,
         progress: bool | None = None,
         run_id: str | None = None,
+        schema: Any = None,
     ) -> None:
         if concurrency is None:  # closed loop: 16 at a time; open loop: as many as the schedule asks
             concurrency = 16 if schedule is None else OPEN_LOOP_MAX_IN_FLIGHT
@@ -125,6 +126,9 @@ class Run:
         self.stop_on_error_rate = stop_on_error_rate
         self.run_id = run_id or _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.plan = plan
+        #: The run's ``schema=`` (``nito_nb._structured.Schema``): results() checks each answer
+        #: against it (its requests carry its response_format). None: free answers.
+        self.schema = schema
         self.concurrency = concurrency
         self.schedule = schedule
         self._offsets: list[float] = schedule.offsets() if schedule is not None else []
@@ -286,7 +290,7 @@ class Run:
         rows.sort(key=lambda row: order[row["key"]])
         df = results_frame(rows)
         df["done_before"] = df["key"].isin([r.key for r in self.skipped]).astype(bool)
-        return df
+        return df if self.schema is None else with_structured(df, self.schema)
 
     def summary(self) -> pd.DataFrame:
         """One row per model: counts by status, p50/p90/p99 of ttft, itl, e2e, tokens, cost. A

@@ -41,6 +41,7 @@ from .._core.printable import printable
 from .._loop import LoopThread
 from .._render import check_format, join_parts
 from .._stream import AsyncStream, Stream
+from .._structured import schema_of
 from ..tools import ToolRun, python_tools, tool_round, tool_schemas
 from .prompt_box import PromptBox
 from .view import DEFAULT_MAX_RATE, StreamView
@@ -116,7 +117,8 @@ class ChatWidget(ipywidgets.VBox):
     are Python functions (schema from the signature and docstring) or tool schemas, as for
     ``%%nito --tools``; with ``run_tools=True`` the model's calls of those functions run and their
     results go back (``nito_nb.tools``), otherwise calls are only shown. ``params`` go into every
-    request body (``temperature``, ``sim={"tps": 40}``...), ``api_key``/``base_url``/``timeout``
+    request body (``temperature``, ``sim={"tps": 40}``...; ``schema=`` a pydantic model or JSON-schema
+    dict: each answer shown as the object parsed so far, docs/STRUCTURED.md), ``api_key``/``base_url``/``timeout``
     configure the client. Press Send, or Enter in the box (``multiline=True``: a text area, where
     Enter makes a new line and Shift+Enter sends). The answer streams in a background thread, so Stop
     works while it streams; Send is disabled meanwhile.
@@ -174,6 +176,10 @@ class ChatWidget(ipywidgets.VBox):
         self.format = format
         self.max_rate = max_rate
         self.params = dict(params)
+        if self.params.get("schema") is not None:
+            # schema=: every answer shown as the object parsed so far (docs/STRUCTURED.md); a wrong
+            # one is refused now, not at the first question.
+            self.params["schema"] = schema_of(self.params["schema"])
         if tools is not None:
             self.params["tools"] = schemas
         self._api_key = api_key

@@ -29,6 +29,7 @@ from .._display import Slots
 from .._display.sink import LiveSink
 from .._render import Part, RenderCache, check_format, join_parts, render_parts
 from .._stream import AsyncStream, Stream
+from .._structured import structure_of
 
 __all__ = ["DEFAULT_MAX_RATE", "StreamView"]
 
@@ -98,6 +99,7 @@ class StreamView(LiveSink, ipywidgets.VBox):
         self.format = format
         self.max_rate = max_rate
         self._cache = RenderCache()
+        self._structured = structure_of(stream)  # a schema= answer: the object as parsed (docs/STRUCTURED.md)
         self._thread: threading.Thread | None = None
         #: The exception a follow() thread ended with (the Stream keeps its own errors too).
         self.follow_error: BaseException | None = None
@@ -128,7 +130,8 @@ class StreamView(LiveSink, ipywidgets.VBox):
 
     def _flush(self, *, live: bool) -> None:
         parts = render_parts(
-            _state_of(self.stream), format=self.format, live=live, cache=self._cache
+            _state_of(self.stream), format=self.format, live=live, cache=self._cache,
+            structured=self._structured,
         )
         moved, removed = self._page.reconcile(parts)
         for slot in removed:

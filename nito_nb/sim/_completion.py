@@ -8,7 +8,7 @@ non-streaming answers:
 
 - OpenAI: `message` with `role`, `content` (a string; null when the answer is only tool calls),
   `refusal` (null when none) and `tool_calls` (`{id, type, function: {name, arguments}}`, the
-  arguments whole); a choice has `index`, `message`, `logprobs` (null) and `finish_reason`.
+  arguments whole); a choice has `index`, `message`, `logprobs` (null unless asked: the chunks' token entries, merged) and `finish_reason`.
 - OpenRouter: the reasoning as one `reasoning` string and `reasoning_details` merged per detail
   (one text per detail, with its signature, id and format; each encrypted block whole).
 - Mistral (the stream sent thinking parts): `content` as a list of parts, one `thinking` part
@@ -22,7 +22,9 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from .._core.accumulate import Accumulator
+from .._core.choices import per_choice
 from .._core.chunk import as_error_event, read_chunk
+from .._core.logprobs import logprobs_of
 from .._core.sse import ServerSentEvent, SSEDecoder
 from ._reply import ErrorReply, Event, error_reply
 from ._request import SimRequest
@@ -32,17 +34,24 @@ class _Choice:
     """One choice being merged: nito_nb's accumulator, and whether its reasoning came as Mistral's
     thinking parts (then the answer keeps Mistral's shape)."""
 
-    __slots__ = ("accumulator", "thinking_parts")
+    __slots__ = ("accumulator", "logprobs", "thinking_parts")
 
     def __init__(self) -> None:
         self.accumulator = Accumulator()
         self.thinking_parts = False
+        self.logprobs: dict[str, list[dict[str, Any]]] | None = None  # None: no chunk carried any
 
     def fold(self, chunk: dict[str, Any]) -> None:
         reading = read_chunk(chunk)
         if any(piece.type == "thinking" for piece in reading.reasoning):
             self.thinking_parts = True
         self.accumulator.fold(reading)
+        tokens = logprobs_of(chunk)
+        if tokens["content"] or tokens["refusal"]:
+            if self.logprobs is None:
+                self.logprobs = {"content": [], "refusal": []}
+            for channel, entries in tokens.items():
+                self.logprobs[channel].extend(entries)
 
 
 def collect_completion(events: Iterable[Event], request: SimRequest) -> ErrorReply | dict[str, Any]:
@@ -91,17 +100,8 @@ def _fold(chunk: dict[str, Any], choices: dict[int, _Choice]) -> None:
     """Fold one chunk into its choices. The accumulator reads choice 0 only (docs/PROTOCOL.md,
     rule 11): a chunk of another choice (`n` > 1) is folded by that choice's own accumulator, as
     its choice 0. The chunks without choices (the usage chunk) go to choice 0's."""
-    listed = chunk.get("choices")
-    if not isinstance(listed, list) or all(
-        not isinstance(c, dict) or c.get("index", 0) == 0 for c in listed
-    ):
-        choices.setdefault(0, _Choice()).fold(chunk)
-        return
-    for choice in listed:
-        if isinstance(choice, dict):
-            index = choice.get("index", 0)
-            one = {**chunk, "choices": [{**choice, "index": 0}]}
-            choices.setdefault(index if isinstance(index, int) else 0, _Choice()).fold(one)
+    for index, one in per_choice(chunk):  # the one cut of a chunk into its choices (_core/choices.py)
+        choices.setdefault(index, _Choice()).fold(one)
 
 
 def _message(choice: _Choice) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def _completion(choices: dict[int, _Choice], request: SimRequest) -> dict[str, A
             {
                 "index": index,
                 "message": _message(choices[index]),
-                "logprobs": None,
+                "logprobs": choices[index].logprobs,
                 "finish_reason": choices[index].accumulator.finish_reason,
             }
             for index in sorted(choices)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._capacity import SERVER_MODEL
+from ._logprobs import MAX_TOP_LOGPROBS
 from ._options import OptionError, SimOptions, parse_options
 from ._reply import ErrorReply, dumps, error_reply
 from ._schema import SchemaError, check, instance
@@ -44,6 +45,7 @@ class SimRequest:
     n: int = 1  # choices to generate, streamed interleaved
     options: SimOptions = field(default_factory=SimOptions)
     response_format: JsonFormat | None = None  # None: text
+    top_logprobs: int | None = None  # logprobs: true asked for them (0: no alternatives); None: not asked
 
 
 def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest | ErrorReply:
@@ -96,6 +98,14 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
         return bad(f"{exc}.")  # a sentence of its own: the client's hint follows it
     if options.capacity is not None and model == "sim/replay":
         return bad("sim/replay sends a recording at its recorded pace: sim.capacity does not apply to it.")
+    logprobs, top_logprobs = body.get("logprobs", False), body.get("top_logprobs")
+    if logprobs is not None and not isinstance(logprobs, bool):
+        return bad(f"`logprobs` must be true or false, got {logprobs!r}.")
+    if top_logprobs is not None and (isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int)
+                                     or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS):
+        return bad(f"`top_logprobs` must be an integer from 0 to {MAX_TOP_LOGPROBS}, got {top_logprobs!r}.")
+    if top_logprobs is not None and not logprobs:
+        return bad("`top_logprobs` needs `logprobs: true`.")
     response_format = parse_response_format(body.get("response_format"), options.seed, n)
     if isinstance(response_format, str):
         return bad(response_format)
@@ -113,6 +123,7 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
         n=n,
         options=options,
         response_format=response_format,
+        top_logprobs=(top_logprobs or 0) if logprobs else None,
     )
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ._logprobs import token_logprobs
 from ._reply import DONE, Event, dumps
 from ._request import SimRequest, message_text, request_digest
 
@@ -114,6 +115,7 @@ class ChunkWriter:
         )
         self._content_suffix = b'},"finish_reason":null}]}\n\n'
         self._role_sent = False
+        self._position = 0  # content tokens sent: the next one's position in the answer (logprobs)
         self.completion_tokens = 0
         self.reasoning_tokens = 0
         self.truncated = False
@@ -156,9 +158,27 @@ class ChunkWriter:
     def content(self, fragment: str) -> Event | None:
         if not self.spend(count_tokens(fragment) or 1):
             return None
+        if self.request.top_logprobs is not None:
+            return Event("token", self.content_with_logprobs(fragment))
         if not self._role_sent:
             return Event("token", self.chunk({"content": fragment}))
         return Event("token", self.content_data(fragment))
+
+    def content_with_logprobs(self, fragment: str) -> bytes:
+        """A content chunk whose choice carries the fragment's pseudo-logprobs (``_logprobs.py``),
+        as OpenAI sends them when asked (``logprobs: true``): the slow path, built as a dict."""
+        delta: dict[str, Any] = {"content": fragment}
+        if not self._role_sent:
+            delta = {"role": "assistant", **delta}
+            self._role_sent = True
+        # A choice of n > 1 has a seed of its own already (seed + its index: _scenarios._choices).
+        entry = token_logprobs(fragment, self._position, self.request.options.seed,
+                               self.request.top_logprobs or 0)
+        self._position += 1
+        body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.request.model,
+                "choices": [{"index": self.choice, "delta": delta, "logprobs": {"content": [entry], "refusal": None},
+                             "finish_reason": None}]}
+        return b"data: " + dumps(body) + b"\n\n"
 
     def content_data(self, fragment: str) -> bytes:
         """The bytes of a content chunk after the first one (no role), counting nothing."""
@@ -178,6 +198,10 @@ class ChunkWriter:
                 yield event
             # A fragment of `tokenize` is one token: counting it again was a fifth of this
             # loop's cost per chunk (paced load runs stream hundreds of these a second).
+            elif self.request.top_logprobs is not None:
+                if not self.spend(1):
+                    return
+                yield Event("token", self.content_with_logprobs(fragment))
             elif self.spend(1):
                 yield Event("token", self.content_data(fragment))
             else:
