@@ -142,7 +142,7 @@ class StreamResults:
         """The state to read a result of the answer from: the one rule of every result property
         (``content``, ``reasoning``, ``reasoning_details``, ``refusal``, ``audio``,
         ``audio_transcript``, ``tool_calls``, ``finish_reason``, ``usage``, ``message``,
-        ``messages``). A Stream whose body is read in the background and that nobody iterated or
+        ``messages``, and through them ``parsed``, ``parse_error``; ``logprobs``, ``choices``). A Stream whose body is read in the background and that nobody iterated or
         waited for is waited for (sync); if it ended in an error or a truncation and
         ``raise_errors`` is on, the first such read raises the error ``wait()`` raises, so that
         ``stream(...).content`` is never half an answer in silence. Then, as after ``wait()``, the
@@ -268,7 +268,7 @@ class StreamResults:
         in ``frame().nito.tokens()``). Empty when none came."""
         from ._core.logprobs import logprobs_of
 
-        state = self._results()
+        state = self._answer()  # one rule with content: a broken unread stream raises
         tokens: list[dict[str, Any]] = []
         for event in state.log:
             if event.kind == "done":  # what comes after [DONE] is not the answer's (rule 9)
@@ -285,7 +285,7 @@ class StreamResults:
         the other fields of the Stream stay choice 0's. One choice for a call with ``n`` of 1."""
         from ._core.choices import Choices
 
-        state = self._results()
+        state = self._answer()
         folded = Choices()
         for event in state.log:
             if event.kind == "done":  # what comes after [DONE] is no choice's (rule 9)

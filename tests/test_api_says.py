@@ -14,7 +14,7 @@ import nito_nb
 # -- 1. the result of a broken stream that nobody iterated or waited for ------------------------------
 
 RESULTS = ("content", "reasoning", "reasoning_details", "refusal", "audio", "audio_transcript", "tool_calls",
-           "finish_reason", "usage", "message", "messages")
+           "finish_reason", "usage", "message", "messages", "logprobs", "choices")
 
 
 @pytest.mark.parametrize("name", RESULTS)
