@@ -2,52 +2,17 @@
 
     df = s.frame()                                  # one stream
     df = nito_nb.frame([s1, s2, "runs/", "a.sse"])  # many: Streams, saved logs, folders, SSE files
-    df.nito.metrics()                               # one row per stream (definitions below)
+    df.nito.metrics()                               # one row per stream (docs/METRICS.md)
     df.nito.plot_timeline()
 
 Importing the package registers the ``df.nito`` accessor, so it works on every frame built here.
 A frame read back from Parquet or CSV in a new kernel: pass it through ``nito_nb.frame(df)``, which
 registers the accessor, checks the columns and restores the dtypes that CSV loses (``dtypes.py``).
 
-The frame (one row per event, in arrival order, streams one after another)
---------------------------------------------------------------------------
-``stream`` (category: the stream's label), ``seq`` (int64: the event's number in its log; ``-1`` for
-the ``response`` row), ``part`` (int64: 0, or 1, 2... for the further tool-call fragments or
-reasoning details of one chunk), ``t`` (float64: seconds since the request was sent), ``gap``
-(float64: seconds since the stream's previous event; NaN on the first event and on ``part > 0``),
-``kind`` (category: ``response``, ``chunk``, ``comment``, ``done``, ``bad-data``, ``empty``,
-``other``, ``http-error``), ``bytes`` (Int64: raw bytes of the event; NA on ``part > 0``),
-``token`` (bool: the event carried answer text, exactly as the accumulator counts it), ``ignored``
-(bool: a chunk after ``[DONE]``, which the answer ignores, docs/PROTOCOL.md rule 9), ``id``,
-``model``, ``role``, ``content`` (the delta's text), ``refusal`` (the delta's refusal text), ``reasoning``,
-``reasoning_type`` (category: ``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted``
-(its data is never shown as text), ``reasoning``, ``reasoning_content``, ``thinking`` (Mistral's
-thinking parts of ``content``)), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
-``tool_id``, ``tool_name``, ``tool_type`` (``function``, ``custom``...: as sent), ``tool_args`` (the fragment's
-piece of the arguments),
-``finish_reason`` (category), ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
-``reasoning_tokens``, ``cached_tokens`` (Int64), ``cost`` (float64), ``usage`` (the whole usage
-object as JSON), ``error_code``, ``error_message``, ``comment`` (a keep-alive's text),
-``web_search``, ``free_tier`` (kept whole, as JSON), ``extras`` (JSON: the chunk's vendor fields,
-top-level keys as they are, choice and delta fields as ``choice.<key>`` / ``delta.<key>``),
-``status`` (category, on the response row: how the stream ended), ``http_status`` and ``attempts``
-(Int64, on the response row: the HTTP status, and the requests sent, more than 1 after retries). Text columns have pandas' string dtype.
-
-Each stream starts with one ``response`` row at ``t = ttfb`` (NaN when the headers time is unknown,
-as for a recorded SSE file) carrying the stream's status, HTTP status and model: the frame is then
-self-contained, and every metric comes from its columns alone, also after a Parquet or CSV round
-trip (``df.attrs["nito"]`` holds the request and wall-clock start of each stream, but pandas does
-not keep attrs through every operation, so nothing depends on them).
-
-Nothing of the answer is lost: joining ``content`` over the rows that are not ``ignored`` gives
-``s.content``; grouping ``tool_args`` by (``stream``, ``tool_index``) gives each call's arguments,
-also when one chunk carries several fragments (one row per fragment, ``part`` numbers them).
-Choice 0 is the answer (docs/PROTOCOL.md rule 11); the other choices of ``n > 1`` streams stay in
-the log and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
-summary details when the stream sends any, else its plain ``reasoning`` strings, else its
-``reasoning_content`` strings, else its ``thinking`` parts (they duplicate each other; the
-duplicates are left out).
-Encrypted details get a row of type ``reasoning.encrypted`` with no text.
+The frame: one row per event, in arrival order, streams one after another; each stream starts
+with one ``response`` row (its status, HTTP status and model), so that every metric comes from
+the columns alone. The columns and their dtypes are declared once, in ``nito_nb/_core/fields.py``
+(``_frame/dtypes.py`` ``COLUMNS``); what each holds: docs/METRICS.md, "The frame".
 
 The metrics, tables and plots of ``df.nito`` are in ``accessor.py`` and ``plots.py``; every
 metric's definition is in ``nito_nb._core.metrics`` (docs/METRICS.md).
@@ -206,6 +171,8 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
     if reading.usage is not None:
         values.append(("usage", _json(reading.usage)))
         values.extend(usage_counts(reading.usage).items())
+    if reading.audio is not None:  # without its base64 data (chunk.py _read_audio)
+        values.append(("audio", _json(reading.audio)))
     if reading.has_web_search:
         values.append(("web_search", _json(reading.web_search)))
     if reading.has_free_tier:
