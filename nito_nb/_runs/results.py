@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
 from .._core.chunk import usage_counts
+from .._core.fields import (
+    LOAD_QUANTILES,
+    RESULT_ANSWER,
+    RESULT_METRICS,
+    SUMMARY_MEANS,
+    SUMMARY_QUANTILES,
+)
 from .._stream_results import StreamResults
 from .plan import Request
 
@@ -36,24 +43,11 @@ RESULT_COLUMNS: dict[str, str] = {
     "model": "string",
     "repeat": "Int64",
     "status": "string",
-    "content": "string",
-    "reasoning": "string",
-    "n_tool_calls": "Int64",
-    "finish_reason": "string",
-    "prompt_tokens": "Int64",
-    "completion_tokens": "Int64",
-    "cost": "float64",
-    "connect": "float64",  # the answering attempt's connection set-up, part of ttfb and ttft
-    "ttfb": "float64",
-    "ttft": "float64",
-    "e2e": "float64",
-    "itl": "float64",
-    "tpot": "float64",
-    "output_tps": "float64",
-    # One unit per column (docs/METRICS.md): K chunks always, N tokens from usage (else NA).
-    "output_chunks_per_s": "float64",
-    "n_token_chunks": "Int64",
-    "n_output_tokens": "Int64",
+    # The answer (content, reasoning, n_tool_calls, finish_reason, prompt_tokens...) and the
+    # metrics (connect, ttfb, ttft...), as declared in _core/fields.py. One unit per column
+    # (docs/METRICS.md): K chunks always, N tokens from usage (else NA).
+    **RESULT_ANSWER,
+    **RESULT_METRICS,
     "error_code": "string",
     "error_message": "string",
     "attempts": "Int64",
@@ -70,10 +64,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "worker": "string",
     "node": "string",
 }
-_METRICS = (
-    "connect", "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
-    "n_output_tokens",
-)
+_METRICS = tuple(RESULT_METRICS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,12 +219,8 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
         row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
         for name in ("error", "truncated", "failed", "stopped"):
             row[f"n_{name}"] = int((status == name).sum())
-        for metric in ("ttft", "itl", "e2e"):
-            values = group[metric].astype("float64").tolist()
-            for q in (50, 90, 99):
-                value = metrics.quantile(values, q / 100)
-                row[f"{metric}_p{q}"] = math.nan if value is None else value
-        for speed in ("output_tps", "output_chunks_per_s"):
+        row.update(_quantiles(group, SUMMARY_QUANTILES))
+        for speed in SUMMARY_MEANS:
             values = group[speed].astype("float64").dropna()
             row[f"{speed}_mean"] = float(values.mean()) if len(values) else math.nan
         row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
@@ -243,6 +230,22 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
             row.update(_load_columns(group, load))
         rows.append(row)
     return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
+
+
+#: The quantiles of a load run's own columns its summary adds (those of the metrics: LOAD_QUANTILES).
+LOAD_ONLY = ("send_delay", "ttft_from_schedule", "e2e_from_schedule")
+_P = ("p50", "p90", "p99")
+
+
+def _quantiles(group: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, float]:
+    """``<metric>_p50``... of each metric: linear interpolation over the requests that have it."""
+    out = {}
+    for metric, aggregates in wanted:
+        values = group[metric].astype("float64").tolist()
+        for aggregate in aggregates:
+            value = metrics.quantile(values, int(aggregate[1:]) / 100)
+            out[f"{metric}_{aggregate}"] = math.nan if value is None else value
+    return out
 
 
 def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
@@ -308,11 +311,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     }
     # connect too: rising with the rate, it is the client's loop taking longer to see its
     # connections open (docs/LOAD.md), inside every ttft.
-    for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule", "connect"):
-        values = group[metric].astype("float64").tolist()
-        for q in (50, 90, 99):
-            value = metrics.quantile(values, q / 100)
-            out[f"{metric}_p{q}"] = math.nan if value is None else value
+    out.update(_quantiles(group, (*LOAD_QUANTILES, *((name, _P) for name in LOAD_ONLY))))
     out.update({k: v for k, v in load.client.items()
                 if k not in ("client_bound", "client_note", "client_runs_simulator")})
     out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
