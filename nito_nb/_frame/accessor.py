@@ -172,7 +172,7 @@ class NitoAccessor:
             of_stream = described.get(label)
             connect_ns = of_stream.get("connect_ns") if isinstance(of_stream, dict) else None
             if isinstance(connect_ns, (int, float)):
-                connect[i] = metrics.connect(connect_ns / 1e9)
+                connect[i] = metrics.connect(connect_ns)
         chunk_rows = event & (kind == "chunk") & ~ignored
         taken = event & ~ignored
         out = pd.DataFrame(

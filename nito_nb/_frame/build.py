@@ -34,6 +34,7 @@ from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.printable import printable
 from .._core.sse import SSEDecoder
 from .._core.tool_index import ToolIndexer
+from .._core.units import to_seconds
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 
@@ -248,7 +249,7 @@ class _Builder:
         t = np.empty(rows)
         ttfb = stream.ttfb  # None when unknown, or for a recording without times
         t[0] = np.nan if ttfb is None else ttfb
-        t[1:] = (times - log.t0_ns) / 1e9 if log.timed else np.nan  # a recording without times
+        t[1:] = to_seconds(times - log.t0_ns) if log.timed else np.nan  # a recording without times
         gap = np.full(rows, np.nan)
         if n > 1:
             gap[2:] = np.diff(t[1:])

@@ -33,6 +33,7 @@ from .._core.errors import (
     RateLimitError,
     RedirectError,
 )
+from .._core.units import to_seconds
 from .._loop import LoopThread
 from .._stream import AsyncStream, Stream
 from .._stream_source import source_of
@@ -163,7 +164,7 @@ class Dispatcher:
         """When ``stream`` was sent (its ``log.t0_ns``; a worker's is mapped onto this process's
         clock already), in seconds after the run's start: the one rule of ``sent_at`` and of a
         retried request's last send."""
-        return stream.log.t0_ns / 1e9 - self.t0
+        return to_seconds(stream.log.t0_ns) - self.t0
 
     # -- the loop thread -------------------------------------------------------------------------
 

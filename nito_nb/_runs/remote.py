@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .._core.errors import NitoError, RateLimitError
+from .._core.units import to_ns
 from .plan import Request
 from .ray import Recalled, failed_stream
 
@@ -46,7 +47,7 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
         dispatcher.stats.attempted()
         # A scheduled first attempt is handed over up to SEND_LEAD ahead: the worker sends it at its time.
         scheduled = timing["scheduled_at"] if attempts == 1 else None
-        send_at_ns = None if scheduled is None or scheduled <= now else time.time_ns() + int((scheduled - now) * 1e9)
+        send_at_ns = None if scheduled is None or scheduled <= now else time.time_ns() + to_ns(scheduled - now)
         dispatched = now if scheduled is None else max(now, scheduled)  # its send, for all the driver knows
         try:
             stream, worker, node, sent, health = await engine.send(request, send_at_ns)
@@ -86,7 +87,7 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
         delay = dispatcher.retry_or_finish(request, stream, error, attempts, started, timing, loop.time(),
                                      worker=worker, node=node)
         if isinstance(error, RateLimitError):  # every worker holds what it has queued, too
-            engine.pause(time.time_ns() + int(dispatcher.gate.backoff.wait(loop.time()) * 1e9))
+            engine.pause(time.time_ns() + to_ns(dispatcher.gate.backoff.wait(loop.time())))
         if delay is None:
             return
         if not isinstance(error, RateLimitError):  # a 429 waits in the run's gate, with everyone

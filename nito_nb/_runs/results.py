@@ -111,12 +111,13 @@ def stream_metrics(stream: StreamResults) -> dict[str, Any]:
     counts = usage_counts(snap.usage) if isinstance(snap.usage, dict) else {}
     completion = counts.get("completion_tokens")
     n = metrics.n_output_tokens(None if completion is None else {"completion_tokens": completion})
-    e2e = metrics.e2e(snap.last_event)
+    # connect, ttfb, ttft and e2e: the snapshot's, computed by the same functions (state.py).
+    e2e = snap.last_event
     first, last, k = snap.ttft, snap.last_token, snap.n_token_chunks
     return {
-        "connect": metrics.connect(snap.connect),
-        "ttfb": metrics.ttfb(snap.ttfb),
-        "ttft": metrics.ttft(first),
+        "connect": snap.connect,
+        "ttfb": snap.ttfb,
+        "ttft": first,
         "e2e": e2e,
         "itl": metrics.itl(first, last, k),
         "tpot": metrics.tpot(first, last, k, n),

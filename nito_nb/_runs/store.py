@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
+from .._core.units import to_ns
 from .events import (
     SQL_TYPES,
     EventsHelper,
@@ -550,7 +551,7 @@ def _log_head(request: str, status: int | None, headers_dt: int | None, started:
     log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
     log.status_code, log.headers_ns = status, headers_dt
     if connect is not None and connect == connect:  # the result column, in seconds (NaN: none)
-        log.connect_ns = round(connect * 1e9)
+        log.connect_ns = to_ns(connect)
     return log
 
 
