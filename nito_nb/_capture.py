@@ -38,6 +38,7 @@ import httpx
 
 from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_decoder
 from ._core.errors import NitoError, Secret, not_event_stream_error, one_line, redact
+from ._core.status import Status
 from ._last import last as _kept
 from ._stream import Stream
 from ._stream_source import StreamSource
@@ -309,7 +310,7 @@ class Recorder:
                 self.views.update()
         except NitoError as exc:  # a limit of the Stream's (an event or a body too large): it ends there
             self.broken = True
-            self.source.end(t_ns, status="truncated", exception=exc)
+            self.source.end(t_ns, status=Status.TRUNCATED, exception=exc)
         except Exception as exc:  # never the caller's problem
             self.broken = True
             if isinstance(exc, BadEncoding) and not self.is_stream:
@@ -330,7 +331,7 @@ class Recorder:
             elif error is not None:
                 source.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):
-                source.end(t_ns, status="stopped")
+                source.end(t_ns, status=Status.STOPPED)
             else:
                 source.end(t_ns)
         except Exception as exc:  # never the caller's problem (this runs in its close())
@@ -345,10 +346,10 @@ def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
     import asyncio
 
     if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit)):
-        return {"status": "stopped"}
+        return {"status": Status.STOPPED}
     from ._client import transport_exception  # the one place that knows httpx's errors
 
-    return {"status": "truncated", "exception": transport_exception(error, stream)}
+    return {"status": Status.TRUNCATED, "exception": transport_exception(error, stream)}
 
 
 def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: dict[str, Any],

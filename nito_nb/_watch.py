@@ -23,6 +23,7 @@ from typing import Any
 
 from ._capture import VIEWERS, Views, open_views, register
 from ._core.errors import StreamTruncatedError
+from ._core.status import Status
 from ._stream_source import StreamSource
 
 __all__ = ["Watch", "to_chunk", "watch"]
@@ -136,18 +137,18 @@ class Watch:
                 import asyncio
 
                 if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
-                    recording.end(t_ns, status="stopped")
+                    recording.end(t_ns, status=Status.STOPPED)
                 else:
-                    recording.end(t_ns, status="truncated", exception=StreamTruncatedError(
+                    recording.end(t_ns, status=Status.TRUNCATED, exception=StreamTruncatedError(
                         f"The source raised {type(error).__name__} after {self._n_items} items. "
                         "What arrived is kept in .stream."
                     ))
             elif closed:
-                recording.end(t_ns, status="stopped")
+                recording.end(t_ns, status=Status.STOPPED)
             else:
                 # The source ended: its library saw the end of the stream (there is no [DONE] to
                 # see here). An error chunk still says error.
-                recording.end(t_ns, status=None if stream.error else "done")
+                recording.end(t_ns, status=None if stream.error else Status.DONE)
         finally:
             if self._views is not None:
                 self._views.finish()

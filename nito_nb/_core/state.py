@@ -497,8 +497,8 @@ class StreamState:
                 acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
             acc.release()  # nothing more can complete a key: what was held back shows
             if status is None:
-                status = "error" if acc.error is not None else "done" if acc.done else "truncated"
-            if exception is None and status == "error":
+                status = Status.ERROR if acc.error is not None else Status.DONE if acc.done else Status.TRUNCATED
+            if exception is None and status == Status.ERROR:
                 error = acc.error or {}
                 message = str(error.get("message") or "an error chunk without a message")
                 code = error.get("code")
@@ -508,7 +508,7 @@ class StreamState:
                     f"({len(acc.content):,} characters) is kept in .stream; retry, or try another model.",
                     code=code,
                 )
-            elif exception is None and status == "truncated":
+            elif exception is None and status == Status.TRUNCATED:
                 exception = StreamTruncatedError(
                     f"The stream ended without [DONE] after {acc.n_chunks} chunks: the answer may be "
                     "incomplete. What arrived is kept in .stream; retry, and if it keeps happening, "

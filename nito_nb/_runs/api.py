@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _last
 from .._core.errors import ConfigurationError
+from .._core.status import Status
 from .plan import plan
 from .runner import Run
 from .schedule import Schedule
@@ -124,7 +125,7 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     answers: dict[str, Any] = {}
     results = the_run.results()
     for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
-        answers[key] = content if status == "done" else pd.NA
+        answers[key] = content if status == Status.DONE else pd.NA
     if the_run.skipped:  # done in an earlier session: their answers are in the store
         with open_store(the_run.store_path) as store:  # type: ignore[arg-type]
             done = store.sql(

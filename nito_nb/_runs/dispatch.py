@@ -33,6 +33,7 @@ from .._core.errors import (
     RateLimitError,
     RedirectError,
 )
+from .._core.status import Status
 from .._core.units import to_seconds
 from .._loop import LoopThread
 from .._stream import AsyncStream, Stream
@@ -293,7 +294,7 @@ class Dispatcher:
             assert stream is not None
             started = self._sent(stream, attempts, started, timing)
             if error is None:
-                if stream.status == "done":
+                if stream.status == Status.DONE:
                     self.gate.succeeded()
                 self.finish(request, stream, attempts, started, timing)
                 return

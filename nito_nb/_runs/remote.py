@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .._core.errors import NitoError, RateLimitError
+from .._core.status import Status
 from .._core.units import to_ns
 from .plan import Request
 from .ray import Recalled, failed_stream
@@ -63,7 +64,7 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
         except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
             if scheduled is not None and dispatcher.now() < scheduled:
                 raise  # stopped before its send time: left out, as the requests after it
-            stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
+            stream = failed_stream(request, "stopped before the worker sent the stream back", Status.STOPPED)
             if timing["sent_at"] is None:
                 timing["sent_at"] = dispatched
             dispatcher.finish(request, stream, attempts, started, timing, worker=None, node=None)
@@ -78,9 +79,9 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
                 started = stream.log.t0_wall
             else:  # the worker died: when the driver handed the request over is all there is
                 timing["sent_at"] = dispatched
-        error = stream.exception if sent and stream.status == "failed" else None
+        error = stream.exception if sent and stream.status == Status.FAILED else None
         if not isinstance(error, NitoError):  # a result (done, error, truncated), or a dead worker
-            if stream.status == "done":
+            if stream.status == Status.DONE:
                 dispatcher.gate.succeeded()
             dispatcher.finish(request, stream, attempts, started, timing, worker=worker, node=node)
             return

@@ -25,6 +25,7 @@ from .._core.fields import (
     SUMMARY_MEANS,
     SUMMARY_QUANTILES,
 )
+from .._core.status import Status
 from .._stream_results import StreamResults
 from .plan import Request
 
@@ -217,8 +218,8 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
     rows = []
     for model, group in results.groupby("model", sort=True, observed=True):
         status = group["status"].astype(object)
-        row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
-        for name in ("error", "truncated", "failed", "stopped"):
+        row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == Status.DONE).sum())}
+        for name in (Status.ERROR, Status.TRUNCATED, Status.FAILED, Status.STOPPED):
             row[f"n_{name}"] = int((status == name).sum())
         row.update(_quantiles(group, SUMMARY_QUANTILES))
         for speed in SUMMARY_MEANS:
@@ -251,7 +252,7 @@ def _quantiles(group: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], .
 
 def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
     """Per request: ended ``done`` and every bounded metric present and within its bound."""
-    ok = results["status"].astype(object) == "done"
+    ok = results["status"].astype(object) == Status.DONE
     for name, bound in slo.items():
         values = results[name].astype("float64")
         ok &= values.notna() & (values <= bound)
@@ -296,7 +297,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     scheduled = group["scheduled_at"].astype("float64")
     elapsed = elapsed_time(scheduled.tolist(), (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
                            group["e2e"].astype("float64").tolist(), window)
-    done = group["status"].astype(object) == "done"
+    done = group["status"].astype(object) == Status.DONE
     tokens = group["n_output_tokens"].dropna()  # only where usage counted them
     out: dict[str, Any] = {
         "rate": load.rate,

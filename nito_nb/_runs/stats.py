@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
+from .._core.status import Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,7 +60,7 @@ class RunStats:
     def ended(self, status: str) -> None:
         """A request ended with ``status`` (a result: done, error, truncated, stopped, failed)."""
         self.n_ended += 1
-        if status not in ("done", "stopped"):
+        if status not in (Status.DONE, Status.STOPPED):
             self.n_bad += 1
 
     def over_error_rate(self, limit: float) -> str | None:
@@ -104,7 +105,7 @@ class RunStats:
             if m is None:
                 continue
             m["finished"] += 1
-            if row["status"] == "done":
+            if row["status"] == Status.DONE:
                 m["ok"] += 1
             else:
                 code = row.get("error_code")

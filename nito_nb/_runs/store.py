@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
+from .._core.status import Status
 from .._core.units import to_ns
 from .events import (
     SQL_TYPES,
@@ -218,7 +219,7 @@ class StoreWriter:
         """Keys whose request ended with status ``done``: a resumed run skips them."""
         done = set()
         for key, status in self.con.execute("SELECT key, status FROM requests").fetchall():
-            if status == "done":
+            if status == Status.DONE:
                 done.add(key)
             else:
                 self._stale.add(key)

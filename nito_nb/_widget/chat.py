@@ -38,6 +38,8 @@ import traitlets
 from .._client import AsyncClient, Client, as_messages
 from .._core.errors import NitoError, one_line
 from .._core.printable import printable
+from .._core.status import Status
+from .._core.status import note as status_note
 from .._loop import LoopThread
 from .._render import check_format, join_parts
 from .._stream import AsyncStream, Stream
@@ -429,7 +431,7 @@ class ChatWidget(ipywidgets.VBox):
             if turn.kept or stream is None or turn not in self._turns:
                 return
             turn.kept = True
-            if stream.status != "failed" and (stream.content or stream.tool_calls):
+            if stream.status != Status.FAILED and (stream.content or stream.tool_calls):
                 self._history.extend([*turn.new_messages, stream.message])
             elif turn.runs is not None:
                 self._history.extend(turn.new_messages)
@@ -576,15 +578,8 @@ def _close_turn(turn: _Turn) -> None:
 
 
 def _status_note(stream: Stream | AsyncStream) -> str:
-    notes = {
-        "done": "✓ done",
-        "stopped": "■ stopped: the partial answer is kept",
-        "error": "✗ the gateway reported an error: the partial answer is kept",
-        "truncated": "⚠ the stream ended early: the partial answer is kept",
-        "failed": "✗ the request failed",
-    }
-    note = notes.get(stream.status, stream.status)
-    if stream.status == "failed" and stream.exception is not None:
+    note = status_note(stream.status)
+    if stream.status == Status.FAILED and stream.exception is not None:
         note += f": {one_line(stream.exception, with_type=False)}"
     return note
 

@@ -25,6 +25,7 @@ from typing import Any
 import ipywidgets
 import traitlets
 
+from .._core.status import Status
 from .._display import Slots
 from .._display.sink import LiveSink
 from .._render import Part, RenderCache, check_format, join_parts, render_parts
@@ -45,7 +46,7 @@ def _state_of(stream: Stream | AsyncStream) -> Any:
     update). A failed Stream shows its exception as the error: the client sets no ``error`` for
     an HTTP error before the body, so the banner would not say what went wrong."""
     snap = stream.snapshot()
-    if snap.status == "failed" and not snap.error and snap.exception is not None:
+    if snap.status == Status.FAILED and not snap.error and snap.exception is not None:
         exc = snap.exception
         code = getattr(exc, "status_code", None) or type(exc).__name__
         message = getattr(exc, "message", None) or str(exc)
