@@ -24,6 +24,7 @@ from typing import Any
 from ._capture import VIEWERS, Views, open_views, register
 from ._core.errors import StreamTruncatedError
 from ._core.status import Status
+from ._display.throttle import MAX_RATE
 from ._stream_source import StreamSource
 
 __all__ = ["Watch", "to_chunk", "watch"]
@@ -37,7 +38,7 @@ DERIVED_EVENTS = frozenset({
 })
 
 
-def watch(source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> Watch:
+def watch(source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE) -> Watch:
     """Wrap an iterator (or async iterator) of chat-completion chunks: every item is passed on
     unchanged while a Stream records it and, with ``show``, a live view shows it.
 
@@ -57,7 +58,7 @@ class Watch:
     """The wrapper :func:`watch` returns: iterate it (``for`` or ``async for``) as you would the
     source; ``.stream`` is the Stream. Other attributes are the source's."""
 
-    def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> None:
+    def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE) -> None:
         if show:
             from ._render import check_format  # the renderer is needed only to show
 

@@ -40,12 +40,13 @@ from .._core.errors import NitoError, one_line
 from .._core.printable import printable
 from .._core.status import Status
 from .._core.status import note as status_note
+from .._display.throttle import MAX_RATE
 from .._loop import LoopThread
 from .._render import check_format, join_parts
 from .._stream import AsyncStream, Stream
 from ..tools import ToolRun, python_tools, tool_round, tool_schemas
 from .prompt_box import PromptBox
-from .view import DEFAULT_MAX_RATE, StreamView
+from .view import StreamView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,7 +148,7 @@ class ChatWidget(ipywidgets.VBox):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: Any = None,
-        max_rate: float = DEFAULT_MAX_RATE,
+        max_rate: float = MAX_RATE,
         **params: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.

@@ -28,13 +28,11 @@ import traitlets
 from .._core.status import Status
 from .._display import Slots
 from .._display.sink import LiveSink
+from .._display.throttle import MAX_RATE
 from .._render import Part, RenderCache, check_format, join_parts, render_parts
 from .._stream import AsyncStream, Stream
 
-__all__ = ["DEFAULT_MAX_RATE", "StreamView"]
-
-#: Renders per second of one view; a final render is always sent on top.
-DEFAULT_MAX_RATE = 20.0
+__all__ = ["StreamView"]
 
 
 def _utf8_len(text: str) -> int:
@@ -81,7 +79,7 @@ class StreamView(LiveSink, ipywidgets.VBox):
         stream: Stream | AsyncStream,
         *,
         format: str = "markdown",
-        max_rate: float = DEFAULT_MAX_RATE,
+        max_rate: float = MAX_RATE,
         **kwargs: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
