@@ -36,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from ._core.credentials import is_credential_parameter
 from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_decoder
 from ._core.errors import NitoError, Secret, not_event_stream_error, one_line, redact
 from ._core.status import Status
@@ -57,8 +58,6 @@ DEFAULT_KEEP = 100
 MAX_ERROR_BODY = 64 * 1024
 #: Request headers whose values are credentials: never stored, and scrubbed wherever they appear.
 SECRET_REQUEST_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie")
-#: Query parameters that carry a key on some providers (``?key=`` on Google's endpoints).
-SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_token", "sig")
 
 
 # -- the one rule that is capture's own -----------------------------------------------------
@@ -219,7 +218,7 @@ def _secrets(request: httpx.Request) -> list[Secret]:
                 found.extend(part.partition("=")[2].strip() for part in value.split(";"))
             found.append(value)
     for name, value in request.url.params.multi_items():
-        if name.lower() in SECRET_QUERY_PARAMS:
+        if is_credential_parameter(name):  # the client's own list (shown_url)
             found.append(value)
     secrets = [Secret.of(value) for value in dict.fromkeys(found)]
     return [secret for secret in secrets if secret is not None]
