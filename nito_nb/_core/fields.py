@@ -33,6 +33,7 @@ __all__ = [
     "RENDERED",
     "RESULT_ANSWER",
     "RESULT_METRICS",
+    "SLO",
     "SNAPSHOT",
     "SUMMARY_MEANS",
     "SUMMARY_QUANTILES",
@@ -76,7 +77,7 @@ class Metric:
     run's summary, ``p50``... (a column ``<name>_<aggregate>``) or ``mean``; ``load``: the
     quantiles an open-loop run's summary adds (docs/LOAD.md). ``comparison``: a column of the
     magic's comparison table and ``%nito history``. ``sweep``: the summary columns a sweep's view
-    shows. ``render``: the rendered part that shows it.
+    shows. ``slo``: a run's ``slo=`` may bound it. ``render``: the rendered part that shows it.
     """
 
     name: str
@@ -88,6 +89,7 @@ class Metric:
     load: tuple[str, ...] = ()
     comparison: bool = False
     sweep: tuple[str, ...] = ()
+    slo: bool = False
     render: str | None = None
 
 
@@ -151,15 +153,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("connect", snapshot="connect", result=True, load=_QUANTILES),
     Metric("ttfb", snapshot="ttfb", result=True),
     Metric("ttft", snapshot="ttft", result=True, summary=_QUANTILES, comparison=True, sweep=("p50", "p99"),
-           render="status"),
+           slo=True, render="status"),
     Metric("ttfc"),
-    Metric("e2e", snapshot="last_event", result=True, summary=_QUANTILES, comparison=True, sweep=("p99",)),
-    Metric("itl", result=True, summary=_QUANTILES, sweep=("p50", "p99")),
+    Metric("e2e", snapshot="last_event", result=True, summary=_QUANTILES, comparison=True, sweep=("p99",),
+           slo=True),
+    Metric("itl", result=True, summary=_QUANTILES, sweep=("p50", "p99"), slo=True),
     Metric("itl_p50"),
     Metric("itl_p90"),
     Metric("itl_p99"),
     Metric("itl_max", comparison=True),
-    Metric("tpot", result=True, load=_QUANTILES),
+    Metric("tpot", result=True, load=_QUANTILES, slo=True),
     Metric("output_tps", result=True, summary=("mean",), comparison=True, render="status"),
     Metric("output_chunks_per_s", result=True, summary=("mean",), comparison=True, render="status"),
     Metric("n_events", "Int64"),
@@ -197,5 +200,7 @@ SUMMARY_MEANS: tuple[str, ...] = tuple(m.name for m in METRICS if "mean" in m.su
 LOAD_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = tuple((m.name, m.load) for m in METRICS if m.load)
 #: The metrics of the magic's comparison table, in order.
 COMPARISON: tuple[str, ...] = tuple(m.name for m in METRICS if m.comparison)
+#: The metrics a run's ``slo=`` may bound.
+SLO: tuple[str, ...] = tuple(m.name for m in METRICS if m.slo)
 #: The summary columns a sweep's view shows of the metrics.
 SWEEP: tuple[str, ...] = tuple(f"{m.name}_{a}" for m in METRICS for a in m.sweep)

@@ -33,6 +33,7 @@ from .._client import AsyncClient, BaseClient
 from .._client.endpoint import is_embedded, simulator_apart
 from .._core.counts import whole
 from .._core.errors import ConfigurationError
+from .._core.fields import SLO
 from .._core.waiting import wait_or_stop
 from .backoff import Backoff
 from .client_load import ClientMonitor
@@ -51,7 +52,7 @@ __all__ = ["Run", "runs_frame"]
 #: An open-loop run keeps at most this many requests in flight unless ``concurrency`` says less.
 OPEN_LOOP_MAX_IN_FLIGHT = 100_000
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
-SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
+SLO_METRICS = (*SLO, "ttft_from_schedule", "e2e_from_schedule")  # SLO: _core/fields.py
 
 
 def _check_slo(slo: dict[str, float] | None) -> dict[str, float]:
