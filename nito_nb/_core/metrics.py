@@ -28,6 +28,7 @@ __all__ = [
     "e2e",
     "itl",
     "n_output_tokens",
+    "of_stream",
     "output_chunks_per_s",
     "output_tps",
     "quantile",
@@ -110,6 +111,21 @@ def output_chunks_per_s(k: int, ttft: float | None, e2e: float | None) -> float 
     """Token-bearing chunks per second: K / (e2e − ttft), defined with or without usage; None when
     K = 0 (no ttft) or e2e = ttft."""
     return _per_second(k, ttft, e2e)
+
+
+def of_stream(
+    first_token: float | None, last_token: float | None, k: int, n: float | None, e2e: float | None
+) -> dict[str, float | None]:
+    """The metrics of one stream that follow from its first and last token-bearing chunks, K, N
+    and e2e: the one place both a run's result rows (``_runs/results.py``) and the frame
+    (``df.nito.metrics()``) compute them, so a metric added here is in both (``fields.py`` says
+    which tables show it)."""
+    return {
+        "itl": itl(first_token, last_token, k),
+        "tpot": tpot(first_token, last_token, k, n),
+        "output_tps": output_tps(n, first_token, e2e),
+        "output_chunks_per_s": output_chunks_per_s(k, first_token, e2e),
+    }
 
 
 def _per_second(count: float | None, ttft: float | None, e2e: float | None) -> float | None:
