@@ -28,6 +28,7 @@ __all__ = [
     "DELTA_KEYS",
     "FIELDS",
     "FRAME_COLUMNS",
+    "FROM_READING",
     "LOAD_QUANTILES",
     "METRICS",
     "RENDERED",
@@ -56,6 +57,9 @@ class Field:
     attributes. ``columns``: its frame columns and their dtypes, in the frame's order.
     ``result``: its columns in a run's results and the store's ``requests`` table. ``render``:
     the rendered part that shows it (``status``: the status line), None when no view shows it.
+    ``reading``: for a field of one frame column, the attribute of ``chunk.Reading`` that holds
+    the chunk's value (None when absent), put in that column as it is, or as JSON (``json``):
+    the frame builder needs no edit of its own for it.
     """
 
     name: str
@@ -65,6 +69,8 @@ class Field:
     columns: Columns = ()
     result: Columns = ()
     render: str | None = None
+    reading: str | None = None
+    json: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +119,7 @@ FIELDS: tuple[Field, ...] = (
     Field("content", "delta.content", delta=("content",), snapshot=("content",), columns=(("content", _S),),
           result=(("content", _S),), render="answer"),
     Field("refusal", "delta.refusal", delta=("refusal",), snapshot=("refusal",), columns=(("refusal", _S),),
-          render="refusal"),
+          render="refusal", reading="refusal"),
     Field("reasoning", "delta.reasoning_details", delta=("reasoning_details", "reasoning", "reasoning_content"),
           snapshot=("reasoning",),
           columns=(("reasoning", _S), ("reasoning_type", "category"), ("reasoning_index", "Int64")),
@@ -141,7 +147,7 @@ FIELDS: tuple[Field, ...] = (
     # OpenAI's audio output: its transcript is the text the audio speaks; the rest (id,
     # expires_at, the size of its base64 data, never the data) is the frame's ``audio`` column.
     Field("audio", "delta.audio", delta=("audio",), snapshot=("audio_transcript",), columns=(("audio", _S),),
-          render="audio"),
+          render="audio", reading="audio", json=True),
     # What the state counts and knows besides what the chunks say.
     Field("anomalies", "state", snapshot=("anomalies",), render="anomalies"),
     Field("timed", "log", snapshot=("timed",)),
@@ -178,6 +184,10 @@ METRICS: tuple[Metric, ...] = (
 
 #: The delta keys the chunk reader reads (any other is a vendor field).
 DELTA_KEYS: frozenset[str] = frozenset(key for f in FIELDS for key in f.delta)
+#: The frame columns filled from one ``Reading`` attribute each: (attribute, column, as JSON).
+FROM_READING: tuple[tuple[str, str, bool], ...] = tuple(
+    (f.reading, f.columns[0][0], f.json) for f in FIELDS if f.reading is not None
+)
 #: The frame's columns and their dtypes, in order.
 FRAME_COLUMNS: dict[str, str] = {name: dtype for f in FIELDS for name, dtype in f.columns}
 #: Every ``StreamSnapshot`` attribute.

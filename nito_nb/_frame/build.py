@@ -30,6 +30,7 @@ import pandas as pd
 
 from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
 from .._core.errors import error_details
+from .._core.fields import FROM_READING
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.printable import printable
 from .._core.sse import SSEDecoder
@@ -172,8 +173,10 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
     if reading.usage is not None:
         values.append(("usage", _json(reading.usage)))
         values.extend(usage_counts(reading.usage).items())
-    if reading.audio is not None:  # without its base64 data (chunk.py _read_audio)
-        values.append(("audio", _json(reading.audio)))
+    for attribute, column, as_json in FROM_READING:  # refusal, audio (without its base64 data)...
+        value = getattr(reading, attribute)
+        if value is not None:
+            values.append((column, _json(value) if as_json else value))
     if reading.has_web_search:
         values.append(("web_search", _json(reading.web_search)))
     if reading.has_free_tier:
@@ -183,8 +186,6 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
     if reading.role is not None:
         values.append(("role", str(reading.role)))
     info.content = reading.content
-    if reading.refusal is not None:
-        values.append(("refusal", reading.refusal))
     for fragment in reading.tools:
         part: dict[str, Any] = {}
         if fragment.id:
