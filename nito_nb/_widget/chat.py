@@ -38,7 +38,7 @@ import traitlets
 from .._client import AsyncClient, Client, as_messages
 from .._core.errors import NitoError, one_line
 from .._core.printable import printable
-from .._core.status import Status
+from .._core.status import SYMBOLS, Status
 from .._core.status import note as status_note
 from .._display.throttle import MAX_RATE
 from .._loop import LoopThread
@@ -361,7 +361,7 @@ class ChatWidget(ipywidgets.VBox):
 
     def _internal_error(self, exc: BaseException) -> None:
         self.last_exception = exc
-        self.status = f"✗ internal error: {one_line(exc)}"
+        self.status = f"{SYMBOLS[Status.FAILED]} internal error: {one_line(exc)}"
 
     async def _follow(self, chain: list[_Turn]) -> None:
         """Follow the prompt's turn, then each tool round (``run_tools=True``), on this loop."""
@@ -402,7 +402,7 @@ class ChatWidget(ipywidgets.VBox):
                 return self._new_turn([run.message for run in runs], model, runs, turn.runner)
             except NitoError as exc:  # refused before sending (the key went away...): a note
                 self._history.extend(run.message for run in runs)
-                self.status = f"✗ {one_line(exc, with_type=False)}"
+                self.status = f"{SYMBOLS[Status.FAILED]} {one_line(exc, with_type=False)}"
                 return None
 
     async def _follow_turn(self, turn: _Turn) -> None:
@@ -490,7 +490,7 @@ class ChatWidget(ipywidgets.VBox):
         try:
             self.ask()
         except (NitoError, ValueError, RuntimeError) as exc:
-            self.status = f"✗ {one_line(exc, with_type=False)}"
+            self.status = f"{SYMBOLS[Status.FAILED]} {one_line(exc, with_type=False)}"
 
     def _on_stop_click(self, _button: Any) -> None:
         self.stop()
