@@ -106,3 +106,10 @@ def test_metrics_md_lists_exactly_the_metrics() -> None:
 def test_runs_md_lists_exactly_the_result_columns() -> None:
     listed = _names(_table(DOCS / "RUNS.md", "| column | meaning |"))
     assert listed == list(RESULT_COLUMNS), "docs/RUNS.md's results table and RESULT_COLUMNS disagree"
+
+
+def test_the_summaries_and_the_comparison_name_declared_metrics() -> None:
+    declared = {m.name for m in fields.METRICS}
+    named = [name for name, _ in fields.SUMMARY_QUANTILES] + list(fields.SUMMARY_MEANS) + list(fields.COMPARISON)
+    assert set(named) <= declared
+    assert {name for name, _ in fields.LOAD_QUANTILES} <= declared | set(RESULT_COLUMNS)

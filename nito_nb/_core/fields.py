@@ -79,11 +79,10 @@ class Metric:
 
     ``dtype``: its column's. ``snapshot``: the ``StreamSnapshot`` attribute that holds it while
     the stream runs (None: not there). ``frame``: a column of ``df.nito.metrics()``.
-    ``result``: a column of a run's results (the same name). ``summary``: the aggregates of a
-    run's summary, ``p50``... (a column ``<name>_<aggregate>``) or ``mean``; ``load``: the
-    quantiles an open-loop run's summary adds (docs/LOAD.md). ``comparison``: a column of the
-    magic's comparison table and ``%nito history``. ``sweep``: the summary columns a sweep's view
-    shows. ``slo``: a run's ``slo=`` may bound it. ``render``: the rendered part that shows it.
+    ``result``: a column of a run's results (the same name). ``sweep``: the quantiles of it a
+    sweep's view shows. ``slo``: a run's ``slo=`` may bound it. ``render``: the rendered part
+    that shows it. Which the summaries and the comparison table show, in their order: below
+    (``SUMMARY_QUANTILES``, ``SUMMARY_MEANS``, ``LOAD_QUANTILES``, ``COMPARISON``).
     """
 
     name: str
@@ -91,9 +90,6 @@ class Metric:
     snapshot: str | None = None
     frame: bool = True
     result: bool = False
-    summary: tuple[str, ...] = ()
-    load: tuple[str, ...] = ()
-    comparison: bool = False
     sweep: tuple[str, ...] = ()
     slo: bool = False
     render: str | None = None
@@ -156,25 +152,23 @@ FIELDS: tuple[Field, ...] = (
 
 #: Every figure of docs/METRICS.md, in ``df.nito.metrics()``'s column order.
 METRICS: tuple[Metric, ...] = (
-    Metric("connect", snapshot="connect", result=True, load=_QUANTILES),
+    Metric("connect", snapshot="connect", result=True),
     Metric("ttfb", snapshot="ttfb", result=True),
-    Metric("ttft", snapshot="ttft", result=True, summary=_QUANTILES, comparison=True, sweep=("p50", "p99"),
-           slo=True, render="status"),
+    Metric("ttft", snapshot="ttft", result=True, sweep=("p50", "p99"), slo=True, render="status"),
     Metric("ttfc"),
-    Metric("e2e", snapshot="last_event", result=True, summary=_QUANTILES, comparison=True, sweep=("p99",),
-           slo=True),
-    Metric("itl", result=True, summary=_QUANTILES, sweep=("p50", "p99"), slo=True),
+    Metric("e2e", snapshot="last_event", result=True, sweep=("p99",), slo=True),
+    Metric("itl", result=True, sweep=("p50", "p99"), slo=True),
     Metric("itl_p50"),
     Metric("itl_p90"),
     Metric("itl_p99"),
-    Metric("itl_max", comparison=True),
-    Metric("tpot", result=True, load=_QUANTILES, slo=True),
-    Metric("output_tps", result=True, summary=("mean",), comparison=True, render="status"),
-    Metric("output_chunks_per_s", result=True, summary=("mean",), comparison=True, render="status"),
+    Metric("itl_max"),
+    Metric("tpot", result=True, slo=True),
+    Metric("output_tps", result=True, render="status"),
+    Metric("output_chunks_per_s", result=True, render="status"),
     Metric("n_events", "Int64"),
     Metric("n_chunks", "Int64", snapshot="n_chunks", render="status"),
-    Metric("n_token_chunks", "Int64", snapshot="n_token_chunks", result=True, comparison=True, render="status"),
-    Metric("n_output_tokens", "Int64", result=True, comparison=True),
+    Metric("n_token_chunks", "Int64", snapshot="n_token_chunks", result=True, render="status"),
+    Metric("n_output_tokens", "Int64", result=True),
     # Times a snapshot holds for the metrics above (docs/METRICS.md): not columns of their own.
     Metric("last_token", snapshot="last_token", frame=False),
     Metric("elapsed", snapshot="elapsed", frame=False, render="status"),
@@ -201,16 +195,25 @@ RENDERED: tuple[str, ...] = tuple(
 #: A run result's columns of the answer, then of the metrics (the same names as the metrics).
 RESULT_ANSWER: dict[str, str] = {name: dtype for f in FIELDS for name, dtype in f.result}
 RESULT_METRICS: dict[str, str] = {m.name: m.dtype for m in METRICS if m.result}
-#: A run summary's quantile columns (``ttft_p50``...) and means (``output_tps_mean``...).
-SUMMARY_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (m.name, tuple(a for a in m.summary if a != "mean")) for m in METRICS if any(a != "mean" for a in m.summary)
+#: A run summary's quantile columns (``ttft_p50``...) and means (``output_tps_mean``...), in its
+#: column order (docs/RUNS.md).
+SUMMARY_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ttft", _QUANTILES), ("itl", _QUANTILES), ("e2e", _QUANTILES),
 )
-SUMMARY_MEANS: tuple[str, ...] = tuple(m.name for m in METRICS if "mean" in m.summary)
-#: The load summary's quantiles of the metrics (docs/LOAD.md).
-LOAD_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = tuple((m.name, m.load) for m in METRICS if m.load)
-#: The metrics of the magic's comparison table, in order.
-COMPARISON: tuple[str, ...] = tuple(m.name for m in METRICS if m.comparison)
+SUMMARY_MEANS: tuple[str, ...] = ("output_tps", "output_chunks_per_s")
+#: The quantiles an open-loop run's summary adds (docs/LOAD.md): of metrics, and of the columns
+#: of the schedule that a load run's results have (``send_delay``, ``*_from_schedule``).
+LOAD_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tpot", _QUANTILES), ("send_delay", _QUANTILES), ("ttft_from_schedule", _QUANTILES),
+    ("e2e_from_schedule", _QUANTILES), ("connect", _QUANTILES),
+)
+#: The metrics of the magic's comparison table and ``%nito history``, in order.
+COMPARISON: tuple[str, ...] = (
+    "ttft", "e2e", "output_tps", "output_chunks_per_s", "n_output_tokens", "n_token_chunks", "itl_max",
+)
 #: The metrics a run's ``slo=`` may bound.
 SLO: tuple[str, ...] = tuple(m.name for m in METRICS if m.slo)
 #: The summary columns a sweep's view shows of the metrics.
-SWEEP: tuple[str, ...] = tuple(f"{m.name}_{a}" for m in METRICS for a in m.sweep)
+SWEEP: tuple[str, ...] = tuple(
+    f"{name}_{a}" for name, _ in SUMMARY_QUANTILES for m in METRICS if m.name == name for a in m.sweep
+)

@@ -231,11 +231,6 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
     return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
 
 
-#: The quantiles of a load run's own columns its summary adds (those of the metrics: LOAD_QUANTILES).
-LOAD_ONLY = ("send_delay", "ttft_from_schedule", "e2e_from_schedule")
-_P = ("p50", "p90", "p99")
-
-
 def _quantiles(group: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, float]:
     """``<metric>_p50``... of each metric: linear interpolation over the requests that have it."""
     out = {}
@@ -310,7 +305,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     }
     # connect too: rising with the rate, it is the client's loop taking longer to see its
     # connections open (docs/LOAD.md), inside every ttft.
-    out.update(_quantiles(group, (*LOAD_QUANTILES, *((name, _P) for name in LOAD_ONLY))))
+    out.update(_quantiles(group, LOAD_QUANTILES))
     out.update({k: v for k, v in load.client.items()
                 if k not in ("client_bound", "client_note", "client_runs_simulator")})
     out["client_bound"], out["client_note"] = verdict(load.client, out["send_delay_p99"])
