@@ -36,8 +36,10 @@ from typing import Any
 
 import httpx
 
+from ._core.credentials import is_credential_parameter
 from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_decoder
 from ._core.errors import NitoError, Secret, not_event_stream_error, one_line, redact
+from ._core.status import Status
 from ._last import last as _kept
 from ._stream import Stream
 from ._stream_source import StreamSource
@@ -56,8 +58,6 @@ DEFAULT_KEEP = 100
 MAX_ERROR_BODY = 64 * 1024
 #: Request headers whose values are credentials: never stored, and scrubbed wherever they appear.
 SECRET_REQUEST_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie")
-#: Query parameters that carry a key on some providers (``?key=`` on Google's endpoints).
-SECRET_QUERY_PARAMS = ("key", "api_key", "api-key", "apikey", "token", "access_token", "sig")
 
 
 # -- the one rule that is capture's own -----------------------------------------------------
@@ -218,7 +218,7 @@ def _secrets(request: httpx.Request) -> list[Secret]:
                 found.extend(part.partition("=")[2].strip() for part in value.split(";"))
             found.append(value)
     for name, value in request.url.params.multi_items():
-        if name.lower() in SECRET_QUERY_PARAMS:
+        if is_credential_parameter(name):  # the client's own list (shown_url)
             found.append(value)
     secrets = [Secret.of(value) for value in dict.fromkeys(found)]
     return [secret for secret in secrets if secret is not None]
@@ -309,7 +309,7 @@ class Recorder:
                 self.views.update()
         except NitoError as exc:  # a limit of the Stream's (an event or a body too large): it ends there
             self.broken = True
-            self.source.end(t_ns, status="truncated", exception=exc)
+            self.source.end(t_ns, status=Status.TRUNCATED, exception=exc)
         except Exception as exc:  # never the caller's problem
             self.broken = True
             if isinstance(exc, BadEncoding) and not self.is_stream:
@@ -331,7 +331,7 @@ class Recorder:
             elif error is not None:
                 source.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):
-                source.end(t_ns, status="stopped")
+                source.end(t_ns, status=Status.STOPPED)
             else:
                 source.end(t_ns)
         except Exception as exc:  # never the caller's problem (this runs in its close())
@@ -346,10 +346,10 @@ def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
     import asyncio
 
     if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit)):
-        return {"status": "stopped"}
+        return {"status": Status.STOPPED}
     from ._client import transport_exception  # the one place that knows httpx's errors
 
-    return {"status": "truncated", "exception": transport_exception(error, stream)}
+    return {"status": Status.TRUNCATED, "exception": transport_exception(error, stream)}
 
 
 def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: dict[str, Any],

@@ -18,6 +18,7 @@ from contextvars import Token
 from typing import Any
 
 from ._capture import VIEWERS, Views
+from ._display.throttle import MAX_RATE
 from ._stream import Stream
 
 __all__ = ["live"]
@@ -30,7 +31,7 @@ class live:  # lower case: a context manager used like a function, `with nito_nb
     most display updates per second. An inner ``live()`` replaces an outer one for its block.
     """
 
-    def __init__(self, *, format: str = "markdown", max_rate: float = 20.0) -> None:
+    def __init__(self, *, format: str = "markdown", max_rate: float = MAX_RATE) -> None:
         from ._render import check_format
 
         check_format(format)  # a bad format is the caller's mistake: say so before the block runs

@@ -27,6 +27,7 @@ from typing import Any
 
 from ._client import AsyncClient
 from ._core.errors import NitoError, one_line
+from ._core.status import Status
 from ._stream import AsyncStream
 from .tools import python_tools, tool_round, tool_schemas
 
@@ -154,7 +155,7 @@ class MarimoChat:
             for call in stream.tool_calls:
                 yield {"type": "tool-input-available", "toolCallId": str(call.id), "toolName": str(call.name),
                        "input": call.parsed if call.valid_json else call.arguments}
-            if stream.status != "done" and stream.exception is not None:
+            if stream.status != Status.DONE and stream.exception is not None:
                 yield f"\n\n✗ {stream.status}: {one_line(stream.exception, with_type=False)}"
         finally:
             if not stream.finished:  # Stop (marimo cancels the turn) or the generator closed

@@ -26,6 +26,7 @@ from ._core.errors import (
 from ._core.file_kinds import first_line_is_log, is_sse_text, looks_like_error_body, not_sse
 from ._core.log import HTTP_ERROR, ChunkLog, LogFormatError, read_log
 from ._core.state import StreamState
+from ._core.status import Status
 from ._stream import Stream
 from ._stream_results import announce_end
 from ._stream_source import StreamSource
@@ -162,20 +163,20 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
         source.note("cut-log", log.cut)
     last = events[-1][0] if events else log.t0_ns
     status = end.get("status")
-    if status == "failed":
+    if status == Status.FAILED:
         _refail(source, end)
         return source.stream
     # Only statuses that the bytes alone cannot tell are taken from the file.
     exception: NitoError | None = None
     kind = end.get("exception")
-    if status == "truncated" and kind in ("ConnectionLost", "StreamTimeoutError", "TotalTimeoutError"):
+    if status == Status.TRUNCATED and kind in ("ConnectionLost", "StreamTimeoutError", "TotalTimeoutError"):
         cls = {"ConnectionLost": ConnectionLost, "StreamTimeoutError": StreamTimeoutError}.get(kind, TotalTimeoutError)
         exception = cls(end.get("message") or "")
-    elif status == "truncated" and kind == "EventTooLargeError":
+    elif status == Status.TRUNCATED and kind == "EventTooLargeError":
         exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
-    elif status == "truncated" and kind == "BodyTooLargeError":
+    elif status == Status.TRUNCATED and kind == "BodyTooLargeError":
         exception = BodyTooLargeError(end.get("message") or "", size=None, limit=None)
-    source.end(last, status=status if status in ("stopped", "truncated") else None, exception=exception)
+    source.end(last, status=status if status in (Status.STOPPED, Status.TRUNCATED) else None, exception=exception)
     return source.stream
 
 

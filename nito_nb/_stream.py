@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from ._core.state import StreamState
-from ._core.status import RUNNING
+from ._core.status import RUNNING, Status
 from ._core.waiting import wait_timeout
 from ._stream_results import StreamResults
 from ._watchdog import BodyWatchdog, uncancel
@@ -138,10 +138,10 @@ class Stream(StreamResults):
                 else:
                     raise item  # not a transport failure: a bug, passed on as it is
         except GeneratorExit:  # the consumer closed us (close(), or a with-block ended)
-            self._stop(status=None if self._state.acc.done else "stopped")  # [DONE] came: done
+            self._stop(status=None if self._state.acc.done else Status.STOPPED)  # [DONE] came: done
             raise
         except KeyboardInterrupt:  # the kernel's stop button: keep what arrived, then stop
-            self._stop(status="stopped")
+            self._stop(status=Status.STOPPED)
             raise
         finally:
             self._live = None
@@ -174,7 +174,7 @@ class Stream(StreamResults):
             if not self._settle(timeout):
                 return False
         except KeyboardInterrupt:
-            self._stop(status="stopped")
+            self._stop(status=Status.STOPPED)
             raise
         self._discard_queued()
         return True
@@ -193,7 +193,7 @@ class Stream(StreamResults):
             except ValueError:  # "generator already executing": another thread is iterating it
                 pass
         if not self.finished:
-            self._stop(status=None if self._state.acc.done else "stopped")
+            self._stop(status=None if self._state.acc.done else Status.STOPPED)
 
     def __enter__(self) -> Stream:
         return self
@@ -207,7 +207,7 @@ class Stream(StreamResults):
         # elsewhere) says stopped.
         try:
             if self._reader is not None and self.status in _RUNNING:
-                self._stop(status="stopped")
+                self._stop(status=Status.STOPPED)
         except Exception:  # never raise from the collector (e.g. at interpreter exit)
             pass
 
@@ -314,18 +314,18 @@ class AsyncStream(StreamResults):
             if watch is not None and watch.passed is not None and isinstance(stop, _cancelled_error()) \
                     and uncancel(watch.task) == 0:  # a deadline, and nobody else cancelled meanwhile
                 await self._astop_source()
-                self._end(clock(), status="truncated", exception=watch.passed)
+                self._end(clock(), status=Status.TRUNCATED, exception=watch.passed)
                 return
             await self._astop_source()
-            self._end(clock(), status=None if state.acc.done else "stopped")
+            self._end(clock(), status=None if state.acc.done else Status.STOPPED)
             raise
         except Exception as exc:
             error = self._transport_error(exc)
             await self._astop_source()
             if error is None:
-                self._end(clock(), status="truncated")
+                self._end(clock(), status=Status.TRUNCATED)
                 raise
-            self._end(clock(), status="truncated", exception=error)
+            self._end(clock(), status=Status.TRUNCATED, exception=error)
         else:
             await self._astop_source()
             self._end(clock())
@@ -363,7 +363,7 @@ class AsyncStream(StreamResults):
         try:
             await self._opener(self)
         except (KeyboardInterrupt, _cancelled_error()):  # cancelled while connecting
-            self._end(time.perf_counter_ns(), status="stopped")
+            self._end(time.perf_counter_ns(), status=Status.STOPPED)
             raise
 
     async def _astop_source(self) -> None:
@@ -381,7 +381,7 @@ class AsyncStream(StreamResults):
             await asyncio.wait({task})
         if not self.finished:
             await self._astop_source()
-            self._end(time.perf_counter_ns(), status="stopped")
+            self._end(time.perf_counter_ns(), status=Status.STOPPED)
 
     async def wait(
         self, *, raise_errors: bool | None = None, timeout: float | None = None
@@ -478,19 +478,19 @@ def _read_body(
                 return
             error = stream._transport_error(exc)
             if error is None:  # not a transport failure: end the stream, hand the error over
-                stream._end(clock(), status="truncated")
+                stream._end(clock(), status=Status.TRUNCATED)
                 out.put(exc)
             else:
-                stream._end(clock(), status="truncated", exception=error)
+                stream._end(clock(), status=Status.TRUNCATED, exception=error)
         else:
             stream = ref()
             if stream is not None:
                 stopped = stream._stop_requested and not stream._state.acc.done
-                stream._end(clock(), status="stopped" if stopped else None)
+                stream._end(clock(), status=Status.STOPPED if stopped else None)
     finally:
         stream = ref()
         if stream is not None and not stream._stop_requested and not stream.finished:
-            stream._end(clock(), status="truncated")  # this thread died of something unexpected
+            stream._end(clock(), status=Status.TRUNCATED)  # this thread died of something unexpected
         stream = None
         try:
             close()

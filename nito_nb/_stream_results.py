@@ -519,7 +519,7 @@ class StreamResults:
 
     def _raise_failure(self, raise_errors: bool) -> None:
         """Raise the error that ended the stream badly (a mid-stream error or a truncation)."""
-        if raise_errors and self.exception is not None and self.status in ("error", "truncated"):
+        if raise_errors and self.exception is not None and self.status in (Status.ERROR, Status.TRUNCATED):
             raise self.exception
 
     def save(self, path: str | os.PathLike[str]) -> Path:

@@ -23,6 +23,8 @@ from typing import Any
 
 from ._capture import VIEWERS, Views, open_views, register
 from ._core.errors import StreamTruncatedError
+from ._core.status import Status
+from ._display.throttle import MAX_RATE
 from ._stream_source import StreamSource
 
 __all__ = ["Watch", "to_chunk", "watch"]
@@ -36,7 +38,7 @@ DERIVED_EVENTS = frozenset({
 })
 
 
-def watch(source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> Watch:
+def watch(source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE) -> Watch:
     """Wrap an iterator (or async iterator) of chat-completion chunks: every item is passed on
     unchanged while a Stream records it and, with ``show``, a live view shows it.
 
@@ -56,7 +58,7 @@ class Watch:
     """The wrapper :func:`watch` returns: iterate it (``for`` or ``async for``) as you would the
     source; ``.stream`` is the Stream. Other attributes are the source's."""
 
-    def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = 20.0) -> None:
+    def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE) -> None:
         if show:
             from ._render import check_format  # the renderer is needed only to show
 
@@ -136,18 +138,18 @@ class Watch:
                 import asyncio
 
                 if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
-                    recording.end(t_ns, status="stopped")
+                    recording.end(t_ns, status=Status.STOPPED)
                 else:
-                    recording.end(t_ns, status="truncated", exception=StreamTruncatedError(
+                    recording.end(t_ns, status=Status.TRUNCATED, exception=StreamTruncatedError(
                         f"The source raised {type(error).__name__} after {self._n_items} items. "
                         "What arrived is kept in .stream."
                     ))
             elif closed:
-                recording.end(t_ns, status="stopped")
+                recording.end(t_ns, status=Status.STOPPED)
             else:
                 # The source ended: its library saw the end of the stream (there is no [DONE] to
                 # see here). An error chunk still says error.
-                recording.end(t_ns, status=None if stream.error else "done")
+                recording.end(t_ns, status=None if stream.error else Status.DONE)
         finally:
             if self._views is not None:
                 self._views.finish()

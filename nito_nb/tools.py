@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._core.printable import printable
+from ._core.status import Status
 from ._core.tool_schemas import function_tool, tool_schemas
 
 __all__ = [
@@ -127,6 +128,6 @@ def tool_round(stream: Any, functions: dict[str, Callable[..., Any]], rounds_don
     ``MAX_TOOL_ROUNDS`` rounds ran. The caller sends ``[stream.message, *(r.message for r in runs)]``
     back and shows each run's line.
     """
-    if not functions or stream.status != "done" or not stream.tool_calls or rounds_done >= MAX_TOOL_ROUNDS:
+    if not functions or stream.status != Status.DONE or not stream.tool_calls or rounds_done >= MAX_TOOL_ROUNDS:
         return None
     return [execute_tool(functions, call) for call in stream.tool_calls]

@@ -32,6 +32,7 @@ SAMPLES: dict[str, Any] = {
     "reasoning_details": [{"type": "reasoning.text", "text": "Let me think.", "index": 0}],
     "reasoning": "Let me think.",
     "reasoning_content": "Let me think.",
+    "audio": {"id": "audio_1", "data": "UklGRiQAAABXQVZF", "transcript": "Hello"},  # OpenAI's audio output
 }
 
 #: Fields a view does not show, and why (anything else must change the rendered output).

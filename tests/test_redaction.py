@@ -63,7 +63,7 @@ CHANNELS: dict[str, tuple[Callable[[str], dict[str, Any]], Callable[[Any], str],
         lambda p: {"tool_calls": [{"index": 0, "type": "custom", "custom": {"name": "f", "input": p}}]},
         lambda s: s.tool_calls[0].arguments if s.tool_calls else "", "tool_args",
     ),
-    "transcript": (lambda p: {"audio": {"id": "a1", "transcript": p}}, lambda s: s.audio_transcript or "", "extras"),
+    "transcript": (lambda p: {"audio": {"id": "a1", "transcript": p}}, lambda s: s.audio_transcript or "", "audio"),
     "error": (lambda p: {"error": {"message": p}}, lambda s: (s.error or {}).get("message", ""), "error_message"),
 }
 
@@ -90,10 +90,10 @@ def protected(key: str = KEY) -> nito_nb.StreamSource:
 
 
 def frame_text(s: nito_nb.Stream, column: str) -> list[str]:
-    """The channel's text on each row of the frame (the transcript is in the extras' JSON)."""
+    """The channel's text on each row of the frame (the transcript is in the audio column's JSON)."""
     values = s.frame()[column].dropna().tolist()
-    if column == "extras":
-        return [json.loads(v).get("delta.audio", {}).get("transcript", "") for v in values]
+    if column == "audio":
+        return [json.loads(v).get("transcript", "") for v in values]
     return values
 
 

@@ -21,6 +21,7 @@ import httpx
 
 from .._core.encoding import BadEncoding, UnsupportedEncoding, body_decoder
 from .._core.errors import ConfigurationError, NitoError
+from .._core.status import Status
 from .._stream import AsyncStream, Stream
 from .._stream_source import AsyncStreamSource, StreamSource
 from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
@@ -138,7 +139,7 @@ class Client(BaseClient):
             # Stopped before the response started (connecting, waiting for the headers, or before
             # a retry): the Stream records the stop and travels with the interrupt, so that the
             # magic can still keep the request in _nito. The interrupt itself goes on.
-            source.end(status="stopped")
+            source.end(status=Status.STOPPED)
             interrupt.stream = stream  # type: ignore[attr-defined]
             raise
         raise AssertionError("unreachable")

@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 
 import httpx
 
-from .._core.errors import ConfigurationError
+from .._core.credentials import is_credential_parameter
+from .._core.errors import REDACTED, ConfigurationError
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -55,7 +56,7 @@ class Simulator(NamedTuple):
     token: str | None = None
 
     def __repr__(self) -> str:
-        return f"Simulator(base_url={self.base_url!r}, token={'[redacted]' if self.token else None})"
+        return f"Simulator(base_url={self.base_url!r}, token={REDACTED if self.token else None})"
 
 
 #: Starts the embedded simulator if needed and returns it. The package root registers it
@@ -203,16 +204,6 @@ _URI = re.compile(r"(?P<scheme>[^:/?#]+:)?(?://(?P<authority>[^/?#]*))?(?P<path>
 #: (Each part ends where the next begins, so matching takes linear time whatever the URL.)
 _MISREAD_USERINFO = re.compile(r"(?P<scheme>[^:/?#]+:)?//[^:/?#@]*:[^/?#@]*[/?#][^@]*@", re.DOTALL)
 
-#: Query parameters that carry a credential: API keys (Azure OpenAI's ``api-key``, Google's
-#: ``key``), OAuth tokens and codes, signatures of signed URLs (``sig``, AWS's ``Signature``).
-_CREDENTIAL_NAMES = frozenset({
-    "key", "api-key", "api_key", "apikey", "token", "access_token", "secret", "password", "passwd",
-    "sig", "signature", "auth", "code",
-})
-#: ... and any name that contains one of these (``x-goog-api-key``, ``client_secret``, ``id_token``).
-_CREDENTIAL_PARTS = ("key", "token", "secret", "password")
-
-
 def shown_url(url: str) -> str:
     """``url`` as it may be shown, logged or saved: a user name and password in it
     (``https://user:pass@host``, which httpx sends as Basic auth; also one whose password holds a
@@ -220,7 +211,7 @@ def shown_url(url: str) -> str:
     values of query (or fragment) parameters named like a credential (``?api-key=...``,
     ``?token=...``, ``?sig=...``) become ``[redacted]``. The one rule for every message, repr,
     log and saved request that names a base URL; the call itself uses the URL as given."""
-    return _shown(url, "[redacted]")
+    return _shown(url, REDACTED)
 
 
 def shown_origin(url: str) -> str:
@@ -262,8 +253,7 @@ def _shown_parameters(query: str, marker: str) -> str:
 
 def _shown_parameter(item: str, marker: str) -> str:
     name, eq, _ = item.partition("=")
-    plain = urllib.parse.unquote_plus(name).strip().lower()
-    if eq and (plain in _CREDENTIAL_NAMES or any(part in plain for part in _CREDENTIAL_PARTS)):
+    if eq and is_credential_parameter(name):
         return f"{name}={marker}"
     return item
 

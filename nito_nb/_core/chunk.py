@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fields import DELTA_KEYS
+
 __all__ = [
     "PAYLOAD_KEY",
     "PLAIN_REASONING",
@@ -43,16 +45,8 @@ CHUNK_KEYS = frozenset(
     {"id", "object", "created", "model", "choices", "usage", "error", "web_search", "free_tier"}
 )
 CHOICE_KEYS = frozenset({"index", "delta", "finish_reason", "usage"})
-DELTA_KEYS = frozenset(
-    {"role", "content", "refusal", "tool_calls", "function_call", "reasoning_details", "reasoning",
-     "reasoning_content"}
-)
-#: Delta fields read too, but not yet everywhere a user looks (tests/test_delta_fields.py checks
-#: DELTA_KEYS): OpenAI's ``audio``, whose transcript is ``Stream.audio_transcript`` and shown by the
-#: view, but in the frame only in ``extras`` as ``delta.audio`` (without the base64 data), in no
-#: column of its own. Not a vendor field.
-DELTA_READ_OTHERWISE = frozenset({"audio"})
-_DELTA_READ = DELTA_KEYS | DELTA_READ_OTHERWISE
+#: The delta keys are declared with their fields (``fields.py``; tests/test_delta_fields.py checks
+#: that each reaches the Stream, a frame column and the view).
 #: Keys whose mere presence means something: a chunk with one of them is never "plain content".
 MEANINGFUL = frozenset({"error", "usage", "web_search", "free_tier", "x_groq"})
 
@@ -281,7 +275,7 @@ def read_chunk(chunk: dict[str, Any]) -> Reading:
         delta = choice.get("delta")
         if delta:
             if isinstance(delta, dict):
-                extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in _DELTA_READ)
+                extras.update((f"delta.{k}", v) for k, v in delta.items() if k not in DELTA_KEYS)
                 _read_delta(delta, reading)
             else:
                 problems.append(("bad-field", "delta is not an object"))
@@ -388,7 +382,7 @@ def _read_delta(delta: dict[str, Any], reading: Reading) -> None:
 def _read_audio(audio: Any, reading: Reading) -> None:
     """``delta.audio``: its ``transcript`` pieces are the text the audio speaks (token-bearing,
     kept apart from ``content``); its ``id`` (and ``expires_at``) are kept; its base64 ``data``
-    stays in the log only (the frame's extras say how many characters came). Noted once as the
+    stays in the log only (the frame's ``audio`` column says how many characters came). Noted once as the
     anomaly ``audio``, so that an answer that is only audio does not look empty."""
     if not isinstance(audio, dict):
         reading.problems.append(("bad-field", "delta.audio is not an object"))
@@ -407,8 +401,7 @@ def _read_audio(audio: Any, reading: Reading) -> None:
         kept = dict(audio)  # no base64 text to leave out: kept as sent
         if data is not None:
             reading.problems.append(("bad-field", "delta.audio.data is not a string"))
-    reading.audio = kept
-    reading.extras["delta.audio"] = kept
+    reading.audio = kept  # the frame's ``audio`` column
     reading.problems.append((
         "audio",
         "the answer came with audio (delta.audio): its transcript is Stream.audio_transcript, the"

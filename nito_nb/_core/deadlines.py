@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import FirstByteTimeout, NitoError, StreamTimeoutError, TotalTimeoutError
+from .units import to_ns, to_seconds
 
 if TYPE_CHECKING:
     from .state import StreamState
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["BETWEEN_CHUNKS", "FIRST_BYTE", "TOTAL", "Deadlines"]
 
 FIRST_BYTE, BETWEEN_CHUNKS, TOTAL = "first_byte", "between_chunks", "total"
-_NS = 1_000_000_000
 
 
 class Deadlines:
@@ -43,9 +43,9 @@ class Deadlines:
     def __init__(self, state: StreamState, first_byte: float, between_chunks: float, total: float | None) -> None:
         self._state = state
         self.first_byte, self.between_chunks, self.total = first_byte, between_chunks, total
-        self._first_ns = int(first_byte * _NS)
-        self._between_ns = int(between_chunks * _NS)
-        self._total_ns = None if total is None else int(total * _NS)
+        self._first_ns = to_ns(first_byte)
+        self._between_ns = to_ns(between_chunks)
+        self._total_ns = None if total is None else to_ns(total)
         self._sent_ns = state.log.t0_ns
 
     def sent(self, t_ns: int) -> None:
@@ -69,12 +69,12 @@ class Deadlines:
 
     def left(self, now_ns: int) -> float:
         """Seconds from ``now_ns`` to the next deadline (0 or less: it has passed)."""
-        return (self.due()[0] - now_ns) / _NS
+        return to_seconds(self.due()[0] - now_ns)
 
     def room_for(self, seconds: float, now_ns: int) -> bool:
         """Whether a retry that waits ``seconds`` from ``now_ns`` still starts before ``total``."""
         total = self._total_ns
-        return total is None or now_ns + seconds * _NS < self._state.log.t0_ns + total
+        return total is None or now_ns + to_ns(seconds) < self._state.log.t0_ns + total
 
     def error(self, which: str) -> NitoError:
         """The error of deadline ``which`` having passed, saying which one and how long it was."""

@@ -34,6 +34,7 @@ from typing import Any
 
 from .file_kinds import not_text
 from .sse import ServerSentEvent, SSEDecoder
+from .units import to_seconds
 
 __all__ = ["COMMENT_RUN", "KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log", "read_log_lines"]
 
@@ -233,7 +234,7 @@ class ChunkLog:
         start = self._ends[seq - 1] if seq else 0
         t_ns = self._times[seq]
         return Event(
-            seq, t_ns, (t_ns - self.t0_ns) / 1e9, KINDS[self._kinds[seq]], bytes(self._raw[start : self._ends[seq]]),
+            seq, t_ns, to_seconds(t_ns - self.t0_ns), KINDS[self._kinds[seq]], bytes(self._raw[start : self._ends[seq]]),
             self._repeats.get(seq, 1),
         )
 

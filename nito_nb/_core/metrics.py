@@ -1,8 +1,10 @@
 """The timing metrics: one definition each (docs/METRICS.md), as pure functions of arrival times
 (seconds from t0, the request being sent) and counts.
 
-The frame accessor (``df.nito.metrics()``), the magic's comparison table and history and the
-status line all call these, so a figure means the same wherever it is shown. An undefined value
+The stream's state (``state.py``: its snapshot, a run's results), the frame accessor
+(``df.nito.metrics()``: on its ``t`` column, the same readings as seconds since t0), the magic's
+comparison table and history and the status line all call these, so a figure means the same
+wherever it is shown. Which metric is a column of which table: ``fields.py``. An undefined value
 is None (the frame shows it as NaN); a NaN time (a recording without arrival times) gives NaN or
 None, never an error.
 
@@ -19,15 +21,19 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .units import to_seconds
+
 __all__ = [
     "connect",
     "e2e",
     "itl",
     "n_output_tokens",
+    "of_stream",
     "output_chunks_per_s",
     "output_tps",
     "quantile",
     "seconds",
+    "since",
     "token_gaps",
     "tpot",
     "ttfb",
@@ -36,31 +42,36 @@ __all__ = [
 
 
 def seconds(t_ns: int | None, t0_ns: int) -> float | None:
-    """Nanosecond clock readings to seconds since t0 (None stays None)."""
-    return None if t_ns is None else max(0, t_ns - t0_ns) / 1e9
+    """A nanosecond clock reading as seconds since t0, never below 0 (None stays None)."""
+    return None if t_ns is None else to_seconds(max(0, t_ns - t0_ns))
 
 
-def connect(opening: float | None) -> float | None:
+def since(t_ns: int | None, t0_ns: int) -> float | None:
+    """A nanosecond clock reading as seconds since t0 (None stays None)."""
+    return None if t_ns is None else to_seconds(t_ns - t0_ns)
+
+
+def connect(connect_ns: int | float | None) -> float | None:
     """Seconds the attempt that got the response spent opening its connection: from its first
     connect started to its last connect or TLS handshake completed (name lookup, TCP, TLS; a
-    proxy's tunnel too). Part of ttfb and ttft. None when unknown or when no connection was
-    opened (one reused from a pool)."""
-    return opening
+    proxy's tunnel too), ``connect_ns`` long. Part of ttfb and ttft. None when unknown or when no
+    connection was opened (one reused from a pool)."""
+    return None if connect_ns is None else to_seconds(connect_ns)
 
 
-def ttfb(headers: float | None) -> float | None:
-    """Response headers received − t0."""
-    return headers
+def ttfb(headers_ns: int | None, t0_ns: int) -> float | None:
+    """Response headers received − t0 (None when the headers time is unknown)."""
+    return since(headers_ns, t0_ns)
 
 
-def ttft(first_token: float | None) -> float | None:
+def ttft(first_token_ns: int | None, t0_ns: int) -> float | None:
     """First token-bearing event − t0 (None when K = 0)."""
-    return first_token
+    return since(first_token_ns, t0_ns)
 
 
-def e2e(last_event: float | None) -> float | None:
+def e2e(last_event_ns: int | None, t0_ns: int) -> float | None:
     """Last event of the stream − t0 (None when there is no event)."""
-    return last_event
+    return seconds(last_event_ns, t0_ns)
 
 
 def n_output_tokens(usage: Mapping[str, Any] | None) -> int | float | None:
@@ -100,6 +111,21 @@ def output_chunks_per_s(k: int, ttft: float | None, e2e: float | None) -> float 
     """Token-bearing chunks per second: K / (e2e − ttft), defined with or without usage; None when
     K = 0 (no ttft) or e2e = ttft."""
     return _per_second(k, ttft, e2e)
+
+
+def of_stream(
+    first_token: float | None, last_token: float | None, k: int, n: float | None, e2e: float | None
+) -> dict[str, float | None]:
+    """The metrics of one stream that follow from its first and last token-bearing chunks, K, N
+    and e2e: the one place both a run's result rows (``_runs/results.py``) and the frame
+    (``df.nito.metrics()``) compute them, so a metric added here is in both (``fields.py`` says
+    which tables show it)."""
+    return {
+        "itl": itl(first_token, last_token, k),
+        "tpot": tpot(first_token, last_token, k, n),
+        "output_tps": output_tps(n, first_token, e2e),
+        "output_chunks_per_s": output_chunks_per_s(k, first_token, e2e),
+    }
 
 
 def _per_second(count: float | None, ttft: float | None, e2e: float | None) -> float | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import metrics
 from .accumulate import Accumulator, Anomaly, ToolCall
 from .chunk import as_error_event
 from .encoding import BOMB_RATIO, PIECE, BodyBounds, TooLarge
@@ -204,27 +205,21 @@ class StreamState:
 
     @property
     def connect(self) -> float | None:
-        connect_ns = self.log.connect_ns
-        return None if connect_ns is None else connect_ns / 1e9
+        return metrics.connect(self.log.connect_ns)
 
     @property
     def ttfb(self) -> float | None:
         log = self.log
-        if log.headers_ns is None or not log.timed:
-            return None
-        return (log.headers_ns - log.t0_ns) / 1e9
+        return metrics.ttfb(log.headers_ns, log.t0_ns) if log.timed else None
 
     @property
     def ttft(self) -> float | None:
-        if self.first_token_ns is None or not self.log.timed:
-            return None
-        return (self.first_token_ns - self.log.t0_ns) / 1e9
+        return metrics.ttft(self.first_token_ns, self.log.t0_ns) if self.log.timed else None
 
     @property
     def last_token(self) -> float | None:
-        if self.last_token_ns is None or not self.log.timed:
-            return None
-        return (self.last_token_ns - self.log.t0_ns) / 1e9
+        """The last token-bearing chunk's arrival, seconds since t0 (the end of ``itl``)."""
+        return metrics.since(self.last_token_ns, self.log.t0_ns) if self.log.timed else None
 
     @property
     def last_event(self) -> float | None:
@@ -234,7 +229,7 @@ class StreamState:
         times = log.times_ns()
         if not log.timed or not len(times):
             return None
-        return max(0, times[-1] - log.t0_ns) / 1e9
+        return metrics.e2e(times[-1], log.t0_ns)
 
     @property
     def elapsed(self) -> float | None:
@@ -242,11 +237,11 @@ class StreamState:
         if not log.timed:
             return None
         if not self.finished:
-            return max(0, time.perf_counter_ns() - log.t0_ns) / 1e9
+            return metrics.seconds(time.perf_counter_ns(), log.t0_ns)
         last = self.last_event
         if last is not None:
             return last
-        return max(0, (log.headers_ns or log.t0_ns) - log.t0_ns) / 1e9
+        return metrics.seconds(log.headers_ns or log.t0_ns, log.t0_ns)
 
     def snapshot(self) -> StreamSnapshot:
         """What has arrived so far, as one immutable value taken under the lock."""
@@ -509,8 +504,8 @@ class StreamState:
             acc.release()  # nothing more can complete a key: what was held back shows
             acc.check_end(len(self.log))
             if status is None:
-                status = "error" if acc.error is not None else "done" if acc.done else "truncated"
-            if exception is None and status == "error":
+                status = Status.ERROR if acc.error is not None else Status.DONE if acc.done else Status.TRUNCATED
+            if exception is None and status == Status.ERROR:
                 error = acc.error or {}
                 message = str(error.get("message") or "an error chunk without a message")
                 code = error.get("code")
@@ -520,7 +515,7 @@ class StreamState:
                     f"({len(acc.content):,} characters) is kept in .stream; retry, or try another model.",
                     code=code,
                 )
-            elif exception is None and status == "truncated":
+            elif exception is None and status == Status.TRUNCATED:
                 exception = StreamTruncatedError(
                     f"The stream ended without [DONE] after {acc.n_chunks} chunks: the answer may be "
                     "incomplete. What arrived is kept in .stream; retry, and if it keeps happening, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["FINAL", "RUNNING", "STATUSES", "Status"]
+__all__ = ["BANNERS", "FINAL", "NOTES", "RUNNING", "STATUSES", "SYMBOLS", "Status", "note"]
 
 
 class Status(str, Enum):
@@ -39,3 +39,32 @@ class Status(str, Enum):
 STATUSES: tuple[Status, ...] = tuple(Status)
 RUNNING = frozenset({Status.WAITING, Status.STREAMING})
 FINAL = frozenset(STATUSES) - RUNNING
+
+#: The symbol shown before a status: the status line, the chat widget's note, a view's banner.
+SYMBOLS: dict[str, str] = {
+    Status.WAITING: "⏳",
+    Status.STREAMING: "●",
+    Status.DONE: "✓",
+    Status.ERROR: "✗",
+    Status.TRUNCATED: "⚠",
+    Status.STOPPED: "■",
+    Status.FAILED: "✗",
+}
+#: What a final status means for the answer, in a few words (the chat widget's note).
+NOTES: dict[str, str] = {
+    Status.DONE: "done",
+    Status.STOPPED: "stopped: the partial answer is kept",
+    Status.ERROR: "the gateway reported an error: the partial answer is kept",
+    Status.TRUNCATED: "the stream ended early: the partial answer is kept",
+    Status.FAILED: "the request failed",
+}
+#: The banner a view shows under an answer that ended so, without an error object to quote.
+BANNERS: dict[str, str] = {
+    Status.TRUNCATED: "The stream ended without [DONE]: the answer may be incomplete.",
+    Status.FAILED: "The request failed before the answer started.",
+}
+
+
+def note(status: str) -> str:
+    """A final status with its symbol and what it means (``✓ done``); another, as it is."""
+    return f"{SYMBOLS[status]} {NOTES[status]}" if status in NOTES else str(status)

@@ -29,6 +29,7 @@ from .sink import LiveSink, stream_mark
 from .slots import Slot, Slots
 from .snapshots import snapshot
 from .terminal import TerminalDisplay
+from .throttle import MAX_RATE
 
 __all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_display"]
 
@@ -60,7 +61,7 @@ class LiveDisplay(LiveSink):
         stream_or_state: Any,
         *,
         format: str = "markdown",
-        max_rate: float = 20.0,
+        max_rate: float = MAX_RATE,
         clock: Callable[[], float] = time.monotonic,
         display: DisplayFunction | None = None,
     ) -> None:
@@ -147,7 +148,7 @@ def in_kernel() -> bool:
 
 
 def live_display(
-    stream_or_state: Any, *, format: str = "markdown", max_rate: float = 20.0
+    stream_or_state: Any, *, format: str = "markdown", max_rate: float = MAX_RATE
 ) -> LiveDisplay | TerminalDisplay:
     """A ``LiveDisplay`` in a notebook kernel, else a ``TerminalDisplay`` printing to stdout."""
     if in_kernel():

@@ -12,13 +12,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from .._core.fields import RENDERED
+
 __all__ = ["FIELDS", "optional", "snapshot"]
 
-#: The attributes ``render_parts`` and ``status_text`` read (docs/ENGINE_API.md).
-FIELDS = (
-    "status", "model", "ttft", "elapsed", "n_chunks", "finish_reason", "usage", "error",
-    "done", "free_tier", "content", "reasoning", "refusal",
-)
+#: The attributes ``render_parts`` and ``status_text`` read (docs/ENGINE_API.md): those of the
+#: fields and metrics a view shows (``_core/fields.py``); tool calls and anomalies are copied apart.
+FIELDS = tuple(name for name in RENDERED if name not in ("tool_calls", "anomalies"))
 _CALL_FIELDS = ("index", "id", "name", "arguments", "valid_json", "parsed", "json_error")
 
 
@@ -52,7 +52,7 @@ def snapshot(state: Any) -> Any:
 
 
 def _take(state: Any) -> SimpleNamespace:
-    values = {name: _copy(getattr(state, name, None)) for name in FIELDS}
+    values = {name: _copy(optional(state, name)) for name in FIELDS}
     values["tool_calls"] = [
         SimpleNamespace(**{name: _copy(getattr(call, name)) for name in _CALL_FIELDS if hasattr(call, name)})
         for call in list(getattr(state, "tool_calls", None) or [])

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from .._core.printable import printable
 from .._render import status_text
 from .sink import LiveSink, stream_mark
+from .throttle import MAX_RATE
 
 __all__ = ["TerminalDisplay"]
 
@@ -36,7 +37,7 @@ class TerminalDisplay(LiveSink):
         stream_or_state: Any,
         *,
         format: str = "markdown",
-        max_rate: float = 20.0,
+        max_rate: float = MAX_RATE,
         clock: Callable[[], float] = time.monotonic,
         file: TextIO | None = None,
     ) -> None:

@@ -12,7 +12,11 @@ import math
 import time
 from collections.abc import Callable
 
-__all__ = ["Throttle"]
+__all__ = ["MAX_RATE", "Throttle"]
+
+#: Renders per second of a live view unless its caller says otherwise (``max_rate``); a final
+#: render is always sent on top.
+MAX_RATE = 20.0
 
 
 class Throttle:

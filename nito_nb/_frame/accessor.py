@@ -15,6 +15,7 @@ import pandas as pd
 from .._core import metrics
 from .._core.accumulate import _parse_arguments
 from .._core.errors import ConfigurationError
+from .._core.fields import METRICS
 from .._core.status import STATUSES
 from .dtypes import _READABLE, _TEXT, _ints, _missing_columns, _not_ours
 
@@ -153,14 +154,8 @@ class NitoAccessor:
         ]
         e2e = maximum(event)
         first, last, ks, e2es = ttft.tolist(), last_token.tolist(), k.tolist(), e2e.tolist()
-        itl = _floats(metrics.itl(first[i], last[i], ks[i]) for i in range(n_streams))
-        tpot = _floats(metrics.tpot(first[i], last[i], ks[i], ns[i]) for i in range(n_streams))
-        output_tps = _floats(
-            metrics.output_tps(ns[i], first[i], e2es[i]) for i in range(n_streams)
-        )
-        chunks_per_s = _floats(
-            metrics.output_chunks_per_s(ks[i], first[i], e2es[i]) for i in range(n_streams)
-        )
+        of_streams = [metrics.of_stream(first[i], last[i], ks[i], ns[i], e2es[i]) for i in range(n_streams)]
+        derived = {name: _floats(row[name] for row in of_streams) for name in _OF_STREAM}
 
         # connect is on the response row, so that it survives CSV (which drops df.attrs); a frame
         # made before that column has it only in each stream's attrs. Attrs that are not ours (a
@@ -174,7 +169,7 @@ class NitoAccessor:
             of_stream = described.get(label)
             connect_ns = of_stream.get("connect_ns") if isinstance(of_stream, dict) else None
             if connect[i] != connect[i] and isinstance(connect_ns, (int, float)):
-                connect[i] = metrics.connect(connect_ns / 1e9)
+                connect[i] = metrics.connect(connect_ns)
         chunk_rows = event & (kind == "chunk") & ~ignored
         taken = event & ~ignored
         out = pd.DataFrame(
@@ -186,14 +181,11 @@ class NitoAccessor:
                 "ttft": ttft,
                 "ttfc": minimum(has_content),
                 "e2e": e2e,
-                "itl": itl,
                 "itl_p50": quantiles[0.5],
                 "itl_p90": quantiles[0.9],
                 "itl_p99": quantiles[0.99],
                 "itl_max": quantiles[1.0],
-                "tpot": tpot,
-                "output_tps": output_tps,
-                "output_chunks_per_s": chunks_per_s,
+                **derived,
                 "n_events": np.bincount(code[event], minlength=n_streams),
                 "n_chunks": np.bincount(code[chunk_rows], minlength=n_streams),
                 "n_token_chunks": k,
@@ -211,7 +203,8 @@ class NitoAccessor:
             },
             index=labels,
         )
-        return out
+        # In the order of the declared metrics (_core/fields.py), between the response row's.
+        return out[[*_FIRST, *(m.name for m in METRICS if m.frame and m.name in out.columns), *_LAST]]
 
     def tool_calls(self) -> pd.DataFrame:
         """One row per assembled tool call, in stream then index order: ``stream``, ``index``,
@@ -475,6 +468,13 @@ def _warn_shared_labels(df: pd.DataFrame, codes: np.ndarray, labels: pd.Index) -
             "labels before pd.concat (df['stream'] = df['stream'].cat.rename_categories({'old': 'new'}))",
             stacklevel=4,
         )
+
+
+#: The columns of ``metrics()`` around the metrics: what the response row and the chunks said.
+_FIRST = ("model", "status")
+_LAST = ("finish_reason", "error", "http_status", "attempts")
+#: The metrics ``metrics.of_stream`` computes (its names, whatever the stream).
+_OF_STREAM = tuple(metrics.of_stream(None, None, 0, None, None))
 
 
 def _floats(values: Any) -> np.ndarray:

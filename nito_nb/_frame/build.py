@@ -2,54 +2,17 @@
 
     df = s.frame()                                  # one stream
     df = nito_nb.frame([s1, s2, "runs/", "a.sse"])  # many: Streams, saved logs, folders, SSE files
-    df.nito.metrics()                               # one row per stream (definitions below)
+    df.nito.metrics()                               # one row per stream (docs/METRICS.md)
     df.nito.plot_timeline()
 
 Importing the package registers the ``df.nito`` accessor, so it works on every frame built here.
 A frame read back from Parquet or CSV in a new kernel: pass it through ``nito_nb.frame(df)``, which
 registers the accessor, checks the columns and restores the dtypes that CSV loses (``dtypes.py``).
 
-The frame (one row per event, in arrival order, streams one after another)
---------------------------------------------------------------------------
-``stream`` (category: the stream's label), ``seq`` (int64: the event's number in its log; ``-1`` for
-the ``response`` row), ``part`` (int64: 0, or 1, 2... for the further tool-call fragments or
-reasoning details of one chunk), ``t`` (float64: seconds since the request was sent), ``gap``
-(float64: seconds since the stream's previous event; NaN on the first event and on ``part > 0``),
-``kind`` (category: ``response``, ``chunk``, ``comment``, ``done``, ``bad-data``, ``empty``,
-``other``, ``http-error``), ``bytes`` (Int64: raw bytes of the event; NA on ``part > 0``),
-``token`` (bool: the event carried answer text, exactly as the accumulator counts it), ``ignored``
-(bool: a chunk after ``[DONE]``, which the answer ignores, docs/PROTOCOL.md rule 9), ``id``,
-``model``, ``role``, ``content`` (the delta's text), ``refusal`` (the delta's refusal text), ``reasoning``,
-``reasoning_type`` (category: ``reasoning.text``, ``reasoning.summary``, ``reasoning.encrypted``
-(its data is never shown as text), ``reasoning``, ``reasoning_content``, ``thinking`` (Mistral's
-thinking parts of ``content``)), ``reasoning_index`` (Int64), ``tool_index`` (Int64),
-``tool_id``, ``tool_name``, ``tool_type`` (``function``, ``custom``...: as sent), ``tool_args`` (the fragment's
-piece of the arguments),
-``finish_reason`` (category), ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
-``reasoning_tokens``, ``cached_tokens`` (Int64), ``cost`` (float64), ``usage`` (the whole usage
-object as JSON), ``error_code``, ``error_message``, ``comment`` (a keep-alive's text),
-``web_search``, ``free_tier`` (kept whole, as JSON), ``extras`` (JSON: the chunk's vendor fields,
-top-level keys as they are, choice and delta fields as ``choice.<key>`` / ``delta.<key>``),
-``status`` (category, on the response row: how the stream ended), ``http_status`` and ``attempts``
-(Int64, on the response row: the HTTP status, and the requests sent, more than 1 after retries),
-``connect`` (float64, on the response row: seconds spent opening the connection, NaN when none was
-opened or it is unknown). Text columns have pandas' string dtype.
-
-Each stream starts with one ``response`` row at ``t = ttfb`` (NaN when the headers time is unknown,
-as for a recorded SSE file) carrying the stream's status, HTTP status and model: the frame is then
-self-contained, and every metric comes from its columns alone, also after a Parquet or CSV round
-trip (``df.attrs["nito"]`` holds the request and wall-clock start of each stream, but pandas does
-not keep attrs through every operation, so nothing depends on them).
-
-Nothing of the answer is lost: joining ``content`` over the rows that are not ``ignored`` gives
-``s.content``; grouping ``tool_args`` by (``stream``, ``tool_index``) gives each call's arguments,
-also when one chunk carries several fragments (one row per fragment, ``part`` numbers them).
-Choice 0 is the answer (docs/PROTOCOL.md rule 11); the other choices of ``n > 1`` streams stay in
-the log and are not in the frame. ``reasoning`` holds what the accumulator shows as reasoning: the text and
-summary details when the stream sends any, else its plain ``reasoning`` strings, else its
-``reasoning_content`` strings, else its ``thinking`` parts (they duplicate each other; the
-duplicates are left out).
-Encrypted details get a row of type ``reasoning.encrypted`` with no text.
+The frame: one row per event, in arrival order, streams one after another; each stream starts
+with one ``response`` row (its status, HTTP status and model), so that every metric comes from
+the columns alone. The columns and their dtypes are declared once, in ``nito_nb/_core/fields.py``
+(``_frame/dtypes.py`` ``COLUMNS``); what each holds: docs/METRICS.md, "The frame".
 
 The metrics, tables and plots of ``df.nito`` are in ``accessor.py`` and ``plots.py``; every
 metric's definition is in ``nito_nb._core.metrics`` (docs/METRICS.md).
@@ -67,10 +30,12 @@ import pandas as pd
 
 from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
 from .._core.errors import error_details
+from .._core.fields import FROM_READING
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.printable import printable
 from .._core.sse import SSEDecoder
 from .._core.tool_index import ToolIndexer
+from .._core.units import to_seconds
 from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 
@@ -208,6 +173,10 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
     if reading.usage is not None:
         values.append(("usage", _json(reading.usage)))
         values.extend(usage_counts(reading.usage).items())
+    for attribute, column, as_json in FROM_READING:  # refusal, audio (without its base64 data)...
+        value = getattr(reading, attribute)
+        if value is not None:
+            values.append((column, _json(value) if as_json else value))
     if reading.has_web_search:
         values.append(("web_search", _json(reading.web_search)))
     if reading.has_free_tier:
@@ -217,8 +186,6 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
     if reading.role is not None:
         values.append(("role", str(reading.role)))
     info.content = reading.content
-    if reading.refusal is not None:
-        values.append(("refusal", reading.refusal))
     for fragment in reading.tools:
         part: dict[str, Any] = {}
         if fragment.id:
@@ -283,7 +250,7 @@ class _Builder:
         t = np.empty(rows)
         ttfb = stream.ttfb  # None when unknown, or for a recording without times
         t[0] = np.nan if ttfb is None else ttfb
-        t[1:] = (times - log.t0_ns) / 1e9 if log.timed else np.nan  # a recording without times
+        t[1:] = to_seconds(times - log.t0_ns) if log.timed else np.nan  # a recording without times
         gap = np.full(rows, np.nan)
         if n > 1:
             gap[2:] = np.diff(t[1:])
@@ -298,7 +265,7 @@ class _Builder:
         cols["http_status"][base - 1] = log.status_code  # None values count as missing
         cols["attempts"][base - 1] = stream.attempts
         if log.connect_ns is not None:  # seconds; none when no connection was opened, or unknown
-            cols["connect"][base - 1] = log.connect_ns / 1e9
+            cols["connect"][base - 1] = to_seconds(log.connect_ns)
 
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n

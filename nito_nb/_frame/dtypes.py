@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.errors import ConfigurationError
+from .._core.fields import FRAME_COLUMNS
 from .._core.log import KINDS
 from .._core.status import STATUSES
 
@@ -52,52 +53,10 @@ _FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
     "status": tuple(s.value for s in STATUSES),
 }
 
-#: Every column of a frame, in order, with its dtype.
-COLUMNS: dict[str, str] = {
-    "stream": "category",
-    "seq": "int64",
-    "part": "int64",
-    "t": "float64",
-    "gap": "float64",
-    "kind": "category",
-    "bytes": "Int64",
-    "token": "bool",
-    "ignored": "bool",
-    "id": _STRING,
-    "model": "category",
-    "role": "category",
-    "content": _STRING,
-    "refusal": _STRING,
-    "reasoning": _STRING,
-    "reasoning_type": "category",
-    "reasoning_index": "Int64",
-    "tool_index": "Int64",
-    "tool_id": _STRING,
-    "tool_name": _STRING,
-    "tool_type": _STRING,
-    "tool_args": _STRING,
-    "finish_reason": "category",
-    "prompt_tokens": "Int64",
-    "completion_tokens": "Int64",
-    "total_tokens": "Int64",
-    "reasoning_tokens": "Int64",
-    "cached_tokens": "Int64",
-    "cost": "float64",
-    "usage": _STRING,
-    "error_code": _STRING,
-    "error_message": _STRING,
-    "comment": _STRING,
-    "web_search": _STRING,
-    "free_tier": _STRING,
-    "extras": _STRING,
-    "status": "category",
-    "http_status": "Int64",
-    "attempts": "Int64",
-    # On the response row too, not only in df.attrs (which CSV loses): docs/METRICS.md's connect.
-    "connect": "float64",
-}
+#: Every column of a frame, in order, with its dtype: declared with the fields (``_core/fields.py``).
+COLUMNS: dict[str, str] = dict(FRAME_COLUMNS)
 #: Columns added after frames were first saved: a frame read back without them gets them as NA.
-_ADDED_LATER = ("attempts", "tool_type", "connect")
+_ADDED_LATER = ("attempts", "tool_type", "connect", "audio")
 
 # Columns that every row has; the others are mostly empty and are filled by row index.
 _DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")

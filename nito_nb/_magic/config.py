@@ -18,6 +18,7 @@ from traitlets.config import Configurable
 
 from .._core.errors import ConfigurationError
 from .._core.spelling import did_you_mean
+from .._display.throttle import MAX_RATE
 from .._runs.store import DB_NAME
 
 __all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "save_problem", "settings_for", "store_problem"]
@@ -37,7 +38,7 @@ class Nito(Configurable):
     reasoning = Unicode(None, allow_none=True, help="Reasoning effort (low, medium, high) when --reasoning is not given.").tag(config=True)
     history = CInt(20, help="Turns (a prompt and its answer) kept per --chat; older ones are dropped. 0: no limit.").tag(config=True)
     format = Unicode("markdown", help="How the answer is shown: markdown, text, code or code:LANG.").tag(config=True)
-    max_rate = CFloat(20.0, help="Most display updates per second while streaming.").tag(config=True)
+    max_rate = CFloat(MAX_RATE, help="Most display updates per second while streaming.").tag(config=True)
     base_url = Unicode(None, allow_none=True, help="Gateway URL (else NITO_BASE_URL, else Nito's). sim/ models then go there too.").tag(config=True)
     timeout = CFloat(None, allow_none=True, help="Seconds for each of connect, first byte, between chunks and write (default: the engine's).").tag(config=True)
     interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)

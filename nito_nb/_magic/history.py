@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._core.fields import COMPARISON
+
 __all__ = ["COMPARISON_COLUMNS", "comparison_table", "cost_line", "history_table", "metrics_table"]
 
 #: The columns of the comparison table shown after ``-m a,b,c`` (``%nito history`` has them all).
-COMPARISON_COLUMNS = (
-    "model", "status", "ttft", "e2e", "output_tps", "output_chunks_per_s", "n_output_tokens",
-    "n_token_chunks", "itl_max", "finish_reason", "error",
-)
+#: Its metrics are declared in ``_core/fields.py`` (``Metric.comparison``).
+COMPARISON_COLUMNS = ("model", "status", *COMPARISON, "finish_reason", "error")
 
 
 def metrics_table(streams: Sequence[Any]) -> Any:

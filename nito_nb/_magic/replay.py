@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from .._core.status import Status
 from .output import start_view
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
         recorded = read_file(path)
     except Exception as exc:
         raise UsageError(f"--replay: cannot read {path.name}: {' '.join(str(exc).split())}") from None
-    if recorded.status == "failed" or not len(recorded.log):
+    if recorded.status == Status.FAILED or not len(recorded.log):
         display = magics._display(recorded, fmt)
         display.finish()
         magics._keep(recorded, args, save=False)
@@ -71,10 +72,10 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
                     time.sleep(wait)
             replay.feed(event.raw, time.perf_counter_ns())
             display.update()
-        status = recorded.status if recorded.status in ("stopped", "truncated") else None
+        status = recorded.status if recorded.status in (Status.STOPPED, Status.TRUNCATED) else None
         replay.end(status=status)
     except BaseException:
-        replay.end(status="stopped")
+        replay.end(status=Status.STOPPED)
         raise
     finally:
         display.finish()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.printable import printable
-from .._core.status import RUNNING, Status
+from .._core.status import BANNERS, RUNNING, SYMBOLS, Status
 from .blocks import _Block, _Fence, _Scan, _segment
 from .markdown import markdown_to_html
 from .status_line import _status, progress_text, status_text
@@ -295,14 +295,11 @@ def _error_part(state: Any, status: str, final: bool) -> Part | None:
         message = str(message if message is not None else "")[:_MAX_ERROR_CHARS]
         head = "Error" + (f" {str(code)[:80]}" if code not in (None, "") else "")
         # The gateway's words, in the HTML too: a bidi override there would reorder the banner.
-        text = printable(f"✗ {head}: {message}" if message else f"✗ {head}")
+        text = printable(f"{SYMBOLS[Status.ERROR]} {head}: {message}" if message else f"{SYMBOLS[Status.ERROR]} {head}")
         style = _ERROR_STYLE
-    elif status == Status.TRUNCATED:
-        text = "⚠ The stream ended without [DONE]: the answer may be incomplete."
-        style = _WARN_STYLE
-    elif status == Status.FAILED:
-        text = "✗ The request failed before the answer started."
-        style = _ERROR_STYLE
+    elif status == Status.TRUNCATED or status == Status.FAILED:
+        text = f"{SYMBOLS[status]} {BANNERS[status]}"
+        style = _WARN_STYLE if status == Status.TRUNCATED else _ERROR_STYLE
     else:
         return None
     return Part("error", _wrap("error", _esc(text), style), text, final)

@@ -12,21 +12,12 @@ from typing import Any
 from .._core import metrics
 from .._core.accumulate import USAGE_WITHOUT_TEXT
 from .._core.printable import printable
-from .._core.status import RUNNING, Status
+from .._core.status import RUNNING, SYMBOLS, Status
 
 #: The status line shows a ``free_tier`` object in at most this many characters.
 _FREE_TIER_CHARS = 160
 
 _RUNNING = RUNNING
-_SYMBOLS: dict[str, str] = {
-    Status.WAITING: "⏳",
-    Status.STREAMING: "●",
-    Status.DONE: "✓",
-    Status.ERROR: "✗",
-    Status.TRUNCATED: "⚠",
-    Status.STOPPED: "■",
-    Status.FAILED: "✗",
-}
 
 
 def _status(state: Any) -> str:
@@ -60,7 +51,7 @@ def _usage_value(usage: dict[str, Any], *path: str) -> Any:
 def status_text(state: Any) -> str:
     """The one-line summary: state, model, TTFT, speed, chunks, finish reason, usage, cost."""
     status = _status(state)
-    items = [f"{_SYMBOLS.get(status, '?')} {status}"]
+    items = [f"{SYMBOLS.get(status, '?')} {status}"]
     model = getattr(state, "model", None)
     if model:
         items.append(str(model)[:200])
@@ -145,5 +136,5 @@ def progress_text(state: Any) -> str:
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     shown = " · ".join(i for i in items if i)
-    return f"{_SYMBOLS[Status.STREAMING]} streaming… {shown} so far" if shown else f"{_SYMBOLS[Status.STREAMING]} streaming…"
+    return f"{SYMBOLS[Status.STREAMING]} streaming… {shown} so far" if shown else f"{SYMBOLS[Status.STREAMING]} streaming…"
 

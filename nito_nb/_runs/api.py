@@ -13,6 +13,7 @@ from .. import _last
 from .._client import check_keywords, keyword_options
 from .._core.errors import ConfigurationError
 from .._core.request import model_names
+from .._core.status import Status
 from .plan import plan
 from .runner import Run
 from .schedule import Schedule
@@ -156,7 +157,7 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     answers: dict[str, Any] = {}
     results = the_run.results()
     for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
-        answers[key] = content if status == "done" else pd.NA  # those done in an earlier session too
+        answers[key] = content if status == Status.DONE else pd.NA  # those done in an earlier session too
     schema = the_run.schema
     cells = the_run.plan.cells
     name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None

@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .._core.units import to_seconds
+
 __all__ = ["CPU_BOUND_SHARE", "DISTORTION_SHARE", "LAG_BOUND_S", "ClientMonitor", "Health", "verdict",
            "waiting_share"]
 
@@ -153,7 +155,7 @@ class ClientMonitor:
                 # The window's run-queue wait may have come before the timer was due, when it made
                 # nothing late: a lag is at most that wait's doing, hence the cap. Still an upper
                 # bound: the kernel gives no time of the wait within the window.
-                pair = (lag, min(lag, (waited() - wait_before) / 1e9))
+                pair = (lag, min(lag, to_seconds(waited() - wait_before)))
                 self.waits.append(pair)
                 if self._new is not None:
                     self._new[2].append(pair)

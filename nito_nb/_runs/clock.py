@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from .._core.units import to_seconds
+
 __all__ = ["Hold", "loop_time", "offset_ns", "to_local_ns"]
 
 
@@ -36,7 +38,7 @@ def to_local_ns(t_ns: int, remote_offset_ns: int, local_offset_ns: int) -> int:
 
 def loop_time(wall_ns: int) -> float:
     """The running loop's ``time()`` at the wall time ``wall_ns``."""
-    return asyncio.get_running_loop().time() + (wall_ns - time.time_ns()) / 1e9
+    return asyncio.get_running_loop().time() + to_seconds(wall_ns - time.time_ns())
 
 
 class Hold:
@@ -51,4 +53,4 @@ class Hold:
 
     async def wait(self) -> None:
         while (left := self.resume_ns - time.perf_counter_ns()) > 0:
-            await asyncio.sleep(left / 1e9)
+            await asyncio.sleep(to_seconds(left))

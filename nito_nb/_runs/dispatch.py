@@ -36,6 +36,8 @@ from .._core.errors import (
     RedirectError,
 )
 from .._core.printable import printable
+from .._core.status import Status
+from .._core.units import to_seconds
 from .._loop import LoopThread
 from .._stream import AsyncStream, Stream
 from .._stream_source import source_of
@@ -174,7 +176,7 @@ class Dispatcher:
         """When ``stream`` was sent (its ``log.t0_ns``; a worker's is mapped onto this process's
         clock already), in seconds after the run's start: the one rule of ``sent_at`` and of a
         retried request's last send."""
-        return stream.log.t0_ns / 1e9 - self.t0
+        return to_seconds(stream.log.t0_ns) - self.t0
 
     # -- the loop thread -------------------------------------------------------------------------
 
@@ -313,7 +315,7 @@ class Dispatcher:
             assert stream is not None
             started = self._sent(stream, attempts, started, timing)
             if error is None:
-                if stream.status == "done":
+                if stream.status == Status.DONE:
                     self.gate.succeeded()
                 self.finish(request, stream, attempts, started, timing)
                 return

@@ -27,6 +27,7 @@ from .._core.counts import whole
 from .._core.errors import ConfigurationError
 from .._core.log import ChunkLog
 from .._core.state import StreamState
+from .._core.status import Status
 from .._recordings import from_events, from_wire, to_wire
 from .._stream import Stream
 from .client_load import ClientMonitor, Health
@@ -220,14 +221,14 @@ def from_worker(sent: StreamState | ChunkLog, worker_offset_ns: int) -> Stream:
     return from_wire(sent)
 
 
-def failed_stream(request: Request, message: str, status: str = "failed") -> Stream:
+def failed_stream(request: Request, message: str, status: str = Status.FAILED) -> Stream:
     """A Stream without a byte that ended ``failed`` with ``message`` (what a dead worker leaves)
     or ``stopped`` (the run was stopped before the actor sent it back)."""
     return unsent_stream(request.model, request.messages, request.params, message, status)
 
 
 def unsent_stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any], message: str,
-                  status: str = "failed", exception: str = "ConnectionLost") -> Stream:
+                  status: str = Status.FAILED, exception: str = "ConnectionLost") -> Stream:
     """``failed_stream`` of a request given by its parts (a worker's: it has no Request), its
     error the ``nito_nb.errors`` class named ``exception``."""
     log = ChunkLog({"model": model, "messages": messages, **params}, t0_ns=time.perf_counter_ns())

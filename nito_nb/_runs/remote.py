@@ -21,6 +21,8 @@ import time
 from typing import TYPE_CHECKING
 
 from .._core.errors import NitoError, RateLimitError
+from .._core.status import Status
+from .._core.units import to_ns
 from .plan import Request
 from .ray import Recalled, failed_stream
 
@@ -52,7 +54,7 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
         dispatcher.stats.attempted()
         # A scheduled first attempt is handed over up to SEND_LEAD ahead: the worker sends it at its time.
         scheduled = timing["scheduled_at"] if attempts == 1 else None
-        send_at_ns = None if scheduled is None or scheduled <= now else time.time_ns() + int((scheduled - now) * 1e9)
+        send_at_ns = None if scheduled is None or scheduled <= now else time.time_ns() + to_ns(scheduled - now)
         dispatched = now if scheduled is None else max(now, scheduled)  # its send, for all the driver knows
         try:
             stream, worker, node, sent, health = await engine.send(request, send_at_ns)
@@ -68,7 +70,7 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
         except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
             if scheduled is not None and dispatcher.now() < scheduled:
                 raise  # stopped before its send time: left out, as the requests after it
-            stream = failed_stream(request, "stopped before the worker sent the stream back", "stopped")
+            stream = failed_stream(request, "stopped before the worker sent the stream back", Status.STOPPED)
             if timing["sent_at"] is None:
                 timing["sent_at"] = dispatched
             dispatcher.finish(request, stream, attempts, started, timing, worker=None, node=None)
@@ -83,16 +85,16 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
                 started = stream.log.t0_wall
             else:  # the worker died: when the driver handed the request over is all there is
                 timing["sent_at"] = dispatched
-        error = stream.exception if sent and stream.status == "failed" else None
+        error = stream.exception if sent and stream.status == Status.FAILED else None
         if not isinstance(error, NitoError):  # a result (done, error, truncated), or a dead worker
-            if stream.status == "done":
+            if stream.status == Status.DONE:
                 dispatcher.gate.succeeded()
             dispatcher.finish(request, stream, attempts, started, timing, worker=worker, node=node)
             return
         delay = dispatcher.retry_or_finish(request, stream, error, attempts, started, timing, loop.time(),
                                      worker=worker, node=node)
         if isinstance(error, RateLimitError):  # every worker holds what it has queued, too
-            engine.pause(time.time_ns() + int(dispatcher.gate.backoff.wait(loop.time()) * 1e9))
+            engine.pause(time.time_ns() + to_ns(dispatcher.gate.backoff.wait(loop.time())))
         if delay is None:
             return
         if not isinstance(error, RateLimitError):  # a 429 waits in the run's gate, with everyone

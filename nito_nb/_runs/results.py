@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
 from .._core.chunk import usage_counts
+from .._core.fields import (
+    LOAD_QUANTILES,
+    RESULT_ANSWER,
+    RESULT_METRICS,
+    SUMMARY_MEANS,
+    SUMMARY_QUANTILES,
+)
+from .._core.status import Status
 from .._stream_results import StreamResults
 from .plan import Request
 
@@ -46,24 +54,11 @@ RESULT_COLUMNS: dict[str, str] = {
     "model": "string",
     "repeat": "Int64",
     "status": "string",
-    "content": "string",
-    "reasoning": "string",
-    "n_tool_calls": "Int64",
-    "finish_reason": "string",
-    "prompt_tokens": "Int64",
-    "completion_tokens": "Int64",
-    "cost": "float64",
-    "connect": "float64",  # the answering attempt's connection set-up, part of ttfb and ttft
-    "ttfb": "float64",
-    "ttft": "float64",
-    "e2e": "float64",
-    "itl": "float64",
-    "tpot": "float64",
-    "output_tps": "float64",
-    # One unit per column (docs/METRICS.md): K chunks always, N tokens from usage (else NA).
-    "output_chunks_per_s": "float64",
-    "n_token_chunks": "Int64",
-    "n_output_tokens": "Int64",
+    # The answer (content, reasoning, n_tool_calls, finish_reason, prompt_tokens...) and the
+    # metrics (connect, ttfb, ttft...), as declared in _core/fields.py. One unit per column
+    # (docs/METRICS.md): K chunks always, N tokens from usage (else NA).
+    **RESULT_ANSWER,
+    **RESULT_METRICS,
     "error_code": "string",
     "error_message": "string",
     "attempts": "Int64",
@@ -90,10 +85,7 @@ STRUCTURED_COLUMNS: dict[str, str] = {"parsed": "object", "valid": "boolean", "p
 #: answers (NA elsewhere), typed by pandas' ``convert_dtypes`` (a list or an object stays object).
 FIELD_PREFIX = "out."
 
-_METRICS = (
-    "connect", "ttfb", "ttft", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks",
-    "n_output_tokens",
-)
+_METRICS = tuple(RESULT_METRICS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,17 +132,15 @@ def stream_metrics(stream: StreamResults) -> dict[str, Any]:
     counts = usage_counts(snap.usage) if isinstance(snap.usage, dict) else {}
     completion = counts.get("completion_tokens")
     n = metrics.n_output_tokens(None if completion is None else {"completion_tokens": completion})
-    e2e = metrics.e2e(snap.last_event)
+    # connect, ttfb, ttft and e2e: the snapshot's, computed by the same functions (state.py).
+    e2e = snap.last_event
     first, last, k = snap.ttft, snap.last_token, snap.n_token_chunks
     return {
-        "connect": metrics.connect(snap.connect),
-        "ttfb": metrics.ttfb(snap.ttfb),
-        "ttft": metrics.ttft(first),
+        "connect": snap.connect,
+        "ttfb": snap.ttfb,
+        "ttft": first,
         "e2e": e2e,
-        "itl": metrics.itl(first, last, k),
-        "tpot": metrics.tpot(first, last, k, n),
-        "output_tps": metrics.output_tps(n, first, e2e),
-        "output_chunks_per_s": metrics.output_chunks_per_s(k, first, e2e),
+        **metrics.of_stream(first, last, k, n, e2e),
         "n_token_chunks": k,
         "n_output_tokens": n,
         "finish_reason": snap.finish_reason,
@@ -242,7 +232,7 @@ def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
     objects: list[dict[str, Any] | None] = []
     for status, content in zip(df["status"].astype(object), df["content"].astype(object), strict=True):
         checked = schema.check(content if isinstance(content, str) else "")
-        ok = checked.error is None and status == "done"
+        ok = checked.error is None and status == Status.DONE
         parsed.append(checked.value if ok else None)
         valid.append(ok)
         if checked.error is not None:
@@ -288,15 +278,11 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
 def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict[str, Any]:
     """The summary's row of one model's results (``group``)."""
     status = group["status"].astype(object)
-    row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == "done").sum())}
-    for name in ("error", "truncated", "failed", "stopped"):
+    row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == Status.DONE).sum())}
+    for name in (Status.ERROR, Status.TRUNCATED, Status.FAILED, Status.STOPPED):
         row[f"n_{name}"] = int((status == name).sum())
-    for metric in ("ttft", "itl", "e2e"):
-        values = group[metric].astype("float64").tolist()
-        for q in (50, 90, 99):
-            value = metrics.quantile(values, q / 100)
-            row[f"{metric}_p{q}"] = math.nan if value is None else value
-    for speed in ("output_tps", "output_chunks_per_s"):
+    row.update(_quantiles(group, SUMMARY_QUANTILES))
+    for speed in SUMMARY_MEANS:
         values = group[speed].astype("float64").dropna()
         row[f"{speed}_mean"] = float(values.mean()) if len(values) else math.nan
     row["prompt_tokens"] = int(group["prompt_tokens"].fillna(0).sum())
@@ -309,9 +295,20 @@ def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict
     return row
 
 
+def _quantiles(group: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, float]:
+    """``<metric>_p50``... of each metric: linear interpolation over the requests that have it."""
+    out = {}
+    for metric, aggregates in wanted:
+        values = group[metric].astype("float64").tolist()
+        for aggregate in aggregates:
+            value = metrics.quantile(values, int(aggregate[1:]) / 100)
+            out[f"{metric}_{aggregate}"] = math.nan if value is None else value
+    return out
+
+
 def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
     """Per request: ended ``done`` and every bounded metric present and within its bound."""
-    ok = results["status"].astype(object) == "done"
+    ok = results["status"].astype(object) == Status.DONE
     for name, bound in slo.items():
         values = results[name].astype("float64")
         ok &= values.notna() & (values <= bound)
@@ -363,7 +360,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     scheduled = group["scheduled_at"].astype("float64")
     elapsed = elapsed_time(scheduled.tolist(), (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
                            group["e2e"].astype("float64").tolist(), window)
-    done = group["status"].astype(object) == "done"
+    done = group["status"].astype(object) == Status.DONE
     tokens = group["n_output_tokens"].dropna()  # only where usage counted them
     out: dict[str, Any] = {
         "rate": load.rate,
@@ -379,11 +376,7 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     }
     # connect too: rising with the rate, it is the client's loop taking longer to see its
     # connections open (docs/LOAD.md), inside every ttft.
-    for metric in ("tpot", "send_delay", "ttft_from_schedule", "e2e_from_schedule", "connect"):
-        values = group[metric].astype("float64").tolist()
-        for q in (50, 90, 99):
-            value = metrics.quantile(values, q / 100)
-            out[f"{metric}_p{q}"] = math.nan if value is None else value
+    out.update(_quantiles(group, LOAD_QUANTILES))
     out.update({k: v for k, v in load.client.items()
                 if k not in ("client_bound", "client_note", "client_runs_simulator")})
     ttft = metrics.quantile(group["ttft"].astype("float64").tolist(), 0.5)

@@ -33,6 +33,8 @@ from .._client import AsyncClient, BaseClient
 from .._client.endpoint import is_embedded, simulator_apart
 from .._core.counts import whole
 from .._core.errors import ConfigurationError, shown_as_line
+from .._core.fields import SLO
+from .._core.status import Status
 from .._core.waiting import wait_or_stop
 from .backoff import Backoff
 from .client_load import ClientMonitor
@@ -51,7 +53,7 @@ __all__ = ["Run", "runs_frame"]
 #: An open-loop run keeps at most this many requests in flight unless ``concurrency`` says less.
 OPEN_LOOP_MAX_IN_FLIGHT = 100_000
 #: The metrics an ``slo`` may bound (seconds; ``*_from_schedule`` include the send delay).
-SLO_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_schedule", "e2e_from_schedule")
+SLO_METRICS = (*SLO, "ttft_from_schedule", "e2e_from_schedule")  # SLO: _core/fields.py
 
 
 def _check_slo(slo: dict[str, float] | None) -> dict[str, float]:
@@ -258,8 +260,8 @@ class Run:
     def _interrupted(self) -> str:
         """What a KeyboardInterrupt in ``wait()`` says: the run stopped, what it kept, how to resume."""
         rows = self._writer.rows()
-        done = sum(row["status"] == "done" for row in rows)
-        stopped = sum(row["status"] == "stopped" for row in rows)
+        done = sum(row["status"] == Status.DONE for row in rows)
+        stopped = sum(row["status"] == Status.STOPPED for row in rows)
         text = f"nito stopped the run: {done} of {self.total + len(self.skipped)} requests done"
         if stopped:
             text += f", {stopped} stopped as they streamed (what arrived is kept)"

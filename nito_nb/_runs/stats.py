@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._core import metrics
+from .._core.status import Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,7 +63,7 @@ class RunStats:
     def ended(self, status: str) -> None:
         """A request ended with ``status`` (a result: done, error, truncated, stopped, failed)."""
         self.n_ended += 1
-        if status not in ("done", "stopped"):
+        if status not in (Status.DONE, Status.STOPPED):
             self.n_bad += 1
 
     def over_error_rate(self, limit: float) -> str | None:
@@ -111,9 +112,9 @@ class RunStats:
             m["finished"] += 1
             sent = row["key"] not in self._done_before  # the rates count what this run sent
             m["sent"] += sent
-            if row["status"] == "done":
+            if row["status"] == Status.DONE:
                 m["ok"] += 1
-            elif row["status"] == "stopped":  # stopped by the user (Stop, an interrupt): not an error
+            elif row["status"] == Status.STOPPED:  # stopped by the user (Stop, an interrupt): not an error
                 m["stopped"] += 1
             else:
                 code = row.get("error_code")

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from .._core.errors import ConfigurationError
 from .._core.file_kinds import RUN_STORE_DB
 from .._core.log import HTTP_ERROR, KINDS, ChunkLog
+from .._core.status import Status
+from .._core.units import to_ns
 from .events import (
     SQL_TYPES,
     EventsHelper,
@@ -218,7 +220,7 @@ class StoreWriter:
         """Keys whose request ended with status ``done``: a resumed run skips them."""
         done = set()
         for key, status in self.con.execute("SELECT key, status FROM requests").fetchall():
-            if status == "done":
+            if status == Status.DONE:
                 done.add(key)
             else:
                 self._stale.add(key)
@@ -562,7 +564,7 @@ def _log_head(request: str, status: int | None, headers_dt: int | None, started:
     log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))
     log.status_code, log.headers_ns = status, headers_dt
     if connect is not None and connect == connect:  # the result column, in seconds (NaN: none)
-        log.connect_ns = round(connect * 1e9)
+        log.connect_ns = to_ns(connect)
     return log
 
 

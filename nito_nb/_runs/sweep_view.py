@@ -15,6 +15,7 @@ import html
 import math
 from typing import TYPE_CHECKING, Any
 
+from .._core.fields import SWEEP
 from .._core.printable import printable
 from .._display.sink import LiveSink
 from .progress import MAX_UPDATES_PER_S, panel_html, panel_model
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["SweepView", "sweep_html", "sweep_model"]
 
 #: The summary's columns shown at the end (those present: ``model`` only with several models).
-SUMMARY_COLUMNS = ("rate", "model", "n", "ok", "achieved_rate", "error_rate", "ttft_p50", "ttft_p99",
-                   "itl_p50", "itl_p99", "e2e_p99")
+#: Its metrics' columns are declared in ``_core/fields.py`` (``Metric.sweep``).
+SUMMARY_COLUMNS = ("rate", "model", "n", "ok", "achieved_rate", "error_rate", *SWEEP)
 
 
 def _number(value: Any) -> str:

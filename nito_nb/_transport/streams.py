@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import httpcore
 
+from .._core.units import NS_PER_S
 from .framing import HeaderEnd
 
 __all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "StampedTLSStream", "readable", "within"]
@@ -89,7 +90,7 @@ def _stamp(now: int, ancillary: list[tuple[int, int, bytes]]) -> int:
                     continue
                 # A step of the realtime clock between the packet and this read is the only
                 # error (besides a microsecond of mapping); the stamp never passes the read.
-                kernel = seconds * 1_000_000_000 + nanoseconds + offset
+                kernel = seconds * NS_PER_S + nanoseconds + offset
                 if kernel < now:
                     stamp = kernel
     return stamp

@@ -38,13 +38,16 @@ import traitlets
 from .._client import AsyncClient, Client, as_messages, check_keywords, keyword_options, one_model
 from .._core.errors import ConfigurationError, NitoError, one_line
 from .._core.printable import printable
+from .._core.status import SYMBOLS, Status
+from .._core.status import note as status_note
+from .._display.throttle import MAX_RATE
 from .._loop import LoopThread
 from .._render import check_format, join_parts
 from .._stream import AsyncStream, Stream
 from .._structured import schema_of
 from ..tools import ToolRun, python_tools, tool_round, tool_schemas
 from .prompt_box import PromptBox
-from .view import DEFAULT_MAX_RATE, StreamView
+from .view import StreamView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,7 +150,7 @@ class ChatWidget(ipywidgets.VBox):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: Any = None,
-        max_rate: float = DEFAULT_MAX_RATE,
+        max_rate: float = MAX_RATE,
         **params: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.
@@ -368,7 +371,7 @@ class ChatWidget(ipywidgets.VBox):
 
     def _internal_error(self, exc: BaseException) -> None:
         self.last_exception = exc
-        self.status = f"✗ internal error: {one_line(exc)}"
+        self.status = f"{SYMBOLS[Status.FAILED]} internal error: {one_line(exc)}"
 
     async def _follow(self, chain: list[_Turn]) -> None:
         """Follow the prompt's turn, then each tool round (``run_tools=True``), on this loop."""
@@ -409,7 +412,7 @@ class ChatWidget(ipywidgets.VBox):
                 return self._new_turn([run.message for run in runs], model, runs, turn.runner)
             except NitoError as exc:  # refused before sending (the key went away...): a note
                 self._history.extend(run.message for run in runs)
-                self.status = f"✗ {one_line(exc, with_type=False)}"
+                self.status = f"{SYMBOLS[Status.FAILED]} {one_line(exc, with_type=False)}"
                 return None
 
     async def _follow_turn(self, turn: _Turn) -> None:
@@ -439,7 +442,7 @@ class ChatWidget(ipywidgets.VBox):
             if turn.kept or stream is None or turn not in self._turns:
                 return
             turn.kept = True
-            if stream.status != "failed" and (stream.content or stream.tool_calls):
+            if stream.status != Status.FAILED and (stream.content or stream.tool_calls):
                 self._history.extend([*turn.new_messages, stream.message])
             elif turn.runs is not None:
                 self._history.extend(turn.new_messages)
@@ -497,7 +500,7 @@ class ChatWidget(ipywidgets.VBox):
         try:
             self.ask()
         except (NitoError, ValueError, RuntimeError) as exc:
-            self.status = f"✗ {one_line(exc, with_type=False)}"
+            self.status = f"{SYMBOLS[Status.FAILED]} {one_line(exc, with_type=False)}"
 
     def _on_stop_click(self, _button: Any) -> None:
         self.stop()
@@ -592,15 +595,8 @@ def _close_turn(turn: _Turn) -> None:
 
 
 def _status_note(stream: Stream | AsyncStream) -> str:
-    notes = {
-        "done": "✓ done",
-        "stopped": "■ stopped: the partial answer is kept",
-        "error": "✗ the gateway reported an error: the partial answer is kept",
-        "truncated": "⚠ the stream ended early: the partial answer is kept",
-        "failed": "✗ the request failed",
-    }
-    note = notes.get(stream.status, stream.status)
-    if stream.status == "failed" and stream.exception is not None:
+    note = status_note(stream.status)
+    if stream.status == Status.FAILED and stream.exception is not None:
         note += f": {one_line(stream.exception, with_type=False)}"
     return note
 

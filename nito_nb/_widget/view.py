@@ -25,16 +25,15 @@ from typing import Any
 import ipywidgets
 import traitlets
 
+from .._core.status import Status
 from .._display import Slots
 from .._display.sink import LiveSink
+from .._display.throttle import MAX_RATE
 from .._render import Part, RenderCache, check_format, join_parts, render_parts
 from .._stream import AsyncStream, Stream
 from .._structured import structure_of
 
-__all__ = ["DEFAULT_MAX_RATE", "StreamView"]
-
-#: Renders per second of one view; a final render is always sent on top.
-DEFAULT_MAX_RATE = 20.0
+__all__ = ["StreamView"]
 
 
 def _utf8_len(text: str) -> int:
@@ -46,7 +45,7 @@ def _state_of(stream: Stream | AsyncStream) -> Any:
     update). A failed Stream shows its exception as the error: the client sets no ``error`` for
     an HTTP error before the body, so the banner would not say what went wrong."""
     snap = stream.snapshot()
-    if snap.status == "failed" and not snap.error and snap.exception is not None:
+    if snap.status == Status.FAILED and not snap.error and snap.exception is not None:
         exc = snap.exception
         code = getattr(exc, "status_code", None) or type(exc).__name__
         message = getattr(exc, "message", None) or str(exc)
@@ -81,7 +80,7 @@ class StreamView(LiveSink, ipywidgets.VBox):
         stream: Stream | AsyncStream,
         *,
         format: str = "markdown",
-        max_rate: float = DEFAULT_MAX_RATE,
+        max_rate: float = MAX_RATE,
         **kwargs: Any,
     ) -> None:
         # Plain attributes first: ipywidgets' __del__ calls close(), also when a check below fails.

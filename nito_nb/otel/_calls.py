@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 from .._client.endpoint import is_nito
 from .._core.errors import ConfigurationError
 from .._core.metrics import token_gaps
+from .._core.status import Status
+from .._core.units import to_ns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,7 +213,7 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
     e2e = _value(row["e2e"])
     ttfb = _value(row["ttfb"])
     duration = e2e if e2e is not None else ttfb if ttfb is not None else 0.0
-    end_ns = start_ns + round(duration * 1e9)
+    end_ns = start_ns + to_ns(duration)
 
     provider = provider_of(request)
     host, port = _host(request.get("base_url"))
@@ -271,7 +273,7 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
     events: list[tuple[int, str, dict[str, Any]]] = []
     if ttfb is not None:
         http = _value(row["http_status"])
-        events.append((start_ns + round(ttfb * 1e9), "nito.response", {} if http is None else {"nito.http_status": int(http)}))
+        events.append((start_ns + to_ns(ttfb), "nito.response", {} if http is None else {"nito.http_status": int(http)}))
     token_times = seen.get("tokens") or []
     if token_times:
         # Every chunk's arrival in one attribute as well: an SDK keeps at most its span limit of
@@ -279,7 +281,7 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
         attributes["nito.chunk.times"] = [round(t, 9) for t, _ in token_times]
     for index, (t, seq) in enumerate(token_times):
         if not math.isnan(t):
-            events.append((start_ns + round(t * 1e9), "nito.chunk", {"nito.chunk.index": index, "nito.chunk.seq": seq}))
+            events.append((start_ns + to_ns(t), "nito.chunk", {"nito.chunk.index": index, "nito.chunk.seq": seq}))
     gaps = token_gaps([t for t, _ in token_times])  # the K - 1 gaps of itl_p50...itl_max (docs/METRICS.md)
     return Call(
         name=f"{OPERATION} {model}" if isinstance(model, str) and model else OPERATION,
@@ -332,11 +334,11 @@ def _error(status: str, row: Any, error_code: Any, extra: Extra) -> tuple[str | 
     stopped one (the caller's choice) is none. The type is the HTTP status of a refused request
     (the conventions' own example: ``500``), the error code of a mid-stream error chunk, else the
     name of nito_nb's exception (``ConnectionFailed``, ``StreamTruncatedError``...)."""
-    if status not in ("failed", "error", "truncated"):
+    if status not in (Status.FAILED, Status.ERROR, Status.TRUNCATED):
         return None, None
     http = _value(row["http_status"])
     code = None
-    if status == "failed" and http is not None and int(http) >= 300:
+    if status == Status.FAILED and http is not None and int(http) >= 300:
         code = str(int(http))
     elif status == "error":
         code = error_code

@@ -11,6 +11,8 @@ import io
 
 from .._core.log import LogFormatError, read_log_lines
 from .._core.sse import SSEDecoder
+from .._core.status import Status
+from .._core.units import to_seconds
 from ._options import SimOptions
 from ._reply import ErrorReply, Event, Reply, StreamReply, error_reply
 
@@ -54,12 +56,12 @@ def replay_log(body: bytes, speed: float, name: str = "the log") -> Reply:
     log, recorded = read_log_lines(io.BytesIO(body), repr(name))
     scale = 0.0 if speed == 0 else 1.0 / speed
     t0 = log.t0_ns
-    headers_dt = 0.0 if log.headers_ns is None else (log.headers_ns - t0) / 1e9
+    headers_dt = 0.0 if log.headers_ns is None else to_seconds(log.headers_ns - t0)
     events: list[Event] = []
     for t_ns, _kind, raw in recorded:
-        offset = max(0.0, (t_ns - t0) / 1e9 - headers_dt) * scale
+        offset = max(0.0, to_seconds(t_ns - t0) - headers_dt) * scale
         events.append(Event("at", raw, seconds=offset))
-    if log.end.get("status") == "truncated":
+    if log.end.get("status") == Status.TRUNCATED:
         events.append(Event("drop"))
     status = log.status_code or 200
     recorded_headers = dict(log.headers)  # lower-case names, without credentials
