@@ -14,7 +14,7 @@ from nito_nb._core import fields
 from nito_nb._core.state import StreamSnapshot
 from nito_nb._display.snapshots import FIELDS as RENDERER_FIELDS
 from nito_nb._frame.dtypes import COLUMNS
-from nito_nb._runs.results import RESULT_COLUMNS
+from nito_nb._runs.results import RESULT_COLUMNS, RESULTS_ADDED
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -106,6 +106,8 @@ def test_metrics_md_lists_exactly_the_metrics() -> None:
 def test_runs_md_lists_exactly_the_result_columns() -> None:
     listed = _names(_table(DOCS / "RUNS.md", "| column | meaning |"))
     assert listed == list(RESULT_COLUMNS), "docs/RUNS.md's results table and RESULT_COLUMNS disagree"
+    added = _names(_table(DOCS / "RUNS.md", "| added by `run.results()` |"))
+    assert added == list(RESULTS_ADDED), "docs/RUNS.md's table of what run.results() adds and RESULTS_ADDED disagree"
 
 
 def test_the_summaries_and_the_comparison_name_declared_metrics() -> None:

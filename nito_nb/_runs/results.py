@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ON_TIME_QUANTILE",
+    "RESULTS_ADDED",
     "RESULT_COLUMNS",
     "STRUCTURED_COLUMNS",
     "Finished",
@@ -75,15 +76,18 @@ RESULT_COLUMNS: dict[str, str] = {
     "worker": "string",
     "node": "string",
 }
-# -- issue 33: the columns a run with schema= adds to results() (docs/STRUCTURED.md). Not stored:
-# made from each row's content and the run's schema when results() is read. To move into the
-# declaration table of issue 29 at merge.
+# The columns a run with schema= adds to results() (docs/STRUCTURED.md). Not stored: made from
+# each row's content and the run's schema when results() is read, so they are a run's alone and
+# not fields of a stream (_core/fields.py).
 #: The answer checked against the schema: the object (the pydantic model's instance, or the dict),
 #: whether it validated, and why not (each failure by field path, on one line).
 STRUCTURED_COLUMNS: dict[str, str] = {"parsed": "object", "valid": "boolean", "parse_error": "string"}
 #: Then one column per top-level field the schema declares, ``out.<field>``: its value in the valid
 #: answers (NA elsewhere), typed by pandas' ``convert_dtypes`` (a list or an object stays object).
 FIELD_PREFIX = "out."
+#: What ``run.results()`` adds to ``RESULT_COLUMNS`` without storing it, in order (docs/RUNS.md
+#: lists them): whether a resume found the request done, then a schema run's columns.
+RESULTS_ADDED: tuple[str, ...] = ("done_before", *STRUCTURED_COLUMNS, FIELD_PREFIX + "<field>")
 
 _METRICS = tuple(RESULT_METRICS)
 
