@@ -349,9 +349,14 @@ class Recorder:
                 return  # an error body is kept as far as it decoded
             self.source.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
 
-    def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None) -> None:
-        """The body ended: read to its end, closed by the caller, or cut by ``error``."""
+    def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None,
+               show: bool = True) -> None:
+        """The body ended: read to its end, closed by the caller, or cut by ``error``. ``show``:
+        finish the live views now (else :meth:`close_views`, in the library's thread: a pump
+        records the end as it arrives, the library reaches it later)."""
         if self.ended:
+            if show:
+                self.close_views()
             return
         source = self.source
         stream = source.stream
@@ -370,7 +375,11 @@ class Recorder:
             source.note("capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
         finally:
             self.ended = True
-            self.views.finish()
+            if show:
+                self.close_views()
+
+    def close_views(self) -> None:
+        self.views.finish()
 
 
 def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:

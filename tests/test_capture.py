@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,12 +226,34 @@ def test_a_midstream_error_is_the_sdks_error_and_nito_nb_keeps_it(captured: open
     assert "Upstream provider disconnected" in ours.error["message"]
 
 
-def test_breaking_out_early_stops_the_captured_stream(captured: openai.OpenAI) -> None:
-    response = create(captured, "sim/long", sim={"chunks": 5000})
+def test_breaking_out_early_stops_the_captured_stream(on_stack: openai.OpenAI, stack: str, base_url: str) -> None:
+    # 25 s of chunks: the pump that reads ahead is waiting for the next one when the SDK closes,
+    # and closing cuts that read at once.
+    response = create(on_stack, "sim/long", sim={"chunks": 5000, "tps": 200})
     for n, _ in enumerate(response):
         if n == 10:
             break
+    started = time.perf_counter()
     response.close()
+    assert time.perf_counter() - started < 1.0
+    ours = nito_nb.last()
+    assert ours.status == "stopped" and 0 < ours.n_chunks < 5000
+
+    async def run() -> float:
+        async with openai.AsyncOpenAI(
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][1]()
+        ) as c:
+            response = await create(c, "sim/long", sim={"chunks": 5000, "tps": 200})
+            n = 0
+            async for _ in response:
+                n += 1
+                if n == 10:
+                    break
+            started = time.perf_counter()
+            await response.close()
+            return time.perf_counter() - started
+
+    assert asyncio.run(run()) < 1.0
     ours = nito_nb.last()
     assert ours.status == "stopped" and 0 < ours.n_chunks < 5000
 
