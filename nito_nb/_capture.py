@@ -46,9 +46,11 @@ from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_
 from ._core.errors import (
     NitoError,
     Secret,
+    api_error,
     not_event_stream_error,
     one_line,
     redact,
+    retry_after_of,
 )
 from ._last import last as _kept
 from ._stream import Stream
@@ -97,9 +99,25 @@ class Stack:
 # fail_http, fail, protect, note), as nito_nb's own client and the replay do.
 
 
-def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "") -> None:
+#: The error's words for an HTTP error whose body the client closed unread.
+UNREAD = ("the client closed the body before reading it{sent} (libraries do before a retry: the openai "
+          "SDK on a 429 or 5xx), so what it said is not recorded")
+
+
+def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "",
+              *, unread: bool = False) -> None:
     """The server refused with an HTTP error, redirected (``url``: the request's, against which a
-    relative ``Location`` is read), or answered 2xx with something other than a stream."""
+    relative ``Location`` is read), or answered 2xx with something other than a stream.
+    ``unread``: the client closed the body before reading any of it (an error then says so, with
+    the status and headers, rather than "an empty body")."""
+    if unread and status_code >= 400:
+        length = headers.get("content-length")
+        message = UNREAD.format(sent=f" ({length} bytes by its Content-Length)" if length else "")
+        error = api_error(status_code, "", content_type=headers.get("content-type", ""),
+                          retry_after=retry_after_of(headers), message=message)
+        source.fail_http(status_code, headers, body, t_ns, error)
+        source.note("body-unread", message)
+        return
     if 300 <= status_code < 400:
         # The client that sent it follows it or not by its own settings (nothing it sees changes):
         # the Stream says where it pointed, and that a followed request is a Stream of its own.
@@ -323,11 +341,13 @@ class Recorder:
         )
         self.decoder = decoder  # an error body's (a stream's is the Stream's)
         self.error_body = bytearray()
+        self.received = 0  # bytes the client read of the body, as they came
         self.ended = False
         self.broken = False
         self.views = open_views(stream)
 
     def take(self, data: bytes, t_ns: int) -> None:
+        self.received += len(data)
         if self.ended or self.broken:
             return
         try:
@@ -364,7 +384,12 @@ class Recorder:
             self.ended = True
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
-                fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url)
+                unread = closed_early and not self.received
+                fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url,
+                          unread=unread)
+                if closed_early and self.received:
+                    source.note("body-unread", f"the client closed the body after {self.received} bytes, "
+                                "before its end: what came is kept")
             elif error is not None:
                 source.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -37,6 +38,12 @@ def create(client: Any, **sim: Any) -> Any:
     return client.chat.completions.create(
         model="sim/echo", messages=MESSAGES, stream=True, extra_body={"sim": {**PACED, **sim}}
     )
+
+
+def new_streams(before: list[nito_nb.Stream]) -> list[nito_nb.Stream]:
+    """The Streams captured since ``before`` was listed (the registry is bounded: not by count)."""
+    seen = {id(s) for s in before}
+    return [s for s in nito_nb.streams() if id(s) not in seen]
 
 
 def itl(stream: nito_nb.Stream) -> float:
@@ -113,3 +120,35 @@ def test_a_reader_that_stops_reading_holds_the_pump_at_the_read_ahead_limit(
     ours = nito_nb.last()
     assert ours.status == "done" and first + rest == ours.log.body
     assert "capture-read-ahead" in [a.kind for a in ours.anomalies]
+
+
+@pytest.mark.parametrize("stack", list(CLIENTS))
+def test_a_retried_error_closed_unread_is_recorded_as_such(base_url: str, stack: str, tmp_path: Path) -> None:
+    # On a 429 or 5xx the SDK closes the response unread, then tries again: that attempt's Stream
+    # keeps the status and headers and says its body was not read (the server sent one).
+    # (The simulator fails a request its first time only: each stack sends one of its own, by seed.)
+    flaky = {"tps": 0, "fail_rate": 1, "fail_status": 429, "fail_attempts": 1, "retry_after": 0.05,
+             "seed": list(CLIENTS).index(stack) + 100}
+    before = nito_nb.streams()
+    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=1, http_client=CLIENTS[stack][0]()) as client:
+        text = "".join(c.choices[0].delta.content or "" for c in create(client, **flaky) if c.choices)
+    refused, answered = new_streams(before)
+    assert refused.status == "failed" and isinstance(refused.exception, nito_nb.RateLimitError)
+    assert refused.exception.status_code == 429 and refused.log.status_code == 429
+    assert "closed the body before reading it" in refused.exception.message
+    assert "empty body" not in str(refused.exception)
+    assert refused.log.headers["retry-after"] == "0.05" and int(refused.log.headers["content-length"]) > 0
+    assert "body-unread" in [a.kind for a in refused.anomalies]
+    metrics = nito_nb.load(refused.save(tmp_path / "refused.jsonl")).frame().nito.metrics().iloc[0]
+    assert metrics["http_status"] == 429 and "closed the body before reading it" in metrics["error"]
+    assert answered.status == "done" and answered.content == text == PROMPT
+
+    # A 500 retried once: the first attempt closed unread, the last one read by the SDK to raise.
+    before = nito_nb.streams()
+    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=1, http_client=CLIENTS[stack][0]()) as client, \
+            pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="sim/http-500-html", messages=MESSAGES, stream=True)
+    first, last = new_streams(before)
+    assert isinstance(first.exception, nito_nb.ServerError) and first.log.status_code == 500
+    assert "closed the body before reading it" in first.exception.message
+    assert isinstance(last.exception, nito_nb.ServerError) and "an HTML page" in last.exception.message
