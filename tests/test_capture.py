@@ -203,7 +203,7 @@ def test_the_sdks_stream_helper_sync_and_async(on_stack: openai.OpenAI, stack: s
 
 
 def test_a_dropped_connection_is_the_sdks_error_and_nito_nb_keeps_the_partial_stream(
-    on_stack: openai.OpenAI, tmp_path: Path
+    on_stack: openai.OpenAI, stack: str, base_url: str, tmp_path: Path
 ) -> None:
     seen: list[str] = []
     with pytest.raises(openai.APIConnectionError):
@@ -213,6 +213,20 @@ def test_a_dropped_connection_is_the_sdks_error_and_nito_nb_keeps_the_partial_st
     assert ours.status == "truncated" and isinstance(ours.exception, nito_nb.ConnectionLost)
     assert ours.content == "".join(seen) and len(seen) == 40
     key_absent(ours, tmp_path)
+
+    async def run() -> list[str]:  # the async pump hands the SDK the transport's error the same way
+        seen: list[str] = []
+        async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0,
+                                      http_client=CLIENTS[stack][1]()) as client:
+            with pytest.raises(openai.APIConnectionError):
+                async for chunk in await create(client, "sim/drop"):
+                    seen.extend(choice.delta.content or "" for choice in chunk.choices)
+        return seen
+
+    seen = asyncio.run(run())
+    ours = nito_nb.last()
+    assert ours.status == "truncated" and isinstance(ours.exception, nito_nb.ConnectionLost)
+    assert ours.content == "".join(seen) and len(seen) == 40
 
 
 def test_a_midstream_error_is_the_sdks_error_and_nito_nb_keeps_it(captured: openai.OpenAI) -> None:
