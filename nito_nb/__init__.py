@@ -17,12 +17,12 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from . import _client, _stream_results
-from ._capture import (
+from ._capture import streams
+from ._capture_httpx import (
     AsyncCaptureTransport,
     CaptureTransport,
     async_httpx_client,
     httpx_client,
-    streams,
 )
 from ._client import AsyncClient, Client, Timeout
 from ._core.accumulate import Anomaly, ToolCall
@@ -199,6 +199,8 @@ _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store"
 # ``nito_nb.sim.ensure_server()`` works without its own import; ``nito_nb.otel`` imports
 # OpenTelemetry only when it exports. Every other module is private.
 _SUBMODULES = ("otel", "sim", "tools")
+# Capture on httpx2 (the openai SDK's stack): httpx2 is optional, imported when one is asked for.
+_HTTPX2 = ("AsyncHttpx2CaptureTransport", "Httpx2CaptureTransport", "async_httpx2_client", "httpx2_client")
 
 
 def __getattr__(name: str) -> Any:
@@ -220,6 +222,12 @@ def __getattr__(name: str) -> Any:
         from . import _runs as runs
 
         return getattr(runs, name)
+    if name in _HTTPX2:
+        from . import _capture_httpx2
+
+        value = getattr(_capture_httpx2, name)
+        globals()[name] = value
+        return value
     if name in _SUBMODULES:
         import importlib
 
@@ -240,6 +248,7 @@ __all__ = [
     "Anomaly",
     "AsyncCaptureTransport",
     "AsyncClient",
+    "AsyncHttpx2CaptureTransport",
     "AsyncStream",
     "AuthenticationError",
     "BadRequestError",
@@ -255,6 +264,7 @@ __all__ = [
     "Event",
     "EventTooLargeError",
     "FirstByteTimeout",
+    "Httpx2CaptureTransport",
     "LogFormatError",
     "MidStreamError",
     "NitoError",
@@ -280,8 +290,10 @@ __all__ = [
     "TotalTimeoutError",
     "TransportError",
     "astream",
+    "async_httpx2_client",
     "async_httpx_client",
     "frame",
+    "httpx2_client",
     "httpx_client",
     "last",
     "live",

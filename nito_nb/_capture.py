@@ -1,12 +1,18 @@
-"""Capture: the streamed chat completions that other libraries send through httpx, as Streams.
+"""Capture: the streamed chat completions that other libraries send through httpx or httpx2, as Streams.
 
-The openai SDK, LangChain's ``ChatOpenAI`` and LiteLLM's OpenAI-compatible providers all send
-their requests through an httpx client. A :class:`CaptureTransport` wraps that client's transport:
-for a streamed ``POST .../chat/completions`` it hands the caller the very bytes the inner transport
-produced, at once and unchanged, and feeds a copy of each read (stamped with
-``time.perf_counter_ns()`` the moment it came off the inner transport) to a nito_nb Stream. Every
-other request passes through untouched. What nito_nb sees is thus the same (bytes, arrival times)
-as its own client would have seen, so the Stream, its frame and its metrics mean the same.
+The openai SDK, pydantic-ai, LangChain's ``ChatOpenAI`` and LiteLLM's OpenAI-compatible providers
+all send their requests through a client of one of two HTTP stacks: httpx (0.x) or httpx2 (its fork,
+the openai SDK's default since 3.x). A capture transport wraps that client's transport: for a
+streamed ``POST .../chat/completions`` it hands the caller the very bytes the inner transport
+produced, unchanged, and feeds a copy of each read, stamped with ``time.perf_counter_ns()`` the
+moment it came off the inner transport, to a nito_nb Stream. The body of a stream is read by a
+pump as it arrives, whatever the caller does meanwhile (``_capture_pump.py``), so the stamps are
+arrival times, as for nito_nb's own client. Every other request passes through untouched.
+
+One core serves both stacks (this module: which requests, the registry, the live views, the
+recording, the transports' logic); the stacks differ at the transport boundary only: their base
+classes and their exceptions (``_capture_httpx.py``, ``_capture_httpx2.py``, the latter imported
+only when asked for), described by a :class:`Stack`.
 
 Captured Streams go to a bounded registry of this process (:func:`streams`, ``nito_nb.last()``)
 and to the live views opened by ``nito_nb.live()`` (``_live.py``), through :func:`open_views`.
@@ -30,27 +36,29 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
-
-import httpx
 
 from ._core.credentials import is_credential_parameter
 from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_decoder
-from ._core.errors import NitoError, Secret, not_event_stream_error, one_line, redact
+from ._core.errors import (
+    NitoError,
+    Secret,
+    api_error,
+    not_event_stream_error,
+    one_line,
+    redact,
+    retry_after_of,
+)
 from ._core.status import Status
 from ._last import last as _kept
 from ._stream import Stream
 from ._stream_source import StreamSource
 
-__all__ = [
-    "AsyncCaptureTransport",
-    "CaptureTransport",
-    "async_httpx_client",
-    "httpx_client",
-    "streams",
-]
+__all__ = ["AsyncCapture", "Stack", "SyncCapture", "streams", "wrap_transports"]
 
 #: Streams kept by :func:`streams` unless ``NITO_KEEP_STREAMS`` says otherwise (0: no limit).
 DEFAULT_KEEP = 100
@@ -60,14 +68,56 @@ MAX_ERROR_BODY = 64 * 1024
 SECRET_REQUEST_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie")
 
 
+# -- the stacks ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One HTTP stack as capture sees it: its name (the Stream's ``request["capture"]``) and its
+    module. httpx2 keeps httpx's names and meanings (``Request``, ``Response``, ``RequestNotRead``,
+    ``ByteStream``, the exceptions), so the core reads both through this one description."""
+
+    name: str
+    module: ModuleType
+
+    def as_httpx_error(self, error: BaseException) -> BaseException:
+        """``error`` as the httpx exception of the same name, for the Stream's record only (the
+        engine's one place that types a failure knows httpx's: ``_client.transport_exception``);
+        the caller always gets the original."""
+        if self.name == "httpx" or not isinstance(error, self.module.HTTPError):
+            return error
+        import httpx
+
+        cls = getattr(httpx, type(error).__name__, None)
+        if isinstance(cls, type) and issubclass(cls, httpx.TransportError):
+            return cls(str(error))
+        return httpx.TransportError(str(error))
+
+
 # -- the one rule that is capture's own -----------------------------------------------------
 # Everything else goes through the Stream's producer, a StreamSource (feed, end, set_response,
 # fail_http, fail, protect, note), as nito_nb's own client and the replay do.
 
 
-def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "") -> None:
+#: The error's words for an HTTP error whose body the client closed unread.
+UNREAD = ("the client closed the body before reading it{sent} (libraries do before a retry: the openai "
+          "SDK on a 429 or 5xx), so what it said is not recorded")
+
+
+def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "",
+              *, unread: bool = False) -> None:
     """The server refused with an HTTP error, redirected (``url``: the request's, against which a
-    relative ``Location`` is read), or answered 2xx with something other than a stream."""
+    relative ``Location`` is read), or answered 2xx with something other than a stream.
+    ``unread``: the client closed the body before reading any of it (an error then says so, with
+    the status and headers, rather than "an empty body")."""
+    if unread and status_code >= 400:
+        length = headers.get("content-length")
+        message = UNREAD.format(sent=f" ({length} bytes by its Content-Length)" if length else "")
+        error = api_error(status_code, "", content_type=headers.get("content-type", ""),
+                          retry_after=retry_after_of(headers), message=message)
+        source.fail_http(status_code, headers, body, t_ns, error)
+        source.note("body-unread", message)
+        return
     if 300 <= status_code < 400:
         # The client that sent it follows it or not by its own settings (nothing it sees changes):
         # the Stream says where it pointed, and that a followed request is a Stream of its own.
@@ -204,7 +254,7 @@ def open_views(stream: Stream) -> Views:
 # -- reading the request -----------------------------------------------------------------------
 
 
-def _secrets(request: httpx.Request) -> list[Secret]:
+def _secrets(request: Any) -> list[Secret]:
     """Every credential the request carries, the key itself first (the bare token of
     ``Authorization: Bearer <key>``, else an ``Api-Key`` / ``X-Api-Key`` value or a ``?key=``)."""
     found: list[str] = []
@@ -232,17 +282,18 @@ def redact_all(text: str, secrets: list[Secret]) -> str:
     return text
 
 
-def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[Secret]] | None:
-    """(request metadata for the log, secrets) of a streamed chat completion, else None."""
+def chat_request(request: Any, stack: Stack) -> tuple[dict[str, Any], list[Secret]] | None:
+    """(request metadata for the log, secrets) of a streamed chat completion sent through
+    ``stack`` (``request`` is its ``Request``), else None."""
     if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
         return None
     try:
         content = request.content
-    except httpx.RequestNotRead:
+    except stack.module.RequestNotRead:
         # A redirect that httpx follows with the body (307, 308) sends the first request's
         # in-memory body again, not read yet: read it without consuming anything. Any other
         # unread body is a streaming upload, which reading would take from the caller.
-        if not isinstance(request.stream, httpx.ByteStream):
+        if not isinstance(request.stream, stack.module.ByteStream):
             return None
         content = b"".join(request.stream)
     try:
@@ -260,7 +311,7 @@ def chat_request(request: httpx.Request) -> tuple[dict[str, Any], list[Secret]] 
         "messages": body.get("messages", []),
         "params": params,
         "base_url": base_url,
-        "capture": "httpx",  # built from the exact bytes a client of the user's received
+        "capture": stack.name,  # built from the exact bytes a client of the user's received
     }
     if secrets:
         meta = json.loads(redact_all(json.dumps(meta, ensure_ascii=False), secrets))
@@ -276,7 +327,7 @@ class Recorder:
     into the caller's read: if recording fails, recording stops (the anomaly says so, or the
     Stream's error when it was a limit) and the bytes still go through."""
 
-    def __init__(self, source: StreamSource, response: httpx.Response, secrets: list[Secret],
+    def __init__(self, source: StreamSource, response: Any, secrets: list[Secret],
                  decoder: BodyDecoder | None, url: str = "") -> None:
         self.source = source
         stream = source.stream
@@ -290,11 +341,13 @@ class Recorder:
         )
         self.decoder = decoder  # an error body's (a stream's is the Stream's)
         self.error_body = bytearray()
+        self.received = 0  # bytes the client read of the body, as they came
         self.ended = False
         self.broken = False
         self.views = open_views(stream)
 
     def take(self, data: bytes, t_ns: int) -> None:
+        self.received += len(data)
         if self.ended or self.broken:
             return
         try:
@@ -316,9 +369,14 @@ class Recorder:
                 return  # an error body is kept as far as it decoded
             self.source.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
 
-    def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None) -> None:
-        """The body ended: read to its end, closed by the caller, or cut by ``error``."""
+    def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None,
+               show: bool = True) -> None:
+        """The body ended: read to its end, closed by the caller, or cut by ``error``. ``show``:
+        finish the live views now (else :meth:`close_views`, in the library's thread: a pump
+        records the end as it arrives, the library reaches it later)."""
         if self.ended:
+            if show:
+                self.close_views()
             return
         source = self.source
         stream = source.stream
@@ -326,7 +384,12 @@ class Recorder:
             self.ended = True
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
-                fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url)
+                unread = closed_early and not self.received
+                fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url,
+                          unread=unread)
+                if closed_early and self.received:
+                    source.note("body-unread", f"the client closed the body after {self.received} bytes, "
+                                "before its end: what came is kept")
                 source.end(t_ns)  # the failure is final: whatever the client retries is a Stream of its own
             elif error is not None:
                 source.end(t_ns, **_ending(error, stream))
@@ -338,7 +401,11 @@ class Recorder:
             source.note("capture-failed", f"recording could not end: {type(exc).__name__}: {exc}")
         finally:
             self.ended = True
-            self.views.finish()
+            if show:
+                self.close_views()
+
+    def close_views(self) -> None:
+        self.views.finish()
 
 
 def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
@@ -352,7 +419,7 @@ def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
     return {"status": Status.TRUNCATED, "exception": transport_exception(error, stream)}
 
 
-def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: dict[str, Any],
+def _start(request: Any, t0_ns: int, response: Any, meta: dict[str, Any],
            secrets: list[Secret]) -> Recorder | None:
     """The Stream and its Recorder for a response whose headers just arrived, or None to pass."""
     from ._client.config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_EVENT_SIZE  # the client's limits
@@ -383,137 +450,71 @@ def _start(request: httpx.Request, t0_ns: int, response: httpx.Response, meta: d
     return recorder
 
 
-class _Body(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, recorder: Recorder) -> None:
-        self._inner = inner
-        self._recorder = recorder
-
-    def __iter__(self) -> Iterator[bytes]:
-        clock, recorder = time.perf_counter_ns, self._recorder
-        try:
-            for data in self._inner:
-                recorder.take(data, clock())  # stamped as it came off the inner transport
-                yield data
-        except GeneratorExit:  # the caller dropped the iterator: close() says how it ended
-            raise
-        except BaseException as exc:
-            recorder.finish(clock(), error=exc)
-            raise
-        recorder.finish(clock())
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._recorder.finish(time.perf_counter_ns(), closed_early=True)
 
 
-class _AsyncBody(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, recorder: Recorder) -> None:
-        self._inner = inner
-        self._recorder = recorder
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        clock, recorder = time.perf_counter_ns, self._recorder
-        try:
-            async for data in self._inner:
-                recorder.take(data, clock())
-                yield data
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            recorder.finish(clock(), error=exc)
-            raise
-        recorder.finish(clock())
-
-    async def aclose(self) -> None:
-        try:
-            await self._inner.aclose()
-        finally:
-            self._recorder.finish(time.perf_counter_ns(), closed_early=True)
+# -- the transports' logic, for either stack ---------------------------------------------------------
+# A stack's module (``_capture_httpx.py``, ``_capture_httpx2.py``) makes the concrete classes: these
+# mixins with its own BaseTransport / SyncByteStream bases, which its client checks.
 
 
-class CaptureTransport(httpx.BaseTransport):
-    """An httpx transport that records streamed chat completions and passes everything on.
+class SyncCapture:
+    """``handle_request`` of a capture transport: a streamed chat completion gets a Stream and a
+    recorded body (``body``, the stack's); every other request passes through untouched."""
 
-    ``httpx.Client(transport=nito_nb.CaptureTransport(inner))`` for a client you build yourself;
-    :func:`httpx_client` builds one with httpx's defaults (proxies from the environment included).
-    """
+    stack: Stack
+    body: Callable[..., Any]
+    inner: Any
 
-    def __init__(self, inner: httpx.BaseTransport | None = None) -> None:
-        self.inner = inner if inner is not None else httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        chat = chat_request(request)
+    def handle_request(self, request: Any) -> Any:
+        chat = chat_request(request, self.stack)
         if chat is None:
             return self.inner.handle_request(request)
         t0_ns = time.perf_counter_ns()
         response = self.inner.handle_request(request)
         recorder = _start(request, t0_ns, response, *chat)
         if recorder is not None:
-            assert isinstance(response.stream, httpx.SyncByteStream)
-            response.stream = _Body(response.stream, recorder)
+            response.stream = self.body(response.stream, recorder, self.stack, response)
         return response
 
     def close(self) -> None:
         self.inner.close()
 
     def __repr__(self) -> str:
-        return f"<CaptureTransport {type(self.inner).__name__}>"
+        return f"<{type(self).__name__} {type(self.inner).__name__}>"
 
 
-class AsyncCaptureTransport(httpx.AsyncBaseTransport):
-    """The async twin of :class:`CaptureTransport`."""
+class AsyncCapture:
+    """The async twin of :class:`SyncCapture` (``handle_async_request``)."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
-        self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+    stack: Stack
+    body: Callable[..., Any]
+    inner: Any
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        chat = chat_request(request)
+    async def handle_async_request(self, request: Any) -> Any:
+        chat = chat_request(request, self.stack)
         if chat is None:
             return await self.inner.handle_async_request(request)
         t0_ns = time.perf_counter_ns()
         response = await self.inner.handle_async_request(request)
         recorder = _start(request, t0_ns, response, *chat)
         if recorder is not None:
-            assert isinstance(response.stream, httpx.AsyncByteStream)
-            response.stream = _AsyncBody(response.stream, recorder)
+            response.stream = self.body(response.stream, recorder, self.stack, response)
         return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
     def __repr__(self) -> str:
-        return f"<AsyncCaptureTransport {type(self.inner).__name__}>"
+        return f"<{type(self).__name__} {type(self.inner).__name__}>"
 
 
-def _wrap_transports(client: Any, wrap: Callable[[Any], Any]) -> None:
-    # httpx builds the default transport and one per proxy (from HTTPS_PROXY & co.) in its
-    # constructor, and has no public way to wrap them afterwards; passing transport= instead would
-    # switch the environment's proxies off. So the built ones are wrapped in place.
+def wrap_transports(client: Any, wrap: Callable[[Any], Any]) -> Any:
+    """``client`` (an httpx or httpx2 client) with its transports wrapped by ``wrap``."""
+    # Both stacks build the default transport and one per proxy (from HTTPS_PROXY & co.) in the
+    # client's constructor, and have no public way to wrap them afterwards; passing transport=
+    # instead would switch the environment's proxies off. So the built ones are wrapped in place.
     client._transport = wrap(client._transport)
     client._mounts = {
         pattern: None if transport is None else wrap(transport) for pattern, transport in client._mounts.items()
     }
-
-
-def httpx_client(**kwargs: Any) -> httpx.Client:
-    """An ``httpx.Client(**kwargs)`` that records every streamed chat completion it carries.
-
-    Pass it to the openai SDK (``OpenAI(http_client=nito_nb.httpx_client())``), LangChain
-    (``ChatOpenAI(http_client=...)``) or LiteLLM; each streamed ``/chat/completions`` response then
-    becomes a Stream in ``nito_nb.last()`` and ``nito_nb.streams()``, built from the exact bytes and
-    their arrival times. What the library reads is not changed or delayed; other requests pass
-    through untouched. A ``transport=`` of yours is wrapped too.
-    """
-    client = httpx.Client(**kwargs)
-    _wrap_transports(client, CaptureTransport)
-    return client
-
-
-def async_httpx_client(**kwargs: Any) -> httpx.AsyncClient:
-    """The async twin of :func:`httpx_client`: an ``httpx.AsyncClient`` (``AsyncOpenAI(http_client=
-    nito_nb.async_httpx_client())``, ``ChatOpenAI(http_async_client=...)``)."""
-    client = httpx.AsyncClient(**kwargs)
-    _wrap_transports(client, AsyncCaptureTransport)
     return client

@@ -146,7 +146,8 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
                                          ("nito_nb.tools", "nito_nb._interpolate"))),
     ("display", (("nito_nb._display", "nito_nb._loop", "nito_nb._last"),)),
     ("runs, magic, widget, capture", (("nito_nb._runs",), ("nito_nb._magic",), ("nito_nb._widget",),
-                                      ("nito_nb._capture", "nito_nb._watch", "nito_nb._live"),
+                                      ("nito_nb._capture", "nito_nb._capture_pump", "nito_nb._capture_httpx",
+                                       "nito_nb._capture_httpx2", "nito_nb._watch", "nito_nb._live"),
                                       ("nito_nb._marimo_chat",))),
     ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel"),)),
 )

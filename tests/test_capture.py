@@ -1,8 +1,10 @@
-"""httpx_client(): streams made by the openai SDK, captured from their exact bytes (issue 15).
+"""httpx2_client() / httpx_client(): streams made by the openai SDK, captured from their exact
+bytes (issues 15 and 31).
 
 Every test talks HTTP to the simulator (or the scripted server) on loopback through the real openai
 SDK; the captured Stream is compared with nito_nb's own Stream of the same request, and the SDK's
-results with those of a plain client.
+results with those of a plain client. The SDK's own stack is httpx2; an httpx client puts it on its
+legacy path: the main cases run on both (``stack``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,9 +45,28 @@ def plain(base_url: str) -> Iterator[openai.OpenAI]:
         yield client
 
 
+#: The capturing clients of each stack (sync, async), by the name the Stream's request gives.
+CLIENTS: dict[str, tuple[Any, Any]] = {
+    "httpx2": (nito_nb.httpx2_client, nito_nb.async_httpx2_client),  # the openai SDK's own stack
+    "httpx": (nito_nb.httpx_client, nito_nb.async_httpx_client),  # its legacy path
+}
+
+
+@pytest.fixture(params=list(CLIENTS))
+def stack(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
 def captured(base_url: str) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as client:
+        yield client
+
+
+@pytest.fixture
+def on_stack(base_url: str, stack: str) -> Iterator[openai.OpenAI]:
+    """An openai client that sends through the capturing client of ``stack``."""
+    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][0]()) as client:
         yield client
 
 
@@ -104,39 +126,51 @@ CASES = [("sim/chat", {}), ("sim/reasoning", {}), ("sim/tools", {"tools": [WEATH
 
 @pytest.mark.parametrize(("model", "params"), CASES)
 def test_sync_create_is_captured_exactly(
-    plain: openai.OpenAI, captured: openai.OpenAI, base_url: str, model: str, params: dict[str, Any], tmp_path: Path
+    plain: openai.OpenAI, on_stack: openai.OpenAI, stack: str, base_url: str, model: str, params: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     before = len(nito_nb.streams())
-    result = sdk_result(create(captured, model, **params))
+    result = sdk_result(create(on_stack, model, **params))
     assert result == sdk_result(create(plain, model, **params))  # the SDK's own results: unchanged
     ours = nito_nb.last()
     assert isinstance(ours, nito_nb.Stream) and len(nito_nb.streams()) == before + 1
     assert_same_stream(ours, reference(base_url, model, **params))
     assert ours.content == result["content"] and ours.finish_reason == result["finish_reason"]
-    assert ours.request["model"] == model and ours.request["capture"] == "httpx"
+    assert ours.request["model"] == model and ours.request["capture"] == stack
     assert ours.request["params"]["sim"] == QUICK and ours.request["messages"] == MESSAGES
     key_absent(ours, tmp_path)
 
 
+def test_the_httpx2_client_is_the_openai_sdks_own_stack(base_url: str) -> None:
+    import httpx2
+
+    with openai.OpenAI(base_url=base_url, api_key=KEY, http_client=nito_nb.httpx2_client()) as client:
+        assert isinstance(client._client, httpx2.Client)  # not the SDK's legacy httpx path
+        assert isinstance(client._client._transport, nito_nb.Httpx2CaptureTransport)
+
+
 @pytest.mark.parametrize(("model", "params"), CASES)
-def test_async_create_is_captured_exactly(base_url: str, model: str, params: dict[str, Any], tmp_path: Path) -> None:
+def test_async_create_is_captured_exactly(
+    base_url: str, stack: str, model: str, params: dict[str, Any], tmp_path: Path
+) -> None:
     async def run(http_client: Any) -> dict[str, Any]:
         async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=http_client) as c:
             chunks = [chunk async for chunk in await create(c, model, **params)]
         return sdk_result(chunks)
 
-    result = asyncio.run(run(nito_nb.async_httpx_client()))
+    result = asyncio.run(run(CLIENTS[stack][1]()))
     ours = nito_nb.last()
+    assert ours.request["capture"] == stack
     assert result == asyncio.run(run(None))
     assert_same_stream(ours, reference(base_url, model, **params))
     key_absent(ours, tmp_path)
 
 
-def test_the_sdks_stream_helper_sync_and_async(captured: openai.OpenAI, base_url: str) -> None:
+def test_the_sdks_stream_helper_sync_and_async(on_stack: openai.OpenAI, stack: str, base_url: str) -> None:
     tools: Any = [WEATHER, SEARCH]
 
     def sync() -> Any:
-        with captured.chat.completions.stream(
+        with on_stack.chat.completions.stream(
             model="sim/tools", messages=MESSAGES, tools=tools, stream_options={"include_usage": True},
             extra_body={"sim": QUICK},
         ) as stream:
@@ -146,7 +180,7 @@ def test_the_sdks_stream_helper_sync_and_async(captured: openai.OpenAI, base_url
 
     async def run_async() -> Any:
         async with openai.AsyncOpenAI(
-            base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.async_httpx_client()
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][1]()
         ) as c, c.chat.completions.stream(
             model="sim/reasoning", messages=MESSAGES, stream_options={"include_usage": True},
             extra_body={"sim": QUICK},
@@ -169,16 +203,30 @@ def test_the_sdks_stream_helper_sync_and_async(captured: openai.OpenAI, base_url
 
 
 def test_a_dropped_connection_is_the_sdks_error_and_nito_nb_keeps_the_partial_stream(
-    captured: openai.OpenAI, tmp_path: Path
+    on_stack: openai.OpenAI, stack: str, base_url: str, tmp_path: Path
 ) -> None:
     seen: list[str] = []
     with pytest.raises(openai.APIConnectionError):
-        for chunk in create(captured, "sim/drop"):
+        for chunk in create(on_stack, "sim/drop"):
             seen.extend(c.delta.content or "" for c in chunk.choices)
     ours = nito_nb.last()
     assert ours.status == "truncated" and isinstance(ours.exception, nito_nb.ConnectionLost)
     assert ours.content == "".join(seen) and len(seen) == 40
     key_absent(ours, tmp_path)
+
+    async def run() -> list[str]:  # the async pump hands the SDK the transport's error the same way
+        seen: list[str] = []
+        async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0,
+                                      http_client=CLIENTS[stack][1]()) as client:
+            with pytest.raises(openai.APIConnectionError):
+                async for chunk in await create(client, "sim/drop"):
+                    seen.extend(choice.delta.content or "" for choice in chunk.choices)
+        return seen
+
+    seen = asyncio.run(run())
+    ours = nito_nb.last()
+    assert ours.status == "truncated" and isinstance(ours.exception, nito_nb.ConnectionLost)
+    assert ours.content == "".join(seen) and len(seen) == 40
 
 
 def test_a_midstream_error_is_the_sdks_error_and_nito_nb_keeps_it(captured: openai.OpenAI) -> None:
@@ -192,12 +240,34 @@ def test_a_midstream_error_is_the_sdks_error_and_nito_nb_keeps_it(captured: open
     assert "Upstream provider disconnected" in ours.error["message"]
 
 
-def test_breaking_out_early_stops_the_captured_stream(captured: openai.OpenAI) -> None:
-    response = create(captured, "sim/long", sim={"chunks": 5000})
+def test_breaking_out_early_stops_the_captured_stream(on_stack: openai.OpenAI, stack: str, base_url: str) -> None:
+    # 25 s of chunks: the pump that reads ahead is waiting for the next one when the SDK closes,
+    # and closing cuts that read at once.
+    response = create(on_stack, "sim/long", sim={"chunks": 5000, "tps": 200})
     for n, _ in enumerate(response):
         if n == 10:
             break
+    started = time.perf_counter()
     response.close()
+    assert time.perf_counter() - started < 1.0
+    ours = nito_nb.last()
+    assert ours.status == "stopped" and 0 < ours.n_chunks < 5000
+
+    async def run() -> float:
+        async with openai.AsyncOpenAI(
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][1]()
+        ) as c:
+            response = await create(c, "sim/long", sim={"chunks": 5000, "tps": 200})
+            n = 0
+            async for _ in response:
+                n += 1
+                if n == 10:
+                    break
+            started = time.perf_counter()
+            await response.close()
+            return time.perf_counter() - started
+
+    assert asyncio.run(run()) < 1.0
     ours = nito_nb.last()
     assert ours.status == "stopped" and 0 < ours.n_chunks < 5000
 

@@ -1,9 +1,11 @@
-"""LangChain and LiteLLM against the simulator as an OpenAI-compatible endpoint (issue 15).
+"""LangChain, LiteLLM and pydantic-ai against the simulator as an OpenAI-compatible endpoint
+(issues 15 and 31).
 
-Both send through a capturing httpx client (the lines docs/CAPTURE.md gives): the captured Stream
-must equal nito_nb's own Stream of the very request the library sent, and the library's results
-must be what the bytes said. LiteLLM runs in a child process: it keeps module-wide clients, event
-loops and logging threads that would outlive the test and leak into later ones.
+Each sends through a capturing client of the stack it uses (the lines docs/CAPTURE.md gives):
+LangChain and LiteLLM an httpx one, pydantic-ai an httpx2 one. The captured Stream must equal
+nito_nb's own Stream of the very request the library sent, and the library's results must be what
+the bytes said. LiteLLM runs in a child process: it keeps module-wide clients, event loops and
+logging threads that would outlive the test and leak into later ones.
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ def test_langchain_chat_openai_streaming_with_tools(base_url: str, tmp_path: Pat
         )
         return llm.bind_tools([WEATHER])
 
-    message = model(http_client=nito_nb.httpx_client()).invoke("Weather in Paris?")
+    # Closed: the pump reads each body to its end, so its connection goes back to the pool (without
+    # capture the SDK's early close after [DONE] closed it), where an unclosed client leaves it.
+    with nito_nb.httpx_client() as http:
+        message = model(http_client=http).invoke("Weather in Paris?")
     captured = nito_nb.last()
     assert captured.request["params"]["tools"] == [WEATHER]
     assert_same(captured, same_request_again(captured))
@@ -171,3 +176,50 @@ def test_litellm_completion_streaming_through_a_capturing_client(base_url: str, 
     assert answer == content and status == "done" and model == "sim/reasoning" and answer
     assert KEY not in result["repr"] and KEY not in (tmp_path / "captured.jsonl").read_text()
     assert KEY not in run.stdout
+
+
+def test_pydantic_ai_agent_streaming_with_a_tool_and_a_retry_on_httpx2(base_url: str, tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim[openai] is in the test extras")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    calls: list[dict[str, Any]] = []
+
+    def agent(model: str, http: Any) -> Any:
+        provider = OpenAIProvider(base_url=base_url, api_key=KEY, http_client=http)
+        made = Agent(OpenAIChatModel(model, provider=provider))
+
+        @made.tool_plain
+        def get_weather(city: str, days: int = 1) -> str:
+            calls.append({"city": city, "days": days})
+            return f"Sunny in {city} for {days} days."
+
+        return made
+
+    async def run(model: str, prompt: str, **sim: Any) -> str:
+        settings: Any = {"extra_body": {"sim": {"tps": 0, **sim}}}
+        async with nito_nb.async_httpx2_client() as http, \
+                agent(model, http).run_stream(prompt, model_settings=settings) as result:
+            return "".join([text async for text in result.stream_text(delta=True)])
+
+    # A tool call, which pydantic-ai runs, then the answer: two requests, two Streams.
+    before = {id(s) for s in nito_nb.streams()}
+    answer = asyncio.run(run("sim/tools", "Weather in Paris?"))
+    called, answered = [s for s in nito_nb.streams() if id(s) not in before]
+    assert called.request["capture"] == answered.request["capture"] == "httpx2"
+    assert called.finish_reason == "tool_calls" and [c.name for c in called.tool_calls] == ["get_weather"]
+    assert calls == [{"days": 1, **called.tool_calls[0].parsed}]  # what the tool got is what the bytes said
+    assert_same(called, same_request_again(called))
+    assert answered.status == "done" and answered.content == answer and answer
+    assert answered.request["messages"][-1]["role"] == "tool"
+    key_absent(answered, tmp_path)
+
+    # A 429 the SDK under pydantic-ai retries: the refused attempt, closed unread, then the answer.
+    before = {id(s) for s in nito_nb.streams()}
+    answer = asyncio.run(run("sim/echo", "retried once", fail_rate=1, fail_status=429, retry_after=0.05))
+    refused, answered = [s for s in nito_nb.streams() if id(s) not in before]
+    assert refused.status == "failed" and isinstance(refused.exception, nito_nb.RateLimitError)
+    assert "closed the body before reading it" in refused.exception.message
+    assert answered.status == "done" and answered.content == answer == "retried once"
+

@@ -31,6 +31,8 @@ PUBLIC = {
     "StreamSource",
     # issue 35: a chat model for marimo's chat element
     "marimo_chat",
+    # issue 31: capture on httpx2, the openai SDK's stack (httpx2 imported on first use)
+    "Httpx2CaptureTransport", "AsyncHttpx2CaptureTransport", "httpx2_client", "async_httpx2_client",
 }
 
 #: The modules a user imports besides the root (every other one is private: a leading underscore).
@@ -129,9 +131,10 @@ def test_dir_imports_nothing_and_the_public_submodules_load_on_first_use() -> No
 
 @pytest.mark.spawns
 def test_importing_nito_nb_stays_light() -> None:
-    # The engine must not drag in pandas, matplotlib, ipywidgets, the renderer or the web server.
+    # The engine must not drag in pandas, matplotlib, ipywidgets, the renderer or the web server
+    # (nor httpx2: capture on it is optional, imported when asked for).
     # (Pygments is not in the list: httpx imports it for its command line when it is installed.)
     code = ("import sys, nito_nb; heavy = [m for m in ('pandas', 'matplotlib', 'ipywidgets', 'uvicorn', "
-            "'starlette', 'markdown_it') if m in sys.modules]; print(heavy)")
+            "'starlette', 'markdown_it', 'httpx2') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

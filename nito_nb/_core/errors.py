@@ -521,10 +521,13 @@ def api_error(
     content_type: str = "",
     retry_after: str | float | None = None,
     stream: StreamResults | None = None,
+    message: str | None = None,
 ) -> APIError:
     """The typed error of an HTTP error response. ``retry_after``: seconds (``retry_after_of``
-    of the headers), or a ``Retry-After`` value."""
-    message, code, metadata = error_details(body, content_type)
+    of the headers), or a ``Retry-After`` value. ``message``: what to say when the body cannot
+    tell (a body its client closed unread), in place of what the body says."""
+    found, code, metadata = error_details(body, content_type)
+    message = found if message is None else message
     if status_code >= 500:
         cls: type[APIError] = ServerError
     else:

@@ -271,6 +271,7 @@ class _Builder:
         first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
         plan, pending_base = self._plan(log.body, kinds, ends, base, first_done, token)
+        _unread_error_body(cols, log, kinds, ends, base)
 
         infos = self._infos
         contents = cols["content"]
@@ -562,3 +563,18 @@ def _tool_index(tools: ToolIndexer, fragment: dict[str, Any], dropped: bool) -> 
         index = fragment.get("index")
         return index if isinstance(index, int) else None
     return tools.index(fragment)
+
+
+def _unread_error_body(cols: dict[str, Any], log: Any, kinds: np.ndarray, ends: np.ndarray, base: int) -> None:
+    """An HTTP error whose client closed the body unread (capture: the openai SDK before a retry)
+    has no body to read its message from: its message is the one its log ended with, which says
+    so, not "an empty body"."""
+    end = log.end if isinstance(log.end, dict) else {}
+    message = end.get("message")
+    if not message:
+        return
+    for seq in np.flatnonzero(kinds == HTTP_ERROR).tolist():
+        start = int(ends[seq - 1]) if seq else 0
+        if int(ends[seq]) == start:  # nothing came
+            cols["error_message"][base + seq] = str(message)
+
