@@ -40,8 +40,8 @@ def test_a_field_that_changes_on_every_chunk_does_not_grow_the_templates() -> No
     [
         '{"id":"g","choices":[{"index":0,"delta":{"content":"a\\"b"},"finish_reason":null}]}',  # escaped quote
         '{"id":"g","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}',  # finished
-        '{"id":"g","usage":null,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # meaningful key
-        '{"id":"g","x":{"y":1},"choices":[{"index":0,"delta":{"content":"x"}}]}',  # nested value
+        '{"id":"g","web_search":null,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # meaningful key
+        '{"id":"g","usage":7,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # a usage that is not null
         '{"id":"g","choices":[{"index":1,"delta":{"content":"x"}}]}',  # another choice
         '{"id":"g","choices":[{"delta":{"content":"x","role":"assistant"}}]}',  # more than content
     ],
@@ -103,6 +103,17 @@ def test_the_shortcut_accumulates_like_the_full_rules(datas: list[str], ids: lis
         full.add(json.loads(d), seq)
     assert (stream.content, stream.finish_reason, stream.n_chunks, stream.role) == (full.content, full.finish_reason, full.n_chunks, full.role)
     assert [(a.kind, a.seq, a.count) for a in stream.anomalies if a.kind != "unterminated"] == [(a.kind, a.seq, a.count) for a in full.anomalies]
+
+
+def test_a_chunk_with_a_nested_value_is_content_but_never_a_template() -> None:
+    # A template would share the nested object between two results: such a layout is not kept,
+    # its content is still the reader's (the accumulator takes it as plain content).
+    data = '{"id":"g","x":{"y":1},"choices":[{"index":0,"delta":{"content":"x"}}]}'
+    parser = ChunkParser()
+    first, _ = parser.parse(data)
+    second, content = parser.parse(data)
+    assert second == json.loads(data) and content == "x" and not parser._templates
+    assert second["x"] is not first["x"]
 
 
 def test_content_parts_take_the_json_loads_path() -> None:

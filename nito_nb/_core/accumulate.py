@@ -19,8 +19,10 @@ from .chunk import (
     Reading,
     ReasoningPiece,
     ToolFragment,
-    plain_content,
+    plain_choice,
+    plain_reasoning,
     plain_reasoning_source,
+    plain_tool_fragments,
     read_chunk,
     read_content_parts,
 )
@@ -347,13 +349,31 @@ class Accumulator:
         # The usual chunk: one content fragment of choice 0 and nothing else meaningful, from the
         # same completion. Taken in one step, it keeps accumulation well under the cost of
         # json.loads (bench/bench_stream.py); it reads as read_chunk() would (the same test).
-        content = plain_content(chunk)
-        if content is not None and self.finish_reason is None and self.model is not None and chunk.get("id") == self.id:
-            self.n_chunks += 1
-            if content:
-                self._content.append(content)
-                return True
-            return False
+        choice = plain_choice(chunk)
+        if choice is not None and self.model is not None and chunk.get("id") == self.id:
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                if len(delta) == 1 and type(delta.get("content")) is str:
+                    if self.finish_reason is None:  # else a note: the full rules
+                        self.n_chunks += 1
+                        if delta["content"]:
+                            self._content.append(delta["content"])
+                            return True
+                        return False
+                # Reasoning and tool-call argument chunks: what fold() does with their reading,
+                # without reading the rest of the chunk (the same pieces, bench/bench_stream.py).
+                elif (pieces := plain_reasoning(delta)) is not None:
+                    self.n_chunks += 1
+                    carried = False
+                    for piece in pieces:
+                        carried = self._reasoning_piece(piece, seq) or carried
+                    return carried
+                elif (fragments := plain_tool_fragments(delta)) is not None:
+                    self.n_chunks += 1
+                    carried = False
+                    for fragment in fragments:
+                        carried = self._tool_fragment(fragment, seq) or carried
+                    return carried
         return self.fold(read_chunk(chunk), seq)
 
     def fold(self, reading: Reading, seq: int = 0) -> bool:
