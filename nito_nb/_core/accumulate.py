@@ -28,6 +28,13 @@ from .chunk import (
 )
 from .tool_index import ToolIndexer
 
+#: Pieces of one text kept apart before they are joined into one string. A long stream's text
+#: as one list of a million pieces made every full pass of the garbage collector visit each of
+#: them (1M content chunks: 40 passes of 30 ms, a fifth of the stream's time); joined every
+#: JOIN_AT pieces, a pass visits at most that many, and the joins copy the text about
+#: length / (JOIN_AT x mean piece) times over (docs/BENCHMARKS.md).
+JOIN_AT = 16_384
+
 __all__ = ["PAYLOAD_KEY", "Accumulator", "Anomaly", "ContentParts", "ToolCall", "read_content_parts"]
 
 
@@ -338,7 +345,10 @@ class Accumulator:
             return self.add(chunk, seq)  # something to note: the full rules
         self.n_chunks += 1
         if content:
-            self._content.append(content)
+            parts = self._content
+            parts.append(content)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             return True
         return False
 
@@ -357,7 +367,10 @@ class Accumulator:
                     if self.finish_reason is None:  # else a note: the full rules
                         self.n_chunks += 1
                         if delta["content"]:
-                            self._content.append(delta["content"])
+                            parts = self._content
+                            parts.append(delta["content"])
+                            if len(parts) > JOIN_AT:
+                                parts[:] = ["".join(parts)]
                             return True
                         return False
                 # Reasoning and tool-call argument chunks: what fold() does with their reading,
@@ -411,7 +424,10 @@ class Accumulator:
         if reading.content:
             if self.finish_reason is not None:
                 self.note("content-after-finish", "content arrived after the terminal chunk", seq)
-            self._content.append(reading.content)
+            parts = self._content
+            parts.append(reading.content)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             carried = True
         if reading.refusal:
             self._refusal.append(reading.refusal)
@@ -481,13 +497,19 @@ class Accumulator:
             elif name != call.name:
                 self.note("tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq)
         if fragment.arguments:
-            call._parts.append(fragment.arguments)
+            parts = call._parts
+            parts.append(fragment.arguments)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             return True
         return False
 
     def _reasoning_piece(self, piece: ReasoningPiece, seq: int) -> bool:
         if piece.index is None:  # a plain string: reasoning, reasoning_content or thinking
-            self._reasoning_strings[piece.type].append(piece.payload)
+            parts = self._reasoning_strings[piece.type]
+            parts.append(piece.payload)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             return True
         detail: _Reasoning | None
         if piece.type == "reasoning.encrypted":
@@ -504,6 +526,8 @@ class Accumulator:
         carried = False
         if piece.payload and isinstance(piece.payload, str):
             detail.parts.append(piece.payload)
+            if len(detail.parts) > JOIN_AT:
+                detail.parts[:] = ["".join(detail.parts)]
             carried = piece.type in READABLE
         raw = piece.raw or {}
         if raw.get("signature"):
