@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -159,3 +160,42 @@ def test_obfuscated_chunks_share_one_layout() -> None:
         data = base % (f"w{i}", "x" * (i % 16))
         assert parser.parse(data) == (json.loads(data), f"w{i}")
     assert len(parser._templates) == 1
+
+
+@given(stream(), st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_a_random_field_in_every_chunk_frames_like_the_slow_path(values: list[dict[str, Any]], spaced: bool) -> None:
+    # The frame reads each chunk skeleton (the chunk without its content string, and without its
+    # padding) once: the frame is the one of every chunk parsed whole.
+    import pandas as pd
+
+    import nito_nb
+    from nito_nb._frame import build
+
+    body = "".join(f"data: {_encoded(v, spaced, False)}\n\n" for v in values).encode() + b"data: [DONE]\n\n"
+    stream_ = nito_nb.read_sse(body)
+    fast = nito_nb.frame(stream_)
+    with patch.object(build._Builder, "_skeleton", lambda self, key, padded=False: -1):
+        slow = nito_nb.frame(stream_)
+    pd.testing.assert_frame_equal(fast, slow)
+
+
+def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
+    import nito_nb
+    from nito_nb._frame import build
+
+    base = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
+            '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null,"obfuscation":"%s"}')
+    body = "".join(f"data: {base % (f'w{i}', 'x' * (i % 16))}\n\n" for i in range(50)).encode()
+    calls = []
+    original = build._Builder._skeleton
+
+    def counted(self: Any, key: bytes, padded: bool = False) -> int:
+        calls.append(key)
+        return original(self, key, padded)
+
+    with patch.object(build._Builder, "_skeleton", counted):
+        df = nito_nb.frame(nito_nb.read_sse(body))
+    assert len(calls) == 1
+    assert df.extras.dropna().tolist() == [json.dumps({"service_tier": "default", "obfuscation": "x" * (i % 16)})
+                                           for i in range(50)]

@@ -121,8 +121,13 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     return df
 
 
+#: One encoder for every value: ``json.dumps`` with options builds a new encoder on each call,
+#: which cost more than the encoding of a chunk's small extras (one per row parsed whole).
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _encode(value)
 
 
 def _parse_chunks(datas: list[bytes]) -> list[Any]:
@@ -149,12 +154,17 @@ def _parse_chunks(datas: list[bytes]) -> list[Any]:
 # Put in place of a chunk's content string, to find chunks that differ only in it (_Builder._plan).
 _PLACEHOLDER = b"\\u0000nito_nb"
 _PLACEHOLDER_TEXT = "\x00nito_nb"
+# OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the skeleton
+# too (in its place a marker of letters, as the padding is), and put back into each row's extras.
+_PADDING = b'"obfuscation":"'
+_PADDING_MARK = b"nitoNbPadding"
+_PADDING_MARK_TEXT = "nitoNbPadding"
 
 
 class _ChunkInfo:
     """What one chunk says, as column values: the same for every chunk with the same bytes."""
 
-    __slots__ = ("carried", "content", "fragments", "items", "plain", "readable", "targets", "values")
+    __slots__ = ("carried", "content", "extras", "fragments", "items", "plain", "readable", "targets", "values")
 
     def __init__(self) -> None:
         self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
@@ -165,6 +175,7 @@ class _ChunkInfo:
         self.readable = False  # a readable reasoning detail came
         self.plain: tuple[str, ...] = ()  # the plain reasoning strings that came
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
+        self.extras: tuple[str, str] | None = None  # a padded skeleton's extras, around its padding
 
 
 def _json_string(content: bytes) -> str:
@@ -400,8 +411,10 @@ class _Builder:
         escaped: list[bytes] = []
         find = body.find
         startswith = body.startswith
-        prev_head = prev_tail = b"\xff"  # matches no chunk: the first one reads its skeleton
+        prev_head = prev_tail = prev_rest = b"\xff"  # matches no chunk: the first one reads its skeleton
+        prev_plain = True
         prev_index = -1
+        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
         for seq, first, last in zip(
@@ -419,23 +432,43 @@ class _Builder:
                     if (end - 1 - before) % 2 == 0:
                         break
                     end = find(b'"', end + 1, last)
+                # The padding after the content, when it is as sent (letters and digits): its
+                # place in the chunk is part of the skeleton, its value is the row's own.
+                pad_start = pad_end = last
+                padding = None
+                if end >= 0:
+                    at = find(_PADDING, end, last)
+                    if at >= 0:
+                        pad_start = at + len(_PADDING)
+                        pad_end = find(b'"', pad_start, last)
+                        padding = body[pad_start:pad_end]
+                        if pad_end < 0 or (padding and not padding.isalnum()):
+                            end = -1  # not as sent: parsed whole
                 if end >= 0:
                     # Usually the same skeleton as the chunk before: compared in place, no copy.
                     if (
                         start - first == len(prev_head)
-                        and last - end == len(prev_tail)
+                        and pad_start - end == len(prev_tail)
+                        and last - pad_end == len(prev_rest)
+                        and (padding is None) is prev_plain
                         and startswith(prev_head, first)
                         and startswith(prev_tail, end)
+                        and startswith(prev_rest, pad_end)
                     ):
                         index = prev_index
                     else:
-                        prev_head, prev_tail = body[first:start], body[end:last]
+                        prev_head, prev_tail, prev_rest = body[first:start], body[end:pad_start], body[pad_end:last]
+                        prev_plain = padding is None
                         key = prev_head + _PLACEHOLDER + prev_tail
+                        if padding is not None:
+                            key += _PADDING_MARK + prev_rest
                         known = skeletons.get(key)
                         if known is None:
-                            known = skeletons[key] = self._skeleton(key)
+                            known = skeletons[key] = self._skeleton(key, padding is not None)
                         index = prev_index = known
                     if index >= 0:
+                        if padding is not None:
+                            paddings.append((base + seq, index, padding))
                         content = body[start:end]
                         if infos[index].targets is None:  # fragments or reasoning: add() places it
                             plan.append((seq, index, _json_string(content)))
@@ -465,6 +498,11 @@ class _Builder:
         for index, rows in groups.items():
             for column, value in infos[index].targets:
                 column.update(dict.fromkeys(rows, value))
+        if paddings:  # each padded row's extras: its skeleton's, with the row's own padding
+            extras = cols["extras"]
+            for row, index, padding in paddings:
+                before, after = infos[index].extras
+                extras[row] = before + padding.decode("ascii") + after
         if token_rows:
             token[token_rows] = True
             token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
@@ -482,8 +520,10 @@ class _Builder:
             infos.append(_read_chunk(value, event_name))
         return plan, pending_base
 
-    def _skeleton(self, key: bytes) -> int:
-        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted."""
+    def _skeleton(self, key: bytes, padded: bool = False) -> int:
+        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
+        ``padded``: the skeleton's padding is the marker, which must land in its extras only (a
+        top-level ``obfuscation``), once; its rows' extras are then that text around their own."""
         data, event_name = _chunk_data(key)
         if event_name == "error":
             return -1
@@ -494,9 +534,24 @@ class _Builder:
         info = _read_chunk(value, None)
         if info is None or info.content != _PLACEHOLDER_TEXT:
             return -1
+        values = info.values
+        if padded:
+            marked = [(name, v) for name, v in values if isinstance(v, str) and _PADDING_MARK_TEXT in v]
+            if (
+                info.fragments
+                or info.items
+                or value.get("obfuscation") != _PADDING_MARK_TEXT
+                or len(marked) != 1
+                or marked[0][0] != "extras"
+                or marked[0][1].count(_PADDING_MARK_TEXT) != 1
+            ):
+                return -1
+            before, after = marked[0][1].split(_PADDING_MARK_TEXT)
+            info.extras = (before, after)
+            values = [(name, v) for name, v in values if name != "extras"]
         if not info.fragments and not info.items:
             # Plain content chunks are placed by _plan straight from these (list, value) pairs.
-            info.targets = [(self.cols[name], value) for name, value in info.values]
+            info.targets = [(self.cols[name], value) for name, value in values]
         self._infos.append(info)
         return len(self._infos) - 1
 
