@@ -157,6 +157,9 @@ _PLACEHOLDER_TEXT = "\x00nito_nb"
 # OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the skeleton
 # too (in its place a marker of letters, as the padding is), and put back into each row's extras.
 _PADDING = b'"obfuscation":"'
+# The text strings of chunks without a content string, tried in turn: DeepSeek's and OpenRouter's
+# reasoning, tool-call arguments. The skeleton's reading says where the string went (``slot``).
+_SLOTS = (b'"reasoning_content":"', b'"reasoning":"', b'"arguments":"')
 _PADDING_MARK = b"nitoNbPadding"
 _PADDING_MARK_TEXT = "nitoNbPadding"
 
@@ -164,7 +167,8 @@ _PADDING_MARK_TEXT = "nitoNbPadding"
 class _ChunkInfo:
     """What one chunk says, as column values: the same for every chunk with the same bytes."""
 
-    __slots__ = ("carried", "content", "extras", "fragments", "items", "plain", "readable", "targets", "values")
+    __slots__ = ("carried", "content", "extras", "fragments", "items", "plain", "readable", "slot", "targets",
+                 "values")
 
     def __init__(self) -> None:
         self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
@@ -176,6 +180,9 @@ class _ChunkInfo:
         self.plain: tuple[str, ...] = ()  # the plain reasoning strings that came
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
         self.extras: tuple[str, str] | None = None  # a padded skeleton's extras, around its padding
+        # A skeleton whose cut string is not the content: ("item", k), the text of reasoning item
+        # k, or ("fragment", k), the arguments of tool fragment k.
+        self.slot: tuple[str, int] | None = None
 
 
 def _json_string(content: bytes) -> str:
@@ -327,21 +334,32 @@ class _Builder:
             for name, value in info.values:
                 cols[name][row] = value
             carried = info.carried
+            fragments, items = info.fragments, info.items
+            slot = info.slot
+            if slot is not None:  # the row's text goes where the skeleton's cut string went
+                where, k = slot
+                if where == "item":
+                    items = list(items)
+                    items[k] = (items[k][0], items[k][1], text)
+                else:
+                    fragments = list(fragments)
+                    fragments[k] = (fragments[k][0], {**fragments[k][1], "tool_args": text})
+                text = info.content
             if text is None:
                 text = info.content
             if text is not None:
                 contents[row] = text
                 carried = carried or bool(text)
-            if info.fragments:
+            if fragments:
                 self._put_parts(
                     row,
                     [
                         {**part, "tool_index": _tool_index(tools, fragment, dropped)}
-                        for fragment, part in info.fragments
+                        for fragment, part in fragments
                     ],
                 )
-            if info.items:
-                reasoning_items.append((row, info.items))
+            if items:
+                reasoning_items.append((row, items))
                 if not dropped:
                     has_readable = has_readable or info.readable
                     plain_sources.update(info.plain)
@@ -421,8 +439,16 @@ class _Builder:
             chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
         ):
             found = find(b'"content":"', first, last)
+            start = found + 11
+            if found < 0:  # reasoning and tool-call chunks: their one text string instead
+                for slot in _SLOTS:
+                    found = find(slot, first, last)
+                    if found >= 0:
+                        start = found + len(slot)
+                        if body[start] == 0x22:  # an empty string: read_chunk reads no piece, so no skeleton
+                            found = -1
+                        break
             if found >= 0:
-                start = found + 11
                 end = find(b'"', start, last)
                 # A quote after a backslash ends nothing, unless the backslash is itself escaped.
                 while end >= 0 and body[end - 1] == 0x5C:
@@ -532,26 +558,41 @@ class _Builder:
         except ValueError:
             return -1
         info = _read_chunk(value, None)
-        if info is None or info.content != _PLACEHOLDER_TEXT:
+        if info is None:
             return -1
-        values = info.values
+        # Every string the reading put in a column: the placeholder (and the padding's marker)
+        # must each be in the one place the rows' own strings go.
+        texts = [v for _, v in info.values if isinstance(v, str)]
+        texts += [v for _, part in info.fragments for v in part.values() if isinstance(v, str)]
+        texts += [text for _, _, text in info.items if text is not None]
+        if info.content == _PLACEHOLDER_TEXT:
+            texts.append(info.content)
+        elif info.content:
+            return -1
+        else:  # the cut string is a reasoning text or a tool fragment's arguments
+            items = [k for k, (_, _, text) in enumerate(info.items) if text == _PLACEHOLDER_TEXT]
+            fragments = [k for k, (_, part) in enumerate(info.fragments) if part.get("tool_args") == _PLACEHOLDER_TEXT]
+            if len(items) + len(fragments) != 1:
+                return -1
+            info.slot = ("item", items[0]) if items else ("fragment", fragments[0])
+        if sum(_PLACEHOLDER_TEXT in text for text in texts) != 1:
+            return -1
         if padded:
-            marked = [(name, v) for name, v in values if isinstance(v, str) and _PADDING_MARK_TEXT in v]
+            marked = [(name, v) for name, v in info.values if isinstance(v, str) and _PADDING_MARK_TEXT in v]
             if (
-                info.fragments
-                or info.items
-                or value.get("obfuscation") != _PADDING_MARK_TEXT
+                value.get("obfuscation") != _PADDING_MARK_TEXT
+                or sum(_PADDING_MARK_TEXT in text for text in texts) != 1
                 or len(marked) != 1
                 or marked[0][0] != "extras"
                 or marked[0][1].count(_PADDING_MARK_TEXT) != 1
             ):
                 return -1
             before, after = marked[0][1].split(_PADDING_MARK_TEXT)
-            info.extras = (before, after)
-            values = [(name, v) for name, v in values if name != "extras"]
+            info.extras = (before, after)  # each row's extras: _plan puts its padding in between
+            info.values = [(name, v) for name, v in info.values if name != "extras"]
         if not info.fragments and not info.items:
             # Plain content chunks are placed by _plan straight from these (list, value) pairs.
-            info.targets = [(self.cols[name], value) for name, value in values]
+            info.targets = [(self.cols[name], value) for name, value in info.values]
         self._infos.append(info)
         return len(self._infos) - 1
 
