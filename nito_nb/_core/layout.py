@@ -29,7 +29,7 @@ _CONTENT_SPACED = '"delta": {"content": "'
 _PADDING = '"obfuscation":"'
 _SCALARS = (str, int, float, bool, type(None))
 _decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
-_scanstring = json.decoder.scanstring  # one JSON string from its first character: (text, end + 1)
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # (text, end + 1) of a JSON string
 #: Layouts remembered per parser. A field that changes on every chunk (the simulator's send stamp)
 #: makes every chunk a layout of its own that never matches again: without a bound, a stream kept
 #: one template per chunk. Past the bound, a chunk that matches none costs one dict lookup more.
