@@ -361,7 +361,20 @@ class Accumulator:
         self.n_chunks += 1
         if slot == "arguments":
             fragment = chunk["choices"][0]["delta"]["tool_calls"][0]
-            return self._tool_fragment(ToolFragment(fragment, fragment["function"].get("name"), text), seq)
+            index = fragment.get("index")
+            call = self._tools_by_index.get(index) if type(index) is int and len(fragment) == 2 else None
+            if call is None or len(fragment["function"]) != 1:
+                return self._tool_fragment(ToolFragment(fragment, fragment["function"].get("name"), text), seq)
+            # The usual fragment, {index, function: {arguments}}, of a known call: all that
+            # _tool_fragment() would do with it (no id, type, name or extra keys to take).
+            call.n_fragments += 1
+            if not text:
+                return False
+            parts = call._parts
+            parts.append(text)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
+            return True
         if not text:
             return False
         parts = self._reasoning_strings[slot]
