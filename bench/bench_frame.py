@@ -2,19 +2,21 @@
 
     .venv/bin/python bench/bench_frame.py            # prints the figures and the ratio
     .venv/bin/python bench/bench_frame.py --without-pyarrow   # as an install without pyarrow
+    .venv/bin/python bench/bench_frame.py --repeats 3          # fewer interleaved rounds
 
 1. ``frame()`` of one log of 100,000 events, against
-   ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for two
-   logs: a synthetic one (99,998 content chunks of the docs/PROTOCOL.md example, a usage chunk, [DONE];
+   ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for
+   each chunk shape of ``bench/shapes.py`` (uniform, OpenAI's with ``obfuscation``, DeepSeek's
+   reasoning, OpenAI's tool fragments) and two more logs: a synthetic one (99,998 content chunks of the docs/PROTOCOL.md example, a usage chunk, [DONE];
    arrival times set 1 ms apart) and a real stream of the embedded simulator (``sim/long``, ~4-byte
    Markdown deltas, a finish chunk, a usage chunk, [DONE], real arrival times). json_normalize gets the chunks already parsed (a list of dicts, parsed
    beforehand and not timed): only json_normalize itself is timed. ``frame()`` starts from the
    Stream (raw bytes in its log) and includes decoding the JSON again.
 2. ``df.nito.metrics()`` over a frame of 1,000 streams of 100 events each.
 
-Each figure is the best of several repeats, the two contenders interleaved so that a busy machine
-slows both alike. Targets (issue 4): frame() at most 0.3 s and at least 5x faster than
-json_normalize; metrics() over 1,000 streams under a second. The first line says where the text
+Each figure is the median (and spread) of several rounds, the two contenders interleaved so that a
+busy machine slows both alike. Targets (issues 4 and 32): frame() at most 0.2 s and at least 5x
+faster than json_normalize on every shape; metrics() over 1,000 streams under a second. The first line says where the text
 columns live: pyarrow, a dependency (``--without-pyarrow`` hides it, to measure the fallback on
 Python strings of an install made with ``--no-deps``).
 """
@@ -166,4 +168,4 @@ def main(repeats: int = 7) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7)
