@@ -199,3 +199,4 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
     assert len(calls) == 1
     assert df.extras.dropna().tolist() == [json.dumps({"service_tier": "default", "obfuscation": "x" * (i % 16)})
                                            for i in range(50)]
+

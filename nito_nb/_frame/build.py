@@ -445,7 +445,7 @@ class _Builder:
                     found = find(slot, first, last)
                     if found >= 0:
                         start = found + len(slot)
-                        if body[start] == 0x22:  # an empty string: read_chunk reads no piece, so no skeleton
+                        if start >= last or body[start] == 0x22:  # cut off, or an empty string (no piece)
                             found = -1
                         break
             if found >= 0:
