@@ -452,3 +452,23 @@ def test_refusal_accumulates_apart_from_the_answer() -> None:
     assert fold(chunk({"content": "x", "refusal": None})).refusal is None
     assert Accumulator().add(chunk({"refusal": "no"}))  # token-bearing
     assert kinds(fold(chunk({"refusal": ["no"]}))) == ["bad-field"]
+
+
+def test_a_long_streams_text_is_kept_in_few_pieces() -> None:
+    # A list of a million pieces made every full pass of the garbage collector visit each of them:
+    # the pieces are joined as they come, the text is the same.
+    from nito_nb._core.accumulate import JOIN_AT
+
+    acc = Accumulator()
+    base = {"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+    acc.add(base, 0)
+    n = 2 * JOIN_AT + 5
+    for i in range(n):
+        acc.add({"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"content": f"{i % 10}"}}]}, i + 1)
+        acc.add({"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"reasoning_content": "r"}}]}, i + 1)
+        acc.add({"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "a"}}]}}]}, i + 1)
+    assert len(acc._content) <= JOIN_AT and len(acc._reasoning_strings["reasoning_content"]) <= JOIN_AT
+    assert len(acc.tool_calls[0]._parts) <= JOIN_AT
+    assert acc.content == "".join(f"{i % 10}" for i in range(n))
+    assert acc.reasoning == "r" * n and acc.tool_calls[0].arguments == "a" * n

@@ -38,10 +38,9 @@ def test_a_field_that_changes_on_every_chunk_does_not_grow_the_templates() -> No
 @pytest.mark.parametrize(
     "data",
     [
-        '{"id":"g","choices":[{"index":0,"delta":{"content":"a\\"b"},"finish_reason":null}]}',  # escaped quote
         '{"id":"g","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}',  # finished
-        '{"id":"g","usage":null,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # meaningful key
-        '{"id":"g","x":{"y":1},"choices":[{"index":0,"delta":{"content":"x"}}]}',  # nested value
+        '{"id":"g","web_search":null,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # meaningful key
+        '{"id":"g","usage":7,"choices":[{"index":0,"delta":{"content":"x"}}]}',  # a usage that is not null
         '{"id":"g","choices":[{"index":1,"delta":{"content":"x"}}]}',  # another choice
         '{"id":"g","choices":[{"delta":{"content":"x","role":"assistant"}}]}',  # more than content
     ],
@@ -103,6 +102,26 @@ def test_the_shortcut_accumulates_like_the_full_rules(datas: list[str], ids: lis
         full.add(json.loads(d), seq)
     assert (stream.content, stream.finish_reason, stream.n_chunks, stream.role) == (full.content, full.finish_reason, full.n_chunks, full.role)
     assert [(a.kind, a.seq, a.count) for a in stream.anomalies if a.kind != "unterminated"] == [(a.kind, a.seq, a.count) for a in full.anomalies]
+
+
+def test_escaped_strings_are_read_by_the_scanner_and_kept_as_templates() -> None:
+    # Tool arguments are JSON, full of \\": the string is read by json's C scanner, its layout kept.
+    parser = ChunkParser()
+    for text in ['a"b', "x\\ny", 'q"']:
+        data = '{"id":"g","choices":[{"index":0,"delta":{"content":' + json.dumps(text) + '},"finish_reason":null}]}'
+        assert parser.parse(data) == (json.loads(data), text)
+    assert len(parser._templates) == 1
+
+
+def test_a_chunk_with_a_nested_value_is_content_but_never_a_template() -> None:
+    # A template would share the nested object between two results: such a layout is not kept,
+    # its content is still the reader's (the accumulator takes it as plain content).
+    data = '{"id":"g","x":{"y":1},"choices":[{"index":0,"delta":{"content":"x"}}]}'
+    parser = ChunkParser()
+    first, _ = parser.parse(data)
+    second, content = parser.parse(data)
+    assert second == json.loads(data) and content == "x" and not parser._templates
+    assert second["x"] is not first["x"]
 
 
 def test_content_parts_take_the_json_loads_path() -> None:

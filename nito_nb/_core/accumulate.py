@@ -19,8 +19,10 @@ from .chunk import (
     Reading,
     ReasoningPiece,
     ToolFragment,
-    plain_content,
+    plain_choice,
+    plain_reasoning,
     plain_reasoning_source,
+    plain_tool_fragments,
     read_chunk,
     read_content_parts,
     usage_counts,
@@ -33,6 +35,13 @@ __all__ = ["PAYLOAD_KEY", "USAGE_WITHOUT_TEXT", "Accumulator", "Anomaly", "Conte
 #: The anomaly of an answer the usage counts but that never arrived: the views show it on the status
 #: line, since the answer then looks like a plain empty one (``done``, no error).
 USAGE_WITHOUT_TEXT = "usage-without-text"
+
+#: Pieces of one text kept apart before they are joined into one string. A long stream's text
+#: as one list of a million pieces made every full pass of the garbage collector visit each of
+#: them (1M content chunks: 40 passes of 30 ms, a fifth of the stream's time); joined every
+#: JOIN_AT pieces, a pass visits at most that many, and the joins copy the text about
+#: length / (JOIN_AT x mean piece) times over (docs/BENCHMARKS.md).
+JOIN_AT = 16_384
 
 
 @dataclass
@@ -358,9 +367,43 @@ class Accumulator:
             return self.add(chunk, seq)  # something to note: the full rules
         self.n_chunks += 1
         if content:
-            self._content.append(content)
+            parts = self._content
+            parts.append(content)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             return True
         return False
+
+    def add_slot(self, chunk: dict[str, Any], slot: str, text: str, seq: int = 0) -> bool:
+        """:meth:`add` for a chunk known to be one plain reasoning string (``slot`` its name) or
+        one tool-call fragment's arguments (``slot`` "arguments") and nothing else meaningful
+        (``ChunkParser.parse_slot``'s shortcut): what fold() does with its reading, in fewer steps."""
+        if self.done or self.model is None or chunk.get("id") != self.id:
+            return self.add(chunk, seq)  # something to note: the full rules
+        self.n_chunks += 1
+        if slot == "arguments":
+            fragment = chunk["choices"][0]["delta"]["tool_calls"][0]
+            index = fragment.get("index")
+            call = self._tools_by_index.get(index) if type(index) is int and len(fragment) == 2 else None
+            if call is None or len(fragment["function"]) != 1:
+                return self._tool_fragment(ToolFragment(fragment, fragment["function"].get("name"), text), seq)
+            # The usual fragment, {index, function: {arguments}}, of a known call: all that
+            # _tool_fragment() would do with it (no id, type, name or extra keys to take).
+            call.n_fragments += 1
+            if not text:
+                return False
+            parts = call._parts
+            parts.append(text)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
+            return True
+        if not text:
+            return False
+        parts = self._reasoning_strings[slot]
+        parts.append(text)
+        if len(parts) > JOIN_AT:
+            parts[:] = ["".join(parts)]
+        return True
 
     def add(self, chunk: dict[str, Any], seq: int = 0) -> bool:
         if self.done:
@@ -369,13 +412,34 @@ class Accumulator:
         # The usual chunk: one content fragment of choice 0 and nothing else meaningful, from the
         # same completion. Taken in one step, it keeps accumulation well under the cost of
         # json.loads (bench/bench_stream.py); it reads as read_chunk() would (the same test).
-        content = plain_content(chunk)
-        if content is not None and self.finish_reason is None and self.model is not None and chunk.get("id") == self.id:
-            self.n_chunks += 1
-            if content:
-                self._content.append(content)
-                return True
-            return False
+        choice = plain_choice(chunk)
+        if choice is not None and self.model is not None and chunk.get("id") == self.id:
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                if len(delta) == 1 and type(delta.get("content")) is str:
+                    if self.finish_reason is None:  # else a note: the full rules
+                        self.n_chunks += 1
+                        if delta["content"]:
+                            parts = self._content
+                            parts.append(delta["content"])
+                            if len(parts) > JOIN_AT:
+                                parts[:] = ["".join(parts)]
+                            return True
+                        return False
+                # Reasoning and tool-call argument chunks: what fold() does with their reading,
+                # without reading the rest of the chunk (the same pieces, bench/bench_stream.py).
+                elif (pieces := plain_reasoning(delta)) is not None:
+                    self.n_chunks += 1
+                    carried = False
+                    for piece in pieces:
+                        carried = self._reasoning_piece(piece, seq) or carried
+                    return carried
+                elif (fragments := plain_tool_fragments(delta)) is not None:
+                    self.n_chunks += 1
+                    carried = False
+                    for fragment in fragments:
+                        carried = self._tool_fragment(fragment, seq) or carried
+                    return carried
         return self.fold(read_chunk(chunk), seq)
 
     def fold(self, reading: Reading, seq: int = 0) -> bool:
@@ -413,7 +477,10 @@ class Accumulator:
         if reading.content:
             if self.finish_reason is not None:
                 self.note("content-after-finish", "content arrived after the terminal chunk", seq)
-            self._content.append(reading.content)
+            parts = self._content
+            parts.append(reading.content)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             carried = True
         if reading.refusal:
             self._refusal.append(reading.refusal)
@@ -483,13 +550,19 @@ class Accumulator:
             elif name != call.name:
                 self.note("tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq)
         if fragment.arguments:
-            call._parts.append(fragment.arguments)
+            parts = call._parts
+            parts.append(fragment.arguments)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             return True
         return False
 
     def _reasoning_piece(self, piece: ReasoningPiece, seq: int) -> bool:
         if piece.index is None:  # a plain string: reasoning, reasoning_content or thinking
-            self._reasoning_strings[piece.type].append(piece.payload)
+            parts = self._reasoning_strings[piece.type]
+            parts.append(piece.payload)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
             return True
         detail: _Reasoning | None
         if piece.type == "reasoning.encrypted":
@@ -506,6 +579,8 @@ class Accumulator:
         carried = False
         if piece.payload and isinstance(piece.payload, str):
             detail.parts.append(piece.payload)
+            if len(detail.parts) > JOIN_AT:
+                detail.parts[:] = ["".join(detail.parts)]
             carried = piece.type in READABLE
         raw = piece.raw or {}
         if raw.get("signature"):

@@ -7,7 +7,10 @@ layout the first time ``json.loads`` has parsed it, keyed by the exact text arou
 string; a later chunk with the same text around its content is rebuilt from that template with its
 own content, without parsing. The result is equal to ``json.loads(data)``: only the content differs
 between chunks of one layout, and only chunks whose other values are all scalars are templates, so
-no nested object is shared between two results. Anything else goes to ``json.loads``: among
+no nested object is shared between two results. OpenAI's and Azure's ``"obfuscation"`` padding, a
+string of random length in every chunk, is cut out of the key and put back, so such chunks share
+a layout too (tests/test_varying_layout.py checks every shortcut against the slow path with a
+random-length field in every chunk). Anything else goes to ``json.loads``: among
 others Mistral's chunks whose ``delta.content`` is a list of parts (its text is not a string there,
 so no template ever matches them; ``test_protocol.py`` checks it).
 """
@@ -17,61 +20,160 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .chunk import plain_content
+from .chunk import plain_choice, plain_content, plain_reasoning, plain_tool_fragments
 
 __all__ = ["ChunkParser"]
 
 _CONTENT = '"delta":{"content":"'  # as gateways write it: compact JSON
 _CONTENT_SPACED = '"delta": {"content": "'
+_PADDING = '"obfuscation":"'
 _SCALARS = (str, int, float, bool, type(None))
 _decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
-#: Layouts remembered per parser. A field that changes on every chunk (the simulator's send stamp,
-#: OpenAI's ``obfuscation`` padding) makes every chunk a layout of its own that never matches
-#: again: without a bound, a stream kept one template per chunk.
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # (text, end + 1) of a JSON string
+#: Layouts remembered per parser. A field that changes on every chunk (the simulator's send stamp)
+#: makes every chunk a layout of its own that never matches again: without a bound, a stream kept
+#: one template per chunk. Past the bound, a chunk that matches none costs one dict lookup more.
 MAX_TEMPLATES = 32
 
 
 class ChunkParser:
     """``parse(data)`` returns ``(value, content)``: the parsed JSON value, and the delta's content
-    when the value is a known content-only chunk (else None). Raises ValueError like json.loads."""
+    when the value is a known content-only chunk (else None). Raises ValueError like json.loads.
+
+    :meth:`parse_slot` also knows two more kinds of chunk by their layout: one plain reasoning
+    string (DeepSeek's ``reasoning_content``, ``reasoning``) and one tool-call fragment's
+    arguments (OpenAI's), each a chunk :func:`chunk.plain_reasoning` or
+    :func:`chunk.plain_tool_fragments` reads as that text alone."""
 
     def __init__(self) -> None:
-        self._templates: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._templates: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def parse(self, data: str) -> tuple[Any, str | None]:
+        value, text, slot = self.parse_slot(data)
+        return value, text if slot == CONTENT else None
+
+    def parse_slot(self, data: str) -> tuple[Any, str | None, str | None]:
+        """``(value, text, slot)``: ``slot`` is :data:`CONTENT`, ``"reasoning_content"``,
+        ``"reasoning"`` or ``"arguments"`` when the value is a known chunk of that one text
+        (``text``), else None (and ``text`` None)."""
+        slot = CONTENT
         start = data.find(_CONTENT)
         if start >= 0:
             start += len(_CONTENT)
         else:  # Python's json.dumps puts spaces after separators
             start = data.find(_CONTENT_SPACED)
-            if start < 0:
-                return _decode(data), None
-            start += len(_CONTENT_SPACED)
+            if start >= 0:
+                start += len(_CONTENT_SPACED)
+            else:
+                for name, marker in _SLOTS:
+                    start = data.find(marker)
+                    if start >= 0:
+                        start += len(marker)
+                        slot = name
+                        break
+                else:
+                    return _decode(data), None, None
         end = data.find('"', start)
-        content = data[start:end]
-        if end < 0 or "\\" in content:  # escapes: let json.loads read the string
-            return _decode(data), None
-        key = (data[:start], data[end:])
+        text = data[start:end]
+        if end < 0 or "\\" in text:  # escapes (JSON arguments are full of \"): the C scanner reads it
+            try:
+                text, end = _scanstring(data, start)
+            except ValueError:
+                return _decode(data), None, None  # json.loads says what is wrong
+            end -= 1  # the closing quote
+        after = data[end:]
+        # OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the
+        # key, and put back into the rebuilt chunk, so that such chunks share a layout too.
+        cut = after.find(_PADDING)
+        padding = None
+        if cut >= 0:
+            cut += len(_PADDING)
+            cut_end = after.find('"', cut)
+            padding = after[cut:cut_end]
+            if cut_end < 0 or (padding and not (padding.isascii() and padding.isalnum())):
+                return _decode(data), None, None  # as sent (letters and digits) or read by json.loads
+            after = after[:cut] + after[cut_end:]
+        key = (data[:start], after)
         template = self._templates.get(key)
         if template is not None:
-            top, choice = template
-            chunk, choice = dict(top), dict(choice)  # copies keep the keys in their sent order
-            choice["delta"] = {"content": content}
-            chunk["choices"] = [choice]
-            return chunk, content
+            chunk = _rebuild(template, text)
+            if padding is not None:
+                chunk["obfuscation"] = padding
+            return chunk, text, slot
         value = _decode(data)
-        if _is_plain_content(value, content):
-            if len(self._templates) < MAX_TEMPLATES:
-                self._templates[key] = (dict(value), dict(value["choices"][0]))
-            return value, content
-        return value, None
+        if not _reads_as(value, slot, text):
+            return value, None, None
+        # A layout that is kept: every other value a scalar, and the padding (when cut) the
+        # chunk's own top-level one. Past MAX_TEMPLATES, no test: the chunk is simply returned.
+        if len(self._templates) < MAX_TEMPLATES and (padding is None or value.get("obfuscation") == padding):
+            template = _template(value, slot)
+            if template is not None and _rebuild(template, text) | (
+                {} if padding is None else {"obfuscation": padding}
+            ) == value:
+                self._templates[key] = template
+        return value, text, slot
 
 
-def _is_plain_content(value: Any, content: str) -> bool:
-    """The chunk reads as this content alone (the reader's own test, :func:`chunk.plain_content`),
-    and every other value is a scalar: no nested object is shared between two results."""
-    if plain_content(value) != content:
+CONTENT = "content"
+_SLOTS = (
+    ("reasoning_content", '"reasoning_content":"'),
+    ("reasoning", '"reasoning":"'),
+    ("arguments", '"arguments":"'),
+)
+
+
+def _reads_as(value: Any, slot: str, text: str) -> bool:
+    """The chunk is read as this one text in this slot, and nothing else (the reader's tests)."""
+    if slot == CONTENT:
+        return plain_content(value) == text
+    choice = plain_choice(value)
+    if choice is None or type(choice.get("delta")) is not dict:
         return False
+    delta = choice["delta"]
+    if slot == "arguments":
+        fragments = plain_tool_fragments(delta)
+        return fragments is not None and len(fragments) == 1 and fragments[0].arguments == text
+    pieces = plain_reasoning(delta)
+    return pieces is not None and [(p.type, p.payload) for p in pieces] == ([(slot, text)] if text else [])
+
+
+def _scalars(container: dict[str, Any], but: str) -> bool:
+    return all(isinstance(v, _SCALARS) for k, v in container.items() if k != but)
+
+
+def _template(value: dict[str, Any], slot: str) -> tuple[Any, ...] | None:
+    """The containers from the chunk down to its text, copied, when every other value in them is
+    a scalar (so that no nested object is shared between two rebuilt chunks); else None."""
     choice = value["choices"][0]
-    others = [v for k, v in value.items() if k != "choices"] + [v for k, v in choice.items() if k != "delta"]
-    return all(isinstance(v, _SCALARS) for v in others)
+    if not (_scalars(value, "choices") and _scalars(choice, "delta")):
+        return None
+    delta = choice["delta"]
+    if slot == CONTENT:
+        return (slot, dict(value), dict(choice))
+    if slot != "arguments":
+        return (slot, dict(value), dict(choice), dict(delta)) if _scalars(delta, slot) else None
+    call = delta["tool_calls"][0]
+    function = call["function"]
+    if not (_scalars(delta, "tool_calls") and _scalars(call, "function") and _scalars(function, "arguments")):
+        return None
+    return (slot, dict(value), dict(choice), dict(delta), dict(call), dict(function))
+
+
+def _rebuild(template: tuple[Any, ...], text: str) -> dict[str, Any]:
+    """A new chunk of the template's layout with ``text`` (copies keep the keys in their sent
+    order)."""
+    slot, top, choice = template[0], dict(template[1]), dict(template[2])
+    if slot == CONTENT:
+        choice["delta"] = {"content": text}
+    elif slot != "arguments":
+        delta = dict(template[3])
+        delta[slot] = text
+        choice["delta"] = delta
+    else:
+        delta, call, function = dict(template[3]), dict(template[4]), dict(template[5])
+        function["arguments"] = text
+        call["function"] = function
+        delta["tool_calls"] = [call]
+        choice["delta"] = delta
+    top["choices"] = [choice]
+    return top

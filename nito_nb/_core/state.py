@@ -37,7 +37,7 @@ from .errors import (
     redact_events,
     retry_after_of,
 )
-from .layout import ChunkParser
+from .layout import CONTENT, ChunkParser
 from .log import BAD_DATA, CHUNK, COMMENT, COMMENT_RUN, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
 from .metrics import n_output_tokens, output_chunks_per_s, output_tps
 from .redaction import Edit, StreamRedactor, encode, redact_body, rewrite_event, with_data
@@ -366,7 +366,7 @@ class StreamState:
             rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by their seq
             first, ends, pending = redactor.first, redactor.ends, redactor.pending
         chunks: list[dict[str, Any]] = []
-        acc, parse = self.acc, self.parser.parse
+        acc, parse = self.acc, self.parser.parse_slot
         first_seq = len(self.log)
         kinds = bytearray()
         skipped: set[int] | None = None
@@ -397,7 +397,7 @@ class StreamState:
                 kinds.append(EMPTY)
                 continue
             try:
-                chunk, content = parse(data)
+                chunk, content, slot = parse(data)
             except ValueError:
                 kinds.append(BAD_DATA)
                 acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", first_seq + i)
@@ -408,10 +408,13 @@ class StreamState:
                 continue
             kinds.append(CHUNK)
             value = chunk
+            text = None
+            if slot is not CONTENT and slot is not None:  # one reasoning string, or tool arguments
+                text, content = content, None
             if name == "error":
                 chunk = as_error_event(value, name)
                 if chunk is not value:
-                    content = None
+                    content = text = None
             # Most chunks cannot matter to the redactor (its own first test, without the call).
             if redactor is not None and (
                 content is None or pending or (first in content and content[-1:] in ends) or "\\" in data
@@ -419,13 +422,17 @@ class StreamState:
                 changed, edits = redactor.take(first_seq + i, value, chunk, raw, content, not acc.done)
                 if changed:  # the chunk was rewritten in place: so are its bytes
                     rewritten[first_seq + i] = with_data(raw, encode(value))
-                    content = None  # read from the rewritten chunk
+                    content = text = None  # read from the rewritten chunk
                 if edits:
                     self._rewrite_earlier(edits, events, skipped, rewritten)
             if acc.done:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
-            if acc.add(chunk, first_seq + i) if content is None else acc.add_content(chunk, content, first_seq + i):
+            if (
+                acc.add_content(chunk, content, first_seq + i) if content is not None
+                else acc.add(chunk, first_seq + i) if text is None
+                else acc.add_slot(chunk, slot, text, first_seq + i)  # type: ignore[arg-type]
+            ):
                 self.n_token_chunks += 1
                 self.last_token_ns = t_ns
                 if self.first_token_ns is None:

@@ -88,8 +88,13 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     return df
 
 
+#: One encoder for every value: ``json.dumps`` with options builds a new encoder on each call,
+#: which cost more than the encoding of a chunk's small extras (one per row parsed whole).
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _encode(value)
 
 
 def _parse_chunks(datas: list[bytes]) -> list[Any]:
@@ -116,12 +121,21 @@ def _parse_chunks(datas: list[bytes]) -> list[Any]:
 # Put in place of a chunk's content string, to find chunks that differ only in it (_Builder._plan).
 _PLACEHOLDER = b"\\u0000nito_nb"
 _PLACEHOLDER_TEXT = "\x00nito_nb"
+# OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the skeleton
+# too (in its place a marker of letters, as the padding is), and put back into each row's extras.
+_PADDING = b'"obfuscation":"'
+# The text strings of chunks without a content string, tried in turn: DeepSeek's and OpenRouter's
+# reasoning, tool-call arguments. The skeleton's reading says where the string went (``slot``).
+_SLOTS = (b'"reasoning_content":"', b'"reasoning":"', b'"arguments":"')
+_PADDING_MARK = b"nitoNbPadding"
+_PADDING_MARK_TEXT = "nitoNbPadding"
 
 
 class _ChunkInfo:
     """What one chunk says, as column values: the same for every chunk with the same bytes."""
 
-    __slots__ = ("carried", "content", "fragments", "items", "plain", "readable", "targets", "values")
+    __slots__ = ("carried", "content", "extras", "fragments", "items", "plain", "readable", "slot", "targets",
+                 "values")
 
     def __init__(self) -> None:
         self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
@@ -132,6 +146,10 @@ class _ChunkInfo:
         self.readable = False  # a readable reasoning detail came
         self.plain: tuple[str, ...] = ()  # the plain reasoning strings that came
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
+        self.extras: tuple[str, str] | None = None  # a padded skeleton's extras, around its padding
+        # A skeleton whose cut string is not the content: ("item", k), the text of reasoning item
+        # k, or ("fragment", k), the arguments of tool fragment k.
+        self.slot: tuple[str, int] | None = None
 
 
 def _json_string(content: bytes) -> str:
@@ -288,21 +306,32 @@ class _Builder:
             for name, value in info.values:
                 cols[name][row] = value
             carried = info.carried
+            fragments, items = info.fragments, info.items
+            slot = info.slot
+            if slot is not None:  # the row's text goes where the skeleton's cut string went
+                where, k = slot
+                if where == "item":
+                    items = list(items)
+                    items[k] = (items[k][0], items[k][1], text)
+                else:
+                    fragments = list(fragments)
+                    fragments[k] = (fragments[k][0], {**fragments[k][1], "tool_args": text})
+                text = info.content
             if text is None:
                 text = info.content
             if text is not None:
                 contents[row] = text
                 carried = carried or bool(text)
-            if info.fragments:
+            if fragments:
                 self._put_parts(
                     row,
                     [
                         {**part, "tool_index": _tool_index(tools, fragment, dropped)}
-                        for fragment, part in info.fragments
+                        for fragment, part in fragments
                     ],
                 )
-            if info.items:
-                reasoning_items.append((row, info.items))
+            if items:
+                reasoning_items.append((row, items))
                 if not dropped:
                     has_readable = has_readable or info.readable
                     plain_sources.update(info.plain)
@@ -372,16 +401,26 @@ class _Builder:
         escaped: list[bytes] = []
         find = body.find
         startswith = body.startswith
-        prev_head = prev_tail = b"\xff"  # matches no chunk: the first one reads its skeleton
+        prev_head = prev_tail = prev_rest = b"\xff"  # matches no chunk: the first one reads its skeleton
+        prev_plain = True
         prev_index = -1
+        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
         for seq, first, last in zip(
             chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
         ):
             found = find(b'"content":"', first, last)
+            start = found + 11
+            if found < 0:  # reasoning and tool-call chunks: their one text string instead
+                for slot in _SLOTS:
+                    found = find(slot, first, last)
+                    if found >= 0:
+                        start = found + len(slot)
+                        if start >= last or body[start] == 0x22:  # cut off, or an empty string (no piece)
+                            found = -1
+                        break
             if found >= 0:
-                start = found + 11
                 end = find(b'"', start, last)
                 # A quote after a backslash ends nothing, unless the backslash is itself escaped.
                 while end >= 0 and body[end - 1] == 0x5C:
@@ -391,23 +430,43 @@ class _Builder:
                     if (end - 1 - before) % 2 == 0:
                         break
                     end = find(b'"', end + 1, last)
+                # The padding after the content, when it is as sent (letters and digits): its
+                # place in the chunk is part of the skeleton, its value is the row's own.
+                pad_start = pad_end = last
+                padding = None
+                if end >= 0:
+                    at = find(_PADDING, end, last)
+                    if at >= 0:
+                        pad_start = at + len(_PADDING)
+                        pad_end = find(b'"', pad_start, last)
+                        padding = body[pad_start:pad_end]
+                        if pad_end < 0 or (padding and not padding.isalnum()):
+                            end = -1  # not as sent: parsed whole
                 if end >= 0:
                     # Usually the same skeleton as the chunk before: compared in place, no copy.
                     if (
                         start - first == len(prev_head)
-                        and last - end == len(prev_tail)
+                        and pad_start - end == len(prev_tail)
+                        and last - pad_end == len(prev_rest)
+                        and (padding is None) is prev_plain
                         and startswith(prev_head, first)
                         and startswith(prev_tail, end)
+                        and startswith(prev_rest, pad_end)
                     ):
                         index = prev_index
                     else:
-                        prev_head, prev_tail = body[first:start], body[end:last]
+                        prev_head, prev_tail, prev_rest = body[first:start], body[end:pad_start], body[pad_end:last]
+                        prev_plain = padding is None
                         key = prev_head + _PLACEHOLDER + prev_tail
+                        if padding is not None:
+                            key += _PADDING_MARK + prev_rest
                         known = skeletons.get(key)
                         if known is None:
-                            known = skeletons[key] = self._skeleton(key)
+                            known = skeletons[key] = self._skeleton(key, padding is not None)
                         index = prev_index = known
                     if index >= 0:
+                        if padding is not None:
+                            paddings.append((base + seq, index, padding))
                         content = body[start:end]
                         if infos[index].targets is None:  # fragments or reasoning: add() places it
                             plan.append((seq, index, _json_string(content)))
@@ -437,6 +496,11 @@ class _Builder:
         for index, rows in groups.items():
             for column, value in infos[index].targets:
                 column.update(dict.fromkeys(rows, value))
+        if paddings:  # each padded row's extras: its skeleton's, with the row's own padding
+            extras = cols["extras"]
+            for row, index, padding in paddings:
+                before, after = infos[index].extras
+                extras[row] = before + padding.decode("ascii") + after
         if token_rows:
             token[token_rows] = True
             token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
@@ -454,8 +518,10 @@ class _Builder:
             infos.append(_read_chunk(value, event_name))
         return plan, pending_base
 
-    def _skeleton(self, key: bytes) -> int:
-        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted."""
+    def _skeleton(self, key: bytes, padded: bool = False) -> int:
+        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
+        ``padded``: the skeleton's padding is the marker, which must land in its extras only (a
+        top-level ``obfuscation``), once; its rows' extras are then that text around their own."""
         data, event_name = _chunk_data(key)
         if event_name == "error":
             return -1
@@ -464,8 +530,38 @@ class _Builder:
         except ValueError:
             return -1
         info = _read_chunk(value, None)
-        if info is None or info.content != _PLACEHOLDER_TEXT:
+        if info is None:
             return -1
+        # Every string the reading put in a column: the placeholder (and the padding's marker)
+        # must each be in the one place the rows' own strings go.
+        texts = [v for _, v in info.values if isinstance(v, str)]
+        texts += [v for _, part in info.fragments for v in part.values() if isinstance(v, str)]
+        texts += [text for _, _, text in info.items if text is not None]
+        if info.content == _PLACEHOLDER_TEXT:
+            texts.append(info.content)
+        elif info.content:
+            return -1
+        else:  # the cut string is a reasoning text or a tool fragment's arguments
+            items = [k for k, (_, _, text) in enumerate(info.items) if text == _PLACEHOLDER_TEXT]
+            fragments = [k for k, (_, part) in enumerate(info.fragments) if part.get("tool_args") == _PLACEHOLDER_TEXT]
+            if len(items) + len(fragments) != 1:
+                return -1
+            info.slot = ("item", items[0]) if items else ("fragment", fragments[0])
+        if sum(_PLACEHOLDER_TEXT in text for text in texts) != 1:
+            return -1
+        if padded:
+            marked = [(name, v) for name, v in info.values if isinstance(v, str) and _PADDING_MARK_TEXT in v]
+            if (
+                value.get("obfuscation") != _PADDING_MARK_TEXT
+                or sum(_PADDING_MARK_TEXT in text for text in texts) != 1
+                or len(marked) != 1
+                or marked[0][0] != "extras"
+                or marked[0][1].count(_PADDING_MARK_TEXT) != 1
+            ):
+                return -1
+            before, after = marked[0][1].split(_PADDING_MARK_TEXT)
+            info.extras = (before, after)  # each row's extras: _plan puts its padding in between
+            info.values = [(name, v) for name, v in info.values if name != "extras"]
         if not info.fragments and not info.items:
             # Plain content chunks are placed by _plan straight from these (list, value) pairs.
             info.targets = [(self.cols[name], value) for name, value in info.values]

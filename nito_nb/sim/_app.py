@@ -42,7 +42,7 @@ from ._faults import picked_to_fail
 from ._files import Recording, read_recording
 from ._pacing import Pacing, schedule
 from ._recordings import replay_file
-from ._reply import ErrorReply, Event, Reply, StreamReply, error_body, error_reply
+from ._reply import ErrorReply, Event, Reply, StreamReply, error_body, error_reply, padded
 from ._request import SimRequest, parse_request, request_digest
 from ._scenarios import SIM_MODELS, scenario
 from ._sending import Shutdown, install_log_filter, paced_body, stamped_body
@@ -163,6 +163,8 @@ def create_app(
         if isinstance(reply, ErrorReply):
             return _respond(reply)
         options = parsed.options
+        if options.obfuscation:
+            reply = dataclasses.replace(reply, events=padded(reply.events, options.seed))
         if options.capacity is not None:
             return await _served(parsed, reply)
         pacing = Pacing.of(options)

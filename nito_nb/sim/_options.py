@@ -40,6 +40,9 @@ class SimOptions:
     # Ground truth for client benchmarks: each chunk gains "sim_sent_ns", the server's
     # time.perf_counter_ns() when its bytes were handed to the socket (same clock on one machine).
     stamp: bool = False
+    # OpenAI's "obfuscation" padding (random letters and digits, random length) last in every
+    # chunk, as real OpenAI and Azure send it: no two chunks share a byte layout.
+    obfuscation: bool = False
     # A server that saturates (`_capacity.py`): slots, a queue (then 429), a batch that slows as
     # it fills. None: unbounded (every model but sim/server, unless the request asks).
     capacity: Capacity | None = None
@@ -60,7 +63,7 @@ class SimOptions:
 _NUMBER_OPTIONS = ("ttft_ms", "tps", "jitter", "stall_s", "think_s", "keepalive_s", "speed")
 _INT_OPTIONS = ("seed", "chunks", "size", "status", "tool_calls", "fail_attempts")
 _STRING_OPTIONS = ("replay", "content_type")
-_BOOL_OPTIONS = ("interleave", "stamp", "metrics")
+_BOOL_OPTIONS = ("interleave", "stamp", "metrics", "obfuscation")
 FAULTS = ("drop", "error")
 _ENV_OPTIONS = {"NITO_SIM_TPS": "tps", "NITO_SIM_TTFT_MS": "ttft_ms", "NITO_SIM_JITTER": "jitter"}
 

@@ -8,6 +8,7 @@ events is nito_nb's decoder's, `_core/sse.py`: `_recordings.sse_events`.)
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -94,3 +95,23 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def dumps(obj: Any) -> bytes:
     """The compact JSON bytes of a chunk."""
     return _ENCODER.encode(obj).encode()
+
+
+#: OpenAI's padding alphabet and lengths, as in its recordings (tests/data/real/openai-*.sse).
+_PADDING_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_PADDING_MAX = 15
+
+
+def padded(events: Iterable[Event], seed: int) -> Iterator[Event]:
+    """The events with OpenAI's ``"obfuscation"`` field last in every JSON chunk: a string of
+    random letters and digits of random length (0 to 15), drawn from ``seed`` (`"sim":
+    {"obfuscation": true}`). Real OpenAI and Azure chunks carry it, so no two chunks share a byte
+    layout: clients and benchmarks meet it here as they would there."""
+    rng = random.Random(seed)
+    choices, randint = rng.choices, rng.randint
+    for event in events:
+        data = event.data
+        if data.startswith(b"data: {") and data.endswith(b"}\n\n") and data.count(b"\n") == 2:
+            padding = "".join(choices(_PADDING_ALPHABET, k=randint(0, _PADDING_MAX))).encode()
+            event = Event(event.kind, data[:-3] + b',"obfuscation":"' + padding + b'"}\n\n', event.seconds)
+        yield event

@@ -1,0 +1,202 @@
+"""Nothing in the engine's fast paths depends on chunks sharing a byte layout.
+
+Real OpenAI and Azure chunks carry ``"obfuscation"``, a string of random characters and random
+length, so no two of them have the same bytes around their text. The engine's shortcuts (the
+layout cache of ``_core/layout.py``, the accumulator's plain content, reasoning and tool-fragment
+chunks) must give what the slow path gives: ``json.loads`` of every chunk and
+:func:`read_chunk` folded by :meth:`Accumulator.fold`, whatever the split of the body into reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from unittest.mock import patch
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nito_nb._core.accumulate import Accumulator
+from nito_nb._core.chunk import read_chunk
+from nito_nb._core.layout import ChunkParser
+from nito_nb._core.state import StreamState
+
+ALNUM = st.text(alphabet=st.sampled_from(list("abcXYZ019")), max_size=16)
+# Padding as sent (letters and digits), and padding no gateway sends (quotes, escapes, accents).
+PADDING = ALNUM | st.text(alphabet=st.sampled_from(list('a"\\\u00e9 /')), max_size=6)
+TEXT = st.text(alphabet=st.sampled_from(list('ab "\\\n\u00e9{}:,')), max_size=6)
+IDS = st.sampled_from(["chatcmpl-1"] * 6 + ["chatcmpl-2", ""])
+
+
+@st.composite
+def chunk(draw: st.DrawFn) -> dict[str, Any]:
+    """A chunk of one of the shapes real gateways send (OpenAI content and tool-call fragments,
+    DeepSeek reasoning, the simulator's plain content), its fields drawn."""
+    shape = draw(st.sampled_from(["content", "content", "reasoning", "tools", "other"]))
+    if shape == "content":
+        delta: dict[str, Any] = {"content": draw(TEXT)}
+    elif shape == "reasoning":
+        delta = {"content": draw(st.sampled_from([None, None, "", "x"])), "reasoning_content": draw(TEXT | st.none())}
+        if draw(st.booleans()):
+            delta["reasoning"] = draw(TEXT)
+    elif shape == "tools":
+        fragment: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 1])),
+                                    "function": {"arguments": draw(TEXT | st.none() | st.just({"a": 1}))}}
+        if draw(st.booleans()):
+            fragment.update(id="call_1", type="function")
+            fragment["function"]["name"] = draw(st.sampled_from(["add", "mul"]))
+        delta = {"tool_calls": [fragment]}
+        if draw(st.booleans()):
+            delta["content"] = None
+    else:
+        delta = draw(st.dictionaries(st.sampled_from(["role", "content", "refusal", "reasoning"]),
+                                     TEXT | st.none(), max_size=2))
+    choice: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 0, 1])), "delta": delta}
+    if draw(st.booleans()):
+        choice["logprobs"] = None
+    choice["finish_reason"] = draw(st.sampled_from([None, None, None, None, "stop"]))
+    value: dict[str, Any] = {"id": draw(IDS), "object": "chat.completion.chunk", "created": 1782321930,
+                             "model": draw(st.sampled_from(["gpt-5"] * 4 + [""]))}
+    if draw(st.booleans()):
+        value["service_tier"] = "default"
+        value["system_fingerprint"] = None
+    padding = draw(PADDING)
+    where = draw(st.sampled_from(["end", "end", "start", "choice", "none"]))
+    if where == "start":
+        value["obfuscation"] = padding
+    value["choices"] = [choice]
+    value["usage"] = draw(st.sampled_from([None, None, "absent", {"completion_tokens": 3}]))
+    if value["usage"] == "absent":
+        del value["usage"]
+    if where == "end":
+        value["obfuscation"] = padding
+    elif where == "choice":
+        choice["obfuscation"] = padding
+    return value
+
+
+def _encoded(value: dict[str, Any], spaced: bool, ascii_only: bool) -> str:
+    return json.dumps(value, ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":"))
+
+
+def _slow(datas: list[str]) -> tuple[Accumulator, int]:
+    """The slow path: every chunk parsed by json.loads and read whole by read_chunk; and how many
+    carried answer text (the token-bearing chunks)."""
+    acc = Accumulator()
+    carried = 0
+    for seq, data in enumerate(datas):
+        carried += acc.fold(read_chunk(json.loads(data)), seq)
+    acc.finish()
+    return acc, carried
+
+
+def _results(acc: Accumulator) -> tuple[Any, ...]:
+    calls = [(c.index, c.id, c.type, c.name, c.arguments, c.n_fragments, c.extra) for c in acc.tool_calls]
+    anomalies = [(a.kind, a.message, a.seq, a.count) for a in acc.anomalies]
+    return (acc.content, acc.reasoning, acc.refusal, calls, acc.n_chunks, acc.finish_reason, acc.role, acc.id,
+            acc.model, acc.usage, anomalies)
+
+
+@st.composite
+def stream(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chunks of a few layouts, as a stream has: each chunk one of them with its own text and
+    padding drawn (so that layouts repeat, with a different padding each time)."""
+    layouts = draw(st.lists(chunk(), min_size=1, max_size=3))
+    values = []
+    if draw(st.booleans()):  # OpenAI's opening chunk: the role, an empty content
+        values.append({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1782321930, "model": "gpt-5",
+                       "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+    for _ in range(draw(st.integers(1, 14))):
+        value = json.loads(json.dumps(draw(st.sampled_from(layouts))))
+        choice = value["choices"][0]
+        if "obfuscation" in value:
+            value["obfuscation"] = draw(PADDING)
+        if "obfuscation" in choice:
+            choice["obfuscation"] = draw(PADDING)
+        delta = choice["delta"]
+        for name in ("content", "reasoning_content", "reasoning"):
+            if isinstance(delta.get(name), str):
+                delta[name] = draw(TEXT)
+        for call in delta.get("tool_calls") or ():
+            if isinstance(call["function"].get("arguments"), str):
+                call["function"]["arguments"] = draw(TEXT)
+        values.append(value)
+    return values
+
+
+@given(stream(), st.booleans(), st.booleans(), st.lists(st.integers(0, 4000), max_size=8))
+@settings(max_examples=400, deadline=None)
+def test_a_random_field_in_every_chunk_reads_like_the_slow_path(
+    values: list[dict[str, Any]], spaced: bool, ascii_only: bool, cuts: list[int]
+) -> None:
+    datas = [_encoded(v, spaced, ascii_only) for v in values]
+    parser = ChunkParser()
+    for data in datas:  # the parser alone: what json.loads gives
+        parsed, content = parser.parse(data)
+        assert parsed == json.loads(data)
+        assert list(parsed) == list(json.loads(data))  # keys in the order sent
+        if content is not None:
+            assert parsed["choices"][0]["delta"] == {"content": content}
+    body = "".join(f"data: {d}\n\n" for d in datas).encode() + b"data: [DONE]\n\n"
+    state = StreamState()
+    at = 0
+    for cut in [*sorted({min(c, len(body)) for c in cuts}), len(body)]:  # the body in reads
+        state.feed(body[at:cut], 0)
+        at = cut
+    state.end(0)
+    slow, carried = _slow(datas)
+    assert _results(state.acc) == _results(slow)
+    assert state.n_token_chunks == carried
+    assert state.log.body == body
+
+
+def test_obfuscated_chunks_share_one_layout() -> None:
+    # OpenAI's chunks as recorded, each with its own padding: one template serves them all.
+    base = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
+            '"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],'
+            '"usage":null,"obfuscation":"%s"}')
+    parser = ChunkParser()
+    for i in range(200):
+        data = base % (f"w{i}", "x" * (i % 16))
+        assert parser.parse(data) == (json.loads(data), f"w{i}")
+    assert len(parser._templates) == 1
+
+
+@given(stream(), st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_a_random_field_in_every_chunk_frames_like_the_slow_path(values: list[dict[str, Any]], spaced: bool) -> None:
+    # The frame reads each chunk skeleton (the chunk without its content string, and without its
+    # padding) once: the frame is the one of every chunk parsed whole.
+    import pandas as pd
+
+    import nito_nb
+    from nito_nb._frame import build
+
+    body = "".join(f"data: {_encoded(v, spaced, False)}\n\n" for v in values).encode() + b"data: [DONE]\n\n"
+    stream_ = nito_nb.read_sse(body)
+    fast = nito_nb.frame(stream_)
+    with patch.object(build._Builder, "_skeleton", lambda self, key, padded=False: -1):
+        slow = nito_nb.frame(stream_)
+    pd.testing.assert_frame_equal(fast, slow)
+
+
+def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
+    import nito_nb
+    from nito_nb._frame import build
+
+    base = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
+            '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null,"obfuscation":"%s"}')
+    body = "".join(f"data: {base % (f'w{i}', 'x' * (i % 16))}\n\n" for i in range(50)).encode()
+    calls = []
+    original = build._Builder._skeleton
+
+    def counted(self: Any, key: bytes, padded: bool = False) -> int:
+        calls.append(key)
+        return original(self, key, padded)
+
+    with patch.object(build._Builder, "_skeleton", counted):
+        df = nito_nb.frame(nito_nb.read_sse(body))
+    assert len(calls) == 1
+    assert df.extras.dropna().tolist() == [json.dumps({"service_tier": "default", "obfuscation": "x" * (i % 16)})
+                                           for i in range(50)]
+
