@@ -87,6 +87,7 @@ def _slow(datas: list[str]) -> tuple[Accumulator, int]:
     for seq, data in enumerate(datas):
         carried += acc.fold(read_chunk(json.loads(data)), seq)
     acc.finish()
+    acc.check_end(len(datas) + 1)  # as the state does at its end: after the chunks and [DONE]
     return acc, carried
 
 
