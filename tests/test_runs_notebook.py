@@ -109,7 +109,10 @@ def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
         run_code(cell)
         finished = 0
         for _ in range(600):
-            finished = int(run_code("print(run.stats()['finished'])").strip())
+            shown = run_code("print(run.stats()['finished'])").strip()
+            if not shown:  # under load the print's stream message may come after the reply: ask again
+                continue
+            finished = int(shown)
             if finished >= 300:
                 break
         assert 300 <= finished < 1000
