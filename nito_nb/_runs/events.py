@@ -479,9 +479,13 @@ def _serve(receive: Connection, reply: Connection) -> None:
         try:
             write_events(*job)
         except BaseException as exc:  # told to the writer thread, which stops the run with it
-            reply.send(f"{type(exc).__name__}: {exc}")
+            answer: str | None = f"{type(exc).__name__}: {exc}"
         else:
-            reply.send(None)
+            answer = None
+        try:
+            reply.send(answer)
+        except OSError:  # the run's process exited meanwhile (a script ended mid-run): nobody to tell
+            return
 
 
 def main(argv: list[str]) -> None:

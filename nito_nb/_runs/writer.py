@@ -19,6 +19,7 @@ request that was answered (they were empty after a full disk).
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -226,6 +227,11 @@ class RunWriter:
                    f"skipped, the others sent; {kept}")
         else:  # a load run measures: it is never resumed (runner._load_requests)
             how = f"run the load run again (a load run is not resumed); {kept}"
+        # A run still writing when Python exits (a script that ended without run.wait()): DuckDB
+        # then refuses every query that would run Python code, and its store is not to blame.
+        if sys.is_finalizing() or "interpreter is shutting down" in str(error):
+            return StoreError(f"the run was cut short by Python's exit before it ended; {how.split('; ')[0]}",
+                              path=path)
         first = {"full": "free some space there", "read-only": "make it writable again",
                  "denied": "allow writing there"}.get(cause_of(error) or "")
         refused = cannot_write(error, path, f"{first}, then {how}")
