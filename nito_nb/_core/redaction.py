@@ -120,8 +120,17 @@ class StreamRedactor:
                 channel: tuple[str, Any] = (name, self._tools.index(sub))
                 if holder is None:
                     continue
+            elif name == "alternative":  # read in its token's place: after the sequence before it
+                channel = ("token", sub)
+                if pending and channel in pending:
+                    changed = self._alternative(channel, holder) or changed
+                if REDACTED in holder[key]:
+                    changed = _bytes_follow(holder) or changed
+                continue
             else:
                 channel = (name, sub)
+                if name == "token" and REDACTED in holder[key]:  # a whole key taken out of raw or escapes
+                    changed = _bytes_follow(holder) or changed
             if pending and channel in pending:
                 changed = self._slot(seq, position, channel, holder, key, folded, edits) or changed
             else:
@@ -140,6 +149,17 @@ class StreamRedactor:
         held = self.secret.partial_at_end(text)
         if held:
             self.pending[channel] = (text[-held:], [_Piece(seq, position, held, folded)])
+
+    def _alternative(self, channel: tuple[str, Any], holder: Any) -> bool:
+        """A token's top alternative, after the channel's pending end: the part of it that would
+        complete the key becomes the marker (only the alternative: the sequence holds no key)."""
+        before = self.pending[channel][0]
+        combined = before + holder["token"]
+        spans = self.secret.spans(combined)
+        if not spans:
+            return False
+        _put(holder, "token", _marked(combined, len(before), len(combined), spans))
+        return True
 
     def _slot(
         self, seq: int, position: int, channel: tuple[str, Any], holder: Any, key: Any, folded: bool,
@@ -170,7 +190,7 @@ class StreamRedactor:
                 edits.append(Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded))
             start = end
         rewritten = _marked(combined, start, len(combined), spans)
-        holder[key] = rewritten
+        _put(holder, key, rewritten)
         # What follows the last marker may start the key again.
         held = secret.partial_at_end(rewritten)
         if held:
@@ -248,7 +268,35 @@ def _apply(slots: list[Any], edit: Edit) -> None:
     _, _, holder, key = slots[edit.slot]
     text = holder[key]
     if text.endswith(edit.old):  # always, unless the text was changed behind the redactor's back
-        holder[key] = text[: len(text) - len(edit.old)] + edit.new
+        _put(holder, key, text[: len(text) - len(edit.old)] + edit.new)
+    if key == "token" and isinstance(holder.get("top_logprobs"), list):
+        # A logprobs token's alternatives that end as its piece of the key did (the top one is
+        # usually the token itself) lose that piece too: they stand in the token's place.
+        for alternative in holder["top_logprobs"]:
+            if isinstance(alternative, dict):
+                other = alternative.get("token")
+                if isinstance(other, str) and other.endswith(edit.old):
+                    _put(alternative, "token", other[: len(other) - len(edit.old)] + edit.new)
+
+
+def _put(holder: Any, key: Any, text: str) -> None:
+    """``holder[key] = text``; a logprobs token's ``bytes`` follow it (its UTF-8 bytes)."""
+    holder[key] = text
+    if key == "token":
+        _bytes_follow(holder)
+
+
+def _bytes_follow(entry: dict[str, Any]) -> bool:
+    """A logprobs entry whose token was redacted: its ``bytes`` (a list of byte values, which
+    would spell the key again) become the UTF-8 bytes of the token as it now is. True if changed."""
+    sent = entry.get("bytes")
+    if not isinstance(sent, list):
+        return False  # null, or absent: nothing spells anything
+    now = list(entry["token"].encode("utf-8"))
+    if sent == now:
+        return False
+    entry["bytes"] = now
+    return True
 
 
 def rewrite_event(raw: bytes, edits: list[Edit]) -> bytes:
