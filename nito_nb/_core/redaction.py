@@ -53,6 +53,9 @@ class Edit(NamedTuple):
     old: str
     new: str
     folded: bool
+    #: For a logprobs token, what its alternatives lose (:func:`_in_place`): the key's text from
+    #: the piece on, a key starting in the piece, and how much of it the piece holds.
+    place: tuple[str, str, int] = ("", "", 0)
 
 
 class _Piece(NamedTuple):
@@ -183,14 +186,18 @@ class StreamRedactor:
             return False
         # The key completed: each piece of it becomes the marker, in the event that carried it.
         start = 0
+        tokens = channel[0] == "token"
         for earlier in pieces:
             end = start + earlier.length
             old, new = combined[start:end], _marked(combined, start, end, spans)
             if new != old:
-                edits.append(Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded))
+                place = _place(combined, start, end, spans) if tokens else ("", "", 0)
+                edits.append(Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded, place))
             start = end
         rewritten = _marked(combined, start, len(combined), spans)
         _put(holder, key, rewritten)
+        if tokens:
+            _in_place(holder, _place(combined, start, len(combined), spans))
         # What follows the last marker may start the key again.
         held = secret.partial_at_end(rewritten)
         if held:
@@ -269,14 +276,50 @@ def _apply(slots: list[Any], edit: Edit) -> None:
     text = holder[key]
     if text.endswith(edit.old):  # always, unless the text was changed behind the redactor's back
         _put(holder, key, text[: len(text) - len(edit.old)] + edit.new)
-    if key == "token" and isinstance(holder.get("top_logprobs"), list):
-        # A logprobs token's alternatives that end as its piece of the key did (the top one is
-        # usually the token itself) lose that piece too: they stand in the token's place.
-        for alternative in holder["top_logprobs"]:
-            if isinstance(alternative, dict):
-                other = alternative.get("token")
-                if isinstance(other, str) and other.endswith(edit.old):
-                    _put(alternative, "token", other[: len(other) - len(edit.old)] + edit.new)
+    if key == "token":
+        _in_place(holder, edit.place)
+
+
+def _place(combined: str, start: int, end: int, spans: list[tuple[int, int]]) -> tuple[str, str, int]:
+    """What the alternatives of the token that holds ``combined[start:end]`` lose (``Edit.place``):
+    the key's text from ``start`` on when a key reaches into it from before; the key that starts
+    in it, and how many of its characters it holds."""
+    rest, form, least = "", "", 0
+    for first, last in spans:
+        if first < start < last:
+            rest = combined[start:last]
+        elif start <= first < end:
+            form, least = combined[first:last], min(end, last) - first
+    return rest, form, least
+
+
+def _in_place(entry: dict[str, Any], place: tuple[str, str, int]) -> None:
+    """The alternatives of a logprobs token the key covered (in part): each stands in the token's
+    place, so it loses its start that continues the key there (``rest``), and its end that would
+    start the key (``form``) with at least as much of it as the token did (``least``); a shorter
+    end (an ``s`` that could start ``sk-``) is any text's."""
+    alternatives = entry.get("top_logprobs")
+    if not isinstance(alternatives, list):
+        return
+    rest, form, least = place
+    for alternative in alternatives:
+        text = alternative.get("token") if isinstance(alternative, dict) else None
+        if not isinstance(text, str) or not text:
+            continue
+        new = text
+        if rest:
+            agree = 0
+            while agree < len(new) and agree < len(rest) and new[agree] == rest[agree]:
+                agree += 1
+            if agree:
+                new = REDACTED + new[agree:]
+        if form and least:
+            for size in range(min(len(new), len(form) - 1), least - 1, -1):
+                if form.startswith(new[len(new) - size:]):
+                    new = new[: len(new) - size] + REDACTED
+                    break
+        if new != text:
+            _put(alternative, "token", new)
 
 
 def _put(holder: Any, key: Any, text: str) -> None:
