@@ -147,6 +147,16 @@ class StreamRedactor:
             edits = [edit for edit in edits if edit.seq != seq]
         return changed, edits
 
+    def held_token(self, choice: int = 0, channel: str = "content") -> tuple[int, int] | None:
+        """Where the end of a logprobs token sequence that could still start the key begins:
+        (seq, slot) of its first token, or None. What a reader sees of the tokens while the stream
+        runs stops before it, as the texts hold back their end (``Secret.hold_back``)."""
+        found = self.pending.get(("token", (choice, channel)))
+        if found is None:
+            return None
+        first = found[1][0]
+        return first.seq, first.slot
+
     def _start(self, channel: tuple[str, Any], text: str, seq: int, position: int, folded: bool) -> None:
         """A channel with nothing pending: its end may start the key."""
         held = self.secret.partial_at_end(text)
