@@ -8,8 +8,9 @@ state hands every chunk to a :class:`StreamRedactor`, which reads its decoded st
 - An event whose decoded strings hold the key (escapes) has every string redacted, and its raw
   bytes are written again from the redacted JSON.
 - Each text channel (``chunk.text_slots``: content, reasoning, refusal, each tool call's
-  arguments, the audio transcript, error messages) keeps a key's worth of lookbehind: the end of
-  its text that could still start the key, and which events it came from. When a later event
+  arguments, the audio transcript, error messages, and the tokens of each choice's ``logprobs``)
+  keeps a key's worth of lookbehind: the end of its text that could still start the key, and
+  which events it came from. When a later event
   completes the key, each piece of it becomes ``[redacted]`` in the event that carried it: the
   current chunk before it is folded, the earlier ones as :class:`Edit` s that the state applies
   to the log (their raw bytes) and to the accumulator (the end of the channel's text). Every
@@ -21,6 +22,11 @@ applied by the accumulator to each text): whatever could still start the key is 
 can no longer start it. The common case, a plain content chunk that cannot start the key with
 nothing pending, costs the state a few tests and no call (bench/bench_redaction.py measures the
 cost on content, reasoning and tool-call bodies; bench/bench_stream.py --api-key the whole path).
+
+The tokens of ``logprobs`` are such a channel (their sequence is the text), with two additions
+(docs/SECURITY.md, "The tokens of logprobs"): a token's ``bytes`` follow its text when it is
+redacted, and its ``top_logprobs`` alternatives, which are no sequence, are read in its place
+(:meth:`StreamRedactor._alternative`, :func:`_in_place`).
 
 A key the model transforms (reversed, spaced out, translated, base64) is not found: nothing here
 can tell it from text (docs/ENGINE_API.md says what is redacted and what is not).
