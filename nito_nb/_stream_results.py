@@ -271,11 +271,14 @@ class StreamResults:
 
         state = self._answer()  # one rule with content: a broken unread stream raises
         # While the stream runs, the tokens that could still start the key are held back, as the
-        # content's end is (docs/SECURITY.md, "The tokens of logprobs").
-        held = state.redactor.held_token() if state.redactor is not None and state.acc.hold is not None else None
+        # content's end is (docs/SECURITY.md, "The tokens of logprobs"); where they start and how
+        # many events arrived are read at once, so that no chunk starting the key comes between.
+        with state.lock:
+            held = state.redactor.held_token() if state.redactor is not None and state.acc.hold is not None else None
+            arrived = len(state.log)
         tokens: list[dict[str, Any]] = []
         for event in state.log:
-            if event.kind == "done":  # what comes after [DONE] is not the answer's (rule 9)
+            if event.seq >= arrived or event.kind == "done":  # after [DONE]: not the answer's (rule 9)
                 break
             if event.kind == "chunk":
                 chunk = event.chunk
