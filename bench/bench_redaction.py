@@ -8,7 +8,9 @@ read by ``_core/redaction.py``. Three bodies of the same English-like words (man
 the first character of an ``sk-...`` key) are fed to a ``StreamState`` in 64 KB reads, without a
 key and with a 73-character one, interleaved, CPU time of this process (the machine is shared):
 plain content chunks (the path most chunks take), plain ``reasoning`` chunks, and tool-call
-argument fragments (both read by the redactor's slots). Prints the medians and their ratio.
+argument fragments (both read by the redactor's slots), content chunks that carry their token's
+``logprobs`` with three alternatives (the token sequence is a channel too, and such chunks are
+never plain content). Prints the medians and their ratio.
 """
 
 from __future__ import annotations
@@ -29,14 +31,19 @@ def body(kind: str, n: int) -> list[bytes]:
     lines = []
     for i in range(n):
         word = WORDS[i % len(WORDS)]
-        if kind == "content":
+        if kind in ("content", "logprobs"):
             delta: dict[str, object] = {"content": word}
         elif kind == "reasoning":
             delta = {"reasoning": word}
         else:
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": word}}]}
+        choice: dict[str, object] = {"index": 0, "delta": delta, "finish_reason": None}
+        if kind == "logprobs":  # one token per chunk, and its three likeliest alternatives
+            choice["logprobs"] = {"content": [{"token": word, "logprob": -0.1, "bytes": list(word.encode()),
+                                               "top_logprobs": [{"token": t, "logprob": -1.0, "bytes": list(t.encode())}
+                                                                for t in (word, word.upper(), " the")]}]}
         chunk = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                 "choices": [choice]}
         lines.append(b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
     data = b"".join(lines) + b"data: [DONE]\n\n"
     return [data[i : i + 65536] for i in range(0, len(data), 65536)]
@@ -58,7 +65,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
-    for kind in ("content", "reasoning", "tool"):
+    for kind in ("content", "reasoning", "tool", "logprobs"):
         reads = body(kind, args.chunks)
         times: dict[str, list[float]] = {"no key": [], "key": []}
         for _ in range(args.repeats):

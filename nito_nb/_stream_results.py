@@ -266,15 +266,28 @@ class StreamResults:
         (``logprobs=True, top_logprobs=K``): ``{"token", "logprob", "bytes", "top_logprobs"}``
         each, accumulated across chunks (choice 0's ``logprobs.content``; a refusal's tokens are
         in ``frame().nito.tokens()``). Empty when none came."""
+        from ._core.chunk import text_slots
         from ._core.logprobs import logprobs_of
 
         state = self._answer()  # one rule with content: a broken unread stream raises
+        # While the stream runs, the tokens that could still start the key are held back, as the
+        # content's end is (docs/SECURITY.md, "The tokens of logprobs"); where they start and how
+        # many events arrived are read at once, so that no chunk starting the key comes between.
+        with state.lock:
+            held = state.redactor.held_token() if state.redactor is not None and state.acc.hold is not None else None
+            arrived = len(state.log)
         tokens: list[dict[str, Any]] = []
         for event in state.log:
-            if event.kind == "done":  # what comes after [DONE] is not the answer's (rule 9)
+            if event.seq >= arrived or event.kind == "done":  # after [DONE]: not the answer's (rule 9)
                 break
             if event.kind == "chunk":
-                tokens.extend(logprobs_of(event.chunk)["content"])
+                chunk = event.chunk
+                entries = logprobs_of(chunk)["content"]
+                if held is not None and event.seq == held[0]:
+                    first = text_slots(chunk)[held[1]][2]
+                    tokens.extend(entries[: next((i for i, e in enumerate(entries) if e is first), len(entries))])
+                    break
+                tokens.extend(entries)
         return tokens
 
     @property

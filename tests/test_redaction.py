@@ -324,6 +324,69 @@ def test_any_split_and_escapes_never_show_the_key(
     assert shown(again) == final and again.n_chunks == s.n_chunks
 
 
+def _token_entry(token: str) -> dict[str, Any]:
+    # The top alternative is the token itself (as OpenAI sends it), the second another case.
+    return {"token": token, "logprob": -0.5, "bytes": list(token.encode()),
+            "top_logprobs": [{"token": t, "logprob": -0.5, "bytes": list(t.encode())} for t in (token, token.lower())]}
+
+
+def _token_texts(entries: list[dict[str, Any]]) -> list[str]:
+    """Each token and alternative of ``entries``, and what each list of bytes spells."""
+    out = []
+    for entry in entries:
+        for one in (entry, *entry.get("top_logprobs", [])):
+            out += [one["token"], bytes(one["bytes"]).decode("utf-8", "replace")]
+    return out
+
+
+@given(
+    before=_AROUND,
+    after=_AROUND,
+    cuts=st.lists(st.integers(0, 40), max_size=8),
+    groups=st.lists(st.integers(0, 10), max_size=4),
+    escapes=st.sets(st.sampled_from(sorted(set(KEY_H))), max_size=3),
+    reads=st.lists(st.integers(0, 4000), max_size=5),
+)
+@settings(max_examples=300, deadline=None)
+def test_any_split_of_the_logprobs_tokens_never_shows_the_key(
+    before: str, after: str, cuts: list[int], groups: list[int], escapes: set[str], reads: list[int],
+) -> None:
+    # The key in the tokens of logprobs, cut into tokens anywhere, the tokens into chunks anywhere,
+    # some of its letters JSON-escaped (in every string of the chunk: the content and the tokens).
+    text = before + KEY_H + after
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    tokens = [t for t in (text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)) if t]
+    bounds = sorted({g % (len(tokens) + 1) for g in groups})
+    body = b""
+    for a, b in zip([0, *bounds], [*bounds, len(tokens)], strict=True):
+        if a == b:
+            continue
+        chunk = {"id": "g", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": "".join(tokens[a:b])},
+                              "logprobs": {"content": [_token_entry(t) for t in tokens[a:b]]}, "finish_reason": None}]}
+        data = json.dumps(chunk)
+        for letter in escapes:
+            data = data.replace(letter, f"\\u{ord(letter):04X}")
+        body += b"data: " + data.encode() + b"\n\n"
+    body += b"data: [DONE]\n\n"
+    source = protected(KEY_H)
+    s = source.stream
+    at = sorted({r % (len(body) + 1) for r in reads})
+    for a, b in zip([0, *at], [*at, len(body)], strict=True):
+        source.feed(body[a:b], a)
+        assert all(without_key_chars(t) for t in _token_texts(s.logprobs))  # held back while it arrives
+    source.end(len(body))
+    shown = [t["token"] for t in s.logprobs]
+    assert len(shown) == len(tokens)  # every token keeps its place
+    assert re.fullmatch(f"{re.escape(before)}(?:{re.escape(MARK)})+{re.escape(after)}", "".join(shown)), shown
+    assert all(without_key_chars(t) for t in _token_texts(s.logprobs))
+    assert all(without_key_chars(t) for t in decoded_strings(s))
+    assert all(without_key_chars(bytes(e["bytes"]).decode()) for e in s.logprobs)
+    rows = s.frame().nito.tokens()
+    assert rows["token"].tolist() == shown and without_key_chars(rows.to_csv())
+    assert without_key_chars(s.log.body.decode())
+
+
 def test_secret_helpers() -> None:
     secret = Secret(KEY)
     assert [secret.partial_at_end(t) for t in ("", "s", "xs", "sk-test-SEC", "sk-test", "this", KEY)] == [

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fields import DELTA_KEYS
+from .logprobs import CHANNELS as TOKEN_CHANNELS
 
 __all__ = [
     "PAYLOAD_KEY",
@@ -501,7 +502,10 @@ def _read_function_call(legacy: Any, reading: Reading) -> None:
 #: ``transcript``, ``reasoning``, ``reasoning_content``, ``detail`` with sub ``(index, type)``,
 #: ``tool`` with sub the fragment, whose call :class:`~nito_nb._core.tool_index.ToolIndexer` tells,
 #: ``error`` for an error's message). Every tool-call fragment has one, its holder and key None
-#: when it carries no text: the calls are told apart by the fragments in order.
+#: when it carries no text: the calls are told apart by the fragments in order. The tokens of
+#: ``logprobs`` too: ``token`` with sub ``(choice index, "content" or "refusal")`` for each token
+#: sent (their sequence adds up to that choice's text), each preceded by an ``alternative`` slot
+#: of the same sub per entry of its ``top_logprobs`` (read in the token's place, not in sequence).
 TextSlot = tuple[str, Any, Any, Any]
 
 
@@ -526,11 +530,16 @@ def text_slots(chunk: Any) -> list[TextSlot]:
     if not choices or not isinstance(choices, list):
         return slots
     for position, choice in enumerate(choices):
-        if not isinstance(choice, dict) or choice.get("index", position) != 0:
+        if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta")
-        if delta and isinstance(delta, dict):
-            _delta_slots(delta, slots)
+        index = choice.get("index", position)
+        if index == 0:
+            delta = choice.get("delta")
+            if delta and isinstance(delta, dict):
+                _delta_slots(delta, slots)
+        logprobs = choice.get("logprobs")
+        if logprobs and isinstance(logprobs, dict):  # every choice's: s.choices shows them all
+            _token_slots(index if type(index) is int else position, logprobs, slots)
     return slots
 
 
@@ -571,6 +580,24 @@ def _delta_slots(delta: dict[str, Any], slots: list[TextSlot]) -> None:
             slots.append(("tool", {"index": 0}, legacy, "arguments"))
         else:
             slots.append(("tool", {"index": 0}, None, None))
+
+
+def _token_slots(index: int, logprobs: dict[str, Any], slots: list[TextSlot]) -> None:
+    # The entries logprobs.logprobs_of reads (those whose token is a string), in order.
+    for name in TOKEN_CHANNELS:
+        entries = logprobs.get(name)
+        if not entries or not isinstance(entries, list):
+            continue
+        sub = (index, name)
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
+                continue
+            top = entry.get("top_logprobs")
+            if top and isinstance(top, list):
+                for alternative in top:
+                    if isinstance(alternative, dict) and isinstance(alternative.get("token"), str):
+                        slots.append(("alternative", sub, alternative, "token"))
+            slots.append(("token", sub, entry, "token"))
 
 
 def _part_slots(parts: list[Any], slots: list[TextSlot]) -> None:

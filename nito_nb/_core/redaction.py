@@ -8,8 +8,9 @@ state hands every chunk to a :class:`StreamRedactor`, which reads its decoded st
 - An event whose decoded strings hold the key (escapes) has every string redacted, and its raw
   bytes are written again from the redacted JSON.
 - Each text channel (``chunk.text_slots``: content, reasoning, refusal, each tool call's
-  arguments, the audio transcript, error messages) keeps a key's worth of lookbehind: the end of
-  its text that could still start the key, and which events it came from. When a later event
+  arguments, the audio transcript, error messages, and the tokens of each choice's ``logprobs``)
+  keeps a key's worth of lookbehind: the end of its text that could still start the key, and
+  which events it came from. When a later event
   completes the key, each piece of it becomes ``[redacted]`` in the event that carried it: the
   current chunk before it is folded, the earlier ones as :class:`Edit` s that the state applies
   to the log (their raw bytes) and to the accumulator (the end of the channel's text). Every
@@ -21,6 +22,11 @@ applied by the accumulator to each text): whatever could still start the key is 
 can no longer start it. The common case, a plain content chunk that cannot start the key with
 nothing pending, costs the state a few tests and no call (bench/bench_redaction.py measures the
 cost on content, reasoning and tool-call bodies; bench/bench_stream.py --api-key the whole path).
+
+The tokens of ``logprobs`` are such a channel (their sequence is the text), with two additions
+(docs/SECURITY.md, "The tokens of logprobs"): a token's ``bytes`` follow its text when it is
+redacted, and its ``top_logprobs`` alternatives, which are no sequence, are read in its place
+(:meth:`StreamRedactor._alternative`, :func:`_in_place`).
 
 A key the model transforms (reversed, spaced out, translated, base64) is not found: nothing here
 can tell it from text (docs/ENGINE_API.md says what is redacted and what is not).
@@ -53,6 +59,9 @@ class Edit(NamedTuple):
     old: str
     new: str
     folded: bool
+    #: For a logprobs token, what its alternatives lose (:func:`_in_place`): the key's text from
+    #: the piece on, a key starting in the piece, and how much of it the piece holds.
+    place: tuple[str, str, int] = ("", "", 0)
 
 
 class _Piece(NamedTuple):
@@ -120,8 +129,17 @@ class StreamRedactor:
                 channel: tuple[str, Any] = (name, self._tools.index(sub))
                 if holder is None:
                     continue
+            elif name == "alternative":  # read in its token's place: after the sequence before it
+                channel = ("token", sub)
+                if pending and channel in pending:
+                    changed = self._alternative(channel, holder) or changed
+                if REDACTED in holder[key]:
+                    changed = _bytes_follow(holder) or changed
+                continue
             else:
                 channel = (name, sub)
+                if name == "token" and REDACTED in holder[key]:  # a whole key taken out of raw or escapes
+                    changed = _bytes_follow(holder) or changed
             if pending and channel in pending:
                 changed = self._slot(seq, position, channel, holder, key, folded, edits) or changed
             else:
@@ -135,11 +153,32 @@ class StreamRedactor:
             edits = [edit for edit in edits if edit.seq != seq]
         return changed, edits
 
+    def held_token(self, choice: int = 0, channel: str = "content") -> tuple[int, int] | None:
+        """Where the end of a logprobs token sequence that could still start the key begins:
+        (seq, slot) of its first token, or None. What a reader sees of the tokens while the stream
+        runs stops before it, as the texts hold back their end (``Secret.hold_back``)."""
+        found = self.pending.get(("token", (choice, channel)))
+        if found is None:
+            return None
+        first = found[1][0]
+        return first.seq, first.slot
+
     def _start(self, channel: tuple[str, Any], text: str, seq: int, position: int, folded: bool) -> None:
         """A channel with nothing pending: its end may start the key."""
         held = self.secret.partial_at_end(text)
         if held:
             self.pending[channel] = (text[-held:], [_Piece(seq, position, held, folded)])
+
+    def _alternative(self, channel: tuple[str, Any], holder: Any) -> bool:
+        """A token's top alternative, after the channel's pending end: the part of it that would
+        complete the key becomes the marker (only the alternative: the sequence holds no key)."""
+        before = self.pending[channel][0]
+        combined = before + holder["token"]
+        spans = self.secret.spans(combined)
+        if not spans:
+            return False
+        _put(holder, "token", _marked(combined, len(before), len(combined), spans))
+        return True
 
     def _slot(
         self, seq: int, position: int, channel: tuple[str, Any], holder: Any, key: Any, folded: bool,
@@ -163,14 +202,18 @@ class StreamRedactor:
             return False
         # The key completed: each piece of it becomes the marker, in the event that carried it.
         start = 0
+        tokens = channel[0] == "token"
         for earlier in pieces:
             end = start + earlier.length
             old, new = combined[start:end], _marked(combined, start, end, spans)
             if new != old:
-                edits.append(Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded))
+                place = _place(combined, start, end, spans) if tokens else ("", "", 0)
+                edits.append(Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded, place))
             start = end
         rewritten = _marked(combined, start, len(combined), spans)
-        holder[key] = rewritten
+        _put(holder, key, rewritten)
+        if tokens:
+            _in_place(holder, _place(combined, start, len(combined), spans))
         # What follows the last marker may start the key again.
         held = secret.partial_at_end(rewritten)
         if held:
@@ -248,7 +291,71 @@ def _apply(slots: list[Any], edit: Edit) -> None:
     _, _, holder, key = slots[edit.slot]
     text = holder[key]
     if text.endswith(edit.old):  # always, unless the text was changed behind the redactor's back
-        holder[key] = text[: len(text) - len(edit.old)] + edit.new
+        _put(holder, key, text[: len(text) - len(edit.old)] + edit.new)
+    if key == "token":
+        _in_place(holder, edit.place)
+
+
+def _place(combined: str, start: int, end: int, spans: list[tuple[int, int]]) -> tuple[str, str, int]:
+    """What the alternatives of the token that holds ``combined[start:end]`` lose (``Edit.place``):
+    the key's text from ``start`` on when a key reaches into it from before; the key that starts
+    in it, and how many of its characters it holds."""
+    rest, form, least = "", "", 0
+    for first, last in spans:
+        if first < start < last:
+            rest = combined[start:last]
+        elif start <= first < end:
+            form, least = combined[first:last], min(end, last) - first
+    return rest, form, least
+
+
+def _in_place(entry: dict[str, Any], place: tuple[str, str, int]) -> None:
+    """The alternatives of a logprobs token the key covered (in part): each stands in the token's
+    place, so it loses its start that continues the key there (``rest``), and its end that would
+    start the key (``form``) with at least as much of it as the token did (``least``); a shorter
+    end (an ``s`` that could start ``sk-``) is any text's."""
+    alternatives = entry.get("top_logprobs")
+    if not isinstance(alternatives, list):
+        return
+    rest, form, least = place
+    for alternative in alternatives:
+        text = alternative.get("token") if isinstance(alternative, dict) else None
+        if not isinstance(text, str) or not text:
+            continue
+        new = text
+        if rest:
+            agree = 0
+            while agree < len(new) and agree < len(rest) and new[agree] == rest[agree]:
+                agree += 1
+            if agree:
+                new = REDACTED + new[agree:]
+        if form and least:
+            for size in range(min(len(new), len(form) - 1), least - 1, -1):
+                if form.startswith(new[len(new) - size:]):
+                    new = new[: len(new) - size] + REDACTED
+                    break
+        if new != text:
+            _put(alternative, "token", new)
+
+
+def _put(holder: Any, key: Any, text: str) -> None:
+    """``holder[key] = text``; a logprobs token's ``bytes`` follow it (its UTF-8 bytes)."""
+    holder[key] = text
+    if key == "token":
+        _bytes_follow(holder)
+
+
+def _bytes_follow(entry: dict[str, Any]) -> bool:
+    """A logprobs entry whose token was redacted: its ``bytes`` (a list of byte values, which
+    would spell the key again) become the UTF-8 bytes of the token as it now is. True if changed."""
+    sent = entry.get("bytes")
+    if not isinstance(sent, list):
+        return False  # null, or absent: nothing spells anything
+    now = list(entry["token"].encode("utf-8"))
+    if sent == now:
+        return False
+    entry["bytes"] = now
+    return True
 
 
 def rewrite_event(raw: bytes, edits: list[Edit]) -> bytes:
