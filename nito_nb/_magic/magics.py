@@ -43,7 +43,7 @@ from .._structured import schema_of
 from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
 from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, settings_for
-from .grid import run_models
+from .grid import ChoiceGrid, run_models
 from .history import cost_line, history_table
 from .models import models_table
 from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
@@ -532,7 +532,11 @@ class NitoMagics(Magics):
             self._show_ended(getattr(interrupt, "stream", None), fmt, args, started)
             raise
         started.append(stream)
-        display = self._display(stream, fmt)
+        n = params.get("n")
+        if isinstance(n, int) and n > 1 and in_kernel():
+            display = ChoiceGrid(stream, n, fmt, self.settings.max_rate)  # the choices side by side
+        else:
+            display = self._display(stream, fmt)
         try:
             chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
             start_view(display)

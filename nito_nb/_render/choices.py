@@ -1,0 +1,77 @@
+"""Several answers side by side: the layout of the multi-model grid (``%%nito -m a,b``) and of
+the choices of one stream (``n > 1``), one rule for both.
+
+A choice is shown as the stream would be if it were its only answer: its content, reasoning,
+refusal and tool calls in the stream's state (``render_parts`` on a copy of the snapshot with the
+choice's fields), under the stream's one status line, error and anomalies, which are the
+stream's, not a choice's. Pure: no I/O; every text of the model is escaped by the parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from .._core.status import RUNNING
+from .parts import Part, RenderCache, final_bundle, join_parts, render_parts
+from .status_line import _status
+
+__all__ = ["choices_bundle", "grid_bundle"]
+
+#: The parts that are the stream's, shown once above the choices.
+_OF_THE_STREAM = ("status", "error", "anomalies")
+
+
+def grid_bundle(titles: Sequence[str], columns: Sequence[tuple[str, str]], above: Part | None = None) -> dict[str, str]:
+    """One mime bundle of columns side by side (``(html, text)`` each, under its title, which is
+    escaped here), with ``above`` (a part spanning the grid) first."""
+    cells = "".join(
+        f'<div style="min-width: 0;"><div><strong>{html.escape(title)}</strong></div>{body}</div>'
+        for title, (body, _) in zip(titles, columns, strict=True)
+    )
+    grid = (
+        '<div class="nito-grid" style="display: grid; gap: 12px; '
+        f'grid-template-columns: repeat({len(columns)}, minmax(0, 1fr));">{cells}</div>'
+    )
+    text = "\n\n".join(f"== {title} ==\n{body}" for title, (_, body) in zip(titles, columns, strict=True))
+    if above is None:
+        return {"text/html": grid, "text/plain": text}
+    return {"text/html": above.html + grid, "text/plain": f"{above.text}\n\n{text}" if above.text else text}
+
+
+def as_choice(state: Any, choice: Any) -> Any:
+    """``state`` (a snapshot) with the answer of ``choice`` (a ``_core/choices.py`` ``Choice``)."""
+    changes = {
+        "content": choice.content, "reasoning": choice.reasoning, "refusal": choice.refusal,
+        "tool_calls": tuple(choice.tool_calls), "finish_reason": choice.finish_reason,
+    }
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        return dataclasses.replace(state, **changes)
+    return SimpleNamespace(**{**vars(state), **changes})
+
+
+def choices_bundle(
+    state: Any, choices: Sequence[Any], *, format: str = "markdown", live: bool = True,
+    caches: Sequence[RenderCache] | None = None, structured: Any = None,
+) -> dict[str, str]:
+    """The choices of ``state`` (a snapshot) side by side under the stream's status line, error
+    and anomalies. ``live`` while the stream grows: each column's answer in blocks, with its own
+    ``caches[i]``; else (or once it ended) each whole, as a saved output keeps it."""
+    growing = live and _status(state) in RUNNING
+    above = [p for p in render_parts(state, format=format, live=growing) if p.key in _OF_THE_STREAM]
+    columns = []
+    for position, choice in enumerate(choices):
+        one = as_choice(state, choice)
+        if growing:
+            cache = caches[position] if caches is not None and position < len(caches) else None
+            parts = render_parts(one, format=format, live=True, cache=cache, structured=structured)
+            column = join_parts(p for p in parts if p.key not in _OF_THE_STREAM)
+        else:
+            column = final_bundle(one, format=format, structured=structured, without=_OF_THE_STREAM)
+        columns.append((column["text/html"], column["text/plain"]))
+    shown = join_parts(above)
+    return grid_bundle([f"choice {choice.index}" for choice in choices], columns,
+                       Part("stream", shown["text/html"], shown["text/plain"]))
