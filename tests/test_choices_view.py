@@ -5,6 +5,7 @@ with ``n=3`` sends distinct choices); a kernel runs the cell and saves the noteb
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -19,6 +20,7 @@ from test_magic import ACTIVE_TAG, HOSTILE, Recorder, notebook, run  # noqa: F40
 from test_sim import QUICK
 
 import nito_nb
+from nito_nb._core.status import Status
 from nito_nb._render.choices import choices_bundle
 
 CELL_PARAMS = "--param n=3 --param max_tokens=60 --param sim='{\"tps\": 200}'"
@@ -112,3 +114,16 @@ def test_a_saved_notebook_keeps_the_choices_side_by_side(tmp_path: Path, monkeyp
     page = shown(final["text/html"])
     for content in contents:
         assert content.split()[-1] in page
+
+
+def test_a_live_column_shows_the_end_of_a_long_answer() -> None:
+    # Each refresh re-sends every column: while it streams, a column keeps about `window`
+    # characters of its answer's end, as the grid of models does.
+    s = nito_nb.stream("Say something.", model="sim/long", n=2, max_tokens=400, sim=QUICK)
+    s.wait()
+    growing = dataclasses.replace(s.snapshot(), status=Status.STREAMING)
+    text = choices_bundle(growing, s.choices, live=True, window=200)["text/plain"]
+    assert "earlier characters (all shown when the stream ends)" in text
+    assert len(text) < len(s.choices[0].content) + len(s.choices[1].content)
+    whole = choices_bundle(s.snapshot(), s.choices, live=True, window=200)["text/plain"]
+    assert "earlier characters" not in whole and s.choices[1].content.split()[-1] in whole

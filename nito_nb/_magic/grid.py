@@ -12,7 +12,6 @@ arrival times are taken there; a render would delay them.
 from __future__ import annotations
 
 import asyncio
-import html
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -57,6 +56,7 @@ class Grid(LiveSink):
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from .._display import snapshot
         from .._render import final_bundle, render_parts
+        from .._render.choices import windowed
         from .._structured import structure_of
 
         state = self.streams[index]
@@ -66,26 +66,7 @@ class Grid(LiveSink):
             return bundle["text/html"], bundle["text/plain"]
         parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index],
                              structured=structured)
-        answers = [p for p in parts if p.key.startswith("answer-")]
-        kept: list[Any] = []
-        size = 0
-        for part in reversed(answers):
-            if kept and size + len(part.text) > GRID_WINDOW_CHARS:
-                break
-            kept.append(part)
-            size += len(part.text)
-        hidden = sum(len(p.text) for p in answers) - size
-        kept_keys = {p.key for p in kept}
-        shown = []
-        for part in parts:
-            if part.key.startswith("answer-"):
-                if part.key == answers[0].key and hidden:
-                    note = f"… {hidden:,} earlier characters (all shown when the stream ends)"
-                    shown.append((f"<div><em>{html.escape(note)}</em></div>", note))
-                if part.key not in kept_keys:
-                    continue
-            shown.append((part.html, part.text))
-        return "".join(h for h, _ in shown), "\n\n".join(t for _, t in shown if t)
+        return windowed(parts, GRID_WINDOW_CHARS)
 
     def bundle(self, live: bool) -> dict[str, str]:
         from .._render.choices import grid_bundle
@@ -142,7 +123,7 @@ class ChoiceGrid(Grid):
         else:
             choices = Choices().follow(stream.log)
         return choices_bundle(state, choices, format=self.format, live=live, caches=self.caches,
-                              structured=structure_of(stream))
+                              structured=structure_of(stream), window=GRID_WINDOW_CHARS)
 
 
 def run_models(

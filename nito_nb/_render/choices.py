@@ -19,7 +19,7 @@ from .._core.status import RUNNING
 from .parts import Part, RenderCache, final_bundle, join_parts, render_parts
 from .status_line import _status
 
-__all__ = ["choices_bundle", "grid_bundle"]
+__all__ = ["choices_bundle", "grid_bundle", "windowed"]
 
 #: The parts that are the stream's, shown once above the choices.
 _OF_THE_STREAM = ("status", "error", "anomalies")
@@ -42,6 +42,32 @@ def grid_bundle(titles: Sequence[str], columns: Sequence[tuple[str, str]], above
     return {"text/html": above.html + grid, "text/plain": f"{above.text}\n\n{text}" if above.text else text}
 
 
+def windowed(parts: Sequence[Part], chars: int) -> tuple[str, str]:
+    """``(html, text)`` of a live column's parts with its answer cut to its last ``chars`` or so
+    (finished blocks dropped from the front, a note saying how much): each refresh re-sends every
+    column, so the window keeps traffic proportional to time, not to the square of the answers."""
+    answers = [p for p in parts if p.key.startswith("answer-")]
+    kept: list[Any] = []
+    size = 0
+    for part in reversed(answers):
+        if kept and size + len(part.text) > chars:
+            break
+        kept.append(part)
+        size += len(part.text)
+    hidden = sum(len(p.text) for p in answers) - size
+    kept_keys = {p.key for p in kept}
+    shown = []
+    for part in parts:
+        if part.key.startswith("answer-"):
+            if part.key == answers[0].key and hidden:
+                note = f"… {hidden:,} earlier characters (all shown when the stream ends)"
+                shown.append((f"<div><em>{html.escape(note)}</em></div>", note))
+            if part.key not in kept_keys:
+                continue
+        shown.append((part.html, part.text))
+    return "".join(h for h, _ in shown), "\n\n".join(t for _, t in shown if t)
+
+
 def as_choice(state: Any, choice: Any) -> Any:
     """``state`` (a snapshot) with the answer of ``choice`` (a ``_core/choices.py`` ``Choice``)."""
     changes = {
@@ -55,11 +81,12 @@ def as_choice(state: Any, choice: Any) -> Any:
 
 def choices_bundle(
     state: Any, choices: Sequence[Any], *, format: str = "markdown", live: bool = True,
-    caches: Sequence[RenderCache] | None = None, structured: Any = None,
+    caches: Sequence[RenderCache] | None = None, structured: Any = None, window: int | None = None,
 ) -> dict[str, str]:
     """The choices of ``state`` (a snapshot) side by side under the stream's status line, error
     and anomalies. ``live`` while the stream grows: each column's answer in blocks, with its own
-    ``caches[i]``; else (or once it ended) each whole, as a saved output keeps it."""
+    ``caches[i]``, cut to about ``window`` characters (``windowed``); else (or once it ended)
+    each whole, as a saved output keeps it."""
     growing = live and _status(state) in RUNNING
     above = [p for p in render_parts(state, format=format, live=growing) if p.key in _OF_THE_STREAM]
     columns = []
@@ -68,7 +95,11 @@ def choices_bundle(
         if growing:
             cache = caches[position] if caches is not None and position < len(caches) else None
             parts = render_parts(one, format=format, live=True, cache=cache, structured=structured)
-            column = join_parts(p for p in parts if p.key not in _OF_THE_STREAM)
+            parts = [p for p in parts if p.key not in _OF_THE_STREAM]
+            if window is not None:
+                columns.append(windowed(parts, window))
+                continue
+            column = join_parts(parts)
         else:
             column = final_bundle(one, format=format, structured=structured, without=_OF_THE_STREAM)
         columns.append((column["text/html"], column["text/plain"]))
