@@ -87,6 +87,17 @@ def test_the_magic_shows_the_choices_side_by_side_live(ip: Any, notebook: Record
         assert choice.content.splitlines()[-1] in final["text/plain"]
 
 
+def test_the_magic_shades_the_answer_by_token_probability(ip: Any, notebook: Recorder) -> None:  # noqa: F811
+    run(ip, "-m sim/chat --logprobs 2 --shade --param max_tokens=30 --param sim='{\"tps\": 200}'", "Say something.")
+    stream = ip.user_ns["_nito"]
+    assert stream.status == "done" and stream.logprobs
+    final = [m for m in notebook.messages if "nito-shaded" in m["data"].get("text/html", "")][-1]["data"]
+    titles = re.findall(r'title="([^"]*)"', final["text/html"])
+    assert len(titles) == len(stream.logprobs) and all(html.unescape(t).count("\n") == 2 for t in titles)
+    assert "token probability" in final["text/html"] and "done" in final["text/plain"]
+    assert stream.content in final["text/plain"]
+
+
 @pytest.mark.spawns
 @pytest.mark.slow
 def test_a_saved_notebook_keeps_the_choices_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,6 +107,7 @@ def test_a_saved_notebook_keeps_the_choices_side_by_side(tmp_path: Path, monkeyp
         "%load_ext nito_nb",
         f"%%nito -m sim/chat {CELL_PARAMS}\nSay something.",
         "print([c.content for c in _nito.choices])",
+        "%%nito -m sim/chat --logprobs 2 --shade --param max_tokens=20\nSay something.",
     )]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
@@ -114,6 +126,8 @@ def test_a_saved_notebook_keeps_the_choices_side_by_side(tmp_path: Path, monkeyp
     page = shown(final["text/html"])
     for content in contents:
         assert content.split()[-1] in page
+    shaded = [o for o in cells[3].outputs if "data" in o][-1]["data"]["text/html"]
+    assert "nito-shaded" in shaded and "token probability" in shaded and 'title="p = ' in shaded
 
 
 def test_a_live_column_shows_the_end_of_a_long_answer() -> None:

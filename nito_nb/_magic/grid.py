@@ -97,18 +97,20 @@ class Grid(LiveSink):
 
 class ChoiceGrid(Grid):
     """The choices of one stream (``n > 1``) side by side, as the models of a grid are, under the
-    stream's status line (``_render/choices.py``). Each render folds the events that came since
+    stream's status line (``_render/choices.py``); ``shade``: each answer shaded by its tokens'
+    probability (``--shade``, one choice or several). Each render folds the events that came since
     the last one (``Choices.follow``); the final render folds the whole log afresh."""
 
     refresher_name = "nito_nb-choices"
 
-    def __init__(self, stream: Any, n: int, format: str, max_rate: float = GRID_MAX_RATE) -> None:
+    def __init__(self, stream: Any, n: int, format: str, max_rate: float = GRID_MAX_RATE, shade: bool = False) -> None:
         from .._core.choices import Choices
         from .._render import RenderCache
 
         super().__init__([stream], [str(stream.request.get("model"))], format, max_rate)
         self.folded = Choices()
         self.caches = [RenderCache() for _ in range(n)]
+        self.shade = shade
 
     def bundle(self, live: bool) -> dict[str, str]:
         from .._core.choices import Choices
@@ -123,7 +125,7 @@ class ChoiceGrid(Grid):
         else:
             choices = Choices().follow(stream.log)
         return choices_bundle(state, choices, format=self.format, live=live, caches=self.caches,
-                              structured=structure_of(stream), window=GRID_WINDOW_CHARS)
+                              structured=structure_of(stream), window=GRID_WINDOW_CHARS, shade=self.shade)
 
 
 def run_models(

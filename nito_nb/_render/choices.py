@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .._core.status import RUNNING
+from .confidence import shaded_part
 from .parts import Part, RenderCache, final_bundle, join_parts, render_parts
 from .status_line import _status
 
@@ -25,9 +26,17 @@ __all__ = ["choices_bundle", "grid_bundle", "windowed"]
 _OF_THE_STREAM = ("status", "error", "anomalies")
 
 
-def grid_bundle(titles: Sequence[str], columns: Sequence[tuple[str, str]], above: Part | None = None) -> dict[str, str]:
+def grid_bundle(
+    titles: Sequence[str] | None, columns: Sequence[tuple[str, str]], above: Part | None = None
+) -> dict[str, str]:
     """One mime bundle of columns side by side (``(html, text)`` each, under its title, which is
-    escaped here), with ``above`` (a part spanning the grid) first."""
+    escaped here), with ``above`` (a part spanning the grid) first. No titles: one column, no grid."""
+    if titles is None:
+        body = "".join(h for h, _ in columns)
+        plain = "\n\n".join(t for _, t in columns if t)
+        if above is None:
+            return {"text/html": body, "text/plain": plain}
+        return {"text/html": above.html + body, "text/plain": f"{above.text}\n\n{plain}" if above.text else plain}
     cells = "".join(
         f'<div style="min-width: 0;"><div><strong>{html.escape(title)}</strong></div>{body}</div>'
         for title, (body, _) in zip(titles, columns, strict=True)
@@ -82,18 +91,30 @@ def as_choice(state: Any, choice: Any) -> Any:
 def choices_bundle(
     state: Any, choices: Sequence[Any], *, format: str = "markdown", live: bool = True,
     caches: Sequence[RenderCache] | None = None, structured: Any = None, window: int | None = None,
+    shade: bool = False,
 ) -> dict[str, str]:
     """The choices of ``state`` (a snapshot) side by side under the stream's status line, error
     and anomalies. ``live`` while the stream grows: each column's answer in blocks, with its own
     ``caches[i]``, cut to about ``window`` characters (``windowed``); else (or once it ended)
-    each whole, as a saved output keeps it."""
+    each whole, as a saved output keeps it. ``shade``: each answer as its tokens shaded by their
+    probability (``confidence.py``; a choice whose logprobs did not come shows its text). One
+    choice is shown without a grid."""
     growing = live and _status(state) in RUNNING
     above = [p for p in render_parts(state, format=format, live=growing) if p.key in _OF_THE_STREAM]
     columns = []
     for position, choice in enumerate(choices):
         one = as_choice(state, choice)
+        cache = caches[position] if caches is not None and position < len(caches) else None
+        if shade and choice.logprobs and structured is None:
+            tokens = choice.logprobs
+            if growing and window is not None:
+                tokens = _tail(tokens, window)
+            parts = _with_answer(render_parts(one, format=format, live=growing, cache=cache),
+                                 shaded_part(tokens))
+            column = join_parts(parts)
+            columns.append((column["text/html"], column["text/plain"]))
+            continue
         if growing:
-            cache = caches[position] if caches is not None and position < len(caches) else None
             parts = render_parts(one, format=format, live=True, cache=cache, structured=structured)
             parts = [p for p in parts if p.key not in _OF_THE_STREAM]
             if window is not None:
@@ -104,5 +125,31 @@ def choices_bundle(
             column = final_bundle(one, format=format, structured=structured, without=_OF_THE_STREAM)
         columns.append((column["text/html"], column["text/plain"]))
     shown = join_parts(above)
-    return grid_bundle([f"choice {choice.index}" for choice in choices], columns,
-                       Part("stream", shown["text/html"], shown["text/plain"]))
+    titles = None if len(choices) == 1 else [f"choice {choice.index}" for choice in choices]
+    return grid_bundle(titles, columns, Part("stream", shown["text/html"], shown["text/plain"]))
+
+
+def _tail(tokens: Sequence[dict[str, Any]], chars: int) -> list[dict[str, Any]]:
+    """The last tokens, about ``chars`` characters of them (a live column re-sent at each refresh)."""
+    size, start = 0, len(tokens)
+    while start > 0 and size < chars:
+        start -= 1
+        token = tokens[start].get("token")
+        size += len(token) if isinstance(token, str) else 0
+    return list(tokens[start:])
+
+
+def _with_answer(parts: Sequence[Part], answer: Part) -> list[Part]:
+    """``parts`` of a column (the stream's own left out) with ``answer`` in place of its answer's."""
+    out: list[Part] = []
+    for part in parts:
+        if part.key in _OF_THE_STREAM:
+            continue
+        if part.key.startswith("answer-"):
+            if answer not in out:
+                out.append(answer)
+            continue
+        out.append(part)
+    if answer not in out:  # no answer part yet (tool calls only): the tokens after the reasoning
+        out.insert(1 if out and out[0].key == "reasoning" else 0, answer)
+    return out
