@@ -26,6 +26,15 @@ from nito_nb._render.choices import choices_bundle
 CELL_PARAMS = "--param n=3 --param max_tokens=60 --param sim='{\"tps\": 200}'"
 
 
+def ask(**params: Any) -> nito_nb.Stream:
+    # A client of its own, closed: no connection left in the default client's pool for a later
+    # test that counts the connect of its first request (test_connect.py).
+    with nito_nb.Client() as client:
+        s = client.stream("Say something.", sim=QUICK, **params)
+        s.wait()
+    return s
+
+
 def shown(page: str) -> str:
     """What a reader sees of an HTML page."""
     return html.unescape(re.sub(r"<[^>]+>", "", page))
@@ -49,8 +58,7 @@ def hostile_choices() -> nito_nb.Stream:
 
 @pytest.mark.parametrize("live", [True, False])
 def test_each_choice_is_a_column_under_the_streams_status(live: bool) -> None:
-    s = nito_nb.stream("Say something.", model="sim/chat", n=3, sim=QUICK)
-    s.wait()
+    s = ask(model="sim/chat", n=3)
     bundle = choices_bundle(s.snapshot(), s.choices, live=live)
     page, text = bundle["text/html"], bundle["text/plain"]
     assert 'class="nito-grid"' in page and "repeat(3," in page
@@ -133,8 +141,7 @@ def test_a_saved_notebook_keeps_the_choices_side_by_side(tmp_path: Path, monkeyp
 def test_a_live_column_shows_the_end_of_a_long_answer() -> None:
     # Each refresh re-sends every column: while it streams, a column keeps about `window`
     # characters of its answer's end, as the grid of models does.
-    s = nito_nb.stream("Say something.", model="sim/long", n=2, max_tokens=400, sim=QUICK)
-    s.wait()
+    s = ask(model="sim/long", n=2, max_tokens=400)
     growing = dataclasses.replace(s.snapshot(), status=Status.STREAMING)
     text = choices_bundle(growing, s.choices, live=True, window=200)["text/plain"]
     assert "earlier characters (all shown when the stream ends)" in text
