@@ -298,15 +298,7 @@ class StreamResults:
         the other fields of the Stream stay choice 0's. One choice for a call with ``n`` of 1."""
         from ._core.choices import Choices
 
-        state = self._answer()
-        folded = Choices()
-        for event in state.log:
-            if event.kind == "done":  # what comes after [DONE] is no choice's (rule 9)
-                break
-            chunk = event.chunk if event.kind == "chunk" else None
-            if isinstance(chunk, dict):
-                folded.fold(chunk, event.seq)
-        return folded.choices()
+        return Choices().follow(self._answer().log)
 
     # What the chunks say of themselves: read as they are, never waiting for the end.
 

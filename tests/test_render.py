@@ -636,3 +636,46 @@ def test_a_long_growing_answer_shows_its_progress_at_the_bottom() -> None:
     assert not any("nito-progress" in p.html for p in render_parts(make_state(content=long[:500])))
     done = render_parts(make_state(content=long, status="done"))
     assert not any("nito-progress" in p.html for p in done)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tokens=st.lists(st.tuples(hostile_text, st.floats(-30, 0) | st.just(float("nan")),
+                                 st.lists(st.tuples(hostile_text, st.floats(-30, 0)), max_size=3)),
+                       max_size=8),
+       other=hostile_text, live=st.booleans(), shade=st.booleans())
+def test_no_token_or_alternative_makes_markup_in_shaded_choices(
+    tokens: list[tuple[str, float, list[tuple[str, float]]]], other: str, live: bool, shade: bool
+) -> None:
+    # issue 33: a token and its top alternatives are the model's, shown as the shaded answer's
+    # text and in its title attribute (quotes and all); a second choice's text in its column.
+    from nito_nb._core.choices import Choice
+    from nito_nb._render.choices import choices_bundle
+
+    entries = [{"token": t, "logprob": p, "top_logprobs": [{"token": a, "logprob": q} for a, q in top]}
+               for t, p, top in tokens]
+    content = "".join(t for t, _, _ in tokens)
+    state = make_state(content=content, status="streaming" if live else "done")
+    choices = [Choice(0, content=content, logprobs=entries), Choice(1, content=other, logprobs=[])]
+    for shown in (choices, choices[:1]):
+        markup = choices_bundle(state, shown, live=live, shade=shade, window=50)["text/html"]
+        assert markup_problems(markup) == [], markup
+
+
+def test_a_shaded_answer_has_a_legend_and_each_tokens_alternatives() -> None:
+    from nito_nb._core.choices import Choice
+    from nito_nb._render.choices import choices_bundle
+
+    entries = [
+        {"token": "Yes", "logprob": -0.01, "top_logprobs": [{"token": "Yes", "logprob": -0.01}]},
+        {"token": ' "maybe"', "logprob": -2.0,
+         "top_logprobs": [{"token": " no", "logprob": -0.5}, {"token": ' "maybe"', "logprob": -2.0}]},
+    ]
+    state = make_state(content='Yes "maybe"', status="done")
+    page = choices_bundle(state, [Choice(0, content='Yes "maybe"', logprobs=entries)], shade=True)["text/html"]
+    assert "token probability" in page  # the legend
+    spans = re.findall(r'<span style="background-color: rgba\(255, 140, 0, ([0-9.]+)\)[^"]*" title="([^"]*)">([^<]*)</span>', page)
+    assert [html.unescape(text) for _, _, text in spans] == ["Yes", ' "maybe"']
+    (sure, _, _), (unsure, title, _) = spans
+    assert float(unsure) > float(sure)  # the less likely token is shaded more
+    assert html.unescape(title) == "p = 0.135\n' no': 0.607\n' \"maybe\"': 0.135"
+    assert "nito-grid" not in page  # one choice: no grid

@@ -62,6 +62,27 @@ class Choices:
     def __init__(self) -> None:
         self.accumulators: dict[int, Accumulator] = {}
         self.logprobs: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        self.read = 0  # the events of the log followed so far (follow)
+        self.ended = False  # [DONE] came: what follows is no choice's (rule 9)
+
+    def follow(self, log: Any) -> list[Choice]:
+        """Fold the events of ``log`` (a ``ChunkLog``, appended to by a live stream) that came since
+        the last call, and return every choice as it stands: a live view folds each event once.
+        A log's first ``len(log)`` events are complete (its kinds are appended last)."""
+        n = len(log)
+        while self.read < n and not self.ended:
+            event = log[self.read]
+            self.read += 1
+            if event.kind == "done":
+                self.ended = True
+            elif event.kind == "chunk":
+                try:
+                    chunk = event.chunk
+                except ValueError:  # a chunk that is not JSON: no choice's (the anomaly is the state's)
+                    continue
+                if isinstance(chunk, dict):
+                    self.fold(chunk, event.seq)
+        return self.choices()
 
     def fold(self, chunk: dict[str, Any], seq: int = 0) -> None:
         for index, one in per_choice(chunk):

@@ -59,6 +59,13 @@ class NitoAccessor:
             _warn_shared_labels(self._df, codes, labels)
         return codes, labels
 
+    def _first_choice(self) -> np.ndarray:
+        """Rows of choice 0, the answer (n > 1: the other choices' rows are left out of every
+        table but ``metrics(by_choice=True)``); a frame saved before the column had no others."""
+        if "choice" not in self._df.columns:
+            return np.ones(len(self._df), dtype=bool)
+        return self._df["choice"].to_numpy(dtype=np.int64, na_value=0) == 0
+
     def _arrays(self) -> dict[str, np.ndarray]:
         df = self._df
         codes, _ = self._streams(warn=False)
@@ -69,13 +76,13 @@ class NitoAccessor:
             "t": df["t"].to_numpy(dtype=np.float64, na_value=np.nan),
             "event": (kind != "response") & (part == 0),
             "kind": kind,
-            "token": df["token"].to_numpy(dtype=bool) & (part == 0),
+            "token": df["token"].to_numpy(dtype=bool) & (part == 0) & self._first_choice(),
             "ignored": df["ignored"].to_numpy(dtype=bool),
         }
 
     # -- tables --------------------------------------------------------------------------------
 
-    def metrics(self) -> pd.DataFrame:
+    def metrics(self, *, by_choice: bool = False) -> pd.DataFrame:
         """One row per stream (index: ``stream``), the definitions of docs/METRICS.md (one
         function each in ``nito_nb._core.metrics``): ``model``, ``status``, ``connect`` (from
         ``df.attrs["nito"]``: NaN once the attrs are gone), ``ttfb``, ``ttft``,
@@ -83,7 +90,14 @@ class NitoAccessor:
         (seconds), ``output_tps`` (tokens/s), ``output_chunks_per_s``, ``n_events``,
         ``n_chunks``, ``n_token_chunks`` (K), ``n_output_tokens`` (N), ``finish_reason``,
         ``error``, ``http_status``, ``attempts``. Each column holds one unit: the per-token ones
-        (``tpot``, ``output_tps``, ``n_output_tokens``) are NA for a stream without usage."""
+        (``tpot``, ``output_tps``, ``n_output_tokens``) are NA for a stream without usage.
+
+        The figures of the answer are choice 0's (n > 1). ``by_choice=True``: one row per
+        (``stream``, ``choice``), each choice's figures from its own chunks (and the stream's
+        response, comments and ``[DONE]``); the per-token ones are NA for a stream of several
+        choices, whose usage counts them all."""
+        if by_choice:
+            return self._metrics_by_choice()
         df = self._df
         a = self._arrays()
         _, labels = self._streams()
@@ -129,7 +143,8 @@ class NitoAccessor:
         ttfb = per_stream()
         ttfb[code[response]] = t[response]
         content = df["content"].to_numpy(dtype=object, na_value="")
-        has_content = (content != "") & ~ignored & event
+        first_choice = self._first_choice()
+        has_content = (content != "") & ~ignored & event & first_choice
         ttft = minimum(token)
         last_token = maximum(token)
         k = np.bincount(code[token], minlength=n_streams)
@@ -191,7 +206,7 @@ class NitoAccessor:
                 "n_token_chunks": k,
                 "n_output_tokens": _ints([None if n is None else int(n) for n in ns], "completion_tokens"),
                 "finish_reason": pd.array(
-                    last_of(taken & df["finish_reason"].notna().to_numpy(), "finish_reason"),
+                    last_of(taken & first_choice & df["finish_reason"].notna().to_numpy(), "finish_reason"),
                     dtype=_TEXT,
                 ),
                 "error": pd.array(
@@ -206,6 +221,37 @@ class NitoAccessor:
         # In the order of the declared metrics (_core/fields.py), between the response row's.
         return out[[*_FIRST, *(m.name for m in METRICS if m.frame and m.name in out.columns), *_LAST]]
 
+    def _metrics_by_choice(self) -> pd.DataFrame:
+        """``metrics(by_choice=True)``: the table of each choice's frame (its chunk rows, as choice
+        0's, and the rows of the stream that belong to no choice), one row per choice that came."""
+        df = self._df
+        codes, labels = self._streams()
+        choice = (df["choice"].to_numpy(dtype=np.int64, na_value=0) if "choice" in df.columns
+                  else np.zeros(len(df), dtype=np.int64))
+        chunk = (df["kind"] == "chunk").to_numpy(dtype=bool)
+        came = {(int(c), int(k)) for c, k in zip(codes[chunk], choice[chunk], strict=True) if c >= 0}
+        came |= {(code, 0) for code in range(len(labels))}
+        several = {code for code, k in came if k}  # streams of more than one choice
+        tables = []
+        for k in sorted({k for _, k in came}):
+            sub = df[(choice == k) | ~chunk]
+            # The first row of each chunk in this choice is its event (part 0).
+            sub = sub.assign(choice=0, part=sub.groupby(["stream", "seq"], observed=True, sort=False).cumcount())
+            table = NitoAccessor(sub).metrics()
+            table.insert(0, "choice", k)
+            tables.append(table)
+        out = pd.concat(tables)
+        position = {label: i for i, label in enumerate(labels)}
+        out["_order"] = [position[label] for label in out.index]
+        keep = [(position[label], k) in came for label, k in zip(out.index, out["choice"], strict=True)]
+        out = out[keep].sort_values(["_order", "choice"], kind="stable").drop(columns="_order")
+        # A stream's usage counts every choice's tokens: no choice's per-token figure comes of it.
+        many = np.array([position[label] in several for label in out.index], dtype=bool)
+        for name in ("tpot", "output_tps", "n_output_tokens"):
+            out.loc[many, name] = np.nan if out[name].dtype == np.float64 else pd.NA
+        out.index.name = "stream"
+        return out.set_index("choice", append=True)
+
     def tool_calls(self) -> pd.DataFrame:
         """One row per assembled tool call, in stream then index order: ``stream``, ``index``,
         ``id``, ``name``, ``type``, ``arguments`` (the concatenated string), ``valid_json``, ``parsed``
@@ -218,6 +264,7 @@ class NitoAccessor:
         codes, labels = self._streams()
         mask = (
             df["tool_index"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
+            & self._first_choice()
         )
         rows = np.flatnonzero(mask)
         index = df["tool_index"]
@@ -312,7 +359,7 @@ class NitoAccessor:
         ignored = df["ignored"].to_numpy(dtype=bool)
         records: list[dict[str, Any]] = []
         positions: dict[tuple[int, str], int] = {}
-        for row in np.flatnonzero(~ignored & (codes >= 0) & df["extras"].notna().to_numpy()):
+        for row in np.flatnonzero(~ignored & (codes >= 0) & self._first_choice() & df["extras"].notna().to_numpy()):
             text = extras[row]
             if "choice.logprobs" not in text:  # most rows: not worth decoding
                 continue
@@ -385,7 +432,7 @@ class NitoAccessor:
         content = df["content"].to_numpy(dtype=object, na_value=None)
         ignored = df["ignored"].to_numpy(dtype=bool)
         pieces: list[list[str]] = [[] for _ in labels]
-        for row in np.flatnonzero(~ignored & (codes >= 0) & df["content"].notna().to_numpy()):
+        for row in np.flatnonzero(~ignored & (codes >= 0) & self._first_choice() & df["content"].notna().to_numpy()):
             pieces[codes[row]].append(content[row])
         return pd.Series(["".join(p) for p in pieces], index=labels, name="content", dtype=_TEXT)
 
@@ -401,7 +448,7 @@ class NitoAccessor:
         ignored = df["ignored"].to_numpy(dtype=bool)
         blocks: list[dict[tuple[Any, str], list[str]]] = [{} for _ in labels]
         plain: list[list[str]] = [[] for _ in labels]
-        for row in np.flatnonzero(~ignored & (codes >= 0) & df["reasoning"].notna().to_numpy()):
+        for row in np.flatnonzero(~ignored & (codes >= 0) & self._first_choice() & df["reasoning"].notna().to_numpy()):
             type_ = types[row]
             if type_ in _READABLE:
                 blocks[codes[row]].setdefault((index[row] or 0, type_), []).append(text[row])

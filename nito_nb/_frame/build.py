@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._core.choices import per_choice
 from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
 from .._core.errors import error_details
 from .._core.fields import FROM_READING
@@ -134,7 +135,8 @@ _PADDING_MARK_TEXT = "nitoNbPadding"
 class _ChunkInfo:
     """What one chunk says, as column values: the same for every chunk with the same bytes."""
 
-    __slots__ = ("carried", "content", "extras", "fragments", "items", "plain", "readable", "slot", "targets",
+    __slots__ = ("carried", "choices", "content", "extras", "fragments", "has_zero", "items", "plain", "readable",
+                 "slot", "targets",
                  "values")
 
     def __init__(self) -> None:
@@ -150,6 +152,10 @@ class _ChunkInfo:
         # A skeleton whose cut string is not the content: ("item", k), the text of reasoning item
         # k, or ("fragment", k), the arguments of tool fragment k.
         self.slot: tuple[str, int] | None = None
+        # n > 1: what each other choice of the chunk says (its index, its reading), and whether
+        # the chunk holds choice 0 (the chunk's own row is choice 0's, else its first choice's).
+        self.choices: list[tuple[int, _ChunkInfo]] | None = None
+        self.has_zero = True
 
 
 def _json_string(content: bytes) -> str:
@@ -226,6 +232,18 @@ def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
     info.carried = reading.carried_besides_content
     if reading.extras:
         values.append(("extras", _json(reading.extras)))
+    if reading.other_choices:
+        # The other choices, each read as if it were choice 0 of a chunk of its own (the rule of
+        # Stream.choices, _core/choices.py): the choices only, the chunk's own fields stay on its row.
+        info.choices = []
+        info.has_zero = False
+        for index, one in per_choice({"choices": chunk["choices"]}):
+            if index == 0:
+                info.has_zero = True
+            else:
+                read = _read_chunk(one, None)
+                if read is not None:
+                    info.choices.append((index, read))
     return info
 
 
@@ -237,6 +255,7 @@ class _Builder:
         self.n = 0
         self.codes: list[np.ndarray] = []
         self.seq: list[np.ndarray] = []
+        self.choice: list[np.ndarray] = []
         self.t: list[np.ndarray] = []
         self.gap: list[np.ndarray] = []
         self.kind: list[np.ndarray] = []
@@ -297,12 +316,15 @@ class _Builder:
         has_readable = False
         plain_sources: set[str] = set()
         tools = ToolIndexer()
+        other_choices: list[tuple[int, int, bool, _ChunkInfo]] = []  # (seq, row, dropped, info)
         for seq, info_index, text in plan:
             info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
             if info is None:
                 continue
             row = base + seq
             dropped = seq > first_done
+            if info.choices is not None:
+                other_choices.append((seq, row, dropped, info))
             for name, value in info.values:
                 cols[name][row] = value
             carried = info.carried
@@ -350,9 +372,13 @@ class _Builder:
                     if index is not None or type_ == plain
                 ],
             )
+        choice = np.zeros(rows, dtype=np.int64)
+        if other_choices:
+            self._place_choices(other_choices, choice, token)
 
         self.codes.append(np.full(rows, code, dtype=np.int32))
         self.seq.append(np.arange(-1, n, dtype=np.int64))
+        self.choice.append(choice)
         self.t.append(t)
         self.gap.append(gap)
         kind = np.empty(rows, dtype=np.int8)
@@ -568,6 +594,66 @@ class _Builder:
         self._infos.append(info)
         return len(self._infos) - 1
 
+    def _place_choices(
+        self, chunks: list[tuple[int, int, bool, _ChunkInfo]], choice: np.ndarray, token: np.ndarray
+    ) -> None:
+        """The rows of the choices other than 0 (n > 1): each choice's reading of a chunk on rows
+        of its own, as choice 0's are (its values, content, tool fragments, reasoning: each choice
+        with its own tool indexer and reasoning source). A chunk of one choice k (OpenAI's way)
+        puts it on the chunk's own row (``choice`` k); the choices of a chunk that holds choice 0
+        go on further parts. ``token`` is True on the first row of a choice that carries text."""
+        tools: dict[int, ToolIndexer] = {}
+        readable: dict[int, bool] = {}
+        sources: dict[int, set[str]] = {}
+        for _, _, dropped, info in chunks:
+            for index, one in info.choices or ():
+                if one.items and not dropped:
+                    readable[index] = readable.get(index, False) or one.readable
+                    sources.setdefault(index, set()).update(one.plain)
+        used: dict[int, int] = {}  # parts already on a row (tool fragments, reasoning details)
+        rows_of = {row for _, row, _, _ in chunks}
+        for row, number, _ in self.parts:
+            if row in rows_of:
+                used[row] = max(used.get(row, 0), number)
+        cols = self.cols
+        for seq, row, dropped, info in chunks:
+            on_own_row = not info.has_zero
+            for index, one in info.choices or ():
+                values: dict[str, Any] = dict(one.values)
+                carried = one.carried
+                if one.content is not None:
+                    values["content"] = one.content
+                    carried = carried or bool(one.content)
+                indexer = tools.get(index)
+                if indexer is None:
+                    indexer = tools[index] = ToolIndexer()
+                plain = plain_reasoning_source(readable.get(index, False), sources.get(index, set()))
+                more = [
+                    {**part, "tool_index": _tool_index(indexer, fragment, dropped)}
+                    for fragment, part in one.fragments
+                ] + [
+                    {"reasoning_type": type_, "reasoning_index": number, "reasoning": text}
+                    for type_, number, text in one.items
+                    if number is not None or type_ == plain
+                ]
+                if more:
+                    values.update(more.pop(0))
+                if on_own_row:
+                    on_own_row = False
+                    for name, value in values.items():
+                        cols[name][row] = value
+                    choice[seq + 1] = index
+                    token[seq + 1] = carried and not dropped
+                    first_part = 1
+                else:
+                    more.insert(0, values)
+                    first_part = 0
+                for offset, part in enumerate(more):
+                    number = used.get(row, 0) + 1
+                    used[row] = number
+                    flags = {"choice": index, "token": offset == 0 and first_part == 0 and carried and not dropped}
+                    self.parts.append((row, number, {**part, **flags}))
+
     def _put_parts(self, row: int, parts: list[dict[str, Any]]) -> None:
         """Part j of a chunk's fragments goes on part j's row: part 0 is the chunk's own row."""
         if not parts:
@@ -586,6 +672,7 @@ class _Builder:
             "stream": cat(self.codes, np.int32),
             "seq": cat(self.seq, np.int64),
             "part": np.zeros(self.n, dtype=np.int64),
+            "choice": cat(self.choice, np.int64),
             "t": cat(self.t, np.float64),
             "gap": cat(self.gap, np.float64),
             "kind": cat(self.kind, np.int8),
@@ -613,10 +700,16 @@ class _Builder:
                     extra = np.full(len(rows), -1, dtype=np.int64)  # NA, masked below
                 elif name == "part":
                     extra = numbers
+                elif name in ("choice", "token"):  # a further choice's rows (n > 1) say their own
+                    extra = extra.copy()
+                    for offset, (_, _, values) in enumerate(self.parts):
+                        if name in values:
+                            extra[offset] = values[name]
                 dense[name] = np.concatenate([array, extra])
             for offset, (_, _, values) in enumerate(self.parts):
                 for name, value in values.items():
-                    sparse[name][n + offset] = value
+                    if name not in dense:
+                        sparse[name][n + offset] = value
             position = np.concatenate([np.arange(n, dtype=np.int64), rows])
             order = np.lexsort((dense["part"], position))
             dense = {name: array[order] for name, array in dense.items()}
@@ -637,6 +730,8 @@ class _Builder:
             elif name == "bytes":
                 mask = (dense["kind"] == 0) | (dense["part"] > 0)
                 data[name] = pd.arrays.IntegerArray(dense[name], mask)
+            elif name == "choice":
+                data[name] = pd.arrays.IntegerArray(dense[name], np.zeros(n, dtype=bool))
             elif name in dense:
                 data[name] = dense[name]
             else:

@@ -56,10 +56,10 @@ _FIXED_CATEGORIES: dict[str, tuple[str, ...]] = {
 #: Every column of a frame, in order, with its dtype: declared with the fields (``_core/fields.py``).
 COLUMNS: dict[str, str] = dict(FRAME_COLUMNS)
 #: Columns added after frames were first saved: a frame read back without them gets them as NA.
-_ADDED_LATER = ("attempts", "tool_type", "connect", "audio")
+_ADDED_LATER = ("attempts", "tool_type", "connect", "audio", "choice")
 
 # Columns that every row has; the others are mostly empty and are filled by row index.
-_DENSE = ("stream", "seq", "part", "t", "gap", "kind", "bytes", "token", "ignored")
+_DENSE = ("stream", "seq", "part", "choice", "t", "gap", "kind", "bytes", "token", "ignored")
 _SPARSE = tuple(name for name in COLUMNS if name not in _DENSE)
 
 
@@ -168,7 +168,8 @@ def restore(df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     for name in _ADDED_LATER:
         if name not in out.columns:
-            out[name] = pd.array([None] * len(out), dtype=COLUMNS[name])
+            # A frame saved before the choice column held choice 0's rows only.
+            out[name] = pd.array([0 if name == "choice" else None] * len(out), dtype=COLUMNS[name])
     for name, dtype in COLUMNS.items():
         column = out[name]
         if str(column.dtype) == dtype and not (dtype == "category" and name in _FIXED_CATEGORIES):

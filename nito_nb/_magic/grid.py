@@ -12,7 +12,6 @@ arrival times are taken there; a render would delay them.
 from __future__ import annotations
 
 import asyncio
-import html
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from .output import NO_KEY, error_line, in_kernel
 if TYPE_CHECKING:
     from .magics import NitoMagics
 
-__all__ = ["GRID_MAX_RATE", "GRID_WINDOW_CHARS", "Grid", "run_models"]
+__all__ = ["GRID_MAX_RATE", "GRID_WINDOW_CHARS", "ChoiceGrid", "Grid", "run_models"]
 
 #: While several models stream side by side, each column shows about this many characters of the
 #: answer's end (finished blocks are dropped from the front): each refresh re-sends the whole grid,
@@ -57,6 +56,7 @@ class Grid(LiveSink):
     def _column(self, index: int, live: bool) -> tuple[str, str]:
         from .._display import snapshot
         from .._render import final_bundle, render_parts
+        from .._render.choices import windowed
         from .._structured import structure_of
 
         state = self.streams[index]
@@ -66,39 +66,12 @@ class Grid(LiveSink):
             return bundle["text/html"], bundle["text/plain"]
         parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index],
                              structured=structured)
-        answers = [p for p in parts if p.key.startswith("answer-")]
-        kept: list[Any] = []
-        size = 0
-        for part in reversed(answers):
-            if kept and size + len(part.text) > GRID_WINDOW_CHARS:
-                break
-            kept.append(part)
-            size += len(part.text)
-        hidden = sum(len(p.text) for p in answers) - size
-        kept_keys = {p.key for p in kept}
-        shown = []
-        for part in parts:
-            if part.key.startswith("answer-"):
-                if part.key == answers[0].key and hidden:
-                    note = f"… {hidden:,} earlier characters (all shown when the stream ends)"
-                    shown.append((f"<div><em>{html.escape(note)}</em></div>", note))
-                if part.key not in kept_keys:
-                    continue
-            shown.append((part.html, part.text))
-        return "".join(h for h, _ in shown), "\n\n".join(t for _, t in shown if t)
+        return windowed(parts, GRID_WINDOW_CHARS)
 
     def bundle(self, live: bool) -> dict[str, str]:
-        columns = [self._column(i, live) for i in range(len(self.streams))]
-        cells = "".join(
-            f'<div style="min-width: 0;"><div><strong>{html.escape(model)}</strong></div>{body}</div>'
-            for model, (body, _) in zip(self.models, columns, strict=True)
-        )
-        grid = (
-            '<div class="nito-grid" style="display: grid; gap: 12px; '
-            f'grid-template-columns: repeat({len(columns)}, minmax(0, 1fr));">{cells}</div>'
-        )
-        text = "\n\n".join(f"== {model} ==\n{body}" for model, (_, body) in zip(self.models, columns, strict=True))
-        return {"text/html": grid, "text/plain": text}
+        from .._render.choices import grid_bundle
+
+        return grid_bundle(self.models, [self._column(i, live) for i in range(len(self.streams))])
 
     def _mark(self) -> tuple[Any, ...]:
         """Changes whenever a stream has received something (cheap to read)."""
@@ -120,6 +93,39 @@ class Grid(LiveSink):
         else:
             self.handle.update(bundle, raw=True)
         self.n_messages += 1
+
+
+class ChoiceGrid(Grid):
+    """The choices of one stream (``n > 1``) side by side, as the models of a grid are, under the
+    stream's status line (``_render/choices.py``); ``shade``: each answer shaded by its tokens'
+    probability (``--shade``, one choice or several). Each render folds the events that came since
+    the last one (``Choices.follow``); the final render folds the whole log afresh."""
+
+    refresher_name = "nito_nb-choices"
+
+    def __init__(self, stream: Any, n: int, format: str, max_rate: float = GRID_MAX_RATE, shade: bool = False) -> None:
+        from .._core.choices import Choices
+        from .._render import RenderCache
+
+        super().__init__([stream], [str(stream.request.get("model"))], format, max_rate)
+        self.folded = Choices()
+        self.caches = [RenderCache() for _ in range(n)]
+        self.shade = shade
+
+    def bundle(self, live: bool) -> dict[str, str]:
+        from .._core.choices import Choices
+        from .._display import snapshot
+        from .._render.choices import choices_bundle
+        from .._structured import structure_of
+
+        stream = self.streams[0]
+        state = snapshot(stream)  # taken first: the choices hold at least what it says
+        if live and not state.finished:
+            choices = self.folded.follow(stream.log)
+        else:
+            choices = Choices().follow(stream.log)
+        return choices_bundle(state, choices, format=self.format, live=live, caches=self.caches,
+                              structured=structure_of(stream), window=GRID_WINDOW_CHARS, shade=self.shade)
 
 
 def run_models(

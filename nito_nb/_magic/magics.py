@@ -43,7 +43,7 @@ from .._structured import schema_of
 from ..tools import MAX_TOOL_ROUNDS, tool_functions, tool_round, tools_from
 from . import store as _store
 from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, settings_for
-from .grid import run_models
+from .grid import ChoiceGrid, run_models
 from .history import cost_line, history_table
 from .models import models_table
 from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
@@ -147,6 +147,9 @@ class NitoMagics(Magics):
     @argument("--logprobs", nargs="?", const=0, type=int, metavar="K",
               help="ask for each token's logprob (and its K most likely alternatives): _nito.logprobs, "
                    "frame().nito.tokens()")
+    @argument("--shade", action="store_true",
+              help="show the answer shaded by each token's probability, its alternatives on hover "
+                   "(asks for logprobs: with --logprobs K, K alternatives)")
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
     @argument("-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable")
@@ -434,7 +437,7 @@ class NitoMagics(Magics):
             params["response_format"] = {"type": "json_object"}
         if args.schema:
             params["schema"] = self._schema(args)
-        if args.logprobs is not None:
+        if args.logprobs is not None or args.shade:
             params["logprobs"] = True
             if args.logprobs:
                 params["top_logprobs"] = args.logprobs
@@ -532,7 +535,12 @@ class NitoMagics(Magics):
             self._show_ended(getattr(interrupt, "stream", None), fmt, args, started)
             raise
         started.append(stream)
-        display = self._display(stream, fmt)
+        n = params.get("n")
+        count = n if isinstance(n, int) and n > 1 else 1
+        if (count > 1 or args.shade) and in_kernel():  # the choices side by side, or shaded
+            display = ChoiceGrid(stream, count, fmt, self.settings.max_rate, shade=args.shade)
+        else:
+            display = self._display(stream, fmt)
         try:
             chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
             start_view(display)

@@ -391,19 +391,25 @@ def join_parts(parts: Iterable[Part]) -> dict[str, str]:
     return {"text/html": htmls, "text/plain": texts}
 
 
-def final_bundle(state: Any, *, format: str = "markdown", structured: Any = None) -> dict[str, str]:
+def final_bundle(
+    state: Any, *, format: str = "markdown", structured: Any = None, without: tuple[str, ...] = ()
+) -> dict[str, str]:
     """One mime bundle of the whole answer as it stands (for ``_repr_mimebundle_`` and saving).
 
     Unlike the live parts, the answer is rendered in one piece (reference links resolve), and
     reasoning and tool arguments are shown whole. ``structured``: as for ``render_parts``.
+    ``without``: the keys of parts left out (a choice's column leaves the stream's status out).
     """
     check_format(format)
     if structured is not None:
-        return join_parts(render_parts(state, format=format, live=False, structured=structured))
+        return join_parts(p for p in render_parts(state, format=format, live=False, structured=structured)
+                          if p.key not in without)
     content = getattr(state, "content", None) or ""
     parts = [
-        p for p in render_parts(state, format=format, live=False) if not p.key.startswith("answer-")
+        p for p in render_parts(state, format=format, live=False)
+        if not p.key.startswith("answer-") and p.key not in without
     ]
     answer = _answer_parts(content, format, False, None, split=False)
-    at = 2 if len(parts) > 1 and parts[1].key == "reasoning" else 1
+    # After the status line and the reasoning, where there are.
+    at = sum(1 for p in parts[:2] if p.key in ("status", "reasoning"))
     return join_parts([*parts[:at], *answer, *parts[at:]])
