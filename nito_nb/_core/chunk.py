@@ -238,6 +238,10 @@ def plain_choice(chunk: Any) -> dict[str, Any] | None:
     choice = choices[0]
     if choice.get("finish_reason") is not None or choice.get("index", 0) != 0 or "usage" in choice:
         return None  # usage inside the choice (Moonshot): read_chunk reads it
+    if choice.get("logprobs") is not None:
+        # Its tokens spell the same text again: a text of their own, which the redactor reads
+        # only on the full path (a shortcut let a key echoed in them through).
+        return None
     return choice
 
 
