@@ -11,7 +11,9 @@ contenders, interleaved, best of ``--rounds``:
 - run: ``nito_nb.run(prompts, model="sim/chat", concurrency=64).wait()`` (no store);
 - run + store: the same with ``store=`` a fresh folder (DuckDB, events and requests written).
 
-Targets: run >= 0.8x the floor's requests/s, run + store >= 0.6x. The progress display's update
+This floor goes through httpx, which is slower than a run: the least a client can do, a raw asyncio
+client (HTTP/1.1 by hand, ``json.loads`` per event), is ``bench_runs_floor.py``'s floor, and issue
+32's targets are against that one. Here: run >= 0.8x the floor's requests/s, run + store >= 0.6x. The progress display's update
 count is printed (outside Jupyter: the stderr line, at most 4 updates/s).
 
 Memory: the peak RSS of a fresh process that runs ``--rss`` requests with a store, for each count
