@@ -870,3 +870,28 @@ def test_earlier_tests_left_one_magics_and_no_open_client(ip: Any) -> None:
     gc.collect()
     stale = [m for m in gc.get_objects() if isinstance(m, NitoMagics) and m is not current[0]]
     assert not [m for m in stale if m._sync_client is not None]
+
+
+# -- images (docs/IMAGES.md) -----------------------------------------------------------------------
+
+
+def test_image_options_reach_the_request(ip: Any, tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x07" * 300
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(png)
+    run(ip, f"-m sim/echo --image {chart} --image https://example.org/cat.jpg", "What does the chart show?")
+    stream = ip.user_ns["_nito"]
+    digest = hashlib.sha256(png).hexdigest()
+    assert f"image_url image/png {len(png)} bytes sha256 {digest[:12]}" in stream.content  # as received
+    assert "image_url url https://example.org/cat.jpg" in stream.content
+    assert base64.b64encode(png).decode() not in json.dumps(stream.request)
+    assert stream.request["messages"][-1]["content"][1]["attachment"]["sha256"] == digest
+    fake = tmp_path / "photo.png"
+    fake.write_text("no image")
+    with pytest.raises(UsageError, match="is not a PNG, JPEG, GIF, WEBP or PDF"):
+        run(ip, f"-m sim/echo --image {fake}", "x")
+    with pytest.raises(UsageError, match="not with --over"):
+        run(ip, f"-m sim/echo --over df --image {chart}", "x")

@@ -33,6 +33,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
 from .._client import check_keywords, check_request, shown_url
+from .._client.attachments import read_images
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
 from .._core.errors import ConfigurationError, NitoError, has_its_line, shown_as_line
 from .._core.request import model_names
 from .._core.spelling import did_you_mean
@@ -149,6 +151,8 @@ class NitoMagics(Magics):
                    "frame().nito.tokens()")
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
+    @argument("--image", action="append", default=[], metavar="PATH_OR_URL",
+              help="attach an image or a PDF (a local file or an http(s) URL); repeatable (docs/IMAGES.md)")
     @argument("-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable")
     @argument("--over", action=_Once, metavar="VAR",
               help="run the cell as a template over every row of the DataFrame, Series or list VAR "
@@ -351,6 +355,8 @@ class NitoMagics(Magics):
             why = save_problem(args.save)
             if why:
                 raise UsageError(f"--save {args.save!r}: {why}")
+        if args.image and args.over:
+            raise UsageError("--image goes with one prompt, not with --over")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -367,6 +373,13 @@ class NitoMagics(Magics):
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%nito line")
         params = self._params(args)
+        if args.image:
+            try:  # checked now (type, size, a missing file): one line before anything is sent
+                read_images(args.image, "auto", DEFAULT_MAX_IMAGE_SIZE)
+            except ConfigurationError as exc:
+                raise usage_error(exc) from None
+            # Read again by each call: only their descriptors are kept (--chat keeps the text).
+            params["images"] = list(args.image)
         user = {"role": "user", "content": prompt}
         messages: list[dict[str, Any]] = []
         system = args.system if args.system is not None else settings.system
@@ -380,7 +393,7 @@ class NitoMagics(Magics):
         messages.append(user)
         try:
             # the client's own check, before anything is sent (--schema's becomes its response_format)
-            check_request(messages, {key: value for key, value in params.items() if key != "schema"})
+            check_request(messages, {key: value for key, value in params.items() if key not in ("schema", "images")})
         except ConfigurationError as exc:
             raise usage_error(exc) from None
         if len(models) == 1:
