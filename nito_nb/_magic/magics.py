@@ -48,7 +48,14 @@ from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, sett
 from .grid import run_models
 from .history import cost_line, history_table
 from .models import models_table
-from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
+from .output import (
+    error_line,
+    in_kernel,
+    show_attachments,
+    start_view,
+    unsplittable_options,
+    usage_error,
+)
 from .replay import replay
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
@@ -545,6 +552,8 @@ class NitoMagics(Magics):
             self._show_ended(getattr(interrupt, "stream", None), fmt, args, started)
             raise
         started.append(stream)
+        if len(started) == 1 and "images" in params:  # once per cell, not again for each tool round
+            show_attachments(stream)
         display = self._display(stream, fmt)
         try:
             chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
