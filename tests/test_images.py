@@ -4,6 +4,7 @@ file, a frame: a descriptor, never the data); one line for a file that cannot be
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -43,6 +44,20 @@ def test_an_image_is_sent_as_a_data_url_and_the_simulator_says_what_it_received(
     assert (f"[received 3: image_url image/png {len(PNG)} bytes sha256 {_prefix(PNG)}; "
             f"image_url image/jpeg {len(JPEG)} bytes sha256 {_prefix(JPEG)}; "
             "image_url url https://example.org/cat.jpg]") in stream.content
+
+
+def test_astream_and_its_reply_send_the_images_too() -> None:
+    async def main() -> tuple[nito_nb.AsyncStream, nito_nb.AsyncStream]:
+        first = nito_nb.astream("Describe", model="sim/echo", images=[GIF])
+        await first.wait()
+        second = first.reply("More")
+        await second.wait()
+        return first, second
+
+    first, second = asyncio.run(main())
+    for stream in (first, second):
+        assert f"image_url image/gif {len(GIF)} bytes sha256 {_prefix(GIF)}" in stream.content
+        assert "base64" not in json.dumps(stream.request)
 
 
 def test_a_pdf_is_sent_as_a_file_part(tmp_path: Path) -> None:
