@@ -98,7 +98,8 @@ def stream(
 
     A string becomes one user message. Keyword parameters other than ``api_key``, ``base_url``,
     ``timeout``, ``raise_errors``, ``max_event_size`` and ``max_body_size`` go into the request body (``temperature``, ``tools``,
-    ``seed``, ``reasoning``...). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
+    ``seed``, ``reasoning``...). ``images=[path, url, bytes]`` attaches images and PDFs to the
+    prompt (docs/IMAGES.md). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
     ``sim/...`` models run on the embedded simulator with no key.
     """
     return _default(Client).stream(

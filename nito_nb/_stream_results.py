@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Anomaly, ToolCall
+from ._core.attachments import kept_messages
 from ._core.deadlines import Deadlines
 from ._core.errors import NitoError, StreamError, one_line
 from ._core.log import ChunkLog
@@ -127,6 +128,9 @@ class StreamResults:
         # The ``schema=`` of the call (``_structured.Schema``), None when it gave none; set by the
         # producer. ``parsed`` keeps its answer once the stream ended (the text no longer changes).
         self._schema: Any = None
+        # The parts (image data) of the last user message, by sha256 or URL: reply() resends them;
+        # the request metadata holds only their descriptors (_core/attachments.py).
+        self._resend: dict[str, dict[str, Any]] = {}
         self._checked: Any = None
         # How the byte source's own failures (httpx's, for the client) become typed errors: given
         # by whoever makes the Stream, so that the engine knows no transport library.
@@ -520,7 +524,8 @@ class StreamResults:
         """(messages, model, parameters) of the request that continues this conversation."""
         merged = {**self.request.get("params", {}), **params}
         model = merged.pop("model", self.request.get("model"))
-        return [*self.messages, *new_messages], model, merged
+        # The images of this turn are sent again; those of earlier turns become a note of what was sent.
+        return [*kept_messages(self.messages, self._resend), *new_messages], model, merged
 
     def _raise_failure(self, raise_errors: bool) -> None:
         """Raise the error that ended the stream badly (a mid-stream error or a truncation)."""

@@ -31,6 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, overload
 
+from ._core.attachments import resend_key
 from ._core.deadlines import Deadlines
 from ._core.errors import APIError, NitoError, Secret
 from ._core.log import ChunkLog
@@ -156,6 +157,11 @@ class SourceBase:
         """The call's ``schema=`` (``_structured.Schema``): ``parsed`` and the live view read the
         answer with it (without one, with the schema of the request's ``response_format``)."""
         self.stream._schema = schema
+
+    def set_attachments(self, attachments: list[Any]) -> None:
+        """The images and files sent with the last user message (``_core/attachments.py``), kept on
+        the Stream only, never in its request metadata: ``reply()`` sends them again."""
+        self.stream._resend = {resend_key(a): a.part for a in attachments}
 
 
 class StreamSource(SourceBase):

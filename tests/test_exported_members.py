@@ -68,6 +68,8 @@ SOURCE = {
     "new_attempt", "set_connect", "set_deadlines", "set_route",
     # issue 33: the call's schema= (docs/STRUCTURED.md)
     "set_schema",
+    # issue 34: the images= reply() sends again (docs/IMAGES.md)
+    "set_attachments",
 }
 
 

@@ -870,3 +870,64 @@ def test_earlier_tests_left_one_magics_and_no_open_client(ip: Any) -> None:
     gc.collect()
     stale = [m for m in gc.get_objects() if isinstance(m, NitoMagics) and m is not current[0]]
     assert not [m for m in stale if m._sync_client is not None]
+
+
+# -- images (docs/IMAGES.md) -----------------------------------------------------------------------
+
+
+def test_image_options_reach_the_request(ip: Any, tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x07" * 300
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(png)
+    run(ip, f"-m sim/echo --image {chart} --image https://example.org/cat.jpg", "What does the chart show?")
+    stream = ip.user_ns["_nito"]
+    digest = hashlib.sha256(png).hexdigest()
+    assert f"image_url image/png {len(png)} bytes sha256 {digest[:12]}" in stream.content  # as received
+    assert "image_url url https://example.org/cat.jpg" in stream.content
+    assert base64.b64encode(png).decode() not in json.dumps(stream.request)
+    assert stream.request["messages"][-1]["content"][1]["attachment"]["sha256"] == digest
+    fake = tmp_path / "photo.png"
+    fake.write_text("no image")
+    with pytest.raises(UsageError, match="is not a PNG, JPEG, GIF, WEBP or PDF"):
+        run(ip, f"-m sim/echo --image {fake}", "x")
+    with pytest.raises(UsageError, match="not with --over"):
+        run(ip, f"-m sim/echo --over df --image {chart}", "x")
+
+
+def test_the_live_view_shows_a_thumbnail_of_each_local_image_and_a_url_as_a_link(
+        ip: Any, notebook: Recorder, tmp_path: Path) -> None:
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x05" * 200
+    hostile = tmp_path / '<img src=x onerror="window.__xss=1">.png'
+    hostile.write_bytes(png)
+    url = 'https://example.org/cat.jpg?a="><script>x</script>'
+    run(ip, f"-m sim/echo --image '{hostile}' --image '{url}'", "Look")
+    strips = [m["data"] for m in notebook.messages
+              if isinstance(m["data"], dict) and "nito-attachments" in m["data"].get("text/html", "")]
+    assert len(strips) == 1
+    shown = strips[0]["text/html"]
+    assert f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}"' in shown  # nothing fetched
+    assert "max-width:96px;max-height:96px" in shown
+    assert shown.count("<img") == 1  # the URL is a link, never loaded
+    assert '<a href="https://example.org/cat.jpg?a=&quot;&gt;&lt;script&gt;x&lt;/script&gt;"' in shown
+    assert "<script" not in shown
+    from html.parser import HTMLParser
+
+    class Tags(HTMLParser):  # the name is inside a quoted attribute: no tag has an on... attribute
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.found.append((tag, attrs))
+
+    tags = Tags()
+    tags.feed(shown)
+    assert [tag for tag, _ in tags.found] == ["div", "img", "a"]
+    assert not [name for _, attrs in tags.found for name, _ in attrs if name.startswith("on")]
+    assert dict(tags.found[1][1])["alt"].startswith('<img src=x onerror="window.__xss=1">.png')  # as text
+    assert f"{hostile.name} (image/png, {len(png)} bytes)" in strips[0]["text/plain"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from .._core.attachments import Attachment, with_attachments
 from .._core.counts import whole
 from .._core.encoding import ACCEPT_ENCODING
 from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
@@ -164,8 +165,10 @@ class BaseClient:
         api_key: str | None,
         base_url: str | None,
         params: dict[str, Any],
+        attachments: list[Attachment] | None = None,
     ) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any], str | None]:
-        """(url, headers, JSON body, request metadata for the log, key) of one call."""
+        """(url, headers, JSON body, request metadata for the log, key) of one call. ``attachments``
+        (``images=``) go with the last user message; the metadata keeps only their descriptors."""
         if model is not None and not isinstance(model, str):
             raise ConfigurationError(one_model(model, "stream()"))
         if not model:
@@ -186,14 +189,15 @@ class BaseClient:
         stream = getattr(type(self), "stream", None)  # Client's or AsyncClient's, whose keywords are the same
         check_keywords(params, keyword_options(stream) if stream is not None else (), "stream()")
         params = {k: v for k, v in params.items() if v is not None}
-        params = check_request(messages, params)  # counts as ints: a numpy one is no JSON
+        messages, kept = with_attachments(messages, attachments or [])
+        params = check_request(kept, params)  # counts as ints: a numpy one is no JSON
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
         body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
         # Only the codings nito_nb decodes itself, in bounded pieces (_core/encoding.py).
         headers = {"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        meta = {"model": model, "messages": messages, "params": params, "base_url": shown_url(url)}
+        meta = {"model": model, "messages": kept, "params": params, "base_url": shown_url(url)}
         return api_url(url, "/chat/completions"), headers, body, meta, key
 
     def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:

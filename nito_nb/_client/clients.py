@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
 from .._core.encoding import BadEncoding, UnsupportedEncoding, body_decoder
 from .._core.errors import ConfigurationError, NitoError
 from .._core.status import Status
@@ -27,6 +28,7 @@ from .._stream_source import AsyncStreamSource, StreamSource
 from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
 from .._transport.deadlines import keep_deadlines, reading_for, reads_for
 from .._transport.streams import within
+from .attachments import read_images
 from .base import BaseClient
 from .config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_EVENT_SIZE, Timeout
 from .connecting import trace_connect
@@ -65,6 +67,7 @@ class Client(BaseClient):
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
                max_event_size: int | None = None, max_body_size: int | None = None, schema: Any = None,
+               images: Any = None, image_detail: str = "auto", max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
                **params: Any) -> Stream:
         """Send the request and return its Stream once the response has started.
 
@@ -73,7 +76,8 @@ class Client(BaseClient):
         """
         self._check_open()
         structured, params = self._with_schema(schema, params)
-        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
+        attachments = read_images(images, image_detail, max_image_size)
+        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params, attachments)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         source = StreamSource(
             meta,
@@ -86,6 +90,7 @@ class Client(BaseClient):
         self._remember(source, model, base_url, key, timeout, max_event_size, max_body_size)
         if structured is not None:
             source.set_schema(structured)
+        source.set_attachments(attachments)
         deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
         try:
             for attempt in range(self.max_retries + 1):
@@ -201,12 +206,14 @@ class AsyncClient(BaseClient):
     def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
                base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
                max_event_size: int | None = None, max_body_size: int | None = None, schema: Any = None,
+               images: Any = None, image_detail: str = "auto", max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
                **params: Any) -> AsyncStream:
         """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
         Configuration errors raise here; HTTP errors raise when it connects."""
         self._check_open()
         structured, params = self._with_schema(schema, params)
-        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params)
+        attachments = read_images(images, image_detail, max_image_size)
+        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params, attachments)
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         source = AsyncStreamSource(
             meta,
@@ -218,6 +225,7 @@ class AsyncClient(BaseClient):
         self._remember(source, model, base_url, key, timeout, max_event_size, max_body_size)
         if structured is not None:
             source.set_schema(structured)
+        source.set_attachments(attachments)
         # Kept by the stream: the headers' below, the body's by the stream itself (_stream.py).
         deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
 

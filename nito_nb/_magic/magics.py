@@ -33,6 +33,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
 from .._client import check_keywords, check_request, shown_url
+from .._client.attachments import read_images
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
 from .._core.errors import ConfigurationError, NitoError, has_its_line, shown_as_line
 from .._core.request import model_names
 from .._core.spelling import did_you_mean
@@ -46,7 +48,14 @@ from .config import REASONING_EFFORTS, Nito, format_or_raise, save_problem, sett
 from .grid import ChoiceGrid, run_models
 from .history import cost_line, history_table
 from .models import models_table
-from .output import error_line, in_kernel, start_view, unsplittable_options, usage_error
+from .output import (
+    error_line,
+    in_kernel,
+    show_attachments,
+    start_view,
+    unsplittable_options,
+    usage_error,
+)
 from .replay import replay
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
@@ -152,6 +161,8 @@ class NitoMagics(Magics):
                    "(asks for logprobs: with --logprobs K, K alternatives)")
     @argument("--param", action="append", default=[], metavar="KEY=VALUE",
               help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
+    @argument("--image", action="append", default=[], metavar="PATH_OR_URL",
+              help="attach an image or a PDF (a local file or an http(s) URL); repeatable (docs/IMAGES.md)")
     @argument("-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable")
     @argument("--over", action=_Once, metavar="VAR",
               help="run the cell as a template over every row of the DataFrame, Series or list VAR "
@@ -354,6 +365,8 @@ class NitoMagics(Magics):
             why = save_problem(args.save)
             if why:
                 raise UsageError(f"--save {args.save!r}: {why}")
+        if args.image and args.over:
+            raise UsageError("--image goes with one prompt, not with --over")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -370,6 +383,13 @@ class NitoMagics(Magics):
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%nito line")
         params = self._params(args)
+        if args.image:
+            try:  # checked now (type, size, a missing file): one line before anything is sent
+                read_images(args.image, "auto", DEFAULT_MAX_IMAGE_SIZE)
+            except ConfigurationError as exc:
+                raise usage_error(exc) from None
+            # Read again by each call: only their descriptors are kept (--chat keeps the text).
+            params["images"] = list(args.image)
         user = {"role": "user", "content": prompt}
         messages: list[dict[str, Any]] = []
         system = args.system if args.system is not None else settings.system
@@ -383,7 +403,7 @@ class NitoMagics(Magics):
         messages.append(user)
         try:
             # the client's own check, before anything is sent (--schema's becomes its response_format)
-            check_request(messages, {key: value for key, value in params.items() if key != "schema"})
+            check_request(messages, {key: value for key, value in params.items() if key not in ("schema", "images")})
         except ConfigurationError as exc:
             raise usage_error(exc) from None
         if len(models) == 1:
@@ -535,6 +555,8 @@ class NitoMagics(Magics):
             self._show_ended(getattr(interrupt, "stream", None), fmt, args, started)
             raise
         started.append(stream)
+        if len(started) == 1 and "images" in params:  # once per cell, not again for each tool round
+            show_attachments(stream)
         n = params.get("n")
         count = n if isinstance(n, int) and n > 1 else 1
         if (count > 1 or args.shade) and in_kernel():  # the choices side by side, or shaded

@@ -10,7 +10,8 @@ from IPython.core.error import UsageError
 
 from .._core.errors import ConfigurationError, MissingAPIKeyError, one_line
 
-__all__ = ["NO_KEY", "error_line", "in_kernel", "start_view", "unsplittable_options", "usage_error"]
+__all__ = ["NO_KEY", "error_line", "in_kernel", "show_attachments", "start_view", "unsplittable_options",
+           "usage_error"]
 
 #: How the magic's user sets the key (the engine's message names api_key=..., which a cell lacks).
 NO_KEY = (
@@ -69,3 +70,21 @@ def in_kernel() -> bool:
 
     return in_a_kernel()
 
+
+
+def show_attachments(stream: Any) -> None:
+    """Above the answer, the images and files its prompt carried (``_render/attachments.py``):
+    thumbnails and links in a notebook, one line of names in a terminal. Nothing if none."""
+    from .._render.attachments import attachments_html, attachments_text
+
+    users = [m for m in stream.request.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    text = attachments_text(content)
+    if not text:
+        return
+    if not in_kernel():
+        print(text)
+        return
+    from IPython.display import display
+
+    display({"text/html": attachments_html(content, stream._resend), "text/plain": text}, raw=True)

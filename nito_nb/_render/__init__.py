@@ -18,7 +18,9 @@ Every caller imports from here. The modules, each of one concern, import downwar
 - ``parts``: ``Part(key, html, text, final)``; ``render_parts(state, *, format, live, cache)``;
   ``bundle(part)``, ``join_parts(parts)``, ``final_bundle(state, *, format)``; ``RenderCache``
   (an optional memo a live caller passes to ``render_parts``: results never depend on it);
-  ``check_format(format)``, the one check of a ``format`` argument.
+  ``check_format(format)``, the one check of a ``format`` argument;
+- ``attachments``: the strip of a prompt's images (thumbnails of data URLs) and URLs (links, never
+  loaded) that ``%%nito --image`` shows above the answer (docs/IMAGES.md).
 
 ``state`` is duck-typed like a Stream (docs/ENGINE_API.md): ``content, reasoning, refusal,
 audio_transcript, tool_calls, status, model, ttft, elapsed, n_chunks, finish_reason, usage, error, anomalies, done,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._attachments import check_parts
 from ._capacity import SERVER_MODEL
 from ._logprobs import MAX_TOP_LOGPROBS
 from ._options import OptionError, SimOptions, parse_options
@@ -65,6 +66,9 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             return bad(f"messages[{i}] must be an object with a string `role`.")
+    wrong_part = check_parts(messages)
+    if wrong_part:
+        return bad(wrong_part)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         return bad("`stream_options` must be an object.")

@@ -11,6 +11,7 @@ import base64
 import hashlib
 from collections.abc import Iterator
 
+from ._attachments import received
 from ._reply import KEEPALIVE, Event
 from ._request import message_text
 from ._structured import answer_text
@@ -30,7 +31,11 @@ from ._writer import ChunkWriter, Generate, some
 
 def _echo(w: ChunkWriter) -> Iterator[Event]:
     users = [m for m in w.request.messages if m.get("role") == "user"]
-    yield from w.contents(answer_text(w.request, message_text(users[-1]) if users else ""))
+    text = message_text(users[-1]) if users else ""
+    parts = [line for m in users for line in received(m)]
+    if parts:  # the images and files of the whole request, for a test to check (none is looked at)
+        text += f"\n\n[received {len(parts)}: " + "; ".join(parts) + "]"
+    yield from w.contents(answer_text(w.request, text))
     yield from w.finish("stop")
 
 

@@ -1,0 +1,246 @@
+"""Images and files in a prompt: the one rule for what is sent and what is kept. No I/O.
+
+What is sent is a content part in the OpenAI format: ``image_url`` (an http(s) URL as given, or
+the bytes of a local image as a data URL) or ``file`` (a PDF, as a data URL). The type comes from
+the bytes (their magic number), never from the file's name: a renamed file is refused, not sent
+under a type it does not have.
+
+What is kept (the request metadata, hence the log, a saved file, a run's store and a frame) is a
+*descriptor* in place of the data: kind, type, size, sha256 and name. A run of 10,000 images must
+not store 10,000 images, and a log must stay small enough to read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_MAX_IMAGE_SIZE",
+    "DETAILS",
+    "Attachment",
+    "check_detail",
+    "check_max_image_size",
+    "data_of",
+    "from_bytes",
+    "from_url",
+    "is_descriptor",
+    "kept_messages",
+    "note",
+    "resend_key",
+    "sniff",
+    "too_big",
+    "with_attachments",
+]
+
+#: Bytes one local image or file may have before it is refused (OpenAI's limit per image is 20 MB;
+#: a data URL is a third bigger again).
+DEFAULT_MAX_IMAGE_SIZE = 20 * 1024 * 1024
+#: OpenAI's ``image_url.detail`` values.
+DETAILS = ("auto", "low", "high")
+#: The part type of a descriptor: no gateway takes it, so one never goes out by mistake unnoticed.
+DESCRIPTOR = "attachment"
+
+#: The first bytes of each type sent, and its media type.
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+)
+
+
+def sniff(data: bytes) -> str | None:
+    """The media type of ``data`` by its magic number (PNG, JPEG, GIF, WEBP, PDF), else None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    for magic, media_type in _MAGIC:
+        if data.startswith(magic):
+            return media_type
+    return None
+
+
+def check_detail(detail: Any) -> str:
+    if detail not in DETAILS:
+        raise ConfigurationError(f"image_detail must be one of {', '.join(DETAILS)}, not {detail!r:.60}.")
+    return str(detail)
+
+
+def check_max_image_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_image_size is bytes, a whole number >= 1, not {value!r:.60}.")
+    return value
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One image or file of a prompt: the part sent, and the descriptor kept in its place."""
+
+    part: dict[str, Any]
+    descriptor: dict[str, Any]
+
+    @property
+    def kept(self) -> dict[str, Any]:
+        """The part as the request metadata keeps it."""
+        return {"type": DESCRIPTOR, DESCRIPTOR: self.descriptor}
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MB" if n >= 1024 * 1024 else f"{n:,} bytes"
+
+
+def too_big(name: str, size: int, max_size: int) -> str:
+    """The one line of a file over the limit (a shell refuses one by its size before reading it)."""
+    return (f"image {repr(name)[:80]} is {_size(size)}, over the limit of {_size(max_size)}: make it "
+            "smaller or raise max_image_size=.")
+
+
+def from_bytes(data: bytes, name: str, detail: str = "auto",
+               max_size: int = DEFAULT_MAX_IMAGE_SIZE) -> Attachment:
+    """The attachment of a local file's bytes (``name``: what the user called it, shown in the
+    error lines and kept in the descriptor; never used to guess the type)."""
+    shown = repr(name)[:80]
+    if len(data) > max_size:
+        raise ConfigurationError(too_big(name, len(data), max_size))
+    media_type = sniff(data)
+    if media_type is None:
+        raise ConfigurationError(
+            f"image {shown} is not a PNG, JPEG, GIF, WEBP or PDF (its bytes start {data[:8]!r}; the type "
+            "is read from the bytes, not the name): convert it, or give an http(s) URL."
+        )
+    url = f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    descriptor: dict[str, Any] = {
+        "kind": "file" if media_type == "application/pdf" else "image",
+        "media_type": media_type,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "name": name,
+    }
+    if media_type == "application/pdf":
+        part: dict[str, Any] = {"type": "file", "file": {"filename": name, "file_data": url}}
+    else:
+        part = {"type": "image_url", "image_url": {"url": url, "detail": detail}}
+        descriptor["detail"] = detail
+    return Attachment(part, descriptor)
+
+
+def from_url(url: str, detail: str = "auto") -> Attachment:
+    """The attachment of an http(s) URL: sent as it is, for the gateway to fetch; kept as it is
+    (a URL is small; nothing of the image is known here)."""
+    part = {"type": "image_url", "image_url": {"url": url, "detail": detail}}
+    return Attachment(part, {"kind": "image", "url": url, "detail": detail})
+
+
+def with_attachments(messages: list[dict[str, Any]], attachments: list[Attachment]
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(messages sent, messages kept): the last user message's content becomes its text followed
+    by the parts; in the messages kept, every image or file carried as data (these, and any in
+    the messages themselves: a hand-built list, or the history ``reply()`` resends) is its
+    descriptor."""
+    sent = messages
+    if attachments:
+        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+        if last is None:
+            raise ConfigurationError("images= go with a user message: the messages have none.")
+        content = messages[last].get("content")
+        if isinstance(content, str):
+            head = [{"type": "text", "text": content}]
+        elif isinstance(content, list):
+            head = list(content)
+        else:
+            raise ConfigurationError("images= go with a user message whose content is text or a list of parts.")
+        parts = [*head, *(a.part for a in attachments)]
+        sent = [*messages[:last], {**messages[last], "content": parts}, *messages[last + 1:]]
+    known = {a.descriptor["sha256"]: a.descriptor for a in attachments if "sha256" in a.descriptor}
+    return sent, _kept(sent, known)
+
+
+def _kept(messages: list[dict[str, Any]], known: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or not any(data_of(p) is not None for p in content):
+            out.append(message)  # the common case: nothing copied
+            continue
+        parts = []
+        for part in content:
+            found = data_of(part)
+            if found is None:
+                parts.append(part)
+                continue
+            media_type, data, name = found
+            digest = hashlib.sha256(data).hexdigest()
+            descriptor = known.get(digest) or {
+                "kind": "file" if part.get("type") == "file" else "image",
+                "media_type": media_type, "size": len(data), "sha256": digest, "name": name,
+            }
+            parts.append({"type": DESCRIPTOR, DESCRIPTOR: descriptor})
+        out.append({**message, "content": parts})
+    return out
+
+
+def data_of(part: Any) -> tuple[str, bytes, str | None] | None:
+    """(media type, bytes, file name) of a part that carries its data as a base64 data URL."""
+    if not isinstance(part, dict):
+        return None
+    if part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+        url, name = part["image_url"].get("url"), None
+    elif part.get("type") == "file" and isinstance(part.get("file"), dict):
+        url, name = part["file"].get("file_data"), part["file"].get("filename")
+    else:
+        return None
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url[:200]:
+        return None
+    head, _, payload = url.partition(";base64,")
+    try:
+        data = base64.b64decode(payload)
+    except ValueError:  # not base64: kept as its length, never as itself
+        data = payload.encode("utf-8", "replace")
+    return head[5:], data, name if isinstance(name, str) else None
+
+
+def is_descriptor(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == DESCRIPTOR and isinstance(part.get(DESCRIPTOR), dict)
+
+
+def note(descriptor: dict[str, Any]) -> str:
+    """A descriptor in words: what a later turn says in place of an image it no longer sends."""
+    if "url" in descriptor:
+        return f"[image {descriptor['url']} sent in an earlier turn]"
+    name = descriptor.get("name")
+    named = f" {name!r}" if isinstance(name, str) else ""
+    return (f"[{descriptor.get('kind', 'file')}{named} ({descriptor.get('media_type')}, "
+            f"{descriptor.get('size')} bytes, sha256 {str(descriptor.get('sha256'))[:12]}) sent in an earlier turn]")
+
+
+def kept_messages(messages: list[dict[str, Any]], resend: dict[str, dict[str, Any]]
+                  ) -> list[dict[str, Any]]:
+    """The history of a conversation as the next turn sends it: a descriptor whose sha256 (or URL)
+    is in ``resend`` becomes that part again; any other becomes a text note of what was sent."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or not any(is_descriptor(p) for p in content):
+            out.append(message)
+            continue
+        parts = []
+        for part in content:
+            if not is_descriptor(part):
+                parts.append(part)
+                continue
+            descriptor = part[DESCRIPTOR]
+            key = descriptor.get("sha256") or descriptor.get("url")
+            again = resend.get(key) if isinstance(key, str) else None
+            parts.append(again if again is not None else {"type": "text", "text": note(descriptor)})
+        out.append({**message, "content": parts})
+    return out
+
+
+def resend_key(attachment: Attachment) -> str:
+    """What :func:`kept_messages` matches a descriptor with."""
+    return str(attachment.descriptor.get("sha256") or attachment.descriptor.get("url"))

@@ -1,0 +1,183 @@
+"""Images and files in a prompt (``images=``, docs/IMAGES.md): what is sent, checked by the
+simulator's answer over HTTP (``sim/echo`` says what it received); what is kept (the log, a saved
+file, a frame: a descriptor, never the data); one line for a file that cannot be sent."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+import nito_nb
+from nito_nb._core.attachments import from_bytes, sniff
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+JPEG = b"\xff\xd8\xff\xe0" + b"jpeg body" * 50
+GIF = b"GIF89a" + b"\x01" * 40
+WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 " + b"\x02" * 40
+PDF = b"%PDF-1.4\n" + b"%fake but well-started pdf\n" * 20
+
+
+def _prefix(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+@pytest.mark.parametrize(("data", "media_type"), [
+    (PNG, "image/png"), (JPEG, "image/jpeg"), (GIF, "image/gif"), (WEBP, "image/webp"), (PDF, "application/pdf"),
+    (b"just text", None), (b"RIFF\x00\x00\x00\x00WAVE", None),
+])
+def test_the_type_is_read_from_the_bytes(data: bytes, media_type: str | None) -> None:
+    assert sniff(data) == media_type
+
+
+def test_an_image_is_sent_as_a_data_url_and_the_simulator_says_what_it_received(tmp_path: Path) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(PNG)
+    stream = nito_nb.stream("What does the chart show?", model="sim/echo",
+                            images=[str(chart), JPEG, "https://example.org/cat.jpg"], image_detail="low")
+    assert stream.content.startswith("What does the chart show?")
+    assert (f"[received 3: image_url image/png {len(PNG)} bytes sha256 {_prefix(PNG)}; "
+            f"image_url image/jpeg {len(JPEG)} bytes sha256 {_prefix(JPEG)}; "
+            "image_url url https://example.org/cat.jpg]") in stream.content
+
+
+def test_astream_and_its_reply_send_the_images_too() -> None:
+    async def main() -> tuple[nito_nb.AsyncStream, nito_nb.AsyncStream]:
+        first = nito_nb.astream("Describe", model="sim/echo", images=[GIF])
+        await first.wait()
+        second = first.reply("More")
+        await second.wait()
+        return first, second
+
+    first, second = asyncio.run(main())
+    for stream in (first, second):
+        assert f"image_url image/gif {len(GIF)} bytes sha256 {_prefix(GIF)}" in stream.content
+        assert "base64" not in json.dumps(stream.request)
+
+
+def test_a_pdf_is_sent_as_a_file_part(tmp_path: Path) -> None:
+    paper = tmp_path / "paper.pdf"
+    paper.write_bytes(PDF)
+    stream = nito_nb.stream("Summarise", model="sim/echo", images=paper)  # a Path, not in a list
+    assert f"[received 1: file application/pdf {len(PDF)} bytes sha256 {_prefix(PDF)}]" in stream.content
+    kept = stream.request["messages"][-1]["content"][1]
+    assert kept == {"type": "attachment", "attachment": {
+        "kind": "file", "media_type": "application/pdf", "size": len(PDF),
+        "sha256": hashlib.sha256(PDF).hexdigest(), "name": "paper.pdf"}}
+
+
+def test_the_log_the_saved_file_and_the_frame_hold_the_descriptor_not_the_data(tmp_path: Path) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(PNG)
+    stream = nito_nb.stream("Describe it", model="sim/echo", images=[chart])
+    encoded = base64.b64encode(PNG).decode()
+    digest = hashlib.sha256(PNG).hexdigest()
+    assert encoded not in json.dumps(stream.request)
+    saved = stream.save(tmp_path / "log.jsonl").read_text()
+    assert encoded not in saved and "base64" not in saved and digest in saved
+    frame_text = stream.frame().to_json()
+    assert encoded not in frame_text and "base64" not in frame_text
+    loaded = nito_nb.load(tmp_path / "log.jsonl")
+    assert loaded.request["messages"][-1]["content"][1]["attachment"]["sha256"] == digest
+
+
+def test_reply_resends_the_images_of_the_last_turn_only(tmp_path: Path) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(PNG)
+    first = nito_nb.stream("Describe it", model="sim/echo", images=[chart])
+    second = first.reply("And the colours?")
+    assert f"image/png {len(PNG)} bytes sha256 {_prefix(PNG)}" in second.content  # sent again
+    assert "base64" not in json.dumps(second.request)
+    third = second.reply("Thanks")
+    assert "[received" not in third.content  # two turns back: no longer sent
+    sent = third.request["messages"][0]["content"][1]
+    assert sent["type"] == "text" and _prefix(PNG) in sent["text"] and "earlier turn" in sent["text"]
+
+
+def test_a_hand_built_data_url_is_kept_as_its_descriptor() -> None:
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]
+    stream = nito_nb.stream(messages, model="sim/echo")
+    assert f"sha256 {_prefix(PNG)}" in stream.content
+    assert "base64" not in json.dumps(stream.request)
+
+
+def test_a_renamed_non_image_is_one_line(tmp_path: Path) -> None:
+    fake = tmp_path / "photo.png"
+    fake.write_text("not an image at all")
+    with pytest.raises(nito_nb.ConfigurationError) as caught:
+        nito_nb.stream("x", model="sim/echo", images=[fake])
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("image 'photo.png' is not a PNG, JPEG, GIF, WEBP or PDF")
+    assert "read from the bytes, not the name" in message
+
+
+def test_a_file_over_the_limit_is_one_line_and_is_not_read(tmp_path: Path) -> None:
+    big = tmp_path / "big.png"
+    big.write_bytes(PNG + b"\0" * 5000)
+    with pytest.raises(nito_nb.ConfigurationError) as caught:
+        nito_nb.stream("x", model="sim/echo", images=[str(big)], max_image_size=1000)
+    assert "\n" not in str(caught.value)
+    assert "over the limit of 1,000 bytes: make it smaller or raise max_image_size=" in str(caught.value)
+    with pytest.raises(nito_nb.ConfigurationError, match="over the limit"):
+        nito_nb.stream("x", model="sim/echo", images=[PNG], max_image_size=100)  # bytes too
+
+
+@pytest.mark.parametrize(("images", "said"), [
+    (["no/such/file.png"], "image 'no/such/file.png': no such file."),
+    ([42], "images[0] is a int: give a path, an http(s) URL or bytes."),
+    ({"a": 1}, "images= takes a path, an http(s) URL, bytes, or a list of them, not dict."),
+    (["data:image/png;base64,AAAA"], "not a data: URL"),
+])
+def test_other_mistakes_are_one_line(images: object, said: str) -> None:
+    with pytest.raises(nito_nb.ConfigurationError) as caught:
+        nito_nb.stream("x", model="sim/echo", images=images)
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_detail_is_checked() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="image_detail must be one of auto, low, high"):
+        nito_nb.stream("x", model="sim/echo", images=[PNG], image_detail="huge")
+
+
+def test_a_slip_of_images_is_caught() -> None:
+    with pytest.raises(nito_nb.ConfigurationError, match="Did you mean images="):
+        nito_nb.stream("x", model="sim/echo", imagse=[PNG])
+
+
+def test_a_hostile_file_name_stays_inert(tmp_path: Path) -> None:
+    name = "<img src=x onerror=alert(1)>.png"
+    hostile = tmp_path / name
+    hostile.write_bytes(PNG)
+    stream = nito_nb.stream("x", model="sim/echo", images=[hostile])
+    assert stream.request["messages"][-1]["content"][1]["attachment"]["name"] == name  # data, kept as data
+    html = stream._repr_mimebundle_().get("text/html", "")
+    assert "<img src=x" not in html
+    hostile.write_text("text")
+    with pytest.raises(nito_nb.ConfigurationError) as caught:
+        nito_nb.stream("x", model="sim/echo", images=[hostile])
+    assert "\n" not in str(caught.value)
+
+
+def test_an_undecodable_file_name_still_makes_json() -> None:
+    attachment = from_bytes(PNG, "caf\udce9.png")
+    json.dumps(attachment.descriptor).encode("utf-8")  # no lone surrogate left
+
+
+def test_the_simulator_refuses_a_data_url_that_is_not_what_it_says() -> None:
+    from nito_nb import sim
+
+    url = "data:image/png;base64," + base64.b64encode(b"plain text").decode()
+    body = {"model": "sim/echo", "stream": True,
+            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]}
+    response = httpx.post(sim.ensure_server() + "/chat/completions", json=body,
+                          headers={"Authorization": f"Bearer {sim.token()}"})
+    assert response.status_code == 400
+    assert "says 'image/png' but holds no known image" in response.text
