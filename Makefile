@@ -30,6 +30,7 @@ figures: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check nito_nb tests bench scripts
+	$(BIN)/ruff format --check nito_nb tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python scripts/module_sizes.py
 

@@ -40,7 +40,8 @@ import nito_nb
 from nito_nb import _capture
 
 LIMIT = 1.10  # capture / plain, client CPU and wall time
-KEY = "sk-bench-" + "0123456789abcdef" * 3  # as long as a real key: the capture redacts it from every read
+# as long as a real key: the capture redacts it from every read
+KEY = "sk-bench-" + "0123456789abcdef" * 3
 MESSAGES: Any = [{"role": "user", "content": "bench"}]
 
 
@@ -63,7 +64,9 @@ def openai_sync(base: str, http: Any) -> Callable[[], str]:
 
     def run() -> str:
         parts = []
-        for chunk in client.chat.completions.create(model="bench/model", messages=MESSAGES, stream=True):
+        for chunk in client.chat.completions.create(
+            model="bench/model", messages=MESSAGES, stream=True
+        ):
             for choice in chunk.choices:
                 parts.append(choice.delta.content or "")
         return "".join(parts)
@@ -74,9 +77,13 @@ def openai_sync(base: str, http: Any) -> Callable[[], str]:
 def openai_async(base: str, make_http: Callable[[], Any]) -> Callable[[], str]:
     def run() -> str:
         async def read() -> str:
-            async with openai.AsyncOpenAI(api_key=KEY, base_url=base, http_client=make_http(), max_retries=0) as c:
+            async with openai.AsyncOpenAI(
+                api_key=KEY, base_url=base, http_client=make_http(), max_retries=0
+            ) as c:
                 parts = []
-                async for chunk in await c.chat.completions.create(model="bench/model", messages=MESSAGES, stream=True):
+                async for chunk in await c.chat.completions.create(
+                    model="bench/model", messages=MESSAGES, stream=True
+                ):
                     for choice in chunk.choices:
                         parts.append(choice.delta.content or "")
                 return "".join(parts)
@@ -89,7 +96,9 @@ def openai_async(base: str, make_http: Callable[[], Any]) -> Callable[[], str]:
 def langchain(base: str, http: Any) -> Callable[[], str]:
     from langchain_openai import ChatOpenAI
 
-    llm = ChatOpenAI(model="bench/model", base_url=base, api_key=KEY, streaming=True, http_client=http)  # type: ignore[arg-type]
+    llm = ChatOpenAI(
+        model="bench/model", base_url=base, api_key=KEY, streaming=True, http_client=http
+    )  # type: ignore[arg-type]
 
     def run() -> str:
         return "".join(str(chunk.content) for chunk in llm.stream("bench"))
@@ -105,8 +114,12 @@ def pydantic_ai(base: str, make_http: Callable[[], Any]) -> Callable[[], str]:
     def run() -> str:
         async def read() -> str:
             async with make_http() as http:
-                agent = Agent(OpenAIChatModel("bench/model", provider=OpenAIProvider(base_url=base, api_key=KEY,
-                                                                                     http_client=http)))
+                agent = Agent(
+                    OpenAIChatModel(
+                        "bench/model",
+                        provider=OpenAIProvider(base_url=base, api_key=KEY, http_client=http),
+                    )
+                )
                 async with agent.run_stream("bench") as result:
                     return "".join([text async for text in result.stream_text(delta=True)])
 
@@ -123,33 +136,49 @@ def pairs(base: str, only: str | None) -> dict[str, tuple[Callable[[], str], Cal
     except ImportError:  # Python 3.10, or not installed: the httpx lines only
         httpx2 = None
     if httpx2 is not None:
-        found["openai sync, httpx2"] = (openai_sync(base, httpx2.Client(timeout=60)),
-                                        openai_sync(base, nito_nb.httpx2_client(timeout=60)))
-        found["openai async, httpx2"] = (openai_async(base, lambda: httpx2.AsyncClient(timeout=60)),
-                                         openai_async(base, lambda: nito_nb.async_httpx2_client(timeout=60)))
-    found["openai sync, httpx"] = (openai_sync(base, httpx.Client(timeout=60)),
-                                   openai_sync(base, nito_nb.httpx_client(timeout=60)))
-    found["openai async, httpx"] = (openai_async(base, lambda: httpx.AsyncClient(timeout=60)),
-                                    openai_async(base, lambda: nito_nb.async_httpx_client(timeout=60)))
+        found["openai sync, httpx2"] = (
+            openai_sync(base, httpx2.Client(timeout=60)),
+            openai_sync(base, nito_nb.httpx2_client(timeout=60)),
+        )
+        found["openai async, httpx2"] = (
+            openai_async(base, lambda: httpx2.AsyncClient(timeout=60)),
+            openai_async(base, lambda: nito_nb.async_httpx2_client(timeout=60)),
+        )
+    found["openai sync, httpx"] = (
+        openai_sync(base, httpx.Client(timeout=60)),
+        openai_sync(base, nito_nb.httpx_client(timeout=60)),
+    )
+    found["openai async, httpx"] = (
+        openai_async(base, lambda: httpx.AsyncClient(timeout=60)),
+        openai_async(base, lambda: nito_nb.async_httpx_client(timeout=60)),
+    )
     try:
-        found["langchain, httpx"] = (langchain(base, httpx.Client(timeout=60)),
-                                     langchain(base, nito_nb.httpx_client(timeout=60)))
+        found["langchain, httpx"] = (
+            langchain(base, httpx.Client(timeout=60)),
+            langchain(base, nito_nb.httpx_client(timeout=60)),
+        )
     except ImportError:
         pass
     if httpx2 is not None:
         try:
-            found["pydantic-ai, httpx2"] = (pydantic_ai(base, lambda: httpx2.AsyncClient(timeout=60)),
-                                            pydantic_ai(base, lambda: nito_nb.async_httpx2_client(timeout=60)))
+            found["pydantic-ai, httpx2"] = (
+                pydantic_ai(base, lambda: httpx2.AsyncClient(timeout=60)),
+                pydantic_ai(base, lambda: nito_nb.async_httpx2_client(timeout=60)),
+            )
         except ImportError:
             pass
     return {name: pair for name, pair in found.items() if only is None or only in name}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", help="only the lines whose name contains this (openai, httpx2...)")
+    parser.add_argument(
+        "--only", help="only the lines whose name contains this (openai, httpx2...)"
+    )
     args = parser.parse_args()
 
     ctx = multiprocessing.get_context("spawn")
@@ -164,11 +193,18 @@ def main() -> None:
             assert plain() == expected, name
             assert captured() == expected, name
             last = nito_nb.last()
-            assert last is not None and last.content == expected and last.status == "done", (name, last)
-        print(f"{args.chunks:,} chunks, best of {args.repeats} interleaved rounds over loopback "
-              f"(server in another process); capture / plain must be <= {LIMIT:.2f}x")
-        print(f"  {'':22s} {'wall plain':>10s} {'capture':>8s} {'ratio':>6s}   {'CPU plain':>9s} {'capture':>8s} "
-              f"{'ratio':>6s}   median CPU ratio   (wall: best times, median of the rounds' ratios)")
+            assert last is not None and last.content == expected and last.status == "done", (
+                name,
+                last,
+            )
+        print(
+            f"{args.chunks:,} chunks, best of {args.repeats} interleaved rounds over loopback "
+            f"(server in another process); capture / plain must be <= {LIMIT:.2f}x"
+        )
+        print(
+            f"  {'':22s} {'wall plain':>10s} {'capture':>8s} {'ratio':>6s}   {'CPU plain':>9s} {'capture':>8s} "
+            f"{'ratio':>6s}   median CPU ratio   (wall: best times, median of the rounds' ratios)"
+        )
         misses = 0
         for name, (plain, captured) in contenders.items():
             times: dict[str, list[tuple[float, float]]] = {"plain": [], "capture": []}
@@ -180,15 +216,20 @@ def main() -> None:
             cpu = {k: min(c for _, c in v) for k, v in times.items()}
             # Wall time: the median of each round's ratio (the two reads of a round saw the same
             # load), as a busy machine's best times can come from different moments.
-            wall_ratio = statistics.median(c[0] / p[0] for p, c in zip(times["plain"], times["capture"], strict=True))
+            wall_ratio = statistics.median(
+                c[0] / p[0] for p, c in zip(times["plain"], times["capture"], strict=True)
+            )
             cpu_ratio = cpu["capture"] / cpu["plain"]
             median_cpu = statistics.median(c for _, c in times["capture"]) / statistics.median(
-                c for _, c in times["plain"])
+                c for _, c in times["plain"]
+            )
             ok = wall_ratio <= LIMIT and cpu_ratio <= LIMIT
             misses += not ok
-            print(f"  {name:22s} {wall['plain']:9.3f}s {wall['capture']:7.3f}s {wall_ratio:5.2f}x   "
-                  f"{cpu['plain']:8.3f}s {cpu['capture']:7.3f}s {cpu_ratio:5.2f}x   {median_cpu:5.2f}x   "
-                  f"{'PASS' if ok else 'MISS'}")
+            print(
+                f"  {name:22s} {wall['plain']:9.3f}s {wall['capture']:7.3f}s {wall_ratio:5.2f}x   "
+                f"{cpu['plain']:8.3f}s {cpu['capture']:7.3f}s {cpu_ratio:5.2f}x   {median_cpu:5.2f}x   "
+                f"{'PASS' if ok else 'MISS'}"
+            )
         print("PASS" if not misses else f"MISS ({misses} of {len(contenders)} above {LIMIT:.2f}x)")
     finally:
         server.terminate()

@@ -7,16 +7,19 @@
 1. ``frame()`` of one log of 100,000 events, against
    ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for
    each chunk shape of ``bench/shapes.py`` (uniform, OpenAI's with ``obfuscation``, DeepSeek's
-   reasoning, OpenAI's tool fragments) and two more logs: a synthetic one (99,998 content chunks of the docs/PROTOCOL.md example, a usage chunk, [DONE];
+   reasoning, OpenAI's tool fragments) and two more logs: a synthetic one (99,998 content chunks of
+   the docs/PROTOCOL.md example, a usage chunk, [DONE];
    arrival times set 1 ms apart) and a real stream of the embedded simulator (``sim/long``, ~4-byte
-   Markdown deltas, a finish chunk, a usage chunk, [DONE], real arrival times). json_normalize gets the chunks already parsed (a list of dicts, parsed
+   Markdown deltas, a finish chunk, a usage chunk, [DONE], real arrival times). json_normalize gets
+   the chunks already parsed (a list of dicts, parsed
    beforehand and not timed): only json_normalize itself is timed. ``frame()`` starts from the
    Stream (raw bytes in its log) and includes decoding the JSON again.
 2. ``df.nito.metrics()`` over a frame of 1,000 streams of 100 events each.
 
 Each figure is the median (and spread) of several rounds, the two contenders interleaved so that a
 busy machine slows both alike. Targets (issues 4 and 32): frame() at most 0.2 s and at least 5x
-faster than json_normalize on every shape; metrics() over 1,000 streams under a second. The first line says where the text
+faster than json_normalize on every shape; metrics() over 1,000 streams under a second. The first
+line says where the text
 columns live: pyarrow, a dependency (``--without-pyarrow`` hides it, to measure the fallback on
 Python strings of an install made with ``--no-deps``).
 """
@@ -85,7 +88,9 @@ def body(n_events: int) -> bytes:
     return "".join(lines).encode()
 
 
-def timed_stream(n_events: int, step_ns: int, ttfb_ns: int = 50_000_000, shape: str | None = None) -> nito_nb.Stream:
+def timed_stream(
+    n_events: int, step_ns: int, ttfb_ns: int = 50_000_000, shape: str | None = None
+) -> nito_nb.Stream:
     """A finished Stream of ``n_events`` events with chosen arrival times (read_sse gives none):
     the docs/PROTOCOL.md example's chunks, or about that many of a shape of ``bench/shapes.py``."""
     s = nito_nb.read_sse(body(n_events) if shape is None else shapes.build(shape, n_events - 3))
@@ -129,11 +134,17 @@ def compare(title: str, stream: nito_nb.Stream, repeats: int) -> None:
     ratios = [j / f for f, j in zip(frame_times, normalize_times, strict=True)]
     f = statistics.median(frame_times)
     print(f"{title}: {len(stream.log):,} events; medians (min-max) of {repeats} interleaved rounds")
-    print(f"  frame():                        {spread(frame_times)} s  (target <= 0.2 s)  {verdict(f <= 0.2)}")
-    print(f"  json_normalize of its chunks:   {spread(normalize_times)} s  ({len(chunks):,} chunks parsed beforehand, "
-          "not timed)")
-    print(f"  ratio json_normalize / frame(): {spread(ratios)}x  (target >= 5x)  "
-          f"{verdict(statistics.median(ratios) >= 5)}")
+    print(
+        f"  frame():                        {spread(frame_times)} s  (target <= 0.2 s)  {verdict(f <= 0.2)}"
+    )
+    print(
+        f"  json_normalize of its chunks:   {spread(normalize_times)} s  ({len(chunks):,} chunks parsed beforehand, "
+        "not timed)"
+    )
+    print(
+        f"  ratio json_normalize / frame(): {spread(ratios)}x  (target >= 5x)  "
+        f"{verdict(statistics.median(ratios) >= 5)}"
+    )
 
 
 def spread(values: list[float]) -> str:
@@ -150,8 +161,11 @@ def main(repeats: int = 7) -> None:
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     compare("synthetic log (read_sse, times set 1 ms apart)", timed_stream(n, 1_000_000), repeats)
     for shape in shapes.SHAPES:
-        compare(f"{shape} chunks (bench/shapes.py, times set 1 ms apart)", timed_stream(n, 1_000_000, shape=shape),
-                repeats)
+        compare(
+            f"{shape} chunks (bench/shapes.py, times set 1 ms apart)",
+            timed_stream(n, 1_000_000, shape=shape),
+            repeats,
+        )
     compare("simulator stream (sim/long, real arrival times)", simulated_stream(n - 3), repeats)
 
     streams = [timed_stream(100, 20_000_000 + 1000 * i) for i in range(1000)]

@@ -58,7 +58,9 @@ from bench_magic import start_simulator  # noqa: E402
 import nito_nb  # noqa: E402
 
 CONCURRENCY = 64
-KEY = "sk-bench-not-a-secret"  # an explicit base URL sends a key; the standalone simulator takes any
+KEY = (
+    "sk-bench-not-a-secret"  # an explicit base URL sends a key; the standalone simulator takes any
+)
 FAST = {"tps": 0, "ttft_ms": 0}
 DEFAULT_GUIDELLM = str(ROOT / ".venv-guidellm" / "bin" / "guidellm")
 HOW_TO_INSTALL = """\
@@ -74,8 +76,9 @@ several GB of CUDA wheels:
 # -- guidellm --------------------------------------------------------------------------------------
 
 
-def guidellm_run(command: str, base_url: str, n: int, concurrency: int, workdir: Path,
-                 workers: int | None = None) -> dict[str, Any]:
+def guidellm_run(
+    command: str, base_url: str, n: int, concurrency: int, workdir: Path, workers: int | None = None
+) -> dict[str, Any]:
     """Run ``guidellm run`` once against ``base_url`` and return its one benchmark's JSON."""
     prompts = workdir / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"guidellm {i}"}) + "\n" for i in range(n)))
@@ -91,18 +94,29 @@ def guidellm_run(command: str, base_url: str, n: int, concurrency: int, workdir:
         "extras": {"body": {"sim": FAST}},
     }
     argv = [
-        command, "run",
-        "--backend", json.dumps(backend),
-        "--profile", json.dumps({"kind": "concurrent", "streams": concurrency}),
-        "--constraint", json.dumps({"kind": "max_requests", "count": n}),
-        "--data", json.dumps({"kind": "json_file", "path": str(prompts)}),
-        "--output", json.dumps({"kind": "json", "path": str(report)}),
+        command,
+        "run",
+        "--backend",
+        json.dumps(backend),
+        "--profile",
+        json.dumps({"kind": "concurrent", "streams": concurrency}),
+        "--constraint",
+        json.dumps({"kind": "max_requests", "count": n}),
+        "--data",
+        json.dumps({"kind": "json_file", "path": str(prompts)}),
+        "--output",
+        json.dumps({"kind": "json", "path": str(report)}),
         "--disable-console",
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "HF_DATASETS_CACHE": str(workdir / "datasets")}  # its json loader's cache stays in workdir
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_DATASETS_CACHE": str(workdir / "datasets"),
+    }  # its json loader's cache stays in workdir
     env.pop("NITO_API_KEY", None)  # no key for guidellm: the simulator takes requests without one
-    if workers is not None:  # its setting max_worker_processes (default 10), read from the environment
+    # its setting max_worker_processes (default 10), read from the environment
+    if workers is not None:
         env["GUIDELLM__MAX_WORKER_PROCESSES"] = str(workers)
     t0 = time.perf_counter()
     done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=3600)
@@ -143,12 +157,25 @@ def guidellm_figures(benchmark: dict[str, Any]) -> dict[str, Any]:
 
 # -- nito_nb.run (as bench_load.py calls it) -------------------------------------------------------
 
-ENGINES = {"nito_nb.run (asyncio)": {}, "nito_nb.run processes=2": {"engine": "processes", "workers": 2}}
+ENGINES = {
+    "nito_nb.run (asyncio)": {},
+    "nito_nb.run processes=2": {"engine": "processes", "workers": 2},
+}
 
 
 def ours_run(base_url: str, n: int, concurrency: int, **options: Any) -> dict[str, Any]:
-    run = nito_nb.run([f"ours {i}" for i in range(n)], model="sim/chat", base_url=base_url, api_key=KEY,
-                      progress=False, sim=FAST, rate=1e9, max_requests=n, concurrency=concurrency, **options)
+    run = nito_nb.run(
+        [f"ours {i}" for i in range(n)],
+        model="sim/chat",
+        base_url=base_url,
+        api_key=KEY,
+        progress=False,
+        sim=FAST,
+        rate=1e9,
+        max_requests=n,
+        concurrency=concurrency,
+        **options,
+    )
     run.wait()
     if run.error is not None:
         raise RuntimeError(f"the run failed: {run.error}")
@@ -174,51 +201,78 @@ def _ms(seconds: float) -> str:
 
 def print_round(results: dict[str, dict[str, Any]], concurrency: int) -> None:
     g = results["guidellm"]
-    print(f"  {'guidellm (concurrent, streams=' + str(concurrency) + ')':32s} {g['rate']:8.1f} requests/s  "
-          f"(its own requests_per_second {g['own_rate']:.1f}; {g['processes']} worker process{'es' if g['processes'] != 1 else ''}; "
-          f"{g['wall']:.0f} s with its start-up)")
+    print(
+        f"  {'guidellm (concurrent, streams=' + str(concurrency) + ')':32s} {g['rate']:8.1f} requests/s  "
+        f"(its own requests_per_second {g['own_rate']:.1f}; {g['processes']} worker "
+        f"process{'es' if g['processes'] != 1 else ''}; "
+        f"{g['wall']:.0f} s with its start-up)"
+    )
     for name in ENGINES:
-        print(f"  {name:32s} {results[name]['rate']:8.1f} requests/s  "
-              f"ratio to guidellm {results[name]['rate'] / g['rate']:.2f}")
+        print(
+            f"  {name:32s} {results[name]['rate']:8.1f} requests/s  "
+            f"ratio to guidellm {results[name]['rate'] / g['rate']:.2f}"
+        )
     for name, r in results.items():
         if r["n_not_ok"]:
             print(f"  {name}: {r['n_not_ok']} of {r['n'] + r['n_not_ok']} requests did not succeed")
     print(f"  {'medians':32s} {'ttft':>12s} {'itl':>12s} {'tpot':>12s}  output tokens")
-    print(f"  {'guidellm':32s} {_ms(g['ttft_p50'])} {_ms(g['itl_p50'])} {'':>12s}  {g['output_tokens_p50']:g}"
-          "  (time_to_first_token_ms, inter_token_latency_ms)")
+    print(
+        f"  {'guidellm':32s} {_ms(g['ttft_p50'])} {_ms(g['itl_p50'])} {'':>12s}  {g['output_tokens_p50']:g}"
+        "  (time_to_first_token_ms, inter_token_latency_ms)"
+    )
     for name in ENGINES:
         o = results[name]
-        print(f"  {name:32s} {_ms(o['ttft_p50'])} {_ms(o['itl_p50'])} {_ms(o['tpot_p50'])}  "
-              f"{o['output_tokens_p50']:g}  (ttft, itl per chunk, tpot per token)")
+        print(
+            f"  {name:32s} {_ms(o['ttft_p50'])} {_ms(o['itl_p50'])} {_ms(o['tpot_p50'])}  "
+            f"{o['output_tokens_p50']:g}  (ttft, itl per chunk, tpot per token)"
+        )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--guidellm", default=os.environ.get("NITO_GUIDELLM") or DEFAULT_GUIDELLM,
-                    help="the guidellm command of its own venv (default: $NITO_GUIDELLM, else %(default)s)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--guidellm",
+        default=os.environ.get("NITO_GUIDELLM") or DEFAULT_GUIDELLM,
+        help="the guidellm command of its own venv (default: $NITO_GUIDELLM, else %(default)s)",
+    )
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY)
-    ap.add_argument("--guidellm-workers", type=int, default=None,
-                    help="guidellm's worker processes at most (its max_worker_processes; default: its own, 10)")
-    ap.add_argument("--rounds", type=int, default=1, help="rounds; each one reverses the previous one's order")
+    ap.add_argument(
+        "--guidellm-workers",
+        type=int,
+        default=None,
+        help="guidellm's worker processes at most (its max_worker_processes; default: its own, 10)",
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="rounds; each one reverses the previous one's order"
+    )
     args = ap.parse_args()
     if min(args.requests, args.concurrency, args.rounds, args.guidellm_workers or 1) < 1:
-        print("--requests, --concurrency, --rounds and --guidellm-workers must be at least 1", file=sys.stderr)
+        print(
+            "--requests, --concurrency, --rounds and --guidellm-workers must be at least 1",
+            file=sys.stderr,
+        )
         return 2
 
     command = Path(args.guidellm).expanduser()
     if not (command.is_file() and os.access(command, os.X_OK)):
         print(HOW_TO_INSTALL.format(path=command))
         return 0
-    version = subprocess.run([str(command), "--version"], capture_output=True, text=True, timeout=300)
+    version = subprocess.run(
+        [str(command), "--version"], capture_output=True, text=True, timeout=300
+    )
     said = (version.stdout.strip() or version.stderr.strip()).splitlines()
     print(f"{said[0] if said else 'guidellm, version unknown'} ({command})")
 
     proc, base_url = start_simulator()
     os.environ["NITO_API_KEY"] = KEY
     n, c = args.requests, args.concurrency
-    print(f"throughput: {n} requests of sim/chat at tps 0, {c} in flight, sent at once, simulator in its own "
-          "process; rate = requests / (last end - first start)")
+    print(
+        f"throughput: {n} requests of sim/chat at tps 0, {c} in flight, sent at once, simulator in its own "
+        "process; rate = requests / (last end - first start)"
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="bench-guidellm-") as tmp:
             names = ["guidellm", *ENGINES]
@@ -228,16 +282,23 @@ def main() -> int:
                 load = os.getloadavg()
                 for name in order:
                     if name == "guidellm":
-                        out = guidellm_run(str(command), base_url, n, c, Path(tmp), args.guidellm_workers)
+                        out = guidellm_run(
+                            str(command), base_url, n, c, Path(tmp), args.guidellm_workers
+                        )
                         results[name] = {**guidellm_figures(out["benchmark"]), "wall": out["wall"]}
                     else:
                         results[name] = ours_run(base_url, n, c, **ENGINES[name])
                 load_end = os.getloadavg()
-                print(f"\nround {round_ + 1} ({', '.join(order)}); load average (1, 5, 15 min) "
-                      f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} before, "
-                      f"{load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f} after, on {os.cpu_count()} cores:")
+                print(
+                    f"\nround {round_ + 1} ({', '.join(order)}); load average (1, 5, 15 min) "
+                    f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} before, "
+                    f"{load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f} after, on {os.cpu_count()} cores:"
+                )
                 print_round(results, c)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:  # a tool that failed: what it said, no traceback
+    except (
+        RuntimeError,
+        subprocess.TimeoutExpired,
+    ) as exc:  # a tool that failed: what it said, no traceback
         print(f"bench_guidellm: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -62,8 +62,16 @@ class CountingPublisher(DisplayPublisher):
         gaps = [b - a for a, b in zip(self.times, self.times[1:], strict=False)]
         return (1 + sum(gap > 0.005 for gap in gaps)) if self.times else 0
 
-    def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
-                update: bool = False, **kwargs: Any) -> None:
+    def publish(
+        self,
+        data: Any,
+        metadata: Any = None,
+        source: Any = None,
+        *,
+        transient: Any = None,
+        update: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.messages += 1
         self.times.append(time.perf_counter())
         self.updates += bool(update)
@@ -85,8 +93,12 @@ def start_simulator() -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "0"}
     env.pop("NITO_SIM_API_KEY", None)
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "nito_nb.sim", "--port", str(port)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nito_nb.sim", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 60  # generous: a busy CI machine starts Python slowly
     while True:
@@ -103,7 +115,9 @@ def start_simulator() -> tuple[subprocess.Popen[bytes], str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--chunks", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
@@ -129,7 +143,9 @@ def main() -> int:
 
         def without_display() -> tuple[float, Any]:
             start = time.perf_counter()
-            stream = nito_nb.stream("Write a long answer.", model="sim/long", base_url=base_url, sim=sim)
+            stream = nito_nb.stream(
+                "Write a long answer.", model="sim/long", base_url=base_url, sim=sim
+            )
             for _ in stream:
                 pass
             return time.perf_counter() - start, stream
@@ -144,10 +160,14 @@ def main() -> int:
             took, stream = with_display()
             if took < best["magic"]:
                 best["magic"] = took
-                figures = {"messages": publisher.messages, "updates": publisher.updates,
-                           "rounds": publisher.rounds(),
-                           "bytes": publisher.bytes, "stream": stream,
-                           "final": "".join(d.get("text/plain", "") for d in publisher.last.values())}
+                figures = {
+                    "messages": publisher.messages,
+                    "updates": publisher.updates,
+                    "rounds": publisher.rounds(),
+                    "bytes": publisher.bytes,
+                    "stream": stream,
+                    "final": "".join(d.get("text/plain", "") for d in publisher.last.values()),
+                }
     finally:
         proc.terminate()
         proc.wait(10)
@@ -155,19 +175,29 @@ def main() -> int:
     stream = figures["stream"]
     answer = len(stream.content.encode("utf-8"))
     assert stream.status == "done" and stream.content == plain.content, "the two runs must agree"
-    assert stream.content[-100:] in figures["final"], "the final flush must hold the end of the answer"
+    assert stream.content[-100:] in figures["final"], (
+        "the final flush must hold the end of the answer"
+    )
     limit = 4 * answer + 64 * 1024
     ratio = best["plain"] / best["magic"]
     rate = figures["rounds"] / best["magic"]
-    print(f"%%nito -m sim/long: {stream.n_chunks:,} chunks, answer {answer / 1e3:.0f} KB, "
-          f"best of {args.rounds} interleaved rounds (simulator in its own process)")
-    print(f"  display messages  {figures['messages']:,} ({figures['updates']:,} of them updates) in "
-          f"{figures['rounds']} refresh rounds: {rate:.1f} rounds/s over {best['magic']:.2f} s "
-          f"(required <= 20/s)  {'ok' if rate <= 20 + 1 / best['magic'] else 'ABOVE'}")
-    print(f"  bytes sent        {figures['bytes'] / 1e3:,.0f} KB = {figures['bytes'] / answer:.2f}x the answer "
-          f"(limit 4x + 64 KB = {limit / 1e3:,.0f} KB)  {'ok' if figures['bytes'] <= limit else 'ABOVE'}")
+    print(
+        f"%%nito -m sim/long: {stream.n_chunks:,} chunks, answer {answer / 1e3:.0f} KB, "
+        f"best of {args.rounds} interleaved rounds (simulator in its own process)"
+    )
+    print(
+        f"  display messages  {figures['messages']:,} ({figures['updates']:,} of them updates) in "
+        f"{figures['rounds']} refresh rounds: {rate:.1f} rounds/s over {best['magic']:.2f} s "
+        f"(required <= 20/s)  {'ok' if rate <= 20 + 1 / best['magic'] else 'ABOVE'}"
+    )
+    print(
+        f"  bytes sent        {figures['bytes'] / 1e3:,.0f} KB = {figures['bytes'] / answer:.2f}x the answer "
+        f"(limit 4x + 64 KB = {limit / 1e3:,.0f} KB)  {'ok' if figures['bytes'] <= limit else 'ABOVE'}"
+    )
     print(f"  time              with display {best['magic']:.3f} s, without {best['plain']:.3f} s")
-    print(f"  speed ratio       {ratio:.2f}x (required >= 0.5x)  {'ok' if ratio >= 0.5 else 'BELOW'}")
+    print(
+        f"  speed ratio       {ratio:.2f}x (required >= 0.5x)  {'ok' if ratio >= 0.5 else 'BELOW'}"
+    )
     rate_ok = figures["rounds"] <= 20 * best["magic"] + 1  # + 1: the final flush
     return 0 if figures["bytes"] <= limit and ratio >= 0.5 and rate_ok else 1
 

@@ -38,9 +38,11 @@ def measure(chunks: int, tps: float) -> str:
     started = time.perf_counter()
     output.follow_here(interrupted=stream.close)
     wall = time.perf_counter() - started
-    return (f"sim/long chunks={chunks} tps={tps:g}: {len(stream.content):,} chars in {stream.elapsed:.1f} s, "
-            f"{output.n_updates} renders, {output.bytes_sent / 1e6:.1f} MB sent, rendering {spent:.2f} s "
-            f"({spent / wall:.0%} of the cell's thread), last output {len(output.shown) / 1e3:.0f} KB")
+    return (
+        f"sim/long chunks={chunks} tps={tps:g}: {len(stream.content):,} chars in {stream.elapsed:.1f} s, "
+        f"{output.n_updates} renders, {output.bytes_sent / 1e6:.1f} MB sent, rendering {spent:.2f} s "
+        f"({spent / wall:.0%} of the cell's thread), last output {len(output.shown) / 1e3:.0f} KB"
+    )
 
 
 def main() -> None:

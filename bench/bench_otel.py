@@ -61,13 +61,20 @@ def main() -> None:
         for call in calls:
             emitter.emit(call)
         t3 = time.perf_counter()
-        for step, seconds in (("frame", t1 - t0), ("calls", t2 - t1), ("emit", t3 - t2), ("total", t3 - t0)):
+        for step, seconds in (
+            ("frame", t1 - t0),
+            ("calls", t2 - t1),
+            ("emit", t3 - t2),
+            ("total", t3 - t0),
+        ):
             best[step] = min(best.get(step, float("inf")), seconds)
         tracer.shutdown()
         meter.shutdown()
     chunks = sum(call.attributes.get("nito.n_token_chunks", 0) for call in calls)
-    print(f"export of {n} requests ({chunks / n:.0f} token-bearing chunks each), per request: "
-          + ", ".join(f"{step} {seconds / n * 1e3:.2f} ms" for step, seconds in best.items()))
+    print(
+        f"export of {n} requests ({chunks / n:.0f} token-bearing chunks each), per request: "
+        + ", ".join(f"{step} {seconds / n * 1e3:.2f} ms" for step, seconds in best.items())
+    )
     sent: dict[bool, float] = {}
     for live in (False, True, False, True):
         tracer, meter = providers()
@@ -80,7 +87,9 @@ def main() -> None:
         sent[live] = min(sent.get(live, float("inf")), time.perf_counter() - t0)
         tracer.shutdown()
         meter.shutdown()
-    print(f"the run: {sent[False]:.2f} s without live(), {sent[True]:.2f} s with it (until every span is exported)")
+    print(
+        f"the run: {sent[False]:.2f} s without live(), {sent[True]:.2f} s with it (until every span is exported)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,18 @@ import time
 from nito_nb._core.state import StreamState
 
 KEY = "sk-or-v1-" + "0123456789abcdef" * 4
-WORDS = ["stream", "ing ", "chunk", "s ", "over ", "SSE", " with", " accents: é", ", ", "and more. "]
+WORDS = [
+    "stream",
+    "ing ",
+    "chunk",
+    "s ",
+    "over ",
+    "SSE",
+    " with",
+    " accents: é",
+    ", ",
+    "and more. ",
+]
 
 
 def body(kind: str, n: int) -> list[bytes]:
@@ -39,12 +50,31 @@ def body(kind: str, n: int) -> list[bytes]:
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": word}}]}
         choice: dict[str, object] = {"index": 0, "delta": delta, "finish_reason": None}
         if kind == "logprobs":  # one token per chunk, and its three likeliest alternatives
-            choice["logprobs"] = {"content": [{"token": word, "logprob": -0.1, "bytes": list(word.encode()),
-                                               "top_logprobs": [{"token": t, "logprob": -1.0, "bytes": list(t.encode())}
-                                                                for t in (word, word.upper(), " the")]}]}
-        chunk = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",
-                 "choices": [choice]}
-        lines.append(b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
+            choice["logprobs"] = {
+                "content": [
+                    {
+                        "token": word,
+                        "logprob": -0.1,
+                        "bytes": list(word.encode()),
+                        "top_logprobs": [
+                            {"token": t, "logprob": -1.0, "bytes": list(t.encode())}
+                            for t in (word, word.upper(), " the")
+                        ],
+                    }
+                ]
+            }
+        chunk = {
+            "id": "gen-bench",
+            "object": "chat.completion.chunk",
+            "created": 1751299200,
+            "model": "bench/model",
+            "choices": [choice],
+        }
+        lines.append(
+            b"data: "
+            + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()
+            + b"\n\n"
+        )
     data = b"".join(lines) + b"data: [DONE]\n\n"
     return [data[i : i + 65536] for i in range(0, len(data), 65536)]
 
@@ -61,7 +91,9 @@ def feed(reads: list[bytes], key: str | None) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
@@ -72,8 +104,10 @@ def main() -> None:
             times["no key"].append(feed(reads, None))
             times["key"].append(feed(reads, KEY))
         plain, keyed = statistics.median(times["no key"]), statistics.median(times["key"])
-        print(f"{kind:9s} no key {plain * 1e3:7.1f} ms   key {keyed * 1e3:7.1f} ms   "
-              f"{keyed / plain:.2f}x   ({args.chunks / keyed:,.0f} chunks/s with the key; medians of {args.repeats})")
+        print(
+            f"{kind:9s} no key {plain * 1e3:7.1f} ms   key {keyed * 1e3:7.1f} ms   "
+            f"{keyed / plain:.2f}x   ({args.chunks / keyed:,.0f} chunks/s with the key; medians of {args.repeats})"
+        )
 
 
 if __name__ == "__main__":

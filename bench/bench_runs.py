@@ -13,7 +13,8 @@ contenders, interleaved, best of ``--rounds``:
 
 This floor goes through httpx, which is slower than a run: the least a client can do, a raw asyncio
 client (HTTP/1.1 by hand, ``json.loads`` per event), is ``bench_runs_floor.py``'s floor, and issue
-32's targets are against that one. Here: run >= 0.8x the floor's requests/s, run + store >= 0.6x. The progress display's update
+32's targets are against that one. Here: run >= 0.8x the floor's requests/s, run + store >= 0.6x.
+The progress display's update
 count is printed (outside Jupyter: the stderr line, at most 4 updates/s).
 
 Memory: the peak RSS of a fresh process that runs ``--rss`` requests with a store, for each count
@@ -53,7 +54,9 @@ def floor(base_url: str, n: int, salt: str) -> float:
 
         async def one(prompt: str) -> None:
             async with semaphore:
-                await nito_nb.astream(prompt, model="sim/chat", base_url=base_url, api_key=KEY).wait()
+                await nito_nb.astream(
+                    prompt, model="sim/chat", base_url=base_url, api_key=KEY
+                ).wait()
 
         await asyncio.gather(*(one(p) for p in prompts(n, salt)))
 
@@ -64,33 +67,54 @@ def floor(base_url: str, n: int, salt: str) -> float:
 
 def with_run(base_url: str, n: int, salt: str, store: str | None) -> tuple[float, int]:
     start = time.perf_counter()
-    run = nito_nb.run(prompts(n, salt), model="sim/chat", concurrency=CONCURRENCY, base_url=base_url,
-                      api_key=KEY, store=store)
+    run = nito_nb.run(
+        prompts(n, salt),
+        model="sim/chat",
+        concurrency=CONCURRENCY,
+        base_url=base_url,
+        api_key=KEY,
+        store=store,
+    )
     run.wait()
     elapsed = time.perf_counter() - start
     results = run.results()
-    assert len(results) == n and set(results["status"]) == {"done"}, results["status"].value_counts()
+    assert len(results) == n and set(results["status"]) == {"done"}, results[
+        "status"
+    ].value_counts()
     return elapsed, run.progress.n_updates if run.progress is not None else 0
 
 
 def rss_child(base_url: str, n: int) -> None:
     """In a fresh process: run n requests with a store, print the peak RSS in MiB."""
     with tempfile.TemporaryDirectory() as folder:
-        run = nito_nb.run(prompts(n, "rss"), model="sim/chat", concurrency=CONCURRENCY, base_url=base_url,
-                          api_key=KEY, store=str(Path(folder) / "store"), progress=False)
+        run = nito_nb.run(
+            prompts(n, "rss"),
+            model="sim/chat",
+            concurrency=CONCURRENCY,
+            base_url=base_url,
+            api_key=KEY,
+            store=str(Path(folder) / "store"),
+            progress=False,
+        )
         run.wait()
         results = run.results()
-        assert len(results) == n and set(results["status"]) == {"done"}, results["status"].value_counts()
+        assert len(results) == n and set(results["status"]) == {"done"}, results[
+            "status"
+        ].value_counts()
     # This process's peak, then the largest of its ended children's: the store's events helper.
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    print(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=2000, help="0: only the memory test")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--rss", default="2000,10000", help="request counts for the memory test ('' to skip)")
+    parser.add_argument(
+        "--rss", default="2000,10000", help="request counts for the memory test ('' to skip)"
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -106,17 +130,24 @@ def main() -> int:
             ok = overhead(base_url, n, args.rounds)
         peaks = []
         for count in counts:
-            child = subprocess.run([sys.executable, __file__, "--rss-child", str(count), "--base-url", base_url],
-                                   capture_output=True, text=True)
+            child = subprocess.run(
+                [sys.executable, __file__, "--rss-child", str(count), "--base-url", base_url],
+                capture_output=True,
+                text=True,
+            )
             if child.returncode:
                 raise RuntimeError(f"the {count:,}-request child failed:\n{child.stderr[-3000:]}")
             own, helper = (float(x) for x in child.stdout.strip().splitlines()[-1].split())
             peaks.append(own)
-            print(f"  peak RSS with a store, {count:,} requests: {own:.0f} MiB "
-                  f"(its events helper process: {helper:.0f} MiB)")
+            print(
+                f"  peak RSS with a store, {count:,} requests: {own:.0f} MiB "
+                f"(its events helper process: {helper:.0f} MiB)"
+            )
         if len(peaks) >= 2:
             growth = peaks[-1] / peaks[0]
-            print(f"  peak RSS {counts[-1]:,} / {counts[0]:,} requests: {growth:.2f}x (target <= 1.5)")
+            print(
+                f"  peak RSS {counts[-1]:,} / {counts[0]:,} requests: {growth:.2f}x (target <= 1.5)"
+            )
             ok = ok and growth <= 1.5
     finally:
         proc.kill()
@@ -133,16 +164,22 @@ def overhead(base_url: str, n: int, rounds: int) -> bool:
         elapsed, updates["run"] = with_run(base_url, n, f"run{round_}", None)
         best["run"] = min(best["run"], elapsed)
         with tempfile.TemporaryDirectory() as folder:
-            elapsed, updates["store"] = with_run(base_url, n, f"store{round_}", str(Path(folder) / "s"))
+            elapsed, updates["store"] = with_run(
+                base_url, n, f"store{round_}", str(Path(folder) / "s")
+            )
         best["store"] = min(best["store"], elapsed)
     rate = {name: n / seconds for name, seconds in best.items()}
     ratio_run, ratio_store = rate["run"] / rate["floor"], rate["store"] / rate["floor"]
     print(f"{n:,} requests of sim/chat, concurrency {CONCURRENCY}, best of {rounds}:")
     print(f"  floor (gather + semaphore over astream): {rate['floor']:,.0f} requests/s")
-    print(f"  nito_nb.run:            {rate['run']:,.0f} requests/s = {ratio_run:.2f}x the floor "
-          f"(target >= 0.8), {updates['run']} progress updates")
-    print(f"  nito_nb.run with store: {rate['store']:,.0f} requests/s = {ratio_store:.2f}x the floor "
-          f"(target >= 0.6), {updates['store']} progress updates")
+    print(
+        f"  nito_nb.run:            {rate['run']:,.0f} requests/s = {ratio_run:.2f}x the floor "
+        f"(target >= 0.8), {updates['run']} progress updates"
+    )
+    print(
+        f"  nito_nb.run with store: {rate['store']:,.0f} requests/s = {ratio_store:.2f}x the floor "
+        f"(target >= 0.6), {updates['store']} progress updates"
+    )
     return ratio_run >= 0.8 and ratio_store >= 0.6
 
 

@@ -63,8 +63,13 @@ def prompts(n: int, salt: str) -> list[str]:
 
 def body_of(prompt: str, params: dict[str, Any]) -> bytes:
     """The JSON body ``nito_nb.run`` sends for ``prompt`` (``_client/base.py`` ``_build``)."""
-    body = {"model": "sim/chat", "messages": [{"role": "user", "content": prompt}], **params, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim/chat",
+        "messages": [{"role": "user", "content": prompt}],
+        **params,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     return json.dumps(body).encode()
 
 
@@ -72,10 +77,13 @@ async def _one(host: str, port: int, path: str, body: bytes) -> str:
     """One request by hand: its answer's text (content of every chunk)."""
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(b"POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\n"
-                     b"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                     b"Content-Length: %d\r\nConnection: close\r\n\r\n"
-                     % (path.encode(), host.encode(), port, KEY.encode(), len(body)) + body)
+        writer.write(
+            b"POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\n"
+            b"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+            % (path.encode(), host.encode(), port, KEY.encode(), len(body))
+            + body
+        )
         head = await reader.readuntil(b"\r\n\r\n")
         status = head[9:12]
         if status != b"200":
@@ -109,7 +117,11 @@ async def _one(host: str, port: int, path: str, body: bytes) -> str:
 
 def floor(base_url: str, n: int, salt: str, concurrency: int, params: dict[str, Any]) -> float:
     url = urlsplit(base_url)
-    host, port, path = url.hostname or "127.0.0.1", url.port or 80, url.path.rstrip("/") + "/chat/completions"
+    host, port, path = (
+        url.hostname or "127.0.0.1",
+        url.port or 80,
+        url.path.rstrip("/") + "/chat/completions",
+    )
     bodies = [body_of(p, params) for p in prompts(n, salt)]
 
     async def main() -> None:
@@ -127,15 +139,26 @@ def floor(base_url: str, n: int, salt: str, concurrency: int, params: dict[str, 
     return time.perf_counter() - start
 
 
-def with_run(base_url: str, n: int, salt: str, concurrency: int, params: dict[str, Any],
-             store: str | None) -> float:
+def with_run(
+    base_url: str, n: int, salt: str, concurrency: int, params: dict[str, Any], store: str | None
+) -> float:
     start = time.perf_counter()
-    run = nito_nb.run(prompts(n, salt), model="sim/chat", concurrency=concurrency, base_url=base_url,
-                      api_key=KEY, store=store, progress=False, **params)
+    run = nito_nb.run(
+        prompts(n, salt),
+        model="sim/chat",
+        concurrency=concurrency,
+        base_url=base_url,
+        api_key=KEY,
+        store=store,
+        progress=False,
+        **params,
+    )
     run.wait()
     elapsed = time.perf_counter() - start
     results = run.results()
-    assert len(results) == n and set(results["status"]) == {"done"}, results["status"].value_counts()
+    assert len(results) == n and set(results["status"]) == {"done"}, results[
+        "status"
+    ].value_counts()
     return elapsed
 
 
@@ -149,31 +172,56 @@ def memory_child(base_url: str, n: int, workload: str) -> None:
     of one request's body."""
     params = WORKLOADS[workload]
     url = urlsplit(base_url)
-    raw = asyncio.run(_raw_body(url.hostname or "127.0.0.1", url.port or 80,
-                                url.path.rstrip("/") + "/chat/completions", body_of("request 0 of memory", params)))
-    warm = nito_nb.run(prompts(50, "warm"), model="sim/chat", concurrency=64, base_url=base_url, api_key=KEY,
-                       progress=False, **params)
+    raw = asyncio.run(
+        _raw_body(
+            url.hostname or "127.0.0.1",
+            url.port or 80,
+            url.path.rstrip("/") + "/chat/completions",
+            body_of("request 0 of memory", params),
+        )
+    )
+    warm = nito_nb.run(
+        prompts(50, "warm"),
+        model="sim/chat",
+        concurrency=64,
+        base_url=base_url,
+        api_key=KEY,
+        progress=False,
+        **params,
+    )
     warm.wait()
     warm.results()
     del warm
     gc.collect()
     before = _rss()
-    run = nito_nb.run(prompts(n, "memory"), model="sim/chat", concurrency=64, base_url=base_url, api_key=KEY,
-                      progress=False, **params)
+    run = nito_nb.run(
+        prompts(n, "memory"),
+        model="sim/chat",
+        concurrency=64,
+        base_url=base_url,
+        api_key=KEY,
+        progress=False,
+        **params,
+    )
     run.wait()
     gc.collect()
     kept = (_rss() - before) / n
     results = run.results()
-    assert len(results) == n and set(results["status"]) == {"done"}, results["status"].value_counts()
+    assert len(results) == n and set(results["status"]) == {"done"}, results[
+        "status"
+    ].value_counts()
     print(kept, raw)
 
 
 async def _raw_body(host: str, port: int, path: str, body: bytes) -> int:
     """The bytes of one response's SSE body (without the chunked framing)."""
     reader, writer = await asyncio.open_connection(host, port)
-    writer.write(b"POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\nConnection: close\r\n\r\n"
-                 % (path.encode(), host.encode(), port, KEY.encode(), len(body)) + body)
+    writer.write(
+        b"POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+        % (path.encode(), host.encode(), port, KEY.encode(), len(body))
+        + body
+    )
     head = await reader.readuntil(b"\r\n\r\n")
     total = 0
     if b"transfer-encoding: chunked" in head.lower():
@@ -197,52 +245,86 @@ def overhead(base_url: str, n: int, rounds: int) -> bool:
             for concurrency in CONCURRENCIES:
                 salt = f"{workload}{concurrency}r{round_}"
                 key = (workload, concurrency)
-                seconds.setdefault((*key, "floor"), []).append(floor(base_url, n, salt, concurrency, params))
-                seconds.setdefault((*key, "run"), []).append(with_run(base_url, n, salt, concurrency, params, None))
+                seconds.setdefault((*key, "floor"), []).append(
+                    floor(base_url, n, salt, concurrency, params)
+                )
+                seconds.setdefault((*key, "run"), []).append(
+                    with_run(base_url, n, salt, concurrency, params, None)
+                )
                 with tempfile.TemporaryDirectory() as folder:
                     seconds.setdefault((*key, "store"), []).append(
-                        with_run(base_url, n, salt, concurrency, params, str(Path(folder) / "s")))
+                        with_run(base_url, n, salt, concurrency, params, str(Path(folder) / "s"))
+                    )
         print(f"  round {round_ + 1} of {rounds} done ({time.strftime('%H:%M:%S')})", flush=True)
     ok = True
-    print(f"{n:,} requests per measurement, medians of {rounds} interleaved rounds (spread: min–max):")
+    print(
+        f"{n:,} requests per measurement, medians of {rounds} interleaved rounds (spread: min–max):"
+    )
     for workload in WORKLOADS:
         for concurrency in CONCURRENCIES:
-            rate = {c: [n / s for s in seconds[(workload, concurrency, c)]] for c in ("floor", "run", "store")}
-            print(f"  {workload}, concurrency {concurrency}: floor {statistics.median(rate['floor']):,.0f} "
-                  f"requests/s ({min(rate['floor']):,.0f}–{max(rate['floor']):,.0f})")
-            for contender, target, label in (("run", TARGET_RUN, "nito_nb.run"),
-                                             ("store", TARGET_STORE, "nito_nb.run, store")):
+            rate = {
+                c: [n / s for s in seconds[(workload, concurrency, c)]]
+                for c in ("floor", "run", "store")
+            }
+            print(
+                f"  {workload}, concurrency {concurrency}: floor {statistics.median(rate['floor']):,.0f} "
+                f"requests/s ({min(rate['floor']):,.0f}–{max(rate['floor']):,.0f})"
+            )
+            for contender, target, label in (
+                ("run", TARGET_RUN, "nito_nb.run"),
+                ("store", TARGET_STORE, "nito_nb.run, store"),
+            ):
                 ratios = [r / f for r, f in zip(rate[contender], rate["floor"], strict=True)]
                 median = statistics.median(ratios)
                 verdict = "PASS" if median >= target else "MISS"
                 ok = ok and median >= target
-                print(f"    {label:<20} {statistics.median(rate[contender]):,.0f} requests/s "
-                      f"({min(rate[contender]):,.0f}–{max(rate[contender]):,.0f}) = {median:.2f}x the floor "
-                      f"({_spread(ratios)}), target >= {target}: {verdict}")
+                print(
+                    f"    {label:<20} {statistics.median(rate[contender]):,.0f} requests/s "
+                    f"({min(rate[contender]):,.0f}–{max(rate[contender]):,.0f}) = {median:.2f}x the floor "
+                    f"({_spread(ratios)}), target >= {target}: {verdict}"
+                )
     return ok
 
 
 def memory(base_url: str, n: int) -> bool:
     ok = True
     for workload in WORKLOADS:
-        child = subprocess.run([sys.executable, __file__, "--memory-child", str(n), "--workload", workload,
-                                "--base-url", base_url], capture_output=True, text=True)
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--memory-child",
+                str(n),
+                "--workload",
+                workload,
+                "--base-url",
+                base_url,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if child.returncode:
             raise RuntimeError(f"the memory child failed:\n{child.stderr[-3000:]}")
         kept, raw = (float(x) for x in child.stdout.strip().splitlines()[-1].split())
         ratio = kept / raw
         verdict = "PASS" if ratio <= TARGET_MEMORY else "MISS"
         ok = ok and ratio <= TARGET_MEMORY
-        print(f"  {workload}: a run without a store keeps {kept / 1024:.1f} KiB per request after {n:,} "
-              f"(RSS), its body {raw / 1024:.1f} KiB: {ratio:.2f}x (target <= {TARGET_MEMORY}): {verdict}")
+        print(
+            f"  {workload}: a run without a store keeps {kept / 1024:.1f} KiB per request after {n:,} "
+            f"(RSS), its body {raw / 1024:.1f} KiB: {ratio:.2f}x (target <= {TARGET_MEMORY}): {verdict}"
+        )
     return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=1000, help="per measurement; 0: only the memory test")
+    parser.add_argument(
+        "--requests", type=int, default=1000, help="per measurement; 0: only the memory test"
+    )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--memory", type=int, default=2000, help="requests of the memory test (0 to skip)")
+    parser.add_argument(
+        "--memory", type=int, default=2000, help="requests of the memory test (0 to skip)"
+    )
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)

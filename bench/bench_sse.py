@@ -38,8 +38,12 @@ from nito_nb._stream_source import StreamSource
 
 
 def body(megabytes: int) -> bytes:
-    chunk = {"id": "gen-1", "object": "chat.completion.chunk", "model": "bench/model",
-             "choices": [{"index": 0, "delta": {"content": "x" * (megabytes * 1_000_000)}}]}
+    chunk = {
+        "id": "gen-1",
+        "object": "chat.completion.chunk",
+        "model": "bench/model",
+        "choices": [{"index": 0, "delta": {"content": "x" * (megabytes * 1_000_000)}}],
+    }
     return b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
 
 
@@ -80,7 +84,9 @@ def best(run: Callable[[list[bytes]], int], reads: list[bytes], times: list[floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1,10,50", help="line sizes in MB, comma-separated")
     parser.add_argument("--read", type=int, default=65536, help="bytes per read")
     parser.add_argument("--repeats", type=int, default=3)
@@ -90,7 +96,9 @@ def main() -> None:
     contenders = {"decoder": (run_decoder, floor_decoder), "Stream": (run_stream, floor_stream)}
     per_mb: dict[str, list[float]] = {name: [] for name in contenders}
     floor_per_mb: dict[str, list[float]] = {name: [] for name in contenders}
-    print(f"one data line of N MB in {args.read:,}-byte reads, best of {args.repeats} or more interleaved runs")
+    print(
+        f"one data line of N MB in {args.read:,}-byte reads, best of {args.repeats} or more interleaved runs"
+    )
     for megabytes in sizes:
         data = body(megabytes)
         reads = [data[i : i + args.read] for i in range(0, len(data), args.read)]
@@ -104,15 +112,19 @@ def main() -> None:
             t, f = min(ours), min(least)
             per_mb[name].append(t / megabytes)
             floor_per_mb[name].append(f / megabytes)
-            print(f"  {megabytes:>3} MB {name:8s} {t:7.3f} s = {1000 * t / megabytes:6.2f} ms/MB   "
-                  f"floor {1000 * f / megabytes:6.2f} ms/MB   {t / f:5.2f}x the floor")
+            print(
+                f"  {megabytes:>3} MB {name:8s} {t:7.3f} s = {1000 * t / megabytes:6.2f} ms/MB   "
+                f"floor {1000 * f / megabytes:6.2f} ms/MB   {t / f:5.2f}x the floor"
+            )
     if len(sizes) > 1:
         for name, values in per_mb.items():
             floors = floor_per_mb[name]
             ratio = (values[-1] / floors[-1]) / (values[0] / floors[0])
-            print(f"  linearity, {name}: its ratio to the floor at {sizes[-1]} MB / at {sizes[0]} MB = "
-                  f"{ratio:.2f}x  (required <= 3x)  {'ok' if ratio <= 3 else 'ABOVE'}"
-                  f"  [time per MB: {values[-1] / values[0]:.2f}x, the floor's {floors[-1] / floors[0]:.2f}x]")
+            print(
+                f"  linearity, {name}: its ratio to the floor at {sizes[-1]} MB / at {sizes[0]} MB = "
+                f"{ratio:.2f}x  (required <= 3x)  {'ok' if ratio <= 3 else 'ABOVE'}"
+                f"  [time per MB: {values[-1] / values[0]:.2f}x, the floor's {floors[-1] / floors[0]:.2f}x]"
+            )
 
     data = body(sizes[-1])
     reads = [data[i : i + args.read] for i in range(0, len(data), args.read)]
@@ -121,8 +133,10 @@ def main() -> None:
     run_stream(reads)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    print(f"memory: a {sizes[-1]} MB line through a Stream peaks at {peak / len(data):.1f}x its size"
-          f" (the reads themselves not counted)")
+    print(
+        f"memory: a {sizes[-1]} MB line through a Stream peaks at {peak / len(data):.1f}x its size"
+        f" (the reads themselves not counted)"
+    )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,9 @@ def build_body(n: int) -> bytes:
 def serve(body: bytes | dict[str, bytes]) -> tuple[str, uvicorn.Server, threading.Thread]:
     """Serve ``body`` (or the body of each request's model) in 64 KB writes."""
     bodies = body if isinstance(body, dict) else {"": body}
-    all_pieces = {name: [b[i : i + 65536] for i in range(0, len(b), 65536)] for name, b in bodies.items()}
+    all_pieces = {
+        name: [b[i : i + 65536] for i in range(0, len(b), 65536)] for name, b in bodies.items()
+    }
 
     async def chat(request: Request) -> StreamingResponse:
         model = json.loads(await request.body()).get("model", "")
@@ -78,7 +80,9 @@ def serve(body: bytes | dict[str, bytes]) -> tuple[str, uvicorn.Server, threadin
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical", lifespan="off")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -87,7 +91,9 @@ def serve(body: bytes | dict[str, bytes]) -> tuple[str, uvicorn.Server, threadin
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], object]], repeats: int, before: Callable[[], None] | None = None
+    contenders: dict[str, Callable[[], object]],
+    repeats: int,
+    before: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
     """Each contender's times over ``repeats`` rounds, the contenders in turn within a round, so
     that a busy machine slows them alike; ``before`` runs before each timed call (untimed)."""
@@ -106,12 +112,16 @@ def interleaved(
 def print_rates(times: dict[str, list[float]], chunks: int, body_bytes: int) -> dict[str, float]:
     """Print chunks/s, best and median of each contender; return the best times."""
     repeats = len(next(iter(times.values())))
-    print(f"{chunks:,} chunks, {body_bytes / 1e6:.1f} MB body, best of {repeats} interleaved runs over loopback")
+    print(
+        f"{chunks:,} chunks, {body_bytes / 1e6:.1f} MB body, best of {repeats} interleaved runs over loopback"
+    )
     best = {name: min(t) for name, t in times.items()}
     width = max(len(name) for name in times)
     for name, t in times.items():
-        print(f"  {name:{width}s} {chunks / best[name]:>10,.0f} chunks/s   best {best[name]:.3f} s"
-              f"   median {statistics.median(t):.3f} s")
+        print(
+            f"  {name:{width}s} {chunks / best[name]:>10,.0f} chunks/s   best {best[name]:.3f} s"
+            f"   median {statistics.median(t):.3f} s"
+        )
     return best
 
 
@@ -134,13 +144,23 @@ def engine_cost(body: bytes, chunks: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shapes", default=",".join(shapes.SHAPES))
-    parser.add_argument("--openai-shapes", default="openai", help="shapes the (slow) openai helper reads too")
-    parser.add_argument("--scale", default="10000,1000000", help="the chunk counts of the long-stream check")
-    parser.add_argument("--api-key", default="bench", help="the key sent (8 characters or more: redacted from answers)")
+    parser.add_argument(
+        "--openai-shapes", default="openai", help="shapes the (slow) openai helper reads too"
+    )
+    parser.add_argument(
+        "--scale", default="10000,1000000", help="the chunk counts of the long-stream check"
+    )
+    parser.add_argument(
+        "--api-key",
+        default="bench",
+        help="the key sent (8 characters or more: redacted from answers)",
+    )
     args = parser.parse_args()
 
     names = args.shapes.split(",")
@@ -154,7 +174,9 @@ def main() -> None:
 
     import openai
 
-    oai = openai.OpenAI(api_key="bench", base_url=base, http_client=httpx.Client(timeout=120), max_retries=0)
+    oai = openai.OpenAI(
+        api_key="bench", base_url=base, http_client=httpx.Client(timeout=120), max_retries=0
+    )
 
     def run_nito(shape: str) -> str:
         s = client.stream(messages, model=shape)
@@ -168,13 +190,20 @@ def main() -> None:
                 pass
             message = s.get_final_completion().choices[0].message
             reasoning = getattr(message, "reasoning_content", None) or ""
-            return reasoning + (message.content or "") + "".join(
-                call.function.arguments for call in message.tool_calls or ())  # type: ignore[union-attr]
+            return (
+                reasoning
+                + (message.content or "")
+                + "".join(call.function.arguments for call in message.tool_calls or ())
+            )  # type: ignore[union-attr]
 
     def run_floor(shape: str) -> str:
         parts = []
-        with httpx_sse.connect_sse(http, "POST", f"{base}/chat/completions",
-                                   json={"model": shape, "messages": messages, "stream": True}) as source:
+        with httpx_sse.connect_sse(
+            http,
+            "POST",
+            f"{base}/chat/completions",
+            json={"model": shape, "messages": messages, "stream": True},
+        ) as source:
             for sse in source.iter_sse():
                 if sse.data == "[DONE]":
                     break
@@ -196,8 +225,10 @@ def main() -> None:
             contenders[f"{shape}/{who}"] = call
     times = interleaved(contenders, args.rounds)
     load = os.getloadavg()
-    print(f"{args.chunks:,} chunks a stream, {args.rounds} interleaved rounds over loopback; load average "
-          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; medians (min-max)")
+    print(
+        f"{args.chunks:,} chunks a stream, {args.rounds} interleaved rounds over loopback; load average "
+        f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; medians (min-max)"
+    )
     for shape in names:
         n = bodies[shape].count(b"\n\n")  # its events
         print(f"{shape}: {len(bodies[shape]) / 1e6:.1f} MB")
@@ -215,8 +246,10 @@ def main() -> None:
             print(f"  nito_nb / openai = {spread(openai_ratios)}x  (target >= 30x)  {verdict(ok)}")
 
     small, large = (int(x) for x in args.scale.split(","))
-    print(f"long streams: the engine's cost per chunk at {large:,} chunks against {small:,} (StreamState.feed "
-          "in this process, 64 KB reads; 10 short runs and one long one a round, 3 rounds)")
+    print(
+        f"long streams: the engine's cost per chunk at {large:,} chunks against {small:,} (StreamState.feed "
+        "in this process, 64 KB reads; 10 short runs and one long one a round, 3 rounds)"
+    )
     for shape in names:
         short_body, long_body = shapes.build(shape, small), shapes.build(shape, large)
         ratios = []
@@ -225,10 +258,15 @@ def main() -> None:
             short = statistics.median(engine_cost(short_body, small) for _ in range(10))
             gc.collect()
             ratios.append(engine_cost(long_body, large) / short)
-            print(f"  {shape:9s} {short * 1e6:.2f} us a chunk at {small:,}, {short * ratios[-1] * 1e6:.2f} us at {large:,}")
+            print(
+                f"  {shape:9s} {short * 1e6:.2f} us a chunk at {small:,}, "
+                f"{short * ratios[-1] * 1e6:.2f} us at {large:,}"
+            )
         del long_body
         ok = statistics.median(ratios) <= 1.2
-        print(f"  {shape:9s} {large:,} / {small:,} = {spread(ratios)}x  (target <= 1.2x)  {verdict(ok)}")
+        print(
+            f"  {shape:9s} {large:,} / {small:,} = {spread(ratios)}x  (target <= 1.2x)  {verdict(ok)}"
+        )
 
     gc.collect()
     tracemalloc.start()
@@ -239,8 +277,11 @@ def main() -> None:
     retained = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     raw = len(s.log.body)
-    print(f"memory ({names[0]}): log columns {s.log.nbytes / raw:.2f}x the raw bytes ({s.log.nbytes / 1e6:.1f} MB for "
-          f"{raw / 1e6:.1f} MB); the whole Stream retains {retained / raw:.2f}x (target <= 3x)  {verdict(retained <= 3 * raw)}")
+    print(
+        f"memory ({names[0]}): log columns {s.log.nbytes / raw:.2f}x the raw bytes ({s.log.nbytes / 1e6:.1f} MB for "
+        f"{raw / 1e6:.1f} MB); the whole Stream retains {retained / raw:.2f}x (target <= 3x)  "
+        f"{verdict(retained <= 3 * raw)}"
+    )
 
     client.close()
     http.close()

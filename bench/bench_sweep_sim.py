@@ -38,31 +38,48 @@ def one_sweep(rates: list[float], duration: float, apart: bool) -> list[dict[str
     if sweep.error is not None:
         raise RuntimeError(f"the sweep failed: {sweep.error}")
     s = sweep.summary()
-    return [{"rate": float(rate), "send_delay_p99": row["send_delay_p99"], "lag_p99": row["client_lag_p99"],
-             "cpu_max": row["client_cpu_max"], "ttft_p99": row["ttft_p99"], "bound": bool(row["client_bound"])}
-            for rate, row in s.iterrows()]
+    return [
+        {
+            "rate": float(rate),
+            "send_delay_p99": row["send_delay_p99"],
+            "lag_p99": row["client_lag_p99"],
+            "cpu_max": row["client_cpu_max"],
+            "ttft_p99": row["ttft_p99"],
+            "bound": bool(row["client_bound"]),
+        }
+        for rate, row in s.iterrows()
+    ]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rates", type=float, nargs="+", default=[10.0, 20.0, 40.0])
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     os.environ.pop("NITO_BASE_URL", None)  # sim/ models go to the embedded simulator either way
     failed = []
-    print(f"nito_nb.sweep of sim/chat at {args.rates} requests/s, {args.duration:g} s each, default engine:")
+    print(
+        f"nito_nb.sweep of sim/chat at {args.rates} requests/s, {args.duration:g} s each, default engine:"
+    )
     for round_ in range(args.rounds):
         for apart in (True, False):
             name = "simulator apart" if apart else "simulator in the run's process"
             for r in one_sweep(args.rates, args.duration, apart):
-                print(f"  round {round_ + 1} {name:31s} {r['rate']:5g}/s: send delay p99 {r['send_delay_p99'] * 1e3:7.2f} ms,"
-                      f" loop lag p99 {r['lag_p99'] * 1e3:6.2f} ms, CPU max {r['cpu_max']:4.0%},"
-                      f" ttft p99 {r['ttft_p99']:.3f} s{', client-bound' if r['bound'] else ''}")
+                print(
+                    f"  round {round_ + 1} {name:31s} {r['rate']:5g}/s: send delay p99 "
+                    f"{r['send_delay_p99'] * 1e3:7.2f} ms,"
+                    f" loop lag p99 {r['lag_p99'] * 1e3:6.2f} ms, CPU max {r['cpu_max']:4.0%},"
+                    f" ttft p99 {r['ttft_p99']:.3f} s{', client-bound' if r['bound'] else ''}"
+                )
                 if apart and (r["bound"] or r["send_delay_p99"] > TARGET_SEND_DELAY_S):
-                    failed.append(f"round {round_ + 1} at {r['rate']:g}/s with the simulator apart: "
-                                  f"send delay p99 {r['send_delay_p99'] * 1e3:.2f} ms"
-                                  + (", client-bound" if r["bound"] else ""))
+                    failed.append(
+                        f"round {round_ + 1} at {r['rate']:g}/s with the simulator apart: "
+                        f"send delay p99 {r['send_delay_p99'] * 1e3:.2f} ms"
+                        + (", client-bound" if r["bound"] else "")
+                    )
     for line in failed:
         print(f"TARGET MISSED: {line}")
     return 1 if failed else 0

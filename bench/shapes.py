@@ -29,13 +29,26 @@ from typing import Any
 
 REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "real"
 SHAPES = ("uniform", "openai", "reasoning", "tools")
-WORDS = ["stream", "ing ", "chunk", "s ", "over ", "SSE", " with", " accents: é", ", ", "and more. "]
+WORDS = [
+    "stream",
+    "ing ",
+    "chunk",
+    "s ",
+    "over ",
+    "SSE",
+    " with",
+    " accents: é",
+    ", ",
+    "and more. ",
+]
 ARGUMENT_PIECES = ['{"a', '": ', "2", ', "', "b", '": 3', ", ", '"text": "', "hello ", 'é"}']
 _ALPHABET = string.ascii_letters + string.digits
 
 
 def _compact(value: Any) -> bytes:
-    return b"data: " + json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    return (
+        b"data: " + json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    )
 
 
 def _recorded(name: str) -> list[dict[str, Any]]:
@@ -51,19 +64,42 @@ def _uniform(n: int) -> bytes:
     for i in range(n):
         word = WORDS[i % len(WORDS)]
         delta = {"role": "assistant", "content": word} if i == 0 else {"content": word}
-        lines.append(_compact({"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200,
-                               "model": "bench/model",
-                               "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
-    final = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",
-             "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-    usage = {"id": "gen-bench", "object": "chat.completion.chunk", "created": 1751299200, "model": "bench/model",
-             "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5}}
+        lines.append(
+            _compact(
+                {
+                    "id": "gen-bench",
+                    "object": "chat.completion.chunk",
+                    "created": 1751299200,
+                    "model": "bench/model",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                }
+            )
+        )
+    final = {
+        "id": "gen-bench",
+        "object": "chat.completion.chunk",
+        "created": 1751299200,
+        "model": "bench/model",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    usage = {
+        "id": "gen-bench",
+        "object": "chat.completion.chunk",
+        "created": 1751299200,
+        "model": "bench/model",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5},
+    }
     lines += [_compact(final), _compact(usage), b"data: [DONE]\n\n"]
     return b"".join(lines)
 
 
-def _from_recording(n: int, name: str, is_template: Callable[[dict[str, Any]], bool],
-                    fill: Callable[[dict[str, Any], int], None]) -> bytes:
+def _from_recording(
+    n: int,
+    name: str,
+    is_template: Callable[[dict[str, Any]], bool],
+    fill: Callable[[dict[str, Any], int], None],
+) -> bytes:
     """``n`` chunks of the recording's first chunk that ``is_template`` picks, ``fill`` setting
     each one's text; opened by the recording's first chunk, ended by its chunks after the last
     template (finish, usage). Any ``obfuscation`` is redrawn for every chunk."""
@@ -119,7 +155,9 @@ def _tools(n: int) -> bytes:
         return bool(calls) and calls[0].get("index") == 0 and "id" not in calls[0]
 
     def fill(chunk: dict[str, Any], i: int) -> None:
-        chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = ARGUMENT_PIECES[i % len(ARGUMENT_PIECES)]
+        chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = ARGUMENT_PIECES[
+            i % len(ARGUMENT_PIECES)
+        ]
 
     # The recording's first call opens the body (its name and id), its last chunks end it.
     recorded = _recorded("openai-tools-parallel-1")
@@ -131,7 +169,10 @@ def _tools(n: int) -> bytes:
 
 
 BUILDERS: dict[str, Callable[[int], bytes]] = {
-    "uniform": _uniform, "openai": _openai, "reasoning": _reasoning, "tools": _tools,
+    "uniform": _uniform,
+    "openai": _openai,
+    "reasoning": _reasoning,
+    "tools": _tools,
 }
 
 

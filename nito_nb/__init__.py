@@ -97,7 +97,8 @@ def stream(
     """Start a streamed chat completion and return its :class:`Stream`.
 
     A string becomes one user message. Keyword parameters other than ``api_key``, ``base_url``,
-    ``timeout``, ``raise_errors``, ``max_event_size`` and ``max_body_size`` go into the request body (``temperature``, ``tools``,
+    ``timeout``, ``raise_errors``, ``max_event_size`` and ``max_body_size`` go into the request body
+    (``temperature``, ``tools``,
     ``seed``, ``reasoning``...). ``images=[path, url, bytes]`` attaches images and PDFs to the
     prompt (docs/IMAGES.md). ``NITO_API_KEY`` and ``NITO_BASE_URL`` come from the environment;
     ``sim/...`` models run on the embedded simulator with no key.
@@ -144,8 +145,12 @@ def _simulator_apart() -> tuple[_client.Simulator, bool]:
             return _client.Simulator(ensure_process(), token()), True
         except RuntimeError as exc:
             _apart_failed = str(exc)
-            warnings.warn(f"{exc}; this run's sim/ models use the simulator in this process, whose work then "
-                          "counts as the client's", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"{exc}; this run's sim/ models use the simulator in this process, whose work then "
+                "counts as the client's",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     return _embedded_simulator(), False
 
 
@@ -201,7 +206,12 @@ _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store"
 # OpenTelemetry only when it exports. Every other module is private.
 _SUBMODULES = ("otel", "sim", "tools")
 # Capture on httpx2 (the openai SDK's stack): httpx2 is optional, imported when one is asked for.
-_HTTPX2 = ("AsyncHttpx2CaptureTransport", "Httpx2CaptureTransport", "async_httpx2_client", "httpx2_client")
+_HTTPX2 = (
+    "AsyncHttpx2CaptureTransport",
+    "Httpx2CaptureTransport",
+    "async_httpx2_client",
+    "httpx2_client",
+)
 
 
 def __getattr__(name: str) -> Any:

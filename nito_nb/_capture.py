@@ -100,12 +100,22 @@ class Stack:
 
 
 #: The error's words for an HTTP error whose body the client closed unread.
-UNREAD = ("the client closed the body before reading it{sent} (libraries do before a retry: the openai "
-          "SDK on a 429 or 5xx), so what it said is not recorded")
+UNREAD = (
+    "the client closed the body before reading it{sent} (libraries do before a retry: the openai "
+    "SDK on a 429 or 5xx), so what it said is not recorded"
+)
 
 
-def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes, t_ns: int, url: str = "",
-              *, unread: bool = False) -> None:
+def fail_http(
+    source: StreamSource,
+    status_code: int,
+    headers: Any,
+    body: bytes,
+    t_ns: int,
+    url: str = "",
+    *,
+    unread: bool = False,
+) -> None:
     """The server refused with an HTTP error, redirected (``url``: the request's, against which a
     relative ``Location`` is read), or answered 2xx with something other than a stream.
     ``unread``: the client closed the body before reading any of it (an error then says so, with
@@ -113,8 +123,13 @@ def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes,
     if unread and status_code >= 400:
         length = headers.get("content-length")
         message = UNREAD.format(sent=f" ({length} bytes by its Content-Length)" if length else "")
-        error = api_error(status_code, "", content_type=headers.get("content-type", ""),
-                          retry_after=retry_after_of(headers), message=message)
+        error = api_error(
+            status_code,
+            "",
+            content_type=headers.get("content-type", ""),
+            retry_after=retry_after_of(headers),
+            message=message,
+        )
         source.fail_http(status_code, headers, body, t_ns, error)
         source.note("body-unread", message)
         return
@@ -124,13 +139,23 @@ def fail_http(source: StreamSource, status_code: int, headers: Any, body: bytes,
         from ._client import redirect_error  # the one place that reads a Location
 
         location = headers.get("location") if hasattr(headers, "get") else None
-        source.fail_http(status_code, headers, body, t_ns, redirect_error(status_code, location, url, captured=True))
+        source.fail_http(
+            status_code,
+            headers,
+            body,
+            t_ns,
+            redirect_error(status_code, location, url, captured=True),
+        )
         return
     source.fail_http(status_code, headers, body, t_ns)
     if status_code < 400:
         text = body.decode("utf-8", "replace")
         stream = source.stream
-        source.fail(not_event_stream_error(status_code, stream.log.headers, text, stream.request.get("base_url", "")))
+        source.fail(
+            not_event_stream_error(
+                status_code, stream.log.headers, text, stream.request.get("base_url", "")
+            )
+        )
 
 
 # -- the registry --------------------------------------------------------------------------------
@@ -327,8 +352,14 @@ class Recorder:
     into the caller's read: if recording fails, recording stops (the anomaly says so, or the
     Stream's error when it was a limit) and the bytes still go through."""
 
-    def __init__(self, source: StreamSource, response: Any, secrets: list[Secret],
-                 decoder: BodyDecoder | None, url: str = "") -> None:
+    def __init__(
+        self,
+        source: StreamSource,
+        response: Any,
+        secrets: list[Secret],
+        decoder: BodyDecoder | None,
+        url: str = "",
+    ) -> None:
         self.source = source
         stream = source.stream
         self.secrets = secrets
@@ -360,7 +391,8 @@ class Recorder:
             if data:
                 self.source.feed(data, t_ns)
                 self.views.update()
-        except NitoError as exc:  # a limit of the Stream's (an event or a body too large): it ends there
+        # a limit of the Stream's (an event or a body too large): it ends there
+        except NitoError as exc:
             self.broken = True
             self.source.end(t_ns, status=Status.TRUNCATED, exception=exc)
         except Exception as exc:  # never the caller's problem
@@ -369,8 +401,14 @@ class Recorder:
                 return  # an error body is kept as far as it decoded
             self.source.note("capture-failed", f"recording stopped: {type(exc).__name__}: {exc}")
 
-    def finish(self, t_ns: int, *, closed_early: bool = False, error: BaseException | None = None,
-               show: bool = True) -> None:
+    def finish(
+        self,
+        t_ns: int,
+        *,
+        closed_early: bool = False,
+        error: BaseException | None = None,
+        show: bool = True,
+    ) -> None:
         """The body ended: read to its end, closed by the caller, or cut by ``error``. ``show``:
         finish the live views now (else :meth:`close_views`, in the library's thread: a pump
         records the end as it arrives, the library reaches it later)."""
@@ -385,12 +423,23 @@ class Recorder:
             if not self.is_stream:
                 text = redact_all(bytes(self.error_body).decode("utf-8", "replace"), self.secrets)
                 unread = closed_early and not self.received
-                fail_http(source, self.status_code, self.headers, text.encode("utf-8"), t_ns, self.url,
-                          unread=unread)
+                fail_http(
+                    source,
+                    self.status_code,
+                    self.headers,
+                    text.encode("utf-8"),
+                    t_ns,
+                    self.url,
+                    unread=unread,
+                )
                 if closed_early and self.received:
-                    source.note("body-unread", f"the client closed the body after {self.received} bytes, "
-                                "before its end: what came is kept")
-                source.end(t_ns)  # the failure is final: whatever the client retries is a Stream of its own
+                    source.note(
+                        "body-unread",
+                        f"the client closed the body after {self.received} bytes, "
+                        "before its end: what came is kept",
+                    )
+                # the failure is final: whatever the client retries is a Stream of its own
+                source.end(t_ns)
             elif error is not None:
                 source.end(t_ns, **_ending(error, stream))
             elif closed_early and not (stream.done or stream.error):
@@ -419,8 +468,9 @@ def _ending(error: BaseException, stream: Stream) -> dict[str, Any]:
     return {"status": Status.TRUNCATED, "exception": transport_exception(error, stream)}
 
 
-def _start(request: Any, t0_ns: int, response: Any, meta: dict[str, Any],
-           secrets: list[Secret]) -> Recorder | None:
+def _start(
+    request: Any, t0_ns: int, response: Any, meta: dict[str, Any], secrets: list[Secret]
+) -> Recorder | None:
     """The Stream and its Recorder for a response whose headers just arrived, or None to pass."""
     from ._client.config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_EVENT_SIZE  # the client's limits
     from ._client.logs import protect_in_logs
@@ -434,11 +484,17 @@ def _start(request: Any, t0_ns: int, response: Any, meta: dict[str, Any],
         decoder = body_decoder(encoding)
     except UnsupportedEncoding:
         return None  # br, zstd...: nito_nb would see compressed bytes, so it records nothing
-    source = StreamSource(meta, raise_errors=False, max_event_size=DEFAULT_MAX_EVENT_SIZE,
-                          max_body_size=DEFAULT_MAX_BODY_SIZE)
+    source = StreamSource(
+        meta,
+        raise_errors=False,
+        max_event_size=DEFAULT_MAX_EVENT_SIZE,
+        max_body_size=DEFAULT_MAX_BODY_SIZE,
+    )
     source.start(t0_ns)
     source.protect(secrets[0] if secrets else None)
-    headers = [(k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)]
+    headers = [
+        (k, v) for k, v in response.headers.multi_items() if not any(s.found_in(v) for s in secrets)
+    ]
     if 300 <= response.status_code < 400:  # its Location as any URL is shown (a signed query...)
         from ._client import shown_location
 
@@ -448,8 +504,6 @@ def _start(request: Any, t0_ns: int, response: Any, meta: dict[str, Any],
     recorder = Recorder(source, response, secrets, decoder, str(request.url))
     register(source.stream)
     return recorder
-
-
 
 
 # -- the transports' logic, for either stack ---------------------------------------------------------
@@ -515,6 +569,7 @@ def wrap_transports(client: Any, wrap: Callable[[Any], Any]) -> Any:
     # instead would switch the environment's proxies off. So the built ones are wrapped in place.
     client._transport = wrap(client._transport)
     client._mounts = {
-        pattern: None if transport is None else wrap(transport) for pattern, transport in client._mounts.items()
+        pattern: None if transport is None else wrap(transport)
+        for pattern, transport in client._mounts.items()
     }
     return client

@@ -10,7 +10,13 @@ import httpx
 from ._capture import AsyncCapture, Stack, SyncCapture, wrap_transports
 from ._capture_pump import AsyncBody, SyncBody
 
-__all__ = ["HTTPX", "AsyncCaptureTransport", "CaptureTransport", "async_httpx_client", "httpx_client"]
+__all__ = [
+    "HTTPX",
+    "AsyncCaptureTransport",
+    "CaptureTransport",
+    "async_httpx_client",
+    "httpx_client",
+]
 
 HTTPX = Stack("httpx", httpx)
 

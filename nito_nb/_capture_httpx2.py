@@ -17,8 +17,13 @@ except ImportError as exc:  # the user's mistake: one line that says what to do
 from ._capture import AsyncCapture, Stack, SyncCapture, wrap_transports
 from ._capture_pump import AsyncBody, SyncBody
 
-__all__ = ["HTTPX2", "AsyncHttpx2CaptureTransport", "Httpx2CaptureTransport", "async_httpx2_client",
-           "httpx2_client"]
+__all__ = [
+    "HTTPX2",
+    "AsyncHttpx2CaptureTransport",
+    "Httpx2CaptureTransport",
+    "async_httpx2_client",
+    "httpx2_client",
+]
 
 HTTPX2 = Stack("httpx2", httpx2)
 
@@ -64,5 +69,7 @@ def httpx2_client(**kwargs: Any) -> httpx2.Client:
 def async_httpx2_client(**kwargs: Any) -> httpx2.AsyncClient:
     """The async twin of :func:`httpx2_client`: an ``httpx2.AsyncClient``
     (``AsyncOpenAI(http_client=nito_nb.async_httpx2_client())``)."""
-    client: httpx2.AsyncClient = wrap_transports(httpx2.AsyncClient(**kwargs), AsyncHttpx2CaptureTransport)
+    client: httpx2.AsyncClient = wrap_transports(
+        httpx2.AsyncClient(**kwargs), AsyncHttpx2CaptureTransport
+    )
     return client

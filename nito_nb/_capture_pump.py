@@ -79,7 +79,9 @@ def _socket_of(response: Any) -> socket.socket | None:
 class SyncPump:
     """A daemon thread that reads ``inner`` (a body's iterator) to its end as it arrives."""
 
-    def __init__(self, inner: Any, recorder: Recorder, stack: Stack, sock: socket.socket | None) -> None:
+    def __init__(
+        self, inner: Any, recorder: Recorder, stack: Stack, sock: socket.socket | None
+    ) -> None:
         self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
         # Bytes put by the pump and taken by the library: each written by one thread only.
         self._put = 0
@@ -90,7 +92,10 @@ class SyncPump:
         self._reading = True  # until the inner body has ended
         self._sock = sock
         self._thread = threading.Thread(
-            target=self._run, args=(inner, recorder, stack), name="nito_nb-capture-pump", daemon=True
+            target=self._run,
+            args=(inner, recorder, stack),
+            name="nito_nb-capture-pump",
+            daemon=True,
         )
         self._thread.start()
 
@@ -118,7 +123,9 @@ class SyncPump:
                 with contextlib.suppress(Exception):
                     close()
         if not self._stopping:  # the end as it arrived (a library that stopped says so in close())
-            recorder.finish(clock(), error=None if error is None else stack.as_httpx_error(error), show=False)
+            recorder.finish(
+                clock(), error=None if error is None else stack.as_httpx_error(error), show=False
+            )
         out.put(_Ended(error))
 
     def _wait_for_reader(self, recorder: Recorder) -> None:
@@ -157,7 +164,9 @@ class SyncBody:
         self._inner = inner
         self._recorder = recorder
         self._stack = stack
-        self._pump = SyncPump(inner, recorder, stack, _socket_of(response)) if recorder.is_stream else None
+        self._pump = (
+            SyncPump(inner, recorder, stack, _socket_of(response)) if recorder.is_stream else None
+        )
 
     def __iter__(self) -> Iterator[bytes]:
         if self._pump is None:
@@ -244,7 +253,9 @@ class AsyncPump:
             if close is not None:
                 with contextlib.suppress(Exception):
                     await close()
-        recorder.finish(clock(), error=None if error is None else stack.as_httpx_error(error), show=False)
+        recorder.finish(
+            clock(), error=None if error is None else stack.as_httpx_error(error), show=False
+        )
         out.put_nowait(_Ended(error))
 
     def took(self, n: int) -> None:
@@ -281,8 +292,11 @@ class AsyncBody:
             if _running_asyncio_loop():
                 self._pump = AsyncPump(inner, recorder, stack)
             else:
-                recorder.source.note("capture-read-times", "not an asyncio loop: the times are when the "
-                                     "library read each chunk, not when it arrived")
+                recorder.source.note(
+                    "capture-read-times",
+                    "not an asyncio loop: the times are when the "
+                    "library read each chunk, not when it arrived",
+                )
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._pump is None:

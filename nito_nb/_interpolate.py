@@ -51,7 +51,9 @@ class _Secret(Exception):
     user's can raise it, so it is never mistaken for a failing property)."""
 
 
-def interpolate(text: str, namespace: Mapping[str, Any], *, secrets: Iterable[str | None] = ()) -> str:
+def interpolate(
+    text: str, namespace: Mapping[str, Any], *, secrets: Iterable[str | None] = ()
+) -> str:
     """``text`` with each allowed ``{...}`` replaced by its value from ``namespace`` (see the module).
 
     Whatever cannot be filled is kept as written. Raises ConfigurationError, and only then, when a
@@ -117,7 +119,9 @@ def _matching(text: str, start: int) -> int:
     return -1
 
 
-def _fill(inner: str, namespace: Mapping[str, Any], verbatim: str, guards: tuple[Secret, ...] = ()) -> str:
+def _fill(
+    inner: str, namespace: Mapping[str, Any], verbatim: str, guards: tuple[Secret, ...] = ()
+) -> str:
     # Surrounding spaces, nested braces and newlines mark code, not a slot: `{ return x; }`.
     if (
         not inner
@@ -200,7 +204,9 @@ def _guard(value: str | bytes | bytearray, guards: tuple[Secret, ...]) -> None:
 
 def _key(node: ast.expr) -> Any:
     """A literal subscript: a constant, a negative number, a slice of those, or a tuple of those."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, str, bytes, bool, type(None))):
+    if isinstance(node, ast.Constant) and isinstance(
+        node.value, (int, str, bytes, bool, type(None))
+    ):
         return node.value
     if (
         isinstance(node, ast.UnaryOp)

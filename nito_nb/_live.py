@@ -58,7 +58,8 @@ class live:  # lower case: a context manager used like a function, `with nito_nb
     def __exit__(self, *exc_info: Any) -> None:
         token, self._token = self._token, None
         try:
-            Views(None, self.views).finish()  # repeated finish() sends nothing new; failures: one line
+            # repeated finish() sends nothing new; failures: one line
+            Views(None, self.views).finish()
         finally:
             if token is not None:
                 VIEWERS.reset(token)

@@ -72,7 +72,9 @@ class MarimoChat:
         schemas = tool_schemas(items)
         self._functions: dict[str, Callable[..., Any]] = python_tools(items) if run_tools else {}
         if run_tools and not self._functions:
-            raise ValueError("run_tools=True runs the Python functions among tools=: give at least one")
+            raise ValueError(
+                "run_tools=True runs the Python functions among tools=: give at least one"
+            )
         self.model = model
         self.system = system
         self.params = dict(params)
@@ -121,7 +123,11 @@ class MarimoChat:
                 if not runs:
                     return
                 for call, run in zip(stream.tool_calls, runs, strict=True):
-                    yield {"type": "tool-output-available", "toolCallId": str(call.id), "output": run.result}
+                    yield {
+                        "type": "tool-output-available",
+                        "toolCallId": str(call.id),
+                        "output": run.result,
+                    }
                 history = [*history, stream.message, *(run.message for run in runs)]
         finally:
             await client.aclose()
@@ -140,7 +146,11 @@ class MarimoChat:
                             reasoning_id = f"reasoning_{uuid.uuid4().hex}"
                             reasoning_open = True
                             yield {"type": "reasoning-start", "id": reasoning_id}
-                        yield {"type": "reasoning-delta", "id": reasoning_id, "delta": reasoning[shown_reasoning:]}
+                        yield {
+                            "type": "reasoning-delta",
+                            "id": reasoning_id,
+                            "delta": reasoning[shown_reasoning:],
+                        }
                         shown_reasoning = len(reasoning)
                     if len(content) > shown_content:
                         if reasoning_open:
@@ -153,8 +163,12 @@ class MarimoChat:
             if reasoning_open:
                 yield {"type": "reasoning-end", "id": reasoning_id}
             for call in stream.tool_calls:
-                yield {"type": "tool-input-available", "toolCallId": str(call.id), "toolName": str(call.name),
-                       "input": call.parsed if call.valid_json else call.arguments}
+                yield {
+                    "type": "tool-input-available",
+                    "toolCallId": str(call.id),
+                    "toolName": str(call.name),
+                    "input": call.parsed if call.valid_json else call.arguments,
+                }
             if stream.status != Status.DONE and stream.exception is not None:
                 yield f"\n\n✗ {stream.status}: {one_line(stream.exception, with_type=False)}"
         finally:
@@ -168,7 +182,10 @@ class MarimoChat:
 
         from ._render import render_parts
 
-        lines = [next(p.html for p in render_parts(s, live=False) if p.key == "status") for s in self.streams]
+        lines = [
+            next(p.html for p in render_parts(s, live=False) if p.key == "status")
+            for s in self.streams
+        ]
         return marimo.Html("".join(lines) or "<span>no turn yet</span>")
 
     def __repr__(self) -> str:

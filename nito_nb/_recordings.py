@@ -47,7 +47,8 @@ def read_sse(
 
     A str is the body itself when it reads as SSE text (it has a line break, or starts with an SSE
     field such as ``data:``, a ``:`` comment, or ``{`` as an error body does); any other str is a
-    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all (a CSV, a saved log, an HTML
+    path, and a missing file is a FileNotFoundError. A file that holds no server-sent event at all
+    (a CSV, a saved log, an HTML
     page) is a LogFormatError that says what it looks like and what reads it. Otherwise never
     raises for a mid-stream error or a truncated body: ``error``, ``done`` and ``status`` say what
     happened. The recording has no arrival times: ``timed`` is False, and ``ttft``, ``ttfb`` and
@@ -60,7 +61,9 @@ def read_sse(
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(
-                errno.ENOENT, "No such file (read_sse reads a str that is not SSE text as a path)", str(source)
+                errno.ENOENT,
+                "No such file (read_sse reads a str that is not SSE text as a path)",
+                str(source),
             )
         body = path.read_bytes()
     elif isinstance(source, str):
@@ -109,7 +112,9 @@ def _file_path(value: Any, who: str) -> str | os.PathLike[str]:
     An int would reach ``open()`` as a file descriptor, read and then closed (``load(0)`` closed
     stdin); bytes as a path; and a log's own text as a file name, whose error message echoed it
     (prompts and answers) in full. Neither is ever meant as a path here."""
-    if isinstance(value, (bytes, bytearray, memoryview)) or (isinstance(value, str) and _is_text(value)):
+    if isinstance(value, (bytes, bytearray, memoryview)) or (
+        isinstance(value, str) and _is_text(value)
+    ):
         text = bytes(value) if not isinstance(value, str) else value.encode("utf-8", "replace")
         if isinstance(value, str) and os.path.isfile(value):
             return value  # an odd file name, but a file: read it
@@ -169,14 +174,24 @@ def from_events(log: ChunkLog, events: list[tuple[int, int | None, bytes]]) -> S
     # Only statuses that the bytes alone cannot tell are taken from the file.
     exception: NitoError | None = None
     kind = end.get("exception")
-    if status == Status.TRUNCATED and kind in ("ConnectionLost", "StreamTimeoutError", "TotalTimeoutError"):
-        cls = {"ConnectionLost": ConnectionLost, "StreamTimeoutError": StreamTimeoutError}.get(kind, TotalTimeoutError)
+    if status == Status.TRUNCATED and kind in (
+        "ConnectionLost",
+        "StreamTimeoutError",
+        "TotalTimeoutError",
+    ):
+        cls = {"ConnectionLost": ConnectionLost, "StreamTimeoutError": StreamTimeoutError}.get(
+            kind, TotalTimeoutError
+        )
         exception = cls(end.get("message") or "")
     elif status == Status.TRUNCATED and kind == "EventTooLargeError":
         exception = EventTooLargeError(end.get("message") or "", size=None, limit=None)
     elif status == Status.TRUNCATED and kind == "BodyTooLargeError":
         exception = BodyTooLargeError(end.get("message") or "", size=None, limit=None)
-    source.end(last, status=status if status in (Status.STOPPED, Status.TRUNCATED) else None, exception=exception)
+    source.end(
+        last,
+        status=status if status in (Status.STOPPED, Status.TRUNCATED) else None,
+        exception=exception,
+    )
     return source.stream
 
 
@@ -192,7 +207,11 @@ def to_wire(stream: Any) -> StreamState | ChunkLog:
 def from_wire(sent: StreamState | ChunkLog) -> Stream:
     """The Stream of what ``to_wire`` sent: a request of this session, which ended in a worker
     (``nito_nb.otel.instrument()`` hears of it here)."""
-    stream = from_log(sent) if isinstance(sent, ChunkLog) else Stream(sent.log.request, raise_errors=False, state=sent)
+    stream = (
+        from_log(sent)
+        if isinstance(sent, ChunkLog)
+        else Stream(sent.log.request, raise_errors=False, state=sent)
+    )
     announce_end(stream)
     return stream
 
@@ -201,8 +220,14 @@ def from_log(log: ChunkLog) -> Stream:
     """A finished Stream rebuilt from a whole log (a worker's, sent back as it is): what ``load``
     does with a file, without the file. ``log`` itself is left as it was."""
     events = [
-        (t_ns, kind if kind == HTTP_ERROR else None, raw * log.repeat(seq))  # a counted run: counted again
-        for seq, (t_ns, kind, raw) in enumerate(zip(log.times_ns(), log.kind_codes(), log.raw_slices(), strict=True))
+        (
+            t_ns,
+            kind if kind == HTTP_ERROR else None,
+            raw * log.repeat(seq),
+        )  # a counted run: counted again
+        for seq, (t_ns, kind, raw) in enumerate(
+            zip(log.times_ns(), log.kind_codes(), log.raw_slices(), strict=True)
+        )
     ]
     return from_events(log.without_events(), events)
 

@@ -18,6 +18,7 @@ time every chunk by the consumer's pace (a consumer that sleeps between chunks, 
 displays slowly), so it was not chosen. The reader holds only a weak reference to a sync Stream:
 a Stream nobody holds any more is closed by the garbage collector (its status says ``stopped``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,6 +51,7 @@ class Stream(StreamResults):
     first asked for; if it ended in an error or a truncation, the first such read raises what
     ``wait()`` raises (with ``raise_errors=True``), after which the results are what arrived.
     """
+
     def __init__(self, request: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(request, **kwargs)
         # The background reader (a live body): its thread, the queue of chunk lists it hands the
@@ -77,8 +79,9 @@ class Stream(StreamResults):
 
     # -- the background reader (sync) --------------------------------------------------------
 
-    def _start_reader(self, reads: Iterator[bytes], close: Callable[[], None],
-                      abort: Callable[[], None] | None) -> None:
+    def _start_reader(
+        self, reads: Iterator[bytes], close: Callable[[], None], abort: Callable[[], None] | None
+    ) -> None:
         """Read the body in a daemon thread from now on (its producer's ``read_body``, once the
         response has started): ``reads`` yields the body's bytes, ``close`` releases the response
         (only the reader calls it: httpx would make another thread wait for the read in
@@ -98,7 +101,12 @@ class Stream(StreamResults):
         """Stop the reader (its socket read is cut, it closes the response) and end the stream."""
         self._stop_requested = True
         reader, abort = self._reader, self._abort_source
-        if reader is not None and abort is not None and reader.is_alive() and reader is not threading.current_thread():
+        if (
+            reader is not None
+            and abort is not None
+            and reader.is_alive()
+            and reader is not threading.current_thread()
+        ):
             abort()
         self._end(time.perf_counter_ns(), status=status)
         if self._queue is not None:
@@ -270,8 +278,12 @@ class AsyncStream(StreamResults):
             loop = asyncio.get_running_loop()
             self._aqueue = asyncio.Queue()
             self._opened = loop.create_future()
-            self._task = loop.create_task(self._arun(self._aqueue, self._opened), name="nito_nb-stream-reader")
-            self._task.add_done_callback(functools.partial(_never_started, self._aqueue, self._opened))
+            self._task = loop.create_task(
+                self._arun(self._aqueue, self._opened), name="nito_nb-stream-reader"
+            )
+            self._task.add_done_callback(
+                functools.partial(_never_started, self._aqueue, self._opened)
+            )
         return self._task
 
     async def _arun(self, out: Any, opened: Any) -> None:
@@ -310,9 +322,16 @@ class AsyncStream(StreamResults):
             finally:
                 if watch is not None:
                     watch.stop()
-        except (KeyboardInterrupt, _cancelled_error()) as stop:  # stopped by the consumer or the loop's end
-            if watch is not None and watch.passed is not None and isinstance(stop, _cancelled_error()) \
-                    and uncancel(watch.task) == 0:  # a deadline, and nobody else cancelled meanwhile
+        except (
+            KeyboardInterrupt,
+            _cancelled_error(),
+        ) as stop:  # stopped by the consumer or the loop's end
+            if (
+                watch is not None
+                and watch.passed is not None
+                and isinstance(stop, _cancelled_error())
+                and uncancel(watch.task) == 0
+            ):  # a deadline, and nobody else cancelled meanwhile
                 await self._astop_source()
                 self._end(clock(), status=Status.TRUNCATED, exception=watch.passed)
                 return
@@ -490,7 +509,8 @@ def _read_body(
     finally:
         stream = ref()
         if stream is not None and not stream._stop_requested and not stream.finished:
-            stream._end(clock(), status=Status.TRUNCATED)  # this thread died of something unexpected
+            # this thread died of something unexpected
+            stream._end(clock(), status=Status.TRUNCATED)
         stream = None
         try:
             close()
@@ -510,4 +530,3 @@ def _cancelled_error() -> type[BaseException]:
     import asyncio
 
     return asyncio.CancelledError
-

@@ -40,9 +40,11 @@ __all__ = ["StreamResults", "announce_end", "listen_to_ends", "register_default_
 #: of the Stream (the pandas adapter), its rich display in a notebook (the renderer) and its live
 #: display as a marimo cell's output (marimo calls ``_display_``). Declared
 #: in this one place; tests/test_architecture.py fails on any other import cycle.
-UPWARD_IMPORTS = (("StreamResults.frame", "nito_nb._frame.build"),
-                  ("StreamResults._repr_mimebundle_", "nito_nb._render"),
-                  ("StreamResults._display_", "nito_nb._display.marimo"))
+UPWARD_IMPORTS = (
+    ("StreamResults.frame", "nito_nb._frame.build"),
+    ("StreamResults._repr_mimebundle_", "nito_nb._render"),
+    ("StreamResults._display_", "nito_nb._display.marimo"),
+)
 
 #: How a Stream made by no client (``load``, ``read_sse``) continues a conversation in reply():
 #: ``nito_nb.stream`` / ``nito_nb.astream``, registered by the package root (keys: is async), so
@@ -105,8 +107,13 @@ class StreamResults:
         #: display thread may read an AsyncStream's snapshot). Given: an ended state from another
         #: process (``_recordings.from_wire``).
         if state is None:
-            self._state = StreamState(request, log=log, max_event_size=max_event_size,
-                                      max_body_size=max_body_size, owner=self)
+            self._state = StreamState(
+                request,
+                log=log,
+                max_event_size=max_event_size,
+                max_body_size=max_body_size,
+                owner=self,
+            )
         else:
             self._state = state
             state.adopt(self)
@@ -146,14 +153,18 @@ class StreamResults:
         """The state to read a result of the answer from: the one rule of every result property
         (``content``, ``reasoning``, ``reasoning_details``, ``refusal``, ``audio``,
         ``audio_transcript``, ``tool_calls``, ``finish_reason``, ``usage``, ``message``,
-        ``messages``, and through them ``parsed``, ``parse_error``; ``logprobs``, ``choices``). A Stream whose body is read in the background and that nobody iterated or
+        ``messages``, and through them ``parsed``, ``parse_error``; ``logprobs``, ``choices``). A
+        Stream whose body is read in the background and that nobody iterated or
         waited for is waited for (sync); if it ended in an error or a truncation and
         ``raise_errors`` is on, the first such read raises the error ``wait()`` raises, so that
         ``stream(...).content`` is never half an answer in silence. Then, as after ``wait()``, the
         Stream counts as read: its results are what arrived (also ``exc.stream.content``). An
         ``on_done`` callback is told the stream ended: its reads never raise."""
-        unread = (not self._consumed and self._reads_in_background()
-                  and self._callback_thread != threading.get_ident())
+        unread = (
+            not self._consumed
+            and self._reads_in_background()
+            and self._callback_thread != threading.get_ident()
+        )
         state = self._results()
         if unread and state.finished:
             self._consumed = True
@@ -278,18 +289,27 @@ class StreamResults:
         # content's end is (docs/SECURITY.md, "The tokens of logprobs"); where they start and how
         # many events arrived are read at once, so that no chunk starting the key comes between.
         with state.lock:
-            held = state.redactor.held_token() if state.redactor is not None and state.acc.hold is not None else None
+            held = (
+                state.redactor.held_token()
+                if state.redactor is not None and state.acc.hold is not None
+                else None
+            )
             arrived = len(state.log)
         tokens: list[dict[str, Any]] = []
         for event in state.log:
-            if event.seq >= arrived or event.kind == "done":  # after [DONE]: not the answer's (rule 9)
+            # after [DONE]: not the answer's (rule 9)
+            if event.seq >= arrived or event.kind == "done":
                 break
             if event.kind == "chunk":
                 chunk = event.chunk
                 entries = logprobs_of(chunk)["content"]
                 if held is not None and event.seq == held[0]:
                     first = text_slots(chunk)[held[1]][2]
-                    tokens.extend(entries[: next((i for i, e in enumerate(entries) if e is first), len(entries))])
+                    tokens.extend(
+                        entries[
+                            : next((i for i, e in enumerate(entries) if e is first), len(entries))
+                        ]
+                    )
                     break
                 tokens.extend(entries)
         return tokens
@@ -435,15 +455,21 @@ class StreamResults:
 
     # -- how a stream ends: its source's end() and the Stream's own stop (close, a dropped Stream)
 
-    def _end(self, t_ns: int | None = None, *, status: str | None = None,
-             exception: NitoError | None = None) -> None:
+    def _end(
+        self,
+        t_ns: int | None = None,
+        *,
+        status: str | None = None,
+        exception: NitoError | None = None,
+    ) -> None:
         """The body ended (or was cut): the state settles the status; the ``on_done`` callbacks run
         in this thread, once (a second call does nothing)."""
         callbacks = self._state.end(t_ns, status=status, exception=exception)
         if callbacks is not None:  # this call ended it
             self._run_callbacks(callbacks)
             self._announce()
-        elif self._state.status is Status.FAILED:  # its producer says the failure is final: no retry follows
+        # its producer says the failure is final: no retry follows
+        elif self._state.status is Status.FAILED:
             self._announce()
 
     def _announce(self) -> None:
@@ -509,7 +535,9 @@ class StreamResults:
         if route is None:
             start = _default_starts.get(self._is_async)
             if start is None:
-                raise NitoError("this Stream was made by no client: continue it with Client(...).stream(...)")
+                raise NitoError(
+                    "this Stream was made by no client: continue it with Client(...).stream(...)"
+                )
             return start(messages, model=model, **merged)
         options = {**route.options(params), "raise_errors": self.raise_errors}
         if self._schema is not None and "schema" not in params and "response_format" not in params:
@@ -529,7 +557,11 @@ class StreamResults:
 
     def _raise_failure(self, raise_errors: bool) -> None:
         """Raise the error that ended the stream badly (a mid-stream error or a truncation)."""
-        if raise_errors and self.exception is not None and self.status in (Status.ERROR, Status.TRUNCATED):
+        if (
+            raise_errors
+            and self.exception is not None
+            and self.status in (Status.ERROR, Status.TRUNCATED)
+        ):
             raise self.exception
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -584,7 +616,8 @@ class StreamResults:
         return show_stream(self)
 
 
-
-def _report_callback_error(callback: Any, exc: Exception, what: str = "the on_done callback") -> None:
+def _report_callback_error(
+    callback: Any, exc: Exception, what: str = "the on_done callback"
+) -> None:
     name = getattr(callback, "__qualname__", None) or repr(callback)
     print(printable(f"nito_nb: {what} {name} raised {one_line(exc)}"), file=sys.stderr)

@@ -58,8 +58,14 @@ class SourceBase:
         log: ChunkLog | None = None,
         transport_errors: Callable[[BaseException, Any], NitoError | None] | None = None,
     ) -> None:
-        self.stream = self._made(request, log=log, raise_errors=raise_errors, max_event_size=max_event_size,
-                                 max_body_size=max_body_size, transport_errors=transport_errors)
+        self.stream = self._made(
+            request,
+            log=log,
+            raise_errors=raise_errors,
+            max_event_size=max_event_size,
+            max_body_size=max_body_size,
+            transport_errors=transport_errors,
+        )
         self._state = self.stream._state
 
     @staticmethod
@@ -86,8 +92,13 @@ class SourceBase:
         ``max_body_size`` or is a compression bomb (the events before either are kept)."""
         return self._state.feed(data, t_ns)
 
-    def end(self, t_ns: int | None = None, *, status: str | None = None,
-            exception: NitoError | None = None) -> None:
+    def end(
+        self,
+        t_ns: int | None = None,
+        *,
+        status: str | None = None,
+        exception: NitoError | None = None,
+    ) -> None:
         """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
         arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise), keep
         everything, run the ``on_done`` callbacks. A second call does nothing, but after
@@ -116,8 +127,9 @@ class SourceBase:
         ``nito_nb._core.encoding.UnsupportedEncoding``."""
         self._state.set_encoding(content_encoding)
 
-    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int,
-                  error: APIError | None = None) -> APIError:
+    def fail_http(
+        self, status_code: int, headers: Any, body: bytes, t_ns: int, error: APIError | None = None
+    ) -> APIError:
         """The server refused with an HTTP error: the body is logged (redacted), the Stream is
         ``failed``; returns the typed error (not raised): ``error`` if given, else the one of
         the status and body."""
@@ -141,7 +153,9 @@ class SourceBase:
         """The attempt under way took ``duration_ns`` to open its connection (``connect``)."""
         self._state.set_connect(duration_ns)
 
-    def set_deadlines(self, first_byte: float, between_chunks: float, total: float | None) -> Deadlines:
+    def set_deadlines(
+        self, first_byte: float, between_chunks: float, total: float | None
+    ) -> Deadlines:
         """The call's deadlines, read off this Stream (``_core/deadlines.py``), returned for the byte
         source to keep to (the sync client's reads); an AsyncStream keeps them itself: its body is
         stopped once one passes (status ``truncated``, the error names it), whatever reads it."""
@@ -186,8 +200,12 @@ class StreamSource(SourceBase):
     def _made(request: dict[str, Any] | None, **options: Any) -> Stream:
         return Stream(request, **options)
 
-    def read_body(self, reads: Iterator[bytes], close: Callable[[], None] | None = None,
-                  abort: Callable[[], None] | None = None) -> None:
+    def read_body(
+        self,
+        reads: Iterator[bytes],
+        close: Callable[[], None] | None = None,
+        abort: Callable[[], None] | None = None,
+    ) -> None:
         """Read a live body from now on, in a daemon thread, whatever the consumer does: ``reads``
         yields the body's bytes as they arrive (each stamped as it comes), ``close`` releases it
         at the end (only the reader calls it), ``abort`` cuts a read in progress from another
@@ -213,15 +231,22 @@ class AsyncStreamSource(SourceBase):
         :meth:`set_body` or :meth:`set_pushed_body`. None lets go of the one set."""
         self.stream._opener = None if opener is None else functools.partial(_open_with, opener)
 
-    def set_body(self, reads: AsyncIterator[bytes], close: Callable[[], Any],
-                 arrival: Callable[[], int] | None = None) -> None:
+    def set_body(
+        self,
+        reads: AsyncIterator[bytes],
+        close: Callable[[], Any],
+        arrival: Callable[[], int] | None = None,
+    ) -> None:
         """The body's reads, the coroutine function that closes the response, and ``arrival()``: the
         time (perf_counter ns) the bytes just yielded arrived (nito_nb/_transport), else now is taken."""
         self.stream._body = functools.partial(_pull, reads, arrival or time.perf_counter_ns)
         self.stream._aclose_source = close
 
-    def set_pushed_body(self, body: Callable[[Callable[[bytes, int], None]], Awaitable[None]],
-                        close: Callable[[], Any]) -> None:
+    def set_pushed_body(
+        self,
+        body: Callable[[Callable[[bytes, int], None]], Awaitable[None]],
+        close: Callable[[], Any],
+    ) -> None:
         """A body that reads itself: ``await body(deliver)`` calls ``deliver(data, arrival_ns)`` for
         each read as it arrives and returns at the body's end (``_transport.pushed.PushedBody``);
         ``close`` as for :meth:`set_body`."""
@@ -279,20 +304,27 @@ def source_of(stream: Stream) -> StreamSource: ...
 def source_of(stream: Stream | AsyncStream) -> StreamSource | AsyncStreamSource:
     """The producer of a Stream already made (a client's, for a run to set its send time)."""
     source: StreamSource | AsyncStreamSource
-    source = AsyncStreamSource.__new__(AsyncStreamSource) if isinstance(stream, AsyncStream) \
+    source = (
+        AsyncStreamSource.__new__(AsyncStreamSource)
+        if isinstance(stream, AsyncStream)
         else StreamSource.__new__(StreamSource)
+    )
     source.stream = stream
     source._state = stream._state
     return source
 
 
-async def _open_with(opener: Callable[[AsyncStreamSource], Awaitable[None]], stream: AsyncStream) -> None:
+async def _open_with(
+    opener: Callable[[AsyncStreamSource], Awaitable[None]], stream: AsyncStream
+) -> None:
     """An opener as the AsyncStream runs it (with itself), given the Stream's producer: the Stream
     never holds its producer, which holds it."""
     await opener(source_of(stream))
 
 
-async def _pull(reads: AsyncIterator[bytes], arrival: Callable[[], int], deliver: Callable[[bytes, int], None]) -> None:
+async def _pull(
+    reads: AsyncIterator[bytes], arrival: Callable[[], int], deliver: Callable[[bytes, int], None]
+) -> None:
     """A body of reads that something else yields (httpx's iterator), as a body for ``_aread``."""
     async for data in reads:
         deliver(data, arrival())  # stamped as the bytes came (arrival), not as consumed

@@ -35,7 +35,15 @@ from typing import Any
 from ._core.errors import ConfigurationError
 from ._core.partial_json import Path, open_path, path_text
 
-__all__ = ["FieldError", "ParseError", "Partial", "Schema", "schema_in", "schema_of", "structure_of"]
+__all__ = [
+    "FieldError",
+    "ParseError",
+    "Partial",
+    "Schema",
+    "schema_in",
+    "schema_of",
+    "structure_of",
+]
 
 #: OpenAI's rule for ``json_schema.name``.
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
@@ -92,7 +100,10 @@ class Schema:
 
     def response_format(self) -> dict[str, Any]:
         """The request's ``response_format`` (OpenAI's structured outputs)."""
-        return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.json_schema, "strict": True}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": self.name, "schema": self.json_schema, "strict": True},
+        }
 
     @property
     def fields(self) -> list[str]:
@@ -109,7 +120,9 @@ class Schema:
         except ImportError:  # the live view then shows the raw text only
             return Partial(None, open_path(text))
         try:
-            value = jiter.from_json(text.encode("utf-8", "surrogatepass"), partial_mode="trailing-strings")
+            value = jiter.from_json(
+                text.encode("utf-8", "surrogatepass"), partial_mode="trailing-strings"
+            )
         except ValueError:
             value = None
         return Partial(value, open_path(text))
@@ -117,7 +130,11 @@ class Schema:
     def check(self, text: str, refusal: str | None = None) -> Checked:
         """The whole answer validated: the object, or the failures by field path."""
         if not text.strip():
-            why = f"no JSON: the model refused ({refusal})" if refusal else "no JSON: the answer is empty"
+            why = (
+                f"no JSON: the model refused ({refusal})"
+                if refusal
+                else "no JSON: the answer is empty"
+            )
             return Checked(None, ParseError((FieldError("(root)", why),)))
         try:
             data = json.loads(text)
@@ -134,23 +151,36 @@ class Schema:
         try:
             return Checked(self.model.model_validate_json(text), None)
         except pydantic.ValidationError as exc:
-            errors = tuple(FieldError(path_text(tuple(error.get("loc", ()))), str(error.get("msg", "")))
-                           for error in exc.errors())
+            errors = tuple(
+                FieldError(path_text(tuple(error.get("loc", ()))), str(error.get("msg", "")))
+                for error in exc.errors()
+            )
             return Checked(None, ParseError(errors))
 
     def _check_dict(self, data: Any) -> Checked:
         try:
             import jsonschema
         except ImportError:
-            raise ConfigurationError("a dict schema is checked with jsonschema: pip install jsonschema "
-                                     "(or pip install 'nito_nb[structured]')") from None
+            raise ConfigurationError(
+                "a dict schema is checked with jsonschema: pip install jsonschema "
+                "(or pip install 'nito_nb[structured]')"
+            ) from None
         validator_class = jsonschema.validators.validator_for(self.json_schema)
         validator = validator_class(self.json_schema)
-        found = sorted(validator.iter_errors(data), key=lambda error: list(map(str, error.absolute_path)))
+        found = sorted(
+            validator.iter_errors(data), key=lambda error: list(map(str, error.absolute_path))
+        )
         if not found:
             return Checked(data, None)
-        return Checked(None, ParseError(tuple(FieldError(path_text(tuple(error.absolute_path)), error.message)
-                                              for error in found)))
+        return Checked(
+            None,
+            ParseError(
+                tuple(
+                    FieldError(path_text(tuple(error.absolute_path)), error.message)
+                    for error in found
+                )
+            ),
+        )
 
 
 def _name(raw: Any) -> str:
@@ -167,12 +197,17 @@ def schema_of(value: Any) -> Schema:
         if isinstance(value.get("schema"), dict) and "name" in value and "properties" not in value:
             return Schema(_name(value["name"]), value["schema"])
         return Schema(_name(value.get("title")), value)
-    if isinstance(value, type) and callable(getattr(value, "model_json_schema", None)) \
-            and callable(getattr(value, "model_validate_json", None)):
+    if (
+        isinstance(value, type)
+        and callable(getattr(value, "model_json_schema", None))
+        and callable(getattr(value, "model_validate_json", None))
+    ):
         model: Any = value
         return Schema(_name(model.__name__), model.model_json_schema(), model)
-    raise ConfigurationError(f"schema= takes a pydantic model class or a JSON-schema dict, not {type(value).__name__} "
-                             f"{str(value)[:60]!r}")
+    raise ConfigurationError(
+        f"schema= takes a pydantic model class or a JSON-schema dict, not {type(value).__name__} "
+        f"{str(value)[:60]!r}"
+    )
 
 
 def schema_in(request: Any) -> Schema | None:

@@ -31,14 +31,25 @@ __all__ = ["Watch", "to_chunk", "watch"]
 
 #: Types of the openai SDK's ``chat.completions.stream()`` events that are derived from a chunk
 #: (the chunk itself comes as a ``chunk`` event): recording them would count every delta twice.
-DERIVED_EVENTS = frozenset({
-    "content.delta", "content.done", "refusal.delta", "refusal.done", "logprobs.content.delta",
-    "logprobs.content.done", "logprobs.refusal.delta", "logprobs.refusal.done",
-    "tool_calls.function.arguments.delta", "tool_calls.function.arguments.done",
-})
+DERIVED_EVENTS = frozenset(
+    {
+        "content.delta",
+        "content.done",
+        "refusal.delta",
+        "refusal.done",
+        "logprobs.content.delta",
+        "logprobs.content.done",
+        "logprobs.refusal.delta",
+        "logprobs.refusal.done",
+        "tool_calls.function.arguments.delta",
+        "tool_calls.function.arguments.done",
+    }
+)
 
 
-def watch(source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE) -> Watch:
+def watch(
+    source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE
+) -> Watch:
     """Wrap an iterator (or async iterator) of chat-completion chunks: every item is passed on
     unchanged while a Stream records it and, with ``show``, a live view shows it.
 
@@ -58,7 +69,14 @@ class Watch:
     """The wrapper :func:`watch` returns: iterate it (``for`` or ``async for``) as you would the
     source; ``.stream`` is the Stream. Other attributes are the source's."""
 
-    def __init__(self, source: Any, *, show: bool = True, format: str = "markdown", max_rate: float = MAX_RATE) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        show: bool = True,
+        format: str = "markdown",
+        max_rate: float = MAX_RATE,
+    ) -> None:
         if show:
             from ._render import check_format  # the renderer is needed only to show
 
@@ -100,7 +118,9 @@ class Watch:
 
     def _begin(self) -> None:
         if self._views is not None:
-            raise RuntimeError("this watch() was already iterated: watch the next stream with a new watch()")
+            raise RuntimeError(
+                "this watch() was already iterated: watch the next stream with a new watch()"
+            )
         self._recording.start()
         register(self.stream)
         if VIEWERS.get() or not self.show:
@@ -123,13 +143,19 @@ class Watch:
             data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str)
             self._recording.feed(b"data: " + data.encode("utf-8") + b"\n\n", t_ns)
             if unmapped is not None:
-                self._recording.note("watch-unmapped", f"an item nito_nb does not map was kept as is: {unmapped}")
+                self._recording.note(
+                    "watch-unmapped", f"an item nito_nb does not map was kept as is: {unmapped}"
+                )
             assert self._views is not None
             self._views.update()
         except Exception as exc:  # recording must never break the caller's iteration
-            self._recording.note("watch-failed", f"an item could not be recorded: {type(exc).__name__}: {exc}")
+            self._recording.note(
+                "watch-failed", f"an item could not be recorded: {type(exc).__name__}: {exc}"
+            )
 
-    def _finish(self, t_ns: int, *, closed: bool = False, error: BaseException | None = None) -> None:
+    def _finish(
+        self, t_ns: int, *, closed: bool = False, error: BaseException | None = None
+    ) -> None:
         stream, recording = self.stream, self._recording
         if stream.finished:
             return
@@ -140,10 +166,14 @@ class Watch:
                 if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
                     recording.end(t_ns, status=Status.STOPPED)
                 else:
-                    recording.end(t_ns, status=Status.TRUNCATED, exception=StreamTruncatedError(
-                        f"The source raised {type(error).__name__} after {self._n_items} items. "
-                        "What arrived is kept in .stream."
-                    ))
+                    recording.end(
+                        t_ns,
+                        status=Status.TRUNCATED,
+                        exception=StreamTruncatedError(
+                            f"The source raised {type(error).__name__} after {self._n_items} items. "
+                            "What arrived is kept in .stream."
+                        ),
+                    )
             elif closed:
                 recording.end(t_ns, status=Status.STOPPED)
             else:
@@ -205,7 +235,10 @@ def to_chunk(item: Any) -> dict[str, Any] | None:
     if isinstance(item, dict):
         return item
     if isinstance(item, str):  # a chain ending in a string parser
-        return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": item}}]}
+        return {
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": item}}],
+        }
     event_type = getattr(item, "type", None)  # the openai stream() helper's events
     if event_type == "chunk" and hasattr(item, "chunk"):
         return to_chunk(item.chunk)
@@ -218,7 +251,12 @@ def to_chunk(item: Any) -> dict[str, Any] | None:
     dumped = _dump(item)
     if isinstance(dumped, dict):
         return dumped
-    return {"unmapped": {"type": f"{type(item).__module__}.{type(item).__qualname__}", "repr": repr(item)[:500]}}
+    return {
+        "unmapped": {
+            "type": f"{type(item).__module__}.{type(item).__qualname__}",
+            "repr": repr(item)[:500],
+        }
+    }
 
 
 def _dump(item: Any) -> Any:
@@ -236,7 +274,11 @@ def _dump(item: Any) -> Any:
 
 
 def _is_langchain_message(item: Any) -> bool:
-    return hasattr(item, "tool_call_chunks") and hasattr(item, "response_metadata") and hasattr(item, "content")
+    return (
+        hasattr(item, "tool_call_chunks")
+        and hasattr(item, "response_metadata")
+        and hasattr(item, "content")
+    )
 
 
 #: LangChain content blocks that carry reasoning, and the key of their text.
@@ -280,7 +322,9 @@ def _from_langchain(message: Any) -> dict[str, Any]:
         delta["reasoning_details"] = kwargs["reasoning_details"]
     calls = []
     for position, fragment in enumerate(message.tool_call_chunks or []):
-        call: dict[str, Any] = {"index": fragment.get("index") if fragment.get("index") is not None else position}
+        call: dict[str, Any] = {
+            "index": fragment.get("index") if fragment.get("index") is not None else position
+        }
         if fragment.get("id"):
             call["id"] = fragment["id"]
             call["type"] = "function"
@@ -292,7 +336,11 @@ def _from_langchain(message: Any) -> dict[str, Any]:
     if calls:
         delta["tool_calls"] = calls
     metadata = getattr(message, "response_metadata", None) or {}
-    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": metadata.get("finish_reason")}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "delta": delta,
+        "finish_reason": metadata.get("finish_reason"),
+    }
     chunk: dict[str, Any] = {"object": "chat.completion.chunk", "choices": [choice]}
     if getattr(message, "id", None):
         chunk["id"] = message.id

@@ -182,12 +182,22 @@ def figure_source(notebook_name: str, cell_source: str, tag: str) -> str:
 def cell_figure(nb: Any, tag: str) -> tuple[bytes, str]:
     """The PNG shown by the code cell tagged ``tag`` (its last one) and the cell's source;
     DemoError when no cell has the tag or it showed no image."""
-    cells = [c for c in nb.cells if c.cell_type == "code" and tag in c.get("metadata", {}).get("tags", [])]
+    cells = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and tag in c.get("metadata", {}).get("tags", [])
+    ]
     if len(cells) != 1:
         raise DemoError(f"{len(cells)} code cells are tagged {tag!r}: tag exactly one")
-    images = [o["data"]["image/png"] for o in cells[0].get("outputs", []) if "image/png" in o.get("data", {})]
+    images = [
+        o["data"]["image/png"]
+        for o in cells[0].get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
     if not images:
-        raise DemoError(f"the cell tagged {tag!r} showed no image (did it fail? see the exported page)")
+        raise DemoError(
+            f"the cell tagged {tag!r} showed no image (did it fail? see the exported page)"
+        )
     return base64.b64decode(images[-1]), cells[0].source
 
 
@@ -196,7 +206,12 @@ def _with_text(png: bytes, keyword: str, text: str) -> bytes:
     if not png.startswith(_PNG_SIGNATURE):
         raise DemoError("the figure is not a PNG")
     body = keyword.encode("latin-1") + b"\0" + text.encode("latin-1")
-    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    chunk = (
+        struct.pack(">I", len(body))
+        + b"tEXt"
+        + body
+        + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    )
     end_of_header = len(_PNG_SIGNATURE) + 8 + struct.unpack(">I", png[8:12])[0] + 4
     return png[:end_of_header] + chunk + png[end_of_header:]
 
@@ -205,9 +220,9 @@ def png_text(png: bytes) -> dict[str, str]:
     """The tEXt chunks of a PNG, keyword to text."""
     found, at = {}, len(_PNG_SIGNATURE)
     while at + 8 <= len(png):
-        length, kind = struct.unpack(">I4s", png[at:at + 8])
+        length, kind = struct.unpack(">I4s", png[at : at + 8])
         if kind == b"tEXt":
-            keyword, _, text = png[at + 8:at + 8 + length].partition(b"\0")
+            keyword, _, text = png[at + 8 : at + 8 + length].partition(b"\0")
             found[keyword.decode("latin-1")] = text.decode("latin-1")
         at += 12 + length
     return found

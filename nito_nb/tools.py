@@ -40,6 +40,7 @@ MAX_TOOL_ROUNDS = 5
 
 # -- tools ---------------------------------------------------------------------------------------
 
+
 def schema(function: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
     """The OpenAI function tool of ``function``: its name (or ``name``), the first paragraph of its
     docstring as the description, its parameters' JSON schema from the signature and type hints
@@ -62,7 +63,9 @@ def python_tools(items: Iterable[Any]) -> dict[str, Callable[..., Any]]:
 
 
 def _named(names: str, namespace: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(name, namespace.get(name)) for name in filter(None, (n.strip() for n in names.split(",")))]
+    return [
+        (name, namespace.get(name)) for name in filter(None, (n.strip() for n in names.split(",")))
+    ]
 
 
 def tools_from(names: str, namespace: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,10 +120,14 @@ def execute_tool(functions: dict[str, Callable[..., Any]], call: Any) -> ToolRun
         except Exception as exc:  # the model sees the error and may try again
             result = f"Error: {type(exc).__name__}: {exc}"
     message = {"role": "tool", "tool_call_id": call.id, "content": result}
-    return ToolRun(str(call.name), arguments if isinstance(arguments, dict) else None, result, message)
+    return ToolRun(
+        str(call.name), arguments if isinstance(arguments, dict) else None, result, message
+    )
 
 
-def tool_round(stream: Any, functions: dict[str, Callable[..., Any]], rounds_done: int) -> list[ToolRun] | None:
+def tool_round(
+    stream: Any, functions: dict[str, Callable[..., Any]], rounds_done: int
+) -> list[ToolRun] | None:
     """After a finished answer: run its tool calls if another round is due, else None.
 
     A round is due when there are functions to run, the answer ended normally (``done``: a stopped
@@ -128,6 +135,11 @@ def tool_round(stream: Any, functions: dict[str, Callable[..., Any]], rounds_don
     ``MAX_TOOL_ROUNDS`` rounds ran. The caller sends ``[stream.message, *(r.message for r in runs)]``
     back and shows each run's line.
     """
-    if not functions or stream.status != Status.DONE or not stream.tool_calls or rounds_done >= MAX_TOOL_ROUNDS:
+    if (
+        not functions
+        or stream.status != Status.DONE
+        or not stream.tool_calls
+        or rounds_done >= MAX_TOOL_ROUNDS
+    ):
         return None
     return [execute_tool(functions, call) for call in stream.tool_calls]

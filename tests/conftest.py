@@ -127,7 +127,6 @@ def _close_clients() -> Iterator[None]:
     close_clients()
 
 
-
 # -- the IPython shell with the magic: test_magic, test_magic_store, test_security ----------------------
 
 
@@ -160,7 +159,8 @@ def ip(shell: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     shell.config.pop("Nito", None)  # %config merges into the shell's config: undo earlier tests'
     for name in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NITO_SIM_TPS", "0")  # as fast as possible, whatever the caller's environment
+    # as fast as possible, whatever the caller's environment
+    monkeypatch.setenv("NITO_SIM_TPS", "0")
     monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
     _magic.load_ipython_extension(shell)
     shell.run_line_magic("nito", "reset")
@@ -209,9 +209,18 @@ def execute_cells(cells: list[str], cwd: Path, timeout: int = 120) -> Any:
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(cwd)}}).execute()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute()
     return nb
 
 
@@ -252,8 +261,10 @@ def _fast_tier_starts_no_process(request: pytest.FixtureRequest) -> Iterator[Non
         command = [str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)]
         python = Path(command[0]).name.startswith("python") or command[0] == sys.executable
         if python and not any(shared in command for shared in SHARED_PROCESSES):
-            pytest.fail(f"{request.node.nodeid} starts a Python process ({' '.join(command)[:80]}): "
-                        "mark it @pytest.mark.spawns (make check leaves such tests to make test)")
+            pytest.fail(
+                f"{request.node.nodeid} starts a Python process ({' '.join(command)[:80]}): "
+                "mark it @pytest.mark.spawns (make check leaves such tests to make test)"
+            )
         real_init(self, args, *rest, **kwargs)
 
     subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]

@@ -88,7 +88,9 @@ class HostileServer:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port))
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        )
         self._started.set()
         try:
             self._loop.run_forever()
@@ -119,7 +121,8 @@ class HostileServer:
 
     async def _behave(self, behaviour: str, writer: asyncio.StreamWriter) -> None:
         send = _sender(writer)
-        if behaviour == "trickle-headers":  # the status line, then one header byte at a time, forever
+        # the status line, then one header byte at a time, forever
+        if behaviour == "trickle-headers":
             await send(b"HTTP/1.1 200 OK\r\n")
             await _trickle(send, b"x-slow: " + b"z" * 10_000)
         elif behaviour == "trickle-body":  # the headers at once, then every byte of the body alone
@@ -132,7 +135,9 @@ class HostileServer:
         elif behaviour.startswith("gzip-"):
             _, kind, megabytes = behaviour.split("-")
             body = bomb(kind, int(float(megabytes) * (1 << 20)))
-            await send(_SSE_HEADERS + b"content-encoding: gzip\r\ncontent-length: %d\r\n\r\n" % len(body))
+            await send(
+                _SSE_HEADERS + b"content-encoding: gzip\r\ncontent-length: %d\r\n\r\n" % len(body)
+            )
             await send(body)
         elif behaviour.startswith("flood-"):  # not compressed: what a sender pays for in full
             _, kind, megabytes = behaviour.split("-")
@@ -144,9 +149,16 @@ class HostileServer:
                 left -= len(block)
             await send(b"data: [DONE]\n\n")
         elif behaviour == "brotli":  # a coding nobody asked for
-            await send(_SSE_HEADERS + b"content-encoding: br\r\ncontent-length: 4\r\n\r\n\x0b\x00\x80\x03")
+            await send(
+                _SSE_HEADERS + b"content-encoding: br\r\ncontent-length: 4\r\n\r\n\x0b\x00\x80\x03"
+            )
         elif behaviour in ("plain", "plain-gzip"):
-            body = b": PROCESSING\n\n" + one_char_chunk("Hel") + one_char_chunk("lo") + b"data: [DONE]\n\n"
+            body = (
+                b": PROCESSING\n\n"
+                + one_char_chunk("Hel")
+                + one_char_chunk("lo")
+                + b"data: [DONE]\n\n"
+            )
             extra = b""
             if behaviour == "plain-gzip":
                 body, extra = gzip.compress(body), b"content-encoding: gzip\r\n"
@@ -163,7 +175,9 @@ def _sender(writer: asyncio.StreamWriter) -> Callable[[bytes], Awaitable[None]]:
     return send
 
 
-async def _trickle(send: Callable[[bytes], Awaitable[None]], data: bytes, interval: float = TRICKLE) -> None:
+async def _trickle(
+    send: Callable[[bytes], Awaitable[None]], data: bytes, interval: float = TRICKLE
+) -> None:
     """``data`` one byte at a time, ``interval`` seconds apart (the client closing ends it)."""
     for i in range(len(data)):
         await send(data[i : i + 1])
@@ -193,27 +207,42 @@ def ask(mode: str, base: str, **options: object) -> dict[str, object]:
     if mode == "run":
         run = nito_nb.run("hi", model="m", base_url=base, api_key=KEY, progress=False, **options)  # type: ignore[arg-type]
         row = run.wait().results().iloc[0].astype(object).where(lambda r: r.notna(), "")
-        return {"status": row["status"], "error": None, "message": str(row["error_message"]),
-                "content": str(row["content"]), "attempts": int(row["attempts"]), "seconds": elapsed(start)}
+        return {
+            "status": row["status"],
+            "error": None,
+            "message": str(row["error_message"]),
+            "content": str(row["content"]),
+            "attempts": int(row["attempts"]),
+            "seconds": elapsed(start),
+        }
     stream: object
     try:
         if mode == "stream":
-            stream = nito_nb.stream("hi", model="m", base_url=base, api_key=KEY, raise_errors=False, **options)
+            stream = nito_nb.stream(
+                "hi", model="m", base_url=base, api_key=KEY, raise_errors=False, **options
+            )
             stream.wait()  # type: ignore[attr-defined]
         elif mode == "client":
             with nito_nb.Client(api_key=KEY, base_url=base, max_retries=0) as client:
                 stream = client.stream("hi", model="m", raise_errors=False, **options)  # type: ignore[arg-type]
                 stream.wait()  # type: ignore[attr-defined]
         else:
+
             async def main() -> object:
-                s = nito_nb.AsyncClient(api_key=KEY, base_url=base).stream("hi", model="m", raise_errors=False,
-                                                                          **options)  # type: ignore[arg-type]
+                s = nito_nb.AsyncClient(api_key=KEY, base_url=base).stream(
+                    "hi", model="m", raise_errors=False, **options
+                )  # type: ignore[arg-type]
                 return await s.wait()
 
             stream = asyncio.run(main())
     except nito_nb.NitoError as exc:  # refused before the body: the error carries the stream
         stream = exc.stream
     error = stream.exception  # type: ignore[attr-defined]
-    return {"status": str(stream.status), "error": None if error is None else type(error).__name__,  # type: ignore[attr-defined]
-            "message": "" if error is None else str(error), "content": stream.content,  # type: ignore[attr-defined]
-            "attempts": stream.attempts, "seconds": elapsed(start)}  # type: ignore[attr-defined]
+    return {
+        "status": str(stream.status),
+        "error": None if error is None else type(error).__name__,  # type: ignore[attr-defined]
+        "message": "" if error is None else str(error),
+        "content": stream.content,  # type: ignore[attr-defined]
+        "attempts": stream.attempts,
+        "seconds": elapsed(start),
+    }  # type: ignore[attr-defined]

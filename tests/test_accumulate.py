@@ -464,11 +464,34 @@ def test_a_long_streams_text_is_kept_in_few_pieces() -> None:
     acc.add(base, 0)
     n = 2 * JOIN_AT + 5
     for i in range(n):
-        acc.add({"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"content": f"{i % 10}"}}]}, i + 1)
-        acc.add({"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"reasoning_content": "r"}}]}, i + 1)
-        acc.add({"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "function": {"arguments": "a"}}]}}]}, i + 1)
-    assert len(acc._content) <= JOIN_AT and len(acc._reasoning_strings["reasoning_content"]) <= JOIN_AT
+        acc.add(
+            {"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"content": f"{i % 10}"}}]},
+            i + 1,
+        )
+        acc.add(
+            {
+                "id": "g",
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"reasoning_content": "r"}}],
+            },
+            i + 1,
+        )
+        acc.add(
+            {
+                "id": "g",
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "a"}}]},
+                    }
+                ],
+            },
+            i + 1,
+        )
+    assert (
+        len(acc._content) <= JOIN_AT and len(acc._reasoning_strings["reasoning_content"]) <= JOIN_AT
+    )
     assert len(acc.tool_calls[0]._parts) <= JOIN_AT
     assert acc.content == "".join(f"{i % 10}" for i in range(n))
     assert acc.reasoning == "r" * n and acc.tool_calls[0].arguments == "a" * n

@@ -15,6 +15,7 @@ from nito_nb import _stream_results
 
 PACKAGE = Path(nito_nb.__file__).parent
 
+
 def _modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
@@ -74,7 +75,10 @@ def _imports(module: str) -> Iterator[tuple[str, str, str | None]]:
 
 def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    lazy = {("nito_nb._stream_results", target, where) for where, target in _stream_results.UPWARD_IMPORTS}
+    lazy = {
+        ("nito_nb._stream_results", target, where)
+        for where, target in _stream_results.UPWARD_IMPORTS
+    }
     for module in MODULES:
         for target, _, where in _imports(module):
             if target in MODULES and target != module and (module, target, where) not in lazy:
@@ -125,8 +129,11 @@ def test_the_import_graph_has_no_cycle_but_the_declared_lazy_edges() -> None:
 def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real() -> None:
     # Without its two declarations, the engine's lazy imports close cycles: the test can fail.
     declared = {(where, target) for where, target in _stream_results.UPWARD_IMPORTS}
-    found = {(where, target) for target, _, where in _imports("nito_nb._stream_results") if target in dict(
-        (t, w) for w, t in _stream_results.UPWARD_IMPORTS)}
+    found = {
+        (where, target)
+        for target, _, where in _imports("nito_nb._stream_results")
+        if target in dict((t, w) for w, t in _stream_results.UPWARD_IMPORTS)
+    }
     assert found == declared, "each declared upward import is made inside the method it names"
     graph = _graph()
     for _, target in _stream_results.UPWARD_IMPORTS:
@@ -140,20 +147,54 @@ def test_the_graph_sees_function_level_imports_and_the_declared_edges_are_real()
 LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("core", (("nito_nb._core",),)),
     ("transport", (("nito_nb._transport",),)),
-    ("stream", (("nito_nb._stream", "nito_nb._stream_results", "nito_nb._stream_source", "nito_nb._recordings",
-                 "nito_nb._watchdog", "nito_nb._structured"),)),
-    ("client, frame, render, requests", (("nito_nb._client",), ("nito_nb._frame",), ("nito_nb._render",),
-                                         ("nito_nb.tools", "nito_nb._interpolate"))),
+    (
+        "stream",
+        (
+            (
+                "nito_nb._stream",
+                "nito_nb._stream_results",
+                "nito_nb._stream_source",
+                "nito_nb._recordings",
+                "nito_nb._watchdog",
+                "nito_nb._structured",
+            ),
+        ),
+    ),
+    (
+        "client, frame, render, requests",
+        (
+            ("nito_nb._client",),
+            ("nito_nb._frame",),
+            ("nito_nb._render",),
+            ("nito_nb.tools", "nito_nb._interpolate"),
+        ),
+    ),
     ("display", (("nito_nb._display", "nito_nb._loop", "nito_nb._last"),)),
-    ("runs, magic, widget, capture", (("nito_nb._runs",), ("nito_nb._magic",), ("nito_nb._widget",),
-                                      ("nito_nb._capture", "nito_nb._capture_pump", "nito_nb._capture_httpx",
-                                       "nito_nb._capture_httpx2", "nito_nb._watch", "nito_nb._live"),
-                                      ("nito_nb._marimo_chat",))),
+    (
+        "runs, magic, widget, capture",
+        (
+            ("nito_nb._runs",),
+            ("nito_nb._magic",),
+            ("nito_nb._widget",),
+            (
+                "nito_nb._capture",
+                "nito_nb._capture_pump",
+                "nito_nb._capture_httpx",
+                "nito_nb._capture_httpx2",
+                "nito_nb._watch",
+                "nito_nb._live",
+            ),
+            ("nito_nb._marimo_chat",),
+        ),
+    ),
     ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel"),)),
 )
 #: Edges between groups of one layer, each a decision (docs/ARCHITECTURE.md says why).
 SIDEWAYS = {
-    ("nito_nb._magic", "nito_nb._runs"): "--over is a run (nito_nb.run); Nito.store writes the cell's streams to a run store",
+    (
+        "nito_nb._magic",
+        "nito_nb._runs",
+    ): "--over is a run (nito_nb.run); Nito.store writes the cell's streams to a run store",
     ("nito_nb._magic", "nito_nb._capture"): "%nito history lists the streams that capture kept",
 }
 #: The simulator stands beside the layers: it imports the core only; the root registers it, and
@@ -169,7 +210,9 @@ def _place(module: str) -> tuple[int, str] | None:
     for i, (_, groups) in enumerate(LAYERS):
         for group in groups:
             for prefix in group:
-                inside = module == prefix or (prefix != "nito_nb" and module.startswith(prefix + "."))
+                inside = module == prefix or (
+                    prefix != "nito_nb" and module.startswith(prefix + ".")
+                )
                 if inside and (best is None or len(prefix) > best[2]):
                     best = (i, group[0], len(prefix))
     return None if best is None else best[:2]
@@ -191,16 +234,27 @@ def _layer_problems(graph: dict[str, set[str]]) -> list[str]:
                 if _in(module, SIMULATOR):
                     if not (_in(target, SIMULATOR) or _in(target, "nito_nb._core")):
                         wrong.append(f"{module} -> {target} (the simulator imports the core only)")
-                elif not any(module == user or (user != "nito_nb" and _in(module, user)) for user in SIMULATOR_USERS):
-                    wrong.append(f"{module} -> {target} (only the root, the magic and the widget know the simulator)")
+                elif not any(
+                    module == user or (user != "nito_nb" and _in(module, user))
+                    for user in SIMULATOR_USERS
+                ):
+                    wrong.append(
+                        f"{module} -> {target} (only the root, the magic and the widget know the simulator)"
+                    )
                 continue
             here, there = _place(module), _place(target)
             assert here is not None and there is not None
             if there[0] > here[0]:
-                wrong.append(f"{module} ({LAYERS[here[0]][0]}) -> {target} ({LAYERS[there[0]][0]}): upward")
-            elif there[0] == here[0] and there[1] != here[1] and (here[1], there[1]) not in SIDEWAYS:
-                wrong.append(f"{module} -> {target}: sideways in {LAYERS[here[0]][0]!r}; declare it in SIDEWAYS "
-                             "and say why in docs/ARCHITECTURE.md, or move the code")
+                wrong.append(
+                    f"{module} ({LAYERS[here[0]][0]}) -> {target} ({LAYERS[there[0]][0]}): upward"
+                )
+            elif (
+                there[0] == here[0] and there[1] != here[1] and (here[1], there[1]) not in SIDEWAYS
+            ):
+                wrong.append(
+                    f"{module} -> {target}: sideways in {LAYERS[here[0]][0]!r}; declare it in SIDEWAYS "
+                    "and say why in docs/ARCHITECTURE.md, or move the code"
+                )
     return wrong
 
 
@@ -214,7 +268,8 @@ def test_the_layer_test_can_fail() -> None:
     graph["nito_nb._core.sse"].add("nito_nb._client.clients")  # upward
     graph["nito_nb._widget.chat"].add("nito_nb._runs.runner")  # sideways, undeclared
     graph["nito_nb.sim._app"].add("nito_nb._client.clients")  # the simulator past the core
-    graph["nito_nb._runs.runner"].add("nito_nb.sim._app")  # a module that does not know the simulator
+    # a module that does not know the simulator
+    graph["nito_nb._runs.runner"].add("nito_nb.sim._app")
     found = _layer_problems(graph)
     assert len(found) == 4, found
 
@@ -224,8 +279,12 @@ def test_the_client_never_imports_the_simulator() -> None:
     # client sits below the simulator, which a plain request to a gateway never loads.
     client = [m for m in MODULES if m == "nito_nb._client" or m.startswith("nito_nb._client.")]
     assert "nito_nb._client.clients" in client and "nito_nb._client.endpoint" in client
-    found = [f"{m} imports {target}" for m in client for target, full, _ in _imports(m)
-             if any(name == "nito_nb.sim" or name.startswith("nito_nb.sim.") for name in (target, full))]
+    found = [
+        f"{m} imports {target}"
+        for m in client
+        for target, full, _ in _imports(m)
+        if any(name == "nito_nb.sim" or name.startswith("nito_nb.sim.") for name in (target, full))
+    ]
     assert found == []
 
 
@@ -234,11 +293,19 @@ def test_these_package_roots_only_re_export(package: str) -> None:
     # Code in a package's __init__ is what its own modules end up importing from the package
     # (runs._sweep called run() from runs/__init__: a cycle). Here the root holds none.
     tree = ast.parse(MODULES[package].read_text(encoding="utf-8"))
-    code = [ast.unparse(node).splitlines()[0] for node in tree.body if not (
-        isinstance(node, (ast.Import, ast.ImportFrom))
-        or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))  # the docstring
-        or (isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"])
-    )]
+    code = [
+        ast.unparse(node).splitlines()[0]
+        for node in tree.body
+        if not (
+            isinstance(node, (ast.Import, ast.ImportFrom))
+            # the docstring
+            or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+            or (
+                isinstance(node, ast.Assign)
+                and [ast.unparse(t) for t in node.targets] == ["__all__"]
+            )
+        )
+    ]
     assert code == [], f"{package} defines more than re-exports: move it to a module of the package"
 
 
@@ -249,7 +316,11 @@ def test_the_core_imports_only_the_standard_library() -> None:
     for module in core:
         for _, full, _ in _imports(module):
             top = full.split(".")[0]
-            if full.startswith("nito_nb._core") or top in sys.stdlib_module_names or top == "__future__":
+            if (
+                full.startswith("nito_nb._core")
+                or top in sys.stdlib_module_names
+                or top == "__future__"
+            ):
                 continue
             outside.append(f"{module} imports {full}")
     assert outside == []
@@ -289,7 +360,9 @@ def test_a_rule_changed_in_the_reader_is_seen_by_the_stream_and_the_frame(
     def read_delta(delta: dict, reading: chunk.Reading) -> None:
         original(delta, reading)
         if isinstance(delta.get("x_thought"), str):
-            reading.reasoning.append(chunk.ReasoningPiece("reasoning", None, delta["x_thought"], None))
+            reading.reasoning.append(
+                chunk.ReasoningPiece("reasoning", None, delta["x_thought"], None)
+            )
 
     monkeypatch.setattr(chunk, "_read_delta", read_delta)
     s = nito_nb.read_sse(_NEW_FIELD)
@@ -307,7 +380,9 @@ def test_stream_and_async_stream_are_siblings_over_one_base() -> None:
     from nito_nb._stream_source import AsyncStreamSource, SourceBase, StreamSource
 
     assert not issubclass(nito_nb.AsyncStream, nito_nb.Stream)
-    assert issubclass(nito_nb.Stream, StreamResults) and issubclass(nito_nb.AsyncStream, StreamResults)
+    assert issubclass(nito_nb.Stream, StreamResults) and issubclass(
+        nito_nb.AsyncStream, StreamResults
+    )
     for name in ("snapshot", "on_done"):
         assert getattr(nito_nb.Stream, name) is getattr(StreamResults, name)
         assert getattr(nito_nb.AsyncStream, name) is getattr(StreamResults, name)
@@ -315,7 +390,9 @@ def test_stream_and_async_stream_are_siblings_over_one_base() -> None:
     for name in ("feed", "end", "protect", "set_response", "fail_http", "note"):
         assert getattr(StreamSource, name) is getattr(SourceBase, name)
         assert getattr(AsyncStreamSource, name) is getattr(SourceBase, name)
-    assert not hasattr(nito_nb.Stream, "__aiter__") and not hasattr(nito_nb.AsyncStream, "__enter__")
+    assert not hasattr(nito_nb.Stream, "__aiter__") and not hasattr(
+        nito_nb.AsyncStream, "__enter__"
+    )
 
 
 # -- objects by concern ---------------------------------------------------------------------------
@@ -344,8 +421,12 @@ def _defined_privates(tree: ast.AST) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             names.add(node.attr)
     return {name for name in names if _private(name)}
 
@@ -353,8 +434,10 @@ def _defined_privates(tree: ast.AST) -> set[str]:
 def _private_reads(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
     """(line, expression, name) of every ``x._name`` whose ``x`` is not ``self`` or ``cls``."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and _private(node.attr) and not (
-            isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
         ):
             yield node.lineno, ast.unparse(node), node.attr
 
@@ -364,7 +447,9 @@ def _runs_reads_of_other_modules_privates() -> list[str]:
     one it does not define, or one another module of ``_runs/`` defines too (then the object may
     well be that module's: ``run._writer`` where a dispatcher also has a ``_writer``). Objects of
     modules outside ``_runs/`` (a client's ``_build``) count as another module's too."""
-    trees = {path.name: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(RUNS.glob("*.py"))}
+    trees = {
+        path.name: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(RUNS.glob("*.py"))
+    }
     defined = {name: _defined_privates(tree) for name, tree in trees.items()}
     found = []
     for name, tree in trees.items():

@@ -59,21 +59,29 @@ def stack(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def captured(base_url: str) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as client:
+    with openai.OpenAI(
+        base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()
+    ) as client:
         yield client
 
 
 @pytest.fixture
 def on_stack(base_url: str, stack: str) -> Iterator[openai.OpenAI]:
     """An openai client that sends through the capturing client of ``stack``."""
-    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][0]()) as client:
+    with openai.OpenAI(
+        base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][0]()
+    ) as client:
         yield client
 
 
 def create(client: Any, model: str, **kwargs: Any) -> Any:
     return client.chat.completions.create(
-        model=model, messages=MESSAGES, stream=True, stream_options={"include_usage": True},
-        extra_body={"sim": {**QUICK, **kwargs.pop("sim", {})}}, **kwargs,
+        model=model,
+        messages=MESSAGES,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"sim": {**QUICK, **kwargs.pop("sim", {})}},
+        **kwargs,
     )
 
 
@@ -104,7 +112,9 @@ def assert_same_stream(ours: nito_nb.Stream, ref: nito_nb.Stream) -> None:
     assert ours.reasoning == ref.reasoning
     assert stable(ours.reasoning_details) == stable(ref.reasoning_details)
     assert len(ours.reasoning_details) == len(ref.reasoning_details)
-    assert [(c.name, c.arguments) for c in ours.tool_calls] == [(c.name, c.arguments) for c in ref.tool_calls]
+    assert [(c.name, c.arguments) for c in ours.tool_calls] == [
+        (c.name, c.arguments) for c in ref.tool_calls
+    ]
     assert ours.finish_reason == ref.finish_reason
     assert ours.usage == ref.usage
     assert ours.n_events == ref.n_events and ours.n_chunks == ref.n_chunks
@@ -114,8 +124,13 @@ def assert_same_stream(ours: nito_nb.Stream, ref: nito_nb.Stream) -> None:
 def key_absent(stream: nito_nb.Stream, tmp_path: Path) -> None:
     path = stream.save(tmp_path / "captured.jsonl")
     texts = [
-        repr(stream), json.dumps(stream.request), json.dumps(stream.log.headers), path.read_text(),
-        nito_nb.frame(stream).to_csv(), str(stream.exception), json.dumps(stream._repr_mimebundle_()),
+        repr(stream),
+        json.dumps(stream.request),
+        json.dumps(stream.log.headers),
+        path.read_text(),
+        nito_nb.frame(stream).to_csv(),
+        str(stream.exception),
+        json.dumps(stream._repr_mimebundle_()),
     ]
     for text in texts:
         assert KEY not in text
@@ -126,7 +141,12 @@ CASES = [("sim/chat", {}), ("sim/reasoning", {}), ("sim/tools", {"tools": [WEATH
 
 @pytest.mark.parametrize(("model", "params"), CASES)
 def test_sync_create_is_captured_exactly(
-    plain: openai.OpenAI, on_stack: openai.OpenAI, stack: str, base_url: str, model: str, params: dict[str, Any],
+    plain: openai.OpenAI,
+    on_stack: openai.OpenAI,
+    stack: str,
+    base_url: str,
+    model: str,
+    params: dict[str, Any],
     tmp_path: Path,
 ) -> None:
     before = len(nito_nb.streams())
@@ -144,7 +164,9 @@ def test_sync_create_is_captured_exactly(
 def test_the_httpx2_client_is_the_openai_sdks_own_stack(base_url: str) -> None:
     import httpx2
 
-    with openai.OpenAI(base_url=base_url, api_key=KEY, http_client=nito_nb.httpx2_client()) as client:
+    with openai.OpenAI(
+        base_url=base_url, api_key=KEY, http_client=nito_nb.httpx2_client()
+    ) as client:
         assert isinstance(client._client, httpx2.Client)  # not the SDK's legacy httpx path
         assert isinstance(client._client._transport, nito_nb.Httpx2CaptureTransport)
 
@@ -154,7 +176,9 @@ def test_async_create_is_captured_exactly(
     base_url: str, stack: str, model: str, params: dict[str, Any], tmp_path: Path
 ) -> None:
     async def run(http_client: Any) -> dict[str, Any]:
-        async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=http_client) as c:
+        async with openai.AsyncOpenAI(
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=http_client
+        ) as c:
             chunks = [chunk async for chunk in await create(c, model, **params)]
         return sdk_result(chunks)
 
@@ -166,12 +190,17 @@ def test_async_create_is_captured_exactly(
     key_absent(ours, tmp_path)
 
 
-def test_the_sdks_stream_helper_sync_and_async(on_stack: openai.OpenAI, stack: str, base_url: str) -> None:
+def test_the_sdks_stream_helper_sync_and_async(
+    on_stack: openai.OpenAI, stack: str, base_url: str
+) -> None:
     tools: Any = [WEATHER, SEARCH]
 
     def sync() -> Any:
         with on_stack.chat.completions.stream(
-            model="sim/tools", messages=MESSAGES, tools=tools, stream_options={"include_usage": True},
+            model="sim/tools",
+            messages=MESSAGES,
+            tools=tools,
+            stream_options={"include_usage": True},
             extra_body={"sim": QUICK},
         ) as stream:
             for _ in stream:
@@ -179,12 +208,17 @@ def test_the_sdks_stream_helper_sync_and_async(on_stack: openai.OpenAI, stack: s
             return stream.get_final_completion()
 
     async def run_async() -> Any:
-        async with openai.AsyncOpenAI(
-            base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][1]()
-        ) as c, c.chat.completions.stream(
-            model="sim/reasoning", messages=MESSAGES, stream_options={"include_usage": True},
-            extra_body={"sim": QUICK},
-        ) as stream:
+        async with (
+            openai.AsyncOpenAI(
+                base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][1]()
+            ) as c,
+            c.chat.completions.stream(
+                model="sim/reasoning",
+                messages=MESSAGES,
+                stream_options={"include_usage": True},
+                extra_body={"sim": QUICK},
+            ) as stream,
+        ):
             async for _ in stream:
                 pass
             return await stream.get_final_completion()
@@ -193,7 +227,9 @@ def test_the_sdks_stream_helper_sync_and_async(on_stack: openai.OpenAI, stack: s
     ours = nito_nb.last()
     assert_same_stream(ours, reference(base_url, "sim/tools", tools=tools))
     calls = completion.choices[0].message.tool_calls or []
-    assert [(c.function.name, c.function.arguments) for c in calls] == [(c.name, c.arguments) for c in ours.tool_calls]
+    assert [(c.function.name, c.function.arguments) for c in calls] == [
+        (c.name, c.arguments) for c in ours.tool_calls
+    ]
     assert completion.usage.completion_tokens == ours.usage["completion_tokens"]
 
     completion = asyncio.run(run_async())
@@ -216,8 +252,9 @@ def test_a_dropped_connection_is_the_sdks_error_and_nito_nb_keeps_the_partial_st
 
     async def run() -> list[str]:  # the async pump hands the SDK the transport's error the same way
         seen: list[str] = []
-        async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0,
-                                      http_client=CLIENTS[stack][1]()) as client:
+        async with openai.AsyncOpenAI(
+            base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][1]()
+        ) as client:
             with pytest.raises(openai.APIConnectionError):
                 async for chunk in await create(client, "sim/drop"):
                     seen.extend(choice.delta.content or "" for choice in chunk.choices)
@@ -240,7 +277,9 @@ def test_a_midstream_error_is_the_sdks_error_and_nito_nb_keeps_it(captured: open
     assert "Upstream provider disconnected" in ours.error["message"]
 
 
-def test_breaking_out_early_stops_the_captured_stream(on_stack: openai.OpenAI, stack: str, base_url: str) -> None:
+def test_breaking_out_early_stops_the_captured_stream(
+    on_stack: openai.OpenAI, stack: str, base_url: str
+) -> None:
     # 25 s of chunks: the pump that reads ahead is waiting for the next one when the SDK closes,
     # and closing cuts that read at once.
     response = create(on_stack, "sim/long", sim={"chunks": 5000, "tps": 200})
@@ -274,7 +313,9 @@ def test_breaking_out_early_stops_the_captured_stream(on_stack: openai.OpenAI, s
 
 def test_non_streamed_and_other_requests_pass_through_unrecorded(captured: openai.OpenAI) -> None:
     before = nito_nb.streams()
-    completion = captured.chat.completions.create(model="sim/echo", messages=MESSAGES, extra_body={"sim": QUICK})
+    completion = captured.chat.completions.create(
+        model="sim/echo", messages=MESSAGES, extra_body={"sim": QUICK}
+    )
     assert completion.choices[0].message.content == "Hello, simulator!"
     assert "sim/chat" in {m.id for m in captured.models.list()}
     assert nito_nb.streams() == before
@@ -284,11 +325,24 @@ def test_an_http_error_is_the_sdks_and_its_body_is_kept_without_the_key(
     scripted: ScriptedServer, tmp_path: Path
 ) -> None:
     # Gateways quote the key they refused: the SDK's error is its business, the log is ours.
-    body = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}.", "code": 401}}).encode()
-    url = scripted.add("capture-401", Script(status=401, parts=[body], content_type="application/json",
-                                             headers={"x-echo": f"Bearer {KEY}"}))
-    with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as c, \
-            pytest.raises(openai.AuthenticationError):
+    body = json.dumps(
+        {"error": {"message": f"Incorrect API key provided: {KEY}.", "code": 401}}
+    ).encode()
+    url = scripted.add(
+        "capture-401",
+        Script(
+            status=401,
+            parts=[body],
+            content_type="application/json",
+            headers={"x-echo": f"Bearer {KEY}"},
+        ),
+    )
+    with (
+        openai.OpenAI(
+            base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()
+        ) as c,
+        pytest.raises(openai.AuthenticationError),
+    ):
         c.chat.completions.create(model="any", messages=MESSAGES, stream=True)
     ours = nito_nb.last()
     assert ours.status == "failed" and isinstance(ours.exception, nito_nb.AuthenticationError)
@@ -298,8 +352,13 @@ def test_an_http_error_is_the_sdks_and_its_body_is_kept_without_the_key(
 
 def test_a_gzipped_stream_is_recorded_decoded(scripted: ScriptedServer) -> None:
     ref = nito_nb.read_sse(Path(__file__).parent / "data" / "real" / "azure-content-1.sse")
-    url = scripted.add("capture-gzip", Script(parts=[gzip.compress(ref.log.body)], headers={"content-encoding": "gzip"}))
-    with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as c:
+    url = scripted.add(
+        "capture-gzip",
+        Script(parts=[gzip.compress(ref.log.body)], headers={"content-encoding": "gzip"}),
+    )
+    with openai.OpenAI(
+        base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()
+    ) as c:
         text = "".join(ch.choices[0].delta.content or "" for ch in create(c, "any") if ch.choices)
     ours = nito_nb.last()
     assert ours.content == ref.content == text and ours.n_events == ref.n_events
@@ -321,7 +380,9 @@ def test_user_transports_and_env_proxies_are_wrapped(monkeypatch: pytest.MonkeyP
     assert isinstance(client._transport, nito_nb.CaptureTransport)
     assert client.get("http://example.invalid/x").status_code == 200  # a GET passes through
     env = nito_nb.httpx_client()
-    assert env._mounts and all(isinstance(t, nito_nb.CaptureTransport) for t in env._mounts.values() if t)
+    assert env._mounts and all(
+        isinstance(t, nito_nb.CaptureTransport) for t in env._mounts.values() if t
+    )
 
 
 def test_live_prints_captured_streams_outside_a_notebook(
@@ -339,9 +400,15 @@ def test_live_prints_captured_streams_outside_a_notebook(
 
 def test_live_async_and_a_bad_format(base_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     async def run() -> None:
-        async with openai.AsyncOpenAI(
-            base_url=base_url, api_key=KEY, max_retries=0, http_client=nito_nb.async_httpx_client()
-        ) as c, nito_nb.live(format="text"):
+        async with (
+            openai.AsyncOpenAI(
+                base_url=base_url,
+                api_key=KEY,
+                max_retries=0,
+                http_client=nito_nb.async_httpx_client(),
+            ) as c,
+            nito_nb.live(format="text"),
+        ):
             async for _ in await create(c, "sim/echo"):
                 pass
 
@@ -386,33 +453,68 @@ def test_a_failing_view_never_breaks_the_callers_stream(
     with nito_nb.live():
         result = accumulate(create(captured, "sim/chat"))
     ours = nito_nb.last()
-    assert ours.status == "done" and ours.content == result["content"] and result["finish_reason"] == "stop"
-    assert capsys.readouterr().err.count("nito: the live view stopped (RuntimeError: display gone)") == 1
+    assert (
+        ours.status == "done"
+        and ours.content == result["content"]
+        and result["finish_reason"] == "stop"
+    )
+    assert (
+        capsys.readouterr().err.count("nito: the live view stopped (RuntimeError: display gone)")
+        == 1
+    )
 
 
-def test_a_key_in_the_query_or_the_body_is_redacted(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_a_key_in_the_query_or_the_body_is_redacted(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     # Some providers take the key as ?key=...; a user may also put one in the body by mistake.
     body = json.dumps({"error": {"message": f"API key not valid: {KEY}", "code": 400}}).encode()
-    url = scripted.add("capture-query", Script(status=400, parts=[body], content_type="application/json"))
-    with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, default_query={"key": KEY},
-                       http_client=nito_nb.httpx_client()) as c, pytest.raises(openai.BadRequestError):
-        c.chat.completions.create(model="any", messages=MESSAGES, stream=True, extra_body={"note": f"x-{KEY}-x"})
+    url = scripted.add(
+        "capture-query", Script(status=400, parts=[body], content_type="application/json")
+    )
+    with (
+        openai.OpenAI(
+            base_url=url,
+            api_key="unused",
+            max_retries=0,
+            default_query={"key": KEY},
+            http_client=nito_nb.httpx_client(),
+        ) as c,
+        pytest.raises(openai.BadRequestError),
+    ):
+        c.chat.completions.create(
+            model="any", messages=MESSAGES, stream=True, extra_body={"note": f"x-{KEY}-x"}
+        )
     ours = nito_nb.last()
     assert ours.request["base_url"] == url and ours.request["params"]["note"] == "x-[redacted]-x"
     key_absent(ours, tmp_path)
 
 
-def test_a_key_echoed_in_the_body_reaches_the_sdk_but_not_the_log(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_a_key_echoed_in_the_body_reaches_the_sdk_but_not_the_log(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     # A gateway that quotes the key in a mid-stream error event.
     from conftest import chunk_line
 
     error = json.dumps({"error": {"message": f"key {KEY} revoked", "code": 401}}).encode()
-    url = scripted.add("capture-echo", Script(parts=[chunk_line({"role": "assistant", "content": "Hi"}),
-                                                     b"data: " + error + b"\n\n"]))
-    with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()) as c, \
-            pytest.raises(openai.APIError, match=KEY):  # the SDK's bytes are untouched
+    url = scripted.add(
+        "capture-echo",
+        Script(
+            parts=[chunk_line({"role": "assistant", "content": "Hi"}), b"data: " + error + b"\n\n"]
+        ),
+    )
+    with (
+        openai.OpenAI(
+            base_url=url, api_key=KEY, max_retries=0, http_client=nito_nb.httpx_client()
+        ) as c,
+        pytest.raises(openai.APIError, match=KEY),
+    ):  # the SDK's bytes are untouched
         for _ in create(c, "any"):
             pass
     ours = nito_nb.last()
-    assert ours.status == "error" and ours.error["message"] == "key [redacted] revoked" and ours.content == "Hi"
+    assert (
+        ours.status == "error"
+        and ours.error["message"] == "key [redacted] revoked"
+        and ours.content == "Hi"
+    )
     key_absent(ours, tmp_path)

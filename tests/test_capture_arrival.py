@@ -52,7 +52,9 @@ def itl(stream: nito_nb.Stream) -> float:
 
 @pytest.mark.parametrize("stack", list(CLIENTS))
 def test_a_slow_sync_reader_does_not_change_the_arrival_times(base_url: str, stack: str) -> None:
-    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][0]()) as client:
+    with openai.OpenAI(
+        base_url=base_url, api_key=KEY, max_retries=0, http_client=CLIENTS[stack][0]()
+    ) as client:
         words = []
         for chunk in create(client):
             words.extend(c.delta.content or "" for c in chunk.choices)
@@ -85,12 +87,20 @@ def test_a_slow_async_reader_does_not_change_the_arrival_times(base_url: str, st
 
 
 @pytest.mark.parametrize("stack", list(CLIENTS))
-def test_the_library_gets_exactly_the_bytes_as_they_came_off_the_transport(base_url: str, stack: str) -> None:
+def test_the_library_gets_exactly_the_bytes_as_they_came_off_the_transport(
+    base_url: str, stack: str
+) -> None:
     sync_client, _ = CLIENTS[stack]
     body = {"model": "sim/chat", "messages": MESSAGES, "stream": True, "sim": {"tps": 400}}
-    with sync_client() as client, client.stream(
-        "POST", f"{base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
-    ) as response:
+    with (
+        sync_client() as client,
+        client.stream(
+            "POST",
+            f"{base_url}/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {KEY}"},
+        ) as response,
+    ):
         reads = list(response.iter_raw())
     ours = nito_nb.last()
     assert ours.status == "done" and len(reads) > 10
@@ -106,16 +116,28 @@ def test_a_reader_that_stops_reading_holds_the_pump_at_the_read_ahead_limit(
 ) -> None:
     monkeypatch.setattr(_capture_pump, "READ_AHEAD", 64 * 1024)  # a ~1 MB stream is past it
     sync_client, _ = CLIENTS[stack]
-    body = {"model": "sim/long", "messages": MESSAGES, "stream": True, "sim": {"chunks": 8000, "tps": 0}}
-    with sync_client() as client, client.stream(
-        "POST", f"{base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
-    ) as response:
+    body = {
+        "model": "sim/long",
+        "messages": MESSAGES,
+        "stream": True,
+        "sim": {"chunks": 8000, "tps": 0},
+    }
+    with (
+        sync_client() as client,
+        client.stream(
+            "POST",
+            f"{base_url}/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {KEY}"},
+        ) as response,
+    ):
         reads = response.iter_raw()
         first = next(reads)
         pump = response.stream._stream._pump  # under the client's own wrapper
         time.sleep(0.5)  # the server could send it all meanwhile; the pump stops at the limit
         waiting = pump._put - pump._taken
-        assert 64 * 1024 < waiting < 64 * 1024 + 256 * 1024  # the limit and one read of the transport
+        # the limit and one read of the transport
+        assert 64 * 1024 < waiting < 64 * 1024 + 256 * 1024
         rest = b"".join(reads)
     ours = nito_nb.last()
     assert ours.status == "done" and first + rest == ours.log.body
@@ -123,21 +145,36 @@ def test_a_reader_that_stops_reading_holds_the_pump_at_the_read_ahead_limit(
 
 
 @pytest.mark.parametrize("stack", list(CLIENTS))
-def test_a_retried_error_closed_unread_is_recorded_as_such(base_url: str, stack: str, tmp_path: Path) -> None:
+def test_a_retried_error_closed_unread_is_recorded_as_such(
+    base_url: str, stack: str, tmp_path: Path
+) -> None:
     # On a 429 or 5xx the SDK closes the response unread, then tries again: that attempt's Stream
     # keeps the status and headers and says its body was not read (the server sent one).
     # (The simulator fails a request its first time only: each stack sends one of its own, by seed.)
-    flaky = {"tps": 0, "fail_rate": 1, "fail_status": 429, "fail_attempts": 1, "retry_after": 0.05,
-             "seed": list(CLIENTS).index(stack) + 100}
+    flaky = {
+        "tps": 0,
+        "fail_rate": 1,
+        "fail_status": 429,
+        "fail_attempts": 1,
+        "retry_after": 0.05,
+        "seed": list(CLIENTS).index(stack) + 100,
+    }
     before = nito_nb.streams()
-    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=1, http_client=CLIENTS[stack][0]()) as client:
-        text = "".join(c.choices[0].delta.content or "" for c in create(client, **flaky) if c.choices)
+    with openai.OpenAI(
+        base_url=base_url, api_key=KEY, max_retries=1, http_client=CLIENTS[stack][0]()
+    ) as client:
+        text = "".join(
+            c.choices[0].delta.content or "" for c in create(client, **flaky) if c.choices
+        )
     refused, answered = new_streams(before)
     assert refused.status == "failed" and isinstance(refused.exception, nito_nb.RateLimitError)
     assert refused.exception.status_code == 429 and refused.log.status_code == 429
     assert "closed the body before reading it" in refused.exception.message
     assert "empty body" not in str(refused.exception)
-    assert refused.log.headers["retry-after"] == "0.05" and int(refused.log.headers["content-length"]) > 0
+    assert (
+        refused.log.headers["retry-after"] == "0.05"
+        and int(refused.log.headers["content-length"]) > 0
+    )
     assert "body-unread" in [a.kind for a in refused.anomalies]
     metrics = nito_nb.load(refused.save(tmp_path / "refused.jsonl")).frame().nito.metrics().iloc[0]
     assert metrics["http_status"] == 429 and "closed the body before reading it" in metrics["error"]
@@ -145,10 +182,16 @@ def test_a_retried_error_closed_unread_is_recorded_as_such(base_url: str, stack:
 
     # A 500 retried once: the first attempt closed unread, the last one read by the SDK to raise.
     before = nito_nb.streams()
-    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=1, http_client=CLIENTS[stack][0]()) as client, \
-            pytest.raises(openai.InternalServerError):
+    with (
+        openai.OpenAI(
+            base_url=base_url, api_key=KEY, max_retries=1, http_client=CLIENTS[stack][0]()
+        ) as client,
+        pytest.raises(openai.InternalServerError),
+    ):
         client.chat.completions.create(model="sim/http-500-html", messages=MESSAGES, stream=True)
     first, last = new_streams(before)
     assert isinstance(first.exception, nito_nb.ServerError) and first.log.status_code == 500
     assert "closed the body before reading it" in first.exception.message
-    assert isinstance(last.exception, nito_nb.ServerError) and "an HTML page" in last.exception.message
+    assert (
+        isinstance(last.exception, nito_nb.ServerError) and "an HTML page" in last.exception.message
+    )

@@ -38,21 +38,40 @@ def same_request_again(captured: nito_nb.Stream) -> nito_nb.Stream:
     """nito_nb's own Stream of the request the library sent (as the capture stored it)."""
     request = captured.request
     with nito_nb.Client(api_key=KEY, base_url=request["base_url"]) as client:
-        return client.stream(request["messages"], model=request["model"], **request["params"]).wait()
+        return client.stream(
+            request["messages"], model=request["model"], **request["params"]
+        ).wait()
 
 
 def assert_same(captured: nito_nb.Stream, ref: nito_nb.Stream) -> None:
-    assert (captured.status, captured.content, captured.reasoning) == (ref.status, ref.content, ref.reasoning)
-    assert [(c.name, c.arguments) for c in captured.tool_calls] == [(c.name, c.arguments) for c in ref.tool_calls]
-    assert (captured.finish_reason, captured.usage, captured.n_events) == (ref.finish_reason, ref.usage, ref.n_events)
+    assert (captured.status, captured.content, captured.reasoning) == (
+        ref.status,
+        ref.content,
+        ref.reasoning,
+    )
+    assert [(c.name, c.arguments) for c in captured.tool_calls] == [
+        (c.name, c.arguments) for c in ref.tool_calls
+    ]
+    assert (captured.finish_reason, captured.usage, captured.n_events) == (
+        ref.finish_reason,
+        ref.usage,
+        ref.n_events,
+    )
 
 
 def test_langchain_chat_openai_streaming_with_tools(base_url: str, tmp_path: Path) -> None:
-    langchain_openai = pytest.importorskip("langchain_openai", reason="langchain-openai is in the test extras")
+    langchain_openai = pytest.importorskip(
+        "langchain_openai", reason="langchain-openai is in the test extras"
+    )
 
     def model(**clients: Any) -> Any:
         llm = langchain_openai.ChatOpenAI(
-            model="sim/tools", base_url=base_url, api_key=KEY, streaming=True, stream_usage=True, **clients
+            model="sim/tools",
+            base_url=base_url,
+            api_key=KEY,
+            streaming=True,
+            stream_usage=True,
+            **clients,
         )
         return llm.bind_tools([WEATHER])
 
@@ -63,7 +82,9 @@ def test_langchain_chat_openai_streaming_with_tools(base_url: str, tmp_path: Pat
     captured = nito_nb.last()
     assert captured.request["params"]["tools"] == [WEATHER]
     assert_same(captured, same_request_again(captured))
-    assert [(c["name"], c["args"]) for c in message.tool_calls] == [(c.name, c.parsed) for c in captured.tool_calls]
+    assert [(c["name"], c["args"]) for c in message.tool_calls] == [
+        (c.name, c.parsed) for c in captured.tool_calls
+    ]
     assert message.usage_metadata["output_tokens"] == captured.usage["completion_tokens"]
     key_absent(captured, tmp_path)
 
@@ -71,7 +92,9 @@ def test_langchain_chat_openai_streaming_with_tools(base_url: str, tmp_path: Pat
     async def run() -> tuple[Any, nito_nb.Stream]:
         http = nito_nb.async_httpx_client()
         try:
-            watched = nito_nb.watch(model(http_async_client=http).astream("Weather in Lyon?"), show=False)
+            watched = nito_nb.watch(
+                model(http_async_client=http).astream("Weather in Lyon?"), show=False
+            )
             merged = None
             async for chunk in watched:
                 merged = chunk if merged is None else merged + chunk
@@ -86,10 +109,15 @@ def test_langchain_chat_openai_streaming_with_tools(base_url: str, tmp_path: Pat
     captured = watch_then_capture[1]
     assert captured.request["capture"] == "httpx"
     assert_same(captured, same_request_again(captured))
-    assert [(c.name, c.arguments) for c in watched.tool_calls] == [(c.name, c.arguments) for c in captured.tool_calls]
+    assert [(c.name, c.arguments) for c in watched.tool_calls] == [
+        (c.name, c.arguments) for c in captured.tool_calls
+    ]
     assert watched.finish_reason == captured.finish_reason == "tool_calls"
-    assert {k: watched.usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == {  # type: ignore[index]
-        k: captured.usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")  # type: ignore[index]
+    assert {
+        k: watched.usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+    } == {  # type: ignore[index]
+        k: captured.usage[k]
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens")  # type: ignore[index]
     }
     assert [c["args"] for c in merged.tool_calls] == [c.parsed for c in watched.tool_calls]
 
@@ -151,24 +179,35 @@ print(json.dumps({
 
 @pytest.mark.spawns
 @pytest.mark.slow  # importing LiteLLM alone takes seconds
-def test_litellm_completion_streaming_through_a_capturing_client(base_url: str, tmp_path: Path) -> None:
+def test_litellm_completion_streaming_through_a_capturing_client(
+    base_url: str, tmp_path: Path
+) -> None:
     pytest.importorskip("litellm", reason="litellm is in the test extras")
     script = tmp_path / "litellm_capture.py"
     script.write_text(textwrap.dedent(LITELLM_SCRIPT))
     env = {
-        **os.environ, "SIM_KEY": KEY,
+        **os.environ,
+        "SIM_KEY": KEY,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # else LiteLLM downloads its price list at import
         "PYTHONWARNINGS": "ignore",  # LiteLLM's own deprecation and resource warnings: not ours
     }
     run = subprocess.run(
         [sys.executable, str(script), base_url, json.dumps(WEATHER)],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=240,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=240,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["status"] == "done" and result["capture"] == "httpx"
-    assert result["tool_calls"] == result["ref_tool_calls"] and result["tool_calls"][0][0] == "get_weather"
-    assert result["arguments"] == result["tool_calls"][0][1]  # what LiteLLM yielded is what the bytes said
+    assert (
+        result["tool_calls"] == result["ref_tool_calls"]
+        and result["tool_calls"][0][0] == "get_weather"
+    )
+    # what LiteLLM yielded is what the bytes said
+    assert result["arguments"] == result["tool_calls"][0][1]
     assert result["usage"] == result["ref_usage"] and result["events"][0] == result["events"][1]
     assert result["text"] == result["chat_content"] == result["watched"][0] and result["text"]
     assert result["chat_capture"] == "httpx" and result["watched"][1:] == ["done", "watch"]
@@ -178,7 +217,9 @@ def test_litellm_completion_streaming_through_a_capturing_client(base_url: str, 
     assert KEY not in run.stdout
 
 
-def test_pydantic_ai_agent_streaming_with_a_tool_and_a_retry_on_httpx2(base_url: str, tmp_path: Path) -> None:
+def test_pydantic_ai_agent_streaming_with_a_tool_and_a_retry_on_httpx2(
+    base_url: str, tmp_path: Path
+) -> None:
     pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim[openai] is in the test extras")
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel
@@ -199,8 +240,10 @@ def test_pydantic_ai_agent_streaming_with_a_tool_and_a_retry_on_httpx2(base_url:
 
     async def run(model: str, prompt: str, **sim: Any) -> str:
         settings: Any = {"extra_body": {"sim": {"tps": 0, **sim}}}
-        async with nito_nb.async_httpx2_client() as http, \
-                agent(model, http).run_stream(prompt, model_settings=settings) as result:
+        async with (
+            nito_nb.async_httpx2_client() as http,
+            agent(model, http).run_stream(prompt, model_settings=settings) as result,
+        ):
             return "".join([text async for text in result.stream_text(delta=True)])
 
     # A tool call, which pydantic-ai runs, then the answer: two requests, two Streams.
@@ -208,8 +251,11 @@ def test_pydantic_ai_agent_streaming_with_a_tool_and_a_retry_on_httpx2(base_url:
     answer = asyncio.run(run("sim/tools", "Weather in Paris?"))
     called, answered = [s for s in nito_nb.streams() if id(s) not in before]
     assert called.request["capture"] == answered.request["capture"] == "httpx2"
-    assert called.finish_reason == "tool_calls" and [c.name for c in called.tool_calls] == ["get_weather"]
-    assert calls == [{"days": 1, **called.tool_calls[0].parsed}]  # what the tool got is what the bytes said
+    assert called.finish_reason == "tool_calls" and [c.name for c in called.tool_calls] == [
+        "get_weather"
+    ]
+    # what the tool got is what the bytes said
+    assert calls == [{"days": 1, **called.tool_calls[0].parsed}]
     assert_same(called, same_request_again(called))
     assert answered.status == "done" and answered.content == answer and answer
     assert answered.request["messages"][-1]["role"] == "tool"
@@ -217,9 +263,10 @@ def test_pydantic_ai_agent_streaming_with_a_tool_and_a_retry_on_httpx2(base_url:
 
     # A 429 the SDK under pydantic-ai retries: the refused attempt, closed unread, then the answer.
     before = {id(s) for s in nito_nb.streams()}
-    answer = asyncio.run(run("sim/echo", "retried once", fail_rate=1, fail_status=429, retry_after=0.05))
+    answer = asyncio.run(
+        run("sim/echo", "retried once", fail_rate=1, fail_status=429, retry_after=0.05)
+    )
     refused, answered = [s for s in nito_nb.streams() if id(s) not in before]
     assert refused.status == "failed" and isinstance(refused.exception, nito_nb.RateLimitError)
     assert "closed the body before reading it" in refused.exception.message
     assert answered.status == "done" and answered.content == answer == "retried once"
-

@@ -20,8 +20,11 @@ from nito_nb.sim import SimServer
 pytestmark = [pytest.mark.slow, pytest.mark.spawns]
 
 
-def test_live_shows_captured_streams_in_the_saved_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # read by the SDK in the kernel: never in a cell's source
+def test_live_shows_captured_streams_in_the_saved_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # read by the SDK in the kernel: never in a cell's source
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("NITO_SIM_TPS", "0")
     monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
     with SimServer(api_key=KEY) as base_url:
@@ -79,7 +82,9 @@ def test_live_shows_captured_streams_in_the_saved_notebook(tmp_path: Path, monke
             for mime, value in output.get("data", {}).items():
                 if mime == "text/html":
                     page = str(value).lower()
-                    assert "<img" not in page and "<script" not in page and not ACTIVE_TAG.search(page)
+                    assert (
+                        "<img" not in page and "<script" not in page and not ACTIVE_TAG.search(page)
+                    )
             assert KEY not in json.dumps(output, ensure_ascii=False)
     assert KEY not in path.read_text()
     assert not re.search(r"sk-test", path.read_text())

@@ -42,15 +42,25 @@ def shown(page: str) -> str:
 
 def hostile_choices() -> nito_nb.Stream:
     """A recorded stream of two choices, the second one a hostile answer and tool call."""
+
     def chunk(*choices: dict[str, Any]) -> str:
         return "data: " + json.dumps({"id": "c", "model": "m", "choices": list(choices)}) + "\n\n"
 
-    call = {"index": 0, "id": "x", "type": "function",
-            "function": {"name": "<b>f</b>", "arguments": json.dumps({"a": HOSTILE})}}
+    call = {
+        "index": 0,
+        "id": "x",
+        "type": "function",
+        "function": {"name": "<b>f</b>", "arguments": json.dumps({"a": HOSTILE})},
+    }
     body = (
         chunk({"index": 0, "delta": {"role": "assistant", "content": "plain answer"}})
-        + chunk({"index": 1, "delta": {"role": "assistant", "content": HOSTILE, "tool_calls": [call]}})
-        + chunk({"index": 0, "delta": {}, "finish_reason": "stop"}, {"index": 1, "delta": {}, "finish_reason": "stop"})
+        + chunk(
+            {"index": 1, "delta": {"role": "assistant", "content": HOSTILE, "tool_calls": [call]}}
+        )
+        + chunk(
+            {"index": 0, "delta": {}, "finish_reason": "stop"},
+            {"index": 1, "delta": {}, "finish_reason": "stop"},
+        )
         + "data: [DONE]\n\n"
     )
     return nito_nb.read_sse(body.encode())
@@ -75,7 +85,9 @@ def test_a_choices_text_stays_data() -> None:
     for live in (True, False):
         page = choices_bundle(s.snapshot(), s.choices, live=live)["text/html"]
         lowered = page.lower()
-        assert "<img" not in lowered and "<script" not in lowered and 'href="javascript' not in lowered
+        assert (
+            "<img" not in lowered and "<script" not in lowered and 'href="javascript' not in lowered
+        )
         assert not ACTIVE_TAG.search(page) and "<b>f</b>" not in page
         assert "<script>window.__xss2=1</script>" in shown(page)  # shown as text
 
@@ -96,30 +108,52 @@ def test_the_magic_shows_the_choices_side_by_side_live(ip: Any, notebook: Record
 
 
 def test_the_magic_shades_the_answer_by_token_probability(ip: Any, notebook: Recorder) -> None:  # noqa: F811
-    run(ip, "-m sim/chat --logprobs 2 --shade --param max_tokens=30 --param sim='{\"tps\": 200}'", "Say something.")
+    run(
+        ip,
+        "-m sim/chat --logprobs 2 --shade --param max_tokens=30 --param sim='{\"tps\": 200}'",
+        "Say something.",
+    )
     stream = ip.user_ns["_nito"]
     assert stream.status == "done" and stream.logprobs
-    final = [m for m in notebook.messages if "nito-shaded" in m["data"].get("text/html", "")][-1]["data"]
+    final = [m for m in notebook.messages if "nito-shaded" in m["data"].get("text/html", "")][-1][
+        "data"
+    ]
     titles = re.findall(r'title="([^"]*)"', final["text/html"])
-    assert len(titles) == len(stream.logprobs) and all(html.unescape(t).count("\n") == 2 for t in titles)
+    assert len(titles) == len(stream.logprobs) and all(
+        html.unescape(t).count("\n") == 2 for t in titles
+    )
     assert "token probability" in final["text/html"] and "done" in final["text/plain"]
     assert stream.content in final["text/plain"]
 
 
 @pytest.mark.spawns
 @pytest.mark.slow
-def test_a_saved_notebook_keeps_the_choices_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_saved_notebook_keeps_the_choices_side_by_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NITO_API_KEY", "sk-test-0000")  # no gateway call: sim/ models only
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
-        "%load_ext nito_nb",
-        f"%%nito -m sim/chat {CELL_PARAMS}\nSay something.",
-        "print([c.content for c in _nito.choices])",
-        "%%nito -m sim/chat --logprobs 2 --shade --param max_tokens=20\nSay something.",
-    )]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb.cells = [
+        nbformat.v4.new_code_cell(source)
+        for source in (
+            "%load_ext nito_nb",
+            f"%%nito -m sim/chat {CELL_PARAMS}\nSay something.",
+            "print([c.content for c in _nito.choices])",
+            "%%nito -m sim/chat --logprobs 2 --shade --param max_tokens=20\nSay something.",
+        )
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     path = tmp_path / "saved.ipynb"
     nbformat.write(nb, path)
     cells = nbformat.read(path, as_version=4).cells

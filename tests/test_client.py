@@ -54,9 +54,8 @@ def test_results_read_the_stream_when_nobody_iterates(scripted: ScriptedServer) 
     # The body is read in the background from the start: it may already have ended.
     assert s.status in ("waiting", "streaming", "done")
     assert s.content == "Hello wörld" and s.status == "done"
-    assert (
-        list(s) and [c.get("usage") for c in s][-1]["total_tokens"] == 5
-    )  # a finished Stream replays
+    # a finished Stream replays
+    assert list(s) and [c.get("usage") for c in s][-1]["total_tokens"] == 5
 
 
 def test_awkward_splits_and_arrival_times(scripted: ScriptedServer) -> None:
@@ -128,7 +127,8 @@ def test_on_done_and_repr(scripted: ScriptedServer) -> None:
         ),
         (
             500,
-            b"<!DOCTYPE html>\r\n<html><head><title>500 Internal Server Error</title></head>\r\n<body>oops</body></html>",
+            b"<!DOCTYPE html>\r\n<html><head><title>500 Internal Server "
+            b"Error</title></head>\r\n<body>oops</body></html>",
             "text/html",
             nito_nb.ServerError,
             "an HTML page (500 Internal Server Error)",
@@ -187,7 +187,10 @@ def test_rate_limit_with_an_http_date(scripted: ScriptedServer) -> None:
     # when; a date already past is retried at once.
     in_an_hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
     limited = Script(
-        status=429, parts=[b"slow down"], content_type="text/plain", headers={"Retry-After": in_an_hour}
+        status=429,
+        parts=[b"slow down"],
+        content_type="text/plain",
+        headers={"Retry-After": in_an_hour},
     )
     base = scripted.add("retry-date", limited)
     with pytest.raises(nito_nb.RateLimitError) as info:
@@ -290,7 +293,10 @@ def test_missing_key_and_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"timeout": float("nan")}, "timeout is seconds, a finite number > 0, not nan"),
         ({"timeout": float("inf")}, "timeout is seconds, a finite number > 0, not inf"),
         ({"timeout": True}, "timeout must be seconds, a dict or nito_nb.Timeout, not bool"),
-        ({"timeout": {"read": 3}}, "timeout=[{][.][.][.][}] takes connect, first_byte, between_chunks, write and total, not 'read'"),
+        (
+            {"timeout": {"read": 3}},
+            "timeout=[{][.][.][.][}] takes connect, first_byte, between_chunks, write and total, not 'read'",
+        ),
         ({"timeout": {"connect": -2}}, "timeout connect is seconds, a finite number > 0, not -2"),
         ({"max_retries": -1}, "max_retries must be a whole number >= 0, not -1"),
         ({"max_retries": "3"}, "max_retries must be a whole number >= 0, not '3'"),
@@ -324,7 +330,11 @@ def test_bad_client_options_are_one_clear_error(options: dict[str, Any], says: s
         ("hi", {"messages": []}, "the messages are the prompt"),
         ("hi", {"stream": False}, "nito_nb always streams"),
         ("hi", {"metadata": {"when": datetime.date(2026, 1, 1)}}, "metadata.when is a date"),
-        ("bad \udcff byte", {}, r"messages[0].content holds a lone surrogate '\udcff' at character 4"),
+        (
+            "bad \udcff byte",
+            {},
+            r"messages[0].content holds a lone surrogate '\udcff' at character 4",
+        ),
     ],
 )
 def test_bad_request_is_refused_before_anything_is_sent(
@@ -566,11 +576,15 @@ def test_close_from_another_thread_stops_the_reader(scripted: ScriptedServer) ->
     content_type=st.sampled_from(["text/event-stream", "application/json", "text/html", ""]),
     drop=st.booleans(),
 )
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_garbage_from_the_server_gives_only_typed_errors(
     scripted: ScriptedServer, body: bytes, status: int, content_type: str, drop: bool
 ) -> None:
-    base = scripted.add("garbage", Script(status=status, parts=[body], content_type=content_type, drop=drop))
+    base = scripted.add(
+        "garbage", Script(status=status, parts=[body], content_type=content_type, drop=drop)
+    )
     try:
         s = client(base, max_retries=0).stream("hi", model="m")
         s.wait()
@@ -634,7 +648,11 @@ def test_an_async_stream_given_a_send_time_is_made_ready_at_once_and_sent_no_ear
 
     stream, started, waiting = asyncio.run(main())
     assert waiting
-    assert stream.status == "done" and stream.content == "on time" and not source_of(stream).waiting_to_send
+    assert (
+        stream.status == "done"
+        and stream.content == "on time"
+        and not source_of(stream).waiting_to_send
+    )
     assert stream.log.t0_ns / 1e9 - started >= 0.3 - 0.002  # the loop's timers never fire early
 
 
@@ -650,4 +668,8 @@ def test_an_async_stream_cancelled_before_its_send_time_sent_nothing() -> None:
         return stream
 
     stream = asyncio.run(main())
-    assert source_of(stream).waiting_to_send and stream.status == "stopped" and stream.log.status_code is None
+    assert (
+        source_of(stream).waiting_to_send
+        and stream.status == "stopped"
+        and stream.log.status_code is None
+    )

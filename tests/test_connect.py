@@ -27,7 +27,9 @@ def _check(stream: Any) -> None:
     assert stream.connect < stream.ttfb <= stream.ttft  # part of both: t0 is before the connection
 
 
-def test_an_async_stream_records_its_connection_and_it_survives_a_saved_log_and_a_frame(tmp_path: Path) -> None:
+def test_an_async_stream_records_its_connection_and_it_survives_a_saved_log_and_a_frame(
+    tmp_path: Path,
+) -> None:
     async def main() -> Any:
         async with nito_nb.AsyncClient() as client:
             stream = client.stream("hi", model="sim/chat", sim=SIM)
@@ -55,7 +57,8 @@ def test_an_async_stream_records_its_connection_and_it_survives_a_saved_log_and_
 
 def test_connect_survives_a_csv_and_a_parquet_round_trip(tmp_path: Path) -> None:
     # It lived only in df.attrs, which CSV drops: 0.00013 came back NaN (issue 30, item 7).
-    with nito_nb.Client() as client:  # its own pool: the shared client's may hold a connection already
+    # its own pool: the shared client's may hold a connection already
+    with nito_nb.Client() as client:
         stream = client.stream("hi", model="sim/chat", sim=SIM)
         stream.wait()
     _check(stream)
@@ -72,13 +75,20 @@ def test_connect_survives_a_csv_and_a_parquet_round_trip(tmp_path: Path) -> None
     assert nito_nb.frame(old).nito.metrics()["connect"].isna().all()
 
 
+@pytest.mark.spawns  # a store's events are written by a helper process
 def test_a_run_stores_connect_in_its_events(tmp_path: Path) -> None:
-    run = nito_nb.run(["a", "b"], model="sim/chat", store=str(tmp_path / "runs"), progress=False, sim=SIM).wait()
+    run = nito_nb.run(
+        ["a", "b"], model="sim/chat", store=str(tmp_path / "runs"), progress=False, sim=SIM
+    ).wait()
     connect = run.results().set_index("key")["connect"]
     with nito_nb.open_store(tmp_path / "runs") as store:
-        rows = store.sql("SELECT stream, connect FROM events WHERE kind = 'response'").set_index("stream")["connect"]
+        rows = store.sql("SELECT stream, connect FROM events WHERE kind = 'response'").set_index(
+            "stream"
+        )["connect"]
     # NaN where a request reused a connection, which == never matches: compared as arrays
-    np.testing.assert_array_equal(rows.sort_index().to_numpy(float), connect.sort_index().to_numpy(float))
+    np.testing.assert_array_equal(
+        rows.sort_index().to_numpy(float), connect.sort_index().to_numpy(float)
+    )
 
 
 def test_a_request_on_a_pooled_connection_opened_none() -> None:
@@ -113,7 +123,10 @@ def test_a_run_has_a_connect_column_on_each_engine() -> None:
         assert run.error is None
         r = run.results()
         assert r["connect"].dtype == "float64", engine
-        assert ((r["connect"] > 0) & (r["connect"] < r["ttfb"])).all(), (engine, r[["connect", "ttfb"]])
+        assert ((r["connect"] > 0) & (r["connect"] < r["ttfb"])).all(), (
+            engine,
+            r[["connect", "ttfb"]],
+        )
 
 
 class _Stream:
@@ -135,21 +148,48 @@ def _replay(names: list[str], pause: float = 0.002) -> list[int]:
 
 def test_the_span_runs_from_the_first_connect_to_the_last_tcp_or_tls_completed() -> None:
     # Plain TCP: one span, set when the connection is made.
-    assert len(_replay(["connection.connect_tcp.started", "connection.connect_tcp.complete",
-                        "http11.send_request_headers.started", "http11.send_request_headers.complete"])) == 1
+    assert (
+        len(
+            _replay(
+                [
+                    "connection.connect_tcp.started",
+                    "connection.connect_tcp.complete",
+                    "http11.send_request_headers.started",
+                    "http11.send_request_headers.complete",
+                ]
+            )
+        )
+        == 1
+    )
     # TLS: the span is extended to the handshake's end (the last value set wins).
-    tls = _replay(["connection.connect_tcp.started", "connection.connect_tcp.complete",
-                   "connection.start_tls.started", "connection.start_tls.complete",
-                   "http11.send_request_headers.started"])
+    tls = _replay(
+        [
+            "connection.connect_tcp.started",
+            "connection.connect_tcp.complete",
+            "connection.start_tls.started",
+            "connection.start_tls.complete",
+            "http11.send_request_headers.started",
+        ]
+    )
     assert len(tls) == 2 and tls[1] > tls[0] >= 2_000_000
     # Through a proxy's tunnel: TCP to the proxy, its CONNECT, then TLS to the origin, one span.
-    tunnel = _replay(["connection.connect_tcp.started", "connection.connect_tcp.complete",
-                      "http11.send_request_headers.started", "http11.receive_response_headers.complete",
-                      "proxy.start_tls.started", "proxy.start_tls.complete"])
+    tunnel = _replay(
+        [
+            "connection.connect_tcp.started",
+            "connection.connect_tcp.complete",
+            "http11.send_request_headers.started",
+            "http11.receive_response_headers.complete",
+            "proxy.start_tls.started",
+            "proxy.start_tls.complete",
+        ]
+    )
     assert len(tunnel) == 2 and tunnel[1] >= 5 * 2_000_000
     # A connect that failed sets nothing; nor does a request that opened no connection.
     assert _replay(["connection.connect_tcp.started", "connection.connect_tcp.failed"]) == []
-    assert _replay(["http11.send_request_headers.started", "http11.receive_response_body.complete"]) == []
+    assert (
+        _replay(["http11.send_request_headers.started", "http11.receive_response_body.complete"])
+        == []
+    )
 
 
 def test_the_async_callback_and_a_users_own_trace() -> None:
@@ -171,7 +211,9 @@ def test_the_async_callback_and_a_users_own_trace() -> None:
 
 
 def test_a_refused_connection_has_no_connect() -> None:
-    with nito_nb.Client(api_key="sk-test-not-a-secret", base_url="http://127.0.0.1:9/v1", max_retries=0) as client:
+    with nito_nb.Client(
+        api_key="sk-test-not-a-secret", base_url="http://127.0.0.1:9/v1", max_retries=0
+    ) as client:
         with pytest.raises(nito_nb.NitoError) as caught:
             client.stream("hi", model="m")
     assert caught.value.stream is not None and caught.value.stream.connect is None

@@ -45,7 +45,9 @@ def midstream(scripted: ScriptedServer, name: str) -> str:
     parts = [
         chunk_line({"role": "assistant", "content": f"Hi {HOSTILE} there"}, model=model),
         chunk_line({"content": "!"}, model=model),
-        b"data: " + json.dumps({"error": {"message": f"boom {HOSTILE}", "code": "E\x1b[5m"}}).encode() + b"\n\n",
+        b"data: "
+        + json.dumps({"error": {"message": f"boom {HOSTILE}", "code": "E\x1b[5m"}}).encode()
+        + b"\n\n",
     ]
     return scripted.add(name, Script(parts=parts))
 
@@ -75,15 +77,24 @@ def test_one_line_is_printable_whatever_raised_it() -> None:
 
 def test_an_error_body_and_a_quoted_header_reach_no_message_raw(scripted: ScriptedServer) -> None:
     body = json.dumps({"error": {"message": f"bad {HOSTILE}", "code": 500}}).encode()
-    base = scripted.add("ctl-500", Script(status=500, content_type="application/json", parts=[body]))
+    base = scripted.add(
+        "ctl-500", Script(status=500, content_type="application/json", parts=[body])
+    )
     with pytest.raises(nito_nb.ServerError) as caught:
         nito_nb.stream("hi", model="vendor/model", base_url=base, api_key=KEY, max_retries=0)
     error = caught.value
-    for text in (str(error), error.message, one_line(error), repr(error.stream),
-                 final_bundle(error.stream)["text/plain"], status_text(error.stream)):
+    for text in (
+        str(error),
+        error.message,
+        one_line(error),
+        repr(error.stream),
+        final_bundle(error.stream)["text/plain"],
+        status_text(error.stream),
+    ):
         assert_printable(text)
     assert "\\x1b[2J" in str(error) and "\\u202e" in str(error)
-    assert json.loads(error.body)["error"]["message"] == f"bad {HOSTILE}"  # the body is data, kept as it came
+    # the body is data, kept as it came
+    assert json.loads(error.body)["error"]["message"] == f"bad {HOSTILE}"
 
     # A content type that is not a stream is quoted: its byte 0x9b arrives as the C1 CSI.
     html = scripted.add("ctl-header", Script(content_type="text/html\x9b2J", parts=[b"<p>hi</p>"]))
@@ -93,15 +104,28 @@ def test_an_error_body_and_a_quoted_header_reach_no_message_raw(scripted: Script
     assert_printable(str(caught.value))
 
 
-def test_a_midstream_error_reaches_repr_text_plain_and_the_status_line_printable(scripted: ScriptedServer) -> None:
-    s = nito_nb.stream("hi", model="vendor/model", base_url=midstream(scripted, "ctl-mid"), api_key=KEY,
-                       raise_errors=False).wait()
+def test_a_midstream_error_reaches_repr_text_plain_and_the_status_line_printable(
+    scripted: ScriptedServer,
+) -> None:
+    s = nito_nb.stream(
+        "hi",
+        model="vendor/model",
+        base_url=midstream(scripted, "ctl-mid"),
+        api_key=KEY,
+        raise_errors=False,
+    ).wait()
     assert s.status == "error" and isinstance(s.exception, nito_nb.MidStreamError)
     # The data stays what the server sent.
     assert s.content == f"Hi {HOSTILE} there!" and HOSTILE in s.error["message"]
-    for text in (repr(s), str(s.exception), one_line(s.exception), status_text(s),
-                 final_bundle(s)["text/plain"], final_bundle(s, format="text")["text/plain"],
-                 s._repr_mimebundle_()["text/plain"]):
+    for text in (
+        repr(s),
+        str(s.exception),
+        one_line(s.exception),
+        status_text(s),
+        final_bundle(s)["text/plain"],
+        final_bundle(s, format="text")["text/plain"],
+        s._repr_mimebundle_()["text/plain"],
+    ):
         assert_printable(text)
     assert "vendor/model\\x1b[2J" in repr(s) and "\\x1b[31mred" in final_bundle(s)["text/plain"]
     for part in render_parts(s, live=True):
@@ -111,8 +135,13 @@ def test_a_midstream_error_reaches_repr_text_plain_and_the_status_line_printable
 
 
 def test_the_terminal_sink_prints_nothing_raw(scripted: ScriptedServer) -> None:
-    s = nito_nb.stream("hi", model="vendor/model", base_url=midstream(scripted, "ctl-terminal"), api_key=KEY,
-                       raise_errors=False)
+    s = nito_nb.stream(
+        "hi",
+        model="vendor/model",
+        base_url=midstream(scripted, "ctl-terminal"),
+        api_key=KEY,
+        raise_errors=False,
+    )
     out = io.StringIO()
     with TerminalDisplay(s, file=out, max_rate=1e9) as view:
         for _ in s:
@@ -139,8 +168,12 @@ def test_a_runs_panel_and_stderr_line_show_the_gateways_error_code_printable(
     from nito_nb._runs.progress import StderrLine, panel_model, panel_text
 
     body = json.dumps({"error": {"message": f"no {HOSTILE}", "code": f"bad{HOSTILE}"}}).encode()
-    base = scripted.add("ctl-run", Script(status=400, content_type="application/json", parts=[body]))
-    run = nito_nb.run(["a", "b"], model="vendor/model", base_url=base, api_key=KEY, progress=False).wait()
+    base = scripted.add(
+        "ctl-run", Script(status=400, content_type="application/json", parts=[body])
+    )
+    run = nito_nb.run(
+        ["a", "b"], model="vendor/model", base_url=base, api_key=KEY, progress=False
+    ).wait()
     model = panel_model(run.stats())
     assert "\\x1b[2J" in model["rows"][0]["errors"]
     assert_printable(panel_text(model))
@@ -172,31 +205,43 @@ def test_the_magics_stderr_and_text_plain_hold_no_raw_control(
     monkeypatch.setenv("NITO_API_KEY", KEY)
     broken = midstream(scripted, "ctl-magic-mid")
     body = json.dumps({"error": {"message": f"bad {HOSTILE}"}}).encode()
-    refused = scripted.add("ctl-magic-500", Script(status=503, content_type="application/json", parts=[body]))
-    nb = execute_cells([
-        "%load_ext nito_nb",
-        f"%config Nito.base_url = {broken!r}",
-        "%%nito -m vendor/model\nhi",
-        f"print(_nito.content == {f'Hi {HOSTILE} there!'!r})",
-        f"%config Nito.base_url = {refused!r}",
-        "%%nito -m vendor/model\nhi",
-        "_nito",
-    ], tmp_path)
+    refused = scripted.add(
+        "ctl-magic-500", Script(status=503, content_type="application/json", parts=[body])
+    )
+    nb = execute_cells(
+        [
+            "%load_ext nito_nb",
+            f"%config Nito.base_url = {broken!r}",
+            "%%nito -m vendor/model\nhi",
+            f"print(_nito.content == {f'Hi {HOSTILE} there!'!r})",
+            f"%config Nito.base_url = {refused!r}",
+            "%%nito -m vendor/model\nhi",
+            "_nito",
+        ],
+        tmp_path,
+    )
     outputs = [output for cell in nb.cells for output in cell.get("outputs", [])]
     assert not [o for o in outputs if o["output_type"] == "error"]
-    stderr = "".join(o["text"] for o in outputs if o["output_type"] == "stream" and o["name"] == "stderr")
+    stderr = "".join(
+        o["text"] for o in outputs if o["output_type"] == "stream" and o["name"] == "stderr"
+    )
     assert "nito: MidStreamError" in stderr and "nito: ServerError" in stderr
     assert "\\x1b[2J" in stderr and "\\u202e" in stderr
     assert_printable(stderr)
-    plain = [o["data"]["text/plain"] for o in outputs if o["output_type"] in ("display_data", "execute_result")
-             and "text/plain" in o["data"]]
+    plain = [
+        o["data"]["text/plain"]
+        for o in outputs
+        if o["output_type"] in ("display_data", "execute_result") and "text/plain" in o["data"]
+    ]
     assert any("\\x1b[31mred" in text for text in plain)
     for text in plain:
         assert_printable(text)
     assert nb.cells[3]["outputs"][0]["text"].strip() == "True"  # the data kept what the model sent
 
 
-def test_the_chat_widgets_status_shows_the_models_tool_names_printable(scripted: ScriptedServer) -> None:
+def test_the_chat_widgets_status_shows_the_models_tool_names_printable(
+    scripted: ScriptedServer,
+) -> None:
     pytest.importorskip("ipywidgets")
     from nito_nb._widget import ChatWidget
 
@@ -205,12 +250,31 @@ def test_the_chat_widgets_status_shows_the_models_tool_names_printable(scripted:
         return "sunny"
 
     name = "get_weather\u202e\x1b[2J"
-    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
-    base = scripted.add("ctl-widget", Script(parts=[
-        chunk_line({"role": "assistant", "tool_calls": [call]}), chunk_line({}, finish="tool_calls"),
-        b"data: [DONE]\n\n",
-    ]), Script(parts=[chunk_line({"role": "assistant", "content": "ok"}, finish="stop"), b"data: [DONE]\n\n"]))
-    w = ChatWidget(model="vendor/model", base_url=base, api_key=KEY, tools=[get_weather], run_tools=True)
+    call = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": name, "arguments": "{}"},
+    }
+    base = scripted.add(
+        "ctl-widget",
+        Script(
+            parts=[
+                chunk_line({"role": "assistant", "tool_calls": [call]}),
+                chunk_line({}, finish="tool_calls"),
+                b"data: [DONE]\n\n",
+            ]
+        ),
+        Script(
+            parts=[
+                chunk_line({"role": "assistant", "content": "ok"}, finish="stop"),
+                b"data: [DONE]\n\n",
+            ]
+        ),
+    )
+    w = ChatWidget(
+        model="vendor/model", base_url=base, api_key=KEY, tools=[get_weather], run_tools=True
+    )
     seen: list[str] = []
     w.observe(lambda change: seen.append(change["new"]), names="status")
     try:

@@ -14,7 +14,11 @@ from nito_nb._core.credentials import CREDENTIAL_NAMES, CREDENTIAL_PARTS
 
 VALUE = "Sup3rSecretValue42"
 #: Every listed name, and one name holding each listed part.
-NAMES = sorted(CREDENTIAL_NAMES) + [f"client_{part}" for part in CREDENTIAL_PARTS] + ["X-Goog-Api-Key", "ID_TOKEN"]
+NAMES = (
+    sorted(CREDENTIAL_NAMES)
+    + [f"client_{part}" for part in CREDENTIAL_PARTS]
+    + ["X-Goog-Api-Key", "ID_TOKEN"]
+)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -25,7 +29,9 @@ def test_the_client_never_shows_the_parameter(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_capture_takes_the_parameter_for_a_secret(name: str) -> None:
-    request = httpx.Request("POST", f"https://gateway.example/v1/chat/completions?api-version=1&{name}={VALUE}")
+    request = httpx.Request(
+        "POST", f"https://gateway.example/v1/chat/completions?api-version=1&{name}={VALUE}"
+    )
     assert VALUE in [secret.value for secret in _secrets(request)]
 
 

@@ -26,13 +26,22 @@ SAMPLES: dict[str, Any] = {
     "content": "Hello",
     "refusal": "I cannot help with that.",
     "tool_calls": [
-        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}
+        {
+            "index": 0,
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": '{"q": 1}'},
+        }
     ],
     "function_call": {"name": "lookup", "arguments": '{"q": 1}'},  # deprecated: read as tool call 0
     "reasoning_details": [{"type": "reasoning.text", "text": "Let me think.", "index": 0}],
     "reasoning": "Let me think.",
     "reasoning_content": "Let me think.",
-    "audio": {"id": "audio_1", "data": "UklGRiQAAABXQVZF", "transcript": "Hello"},  # OpenAI's audio output
+    "audio": {
+        "id": "audio_1",
+        "data": "UklGRiQAAABXQVZF",
+        "transcript": "Hello",
+    },  # OpenAI's audio output
 }
 
 #: Fields a view does not show, and why (anything else must change the rendered output).
@@ -56,8 +65,15 @@ def _stream(delta: dict[str, Any]) -> nito_nb.Stream:
 
 
 def _seen_by_stream(s: nito_nb.Stream) -> Any:
-    return (s.message, s.role, s.content, s.reasoning, s.reasoning_details, s.refusal,
-            [c.to_dict() if hasattr(c, "to_dict") else repr(c) for c in s.tool_calls])
+    return (
+        s.message,
+        s.role,
+        s.content,
+        s.reasoning,
+        s.reasoning_details,
+        s.refusal,
+        [c.to_dict() if hasattr(c, "to_dict") else repr(c) for c in s.tool_calls],
+    )
 
 
 def _first_chunk_row(s: nito_nb.Stream) -> pd.Series:
@@ -67,7 +83,9 @@ def _first_chunk_row(s: nito_nb.Stream) -> pd.Series:
 
 def test_every_field_has_a_sample() -> None:
     # A field added to the reader needs a sample here, so that the checks below cover it.
-    assert set(SAMPLES) == set(DELTA_KEYS), f"add a sample for {sorted(set(DELTA_KEYS) - set(SAMPLES))}"
+    assert set(SAMPLES) == set(DELTA_KEYS), (
+        f"add a sample for {sorted(set(DELTA_KEYS) - set(SAMPLES))}"
+    )
 
 
 @pytest.mark.parametrize("key", sorted(DELTA_KEYS))

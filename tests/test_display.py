@@ -412,7 +412,11 @@ def test_terminal_display_shows_a_refusal() -> None:
 def _chunk_bytes(delta: dict[str, Any]) -> bytes:
     import json
 
-    body = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    body = {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
     return f"data: {json.dumps(body)}\n\n".encode()
 
 

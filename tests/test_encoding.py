@@ -48,12 +48,15 @@ def test_deflate_with_and_without_its_zlib_header_and_a_chain_of_codings() -> No
     raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
     assert decoded("deflate", zlib.compress(BODY), []) == BODY
     assert decoded("deflate", raw.compress(BODY) + raw.flush(), [5]) == BODY
-    assert decoded("gzip, deflate", zlib.compress(gzip.compress(BODY)), [100]) == BODY  # deflate undone first
+    # deflate undone first
+    assert decoded("gzip, deflate", zlib.compress(gzip.compress(BODY)), [100]) == BODY
     assert decoded("x-gzip", gzip.compress(BODY), []) == BODY
 
 
 def test_identity_is_no_decoder_and_other_codings_are_refused() -> None:
-    assert body_decoder(None) is None and body_decoder("") is None and body_decoder("identity") is None
+    assert (
+        body_decoder(None) is None and body_decoder("") is None and body_decoder("identity") is None
+    )
     for coding in ("br", "zstd", "gzip, br", "compress"):
         with pytest.raises(UnsupportedEncoding):
             body_decoder(coding)
@@ -68,7 +71,8 @@ def test_bytes_that_are_not_gzip_are_bad_encoding() -> None:
 
 def test_a_bomb_by_its_ratio_past_the_grace() -> None:
     assert not is_bomb(wire=1, decoded=BOMB_GRACE)  # a short body is never judged
-    assert not is_bomb(wire=BOMB_GRACE // 100, decoded=BOMB_GRACE + 1)  # 100:1, a real answer's at most
+    # 100:1, a real answer's at most
+    assert not is_bomb(wire=BOMB_GRACE // 100, decoded=BOMB_GRACE + 1)
     assert is_bomb(wire=1000, decoded=max(BOMB_GRACE, BOMB_RATIO * 1000) + 1)
 
 

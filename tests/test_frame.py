@@ -30,7 +30,9 @@ def timed(
     events: list[tuple[float, bytes]], *, ttfb: float | None = 0.05, end: float | None = None
 ) -> nito_nb.Stream:
     """A finished Stream fed ``(seconds since request, bytes)`` reads through the I/O-free API."""
-    source = nito_nb.StreamSource({"model": "test/model", "messages": [{"role": "user", "content": "hi"}]})
+    source = nito_nb.StreamSource(
+        {"model": "test/model", "messages": [{"role": "user", "content": "hi"}]}
+    )
     s = source.stream
     s.log.t0_ns = 0
     if ttfb is not None:
@@ -525,7 +527,9 @@ def test_frame_names_the_file_it_cannot_read_and_can_skip_it(tmp_path: Path) -> 
     (runs / "c.jsonl").write_text('{"nito_nb_log": 1}\nnot json\n{"end": {}}\n')
     with pytest.raises(nito_nb.LogFormatError, match=r"b\.sse' holds no server-sent event"):
         nito_nb.frame(runs)
-    with pytest.warns(UserWarning, match=r"skipped 3 file\(s\).*b\.sse.*c\.jsonl.*missing\.sse") as seen:
+    with pytest.warns(
+        UserWarning, match=r"skipped 3 file\(s\).*b\.sse.*c\.jsonl.*missing\.sse"
+    ) as seen:
         df = nito_nb.frame([runs, tmp_path / "missing.sse"], errors="skip")
     assert len(seen) == 1  # one warning for all of them
     assert df.stream.cat.categories.tolist() == ["a"] and df.nito.text().tolist() == ["Hello!"]
@@ -538,7 +542,9 @@ def test_frame_names_the_file_it_cannot_read_and_can_skip_it(tmp_path: Path) -> 
 
 def test_frame_of_a_csv_says_how_to_read_it(tmp_path: Path) -> None:
     hand_stream().frame().to_csv(tmp_path / "f.csv", index=False)
-    with pytest.raises(nito_nb.LogFormatError, match=r"CSV file.*nito_nb\.frame\(pandas\.read_csv\(path\)\)"):
+    with pytest.raises(
+        nito_nb.LogFormatError, match=r"CSV file.*nito_nb\.frame\(pandas\.read_csv\(path\)\)"
+    ):
         nito_nb.frame(tmp_path / "f.csv")
     # A saved log is recognised by its first line, whatever its name.
     hand_stream().save(tmp_path / "renamed.sse")
@@ -596,7 +602,6 @@ def test_plot_gaps_counts() -> None:
     assert [sum(p.get_height() for p in c) for c in bars] == [3, 3]  # K - 1 gaps each
 
 
-
 def legend_texts(fig: object) -> list[str]:
     legend = fig.axes[0].get_legend()  # type: ignore[attr-defined]
     return [] if legend is None else [text.get_text() for text in legend.get_texts()]
@@ -614,10 +619,21 @@ def test_plot_legends_name_each_stream_once() -> None:
 
 
 def test_a_filtered_frame_gives_the_tables_of_what_is_left() -> None:
-    tool = {"index": 0, "id": "call_1", "type": "function",
-            "function": {"name": "f", "arguments": '{"x": 1}'}}
-    b = timed([(0.1, chunk_line({"content": "b"})), (0.2, chunk_line({"tool_calls": [tool]})),
-               (0.3, chunk_line({"content": "!"})), (0.4, usage_line(3)), (0.5, DONE)])
+    tool = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"x": 1}'},
+    }
+    b = timed(
+        [
+            (0.1, chunk_line({"content": "b"})),
+            (0.2, chunk_line({"tool_calls": [tool]})),
+            (0.3, chunk_line({"content": "!"})),
+            (0.4, usage_line(3)),
+            (0.5, DONE),
+        ]
+    )
     df = nito_nb.frame({"a": hand_stream(), "b": b, "c": hand_stream()})
     whole = df.nito.metrics()
     for kept in (["b"], ["a", "c"]):
@@ -658,8 +674,12 @@ def test_text_columns_are_kept_in_pyarrow_whatever_pandas_defaults_to() -> None:
 def test_pyarrow_is_a_dependency_of_a_plain_install() -> None:
     import tomllib
 
-    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
-    assert any(dep.split(">")[0].split("=")[0].strip() == "pyarrow" for dep in project["dependencies"])
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())[
+        "project"
+    ]
+    assert any(
+        dep.split(">")[0].split("=")[0].strip() == "pyarrow" for dep in project["dependencies"]
+    )
 
 
 @pytest.mark.spawns
@@ -679,6 +699,7 @@ def test_frame_works_without_pyarrow_on_python_strings() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["python", "False"]
+
 
 # -- properties -----------------------------------------------------------------------------------
 
@@ -849,9 +870,7 @@ def test_neighbouring_chunks_of_other_layouts_keep_their_own_values(
             {
                 "id": "gen-1",
                 "model": model,
-                "choices": [
-                    {"index": 0, "delta": {"content": text}, "finish_reason": fin}
-                ],
+                "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": fin}],
             },
             separators=(",", ":"),  # compact, as gateways send it
         ).encode()
@@ -872,8 +891,18 @@ def test_a_recording_without_times_has_unknown_timings_not_zeros() -> None:
     df = recorded.frame()
     assert df["t"].isna().all() and df["gap"].isna().all()
     m = df.nito.metrics().iloc[0]
-    for name in ("ttfb", "ttft", "ttfc", "e2e", "itl", "tpot", "output_tps", "output_chunks_per_s",
-                 "itl_p50", "itl_max"):
+    for name in (
+        "ttfb",
+        "ttft",
+        "ttfc",
+        "e2e",
+        "itl",
+        "tpot",
+        "output_tps",
+        "output_chunks_per_s",
+        "itl_p50",
+        "itl_max",
+    ):
         assert pd.isna(m[name]), name
     assert m["n_chunks"] == recorded.n_chunks and m["finish_reason"] == "tool_calls"
     calls = df.nito.tool_calls()
@@ -892,7 +921,12 @@ def test_refusal_column_and_content_parts() -> None:
             (0.1, chunk_line({"role": "assistant", "content": None, "refusal": None})),
             (0.2, chunk_line({"refusal": "I can't "})),
             (0.3, chunk_line({"refusal": "do that."})),
-            (0.4, chunk_line({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}]})),
+            (
+                0.4,
+                chunk_line(
+                    {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}]}
+                ),
+            ),
             (0.5, chunk_line({"content": [{"type": "text", "text": "a"}, image]})),
             (0.6, DONE),
         ]
@@ -917,12 +951,19 @@ def test_the_frames_attrs_are_read_only_and_cost_nothing_to_copy(tmp_path: Path)
     info = df.attrs["nito"]
     assert df["content"].attrs["nito"] is info and df.loc[df["seq"] >= 0].attrs["nito"] is info
     assert copy.deepcopy(df.attrs)["nito"] is info
-    for change in (lambda: info.update(x=1), lambda: info["s0"].__setitem__("status", "x"), info.clear):
+    for change in (
+        lambda: info.update(x=1),
+        lambda: info["s0"].__setitem__("status", "x"),
+        info.clear,
+    ):
         with pytest.raises(TypeError, match="read-only"):
             change()
     assert json.loads(json.dumps(df.attrs))["nito"]["s0"] == info["s0"]
     df.to_parquet(tmp_path / "f.parquet")  # pandas stores attrs as JSON
-    assert pd.read_parquet(tmp_path / "f.parquet").attrs["nito"]["s1"] == json.loads(json.dumps(info["s1"]))
+    assert pd.read_parquet(tmp_path / "f.parquet").attrs["nito"]["s1"] == json.loads(
+        json.dumps(info["s1"])
+    )
     assert pickle.loads(pickle.dumps(df)).attrs["nito"] == info
     request = info["s0"]["request"]
-    assert isinstance(request, dict) and json.loads(json.dumps(request)) == request  # a dict, lists are lists
+    # a dict, lists are lists
+    assert isinstance(request, dict) and json.loads(json.dumps(request)) == request

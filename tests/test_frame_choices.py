@@ -17,8 +17,13 @@ import nito_nb
 
 
 def ask(**params: Any) -> nito_nb.Stream:
-    s = nito_nb.stream("Say something about streams.", model="sim/chat", sim=QUICK,
-                       stream_options={"include_usage": True}, **params)
+    s = nito_nb.stream(
+        "Say something about streams.",
+        model="sim/chat",
+        sim=QUICK,
+        stream_options={"include_usage": True},
+        **params,
+    )
     s.wait()
     return s
 
@@ -63,7 +68,15 @@ def test_metrics_by_choice_has_one_row_per_stream_and_choice() -> None:
         assert pd.isna(row["n_output_tokens"]) and np.isnan(row["tpot"])
     # Choice 0's figures of the answer are the default table's.
     first = table.xs(0, level="choice")
-    for name in ("ttft", "ttfc", "itl", "itl_max", "n_token_chunks", "output_chunks_per_s", "finish_reason"):
+    for name in (
+        "ttft",
+        "ttfc",
+        "itl",
+        "itl_max",
+        "n_token_chunks",
+        "output_chunks_per_s",
+        "finish_reason",
+    ):
         assert first[name].iloc[0] == whole[name].iloc[0], name
 
 
@@ -85,16 +98,27 @@ def test_a_chunk_of_several_choices_has_a_row_per_choice() -> None:
         fn: dict[str, Any] = {"arguments": args}
         if name:
             fn["name"] = name
-        return {"index": index, "id": f"{name}-id" if name else None, "type": "function", "function": fn}
+        return {
+            "index": index,
+            "id": f"{name}-id" if name else None,
+            "type": "function",
+            "function": fn,
+        }
 
     body = (
-        chunk({"index": 0, "delta": {"role": "assistant", "content": "Hel"}},
-              {"index": 1, "delta": {"role": "assistant", "content": "Bon"}})
-        + chunk({"index": 0, "delta": {"content": "lo"}},
-                {"index": 1, "delta": {"tool_calls": [call(0, "f", '{"a"'), call(1, "g", "{}")]}})
+        chunk(
+            {"index": 0, "delta": {"role": "assistant", "content": "Hel"}},
+            {"index": 1, "delta": {"role": "assistant", "content": "Bon"}},
+        )
+        + chunk(
+            {"index": 0, "delta": {"content": "lo"}},
+            {"index": 1, "delta": {"tool_calls": [call(0, "f", '{"a"'), call(1, "g", "{}")]}},
+        )
         + chunk({"index": 1, "delta": {"content": "jour", "tool_calls": [call(0, None, ": 1}")]}})
-        + chunk({"index": 0, "delta": {}, "finish_reason": "stop"},
-                {"index": 1, "delta": {}, "finish_reason": "tool_calls"})
+        + chunk(
+            {"index": 0, "delta": {}, "finish_reason": "stop"},
+            {"index": 1, "delta": {}, "finish_reason": "tool_calls"},
+        )
         + "data: [DONE]\n\n"
     )
     s = nito_nb.read_sse(body.encode())
@@ -105,7 +129,9 @@ def test_a_chunk_of_several_choices_has_a_row_per_choice() -> None:
     assert choice_text(df, 1) == "Bonjour" == s.choices[1].content
     ones = df[(df["choice"] == 1) & df["tool_index"].notna()]
     args = ones.groupby("tool_index")["tool_args"].agg("".join).to_dict()
-    assert args == {c.index: c.arguments for c in s.choices[1].tool_calls} == {0: '{"a": 1}', 1: "{}"}
+    assert (
+        args == {c.index: c.arguments for c in s.choices[1].tool_calls} == {0: '{"a": 1}', 1: "{}"}
+    )
     assert df.nito.tool_calls().empty  # choice 0 called nothing
     table = df.nito.metrics(by_choice=True)
     assert table["n_token_chunks"].tolist() == [2, 3]

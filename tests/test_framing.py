@@ -37,13 +37,17 @@ def h11_body(head: bytes, body: bytes, *, eof: bool = True) -> tuple[bytes, str 
             event = conn.next_event()
             if isinstance(event, h11.Data):
                 out += event.data
-            elif event in (h11.NEED_DATA, h11.PAUSED) or isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+            elif event in (h11.NEED_DATA, h11.PAUSED) or isinstance(
+                event, (h11.EndOfMessage, h11.ConnectionClosed)
+            ):
                 return bytes(out), None
     except h11.ProtocolError as exc:
         return bytes(out), str(exc)
 
 
-def ours(framing: Chunked | Length | UntilClose, parts: list[bytes], *, eof: bool = True) -> tuple[bytes, str | None]:
+def ours(
+    framing: Chunked | Length | UntilClose, parts: list[bytes], *, eof: bool = True
+) -> tuple[bytes, str | None]:
     out = bytearray()
     try:
         for part in parts:
@@ -81,7 +85,9 @@ def test_chunked_any_split_reads_what_h11_reads(body: bytes, cuts: list[int]) ->
     assert framing.done  # the terminal chunk and trailers ended it, not the connection
 
 
-@given(body=chunked_bodies(), cut=st.integers(0, 1000), cuts=st.lists(st.integers(0, 1000), max_size=6))
+@given(
+    body=chunked_bodies(), cut=st.integers(0, 1000), cuts=st.lists(st.integers(0, 1000), max_size=6)
+)
 @settings(max_examples=300, deadline=None)
 def test_chunked_cut_short_fails_as_h11_does(body: bytes, cut: int, cuts: list[int]) -> None:
     short = body[: cut % len(body)]
@@ -93,17 +99,22 @@ def test_chunked_cut_short_fails_as_h11_does(body: bytes, cut: int, cuts: list[i
 
 @given(garbage=st.binary(max_size=60), cuts=st.lists(st.integers(0, 100), max_size=5))
 @settings(max_examples=300, deadline=None)
-def test_chunked_garbage_is_a_framing_error_or_what_h11_reads(garbage: bytes, cuts: list[int]) -> None:
+def test_chunked_garbage_is_a_framing_error_or_what_h11_reads(
+    garbage: bytes, cuts: list[int]
+) -> None:
     got, error = ours(Chunked(), _split(garbage, cuts))
     expected, expected_error = h11_body(CHUNKED_HEAD, garbage)
     assert got == expected[: len(got)]  # the same bytes up to where one of them stopped
     assert (error is None) == (expected_error is None)
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    (b"zz\r\nhello\r\n", "illegal chunk header"),
-    (b"5\r\nhelloXX0\r\n\r\n", "malformed chunk footer"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"zz\r\nhello\r\n", "illegal chunk header"),
+        (b"5\r\nhelloXX0\r\n\r\n", "malformed chunk footer"),
+    ],
+)
 def test_chunked_errors_say_what_h11_says(body: bytes, message: str) -> None:
     _, error = ours(Chunked(), [body])
     assert error is not None and error.startswith(message)
@@ -116,10 +127,16 @@ def test_bytes_after_the_last_chunk_are_not_body() -> None:
     assert framing.done and framing.feed(b"more") == b""
 
 
-@given(length=st.integers(0, 50), extra=st.binary(max_size=10), cuts=st.lists(st.integers(0, 100), max_size=6),
-       short=st.integers(0, 60))
+@given(
+    length=st.integers(0, 50),
+    extra=st.binary(max_size=10),
+    cuts=st.lists(st.integers(0, 100), max_size=6),
+    short=st.integers(0, 60),
+)
 @settings(max_examples=200, deadline=None)
-def test_content_length_reads_what_h11_reads(length: int, extra: bytes, cuts: list[int], short: int) -> None:
+def test_content_length_reads_what_h11_reads(
+    length: int, extra: bytes, cuts: list[int], short: int
+) -> None:
     head = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % length
     body = bytes(range(65, 65 + length)) + extra
     assert ours(Length(length), _split(body, cuts)) == h11_body(head, body)
@@ -132,12 +149,22 @@ def test_until_close_is_everything() -> None:
     assert ours(framing, [b"a", b"", b"bc"]) == (b"abc", None) and framing.done
 
 
-@pytest.mark.parametrize(("transfer_encoding", "content_length", "kind"), [
-    ("chunked", None, Chunked), (" Chunked ", "12", Chunked), (None, "12", Length), (None, "12, 12", Length),
-    (None, None, UntilClose), ("gzip, chunked", None, type(None)), (None, "12, 13", type(None)),
-    (None, "-1", type(None)),
-])
-def test_the_framing_from_the_headers(transfer_encoding: str | None, content_length: str | None, kind: type) -> None:
+@pytest.mark.parametrize(
+    ("transfer_encoding", "content_length", "kind"),
+    [
+        ("chunked", None, Chunked),
+        (" Chunked ", "12", Chunked),
+        (None, "12", Length),
+        (None, "12, 12", Length),
+        (None, None, UntilClose),
+        ("gzip, chunked", None, type(None)),
+        (None, "12, 13", type(None)),
+        (None, "-1", type(None)),
+    ],
+)
+def test_the_framing_from_the_headers(
+    transfer_encoding: str | None, content_length: str | None, kind: type
+) -> None:
     assert type(body_framing(transfer_encoding, content_length)) is kind
 
 
@@ -152,8 +179,11 @@ _HEADS = [
 ]
 
 
-@given(head=st.sampled_from(_HEADS), body=st.sampled_from([b"", b"data: x\n\n", b"\r\n\r\n5\r\nhello\r\n"]),
-       cuts=st.lists(st.integers(0, 200), max_size=8))
+@given(
+    head=st.sampled_from(_HEADS),
+    body=st.sampled_from([b"", b"data: x\n\n", b"\r\n\r\n5\r\nhello\r\n"]),
+    cuts=st.lists(st.integers(0, 200), max_size=8),
+)
 @settings(max_examples=300, deadline=None)
 def test_the_headers_end_where_h11_ends_them(head: bytes, body: bytes, cuts: list[int]) -> None:
     finder, seen, found = HeaderEnd(), 0, None

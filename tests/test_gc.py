@@ -51,14 +51,22 @@ def test_an_ended_stream_leaves_no_reference_cycle(saved_garbage: list[object]) 
     left = [type(o).__module__ + "." + type(o).__qualname__ for o in saved_garbage]
     # Nor the client's own: a pushed body and its socket stream referred to each other, and the
     # cycle held the Stream's state and log (a run with a store kept every stream's bytes).
-    ours = ("httpx.", "httpcore.", "h11.", "nito_nb._transport.", "nito_nb._core.", "nito_nb._stream")
+    ours = (
+        "httpx.",
+        "httpcore.",
+        "h11.",
+        "nito_nb._transport.",
+        "nito_nb._core.",
+        "nito_nb._stream",
+    )
     assert not [name for name in left if name.startswith(ours)], sorted(set(left))
 
 
 @pytest.mark.spawns
 @pytest.mark.parametrize("how", ["asyncio", "store", "processes", "sweep"])
-def test_a_dropped_run_is_freed_at_once_not_by_a_full_gc_pass(how: str, tmp_path: Path,
-                                                               saved_garbage: list[object]) -> None:
+def test_a_dropped_run_is_freed_at_once_not_by_a_full_gc_pass(
+    how: str, tmp_path: Path, saved_garbage: list[object]
+) -> None:
     # A Run held a future resolved with itself, and its loop thread held its bound methods: each
     # a cycle, so a Run the user dropped, with all its streams, waited for a full GC pass. After
     # a run a gen-2 pass rarely comes: six runs of 1,000 requests in a row grew the process by
@@ -85,7 +93,9 @@ def test_a_dropped_run_is_freed_at_once_not_by_a_full_gc_pass(how: str, tmp_path
     assert not {name for name in left if name.startswith("nito_nb.")}, sorted(left)
 
 
-def test_a_run_freezes_what_is_old_and_gives_it_back_when_the_last_run_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_freezes_what_is_old_and_gives_it_back_when_the_last_run_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # What the runs do to the collector, recorded: the freeze count alone cannot tell, because a
     # frozen object is still freed when nothing refers to it (a run that ended lets go of its
     # loop and tasks), so the count may fall while nothing was given back (it did, in the suite).
@@ -95,10 +105,17 @@ def test_a_run_freezes_what_is_old_and_gives_it_back_when_the_last_run_ends(monk
     monkeypatch.setattr(gc, "unfreeze", lambda: (calls.append("unfreeze"), unfreeze())[1])
     assert gc.get_freeze_count() == 0
     paced = {"sim": {"tps": 200, "ttft_ms": 0}}
-    first = nito_nb.run([f"a{i}" for i in range(6)], model="sim/echo", concurrency=2, progress=False, **paced)
+    first = nito_nb.run(
+        [f"a{i}" for i in range(6)], model="sim/echo", concurrency=2, progress=False, **paced
+    )
     assert gc.get_freeze_count() > 0  # what existed before the run: no full pass walks it meanwhile
-    second = nito_nb.run([f"b{i} " + "word " * 40 for i in range(30)], model="sim/echo", concurrency=2,
-                         progress=False, **paced)  # about 3 s: batches are recorded every second
+    second = nito_nb.run(
+        [f"b{i} " + "word " * 40 for i in range(30)],
+        model="sim/echo",
+        concurrency=2,
+        progress=False,
+        **paced,
+    )  # about 3 s: batches are recorded every second
     try:
         first.wait(timeout=60)
         assert "unfreeze" not in calls and gc.get_freeze_count() > 0  # the second run still goes

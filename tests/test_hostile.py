@@ -25,7 +25,9 @@ import nito_nb
 
 pytestmark = [
     pytest.mark.timeout(120),  # today's code waits on these servers for minutes
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory is read from /proc"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="peak memory is read from /proc"
+    ),
 ]
 
 DEADLINE = 0.5
@@ -36,7 +38,8 @@ MARGIN = 5
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[HostileServer]:
     server = HostileServer().start()
-    for mode in MODES:  # imports and first-use work (a run's pandas) are not a deadline's to measure
+    # imports and first-use work (a run's pandas) are not a deadline's to measure
+    for mode in MODES:
         assert ask(mode, server.base("plain"))["status"] == "done"
     yield server
     server.stop()
@@ -46,12 +49,20 @@ def hostile() -> Iterator[HostileServer]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_headers_trickled_a_byte_at_a_time_end_at_first_byte(hostile: HostileServer, mode: str) -> None:
+def test_headers_trickled_a_byte_at_a_time_end_at_first_byte(
+    hostile: HostileServer, mode: str
+) -> None:
     # The status line, then a header byte every 50 ms: a read never waits long, the headers never end.
-    got = ask(mode, hostile.base("trickle-headers"), timeout={"first_byte": DEADLINE, "between_chunks": 30})
+    got = ask(
+        mode,
+        hostile.base("trickle-headers"),
+        timeout={"first_byte": DEADLINE, "between_chunks": 30},
+    )
     assert got["seconds"] < MARGIN * DEADLINE
     assert got["status"] == "failed" and got["error"] in ("FirstByteTimeout", None)
-    assert "first_byte deadline (0.5 s" in got["message"] and "Could not reach" not in got["message"]
+    assert (
+        "first_byte deadline (0.5 s" in got["message"] and "Could not reach" not in got["message"]
+    )
     assert got["attempts"] == 1  # a deadline is not retried: the wait does not multiply
 
 
@@ -59,17 +70,28 @@ def test_a_first_byte_deadline_is_not_retried(hostile: HostileServer) -> None:
     # A client that retries (2 by default) still waits first_byte once: the next attempt would be held as long.
     before = hostile.hits.get("trickle-headers", 0)
     start = time.monotonic()
-    with nito_nb.Client(api_key=KEY, base_url=hostile.base("trickle-headers"), max_retries=2,
-                        timeout={"first_byte": DEADLINE}) as client, pytest.raises(nito_nb.FirstByteTimeout):
+    with (
+        nito_nb.Client(
+            api_key=KEY,
+            base_url=hostile.base("trickle-headers"),
+            max_retries=2,
+            timeout={"first_byte": DEADLINE},
+        ) as client,
+        pytest.raises(nito_nb.FirstByteTimeout),
+    ):
         client.stream("hi", model="m")
     assert time.monotonic() - start < MARGIN * DEADLINE
     assert hostile.hits["trickle-headers"] == before + 1
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_body_trickled_a_byte_at_a_time_ends_at_between_chunks(hostile: HostileServer, mode: str) -> None:
+def test_a_body_trickled_a_byte_at_a_time_ends_at_between_chunks(
+    hostile: HostileServer, mode: str
+) -> None:
     # A byte every 50 ms: reads keep coming (today's per-read timeout never fired), events never do.
-    got = ask(mode, hostile.base("trickle-body"), timeout={"first_byte": 30, "between_chunks": DEADLINE})
+    got = ask(
+        mode, hostile.base("trickle-body"), timeout={"first_byte": 30, "between_chunks": DEADLINE}
+    )
     assert got["seconds"] < MARGIN * DEADLINE
     assert got["status"] == "truncated" and got["error"] in ("StreamTimeoutError", None)
     assert "between_chunks deadline (0.5 s): bytes kept coming" in got["message"]
@@ -77,7 +99,9 @@ def test_a_body_trickled_a_byte_at_a_time_ends_at_between_chunks(hostile: Hostil
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_line_that_never_ends_ends_at_between_chunks(hostile: HostileServer, mode: str) -> None:
-    got = ask(mode, hostile.base("endless-line"), timeout={"first_byte": 30, "between_chunks": DEADLINE})
+    got = ask(
+        mode, hostile.base("endless-line"), timeout={"first_byte": 30, "between_chunks": DEADLINE}
+    )
     assert got["seconds"] < MARGIN * DEADLINE
     assert got["status"] == "truncated" and got["error"] in ("StreamTimeoutError", None)
     assert "between_chunks deadline (0.5 s)" in got["message"]
@@ -87,10 +111,17 @@ def test_a_line_that_never_ends_ends_at_between_chunks(hostile: HostileServer, m
 @pytest.mark.parametrize("mode", MODES)
 def test_the_total_deadline_ends_a_body(hostile: HostileServer, mode: str) -> None:
     # Events come in time (a keep-alive would do as well), but the call as a whole is too long.
-    got = ask(mode, hostile.base("endless-line"), timeout={"first_byte": 30, "between_chunks": 30, "total": DEADLINE})
+    got = ask(
+        mode,
+        hostile.base("endless-line"),
+        timeout={"first_byte": 30, "between_chunks": 30, "total": DEADLINE},
+    )
     assert got["seconds"] < MARGIN * DEADLINE
     assert got["status"] == "truncated" and got["error"] in ("TotalTimeoutError", None)
-    assert "total deadline (0.5 s from sending the request, retries included), while the body was read" in got["message"]
+    assert (
+        "total deadline (0.5 s from sending the request, retries included), while the body was read"
+        in got["message"]
+    )
     assert got["content"] == "H"
 
 
@@ -99,12 +130,19 @@ def test_the_total_deadline_ends_a_wait_for_the_headers(hostile: HostileServer, 
     got = ask(mode, hostile.base("trickle-headers"), timeout={"first_byte": 30, "total": DEADLINE})
     assert got["seconds"] < MARGIN * DEADLINE
     assert got["status"] == "failed" and got["error"] in ("TotalTimeoutError", None)
-    assert "total deadline (0.5 s" in got["message"] and "before the response started" in got["message"]
+    assert (
+        "total deadline (0.5 s" in got["message"]
+        and "before the response started" in got["message"]
+    )
 
 
 def test_a_deadline_error_says_which_and_how_long() -> None:
     error = nito_nb.TotalTimeoutError("x", seconds=2.0)
-    assert isinstance(error, nito_nb.StreamTimeoutError) and error.deadline == "total" and error.seconds == 2.0
+    assert (
+        isinstance(error, nito_nb.StreamTimeoutError)
+        and error.deadline == "total"
+        and error.seconds == 2.0
+    )
     assert nito_nb.FirstByteTimeout("x", seconds=1.0).deadline == "first_byte"
     assert nito_nb.StreamTimeoutError("x").deadline == "between_chunks"
 
@@ -144,8 +182,19 @@ _MEASURE = textwrap.dedent("""
 def measured(mode: str, hostile: HostileServer, behaviour: str) -> dict[str, Any]:
     """``ask`` in a subprocess of its own, with the peak memory it added (``growth``, bytes)."""
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(Path(__file__).parent), mode, hostile.base(behaviour), hostile.base("plain")],
-        capture_output=True, text=True, timeout=110, check=False,
+        [
+            sys.executable,
+            "-c",
+            _MEASURE,
+            str(Path(__file__).parent),
+            mode,
+            hostile.base(behaviour),
+            hostile.base("plain"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -175,11 +224,15 @@ def test_an_all_newline_bomb_names_its_cause(hostile: HostileServer, mode: str) 
 
 
 def test_newlines_sent_plainly_are_not_called_an_event(hostile: HostileServer) -> None:
-    with nito_nb.Client(api_key=KEY, base_url=hostile.base("flood-newlines-3"), max_retries=0) as client:
+    with nito_nb.Client(
+        api_key=KEY, base_url=hostile.base("flood-newlines-3"), max_retries=0
+    ) as client:
         s = client.stream("hi", model="m", raise_errors=False, max_event_size=1 << 20)
         s.wait()
     assert isinstance(s.exception, nito_nb.EventTooLargeError) and s.content == "H"
-    assert str(s.exception).startswith("The server sent more than 1,048,576 bytes of empty lines and no event")
+    assert str(s.exception).startswith(
+        "The server sent more than 1,048,576 bytes of empty lines and no event"
+    )
 
 
 @pytest.mark.spawns
@@ -192,13 +245,16 @@ def test_a_flood_of_keep_alives_is_counted_not_stored(hostile: HostileServer) ->
 
 
 def test_max_body_size_bounds_a_plain_body(hostile: HostileServer) -> None:
-    with nito_nb.Client(api_key=KEY, base_url=hostile.base("flood-comments-2"), max_retries=0,
-                        max_body_size=1 << 20) as client:
+    with nito_nb.Client(
+        api_key=KEY, base_url=hostile.base("flood-comments-2"), max_retries=0, max_body_size=1 << 20
+    ) as client:
         s = client.stream("hi", model="m", raise_errors=False)
         s.wait()
         assert s.status == "truncated" and s.content == "H"
         assert isinstance(s.exception, nito_nb.BodyTooLargeError) and s.exception.limit == 1 << 20
-        assert str(s.exception).startswith("The body decoded to more than max_body_size (1,048,576 bytes)")
+        assert str(s.exception).startswith(
+            "The body decoded to more than max_body_size (1,048,576 bytes)"
+        )
         assert "raise max_body_size" in str(s.exception)
         # Per call, and kept by reply(), as max_event_size is.
         s = client.stream("hi", model="m", raise_errors=False, max_body_size=2 << 20)
@@ -229,13 +285,21 @@ def test_a_real_gzip_answer_still_reads(hostile: HostileServer, mode: str) -> No
     assert got["status"] == "done" and got["content"] == "Hello"
 
 
-def test_a_captured_bomb_is_stopped_in_its_stream_and_passed_on_to_its_caller(hostile: HostileServer) -> None:
+def test_a_captured_bomb_is_stopped_in_its_stream_and_passed_on_to_its_caller(
+    hostile: HostileServer,
+) -> None:
     # Another SDK's httpx client (nito_nb.httpx_client) reads the body; nito_nb's copy of it is
     # decoded in bounded pieces and stops at the bomb, while the caller still gets every byte.
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    with nito_nb.httpx_client() as http, http.stream(
-        "POST", hostile.base("gzip-chars-40") + "/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
-    ) as response:
+    with (
+        nito_nb.httpx_client() as http,
+        http.stream(
+            "POST",
+            hostile.base("gzip-chars-40") + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {KEY}"},
+        ) as response,
+    ):
         passed_on = sum(len(data) for data in response.iter_raw())
     ours = nito_nb.last()
     assert passed_on == int(response.headers["content-length"])
@@ -256,6 +320,8 @@ def test_the_sync_clients_own_httpx_client_and_its_proxies_read_through_the_dead
     with nito_nb.Client() as client:
         transports = [client._http._transport, *client._http._mounts.values()]
         pools = [transport._pool for transport in transports if transport is not None]  # type: ignore[attr-defined]
-        assert len(pools) >= 2 and all(isinstance(pool._network_backend, DeadlineBackend) for pool in pools)
+        assert len(pools) >= 2 and all(
+            isinstance(pool._network_backend, DeadlineBackend) for pool in pools
+        )
     with httpx.Client() as mine, nito_nb.Client(http_client=mine):  # a user's own is left as it is
         assert not isinstance(mine._transport._pool._network_backend, DeadlineBackend)  # type: ignore[attr-defined]

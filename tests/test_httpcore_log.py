@@ -22,7 +22,11 @@ def debug_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 
 def echoing(scripted: ScriptedServer) -> str:
-    body = b'data: {"choices":[{"delta":{"content":"your key is ' + KEY.encode() + b'"}}]}\n\ndata: [DONE]\n\n'
+    body = (
+        b'data: {"choices":[{"delta":{"content":"your key is '
+        + KEY.encode()
+        + b'"}}]}\n\ndata: [DONE]\n\n'
+    )
     return scripted.add("log-echo", Script(parts=[body], headers={"x-echo": f"Bearer {KEY}"}))
 
 
@@ -37,13 +41,18 @@ def test_a_key_echoed_in_a_header_is_redacted_from_httpcores_log(
         await nito_nb.AsyncClient(api_key=KEY, base_url=base).stream("hi", model="m").wait()
 
     asyncio.run(main())
-    headers = [r for r in debug_log.records if "receive_response_headers.complete" in r.getMessage()]
+    headers = [
+        r for r in debug_log.records if "receive_response_headers.complete" in r.getMessage()
+    ]
     assert len(headers) == 2  # httpcore logged both responses' headers...
     # ...without the key. ("Bearer [redacted]", or "[redacted]" whole when a capture earlier in the
     # run protects a whole "Bearer <key>" header value, as it does while its Stream is kept.)
-    assert all(re.search(r"\(b'x-echo', b'(Bearer )?\[redacted\]'\)", r.getMessage()) for r in headers)
+    assert all(
+        re.search(r"\(b'x-echo', b'(Bearer )?\[redacted\]'\)", r.getMessage()) for r in headers
+    )
     assert KEY not in debug_log.text
-    assert KEY[8:] not in debug_log.text  # no piece of it either (the body, the request's Authorization)
+    # no piece of it either (the body, the request's Authorization)
+    assert KEY[8:] not in debug_log.text
 
 
 def test_nito_api_key_is_redacted_even_before_a_stream_carries_it(

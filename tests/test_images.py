@@ -27,23 +27,39 @@ def _prefix(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
-@pytest.mark.parametrize(("data", "media_type"), [
-    (PNG, "image/png"), (JPEG, "image/jpeg"), (GIF, "image/gif"), (WEBP, "image/webp"), (PDF, "application/pdf"),
-    (b"just text", None), (b"RIFF\x00\x00\x00\x00WAVE", None),
-])
+@pytest.mark.parametrize(
+    ("data", "media_type"),
+    [
+        (PNG, "image/png"),
+        (JPEG, "image/jpeg"),
+        (GIF, "image/gif"),
+        (WEBP, "image/webp"),
+        (PDF, "application/pdf"),
+        (b"just text", None),
+        (b"RIFF\x00\x00\x00\x00WAVE", None),
+    ],
+)
 def test_the_type_is_read_from_the_bytes(data: bytes, media_type: str | None) -> None:
     assert sniff(data) == media_type
 
 
-def test_an_image_is_sent_as_a_data_url_and_the_simulator_says_what_it_received(tmp_path: Path) -> None:
+def test_an_image_is_sent_as_a_data_url_and_the_simulator_says_what_it_received(
+    tmp_path: Path,
+) -> None:
     chart = tmp_path / "chart.png"
     chart.write_bytes(PNG)
-    stream = nito_nb.stream("What does the chart show?", model="sim/echo",
-                            images=[str(chart), JPEG, "https://example.org/cat.jpg"], image_detail="low")
+    stream = nito_nb.stream(
+        "What does the chart show?",
+        model="sim/echo",
+        images=[str(chart), JPEG, "https://example.org/cat.jpg"],
+        image_detail="low",
+    )
     assert stream.content.startswith("What does the chart show?")
-    assert (f"[received 3: image_url image/png {len(PNG)} bytes sha256 {_prefix(PNG)}; "
-            f"image_url image/jpeg {len(JPEG)} bytes sha256 {_prefix(JPEG)}; "
-            "image_url url https://example.org/cat.jpg]") in stream.content
+    assert (
+        f"[received 3: image_url image/png {len(PNG)} bytes sha256 {_prefix(PNG)}; "
+        f"image_url image/jpeg {len(JPEG)} bytes sha256 {_prefix(JPEG)}; "
+        "image_url url https://example.org/cat.jpg]"
+    ) in stream.content
 
 
 def test_astream_and_its_reply_send_the_images_too() -> None:
@@ -64,14 +80,26 @@ def test_a_pdf_is_sent_as_a_file_part(tmp_path: Path) -> None:
     paper = tmp_path / "paper.pdf"
     paper.write_bytes(PDF)
     stream = nito_nb.stream("Summarise", model="sim/echo", images=paper)  # a Path, not in a list
-    assert f"[received 1: file application/pdf {len(PDF)} bytes sha256 {_prefix(PDF)}]" in stream.content
+    assert (
+        f"[received 1: file application/pdf {len(PDF)} bytes sha256 {_prefix(PDF)}]"
+        in stream.content
+    )
     kept = stream.request["messages"][-1]["content"][1]
-    assert kept == {"type": "attachment", "attachment": {
-        "kind": "file", "media_type": "application/pdf", "size": len(PDF),
-        "sha256": hashlib.sha256(PDF).hexdigest(), "name": "paper.pdf"}}
+    assert kept == {
+        "type": "attachment",
+        "attachment": {
+            "kind": "file",
+            "media_type": "application/pdf",
+            "size": len(PDF),
+            "sha256": hashlib.sha256(PDF).hexdigest(),
+            "name": "paper.pdf",
+        },
+    }
 
 
-def test_the_log_the_saved_file_and_the_frame_hold_the_descriptor_not_the_data(tmp_path: Path) -> None:
+def test_the_log_the_saved_file_and_the_frame_hold_the_descriptor_not_the_data(
+    tmp_path: Path,
+) -> None:
     chart = tmp_path / "chart.png"
     chart.write_bytes(PNG)
     stream = nito_nb.stream("Describe it", model="sim/echo", images=[chart])
@@ -96,13 +124,22 @@ def test_reply_resends_the_images_of_the_last_turn_only(tmp_path: Path) -> None:
     third = second.reply("Thanks")
     assert "[received" not in third.content  # two turns back: no longer sent
     sent = third.request["messages"][0]["content"][1]
-    assert sent["type"] == "text" and _prefix(PNG) in sent["text"] and "earlier turn" in sent["text"]
+    assert (
+        sent["type"] == "text" and _prefix(PNG) in sent["text"] and "earlier turn" in sent["text"]
+    )
 
 
 def test_a_hand_built_data_url_is_kept_as_its_descriptor() -> None:
     url = "data:image/png;base64," + base64.b64encode(PNG).decode()
-    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"},
-                                             {"type": "image_url", "image_url": {"url": url}}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        }
+    ]
     stream = nito_nb.stream(messages, model="sim/echo")
     assert f"sha256 {_prefix(PNG)}" in stream.content
     assert "base64" not in json.dumps(stream.request)
@@ -125,17 +162,22 @@ def test_a_file_over_the_limit_is_one_line_and_is_not_read(tmp_path: Path) -> No
     with pytest.raises(nito_nb.ConfigurationError) as caught:
         nito_nb.stream("x", model="sim/echo", images=[str(big)], max_image_size=1000)
     assert "\n" not in str(caught.value)
-    assert "over the limit of 1,000 bytes: make it smaller or raise max_image_size=" in str(caught.value)
+    assert "over the limit of 1,000 bytes: make it smaller or raise max_image_size=" in str(
+        caught.value
+    )
     with pytest.raises(nito_nb.ConfigurationError, match="over the limit"):
         nito_nb.stream("x", model="sim/echo", images=[PNG], max_image_size=100)  # bytes too
 
 
-@pytest.mark.parametrize(("images", "said"), [
-    (["no/such/file.png"], "image 'no/such/file.png': no such file."),
-    ([42], "images[0] is a int: give a path, an http(s) URL or bytes."),
-    ({"a": 1}, "images= takes a path, an http(s) URL, bytes, or a list of them, not dict."),
-    (["data:image/png;base64,AAAA"], "not a data: URL"),
-])
+@pytest.mark.parametrize(
+    ("images", "said"),
+    [
+        (["no/such/file.png"], "image 'no/such/file.png': no such file."),
+        ([42], "images[0] is a int: give a path, an http(s) URL or bytes."),
+        ({"a": 1}, "images= takes a path, an http(s) URL, bytes, or a list of them, not dict."),
+        (["data:image/png;base64,AAAA"], "not a data: URL"),
+    ],
+)
 def test_other_mistakes_are_one_line(images: object, said: str) -> None:
     with pytest.raises(nito_nb.ConfigurationError) as caught:
         nito_nb.stream("x", model="sim/echo", images=images)
@@ -143,7 +185,9 @@ def test_other_mistakes_are_one_line(images: object, said: str) -> None:
 
 
 def test_detail_is_checked() -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match="image_detail must be one of auto, low, high"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match="image_detail must be one of auto, low, high"
+    ):
         nito_nb.stream("x", model="sim/echo", images=[PNG], image_detail="huge")
 
 
@@ -157,7 +201,8 @@ def test_a_hostile_file_name_stays_inert(tmp_path: Path) -> None:
     hostile = tmp_path / name
     hostile.write_bytes(PNG)
     stream = nito_nb.stream("x", model="sim/echo", images=[hostile])
-    assert stream.request["messages"][-1]["content"][1]["attachment"]["name"] == name  # data, kept as data
+    # data, kept as data
+    assert stream.request["messages"][-1]["content"][1]["attachment"]["name"] == name
     html = stream._repr_mimebundle_().get("text/html", "")
     assert "<img src=x" not in html
     hostile.write_text("text")
@@ -175,9 +220,17 @@ def test_the_simulator_refuses_a_data_url_that_is_not_what_it_says() -> None:
     from nito_nb import sim
 
     url = "data:image/png;base64," + base64.b64encode(b"plain text").decode()
-    body = {"model": "sim/echo", "stream": True,
-            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]}
-    response = httpx.post(sim.ensure_server() + "/chat/completions", json=body,
-                          headers={"Authorization": f"Bearer {sim.token()}"})
+    body = {
+        "model": "sim/echo",
+        "stream": True,
+        "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+        ],
+    }
+    response = httpx.post(
+        sim.ensure_server() + "/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {sim.token()}"},
+    )
     assert response.status_code == 400
     assert "says 'image/png' but holds no known image" in response.text

@@ -34,11 +34,15 @@ PACE = 0.05
 PACED = {"chunks": 12, "tps": 1 / PACE, "ttft_ms": 100, "jitter": 0}
 
 
-
 def token_times(s: nito_nb.Stream) -> list[float]:
     """Arrival times (seconds since t0) of the chunks that carried text."""
-    return [e.t for e in s.log if e.kind == "chunk" and (e.chunk or {}).get("choices") and
-            (e.chunk["choices"][0].get("delta") or {}).get("content")]
+    return [
+        e.t
+        for e in s.log
+        if e.kind == "chunk"
+        and (e.chunk or {}).get("choices")
+        and (e.chunk["choices"][0].get("delta") or {}).get("content")
+    ]
 
 
 def reader_of(s: nito_nb.Stream) -> threading.Thread:
@@ -117,7 +121,9 @@ def test_async_consumers_that_await_other_things_do_not_change_the_times() -> No
     assert first.status == "done" and len(times) == PACED["chunks"]
     assert first.ttft is not None and first.ttft < sleep / 2
     assert times[-1] - times[0] > 0.5 * (len(times) - 1) * PACE
-    assert second.status == "done" and second.elapsed is not None and second.elapsed < 0.5 * n * 0.25
+    assert (
+        second.status == "done" and second.elapsed is not None and second.elapsed < 0.5 * n * 0.25
+    )
 
 
 def test_keyboard_interrupt_while_waiting_stops_and_keeps(scripted: ScriptedServer) -> None:
@@ -148,7 +154,9 @@ def test_close_after_a_break_stops_the_reader_at_once(scripted: ScriptedServer) 
 # -- item 8: retries on one clock -------------------------------------------------------------
 
 
-def test_a_retried_stream_keeps_one_clock_and_counts_its_attempts(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_a_retried_stream_keeps_one_clock_and_counts_its_attempts(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     limited = Script(
         status=429,
         parts=[b'{"error": {"code": 429, "message": "slow down"}}'],
@@ -173,7 +181,9 @@ def test_a_retried_stream_keeps_one_clock_and_counts_its_attempts(scripted: Scri
 
 
 def test_an_async_retried_stream_keeps_one_clock(scripted: ScriptedServer) -> None:
-    limited = Script(status=503, parts=[b"busy"], content_type="text/plain", headers={"Retry-After": "0.2"})
+    limited = Script(
+        status=503, parts=[b"busy"], content_type="text/plain", headers={"Retry-After": "0.2"}
+    )
     base = scripted.add("async-retry-clock", limited, Script(parts=HELLO))
 
     async def main() -> nito_nb.AsyncStream:
@@ -257,7 +267,10 @@ def test_dropped_streams_leave_no_unclosed_transport(tmp_path: Path) -> None:
     script = tmp_path / "dropped.py"
     script.write_text(DROPPED)
     run = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error", str(script)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-X", "dev", "-W", "error", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.stdout.strip() == "ok", run.stderr
     assert "ResourceWarning" not in run.stderr and "unclosed" not in run.stderr, run.stderr
@@ -288,7 +301,9 @@ def test_async_wait_with_a_timeout(scripted: ScriptedServer) -> None:
     assert s.status == "stopped" and s.content == "Hel"
 
 
-def test_on_done_runs_when_an_async_stream_fails_to_connect_after_its_retries(scripted: ScriptedServer) -> None:
+def test_on_done_runs_when_an_async_stream_fails_to_connect_after_its_retries(
+    scripted: ScriptedServer,
+) -> None:
     # Registered before the AsyncStream connects: its failure (a 503, retried once, then given up)
     # ends it, and the callback runs once, then, with the final status. It never ran before.
     down = Script(status=503, parts=[b"down"], content_type="text/plain")
@@ -296,7 +311,9 @@ def test_on_done_runs_when_an_async_stream_fails_to_connect_after_its_retries(sc
     seen: list[tuple[str, int]] = []
 
     async def main() -> None:
-        async with nito_nb.AsyncClient(api_key=KEY, base_url=base, max_retries=1, max_retry_wait=0.01) as c:
+        async with nito_nb.AsyncClient(
+            api_key=KEY, base_url=base, max_retries=1, max_retry_wait=0.01
+        ) as c:
             s = c.stream("hi", model="m", raise_errors=False)
             s.on_done(lambda stream: seen.append((stream.status, stream.attempts)))
             with pytest.raises(nito_nb.ServerError):
@@ -321,7 +338,9 @@ def test_an_on_done_callback_that_raises_is_reported_not_raised(
     assert s.wait() is s and s.status == "done" and seen == ["done"]
     s.on_done(broken)  # already finished: called at once, reported the same way
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and all("on_done" in line and "ValueError: callback bug" in line for line in lines)
+    assert len(lines) == 2 and all(
+        "on_done" in line and "ValueError: callback bug" in line for line in lines
+    )
 
 
 # -- item 14: models() failures are typed -----------------------------------------------------
@@ -330,12 +349,18 @@ def test_an_on_done_callback_that_raises_is_reported_not_raised(
 def test_models_failures_are_typed(scripted: ScriptedServer) -> None:
     with pytest.raises(nito_nb.ConnectionFailed, match="Could not reach"):
         client("http://127.0.0.1:9").models()
-    html = scripted.add("models-html", Script(parts=[b"<html>login</html>"], content_type="text/html"))
+    html = scripted.add(
+        "models-html", Script(parts=[b"<html>login</html>"], content_type="text/html")
+    )
     with pytest.raises(nito_nb.TransportError, match="not a JSON list of models") as info:
         client(html).models()
     assert "text/html" in str(info.value)
-    ok = scripted.add("models-ok", Script(parts=[json.dumps({"data": [{"id": "a"}]}).encode()],
-                                          content_type="application/json"))
+    ok = scripted.add(
+        "models-ok",
+        Script(
+            parts=[json.dumps({"data": [{"id": "a"}]}).encode()], content_type="application/json"
+        ),
+    )
     assert client(ok).models() == [{"id": "a"}]
 
     async def main() -> None:
@@ -380,7 +405,9 @@ def test_rate_limit_behind_litellm_is_retried_after_its_header(scripted: Scripte
         client(base).stream("hi", model="m")
     # Too long to wait: not retried, and the error says when.
     assert info.value.retry_after == 3600 and limited.times == 1
-    ms = Script(status=429, parts=[b"slow"], content_type="text/plain", headers={"retry-after-ms": "150"})
+    ms = Script(
+        status=429, parts=[b"slow"], content_type="text/plain", headers={"retry-after-ms": "150"}
+    )
     base = scripted.add("ms-429", ms, Script(parts=HELLO))
     s = client(base).stream("hi", model="m")
     assert s.content == "Hello" and s.attempts == 2 and s.ttfb is not None and s.ttfb >= 0.15

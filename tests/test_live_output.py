@@ -46,7 +46,9 @@ class Renders:
 
         def recorded(*, live: bool) -> None:
             refresher = sink._refresher
-            self.log.append((live, threading.current_thread().name, refresher is not None and refresher.running))
+            self.log.append(
+                (live, threading.current_thread().name, refresher is not None and refresher.running)
+            )
             draw(live=live)
 
         sink._draw = recorded  # every render of a LiveSink goes through _draw
@@ -63,7 +65,9 @@ class Renders:
 class Page:
     """A notebook's outputs, for LiveDisplay's ``display=``."""
 
-    def __call__(self, bundle: dict[str, str], *, raw: bool = False, display_id: bool = False) -> Page:
+    def __call__(
+        self, bundle: dict[str, str], *, raw: bool = False, display_id: bool = False
+    ) -> Page:
         return self
 
     def update(self, bundle: dict[str, str], *, raw: bool = False) -> None:
@@ -80,13 +84,18 @@ def _after_the_end(sink: Any, renders: Renders) -> None:
     assert len(renders.log) == n and sink.finished
 
 
-@pytest.mark.parametrize("make", [
-    lambda s: LiveDisplay(s, format="text", display=Page()),
-    lambda s: TerminalDisplay(s, file=io.StringIO()),
-    lambda s: Grid([s], ["sim/stall"], "text"),
-], ids=["LiveDisplay", "TerminalDisplay", "Grid"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: LiveDisplay(s, format="text", display=Page()),
+        lambda s: TerminalDisplay(s, file=io.StringIO()),
+        lambda s: Grid([s], ["sim/stall"], "text"),
+    ],
+    ids=["LiveDisplay", "TerminalDisplay", "Grid"],
+)
 def test_a_streams_output_renders_its_final_state_once_last_and_in_the_callers_thread(
-        make: Callable[[Any], LiveSink], capsys: pytest.CaptureFixture[str]) -> None:
+    make: Callable[[Any], LiveSink], capsys: pytest.CaptureFixture[str]
+) -> None:
     stream = nito_nb.stream("a b c " * 40, model="sim/stall", raise_errors=False, **STALL)
     sink = make(stream)
     renders = Renders(sink)
@@ -97,7 +106,9 @@ def test_a_streams_output_renders_its_final_state_once_last_and_in_the_callers_t
     assert stream.status == "done"
     sink.finish()
     renders.assert_final_once_and_last(thread=threading.current_thread().name)
-    assert any(where == type(sink).refresher_name for _, where, _ in renders.log), "the stall was never refreshed"
+    assert any(where == type(sink).refresher_name for _, where, _ in renders.log), (
+        "the stall was never refreshed"
+    )
     _after_the_end(sink, renders)
 
 
@@ -155,9 +166,15 @@ def test_a_closed_output_renders_nothing_more() -> None:
     assert renders.log == [] and view.closed and not view.finished
 
 
-@pytest.mark.parametrize("make", [Panel, lambda run: StderrLine(run, io.StringIO())], ids=["Panel", "StderrLine"])
-def test_a_runs_progress_renders_its_final_state_once_and_last(make: Callable[[Any], LiveSink]) -> None:
-    run = nito_nb.run([f"q{i}" for i in range(6)], model="sim/chat", concurrency=2, progress=False, **FAST)
+@pytest.mark.parametrize(
+    "make", [Panel, lambda run: StderrLine(run, io.StringIO())], ids=["Panel", "StderrLine"]
+)
+def test_a_runs_progress_renders_its_final_state_once_and_last(
+    make: Callable[[Any], LiveSink],
+) -> None:
+    run = nito_nb.run(
+        [f"q{i}" for i in range(6)], model="sim/chat", concurrency=2, progress=False, **FAST
+    )
     sink = make(run)
     renders = Renders(sink)
     sink.start()
@@ -171,7 +188,9 @@ def test_a_runs_progress_renders_its_final_state_once_and_last(make: Callable[[A
 
 
 def test_a_sweeps_view_renders_its_final_state_once_and_last() -> None:
-    sweep = nito_nb.sweep(["a"], model="sim/chat", rates=[20, 40], max_requests=2, progress=False, **FAST)
+    sweep = nito_nb.sweep(
+        ["a"], model="sim/chat", rates=[20, 40], max_requests=2, progress=False, **FAST
+    )
     view = SweepView(sweep)
     renders = Renders(view)
     view.start()

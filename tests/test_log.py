@@ -195,13 +195,18 @@ def test_load_rejects_what_is_not_a_log(tmp_path: Path) -> None:
     with pytest.raises(nito_nb.LogFormatError, match="upgrade nito_nb"):
         nito_nb.load(tmp_path / "b.jsonl")
     # (a bad last line is a cut file, loaded: see test_a_cut_log_loads_what_is_complete_with_a_note)
-    (tmp_path / "c.jsonl").write_text('{"nito_nb_log": 1, "t0_wall": null}\nnot json\n{"end": {}}\n')
+    (tmp_path / "c.jsonl").write_text(
+        '{"nito_nb_log": 1, "t0_wall": null}\nnot json\n{"end": {}}\n'
+    )
     with pytest.raises(nito_nb.LogFormatError, match="line 2"):
         nito_nb.load(tmp_path / "c.jsonl")
 
 
 def test_a_cut_log_loads_what_is_complete_with_a_note(tmp_path: Path) -> None:
-    s = fed(*[(i * 1_000_000, chunk_line({"content": f"w{i} "})) for i in range(10)], (11_000_000, b"data: [DONE]\n\n"))
+    s = fed(
+        *[(i * 1_000_000, chunk_line({"content": f"w{i} "})) for i in range(10)],
+        (11_000_000, b"data: [DONE]\n\n"),
+    )
     text = s.save(tmp_path / "whole.jsonl").read_text()
     lines = text.splitlines(keepends=True)
     # Cut inside the 6th event's line (the header is line 1): the five events before it load.
@@ -279,7 +284,7 @@ def test_garbage_bodies_never_raise_and_round_trip(body: bytes, cuts: list[int])
 
 
 def test_offsets_say_where_each_event_ends_in_the_body() -> None:
-    s = nito_nb.read_sse("data: {\"a\": 1}\n\n: keep-alive\n\ndata: [DONE]\n\n")
+    s = nito_nb.read_sse('data: {"a": 1}\n\n: keep-alive\n\ndata: [DONE]\n\n')
     log = s.log
     ends = list(log.offsets())
     body = log.body
@@ -312,7 +317,9 @@ def test_a_run_of_identical_comments_in_one_read_is_counted_not_stored(tmp_path:
 
 def test_comments_that_came_apart_keep_their_own_times() -> None:
     # A thinking model's keep-alives, each in a read of its own: every one is logged, with its time.
-    s = fed(*[(i * 1_000_000, KEEP_ALIVE) for i in range(COMMENTS_APART)], (10**9, b"data: [DONE]\n\n"))
+    s = fed(
+        *[(i * 1_000_000, KEEP_ALIVE) for i in range(COMMENTS_APART)], (10**9, b"data: [DONE]\n\n")
+    )
     assert len(s.log) == COMMENTS_APART + 1 and all(e.repeat == 1 for e in s.log)
 
 
@@ -322,10 +329,16 @@ COMMENTS_APART = 200
 def test_a_counted_run_crosses_to_another_process_and_back() -> None:
     from nito_nb._recordings import from_log
 
-    s = fed((7, KEEP_ALIVE * 500 + chunk_line({"content": "Hi"})), end=9, status="truncated",
-            exception=nito_nb.ConnectionLost("gone"))
+    s = fed(
+        (7, KEEP_ALIVE * 500 + chunk_line({"content": "Hi"})),
+        end=9,
+        status="truncated",
+        exception=nito_nb.ConnectionLost("gone"),
+    )
     back = from_log(s.log)  # what a run's worker sends for a stream that ended with an error
-    assert [(e.kind, e.raw, e.repeat) for e in back.log] == [(e.kind, e.raw, e.repeat) for e in s.log]
+    assert [(e.kind, e.raw, e.repeat) for e in back.log] == [
+        (e.kind, e.raw, e.repeat) for e in s.log
+    ]
 
 
 def test_a_repeat_that_is_not_a_count_is_one_line(tmp_path: Path) -> None:

@@ -52,10 +52,14 @@ class Recorder(DisplayPublisher):
         update: bool = False,
         **kwargs: Any,
     ) -> None:
-        self.messages.append({
-            "data": data, "transient": transient or {}, "update": update,
-            "thread": threading.current_thread().name,
-        })
+        self.messages.append(
+            {
+                "data": data,
+                "transient": transient or {},
+                "update": update,
+                "thread": threading.current_thread().name,
+            }
+        )
 
     def clear_output(self, wait: bool = False) -> None:
         pass
@@ -252,7 +256,9 @@ def test_run_tools_sends_results_back(ip: Any, capsys: pytest.CaptureFixture[str
         run(ip, "-m sim/tools --run-tools", "x")
 
 
-def test_run_tools_reports_failures_to_the_model(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_tools_reports_failures_to_the_model(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     def get_weather(city: str) -> str:
         """Weather for a city."""
         raise RuntimeError("the weather service is down")
@@ -592,7 +598,11 @@ def test_interrupt_stops_every_model(ip: Any, notebook: Recorder) -> None:
     streams = ip.user_ns["_nito"]
     assert [s.status for s in streams] == ["stopped", "stopped"]
     assert all(len(s.content) < 1000 for s in streams)
-    grids = [m["data"]["text/plain"] for m in notebook.messages if "== sim/reasoning ==" in m["data"]["text/plain"]]
+    grids = [
+        m["data"]["text/plain"]
+        for m in notebook.messages
+        if "== sim/reasoning ==" in m["data"]["text/plain"]
+    ]
     assert any("● streaming" in grid for grid in grids[:-1])  # live renders, then the final one
     assert grids[-1].count("■ stopped") == 2 and "● streaming" not in grids[-1]
     assert notebook.final_outputs()[0]["text/plain"].count("■ stopped") == 2
@@ -603,12 +613,16 @@ def test_interrupt_stops_every_model(ip: Any, notebook: Recorder) -> None:
         time.sleep(0.01)
 
 
-def test_interrupt_while_connecting(ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupt_while_connecting(
+    ip: Any, notebook: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NITO_API_KEY", KEY)
     with socket.socket() as silent:  # accepts connections, never answers: stuck before headers
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        ip.run_line_magic("config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'")
+        ip.run_line_magic(
+            "config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'"
+        )
         with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
             run(ip, "-m a/one,b/two", "x")
     assert [s.status for s in ip.user_ns["_nito"]] == ["stopped", "stopped"]
@@ -623,7 +637,9 @@ def test_interrupt_before_the_headers_keeps_the_request(
     with socket.socket() as silent:  # accepts connections, never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        ip.run_line_magic("config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'")
+        ip.run_line_magic(
+            "config", f"Nito.base_url = 'http://127.0.0.1:{silent.getsockname()[1]}/v1'"
+        )
         with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
             run(ip, "-m a/one", "are you there?")
     stream = ip.user_ns["_nito"]
@@ -703,7 +719,9 @@ def test_line_commands(
     assert list(history["status"]) == ["done", "error"]
     assert list(history["prompt"]) == ["one", "two"]
     streams = [ip.user_ns["_nito"]]
-    assert history["time"].iloc[-1] == pd.Timestamp(streams[0].t0_wall.astimezone()).tz_localize(None).floor("s")
+    assert history["time"].iloc[-1] == pd.Timestamp(streams[0].t0_wall.astimezone()).tz_localize(
+        None
+    ).floor("s")
     capsys.readouterr()
     capsys.readouterr()
     ip.run_line_magic("nito", "last")
@@ -723,16 +741,26 @@ def test_history_has_prompt_time_cost_and_the_session_total(
     run(ip, "-m sim/echo,sim/chat", "x" * 200)
     streams = [s for s in _magic.last()]
     history = ip.run_line_magic("nito", "history")
-    assert list(history["prompt"]) == ["first prompt on two lines", "refused", "x" * 79 + "…", "x" * 79 + "…"]
+    assert list(history["prompt"]) == [
+        "first prompt on two lines",
+        "refused",
+        "x" * 79 + "…",
+        "x" * 79 + "…",
+    ]
     costs = [ip.user_ns["_nito"][0].usage["cost"], ip.user_ns["_nito"][1].usage["cost"]]
     assert history["cost"].isna().tolist() == [False, True, False, False]
     first = history["cost"].iloc[0]
-    assert history["cost_total"].tolist() == pytest.approx([first, first, first + costs[0], first + costs[0] + costs[1]])
+    assert history["cost_total"].tolist() == pytest.approx(
+        [first, first, first + costs[0], first + costs[0] + costs[1]]
+    )
     assert history["time"].is_monotonic_increasing and len(streams) == 2
     capsys.readouterr()
     ip.run_line_magic("nito", "cost")
     line = capsys.readouterr().out.strip()
-    assert line == f"nito: ${history['cost_total'].iloc[-1]:.6f} over 4 stream(s) in this session (1 reported no cost)"
+    assert (
+        line
+        == f"nito: ${history['cost_total'].iloc[-1]:.6f} over 4 stream(s) in this session (1 reported no cost)"
+    )
 
 
 def test_help_shows_the_cell_magic_and_no_rest_markup(
@@ -822,17 +850,28 @@ def test_history_lists_captured_streams_and_reset_clears_them(ip: Any) -> None:
     import openai
 
     run(ip, "-m sim/echo", "from the magic")
-    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0,
-                       http_client=nito_nb.httpx_client()) as client:
+    with openai.OpenAI(
+        base_url=nito_nb.sim.ensure_server(),
+        api_key=nito_nb.sim.token(),
+        max_retries=0,
+        http_client=nito_nb.httpx_client(),
+    ) as client:
         for _ in client.chat.completions.create(
             model="sim/chat", messages=[{"role": "user", "content": "from the SDK"}], stream=True
         ):
             pass
     history = ip.run_line_magic("nito", "history")
-    assert list(history["model"]) == ["sim/echo", "sim/chat"] and list(history["status"]) == ["done", "done"]
+    assert list(history["model"]) == ["sim/echo", "sim/chat"] and list(history["status"]) == [
+        "done",
+        "done",
+    ]
     assert nito_nb.last() is nito_nb.streams()[-1]
     ip.run_line_magic("nito", "reset")
-    assert nito_nb.last() is None and nito_nb.streams() == [] and ip.run_line_magic("nito", "history").empty
+    assert (
+        nito_nb.last() is None
+        and nito_nb.streams() == []
+        and ip.run_line_magic("nito", "history").empty
+    )
 
 
 def test_the_comparison_table_keeps_tokens_and_chunks_apart() -> None:
@@ -843,7 +882,9 @@ def test_the_comparison_table_keeps_tokens_and_chunks_apart() -> None:
 
     recording = Path(__file__).parent / "data" / "real" / "openai-content-1.sse"
     packed = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "tps": 400})
-    bare = nito_nb.stream("x", model="sim/chat", sim={"tps": 400}, stream_options={"include_usage": False})
+    bare = nito_nb.stream(
+        "x", model="sim/chat", sim={"tps": 400}, stream_options={"include_usage": False}
+    )
     packed.wait()
     bare.wait()
     table = history.comparison_table([packed, bare])
@@ -882,10 +923,15 @@ def test_image_options_reach_the_request(ip: Any, tmp_path: Path) -> None:
     png = b"\x89PNG\r\n\x1a\n" + b"\x07" * 300
     chart = tmp_path / "chart.png"
     chart.write_bytes(png)
-    run(ip, f"-m sim/echo --image {chart} --image https://example.org/cat.jpg", "What does the chart show?")
+    run(
+        ip,
+        f"-m sim/echo --image {chart} --image https://example.org/cat.jpg",
+        "What does the chart show?",
+    )
     stream = ip.user_ns["_nito"]
     digest = hashlib.sha256(png).hexdigest()
-    assert f"image_url image/png {len(png)} bytes sha256 {digest[:12]}" in stream.content  # as received
+    # as received
+    assert f"image_url image/png {len(png)} bytes sha256 {digest[:12]}" in stream.content
     assert "image_url url https://example.org/cat.jpg" in stream.content
     assert base64.b64encode(png).decode() not in json.dumps(stream.request)
     assert stream.request["messages"][-1]["content"][1]["attachment"]["sha256"] == digest
@@ -898,7 +944,8 @@ def test_image_options_reach_the_request(ip: Any, tmp_path: Path) -> None:
 
 
 def test_the_live_view_shows_a_thumbnail_of_each_local_image_and_a_url_as_a_link(
-        ip: Any, notebook: Recorder, tmp_path: Path) -> None:
+    ip: Any, notebook: Recorder, tmp_path: Path
+) -> None:
     import base64
 
     png = b"\x89PNG\r\n\x1a\n" + b"\x05" * 200
@@ -906,14 +953,20 @@ def test_the_live_view_shows_a_thumbnail_of_each_local_image_and_a_url_as_a_link
     hostile.write_bytes(png)
     url = 'https://example.org/cat.jpg?a="><script>x</script>'
     run(ip, f"-m sim/echo --image '{hostile}' --image '{url}'", "Look")
-    strips = [m["data"] for m in notebook.messages
-              if isinstance(m["data"], dict) and "nito-attachments" in m["data"].get("text/html", "")]
+    strips = [
+        m["data"]
+        for m in notebook.messages
+        if isinstance(m["data"], dict) and "nito-attachments" in m["data"].get("text/html", "")
+    ]
     assert len(strips) == 1
     shown = strips[0]["text/html"]
-    assert f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}"' in shown  # nothing fetched
+    # nothing fetched
+    assert f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}"' in shown
     assert "max-width:96px;max-height:96px" in shown
     assert shown.count("<img") == 1  # the URL is a link, never loaded
-    assert '<a href="https://example.org/cat.jpg?a=&quot;&gt;&lt;script&gt;x&lt;/script&gt;"' in shown
+    assert (
+        '<a href="https://example.org/cat.jpg?a=&quot;&gt;&lt;script&gt;x&lt;/script&gt;"' in shown
+    )
     assert "<script" not in shown
     from html.parser import HTMLParser
 
@@ -929,5 +982,6 @@ def test_the_live_view_shows_a_thumbnail_of_each_local_image_and_a_url_as_a_link
     tags.feed(shown)
     assert [tag for tag, _ in tags.found] == ["div", "img", "a"]
     assert not [name for _, attrs in tags.found for name, _ in attrs if name.startswith("on")]
-    assert dict(tags.found[1][1])["alt"].startswith('<img src=x onerror="window.__xss=1">.png')  # as text
+    # as text
+    assert dict(tags.found[1][1])["alt"].startswith('<img src=x onerror="window.__xss=1">.png')
     assert f"{hostile.name} (image/png, {len(png)} bytes)" in strips[0]["text/plain"]

@@ -56,14 +56,17 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
     cell(ip, "-m sim/echo,sim/reasoning", "two models")
     cell(ip, "-m sim/echo --chat c", "first turn")
     cell(ip, "-m sim/echo --chat c", "second turn")
-    cell(ip, "-m sim/tools --tools weather --run-tools", "Weather in Paris?")  # a call, then the answer
+    # a call, then the answer
+    cell(ip, "-m sim/tools --tools weather --run-tools", "Weather in Paris?")
     cell(ip, "-m sim/http-401", "refused")
     cell(ip, "-m sim/error-midstream", "broken")
     with pytest.raises(KeyboardInterrupt), sigint_after(1.0):
         cell(ip, "-m sim/chat --param sim='{\"tps\": 20}'", "stopped half way")
     assert "not written to the store" not in capsys.readouterr().err
 
-    magics = next(m for m in ip.magics_manager.registry.values() if isinstance(m, _magic.NitoMagics))
+    magics = next(
+        m for m in ip.magics_manager.registry.values() if isinstance(m, _magic.NitoMagics)
+    )
     kept = magics.streams  # the session's streams, in the order they ended
     results = stored(path)
     assert len(results) == len(kept) == 10
@@ -72,7 +75,12 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
     assert len(set(results["run_id"])) == 1
     assert sorted(results["status"]) == sorted(s.status for s in kept)
     assert {"done", "failed", "error", "stopped"} <= set(results["status"])
-    assert set(results["content"].dropna()) >= {"one model", "two models", "first turn", "second turn"}
+    assert set(results["content"].dropna()) >= {
+        "one model",
+        "two models",
+        "first turn",
+        "second turn",
+    }
     assert (results["model"] == "sim/tools").sum() == 2  # the tool call and the follow-up answer
 
     # The same row as a run would write: the same code (_runs/results.py) on the same Stream.
@@ -81,14 +89,27 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
     from nito_nb._runs.store import stream_key
 
     key = stream_key(one)
-    expected = result_rows([Finished(Request(key, None, "sim/echo", 0, [], {}), one, 1, one.t0_wall)], "x")
-    for name in ("status", "content", "ttft", "e2e", "prompt_tokens", "completion_tokens", "cost", "n_token_chunks"):
+    expected = result_rows(
+        [Finished(Request(key, None, "sim/echo", 0, [], {}), one, 1, one.t0_wall)], "x"
+    )
+    for name in (
+        "status",
+        "content",
+        "ttft",
+        "e2e",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "n_token_chunks",
+    ):
         assert by_key.loc[key, name] == expected[0][name], name
     with nito_nb.open_store(path) as store:
         frame = store.frame()
         assert set(frame["stream"].astype(str)) == set(results["key"])
         rebuilt = store.streams(key)
-        assert (rebuilt.content, rebuilt.status, rebuilt.ttft) == pytest.approx((one.content, one.status, one.ttft))
+        assert (rebuilt.content, rebuilt.status, rebuilt.ttft) == pytest.approx(
+            (one.content, one.status, one.ttft)
+        )
         stopped = results.loc[results["status"] == "stopped", "key"].iloc[0]
         assert store.streams(stopped).content == by_key.loc[stopped, "content"] != ""
 
@@ -108,7 +129,11 @@ def test_history_cost_and_last_read_the_store_after_the_session_is_gone(
     assert "Streaming, in short" in capsys.readouterr().out
     cell(ip, "-m sim/echo", "this session")
     history = ip.run_line_magic("nito", "history")
-    assert list(history["prompt"]) == ["from before", "also from before", "this session"]  # earlier first
+    assert list(history["prompt"]) == [
+        "from before",
+        "also from before",
+        "this session",
+    ]  # earlier first
     assert list(history["status"]) == ["done"] * 3
     assert history["time"].is_monotonic_increasing
     assert history["cost"].iloc[:2].tolist() == pytest.approx(before["cost"].tolist())
@@ -117,7 +142,10 @@ def test_history_cost_and_last_read_the_store_after_the_session_is_gone(
     capsys.readouterr()
     ip.run_line_magic("nito", "cost")
     line = capsys.readouterr().out.strip()
-    assert line == f"nito: ${history['cost_total'].iloc[-1]:.6f} over 3 stream(s) in the store and this session"
+    assert (
+        line
+        == f"nito: ${history['cost_total'].iloc[-1]:.6f} over 3 stream(s) in the store and this session"
+    )
     # Without a store: this session only, as before.
     ip.run_line_magic("config", "Nito.store = None")
     assert list(ip.run_line_magic("nito", "history")["prompt"]) == ["this session"]
@@ -141,10 +169,15 @@ def test_a_store_held_by_another_process_is_one_line_and_the_answer_stays(
     ip.run_line_magic("config", f"Nito.store = {str(path)!r}")
     cell(ip, "-m sim/echo", "written")
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from nito_nb._runs.store import StoreWriter; w = StoreWriter(sys.argv[1]); "
-         "print('holding', flush=True); time.sleep(60)", str(path)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from nito_nb._runs.store import StoreWriter; w = StoreWriter(sys.argv[1]); "
+            "print('holding', flush=True); time.sleep(60)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().startswith("holding")
@@ -154,12 +187,16 @@ def test_a_store_held_by_another_process_is_one_line_and_the_answer_stays(
         assert "while another process writes" in captured.out  # the answer is shown
         assert ip.user_ns["_nito"].content == "while another process writes"
         err = captured.err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"nito: not written to the store {str(path)!r} (StoreBusy:")
+        assert len(err) == 1 and err[0].startswith(
+            f"nito: not written to the store {str(path)!r} (StoreBusy:"
+        )
         assert "another process" in err[0] and "Traceback" not in captured.err
         history = ip.run_line_magic("nito", "history")  # the store cannot be read: this session's
         assert list(history["prompt"]) == ["written", "while another process writes"]
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"nito: cannot read the store {str(path)!r} (StoreBusy:")
+        assert len(err) == 1 and err[0].startswith(
+            f"nito: cannot read the store {str(path)!r} (StoreBusy:"
+        )
     finally:
         holder.kill()
         holder.communicate(timeout=30)
@@ -177,7 +214,11 @@ def test_a_broken_store_file_is_one_line_and_the_answer_stays(
     captured = capsys.readouterr()
     assert "kept anyway" in captured.out and ip.user_ns["_nito"].content == "kept anyway"
     err = captured.err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("nito: not written to the store") and "Traceback" not in captured.err
+    assert (
+        len(err) == 1
+        and err[0].startswith("nito: not written to the store")
+        and "Traceback" not in captured.err
+    )
 
 
 def test_a_store_left_open_for_reading_in_the_kernel_is_one_line_that_says_so(
@@ -192,7 +233,11 @@ def test_a_store_left_open_for_reading_in_the_kernel_is_one_line_that_says_so(
         capsys.readouterr()
         cell(ip, "-m sim/echo", "while a Store is open")
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "open for reading in this process" in err[0] and "store.close()" in err[0]
+        assert (
+            len(err) == 1
+            and "open for reading in this process" in err[0]
+            and "store.close()" in err[0]
+        )
         assert ip.user_ns["_nito"].content == "while a Store is open"
         history = ip.run_line_magic("nito", "history")  # read through the reader's mode
         assert list(history["prompt"]) == ["before", "while a Store is open"]
@@ -204,12 +249,19 @@ def test_a_store_left_open_for_reading_in_the_kernel_is_one_line_that_says_so(
 
 
 @pytest.mark.spawns
-def test_a_run_of_the_same_kernel_writing_the_same_store(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_of_the_same_kernel_writing_the_same_store(
+    ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "shared"
     ip.run_line_magic("config", f"Nito.store = {str(path)!r}")
     # Paced so that it is still writing when the cells end (then stopped): 16 at a time, 0.2 s each.
-    run = nito_nb.run([f"row {i}" for i in range(2000)], model="sim/echo", store=str(path), progress=False,
-                      sim={"ttft_ms": 200})
+    run = nito_nb.run(
+        [f"row {i}" for i in range(2000)],
+        model="sim/echo",
+        store=str(path),
+        progress=False,
+        sim={"ttft_ms": 200},
+    )
     try:
         deadline = time.monotonic() + 60
         while run.stats()["finished"] < 50 and time.monotonic() < deadline:
@@ -257,7 +309,9 @@ def echoing_parts(key: str) -> list[bytes]:
     return [
         f": debug Authorization: Bearer {key}\n\n".encode(),
         chunk_line({"role": "assistant", "content": "partial "}),
-        chunk_line({"content": ""}, finish="error", error={"code": 401, "message": f"Invalid key {key}"}),
+        chunk_line(
+            {"content": ""}, finish="error", error={"code": 401, "message": f"Invalid key {key}"}
+        ),
         b"data: [DONE]\n\n",
     ]
 
@@ -302,52 +356,71 @@ def test_history_survives_a_kernel_restart_and_no_key_is_stored(
     path = tmp_path / "store"
     echo = scripted.add("store-echo", Script(parts=echoing_parts(KEY)))
     with SimServer(api_key=KEY) as accepting:
-        first = execute_cells([
-            "%load_ext nito_nb",
-            f"%config Nito.store = {str(path)!r}",
-            "%%nito -m sim/chat\nThe first kernel's first prompt",
-            f"%config Nito.base_url = {accepting!r}",  # the key is sent there, and accepted
-            "%%nito -m sim/echo\nThe first kernel's second prompt",
-            f"%config Nito.base_url = {echo!r}",  # a gateway that echoes the key back
-            "%%nito -m some/model\nEcho the key",
-        ], tmp_path)
+        first = execute_cells(
+            [
+                "%load_ext nito_nb",
+                f"%config Nito.store = {str(path)!r}",
+                "%%nito -m sim/chat\nThe first kernel's first prompt",
+                f"%config Nito.base_url = {accepting!r}",  # the key is sent there, and accepted
+                "%%nito -m sim/echo\nThe first kernel's second prompt",
+                f"%config Nito.base_url = {echo!r}",  # a gateway that echoes the key back
+                "%%nito -m some/model\nEcho the key",
+            ],
+            tmp_path,
+        )
     assert "✓ done" in _text(first.cells[2]) and "✓ done" in _text(first.cells[4])
     assert "partial" in _text(first.cells[6]) and "[redacted]" in _text(first.cells[6])
     assert all("not written" not in _text(c) and "Traceback" not in _text(c) for c in first.cells)
 
     (tmp_path / "a-file").write_text("x")
-    second = execute_cells([  # a NEW kernel: nothing in memory
-        "%load_ext nito_nb",
-        "%nito history",  # no store set: this session's, empty
-        f"%config Nito.store = {str(path)!r}",
-        "h = %nito history\nprint(list(h['prompt']), list(h['model']), list(h['status']))",
-        "%nito last",
-        "%nito cost",
-        f"%config Nito.store = {str(tmp_path / 'a-file')!r}",
-        "%config Nito.store",
-    ], tmp_path)
+    second = execute_cells(
+        [  # a NEW kernel: nothing in memory
+            "%load_ext nito_nb",
+            "%nito history",  # no store set: this session's, empty
+            f"%config Nito.store = {str(path)!r}",
+            "h = %nito history\nprint(list(h['prompt']), list(h['model']), list(h['status']))",
+            "%nito last",
+            "%nito cost",
+            f"%config Nito.store = {str(tmp_path / 'a-file')!r}",
+            "%config Nito.store",
+        ],
+        tmp_path,
+    )
     c = second.cells
     assert "Empty DataFrame" in _text(c[1])
     listed = _text(c[3]).strip()
-    assert listed == (
-        "[\"The first kernel's first prompt\", \"The first kernel's second prompt\", 'Echo the key'] "
-        "['sim/chat', 'sim/echo', 'test/model'] ['done', 'done', 'error']"  # the model the chunks name
+    assert (
+        listed
+        == (
+            "[\"The first kernel's first prompt\", \"The first kernel's second prompt\", 'Echo the key'] "
+            "['sim/chat', 'sim/echo', 'test/model'] ['done', 'done', 'error']"  # the model the chunks name
+        )
     )
     assert "partial" in _text(c[4])  # the last stream, rebuilt from the store
-    assert _text(c[5]).strip().startswith("nito: $") and "over 3 stream(s) in the store" in _text(c[5])
+    assert _text(c[5]).strip().startswith("nito: $") and "over 3 stream(s) in the store" in _text(
+        c[5]
+    )
     refused = _text(c[6]).strip()
     assert refused.startswith("ERROR:root:Nito.store must be a folder") and "is a file" in refused
     assert len(refused.splitlines()) == 1 and "Traceback" not in refused
     assert str(path) in _text(c[7])  # unchanged
 
     results = stored(path)
-    assert list(results["content"]) == [results["content"][0], "The first kernel's second prompt", "partial "]
+    assert list(results["content"]) == [
+        results["content"][0],
+        "The first kernel's second prompt",
+        "partial ",
+    ]
     assert results["content"][0].startswith("## Streaming, in short")
     assert list(results["row"]) == ["In[3]", "In[5]", "In[7]"]  # the cells
     with nito_nb.open_store(path) as store:
         frame = store.frame(list(results["key"]))
         events = frame.groupby("stream", observed=True).size()
         assert set(events.index.astype(str)) == set(results["key"]) and (events > 1).all()
-        assert json.loads(store.sql("select request from requests where model = 'sim/echo'")["request"][0])[
-            "messages"][-1]["content"] == "The first kernel's second prompt"
+        assert (
+            json.loads(
+                store.sql("select request from requests where model = 'sim/echo'")["request"][0]
+            )["messages"][-1]["content"]
+            == "The first kernel's second prompt"
+        )
     assert_no_key(path, "The first kernel's second prompt")

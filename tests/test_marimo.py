@@ -126,8 +126,6 @@ def test_stream_html_escapes_live_parts() -> None:
         assert "<script" not in stream_html(stream.snapshot(), live=live)
 
 
-
-
 # -- the chat model for mo.ui.chat -------------------------------------------------------------
 
 
@@ -150,7 +148,9 @@ def test_the_chat_model_streams_the_answer_as_text_and_keeps_each_turns_stream()
     chat = nito_nb.marimo_chat("sim/echo", system="Be brief.", temperature=0.5, **PACED)
     from marimo._ai._types import ChatModelConfig
 
-    history = _chat_messages(("user", "first question"), ("assistant", "first answer"), ("user", "one two three four"))
+    history = _chat_messages(
+        ("user", "first question"), ("assistant", "first answer"), ("user", "one two three four")
+    )
     chunks = _collect(chat, history, ChatModelConfig(max_tokens=50, top_k=3))
     texts = [c for c in chunks if isinstance(c, str)]
     assert len(texts) > 1, "the answer came in one piece, not streamed"
@@ -174,7 +174,9 @@ def test_the_chat_model_sends_reasoning_as_marimos_reasoning_chunks() -> None:
     kinds = [c["type"] if isinstance(c, dict) else "text" for c in chunks]
     assert kinds[0] == "reasoning-start" and "reasoning-end" in kinds
     assert kinds.index("reasoning-end") < kinds.index("text")  # reasoning closed before the answer
-    reasoning = "".join(c["delta"] for c in chunks if isinstance(c, dict) and c["type"] == "reasoning-delta")
+    reasoning = "".join(
+        c["delta"] for c in chunks if isinstance(c, dict) and c["type"] == "reasoning-delta"
+    )
     assert reasoning == chat.streams[0].reasoning
 
 
@@ -241,11 +243,15 @@ def test_the_chat_models_display_is_each_turns_status_line() -> None:
 # -- a run in marimo -------------------------------------------------------------------------------
 
 
-def test_a_run_as_a_cell_output_shows_its_panel_live_and_returns_the_same_run(tmp_path: Any) -> None:
+def test_a_run_as_a_cell_output_shows_its_panel_live_and_returns_the_same_run(
+    tmp_path: Any,
+) -> None:
     from nito_nb._runs.progress import panel_html, panel_model, show_in_cell
 
     prompts = [f"question {i}" for i in range(12)]
-    run = nito_nb.run(prompts, model="sim/echo", concurrency=2, progress=False, sim={"tps": 80, "ttft_ms": 0})
+    run = nito_nb.run(
+        prompts, model="sim/echo", concurrency=2, progress=False, sim={"tps": 80, "ttft_ms": 0}
+    )
     assert isinstance(run, nito_nb.Run)
     recorder = Recorder()
     shown = show_in_cell(run, mark=lambda: run.n_attempts, replace=recorder)
@@ -260,8 +266,13 @@ def test_a_run_as_a_cell_output_shows_its_panel_live_and_returns_the_same_run(tm
 def test_stop_in_marimo_stops_the_run_and_shows_its_end() -> None:
     from nito_nb._runs.progress import show_in_cell
 
-    run = nito_nb.run([f"q{i}" for i in range(50)], model="sim/chat", concurrency=1, progress=False,
-                      sim={"tps": 40, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(50)],
+        model="sim/chat",
+        concurrency=1,
+        progress=False,
+        sim={"tps": 40, "ttft_ms": 0},
+    )
     show_in_cell(run, mark=lambda: run.n_attempts, replace=Recorder(raise_at=2))
     assert run.done and run.stopped
     assert len(run.results()) < 50
@@ -287,7 +298,9 @@ def test_map_in_marimo_shows_the_runs_table_while_it_waits(monkeypatch: pytest.M
     recorder = Recorder()
     monkeypatch.setattr(cell, "in_marimo", lambda: True)
     monkeypatch.setattr(cell, "replace_cell_output", recorder)
-    answers = nito_nb.map(["one two", "three four"], model="sim/echo", sim={"tps": 40, "ttft_ms": 0})
+    answers = nito_nb.map(
+        ["one two", "three four"], model="sim/echo", sim={"tps": 40, "ttft_ms": 0}
+    )
     assert list(answers) == ["one two", "three four"]
     assert recorder.htmls and "done: 2/2 requests" in recorder.htmls[-1]
 
@@ -297,7 +310,9 @@ def test_during_a_stall_the_cells_status_line_clock_keeps_moving() -> None:
 
     from nito_nb._display.refresh import CLOCK_PERIOD
 
-    stream = nito_nb.stream("hi", model="sim/stall", sim={"stall_s": CLOCK_PERIOD * 4, "tps": 500, "ttft_ms": 0})
+    stream = nito_nb.stream(
+        "hi", model="sim/stall", sim={"stall_s": CLOCK_PERIOD * 4, "tps": 500, "ttft_ms": 0}
+    )
     times: list[float] = []
     recorder = Recorder()
 
@@ -323,7 +338,9 @@ def test_two_chat_elements_may_share_one_model_at_once() -> None:
         return "".join(c for c in chunks if isinstance(c, str))
 
     async def both() -> list[str]:
-        return list(await asyncio.gather(answer("one two three four five"), answer("six seven eight")))
+        return list(
+            await asyncio.gather(answer("one two three four five"), answer("six seven eight"))
+        )
 
     assert asyncio.run(both()) == ["one two three four five", "six seven eight"]
     assert sorted(s.status for s in chat.streams) == ["done", "done"]
@@ -333,4 +350,6 @@ def test_a_chat_models_mistake_is_one_line_when_it_is_made() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="must start with http"):
         nito_nb.marimo_chat("sim/chat", base_url="ftp://example.org")
     with pytest.raises(ValueError, match="run_tools=True runs the Python functions"):
-        nito_nb.marimo_chat("sim/tools", tools=[{"type": "function", "function": {"name": "x"}}], run_tools=True)
+        nito_nb.marimo_chat(
+            "sim/tools", tools=[{"type": "function", "function": {"name": "x"}}], run_tools=True
+        )

@@ -54,17 +54,28 @@ def outputs_text(session: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], str]:
+def exported(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], str]:
     where = tmp_path_factory.mktemp("marimo")
     # A copy: marimo keeps a session cache (__marimo__/) beside the notebook it runs.
     notebook = where / NOTEBOOK.name
     notebook.write_text(NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
     out = where / "marimo_quickstart.html"
     env = {k: v for k, v in os.environ.items() if k != "NITO_API_KEY"}
-    env.update(NITO_SIM_TPS="0", NITO_SIM_TTFT_MS="0", PYTHONPATH=os.pathsep.join(
-        filter(None, [str(REPO), env.get("PYTHONPATH")])))
-    done = subprocess.run([str(MARIMO), "export", "html", str(notebook), "-o", str(out)],
-                          capture_output=True, text=True, env=env, timeout=240, cwd=out.parent)
+    env.update(
+        NITO_SIM_TPS="0",
+        NITO_SIM_TTFT_MS="0",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+    )
+    done = subprocess.run(
+        [str(MARIMO), "export", "html", str(notebook), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        cwd=out.parent,
+    )
     return done, out.read_text(encoding="utf-8") if out.exists() else ""
 
 

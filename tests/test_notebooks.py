@@ -126,7 +126,9 @@ def output_text(nb: Any) -> str:
         if output["output_type"] == "stream":
             texts.append((True, output["text"]))
         elif output["output_type"] in ("display_data", "execute_result"):
-            texts.extend((False, str(output["data"].get(mime, ""))) for mime in ("text/plain", "text/html"))
+            texts.extend(
+                (False, str(output["data"].get(mime, ""))) for mime in ("text/plain", "text/html")
+            )
         elif output["output_type"] == "error":
             texts.append((False, "\n".join(output.get("traceback", []))))
     return joined_text(texts)
@@ -197,16 +199,24 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def test_the_readme_figure_is_what_make_figures_writes(executed: dict[str, Any], tmp_path: Path) -> None:
+def test_the_readme_figure_is_what_make_figures_writes(
+    executed: dict[str, Any], tmp_path: Path
+) -> None:
     """docs/load-knee.png (the README's load section) is the knee figure of analysis.ipynb as
     `make figures` writes it (`python -m nito_nb.demo --figure`): stamped with a digest of the
     cell's source as it is now, the size this run's figure has. Its numbers are a run's."""
     nb, _ = run("analysis", executed)
-    written = demo.write_figure(nb, REPO / "notebooks" / "analysis.ipynb", f"knee-figure={tmp_path / 'knee.png'}")
+    written = demo.write_figure(
+        nb, REPO / "notebooks" / "analysis.ipynb", f"knee-figure={tmp_path / 'knee.png'}"
+    )
     fresh, committed = written.read_bytes(), (REPO / "docs" / "load-knee.png").read_bytes()
     source = demo.png_text(fresh)[demo.FIGURE_KEYWORD]
-    assert source.startswith("python -m nito_nb.demo --figure: notebooks/analysis.ipynb, cell knee-figure")
-    assert demo.png_text(committed).get(demo.FIGURE_KEYWORD) == source, "run `make figures`, commit docs/load-knee.png"
+    assert source.startswith(
+        "python -m nito_nb.demo --figure: notebooks/analysis.ipynb, cell knee-figure"
+    )
+    assert demo.png_text(committed).get(demo.FIGURE_KEYWORD) == source, (
+        "run `make figures`, commit docs/load-knee.png"
+    )
     assert _png_size(committed) == _png_size(fresh)
     assert "](docs/load-knee.png)" in (REPO / "README.md").read_text(encoding="utf-8")
     assert "make figures" in (REPO / "README.md").read_text(encoding="utf-8")

@@ -49,13 +49,20 @@ def _names(module: Any) -> dict[str, str]:
     """{attribute or metric name: its docstring} of a semconv module (the constants' docstrings
     follow them in the source)."""
     source = inspect.getsource(module)
-    return {m.group(2): m.group(3) for m in re.finditer(r'^([A-Z_]+): Final = "([^"]+)"\n"""(.*?)"""', source,
-                                                          re.M | re.S)}
+    return {
+        m.group(2): m.group(3)
+        for m in re.finditer(r'^([A-Z_]+): Final = "([^"]+)"\n"""(.*?)"""', source, re.M | re.S)
+    }
 
 
 def _current(*modules: Any) -> set[str]:
     """The names the conventions use now: not the ones they replaced (``gen_ai.system``...)."""
-    return {name for module in modules for name, doc in _names(module).items() if "Replaced by" not in doc}
+    return {
+        name
+        for module in modules
+        for name, doc in _names(module).items()
+        if "Replaced by" not in doc
+    }
 
 
 ATTRIBUTES = _current(gen_ai_attributes, error_attributes, server_attributes)
@@ -63,11 +70,20 @@ METRICS = _current(gen_ai_metrics)
 
 
 def test_the_conventions_check_knows_what_is_current_and_what_was_replaced() -> None:
-    assert {"gen_ai.provider.name", "gen_ai.response.time_to_first_chunk", "gen_ai.usage.reasoning.output_tokens",
-            "error.type", "server.address"} <= ATTRIBUTES
+    assert {
+        "gen_ai.provider.name",
+        "gen_ai.response.time_to_first_chunk",
+        "gen_ai.usage.reasoning.output_tokens",
+        "error.type",
+        "server.address",
+    } <= ATTRIBUTES
     assert "gen_ai.system" not in ATTRIBUTES and "gen_ai.usage.prompt_tokens" not in ATTRIBUTES
-    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage",
-            "gen_ai.client.operation.time_to_first_chunk", "gen_ai.client.operation.time_per_output_chunk"} <= METRICS
+    assert {
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+        "gen_ai.client.operation.time_to_first_chunk",
+        "gen_ai.client.operation.time_per_output_chunk",
+    } <= METRICS
 
 
 def _not_conventional(attributes: Any) -> list[str]:
@@ -95,8 +111,12 @@ class Sink:
 
     def metrics(self) -> dict[str, Any]:
         data = self.reader.get_metrics_data()
-        return {m.name: m for rm in (data.resource_metrics if data else []) for sm in rm.scope_metrics
-                for m in sm.metrics}
+        return {
+            m.name: m
+            for rm in (data.resource_metrics if data else [])
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        }
 
 
 @pytest.fixture
@@ -118,8 +138,16 @@ def _wall_ns(stream: Any, t_ns: int) -> int:
 
 
 def test_a_stream_is_one_client_span_with_the_conventions_attributes(sink: Sink) -> None:
-    s = nito_nb.stream("Plan three days in Lyon", model="sim/chat", temperature=0.5, top_p=0.9, max_tokens=40,
-                       seed=7, stop=["END"], **FAST)
+    s = nito_nb.stream(
+        "Plan three days in Lyon",
+        model="sim/chat",
+        temperature=0.5,
+        top_p=0.9,
+        max_tokens=40,
+        seed=7,
+        stop=["END"],
+        **FAST,
+    )
     s.wait()
     assert nito_nb.otel.export(s, **sink.providers) == 1
     (span,) = sink.spans()
@@ -133,12 +161,18 @@ def test_a_stream_is_one_client_span_with_the_conventions_attributes(sink: Sink)
     assert (a["gen_ai.request.temperature"], a["gen_ai.request.top_p"]) == (0.5, 0.9)
     assert (a["gen_ai.request.max_tokens"], a["gen_ai.request.seed"]) == (40, 7)
     assert a["gen_ai.request.stop_sequences"] == ("END",)
-    assert a["gen_ai.response.id"] == s.id and a["gen_ai.response.finish_reasons"] == (s.finish_reason,)
+    assert a["gen_ai.response.id"] == s.id and a["gen_ai.response.finish_reasons"] == (
+        s.finish_reason,
+    )
     assert a["gen_ai.usage.input_tokens"] == usage["prompt_tokens"]
     assert a["gen_ai.usage.output_tokens"] == usage["completion_tokens"]
     assert a["gen_ai.response.time_to_first_chunk"] == pytest.approx(s.ttft, abs=1e-9)
     assert a["server.address"] == "127.0.0.1" and isinstance(a["server.port"], int)
-    assert a["nito.status"] == "done" and a["nito.attempts"] == 1 and a["nito.n_token_chunks"] == s.snapshot().n_token_chunks
+    assert (
+        a["nito.status"] == "done"
+        and a["nito.attempts"] == 1
+        and a["nito.n_token_chunks"] == s.snapshot().n_token_chunks
+    )
     assert span.status.status_code is StatusCode.UNSET and "error.type" not in a
     # No message text without content=True.
     assert "gen_ai.input.messages" not in a and "gen_ai.output.messages" not in a
@@ -147,17 +181,35 @@ def test_a_stream_is_one_client_span_with_the_conventions_attributes(sink: Sink)
 
 def test_the_span_and_its_chunk_events_are_at_the_requests_real_times(sink: Sink) -> None:
     # A source of known times: sent now, headers 20 ms later, chunks at 100, 250 and 400 ms.
-    source = StreamSource({"model": "m", "messages": [{"role": "user", "content": "hi"}], "params": {},
-                           "base_url": "https://api.openai.com/v1"})
+    source = StreamSource(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "params": {},
+            "base_url": "https://api.openai.com/v1",
+        }
+    )
     t0 = time.perf_counter_ns()
     source.start(t0)
     source.set_response(200, {"content-type": "text/event-stream"}, t0 + 20_000_000)
     for i, ms in enumerate((100, 250, 400)):
-        chunk = {"id": "c1", "model": "m-0613", "choices": [{"index": 0, "delta": {"content": f"w{i} "}}]}
+        chunk = {
+            "id": "c1",
+            "model": "m-0613",
+            "choices": [{"index": 0, "delta": {"content": f"w{i} "}}],
+        }
         source.feed(f"data: {json.dumps(chunk)}\n\n".encode(), t0 + ms * 1_000_000)
-    usage = {"id": "c1", "model": "m-0613", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-             "usage": {"prompt_tokens": 3, "completion_tokens": 6, "completion_tokens_details": {"reasoning_tokens": 2},
-                       "prompt_tokens_details": {"cached_tokens": 1}}}
+    usage = {
+        "id": "c1",
+        "model": "m-0613",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 3,
+            "completion_tokens": 6,
+            "completion_tokens_details": {"reasoning_tokens": 2},
+            "prompt_tokens_details": {"cached_tokens": 1},
+        },
+    }
     source.feed(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode(), t0 + 450_000_000)
     source.end(t0 + 450_000_000)
     s = source.stream
@@ -175,31 +227,50 @@ def test_the_span_and_its_chunk_events_are_at_the_requests_real_times(sink: Sink
         ("nito.chunk", 400_000_000, {"nito.chunk.index": 2, "nito.chunk.seq": 2}),
     ]
     a = dict(span.attributes or {})
-    assert a["gen_ai.provider.name"] == "openai" and a["server.address"] == "api.openai.com" and a["server.port"] == 443
+    assert (
+        a["gen_ai.provider.name"] == "openai"
+        and a["server.address"] == "api.openai.com"
+        and a["server.port"] == 443
+    )
     assert a["gen_ai.response.model"] == "m-0613" and a["gen_ai.request.model"] == "m"
     assert a["gen_ai.response.time_to_first_chunk"] == pytest.approx(0.1)
-    assert (a["gen_ai.usage.reasoning.output_tokens"], a["gen_ai.usage.cache_read.input_tokens"]) == (2, 1)
+    assert (
+        a["gen_ai.usage.reasoning.output_tokens"],
+        a["gen_ai.usage.cache_read.input_tokens"],
+    ) == (2, 1)
     assert a["nito.ttfb"] == pytest.approx(0.02)
     assert a["nito.chunk.times"] == pytest.approx((0.1, 0.25, 0.4))
 
     metrics = sink.metrics()
     per_chunk = metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points[0]
     assert per_chunk.count == 2 and per_chunk.sum == pytest.approx(0.3)  # 150 ms, twice
-    assert metrics["gen_ai.client.operation.time_to_first_chunk"].data.data_points[0].sum == pytest.approx(0.1)
-    assert metrics["gen_ai.client.operation.duration"].data.data_points[0].sum == pytest.approx(0.45)
-    tokens = {dict(p.attributes)["gen_ai.token.type"]: p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points}
+    assert metrics["gen_ai.client.operation.time_to_first_chunk"].data.data_points[
+        0
+    ].sum == pytest.approx(0.1)
+    assert metrics["gen_ai.client.operation.duration"].data.data_points[0].sum == pytest.approx(
+        0.45
+    )
+    tokens = {
+        dict(p.attributes)["gen_ai.token.type"]: p.sum
+        for p in metrics["gen_ai.client.token.usage"].data.data_points
+    }
     assert tokens == {"input": 3, "output": 6}
 
 
-def test_the_metrics_are_the_conventions_histograms_with_their_units_and_attributes(sink: Sink) -> None:
+def test_the_metrics_are_the_conventions_histograms_with_their_units_and_attributes(
+    sink: Sink,
+) -> None:
     streams = [nito_nb.stream(f"question {i}", model="sim/echo", **FAST) for i in range(3)]
     for s in streams:
         s.wait()
     assert nito_nb.otel.export(streams, **sink.providers) == 3
     metrics = sink.metrics()
-    assert set(metrics) == {"gen_ai.client.operation.duration", "gen_ai.client.token.usage",
-                            "gen_ai.client.operation.time_to_first_chunk",
-                            "gen_ai.client.operation.time_per_output_chunk"}
+    assert set(metrics) == {
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+        "gen_ai.client.operation.time_to_first_chunk",
+        "gen_ai.client.operation.time_per_output_chunk",
+    }
     assert set(metrics) <= METRICS
     # The unit each convention gives (its create_... function in OpenTelemetry's package).
     for name, metric in metrics.items():
@@ -207,12 +278,20 @@ def test_the_metrics_are_the_conventions_histograms_with_their_units_and_attribu
         assert f'unit="{metric.unit}"' in inspect.getsource(made), name
         assert type(metric.data).__name__ == "Histogram"
         for point in metric.data.data_points:
-            assert _not_conventional(point.attributes) == [] and not any(k.startswith("nito.") for k in point.attributes)
+            assert _not_conventional(point.attributes) == [] and not any(
+                k.startswith("nito.") for k in point.attributes
+            )
             assert point.attributes["gen_ai.operation.name"] == "chat"
             assert point.attributes["gen_ai.provider.name"] == "nito_nb.sim"
     assert sum(p.count for p in metrics["gen_ai.client.operation.duration"].data.data_points) == 3
     gaps = sum(max(s.snapshot().n_token_chunks - 1, 0) for s in streams)
-    assert sum(p.count for p in metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points) == gaps
+    assert (
+        sum(
+            p.count
+            for p in metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points
+        )
+        == gaps
+    )
     duration = metrics["gen_ai.client.operation.duration"].data.data_points[0]
     assert list(duration.explicit_bounds)[:3] == [0.01, 0.02, 0.04]
 
@@ -242,7 +321,9 @@ def test_hundreds_of_streams_export_each_with_its_own_values(sink: Sink) -> None
     assert nito_nb.otel.export(streams, **sink.providers) == 300
     ids = {s.attributes["gen_ai.response.id"]: s for s in sink.spans()}
     assert sorted(ids) == sorted(f"c{i}" for i in range(300))
-    assert all(span.end_time - span.start_time == (int(key[1:]) + 1) * 1000 for key, span in ids.items())
+    assert all(
+        span.end_time - span.start_time == (int(key[1:]) + 1) * 1000 for key, span in ids.items()
+    )
 
 
 # -- errors -----------------------------------------------------------------------------------------
@@ -268,12 +349,18 @@ def test_errors_are_the_span_status_and_error_type(sink: Sink) -> None:
     assert spans["sim/drop"].attributes["error.type"] == type(cut.exception).__name__
     assert spans["m"].attributes["error.type"] == "ConnectionFailed"
     durations = sink.metrics()["gen_ai.client.operation.duration"].data.data_points
-    assert {p.attributes.get("error.type") for p in durations} == {"503", str(midstream.error["code"]),
-                                                                   type(cut.exception).__name__, "ConnectionFailed"}
+    assert {p.attributes.get("error.type") for p in durations} == {
+        "503",
+        str(midstream.error["code"]),
+        type(cut.exception).__name__,
+        "ConnectionFailed",
+    }
 
 
 def test_a_stopped_stream_is_no_error(sink: Sink) -> None:
-    s = nito_nb.stream("hi", model="sim/stall", raise_errors=False, sim={"stall_s": 30, "tps": 0, "ttft_ms": 0})
+    s = nito_nb.stream(
+        "hi", model="sim/stall", raise_errors=False, sim={"stall_s": 30, "tps": 0, "ttft_ms": 0}
+    )
     for _ in s:
         break
     s.close()
@@ -302,18 +389,31 @@ def test_content_is_opt_in_and_model_text_stays_plain_data(sink: Sink) -> None:
     a = dict(shown.spans()[0].attributes or {})
     assert _not_conventional(a) == []
     sent = json.loads(a["gen_ai.input.messages"])
-    assert sent == [{"role": "system", "parts": [{"type": "text", "content": "be brief"}]},
-                    {"role": "user", "parts": [{"type": "text", "content": HOSTILE}]}]
+    assert sent == [
+        {"role": "system", "parts": [{"type": "text", "content": "be brief"}]},
+        {"role": "user", "parts": [{"type": "text", "content": HOSTILE}]},
+    ]
     (answer,) = json.loads(a["gen_ai.output.messages"])
     # The text as the model sent it, as a JSON string: not escaped into markup, not read as JSON.
-    assert answer == {"role": "assistant", "parts": [{"type": "text", "content": s.content}],
-                      "finish_reason": s.finish_reason}
-    assert isinstance(a["gen_ai.output.messages"], str) and "&lt;" not in a["gen_ai.output.messages"]
+    assert answer == {
+        "role": "assistant",
+        "parts": [{"type": "text", "content": s.content}],
+        "finish_reason": s.finish_reason,
+    }
+    assert (
+        isinstance(a["gen_ai.output.messages"], str) and "&lt;" not in a["gen_ai.output.messages"]
+    )
 
 
 def test_content_has_the_tool_definitions_and_the_calls_the_model_made(sink: Sink) -> None:
-    weather = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
-                                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
     s = nito_nb.stream("Weather in Paris?", model="sim/tools", tools=[weather], **FAST).wait()
     nito_nb.otel.export(s, **sink.providers)
     assert "gen_ai.tool.definitions" not in sink.spans()[0].attributes  # opt-in, as the messages
@@ -321,21 +421,38 @@ def test_content_has_the_tool_definitions_and_the_calls_the_model_made(sink: Sin
     nito_nb.otel.export(s, content=True, **shown.providers)
     a = shown.spans()[0].attributes
     assert json.loads(a["gen_ai.tool.definitions"]) == [
-        {"type": "function", "name": "get_weather", "description": "The weather in a city",
-         "parameters": weather["function"]["parameters"]}]
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": weather["function"]["parameters"],
+        }
+    ]
     (answer,) = json.loads(a["gen_ai.output.messages"])
     calls = [part for part in answer["parts"] if part["type"] == "tool_call"]
-    assert [(c["id"], c["name"], c["arguments"]) for c in calls] == [(t.id, t.name, t.parsed) for t in s.tool_calls]
-    assert answer["finish_reason"] == "tool_calls" and a["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert [(c["id"], c["name"], c["arguments"]) for c in calls] == [
+        (t.id, t.name, t.parsed) for t in s.tool_calls
+    ]
+    assert answer["finish_reason"] == "tool_calls" and a["gen_ai.response.finish_reasons"] == (
+        "tool_calls",
+    )
 
 
 def test_no_key_in_any_attribute_event_or_status(sink: Sink, scripted: ScriptedServer) -> None:
     key = "sk-otel-secret-0123456789abcdef"
-    said = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": f"your key is {key}"}}]}
+    said = {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": f"your key is {key}"}}],
+    }
     error = {"error": {"message": f"bad key {key}", "code": 401}}
-    ok = scripted.add("otel-key", Script(parts=[f"data: {json.dumps(said)}\n\ndata: [DONE]\n\n".encode()]))
-    refused = scripted.add("otel-key-401", Script(status=401, parts=[json.dumps(error).encode()],
-                                                  content_type="application/json"))
+    ok = scripted.add(
+        "otel-key", Script(parts=[f"data: {json.dumps(said)}\n\ndata: [DONE]\n\n".encode()])
+    )
+    refused = scripted.add(
+        "otel-key-401",
+        Script(status=401, parts=[json.dumps(error).encode()], content_type="application/json"),
+    )
     base = ok.replace("http://", f"http://user:{key}@")  # a credential in the base URL too
     s = open_client(base).stream("hi", model="m", api_key=key)
     s.wait()
@@ -345,8 +462,15 @@ def test_no_key_in_any_attribute_event_or_status(sink: Sink, scripted: ScriptedS
     spans = sink.spans()
     assert len(spans) == 2
     for span in spans:
-        everything = json.dumps({"a": dict(span.attributes or {}), "e": [dict(e.attributes or {}) for e in span.events],
-                                 "s": span.status.description, "n": span.name}, default=str)
+        everything = json.dumps(
+            {
+                "a": dict(span.attributes or {}),
+                "e": [dict(e.attributes or {}) for e in span.events],
+                "s": span.status.description,
+                "n": span.name,
+            },
+            default=str,
+        )
         assert key not in everything and key[:12] not in everything
 
 
@@ -356,16 +480,23 @@ def test_no_key_in_any_attribute_event_or_status(sink: Sink, scripted: ScriptedS
 @pytest.mark.spawns  # the store's helper process writes the events
 def test_a_run_and_its_store_export_one_span_per_request(sink: Sink, tmp_path: Path) -> None:
     store = tmp_path / "run.duckdb"
-    run = nito_nb.run(["one", "two", "three"], model="sim/echo", store=str(store), progress=False, **FAST).wait()
+    run = nito_nb.run(
+        ["one", "two", "three"], model="sim/echo", store=str(store), progress=False, **FAST
+    ).wait()
     assert nito_nb.otel.export(run, content=True, **sink.providers) == 3
     spans = sink.spans()
     results = run.results().set_index("key")
-    assert sorted(json.loads(s.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"] for s in spans) == \
-        ["one", "three", "two"]
+    assert sorted(
+        json.loads(s.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"] for s in spans
+    ) == ["one", "three", "two"]
     for span in spans:
         assert _not_conventional(span.attributes) == []
-        assert span.attributes["gen_ai.response.time_to_first_chunk"] in set(results["ttft"].round(12)) or any(
-            abs(span.attributes["gen_ai.response.time_to_first_chunk"] - t) < 1e-6 for t in results["ttft"])
+        assert span.attributes["gen_ai.response.time_to_first_chunk"] in set(
+            results["ttft"].round(12)
+        ) or any(
+            abs(span.attributes["gen_ai.response.time_to_first_chunk"] - t) < 1e-6
+            for t in results["ttft"]
+        )
     stored = Sink()
     with nito_nb.open_store(store) as opened:
         assert nito_nb.otel.export(opened, **stored.providers) == 3
@@ -391,27 +522,43 @@ def test_a_frame_exports_and_one_without_its_attrs_says_what_to_do(sink: Sink) -
     assert events == sorted([s.snapshot().n_token_chunks + 1, other.snapshot().n_token_chunks + 1])
     bare = df.copy()
     bare.attrs = {}
-    with pytest.raises(nito_nb.ConfigurationError, match=r"lost df.attrs\['nito'\].*export the Streams, the Run or the Store"):
+    with pytest.raises(
+        nito_nb.ConfigurationError,
+        match=r"lost df.attrs\['nito'\].*export the Streams, the Run or the Store",
+    ):
         nito_nb.otel.export(bare, **sink.providers)
 
 
-def test_what_cannot_be_exported_says_so_in_one_line(sink: Sink, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match="takes a Stream, a list of Streams, a Run, a Store or a frame"):
+def test_what_cannot_be_exported_says_so_in_one_line(
+    sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(
+        nito_nb.ConfigurationError,
+        match="takes a Stream, a list of Streams, a Run, a Store or a frame",
+    ):
         nito_nb.otel.export("runs/", **sink.providers)
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if the extra were not installed
     monkeypatch.delitem(sys.modules, "nito_nb.otel._emit", raising=False)
     with pytest.raises(nito_nb.ConfigurationError) as info:
         nito_nb.otel.export([])
-    assert str(info.value) == ("nito_nb.otel needs OpenTelemetry: pip install 'nito_nb[otel]' "
-                               "(opentelemetry-api and opentelemetry-sdk)")
+    assert str(info.value) == (
+        "nito_nb.otel needs OpenTelemetry: pip install 'nito_nb[otel]' "
+        "(opentelemetry-api and opentelemetry-sdk)"
+    )
 
 
 # -- the session's requests, as each ends ------------------------------------------------------------
 
 
-def test_live_exports_every_request_of_the_block_as_it_ends_and_no_recording(sink: Sink, scripted: ScriptedServer) -> None:
-    limited = Script(status=429, parts=[b'{"error": {"message": "slow down"}}'], content_type="application/json",
-                     headers={"retry-after": "0"})
+def test_live_exports_every_request_of_the_block_as_it_ends_and_no_recording(
+    sink: Sink, scripted: ScriptedServer
+) -> None:
+    limited = Script(
+        status=429,
+        parts=[b'{"error": {"message": "slow down"}}'],
+        content_type="application/json",
+        headers={"retry-after": "0"},
+    )
     said = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": "ok"}}]}
     fine = Script(parts=[f"data: {json.dumps(said)}\n\ndata: [DONE]\n\n".encode()])
     retried = scripted.add("otel-retried", limited, fine)
@@ -427,8 +574,11 @@ def test_live_exports_every_request_of_the_block_as_it_ends_and_no_recording(sin
         with pytest.raises(nito_nb.ServerError):
             open_client(down, max_retries=1).stream("down", model="m")
         captured = nito_nb.httpx_client()
-        with captured.stream("POST", f"{retried}/chat/completions",
-                             json={"model": "captured", "stream": True, "messages": []}) as response:
+        with captured.stream(
+            "POST",
+            f"{retried}/chat/completions",
+            json={"model": "captured", "stream": True, "messages": []},
+        ) as response:
             response.read()
         captured.close()
         recorded = nito_nb.stream("recorded", model="sim/echo", **FAST).wait()
@@ -436,7 +586,9 @@ def test_live_exports_every_request_of_the_block_as_it_ends_and_no_recording(sin
     spans = sink.spans()
     models = sorted(str(s.attributes["gen_ai.request.model"]) for s in spans)
     assert models == ["captured", "m", "m", "sim/echo", "sim/echo", "sim/echo"]
-    by_status = {(s.attributes["gen_ai.request.model"], s.attributes["nito.status"]): s for s in spans}
+    by_status = {
+        (s.attributes["gen_ai.request.model"], s.attributes["nito.status"]): s for s in spans
+    }
     # Retried after a 429, then answered: one span over both attempts; given up after a retry: one.
     assert by_status[("m", "done")].attributes["nito.attempts"] == 2
     assert by_status[("m", "failed")].attributes["error.type"] == "503"
@@ -451,14 +603,18 @@ def test_live_exports_every_request_of_the_block_as_it_ends_and_no_recording(sin
 def test_instrument_exports_the_magics_streams(sink: Sink, ip: Any) -> None:
     nito_nb.otel.instrument(**sink.providers)
     try:
-        ip.run_cell_magic("nito", "-m sim/echo,sim/chat --param sim.tps=0 --param sim.ttft_ms=0", "from the magic")
+        ip.run_cell_magic(
+            "nito", "-m sim/echo,sim/chat --param sim.tps=0 --param sim.ttft_ms=0", "from the magic"
+        )
     finally:
         nito_nb.otel.uninstrument()
     spans = sink.spans()
     assert sorted(s.attributes["gen_ai.request.model"] for s in spans) == ["sim/chat", "sim/echo"]
 
 
-def test_an_end_listener_that_fails_is_reported_and_the_stream_is_unharmed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_end_listener_that_fails_is_reported_and_the_stream_is_unharmed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from nito_nb._stream_results import listen_to_ends
 
     heard: list[Any] = []
@@ -479,8 +635,14 @@ def test_an_end_listener_that_fails_is_reported_and_the_stream_is_unharmed(capsy
 @pytest.mark.spawns
 def test_live_hears_a_runs_worker_processes(sink: Sink) -> None:
     with nito_nb.otel.live(**sink.providers):
-        run = nito_nb.run(["a", "b", "c", "d"], model="sim/echo", engine="processes", workers=2, progress=False,
-                          **FAST).wait()
+        run = nito_nb.run(
+            ["a", "b", "c", "d"],
+            model="sim/echo",
+            engine="processes",
+            workers=2,
+            progress=False,
+            **FAST,
+        ).wait()
     assert len(run.results()) == 4
     spans = sink.spans()
     assert len(spans) == 4 and all(s.attributes["nito.status"] == "done" for s in spans)
@@ -544,11 +706,17 @@ def test_a_runs_spans_reach_an_otlp_http_receiver_and_read_back(tmp_path: Path) 
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        provider = TracerProvider(span_limits=SpanLimits(max_events=100_000))  # every chunk an event
-        provider.add_span_processor(BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces")))
+        # every chunk an event
+        provider = TracerProvider(span_limits=SpanLimits(max_events=100_000))
+        provider.add_span_processor(
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces")
+            )
+        )
         run = nito_nb.run(["one", "two"], model="sim/chat", progress=False, **FAST).wait()
-        assert nito_nb.otel.export(run, tracer_provider=provider, meter_provider=MeterProvider()) == 2
+        assert (
+            nito_nb.otel.export(run, tracer_provider=provider, meter_provider=MeterProvider()) == 2
+        )
         provider.force_flush()
         provider.shutdown()
     finally:
@@ -558,8 +726,13 @@ def test_a_runs_spans_reach_an_otlp_http_receiver_and_read_back(tmp_path: Path) 
     for body in handler.received:
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
-        spans += [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans
-                  if ss.scope.name == "nito_nb"]
+        spans += [
+            span
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for span in ss.spans
+            if ss.scope.name == "nito_nb"
+        ]
     assert len(spans) == 2
     results = run.results()
     for span in spans:
@@ -571,7 +744,16 @@ def test_a_runs_spans_reach_an_otlp_http_receiver_and_read_back(tmp_path: Path) 
         chunks = [e for e in span.events if e.name == "nito.chunk"]
         assert len(chunks) == attributes["nito.n_token_chunks"].int_value
         times = [v.double_value for v in attributes["nito.chunk.times"].array_value.values]
-        assert [(e.time_unix_nano - span.start_time_unix_nano) / 1e9 for e in chunks] == pytest.approx(times, abs=2e-6)
-        assert span.start_time_unix_nano < chunks[0].time_unix_nano <= chunks[-1].time_unix_nano <= span.end_time_unix_nano
+        assert [
+            (e.time_unix_nano - span.start_time_unix_nano) / 1e9 for e in chunks
+        ] == pytest.approx(times, abs=2e-6)
+        assert (
+            span.start_time_unix_nano
+            < chunks[0].time_unix_nano
+            <= chunks[-1].time_unix_nano
+            <= span.end_time_unix_nano
+        )
         ttft = attributes["gen_ai.response.time_to_first_chunk"].double_value
-        assert (chunks[0].time_unix_nano - span.start_time_unix_nano) / 1e9 == pytest.approx(ttft, abs=2e-6)
+        assert (chunks[0].time_unix_nano - span.start_time_unix_nano) / 1e9 == pytest.approx(
+            ttft, abs=2e-6
+        )

@@ -67,14 +67,28 @@ texts = st.text(alphabet=st.sampled_from(list('ab "\\\n\u00e9{}:,')), max_size=6
 
 @st.composite
 def chunks(draw: st.DrawFn) -> str:
-    top = draw(st.dictionaries(st.sampled_from(["id", "model", "object", "usage", "provider", "x"]), scalars | st.just({"k": 1}), max_size=3))
+    top = draw(
+        st.dictionaries(
+            st.sampled_from(["id", "model", "object", "usage", "provider", "x"]),
+            scalars | st.just({"k": 1}),
+            max_size=3,
+        )
+    )
     delta = {"content": draw(texts)}
     if draw(st.booleans()):
-        delta.update(draw(st.dictionaries(st.sampled_from(["role", "reasoning"]), scalars, max_size=1)))
-    choice = {"index": draw(st.sampled_from([0, 0, 1])), "delta": delta, "finish_reason": draw(st.sampled_from([None, None, "stop"]))}
+        delta.update(
+            draw(st.dictionaries(st.sampled_from(["role", "reasoning"]), scalars, max_size=1))
+        )
+    choice = {
+        "index": draw(st.sampled_from([0, 0, 1])),
+        "delta": delta,
+        "finish_reason": draw(st.sampled_from([None, None, "stop"])),
+    }
     value = {**top, "choices": [choice]}
     spaced = draw(st.booleans())
-    return json.dumps(value, ensure_ascii=draw(st.booleans()), separators=(", ", ": ") if spaced else (",", ":"))
+    return json.dumps(
+        value, ensure_ascii=draw(st.booleans()), separators=(", ", ": ") if spaced else (",", ":")
+    )
 
 
 @given(st.lists(chunks(), min_size=1, max_size=12))
@@ -88,27 +102,44 @@ def test_any_sequence_parses_like_json_loads(datas: list[str]) -> None:
             assert value["choices"][0]["delta"] == {"content": content}
 
 
-@given(st.lists(chunks(), min_size=1, max_size=12), st.lists(st.sampled_from(["g1", "g2", ""]), min_size=12, max_size=12))
+@given(
+    st.lists(chunks(), min_size=1, max_size=12),
+    st.lists(st.sampled_from(["g1", "g2", ""]), min_size=12, max_size=12),
+)
 @settings(max_examples=300, deadline=None)
 def test_the_shortcut_accumulates_like_the_full_rules(datas: list[str], ids: list[str]) -> None:
     from nito_nb._core.accumulate import Accumulator
 
     # Same chunks, with ids that change now and then: through the Stream (shortcut) and
     # through Accumulator.add alone, the results and the anomalies noted are the same.
-    datas = [json.dumps({**json.loads(d), "id": i}, separators=(",", ":")) for d, i in zip(datas, ids, strict=False)]
+    datas = [
+        json.dumps({**json.loads(d), "id": i}, separators=(",", ":"))
+        for d, i in zip(datas, ids, strict=False)
+    ]
     stream = nito_nb.read_sse("".join(f"data: {d}\n\n" for d in datas).encode())
     full = Accumulator()
     for seq, d in enumerate(datas):
         full.add(json.loads(d), seq)
-    assert (stream.content, stream.finish_reason, stream.n_chunks, stream.role) == (full.content, full.finish_reason, full.n_chunks, full.role)
-    assert [(a.kind, a.seq, a.count) for a in stream.anomalies if a.kind != "unterminated"] == [(a.kind, a.seq, a.count) for a in full.anomalies]
+    assert (stream.content, stream.finish_reason, stream.n_chunks, stream.role) == (
+        full.content,
+        full.finish_reason,
+        full.n_chunks,
+        full.role,
+    )
+    assert [(a.kind, a.seq, a.count) for a in stream.anomalies if a.kind != "unterminated"] == [
+        (a.kind, a.seq, a.count) for a in full.anomalies
+    ]
 
 
 def test_escaped_strings_are_read_by_the_scanner_and_kept_as_templates() -> None:
     # Tool arguments are JSON, full of \\": the string is read by json's C scanner, its layout kept.
     parser = ChunkParser()
     for text in ['a"b', "x\\ny", 'q"']:
-        data = '{"id":"g","choices":[{"index":0,"delta":{"content":' + json.dumps(text) + '},"finish_reason":null}]}'
+        data = (
+            '{"id":"g","choices":[{"index":0,"delta":{"content":'
+            + json.dumps(text)
+            + '},"finish_reason":null}]}'
+        )
         assert parser.parse(data) == (json.loads(data), text)
     assert len(parser._templates) == 1
 

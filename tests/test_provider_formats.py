@@ -12,12 +12,23 @@ import nito_nb
 
 
 def body(*chunks: dict) -> bytes:
-    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    return (
+        b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    )
 
 
-def chunk(delta: dict | None = None, *, finish: str | None = None, model: str = "m", **extra: object) -> dict:
+def chunk(
+    delta: dict | None = None, *, finish: str | None = None, model: str = "m", **extra: object
+) -> dict:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": model, "choices": choices, **extra}
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+        "choices": choices,
+        **extra,
+    }
 
 
 def extras(df: pd.DataFrame) -> list[dict]:
@@ -29,9 +40,21 @@ def assert_frame_agrees(s: nito_nb.Stream, df: pd.DataFrame) -> None:
     assert df.nito.text().iloc[0] == s.content
     assert df.nito.reasoning().iloc[0] == s.reasoning
     calls = df.nito.tool_calls()
-    assert [(r.index, None if pd.isna(r.id) else r.id, r.name, None if pd.isna(r.type) else r.type, r.arguments,
-             r.n_fragments, r.valid_json, r.parsed) for r in calls.itertuples()] == [
-        (c.index, c.id, c.name, c.type, c.arguments, c.n_fragments, c.valid_json, c.parsed) for c in s.tool_calls
+    assert [
+        (
+            r.index,
+            None if pd.isna(r.id) else r.id,
+            r.name,
+            None if pd.isna(r.type) else r.type,
+            r.arguments,
+            r.n_fragments,
+            r.valid_json,
+            r.parsed,
+        )
+        for r in calls.itertuples()
+    ] == [
+        (c.index, c.id, c.name, c.type, c.arguments, c.n_fragments, c.valid_json, c.parsed)
+        for c in s.tool_calls
     ]
     m = df.nito.metrics().iloc[0]
     assert (m["n_events"], m["n_chunks"], m["status"]) == (s.n_events, s.n_chunks, s.status)
@@ -52,7 +75,11 @@ def assert_frame_agrees(s: nito_nb.Stream, df: pd.DataFrame) -> None:
 GEMINI_SIGNATURE = {"google": {"thought_signature": "EjQKMgEMsigA"}}
 GEMINI = body(
     chunk(
-        {"role": "assistant", "content": "I will check the weather.", "extra_content": {"google": {"thought_signature": "CrIC"}}},
+        {
+            "role": "assistant",
+            "content": "I will check the weather.",
+            "extra_content": {"google": {"thought_signature": "CrIC"}},
+        },
         model="gemini-3-pro-preview",
     ),
     chunk(
@@ -91,7 +118,11 @@ def test_gemini_thought_signature_on_a_tool_call_is_kept_and_sent_back() -> None
     # The delta-level signature beside the text stays a vendor field, and is not in the message.
     assert "extra_content" not in s.message
     df = s.frame()
-    assert {"delta.tool_calls": [{"index": 0, "id": "function-call-1", "extra_content": GEMINI_SIGNATURE}]} in extras(df)
+    assert {
+        "delta.tool_calls": [
+            {"index": 0, "id": "function-call-1", "extra_content": GEMINI_SIGNATURE}
+        ]
+    } in extras(df)
     assert {"delta.extra_content": {"google": {"thought_signature": "CrIC"}}} in extras(df)
     assert_frame_agrees(s, df)
 
@@ -99,8 +130,23 @@ def test_gemini_thought_signature_on_a_tool_call_is_kept_and_sent_back() -> None
 def test_tool_call_extra_keys_merge_across_fragments_last_wins() -> None:
     s = nito_nb.read_sse(
         body(
-            chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}, "x": 1, "y": 1}]}),
-            chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}, "y": 2}]}, finish="tool_calls"),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "a",
+                            "function": {"name": "f", "arguments": ""},
+                            "x": 1,
+                            "y": 1,
+                        }
+                    ]
+                }
+            ),
+            chunk(
+                {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}, "y": 2}]},
+                finish="tool_calls",
+            ),
         )
     )
     assert s.tool_calls[0].extra == {"x": 1, "y": 2}
@@ -111,7 +157,12 @@ def test_tool_call_extra_keys_merge_across_fragments_last_wins() -> None:
 # https://platform.moonshot.ai/docs/api/chat (streaming: the last chunk's choice carries "usage",
 # and the chunk has no top-level usage).
 
-MOONSHOT_USAGE = {"prompt_tokens": 39, "completion_tokens": 211, "total_tokens": 250, "cached_tokens": 7}
+MOONSHOT_USAGE = {
+    "prompt_tokens": 39,
+    "completion_tokens": 211,
+    "total_tokens": 250,
+    "cached_tokens": 7,
+}
 
 
 def moonshot(*chunks: dict) -> bytes:
@@ -132,7 +183,11 @@ def test_moonshot_usage_in_the_choice_is_taken() -> None:
     assert s.snapshot().n_output_tokens == 211
     df = s.frame()
     usage = df.nito.usage().iloc[0]
-    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]) == (39, 211, 7)
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]) == (
+        39,
+        211,
+        7,
+    )
     assert df.nito.metrics().iloc[0]["n_output_tokens"] == 211
     assert all("choice.usage" not in x for x in extras(df))  # read, so not a vendor field
     assert_frame_agrees(s, df)
@@ -148,7 +203,9 @@ def test_moonshot_usage_in_the_choice_is_taken() -> None:
 
 
 def test_a_top_level_usage_wins_over_the_choice_usage() -> None:
-    last = chunk({}, finish="stop", usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})
+    last = chunk(
+        {}, finish="stop", usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+    )
     last["choices"][0]["usage"] = MOONSHOT_USAGE
     s = nito_nb.read_sse(body(chunk({"content": "a"}), last))
     assert s.usage["completion_tokens"] == 2
@@ -170,7 +227,21 @@ def test_usage_in_a_content_chunks_choice_is_not_lost_to_the_shortcut() -> None:
 # "custom"; a custom call streams {"custom": {"name", "input"}}, its input free text (not JSON).
 
 CUSTOM = body(
-    chunk({"role": "assistant", "content": None, "tool_calls": [{"index": 0, "id": "call_abc", "type": "custom", "custom": {"name": "code_exec", "input": ""}}]}, model="gpt-5"),
+    chunk(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_abc",
+                    "type": "custom",
+                    "custom": {"name": "code_exec", "input": ""},
+                }
+            ],
+        },
+        model="gpt-5",
+    ),
     chunk({"tool_calls": [{"index": 0, "custom": {"input": "print("}}]}, model="gpt-5"),
     chunk({"tool_calls": [{"index": 0, "custom": {"input": "'<b>hi</b>')"}}]}, model="gpt-5"),
     chunk({}, finish="tool_calls", model="gpt-5"),
@@ -181,19 +252,33 @@ CUSTOM = body(
 def test_openai_custom_tool_call_is_read() -> None:
     s = nito_nb.read_sse(CUSTOM)
     (call,) = s.tool_calls
-    assert (call.id, call.type, call.name, call.arguments) == ("call_abc", "custom", "code_exec", "print('<b>hi</b>')")
+    assert (call.id, call.type, call.name, call.arguments) == (
+        "call_abc",
+        "custom",
+        "code_exec",
+        "print('<b>hi</b>')",
+    )
     assert call.valid_json and call.json_error is None and call.parsed == "print('<b>hi</b>')"
     assert not s.anomalies
     assert s.snapshot().n_token_chunks == 2  # the input pieces are token-bearing
     assert s.message["tool_calls"] == [
-        {"id": "call_abc", "type": "custom", "custom": {"name": "code_exec", "input": "print('<b>hi</b>')"}}
+        {
+            "id": "call_abc",
+            "type": "custom",
+            "custom": {"name": "code_exec", "input": "print('<b>hi</b>')"},
+        }
     ]
     df = s.frame()
     assert df.token.sum() == 2
     assert df.tool_name.dropna().tolist() == ["code_exec"]
     assert "".join(df.tool_args.dropna()) == call.arguments
-    (row,) = df.nito.tool_calls().itertuples()  # the frame's tool_type column: the same rule as ToolCall.custom
-    assert (row.type, row.valid_json, row.parsed) == ("custom", True, "print('<b>hi</b>')")  # was False, None
+    # the frame's tool_type column: the same rule as ToolCall.custom
+    (row,) = df.nito.tool_calls().itertuples()
+    assert (row.type, row.valid_json, row.parsed) == (
+        "custom",
+        True,
+        "print('<b>hi</b>')",
+    )  # was False, None
     assert_frame_agrees(s, df)
 
 
@@ -201,7 +286,10 @@ def test_custom_tool_call_view_shows_name_and_input_escaped() -> None:
     from nito_nb._render import final_bundle
 
     shown = final_bundle(nito_nb.read_sse(CUSTOM))
-    assert "code_exec" in shown["text/html"] and "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in shown["text/html"]
+    assert (
+        "code_exec" in shown["text/html"]
+        and "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in shown["text/html"]
+    )
     assert "<b>hi</b>" not in shown["text/html"] and "not valid JSON" not in shown["text/plain"]
     assert "print('<b>hi</b>')" in shown["text/plain"]
 
@@ -211,7 +299,14 @@ def test_custom_tool_call_view_shows_name_and_input_escaped() -> None:
 # "Deprecated and replaced by tool_calls"), finish_reason "function_call".
 
 FUNCTION_CALL = body(
-    chunk({"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": ""}}, model="gpt-4o"),
+    chunk(
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "get_weather", "arguments": ""},
+        },
+        model="gpt-4o",
+    ),
     chunk({"function_call": {"arguments": '{"city":'}}, model="gpt-4o"),
     chunk({"function_call": {"arguments": '"Paris"}'}}, model="gpt-4o"),
     chunk({}, finish="function_call", model="gpt-4o"),
@@ -251,7 +346,10 @@ AUDIO = body(
     chunk({"audio": {"transcript": " there!"}}, model="gpt-4o-audio-preview"),
     chunk({"audio": {"expires_at": 1729234747}}, model="gpt-4o-audio-preview"),
     chunk({}, finish="stop", model="gpt-4o-audio-preview"),
-    chunk(model="gpt-4o-audio-preview", usage={"prompt_tokens": 20, "completion_tokens": 40, "total_tokens": 60}),
+    chunk(
+        model="gpt-4o-audio-preview",
+        usage={"prompt_tokens": 20, "completion_tokens": 40, "total_tokens": 60},
+    ),
 )
 
 
@@ -274,11 +372,16 @@ def test_openai_audio_transcript_is_read_apart_from_content() -> None:
 def test_an_audio_answers_transcript_is_shown_escaped() -> None:
     from nito_nb._render import join_parts, render_parts
 
-    stream_body = body(chunk({"audio": {"id": "a", "transcript": "<b>Hi</b> there"}}), chunk({}, finish="stop"))
+    stream_body = body(
+        chunk({"audio": {"id": "a", "transcript": "<b>Hi</b> there"}}), chunk({}, finish="stop")
+    )
     s = nito_nb.read_sse(stream_body)
     assert s.snapshot().audio_transcript == "<b>Hi</b> there"
     shown = join_parts(render_parts(s.snapshot(), live=False))  # was only the anomaly's note
-    assert "Audio transcript" in shown["text/html"] and "&lt;b&gt;Hi&lt;/b&gt; there" in shown["text/html"]
+    assert (
+        "Audio transcript" in shown["text/html"]
+        and "&lt;b&gt;Hi&lt;/b&gt; there" in shown["text/html"]
+    )
     assert "<b>Hi</b>" not in shown["text/html"] and "<b>Hi</b> there" in shown["text/plain"]
 
 
@@ -292,17 +395,54 @@ def test_no_audio_no_audio_fields() -> None:
 # calling, the assistant message must carry the reasoning_details as received.
 
 OPENROUTER = body(
-    chunk({"role": "assistant", "content": "", "reasoning_details": [{"type": "reasoning.text", "text": "Let me ", "index": 0, "format": "anthropic-claude-v1"}]}),
-    chunk({"reasoning_details": [{"type": "reasoning.text", "text": "look.", "index": 0, "signature": "sig1"}]}),
+    chunk(
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_details": [
+                {
+                    "type": "reasoning.text",
+                    "text": "Let me ",
+                    "index": 0,
+                    "format": "anthropic-claude-v1",
+                }
+            ],
+        }
+    ),
+    chunk(
+        {
+            "reasoning_details": [
+                {"type": "reasoning.text", "text": "look.", "index": 0, "signature": "sig1"}
+            ]
+        }
+    ),
     chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "opaque", "index": 1}]}),
-    chunk({"tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, finish="tool_calls"),
+    chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": "{}"},
+                }
+            ]
+        },
+        finish="tool_calls",
+    ),
 )
 
 
 def test_openrouter_reasoning_details_are_in_the_message() -> None:
     s = nito_nb.read_sse(OPENROUTER)
     details = [
-        {"type": "reasoning.text", "index": 0, "text": "Let me look.", "signature": "sig1", "format": "anthropic-claude-v1"},
+        {
+            "type": "reasoning.text",
+            "index": 0,
+            "text": "Let me look.",
+            "signature": "sig1",
+            "format": "anthropic-claude-v1",
+        },
         {"type": "reasoning.encrypted", "index": 1, "data": "opaque"},
     ]
     assert s.reasoning_details == details
@@ -310,7 +450,12 @@ def test_openrouter_reasoning_details_are_in_the_message() -> None:
     assert s.messages[-1] == s.message
     assert_frame_agrees(s, s.frame())
     # Only when the stream had some.
-    assert "reasoning_details" not in nito_nb.read_sse(body(chunk({"reasoning": "plain"}), chunk({"content": "x"}))).message
+    assert (
+        "reasoning_details"
+        not in nito_nb.read_sse(
+            body(chunk({"reasoning": "plain"}), chunk({"content": "x"}))
+        ).message
+    )
 
 
 def test_audio_of_an_unexpected_shape_is_kept_and_noted() -> None:
@@ -323,11 +468,26 @@ def test_audio_of_an_unexpected_shape_is_kept_and_noted() -> None:
 def test_perplexity_cost_object_gives_its_total_cost() -> None:
     # Perplexity's usage.cost is an object (input_tokens_cost, output_tokens_cost, request_cost,
     # total_cost); the cost column read only a number and was NaN.
-    cost = {"input_tokens_cost": 0.00144, "output_tokens_cost": 0.04234, "request_cost": 0.008, "total_cost": 0.05178}
-    usage = {"prompt_tokens": 480, "completion_tokens": 2823, "total_tokens": 3303, "search_context_size": "medium",
-             "cost": cost}
-    s = nito_nb.read_sse(body(chunk({"content": "Hi"}, model="sonar"), chunk({}, finish="stop", model="sonar"),
-                              {"id": "c1", "model": "sonar", "choices": [], "usage": usage}))
+    cost = {
+        "input_tokens_cost": 0.00144,
+        "output_tokens_cost": 0.04234,
+        "request_cost": 0.008,
+        "total_cost": 0.05178,
+    }
+    usage = {
+        "prompt_tokens": 480,
+        "completion_tokens": 2823,
+        "total_tokens": 3303,
+        "search_context_size": "medium",
+        "cost": cost,
+    }
+    s = nito_nb.read_sse(
+        body(
+            chunk({"content": "Hi"}, model="sonar"),
+            chunk({}, finish="stop", model="sonar"),
+            {"id": "c1", "model": "sonar", "choices": [], "usage": usage},
+        )
+    )
     assert s.usage == usage  # the object is kept as sent
     df = s.frame()
     assert df.nito.usage()["cost"].iloc[0] == 0.05178

@@ -28,7 +28,9 @@ def both(base: str, **options: Any) -> dict[str, Any]:
 
     async def one(pushed: bool) -> Any:
         http = None if pushed else httpx.AsyncClient(timeout=None)
-        client = nito_nb.AsyncClient(api_key=KEY, base_url=base, http_client=http, max_retries=0, **options)
+        client = nito_nb.AsyncClient(
+            api_key=KEY, base_url=base, http_client=http, max_retries=0, **options
+        )
         try:
             stream = client.stream("hi", model="m", raise_errors=False, **stream_options)
             await stream.wait()
@@ -103,7 +105,9 @@ def test_reads_that_keep_coming_do_not_time_out(scripted: ScriptedServer) -> Non
     # its gaps is not cut.
     parts = [HELLO[0], *[chunk_line({"content": "x"})] * 8, *HELLO[3:]]
     script = Script(parts=parts, delays=[0] + [0.15] * 8)
-    s = same(both(scripted.add("steady", script), timeout={"first_byte": 30, "between_chunks": 0.4}))
+    s = same(
+        both(scripted.add("steady", script), timeout={"first_byte": 30, "between_chunks": 0.4})
+    )
     assert s.status == "done" and s.content == "x" * 8
 
 
@@ -136,13 +140,24 @@ def test_a_body_that_ends_with_the_connection(ending: str) -> None:
     # No length, not chunked (HTTP/1.0 style): the body is everything until the server closes.
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        length = int(
+            next(
+                line.split(b":")[1]
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+        )
         await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + BODY[:40])
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+            + BODY[:40]
+        )
         await writer.drain()
         await asyncio.sleep(0.05)
         if ending == "cut":  # a reset, not a clean close
-            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            writer.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
             writer.transport.abort()
             return
         writer.write(BODY[40:])
@@ -153,7 +168,9 @@ def test_a_body_that_ends_with_the_connection(ending: str) -> None:
         server = await asyncio.start_server(answer, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         http = None if pushed else httpx.AsyncClient()
-        client = nito_nb.AsyncClient(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", http_client=http)
+        client = nito_nb.AsyncClient(
+            api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", http_client=http
+        )
         try:
             return await client.stream("hi", model="m", raise_errors=False).wait()
         finally:
@@ -201,16 +218,20 @@ def _count_turns(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return turns
 
 
-def test_a_large_read_is_handed_on_in_slices_with_the_same_stream(scripted: ScriptedServer,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_read_is_handed_on_in_slices_with_the_same_stream(
+    scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     turns = _count_turns(monkeypatch)
     s = same(both(scripted.add("many", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]]))))
     assert s.status == "done" and s.content == "".join(f"w{i:03d} é " for i in range(120))
-    assert max(after for _, after in turns) > SLICE  # the large read waited, in order, for later turns
+    # the large read waited, in order, for later turns
+    assert max(after for _, after in turns) > SLICE
     assert all(before - after <= SLICE for before, after in turns)
 
 
-def test_a_cut_connection_after_a_large_read_fails_after_everything_that_arrived(scripted: ScriptedServer) -> None:
+def test_a_cut_connection_after_a_large_read_fails_after_everything_that_arrived(
+    scripted: ScriptedServer,
+) -> None:
     s = same(both(scripted.add("manydrop", Script(parts=[HELLO[0], b"".join(MANY)], drop=True))))
     assert s.status == "truncated" and isinstance(s.exception, nito_nb.ConnectionLost)
     assert s.content.endswith("w119 é ")
@@ -223,33 +244,47 @@ def test_a_clean_end_after_a_large_read_without_done(scripted: ScriptedServer) -
 
 def test_an_event_past_max_event_size_in_a_later_slice(scripted: ScriptedServer) -> None:
     big = chunk_line({"content": "y" * 9000})
-    s = same(both(scripted.add("manybig", Script(parts=[HELLO[0], b"".join(MANY[:30]) + big, *HELLO[3:]])),
-                  max_event_size=8000))
+    s = same(
+        both(
+            scripted.add(
+                "manybig", Script(parts=[HELLO[0], b"".join(MANY[:30]) + big, *HELLO[3:]])
+            ),
+            max_event_size=8000,
+        )
+    )
     assert s.status == "truncated" and isinstance(s.exception, nito_nb.EventTooLargeError)
     assert s.content.endswith("w029 é ")
 
 
-def test_the_between_chunks_timeout_comes_after_what_waits_for_its_turn(scripted: ScriptedServer,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_between_chunks_timeout_comes_after_what_waits_for_its_turn(
+    scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A loop that parses slowly (one 4-byte slice a turn) still has bytes of the large read waiting
     # when the server's pause passes the timeout: they are handed on first, none is lost.
     monkeypatch.setattr(pushed, "SLICE", 4)
     monkeypatch.setattr(pump, "BUDGET", 0.0)
     script = Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]], delays=[0, 0, 3])
-    s = same(both(scripted.add("manystall", script), timeout={"first_byte": 30, "between_chunks": 0.01}))
+    s = same(
+        both(scripted.add("manystall", script), timeout={"first_byte": 30, "between_chunks": 0.01})
+    )
     assert isinstance(s.exception, nito_nb.StreamTimeoutError)
     assert s.content == "".join(f"w{i:03d} é " for i in range(120))
 
 
-def test_stopping_keeps_what_arrived_and_waits_for_its_turn(scripted: ScriptedServer,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stopping_keeps_what_arrived_and_waits_for_its_turn(
+    scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(pushed, "SLICE", 4)  # a loop that parses slowly: the large read waits
     monkeypatch.setattr(pump, "BUDGET", 0.0)
-    base = scripted.add("manystop", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]], delays=[0, 0.05, 5]))
+    base = scripted.add(
+        "manystop", Script(parts=[HELLO[0], b"".join(MANY), *HELLO[3:]], delays=[0, 0.05, 5])
+    )
 
     async def one(pushed_body: bool) -> Any:
         http = None if pushed_body else httpx.AsyncClient(timeout=None)
-        stream = nito_nb.AsyncClient(api_key=KEY, base_url=base, http_client=http).stream("hi", model="m")
+        stream = nito_nb.AsyncClient(api_key=KEY, base_url=base, http_client=http).stream(
+            "hi", model="m"
+        )
         try:
             async for _ in stream:
                 if stream.content:
@@ -264,8 +299,9 @@ def test_stopping_keeps_what_arrived_and_waits_for_its_turn(scripted: ScriptedSe
     assert s.status == "stopped" and s.content == "".join(f"w{i:03d} é " for i in range(120))
 
 
-def test_past_the_pumps_limit_everything_waiting_is_handed_on_in_one_turn(scripted: ScriptedServer,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_past_the_pumps_limit_everything_waiting_is_handed_on_in_one_turn(
+    scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(pump, "LIMIT", SLICE)
     monkeypatch.setattr(pump, "BUDGET", 0.0)  # only the limit makes the pump go on within a turn
     left: list[tuple[int, int]] = []  # (bytes waiting before, after) each of the pump's turns
@@ -330,4 +366,9 @@ def test_the_pump_stops_a_turn_at_its_budget(monkeypatch: pytest.MonkeyPatch) ->
 
     served: list[int] = []
     counts = asyncio.run(main())
-    assert counts[-1] == 4 and counts[:4] == [1, 2, 3, 4]  # one slice per turn: the loop goes round between
+    assert counts[-1] == 4 and counts[:4] == [
+        1,
+        2,
+        3,
+        4,
+    ]  # one slice per turn: the loop goes round between

@@ -75,8 +75,14 @@ def fenced_blocks(text: str) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip() == "```"), None)
         if end is None:
             raise AssertionError(f"README.md line {i + 1}: a ``` fence that is never closed")
-        blocks.append(Block(language, "\n".join(lines[i + 1:end]) + "\n", i + 2,
-                            marker.group(1) if marker else None))
+        blocks.append(
+            Block(
+                language,
+                "\n".join(lines[i + 1 : end]) + "\n",
+                i + 2,
+                marker.group(1) if marker else None,
+            )
+        )
         i = end + 1
     return blocks
 
@@ -87,8 +93,11 @@ CELLS = [b for b in BLOCKS if b.language == RUN_AS_CELL and b.not_run is None]
 
 
 def readme_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NITO_API_KEY", "NITO_BASE_URL", "NITO_MODEL")
+    }
     env["NITO_SIM_TPS"] = "0"
     env["NITO_SIM_TTFT_MS"] = "0"
     env["MPLBACKEND"] = "Agg"
@@ -103,9 +112,13 @@ def test_every_block_says_how_it_is_run() -> None:
     known = (RUN_AS_SCRIPT, RUN_AS_CELL, *NOT_RUN_LANGUAGES)
     unknown = [str(b) for b in BLOCKS if b.language not in known]
     assert not unknown, (
-        f"fences must be one of {', '.join(known)} (see tests/test_readme.py): {unknown}")
-    pointless = [str(b) for b in BLOCKS if b.not_run is not None and b.language not in
-                 (RUN_AS_SCRIPT, RUN_AS_CELL)]
+        f"fences must be one of {', '.join(known)} (see tests/test_readme.py): {unknown}"
+    )
+    pointless = [
+        str(b)
+        for b in BLOCKS
+        if b.not_run is not None and b.language not in (RUN_AS_SCRIPT, RUN_AS_CELL)
+    ]
     assert not pointless, f"a not-run marker before a block that is never run: {pointless}"
     assert SCRIPTS and CELLS
 
@@ -113,10 +126,14 @@ def test_every_block_says_how_it_is_run() -> None:
 def test_the_two_set_up_commands_are_there() -> None:
     shell = "\n".join(b.source for b in BLOCKS if b.language == "sh")
     for command in ("make demo", "make test"):
-        assert re.search(rf"^{command}\b", shell, re.MULTILINE), f"`{command}` is not in a ```sh block"
+        assert re.search(rf"^{command}\b", shell, re.MULTILINE), (
+            f"`{command}` is not in a ```sh block"
+        )
         target = command.split()[1]
         makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-        assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"the Makefile has no `{target}` target"
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), (
+            f"the Makefile has no `{target}` target"
+        )
 
 
 def github_slug(heading: str) -> str:
@@ -159,7 +176,11 @@ def test_relative_links_lead_to_files_and_headings_that_exist() -> None:
         file = (README.parent / path) if path else README
         if not file.exists():
             broken.append(f"{target}: no file {path}")
-        elif anchor and file.suffix == ".md" and anchor not in anchors_of(file.read_text(encoding="utf-8")):
+        elif (
+            anchor
+            and file.suffix == ".md"
+            and anchor not in anchors_of(file.read_text(encoding="utf-8"))
+        ):
             broken.append(f"{target}: no heading #{anchor} in {path or 'README.md'}")
     assert not broken, "README links that lead nowhere:\n" + "\n".join(broken)
 
@@ -173,8 +194,14 @@ def test_relative_links_lead_to_files_and_headings_that_exist() -> None:
 def test_python_block_runs_as_a_script(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "block.py"
     script.write_text(block.source, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=readme_env(),
-                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=readme_env(),
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_S,
+    )
     error = done.stderr.strip()
     if done.returncode != 0 or "Traceback (most recent call last)" in error:
         last = error.splitlines()[-1] if error else f"exit status {done.returncode}"
@@ -183,7 +210,9 @@ def test_python_block_runs_as_a_script(block: Block, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.spawns
-def test_ipython_blocks_run_as_cells_of_one_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ipython_blocks_run_as_cells_of_one_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import nbformat
     from nbclient import NotebookClient
 
@@ -193,15 +222,25 @@ def test_ipython_blocks_run_as_cells_of_one_notebook(tmp_path: Path, monkeypatch
         monkeypatch.delenv(name, raising=False)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(block.source.rstrip("\n")) for block in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=SCRIPT_TIMEOUT_S, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    NotebookClient(
+        nb,
+        timeout=SCRIPT_TIMEOUT_S,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     failures = []
     for block, cell in zip(CELLS, nb.cells, strict=True):
         outputs = cell.get("outputs", [])
         errors = [f"{o['ename']}: {o['evalue']}" for o in outputs if o["output_type"] == "error"]
-        stderr = "".join(o["text"] for o in outputs
-                         if o["output_type"] == "stream" and o["name"] == "stderr").strip()
+        stderr = "".join(
+            o["text"] for o in outputs if o["output_type"] == "stream" and o["name"] == "stderr"
+        ).strip()
         if errors or stderr:
             failures.append(f"{block} does not run as a cell: {(errors or [stderr])[0]}")
     assert not failures, "\n".join(failures)

@@ -52,9 +52,8 @@ def reference(body: bytes) -> dict:
                 continue
             delta = choice.get("delta") or {}
             parts = delta.get("content") or ""
-            if isinstance(
-                parts, list
-            ):  # Mistral: text parts are the answer, thinking parts reasoning
+            # Mistral: text parts are the answer, thinking parts reasoning
+            if isinstance(parts, list):
                 for part in parts:
                     if part["type"] == "text":
                         content.append(part["text"])
@@ -190,12 +189,16 @@ LLAMACPP_ERROR_LINE = (
 def test_llamacpp_error_line_is_an_error(replay_dir: Path) -> None:
     stream = nito_nb.read_sse(LLAMACPP_ERROR_LINE)  # was "done", the error lost
     assert stream.status == "error" and stream.content == "Hel"
-    assert stream.error == {"code": 400, "message": "the request exceeds the available context size",
-                            "type": "exceed_context_size_error"}
+    assert stream.error == {
+        "code": 400,
+        "message": "the request exceeds the available context size",
+        "type": "exceed_context_size_error",
+    }
     recording = replay_dir / "llamacpp-error.sse"
     recording.write_text(LLAMACPP_ERROR_LINE)
-    live = nito_nb.stream("x", model="sim/replay", sim={"replay": str(recording), "speed": 0},
-                          raise_errors=False)  # the same over HTTP, through the live path
+    live = nito_nb.stream(
+        "x", model="sim/replay", sim={"replay": str(recording), "speed": 0}, raise_errors=False
+    )  # the same over HTTP, through the live path
     live.wait()
     assert live.status == "error" and live.content == "Hel" and live.error == stream.error
 

@@ -31,40 +31,71 @@ MARK = "[redacted]"
 
 def escaped(text: str, positions: set[int] = frozenset()) -> str:  # type: ignore[assignment]
     """``text`` as a JSON string literal, the characters at ``positions`` as ``\\uXXXX``."""
-    return '"' + "".join(
-        (f"\\u{ord(c):04x}" if i % 2 else f"\\u{ord(c):04X}") if i in positions else json.dumps(c)[1:-1]
-        for i, c in enumerate(text)
-    ) + '"'
+    return (
+        '"'
+        + "".join(
+            (f"\\u{ord(c):04x}" if i % 2 else f"\\u{ord(c):04X}")
+            if i in positions
+            else json.dumps(c)[1:-1]
+            for i, c in enumerate(text)
+        )
+        + '"'
+    )
 
 
 # Each text channel: how a piece of it is sent (the delta, or the chunk's top level), how a
 # snapshot or a Stream shows it, and the frame's column of it.
 def _tool(piece: str) -> dict[str, Any]:
-    return {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                            "function": {"name": "f", "arguments": piece}}]}
+    return {
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "f", "arguments": piece},
+            }
+        ]
+    }
 
 
 CHANNELS: dict[str, tuple[Callable[[str], dict[str, Any]], Callable[[Any], str], str]] = {
     "content": (lambda p: {"content": p}, lambda s: s.content, "content"),
-    "text part": (lambda p: {"content": [{"type": "text", "text": p}]}, lambda s: s.content, "content"),
+    "text part": (
+        lambda p: {"content": [{"type": "text", "text": p}]},
+        lambda s: s.content,
+        "content",
+    ),
     "thinking": (
         lambda p: {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": p}]}]},
-        lambda s: s.reasoning, "reasoning",
+        lambda s: s.reasoning,
+        "reasoning",
     ),
     "reasoning": (lambda p: {"reasoning": p}, lambda s: s.reasoning, "reasoning"),
     "reasoning_content": (lambda p: {"reasoning_content": p}, lambda s: s.reasoning, "reasoning"),
     "detail": (
         lambda p: {"reasoning_details": [{"type": "reasoning.text", "index": 0, "text": p}]},
-        lambda s: s.reasoning, "reasoning",
+        lambda s: s.reasoning,
+        "reasoning",
     ),
     "refusal": (lambda p: {"refusal": p}, lambda s: s.refusal or "", "refusal"),
     "tool": (_tool, lambda s: s.tool_calls[0].arguments if s.tool_calls else "", "tool_args"),
     "custom tool": (
-        lambda p: {"tool_calls": [{"index": 0, "type": "custom", "custom": {"name": "f", "input": p}}]},
-        lambda s: s.tool_calls[0].arguments if s.tool_calls else "", "tool_args",
+        lambda p: {
+            "tool_calls": [{"index": 0, "type": "custom", "custom": {"name": "f", "input": p}}]
+        },
+        lambda s: s.tool_calls[0].arguments if s.tool_calls else "",
+        "tool_args",
     ),
-    "transcript": (lambda p: {"audio": {"id": "a1", "transcript": p}}, lambda s: s.audio_transcript or "", "audio"),
-    "error": (lambda p: {"error": {"message": p}}, lambda s: (s.error or {}).get("message", ""), "error_message"),
+    "transcript": (
+        lambda p: {"audio": {"id": "a1", "transcript": p}},
+        lambda s: s.audio_transcript or "",
+        "audio",
+    ),
+    "error": (
+        lambda p: {"error": {"message": p}},
+        lambda s: (s.error or {}).get("message", ""),
+        "error_message",
+    ),
 }
 
 _PLACE = "\x00piece\x00"
@@ -74,12 +105,19 @@ def event(channel: str, piece: str, positions: set[int] = frozenset()) -> bytes:
     """One chunk of ``channel`` carrying ``piece``, the characters at ``positions`` escaped."""
     build = CHANNELS[channel][0]
     sent = build(_PLACE)
-    chunk: dict[str, Any] = {"id": "g", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    chunk: dict[str, Any] = {
+        "id": "g",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+    }
     if channel == "error":
         chunk.update(sent)
     else:
         chunk["choices"] = [{"index": 0, "delta": sent, "finish_reason": None}]
-    text = json.dumps(chunk, ensure_ascii=False).replace(json.dumps(_PLACE), escaped(piece, positions))
+    text = json.dumps(chunk, ensure_ascii=False).replace(
+        json.dumps(_PLACE), escaped(piece, positions)
+    )
     return b"data: " + text.encode() + b"\n\n"
 
 
@@ -127,7 +165,9 @@ def without_key_chars(text: str, key: str = KEY_H) -> bool:
 
 @pytest.mark.parametrize("channel", list(CHANNELS))
 @pytest.mark.parametrize("cut", range(1, len(KEY)))
-def test_a_key_split_at_any_point_never_shows_and_leaves_a_marker(channel: str, cut: int, tmp_path: Path) -> None:
+def test_a_key_split_at_any_point_never_shows_and_leaves_a_marker(
+    channel: str, cut: int, tmp_path: Path
+) -> None:
     _, shown, column = CHANNELS[channel]
     source = protected()
     s = source.stream
@@ -179,9 +219,19 @@ def test_an_escaped_key_anywhere_in_a_chunk_is_redacted() -> None:
 def test_an_escaped_key_in_an_http_error_body_is_redacted() -> None:
     source = protected()
     s = source.stream
-    source.fail_http(401, {"content-type": "application/json"},
-                     b'{"error": {"message": "bad key sk-test-\\u0053ECRET123"}}', 1)
-    shown = [json.dumps(s.error), str(s.exception), repr(s), s.frame().to_csv(), s.log.body.decode()]
+    source.fail_http(
+        401,
+        {"content-type": "application/json"},
+        b'{"error": {"message": "bad key sk-test-\\u0053ECRET123"}}',
+        1,
+    )
+    shown = [
+        json.dumps(s.error),
+        str(s.exception),
+        repr(s),
+        s.frame().to_csv(),
+        s.log.body.decode(),
+    ]
     assert not [text for text in shown if KEY in text]
     assert s.error["message"] == f"bad key {MARK}"
 
@@ -195,7 +245,8 @@ def test_a_key_split_across_many_chunks_and_reads() -> None:
         assert KEY[:2] not in s.snapshot().content
     source.end(len(body))
     assert s.content == "x " + MARK * len(KEY) + " y"
-    assert "".join(chunk["choices"][0]["delta"]["content"] for chunk in s) == s.content  # replayed from the log
+    # replayed from the log
+    assert "".join(chunk["choices"][0]["delta"]["content"] for chunk in s) == s.content
     # Events written again keep their time and kind (as without a key); the offsets still cut
     # the body into them.
     plain = nito_nb.StreamSource({"model": "m"})
@@ -204,20 +255,31 @@ def test_a_key_split_across_many_chunks_and_reads() -> None:
     log = s.log
     assert [(e.t_ns, e.kind) for e in log] == [(e.t_ns, e.kind) for e in plain.stream.log]
     ends = list(log.offsets())
-    assert [log.body[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)] == [e.raw for e in log]
+    assert [log.body[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)] == [
+        e.raw for e in log
+    ]
     assert s.frame()["token"].sum() == len(KEY) + 2  # every chunk that carried text still does
 
 
 def test_two_parts_of_one_chunk_and_a_key_after_done() -> None:
     source = protected()
     s = source.stream
-    source.feed(b'data: {"id":"g","model":"m","choices":[{"index":0,"delta":{"content":['
-           b'{"type":"text","text":"a sk-test-"},{"type":"text","text":"SECRET123 b"}]}}]}\n\n', 1)
+    source.feed(
+        b'data: {"id":"g","model":"m","choices":[{"index":0,"delta":{"content":['
+        b'{"type":"text","text":"a sk-test-"},{"type":"text","text":"SECRET123 b"}]}}]}\n\n',
+        1,
+    )
     assert s.snapshot().content == f"a {MARK}{MARK} b"
-    source.feed(event("content", "c sk-test-S") + b"data: [DONE]\n\n" + event("content", "ECRET123 ignored"), 2)
+    source.feed(
+        event("content", "c sk-test-S")
+        + b"data: [DONE]\n\n"
+        + event("content", "ECRET123 ignored"),
+        2,
+    )
     source.end(3)
     assert s.content == f"a {MARK}{MARK} bc {MARK}"  # the chunk after [DONE] is ignored...
-    assert KEY not in s.log.body.decode() and f"{MARK} ignored" in s.log.body.decode()  # ...but logged
+    # ...but logged
+    assert KEY not in s.log.body.decode() and f"{MARK} ignored" in s.log.body.decode()
 
 
 def test_what_cannot_become_the_key_shows_as_it_came() -> None:
@@ -225,14 +287,22 @@ def test_what_cannot_become_the_key_shows_as_it_came() -> None:
     # log keeps the bytes as they came.
     source = protected()
     s = source.stream
-    sent = [event("content", piece) for piece in ["use sk-te", "rrible", " plans, ", "sk-test-SECRET12", "x!"]]
+    sent = [
+        event("content", piece)
+        for piece in ["use sk-te", "rrible", " plans, ", "sk-test-SECRET12", "x!"]
+    ]
     views = []
     for t, body in enumerate(sent):
         source.feed(body, t)
         views.append(s.snapshot().content)
     source.end(9)
-    assert views == ["use ", "use sk-terrible", "use sk-terrible plans, ", "use sk-terrible plans, ",
-                     "use sk-terrible plans, sk-test-SECRET12x!"]
+    assert views == [
+        "use ",
+        "use sk-terrible",
+        "use sk-terrible plans, ",
+        "use sk-terrible plans, ",
+        "use sk-terrible plans, sk-test-SECRET12x!",
+    ]
     assert s.content == "use sk-terrible plans, sk-test-SECRET12x!"
     assert [e.raw for e in s.log] == sent
 
@@ -242,7 +312,14 @@ def test_a_key_whose_forms_start_differently() -> None:
     key = "/az/SECRET+base64=key0123"
     source = protected(key)
     s = source.stream
-    sent = ["path ", "/az/SEC", "", "RET+base64=k", "ey0123 and %2Faz%2FSEC", "RET%2Bbase64%3Dkey0123!"]
+    sent = [
+        "path ",
+        "/az/SEC",
+        "",
+        "RET+base64=k",
+        "ey0123 and %2Faz%2FSEC",
+        "RET%2Bbase64%3Dkey0123!",
+    ]
     for t, piece in enumerate(sent):
         source.feed(event("content", piece), t)
         assert "SEC" not in s.snapshot().content
@@ -283,12 +360,20 @@ _AROUND = st.text(alphabet="abcdefghijlmnoprstu ,.!", max_size=8)
     cuts=st.lists(st.integers(0, 40), max_size=6),
     escapes=st.sets(st.integers(0, len(KEY_H) - 1), max_size=4),
     reads=st.lists(st.integers(0, 2000), max_size=5),
-    between=st.lists(st.sampled_from([b"", b": ping\n\n", b'data: {"id":"g","model":"m","choices":[]}\n\n']),
-                     min_size=8, max_size=8),
+    between=st.lists(
+        st.sampled_from([b"", b": ping\n\n", b'data: {"id":"g","model":"m","choices":[]}\n\n']),
+        min_size=8,
+        max_size=8,
+    ),
 )
 @settings(max_examples=400, deadline=None)
 def test_any_split_and_escapes_never_show_the_key(
-    channel: str, before: str, after: str, cuts: list[int], escapes: set[int], reads: list[int],
+    channel: str,
+    before: str,
+    after: str,
+    cuts: list[int],
+    escapes: set[int],
+    reads: list[int],
     between: list[bytes],
 ) -> None:
     _, shown, column = CHANNELS[channel]
@@ -299,9 +384,13 @@ def test_any_split_and_escapes_never_show_the_key(
         pieces.append(text[a:b])
         escaped_at.append({i - a for i in range(a, b) if i - len(before) in escapes})
     # Events without text of the channel between its pieces (a keep-alive, a chunk of no text).
-    body = b"".join(
-        event(channel, p, e) + between[i] for i, (p, e) in enumerate(zip(pieces, escaped_at, strict=True))
-    ) + b"data: [DONE]\n\n"
+    body = (
+        b"".join(
+            event(channel, p, e) + between[i]
+            for i, (p, e) in enumerate(zip(pieces, escaped_at, strict=True))
+        )
+        + b"data: [DONE]\n\n"
+    )
     source = protected(KEY_H)
     s = source.stream
     at = sorted({r % (len(body) + 1) for r in reads})
@@ -312,7 +401,9 @@ def test_any_split_and_escapes_never_show_the_key(
     source.end(len(body))
     final = shown(s)
     if channel != "error":
-        assert re.fullmatch(f"{re.escape(before)}(?:{re.escape(MARK)})+{re.escape(after)}", final), final
+        assert re.fullmatch(
+            f"{re.escape(before)}(?:{re.escape(MARK)})+{re.escape(after)}", final
+        ), final
     rows = frame_text(s, column)
     if channel != "error":
         assert "".join(rows) == final  # the frame and the Stream agree
@@ -326,8 +417,14 @@ def test_any_split_and_escapes_never_show_the_key(
 
 def _token_entry(token: str) -> dict[str, Any]:
     # The top alternative is the token itself (as OpenAI sends it), the second another case.
-    return {"token": token, "logprob": -0.5, "bytes": list(token.encode()),
-            "top_logprobs": [{"token": t, "logprob": -0.5, "bytes": list(t.encode())} for t in (token, token.lower())]}
+    return {
+        "token": token,
+        "logprob": -0.5,
+        "bytes": list(token.encode()),
+        "top_logprobs": [
+            {"token": t, "logprob": -0.5, "bytes": list(t.encode())} for t in (token, token.lower())
+        ],
+    }
 
 
 def _token_texts(entries: list[dict[str, Any]]) -> list[str]:
@@ -349,21 +446,39 @@ def _token_texts(entries: list[dict[str, Any]]) -> list[str]:
 )
 @settings(max_examples=300, deadline=None)
 def test_any_split_of_the_logprobs_tokens_never_shows_the_key(
-    before: str, after: str, cuts: list[int], groups: list[int], escapes: set[str], reads: list[int],
+    before: str,
+    after: str,
+    cuts: list[int],
+    groups: list[int],
+    escapes: set[str],
+    reads: list[int],
 ) -> None:
     # The key in the tokens of logprobs, cut into tokens anywhere, the tokens into chunks anywhere,
     # some of its letters JSON-escaped (in every string of the chunk: the content and the tokens).
     text = before + KEY_H + after
     points = sorted({c % (len(text) + 1) for c in cuts})
-    tokens = [t for t in (text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)) if t]
+    tokens = [
+        t for t in (text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)) if t
+    ]
     bounds = sorted({g % (len(tokens) + 1) for g in groups})
     body = b""
     for a, b in zip([0, *bounds], [*bounds, len(tokens)], strict=True):
         if a == b:
             continue
-        chunk = {"id": "g", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                 "choices": [{"index": 0, "delta": {"content": "".join(tokens[a:b])},
-                              "logprobs": {"content": [_token_entry(t) for t in tokens[a:b]]}, "finish_reason": None}]}
+        chunk = {
+            "id": "g",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": "".join(tokens[a:b])},
+                    "logprobs": {"content": [_token_entry(t) for t in tokens[a:b]]},
+                    "finish_reason": None,
+                }
+            ],
+        }
         data = json.dumps(chunk)
         for letter in escapes:
             data = data.replace(letter, f"\\u{ord(letter):04X}")
@@ -374,11 +489,14 @@ def test_any_split_of_the_logprobs_tokens_never_shows_the_key(
     at = sorted({r % (len(body) + 1) for r in reads})
     for a, b in zip([0, *at], [*at, len(body)], strict=True):
         source.feed(body[a:b], a)
-        assert all(without_key_chars(t) for t in _token_texts(s.logprobs))  # held back while it arrives
+        # held back while it arrives
+        assert all(without_key_chars(t) for t in _token_texts(s.logprobs))
     source.end(len(body))
     shown = [t["token"] for t in s.logprobs]
     assert len(shown) == len(tokens)  # every token keeps its place
-    assert re.fullmatch(f"{re.escape(before)}(?:{re.escape(MARK)})+{re.escape(after)}", "".join(shown)), shown
+    assert re.fullmatch(
+        f"{re.escape(before)}(?:{re.escape(MARK)})+{re.escape(after)}", "".join(shown)
+    ), shown
     assert all(without_key_chars(t) for t in _token_texts(s.logprobs))
     assert all(without_key_chars(t) for t in decoded_strings(s))
     assert all(without_key_chars(bytes(e["bytes"]).decode()) for e in s.logprobs)
@@ -389,12 +507,17 @@ def test_any_split_of_the_logprobs_tokens_never_shows_the_key(
 
 def test_secret_helpers() -> None:
     secret = Secret(KEY)
-    assert [secret.partial_at_end(t) for t in ("", "s", "xs", "sk-test-SEC", "sk-test", "this", KEY)] == [
-        0, 1, 1, 11, 7, 1, 0]
-    assert Secret(KEY_H).partial_at_end("aQXQXQX") == 4 and Secret(KEY_H).partial_at_end("aQXQ") == 3  # the longest
+    assert [
+        secret.partial_at_end(t) for t in ("", "s", "xs", "sk-test-SEC", "sk-test", "this", KEY)
+    ] == [0, 1, 1, 11, 7, 1, 0]
+    assert (
+        Secret(KEY_H).partial_at_end("aQXQXQX") == 4 and Secret(KEY_H).partial_at_end("aQXQ") == 3
+    )  # the longest
     assert secret.hold_back("your key is sk-t") == "your key is "
     assert secret.spans(f"a {KEY} b {KEY}") == [(2, 19), (22, 39)]
-    assert secret.escaped_in(b'"sk-test-\\u0053ECRET123"') and not secret.escaped_in(b'"caf\\u00e9 \\n"')
+    assert secret.escaped_in(b'"sk-test-\\u0053ECRET123"') and not secret.escaped_in(
+        b'"caf\\u00e9 \\n"'
+    )
 
 
 def test_a_tool_call_of_a_stream_still_arriving_pickles_without_the_key() -> None:

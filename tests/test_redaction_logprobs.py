@@ -43,8 +43,12 @@ def spelled(value: Any) -> list[str]:
         elif isinstance(item, list):
             if item and all(isinstance(b, int) and 0 <= b < 256 for b in item):
                 out.append(bytes(item).decode("utf-8", "replace"))
-            joined = [b for entry in item if isinstance(entry, dict) and isinstance(entry.get("bytes"), list)
-                      for b in entry["bytes"]]
+            joined = [
+                b
+                for entry in item
+                if isinstance(entry, dict) and isinstance(entry.get("bytes"), list)
+                for b in entry["bytes"]
+            ]
             if joined:
                 out.append(bytes(joined).decode("utf-8", "replace"))
             for v in item:
@@ -83,30 +87,58 @@ def leaks(where: dict[str, str]) -> list[tuple[str, str]]:
 
 def test_the_simulator_echoing_the_key_token_by_token_leaves_no_piece_of_it(tmp_path: Path) -> None:
     with SimServer(api_key=KEY) as base_url:
-        s = nito_nb.stream(f"Repeat: {KEY} now", model="sim/echo", base_url=base_url, api_key=KEY,
-                           logprobs=True, top_logprobs=3)
+        s = nito_nb.stream(
+            f"Repeat: {KEY} now",
+            model="sim/echo",
+            base_url=base_url,
+            api_key=KEY,
+            logprobs=True,
+            top_logprobs=3,
+        )
         s.wait()
     assert s.status == "done" and len(s.logprobs) > 3  # the key came over several chunks' tokens
     assert not leaks(places(s, tmp_path))
     tokens = [t["token"] for t in s.logprobs]
-    assert re.sub(MARKS, MARK, "".join(tokens)) == re.sub(MARKS, MARK, s.content) and MARK in s.content
-    for entry in s.logprobs:  # bytes follow their token; so does the top alternative that was the token
+    assert (
+        re.sub(MARKS, MARK, "".join(tokens)) == re.sub(MARKS, MARK, s.content) and MARK in s.content
+    )
+    # bytes follow their token; so does the top alternative that was the token
+    for entry in s.logprobs:
         assert bytes(entry["bytes"]).decode() == entry["token"]
         assert all(bytes(a["bytes"]).decode() == a["token"] for a in entry["top_logprobs"])
 
 
 def _entry(token: str, alternatives: list[str]) -> dict[str, Any]:
-    return {"token": token, "logprob": -0.25, "bytes": list(token.encode()),
-            "top_logprobs": [{"token": a, "logprob": -0.5, "bytes": list(a.encode())} for a in alternatives]}
+    return {
+        "token": token,
+        "logprob": -0.25,
+        "bytes": list(token.encode()),
+        "top_logprobs": [
+            {"token": a, "logprob": -0.5, "bytes": list(a.encode())} for a in alternatives
+        ],
+    }
 
 
-def _line(tokens: list[tuple[str, list[str]]], channel: str = "content", escape: bool = False) -> bytes:
+def _line(
+    tokens: list[tuple[str, list[str]]], channel: str = "content", escape: bool = False
+) -> bytes:
     """One chunk whose ``channel`` text is its tokens', with their logprobs (``escape``: the key's
     ``S`` written ``\\u0053`` in every string, which only decoding the JSON reads)."""
     text = "".join(token for token, _ in tokens)
-    chunk = {"id": "g", "object": "chat.completion.chunk", "created": 1, "model": "m",
-             "choices": [{"index": 0, "delta": {channel: text},
-                          "logprobs": {channel: [_entry(t, a) for t, a in tokens]}, "finish_reason": None}]}
+    chunk = {
+        "id": "g",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {channel: text},
+                "logprobs": {channel: [_entry(t, a) for t, a in tokens]},
+                "finish_reason": None,
+            }
+        ],
+    }
     data = json.dumps(chunk)
     if escape:
         data = data.replace("SEC", "\\u0053EC")
@@ -115,31 +147,59 @@ def _line(tokens: list[tuple[str, list[str]]], channel: str = "content", escape:
 
 _DONE = b"data: [DONE]\n\n"
 ATTACKS: dict[str, list[bytes]] = {
-    "whole in one token": [_line([("key ", ["key "]), (KEY, [KEY, "sk"]), (" ok", [" ok"])]), _DONE],
+    "whole in one token": [
+        _line([("key ", ["key "]), (KEY, [KEY, "sk"]), (" ok", [" ok"])]),
+        _DONE,
+    ],
     "across the tokens of one chunk": [
-        _line([("key", ["key"]), (" sk-test", [" sk-test", " sk"]), ("-SEC", ["-SEC", "-SECRET"]),
-               ("RET123", ["RET123", "RET12"]), (" ok", [" ok"])]), _DONE],
+        _line(
+            [
+                ("key", ["key"]),
+                (" sk-test", [" sk-test", " sk"]),
+                ("-SEC", ["-SEC", "-SECRET"]),
+                ("RET123", ["RET123", "RET12"]),
+                (" ok", [" ok"]),
+            ]
+        ),
+        _DONE,
+    ],
     "across chunks": [
         _line([("key", ["key"]), (" sk-test", [" sk-test", " the"])]),
         _line([("-SEC", ["-SEC", "-secret"])]),
-        _line([("RET123", ["RET123", "RET"]), (" ok", [" ok"])]), _DONE],
+        _line([("RET123", ["RET123", "RET"]), (" ok", [" ok"])]),
+        _DONE,
+    ],
     "escaped, across chunks": [
         _line([("key", ["key"]), (" sk-test-SEC", [" sk-test-SEC"])], escape=True),
-        _line([("RET123 ok", ["RET123 ok"])]), _DONE],
-    "escaped, whole": [_line([("key ", ["key "]), (KEY, [KEY])], escape=True), _line([(" ok", [" ok"])]), _DONE],
+        _line([("RET123 ok", ["RET123 ok"])]),
+        _DONE,
+    ],
+    "escaped, whole": [
+        _line([("key ", ["key "]), (KEY, [KEY])], escape=True),
+        _line([(" ok", [" ok"])]),
+        _DONE,
+    ],
     "a refusal's tokens": [
         _line([("I can't share sk-test", ["I can't share sk-test"])], channel="refusal"),
-        _line([("-SECRET123", ["-SECRET123", "-SECRET"])], channel="refusal"), _DONE],
+        _line([("-SECRET123", ["-SECRET123", "-SECRET"])], channel="refusal"),
+        _DONE,
+    ],
 }
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_a_gateway_echoing_the_key_in_logprobs_leaves_no_piece_of_it(
-    scripted: ScriptedServer, tmp_path: Path, attack: str,
+    scripted: ScriptedServer,
+    tmp_path: Path,
+    attack: str,
 ) -> None:
     parts = ATTACKS[attack]
-    base = scripted.add(f"logprobs-{attack}", Script(parts=parts, delays=[0.0] + [0.2] * (len(parts) - 1)))
-    s = nito_nb.stream("hi", model="vendor/model", base_url=base, api_key=KEY, logprobs=True, top_logprobs=2)
+    base = scripted.add(
+        f"logprobs-{attack}", Script(parts=parts, delays=[0.0] + [0.2] * (len(parts) - 1))
+    )
+    s = nito_nb.stream(
+        "hi", model="vendor/model", base_url=base, api_key=KEY, logprobs=True, top_logprobs=2
+    )
     s.wait()
     shown = places(s, tmp_path)
     assert not leaks(shown)
@@ -154,19 +214,35 @@ def test_a_gateway_echoing_the_key_in_logprobs_leaves_no_piece_of_it(
 
 
 @pytest.mark.spawns
-def test_a_run_store_holds_no_piece_of_a_key_in_logprobs(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_a_run_store_holds_no_piece_of_a_key_in_logprobs(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     parts = ATTACKS["across chunks"]
-    base = scripted.add("logprobs-run", Script(parts=parts, delays=[0.0] + [0.2] * (len(parts) - 1)))
+    base = scripted.add(
+        "logprobs-run", Script(parts=parts, delays=[0.0] + [0.2] * (len(parts) - 1))
+    )
     store = tmp_path / "runs"
-    r = nito_nb.run(["one"], model="vendor/model", base_url=base, api_key=KEY, store=str(store),
-                    logprobs=True, top_logprobs=2, concurrency=1, max_retries=0, progress=False)
+    r = nito_nb.run(
+        ["one"],
+        model="vendor/model",
+        base_url=base,
+        api_key=KEY,
+        store=str(store),
+        logprobs=True,
+        top_logprobs=2,
+        concurrency=1,
+        max_retries=0,
+        progress=False,
+    )
     r.wait()
     shown = {"r.results()": r.results().to_csv(), "r.frame()": r.frame().to_csv()}
     with nito_nb.open_store(store) as opened:
         shown["stored events"] = opened.sql("select * from events").to_csv()
         for key in r.results()["key"]:
             stream = opened.streams(key)
-            shown[f"stored stream {key}"] = "\n".join(spelled(stream.logprobs)) + stream.log.body.decode()
+            shown[f"stored stream {key}"] = (
+                "\n".join(spelled(stream.logprobs)) + stream.log.body.decode()
+            )
     for path in sorted(store.rglob("*")):
         if path.is_file():
             shown[f"{path.relative_to(store)} (bytes)"] = path.read_bytes().decode("latin-1")

@@ -29,7 +29,15 @@ KEY = "sk-test-SECRET123"
 MARK = "[redacted]"
 #: Nothing of the key may show: neither whole, nor the piece of it either delta carried, nor the
 #: escaped spelling the gateway sent.
-FORBIDDEN = (KEY, "sk-test-SEC", "RET123", "sk-test-SE", "CRET123", "\\u0053ECRET", "\\\\u0053ECRET")
+FORBIDDEN = (
+    KEY,
+    "sk-test-SEC",
+    "RET123",
+    "sk-test-SE",
+    "CRET123",
+    "\\u0053ECRET",
+    "\\\\u0053ECRET",
+)
 
 
 def _escaped_line(where: str, text: str) -> bytes:
@@ -100,7 +108,9 @@ def shown_by(s: nito_nb.Stream, tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_a_stream_shows_no_part_of_an_echoed_key(scripted: ScriptedServer, tmp_path: Path, attack: str) -> None:
+def test_a_stream_shows_no_part_of_an_echoed_key(
+    scripted: ScriptedServer, tmp_path: Path, attack: str
+) -> None:
     base = scripted.add(f"echo-{attack}", script(attack))
     s = nito_nb.stream("hi", model="vendor/model", base_url=base, api_key=KEY, raise_errors=False)
     seen: dict[str, str] = {}
@@ -112,18 +122,32 @@ def test_a_stream_shows_no_part_of_an_echoed_key(scripted: ScriptedServer, tmp_p
     assert not leaks(seen)
     assert not leaks(shown_by(s, tmp_path))
     if attack in ("split", "escaped"):
-        assert s.status == "done" and s.content.startswith("your key is [redacted]") and s.content.endswith(" ok")
+        assert (
+            s.status == "done"
+            and s.content.startswith("your key is [redacted]")
+            and s.content.endswith(" ok")
+        )
     else:
         assert s.status == "error" and MARK in s.error["message"] and MARK in str(s.exception)
     assert "".join(s.frame()["content"].dropna()) == s.content  # the frame and the Stream agree
 
 
 @pytest.mark.spawns
-def test_a_run_store_and_its_results_hold_no_part_of_the_key(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_a_run_store_and_its_results_hold_no_part_of_the_key(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     base = scripted.add("echo-run", *(script(name) for name in ATTACKS))
     store = tmp_path / "runs"
-    r = nito_nb.run([f"prompt {i}" for i in range(len(ATTACKS))], model="vendor/model", base_url=base,
-                    api_key=KEY, store=str(store), concurrency=1, max_retries=0, progress=False)
+    r = nito_nb.run(
+        [f"prompt {i}" for i in range(len(ATTACKS))],
+        model="vendor/model",
+        base_url=base,
+        api_key=KEY,
+        store=str(store),
+        concurrency=1,
+        max_retries=0,
+        progress=False,
+    )
     r.wait()
     results = r.results()
     assert sorted(results["status"]) == ["done", "done", "error", "error"]
@@ -133,7 +157,9 @@ def test_a_run_store_and_its_results_hold_no_part_of_the_key(scripted: ScriptedS
         shown["stored events"] = opened.sql("select * from events").to_csv()
         for key in results["key"]:
             stream = opened.streams(key)
-            shown[f"stored stream {key}"] = f"{stream.content} {json.dumps(stream.error)} {stream.log.body!r}"
+            shown[f"stored stream {key}"] = (
+                f"{stream.content} {json.dumps(stream.error)} {stream.log.body!r}"
+            )
     for path in sorted(store.rglob("*")):  # the files as bytes: runs.duckdb, the events Parquet
         if path.is_file():
             data = path.read_bytes()
@@ -141,7 +167,9 @@ def test_a_run_store_and_its_results_hold_no_part_of_the_key(scripted: ScriptedS
             if path.suffix == ".parquet":
                 import pyarrow.parquet as pq
 
-                shown[f"{path.name} (read)"] = json.dumps(pq.read_table(path).to_pylist(), default=str)
+                shown[f"{path.name} (read)"] = json.dumps(
+                    pq.read_table(path).to_pylist(), default=str
+                )
     assert not leaks(shown)
     assert any(MARK in text for text in shown.values())
 
@@ -162,8 +190,13 @@ def test_the_magic_output_and_history_hold_no_part_of_the_key(
     ]
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()
     path = tmp_path / "saved.ipynb"
     nbformat.write(nb, path)
@@ -179,8 +212,14 @@ class RecordingComm(comm.DummyComm):  # type: ignore[misc]
 
     log: ClassVar[list[Any]] = []
 
-    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
-                    **keys: Any) -> None:
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
         RecordingComm.log.append((msg_type, data))
 
 

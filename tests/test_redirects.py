@@ -46,13 +46,23 @@ def origin(server: ScriptedServer) -> str:
     return f"http://127.0.0.1:{server.port}"
 
 
-def redirecting(scripted: ScriptedServer, elsewhere: ScriptedServer, name: str, status: int,
-                content_type: str = "text/event-stream", location: str | None = None) -> tuple[str, Script]:
+def redirecting(
+    scripted: ScriptedServer,
+    elsewhere: ScriptedServer,
+    name: str,
+    status: int,
+    content_type: str = "text/event-stream",
+    location: str | None = None,
+) -> tuple[str, Script]:
     """(base URL, Script) of a gateway answering ``status`` with a Location on ``elsewhere``."""
     if location is None:
         location = f"{origin(elsewhere)}{SECRET_PATH}/chat/completions?{QUERY}"
-    script = Script(status=status, content_type=content_type, headers={"location": location},
-                    parts=[b"<html><body>Moved</body></html>"] if "html" in content_type else [])
+    script = Script(
+        status=status,
+        content_type=content_type,
+        headers={"location": location},
+        parts=[b"<html><body>Moved</body></html>"] if "html" in content_type else [],
+    )
     return scripted.add(name, script), script
 
 
@@ -75,9 +85,15 @@ def check_said(error: BaseException, status: int, elsewhere: ScriptedServer) -> 
 @pytest.mark.parametrize("content_type", ["text/event-stream", "text/html"])
 @pytest.mark.parametrize("status", REDIRECTS)
 def test_stream_says_where_a_redirect_pointed_and_does_not_follow_it(
-    scripted: ScriptedServer, elsewhere: ScriptedServer, target: Script, status: int, content_type: str
+    scripted: ScriptedServer,
+    elsewhere: ScriptedServer,
+    target: Script,
+    status: int,
+    content_type: str,
 ) -> None:
-    base, gateway = redirecting(scripted, elsewhere, f"redirect-{status}-{content_type[5:9]}", status, content_type)
+    base, gateway = redirecting(
+        scripted, elsewhere, f"redirect-{status}-{content_type[5:9]}", status, content_type
+    )
     with pytest.raises(nito_nb.RedirectError) as caught:
         nito_nb.stream("hi", model="vendor/model", base_url=base, api_key=KEY)
     check_said(caught.value, status, elsewhere)
@@ -132,8 +148,13 @@ def test_an_httpx_client_that_follows_redirects_is_not_followed_either(
 def test_models_says_where_a_redirect_pointed(
     scripted: ScriptedServer, elsewhere: ScriptedServer, target: Script, status: int
 ) -> None:
-    base, gateway = redirecting(scripted, elsewhere, f"models-redirect-{status}", status, "text/html")
-    with nito_nb.Client(api_key=KEY, base_url=base) as client, pytest.raises(nito_nb.RedirectError) as caught:
+    base, gateway = redirecting(
+        scripted, elsewhere, f"models-redirect-{status}", status, "text/html"
+    )
+    with (
+        nito_nb.Client(api_key=KEY, base_url=base) as client,
+        pytest.raises(nito_nb.RedirectError) as caught,
+    ):
         client.models()
     check_said(caught.value, status, elsewhere)
 
@@ -147,11 +168,20 @@ def test_models_says_where_a_redirect_pointed(
 
 
 def test_a_run_stops_at_the_first_redirect_with_one_line(
-    scripted: ScriptedServer, elsewhere: ScriptedServer, target: Script, capsys: pytest.CaptureFixture[str]
+    scripted: ScriptedServer,
+    elsewhere: ScriptedServer,
+    target: Script,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     base, gateway = redirecting(scripted, elsewhere, "run-redirect", 308)
-    run = nito_nb.run([f"q{i}" for i in range(50)], model="vendor/model", base_url=base, api_key=KEY,
-                      concurrency=2, progress=False)
+    run = nito_nb.run(
+        [f"q{i}" for i in range(50)],
+        model="vendor/model",
+        base_url=base,
+        api_key=KEY,
+        concurrency=2,
+        progress=False,
+    )
     run.wait()
     check_said(run.error, 308, elsewhere)
     results = run.results()
@@ -163,12 +193,18 @@ def test_a_run_stops_at_the_first_redirect_with_one_line(
     assert "private-tenant" not in err and "LOCATIONSECRET" not in err
 
 
-def test_a_relative_location_and_a_missing_one(scripted: ScriptedServer, elsewhere: ScriptedServer) -> None:
-    base, _ = redirecting(scripted, elsewhere, "redirect-relative", 302, location=f"{SECRET_PATH}?{QUERY}")
+def test_a_relative_location_and_a_missing_one(
+    scripted: ScriptedServer, elsewhere: ScriptedServer
+) -> None:
+    base, _ = redirecting(
+        scripted, elsewhere, "redirect-relative", 302, location=f"{SECRET_PATH}?{QUERY}"
+    )
     with pytest.raises(nito_nb.RedirectError) as caught:
         nito_nb.stream("hi", model="vendor/model", base_url=base, api_key=KEY)
     assert caught.value.location == scripted.url  # the gateway's own host: only the path changed
-    assert f"redirect to {scripted.url};" in str(caught.value) and "private-tenant" not in str(caught.value)
+    assert f"redirect to {scripted.url};" in str(caught.value) and "private-tenant" not in str(
+        caught.value
+    )
 
     bare = scripted.add("redirect-bare", Script(status=301, content_type="text/html"))
     with pytest.raises(nito_nb.RedirectError) as caught:
@@ -196,11 +232,19 @@ def test_capture_says_a_redirect_was_one_and_changes_nothing_the_client_sees(
     """Capture records another library's requests: that client follows a redirect or not by its
     own settings. Each hop is a Stream; the redirect's says where it pointed."""
     base, _ = redirecting(scripted, elsewhere, "capture-redirect", 307)
-    body = {"model": "vendor/model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    body = {
+        "model": "vendor/model",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+    }
 
     def post(http: httpx.Client) -> tuple[int, bytes, list[int]]:
-        with http.stream("POST", f"{base}/chat/completions", json=body,
-                         headers={"authorization": f"Bearer {KEY}"}) as response:
+        with http.stream(
+            "POST",
+            f"{base}/chat/completions",
+            json=body,
+            headers={"authorization": f"Bearer {KEY}"},
+        ) as response:
             return response.status_code, response.read(), [r.status_code for r in response.history]
 
     for follow in (False, True):

@@ -205,8 +205,15 @@ def test_each_payload_is_inert_in_markdown(payload: str) -> None:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(key=hostile_text, value=hostile_text, title=hostile_text, cut=st.integers(0, 400), live=st.booleans(),
-       pydantic_model=st.booleans(), status=st.sampled_from(["streaming", "done", "truncated", "error"]))
+@given(
+    key=hostile_text,
+    value=hostile_text,
+    title=hostile_text,
+    cut=st.integers(0, 400),
+    live=st.booleans(),
+    pydantic_model=st.booleans(),
+    status=st.sampled_from(["streaming", "done", "truncated", "error"]),
+)
 def test_no_model_string_makes_markup_in_a_structured_answer(
     key: str, value: str, title: str, cut: int, live: bool, pydantic_model: bool, status: str
 ) -> None:
@@ -221,8 +228,17 @@ def test_no_model_string_makes_markup_in_a_structured_answer(
     class Model(pydantic.BaseModel):
         label: int
 
-    schema = schema_of(Model) if pydantic_model else schema_of(
-        {"title": title, "type": "object", "properties": {key: {"type": "integer"}, "label": {"enum": [value]}}})
+    schema = (
+        schema_of(Model)
+        if pydantic_model
+        else schema_of(
+            {
+                "title": title,
+                "type": "object",
+                "properties": {key: {"type": "integer"}, "label": {"enum": [value]}},
+            }
+        )
+    )
     text = json.dumps({key: value, "label": [value, {value: key}]}, ensure_ascii=False)
     state = make_state(content=text[:cut] if live else text, status=status)
     parts = render_parts(state, live=live, structured=schema)
@@ -283,10 +299,18 @@ def test_bare_urls_become_checked_links() -> None:
     assert '<a href="https://example.com/a?b=1" rel="noopener noreferrer" target="_blank">' in out
     assert '<a href="mailto:a@b.org"' in out and out.count("<a ") == 2
     # No guesses without a scheme ("setup.py" is also a domain), no other schemes, nothing in code.
-    for text in ("run setup.py", "www.example.com", "ftp://x.org/f", "javascript:alert(1)", "`https://e.com`"):
+    for text in (
+        "run setup.py",
+        "www.example.com",
+        "ftp://x.org/f",
+        "javascript:alert(1)",
+        "`https://e.com`",
+    ):
         assert "<a" not in markdown_to_html(text), text
     # What follows a URL is never part of its markup.
-    out = markdown_to_html('https://e.com/"onmouseover="alert(1) http://x.com/<img src=x onerror=y>')
+    out = markdown_to_html(
+        'https://e.com/"onmouseover="alert(1) http://x.com/<img src=x onerror=y>'
+    )
     assert "<img" not in out and 'href="https://e.com/%22onmouseover=%22alert(1)"' in out
 
 
@@ -604,13 +628,18 @@ def test_refusal_is_shown_as_a_refusal_escaped() -> None:
     assert "Refusal" in part.html and "No &lt;b&gt;way&lt;/b&gt;" in part.html
     assert part.text == "⊘ Refusal: No <b>way</b>" and part.final
     assert "No &lt;b&gt;way" in final_bundle(state)["text/html"]
-    assert [p.key for p in render_parts(make_state(content="x"), live=True)] == ["status", "answer-0"]
+    assert [p.key for p in render_parts(make_state(content="x"), live=True)] == [
+        "status",
+        "answer-0",
+    ]
 
 
 def test_status_line_shows_free_tier_compact_and_escaped() -> None:
     free = {"eligible": True, "plan": "free", "requests_remaining": 41, "daily_limit": 50}
     text = status_text(make_state(status="done", free_tier=free))
-    assert text.endswith("free tier: eligible=True, plan=free, requests_remaining=41, daily_limit=50")
+    assert text.endswith(
+        "free tier: eligible=True, plan=free, requests_remaining=41, daily_limit=50"
+    )
     hostile = {"plan": "<img src=x onerror=alert(1)>\nfree", "limits": {"day": 50}}
     [status] = [p for p in render_parts(make_state(free_tier=hostile)) if p.key == "status"]
     assert "<img" not in status.html and "&lt;img" in status.html
@@ -639,10 +668,19 @@ def test_a_long_growing_answer_shows_its_progress_at_the_bottom() -> None:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tokens=st.lists(st.tuples(hostile_text, st.floats(-30, 0) | st.just(float("nan")),
-                                 st.lists(st.tuples(hostile_text, st.floats(-30, 0)), max_size=3)),
-                       max_size=8),
-       other=hostile_text, live=st.booleans(), shade=st.booleans())
+@given(
+    tokens=st.lists(
+        st.tuples(
+            hostile_text,
+            st.floats(-30, 0) | st.just(float("nan")),
+            st.lists(st.tuples(hostile_text, st.floats(-30, 0)), max_size=3),
+        ),
+        max_size=8,
+    ),
+    other=hostile_text,
+    live=st.booleans(),
+    shade=st.booleans(),
+)
 def test_no_token_or_alternative_makes_markup_in_shaded_choices(
     tokens: list[tuple[str, float, list[tuple[str, float]]]], other: str, live: bool, shade: bool
 ) -> None:
@@ -651,8 +689,10 @@ def test_no_token_or_alternative_makes_markup_in_shaded_choices(
     from nito_nb._core.choices import Choice
     from nito_nb._render.choices import choices_bundle
 
-    entries = [{"token": t, "logprob": p, "top_logprobs": [{"token": a, "logprob": q} for a, q in top]}
-               for t, p, top in tokens]
+    entries = [
+        {"token": t, "logprob": p, "top_logprobs": [{"token": a, "logprob": q} for a, q in top]}
+        for t, p, top in tokens
+    ]
     content = "".join(t for t, _, _ in tokens)
     state = make_state(content=content, status="streaming" if live else "done")
     choices = [Choice(0, content=content, logprobs=entries), Choice(1, content=other, logprobs=[])]
@@ -667,13 +707,24 @@ def test_a_shaded_answer_has_a_legend_and_each_tokens_alternatives() -> None:
 
     entries = [
         {"token": "Yes", "logprob": -0.01, "top_logprobs": [{"token": "Yes", "logprob": -0.01}]},
-        {"token": ' "maybe"', "logprob": -2.0,
-         "top_logprobs": [{"token": " no", "logprob": -0.5}, {"token": ' "maybe"', "logprob": -2.0}]},
+        {
+            "token": ' "maybe"',
+            "logprob": -2.0,
+            "top_logprobs": [
+                {"token": " no", "logprob": -0.5},
+                {"token": ' "maybe"', "logprob": -2.0},
+            ],
+        },
     ]
     state = make_state(content='Yes "maybe"', status="done")
-    page = choices_bundle(state, [Choice(0, content='Yes "maybe"', logprobs=entries)], shade=True)["text/html"]
+    page = choices_bundle(state, [Choice(0, content='Yes "maybe"', logprobs=entries)], shade=True)[
+        "text/html"
+    ]
     assert "token probability" in page  # the legend
-    spans = re.findall(r'<span style="background-color: rgba\(255, 140, 0, ([0-9.]+)\)[^"]*" title="([^"]*)">([^<]*)</span>', page)
+    spans = re.findall(
+        r'<span style="background-color: rgba\(255, 140, 0, ([0-9.]+)\)[^"]*" title="([^"]*)">([^<]*)</span>',
+        page,
+    )
     assert [html.unescape(text) for _, _, text in spans] == ["Yes", ' "maybe"']
     (sure, _, _), (unsure, title, _) = spans
     assert float(unsure) > float(sure)  # the less likely token is shaded more

@@ -15,13 +15,19 @@ def test_a_string_or_messages_become_the_requests_messages() -> None:
     assert as_messages(message) == [message] and as_messages((message,)) == [message]
 
 
-@pytest.mark.parametrize(("prompt", "said"), [
-    (5, "not int"),
-    (None, "not NoneType"),
-    # A list said "not list": what in it was wrong, and where several prompts go.
-    (["hi", "there"], "not a list holding a str ('hi'); for several prompts, one request each, use nito_nb.run"),
-    ([{"role": "user", "content": "hi"}, None], "not a list holding a NoneType (None)"),
-])
+@pytest.mark.parametrize(
+    ("prompt", "said"),
+    [
+        (5, "not int"),
+        (None, "not NoneType"),
+        # A list said "not list": what in it was wrong, and where several prompts go.
+        (
+            ["hi", "there"],
+            "not a list holding a str ('hi'); for several prompts, one request each, use nito_nb.run",
+        ),
+        ([{"role": "user", "content": "hi"}, None], "not a list holding a NoneType (None)"),
+    ],
+)
 def test_anything_else_is_one_line_saying_what(prompt: object, said: str) -> None:
     with pytest.raises(nito_nb.ConfigurationError) as caught:
         nito_nb.stream(prompt, model="sim/chat")

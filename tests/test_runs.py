@@ -48,14 +48,24 @@ def test_plan_is_rows_times_models_times_repeats_and_sends_a_duplicate_once() ->
 
 def test_the_template_uses_the_safe_interpolation_not_str_format() -> None:
     df = pd.DataFrame({"text": ["hello"], "n": [1234567]})
-    plan = _plan.plan(df, template='{text!r} {n:,} {{literal}} as JSON {"a": 1} {text.__class__}',
-                      models=["m"], repeats=1, params={})
-    assert plan.requests[0].messages[0]["content"] == "'hello' 1,234,567 {literal} as JSON {\"a\": 1} {text.__class__}"
+    plan = _plan.plan(
+        df,
+        template='{text!r} {n:,} {{literal}} as JSON {"a": 1} {text.__class__}',
+        models=["m"],
+        repeats=1,
+        params={},
+    )
+    assert (
+        plan.requests[0].messages[0]["content"]
+        == "'hello' 1,234,567 {literal} as JSON {\"a\": 1} {text.__class__}"
+    )
 
 
 def test_a_missing_column_is_one_clear_error_before_anything_is_sent() -> None:
     df = pd.DataFrame({"text": ["a"]})
-    with pytest.raises(nito_nb.ConfigurationError, match=r"\{title\}.*no such column.*the DataFrame has text"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match=r"\{title\}.*no such column.*the DataFrame has text"
+    ):
         nito_nb.run(df, template="{title}: {text}", model="sim/chat", progress=False)
     with pytest.raises(nito_nb.ConfigurationError, match="needs template"):
         nito_nb.run(df, model="sim/chat", progress=False)
@@ -83,7 +93,12 @@ def test_inputs_strings_lists_series_and_message_lists() -> None:
     one = _plan.plan("hi", template=None, models=["m"], repeats=1, params={})
     assert [c[0] for c in one.cells] == [0]
     conversation = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-    assert _plan.plan(conversation, template=None, models=["m"], repeats=1, params={}).requests[0].messages == conversation
+    assert (
+        _plan.plan(conversation, template=None, models=["m"], repeats=1, params={})
+        .requests[0]
+        .messages
+        == conversation
+    )
     series = pd.Series(["a", "b"], index=[10, 20], name="word")
     plan = _plan.plan(series, template="{word}/{value}", models=["m"], repeats=1, params={})
     assert [r.messages[0]["content"] for r in plan.requests] == ["a/a", "b/b"]
@@ -113,12 +128,20 @@ def test_a_429_pauses_everything_for_retry_after_and_halves_the_limit_once_per_b
 
 
 @pytest.mark.spawns
-def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tmp_path: Any) -> None:
+def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(
+    tmp_path: Any,
+) -> None:
     # sim/replay plays a real recording whose chunks hold several tokens (K = 27, usage N = 228);
     # sim/chat is asked for no usage. Results, frame metrics and snapshots use the same names.
     recording = str(Path(__file__).parent / "data" / "real" / "openai-content-1.sse")
-    run = nito_nb.run(["x"], model=["sim/replay", "sim/chat"], progress=False, store=str(tmp_path / "s"),
-                      sim={"replay": recording, "tps": 400}, stream_options={"include_usage": False})
+    run = nito_nb.run(
+        ["x"],
+        model=["sim/replay", "sim/chat"],
+        progress=False,
+        store=str(tmp_path / "s"),
+        sim={"replay": recording, "tps": 400},
+        stream_options={"include_usage": False},
+    )
     run.wait(timeout=60)
     assert run.error is None
     results = run.results().set_index("model")
@@ -127,38 +150,81 @@ def test_run_results_hold_one_unit_per_column_like_the_frame_and_the_snapshot(tm
     packed, bare = results.loc["sim/replay"], results.loc["sim/chat"]
     assert (packed["n_token_chunks"], packed["n_output_tokens"]) == (27, 228)
     assert packed["tpot"] == pytest.approx(packed["itl"] * 26 / 227)  # per token, not per chunk
-    assert pd.isna(bare["n_output_tokens"]) and pd.isna(bare["tpot"]) and pd.isna(bare["output_tps"])
+    assert (
+        pd.isna(bare["n_output_tokens"]) and pd.isna(bare["tpot"]) and pd.isna(bare["output_tps"])
+    )
     assert bare["n_token_chunks"] > 2 and bare["output_chunks_per_s"] > 0 and bare["itl"] > 0
     with nito_nb.open_store(tmp_path / "s") as store:
         metrics = store.frame().nito.metrics()
         for _, row in results.iterrows():
             m = metrics.loc[row["key"]]
-            for name in ("itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks", "n_output_tokens"):
-                assert (pd.isna(row[name]) and pd.isna(m[name])) or row[name] == pytest.approx(m[name]), name
+            for name in (
+                "itl",
+                "tpot",
+                "output_tps",
+                "output_chunks_per_s",
+                "n_token_chunks",
+                "n_output_tokens",
+            ):
+                assert (pd.isna(row[name]) and pd.isna(m[name])) or row[name] == pytest.approx(
+                    m[name]
+                ), name
             snap = store.streams(row["key"]).snapshot()
             assert snap.n_token_chunks == row["n_token_chunks"]
             assert snap.output_chunks_per_s == pytest.approx(row["output_chunks_per_s"])
-            assert snap.n_output_tokens == (None if pd.isna(row["n_output_tokens"]) else row["n_output_tokens"])
-            assert snap.output_tps == (None if pd.isna(row["output_tps"]) else pytest.approx(row["output_tps"]))
+            assert snap.n_output_tokens == (
+                None if pd.isna(row["n_output_tokens"]) else row["n_output_tokens"]
+            )
+            assert snap.output_tps == (
+                None if pd.isna(row["output_tps"]) else pytest.approx(row["output_tps"])
+            )
     from nito_nb._runs.progress import panel_model
 
     rates = {m["model"]: m["rate"] for m in panel_model(run.stats())["rows"]}
     assert "tok/s" not in rates["sim/chat"] and "tok/s" in rates["sim/replay"]  # was "0 tok/s"
     summary = run.summary()
     assert pd.isna(summary.loc["sim/chat", "output_tps_mean"])  # no usage: no tokens per second
-    assert summary.loc["sim/chat", "output_chunks_per_s_mean"] == pytest.approx(bare["output_chunks_per_s"])
+    assert summary.loc["sim/chat", "output_chunks_per_s_mean"] == pytest.approx(
+        bare["output_chunks_per_s"]
+    )
     assert summary.loc["sim/replay", "output_tps_mean"] == pytest.approx(packed["output_tps"])
 
 
 def test_run_results_use_the_frames_metrics_and_keep_every_column() -> None:
     prompts = [f"prompt {i}" for i in range(12)]
-    run = nito_nb.run(prompts, model=["sim/chat", "sim/echo"], concurrency=5, progress=False, **_sim())
+    run = nito_nb.run(
+        prompts, model=["sim/chat", "sim/echo"], concurrency=5, progress=False, **_sim()
+    )
     assert run.wait() is run and run.done
     results = run.results()
-    for column in ("key", "row", "model", "repeat", "status", "content", "reasoning", "n_tool_calls",
-                   "finish_reason", "prompt_tokens", "completion_tokens", "cost", "ttfb", "ttft", "e2e",
-                   "itl", "tpot", "output_tps", "output_chunks_per_s", "n_token_chunks", "n_output_tokens",
-                   "error_code", "error_message", "attempts", "started_at", "run_id"):
+    for column in (
+        "key",
+        "row",
+        "model",
+        "repeat",
+        "status",
+        "content",
+        "reasoning",
+        "n_tool_calls",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "ttfb",
+        "ttft",
+        "e2e",
+        "itl",
+        "tpot",
+        "output_tps",
+        "output_chunks_per_s",
+        "n_token_chunks",
+        "n_output_tokens",
+        "error_code",
+        "error_message",
+        "attempts",
+        "started_at",
+        "run_id",
+    ):
         assert column in results.columns
     assert len(results) == 24 and set(results["status"]) == {"done"}
     assert results["key"].is_unique and set(results["run_id"]) == {run.run_id}
@@ -178,8 +244,16 @@ def test_started_at_is_the_first_attempts_send_not_the_wait_for_a_slot() -> None
     # Open loop at 100/s with one slot, three paced streams: each request waits for the one before
     # it (the send delay). started_at was
     # taken before that wait, at the scheduled moment.
-    run = nito_nb.run(["a", "b", "c"], model="sim/chat", rate=100, max_requests=3, concurrency=1, progress=False,
-                      sim={"tps": 100, "ttft_ms": 0}, max_tokens=20)
+    run = nito_nb.run(
+        ["a", "b", "c"],
+        model="sim/chat",
+        rate=100,
+        max_requests=3,
+        concurrency=1,
+        progress=False,
+        sim={"tps": 100, "ttft_ms": 0},
+        max_tokens=20,
+    )
     run.wait(timeout=60)
     results = run.results().sort_values("started_at")
     starts = results["started_at"].tolist()
@@ -192,8 +266,13 @@ def test_started_at_is_the_first_attempts_send_not_the_wait_for_a_slot() -> None
 def test_map_is_aligned_with_a_shuffled_index_and_na_where_a_request_failed() -> None:
     df = pd.DataFrame({"text": [f"row {i}" for i in range(30)]}, index=[f"r{i}" for i in range(30)])
     df = df.sample(frac=1, random_state=3)
-    answers = nito_nb.map(df, template="{text}", model="sim/echo", progress=False,
-                          **_sim(fail_rate=0.3, fail_status="error", fail_attempts=99, seed=5))
+    answers = nito_nb.map(
+        df,
+        template="{text}",
+        model="sim/echo",
+        progress=False,
+        **_sim(fail_rate=0.3, fail_status="error", fail_attempts=99, seed=5),
+    )
     run = nito_nb.last()
     assert list(answers.index) == list(df.index)
     results = run.results().set_index("row")
@@ -217,8 +296,13 @@ def test_a_run_can_be_awaited_in_a_running_event_loop() -> None:
 
 def test_429s_slow_the_run_and_every_request_is_accounted_for() -> None:
     prompts = [f"q{i}" for i in range(40)]
-    run = nito_nb.run(prompts, model="sim/echo", concurrency=8, progress=False,
-                      **_sim(fail_rate=0.3, fail_status=429, retry_after=0.05, seed=21))
+    run = nito_nb.run(
+        prompts,
+        model="sim/echo",
+        concurrency=8,
+        progress=False,
+        **_sim(fail_rate=0.3, fail_status=429, retry_after=0.05, seed=21),
+    )
     results = run.wait().results()
     assert len(results) == 40 and set(results["status"]) == {"done"}
     retried = results[results["attempts"] > 1]
@@ -228,15 +312,25 @@ def test_429s_slow_the_run_and_every_request_is_accounted_for() -> None:
 
 
 def test_retries_are_bounded_and_counted() -> None:
-    run = nito_nb.run(["a"], model="sim/echo", max_retries=2, progress=False,
-                      **_sim(fail_rate=1, fail_status=503, fail_attempts=99, seed=22))
+    run = nito_nb.run(
+        ["a"],
+        model="sim/echo",
+        max_retries=2,
+        progress=False,
+        **_sim(fail_rate=1, fail_status=503, fail_attempts=99, seed=22),
+    )
     row = run.wait().results().iloc[0]
     assert row["status"] == "failed" and row["attempts"] == 3 and row["error_code"] == "503"
 
 
 def test_a_401_stops_the_run_at_once_with_one_message(capsys: pytest.CaptureFixture[str]) -> None:
-    run = nito_nb.run([f"q{i}" for i in range(200)], model="sim/echo", concurrency=4, progress=False,
-                      **_sim(fail_rate=1, fail_status=401, fail_attempts=99, seed=23))
+    run = nito_nb.run(
+        [f"q{i}" for i in range(200)],
+        model="sim/echo",
+        concurrency=4,
+        progress=False,
+        **_sim(fail_rate=1, fail_status=401, fail_attempts=99, seed=23),
+    )
     run.wait()
     assert isinstance(run.error, nito_nb.AuthenticationError)
     assert run.n_attempts <= 8  # the requests already on their way, not 200
@@ -245,17 +339,28 @@ def test_a_401_stops_the_run_at_once_with_one_message(capsys: pytest.CaptureFixt
 
 
 @pytest.mark.parametrize(("fault", "status"), [("error", "error"), ("drop", "truncated")])
-def test_mid_stream_faults_are_results_with_partial_content_never_retried(fault: str, status: str) -> None:
-    run = nito_nb.run(["a b c d e f g h i j k l m n o p"], model="sim/echo", progress=False,
-                      **_sim(fail_rate=1, fail_status=fault, fail_attempts=99, seed=24))
+def test_mid_stream_faults_are_results_with_partial_content_never_retried(
+    fault: str, status: str
+) -> None:
+    run = nito_nb.run(
+        ["a b c d e f g h i j k l m n o p"],
+        model="sim/echo",
+        progress=False,
+        **_sim(fail_rate=1, fail_status=fault, fail_attempts=99, seed=24),
+    )
     row = run.wait().results().iloc[0]
     assert row["status"] == status and row["attempts"] == 1
     assert row["content"] and row["content"] != "a b c d e f g h i j k l m n o p"
 
 
 def test_stop_ends_the_run_and_records_in_flight_requests_as_stopped() -> None:
-    run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(20)], model="sim/echo", concurrency=4,
-                      progress=False, sim={"tps": 100, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"q{i} " + "word " * 200 for i in range(20)],
+        model="sim/echo",
+        concurrency=4,
+        progress=False,
+        sim={"tps": 100, "ttft_ms": 0},
+    )
     deadline = time.monotonic() + 30
     while not run._dispatcher.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -273,12 +378,36 @@ def test_stop_ends_the_run_and_records_in_flight_requests_as_stopped() -> None:
 
 
 def _stats(n_requests: int) -> dict[str, Any]:
-    model = {"model": "<b>m</b>", "total": n_requests, "finished": n_requests // 2, "ok": n_requests // 2,
-             "in_flight": 3, "errors": {"failed 429": 2}, "ttft_p50": 0.2, "ttft_p90": 0.4, "itl_p50": 0.01,
-             "itl_p90": 0.02, "requests_per_s": 5.0, "tokens_per_s": 100.0, "tokens": 10, "cost": 0.5}
-    return {"models": [model], "finished": n_requests // 2, "total": n_requests, "skipped": 0, "elapsed": 3.0,
-            "eta": 3.0, "attempts": 1, "retries": 0, "rate_limited": 0, "limit": 16, "state": "running",
-            "error": None}
+    model = {
+        "model": "<b>m</b>",
+        "total": n_requests,
+        "finished": n_requests // 2,
+        "ok": n_requests // 2,
+        "in_flight": 3,
+        "errors": {"failed 429": 2},
+        "ttft_p50": 0.2,
+        "ttft_p90": 0.4,
+        "itl_p50": 0.01,
+        "itl_p90": 0.02,
+        "requests_per_s": 5.0,
+        "tokens_per_s": 100.0,
+        "tokens": 10,
+        "cost": 0.5,
+    }
+    return {
+        "models": [model],
+        "finished": n_requests // 2,
+        "total": n_requests,
+        "skipped": 0,
+        "elapsed": 3.0,
+        "eta": 3.0,
+        "attempts": 1,
+        "retries": 0,
+        "rate_limited": 0,
+        "limit": 16,
+        "state": "running",
+        "error": None,
+    }
 
 
 def test_the_panel_does_not_grow_with_the_number_of_requests_and_escapes_text() -> None:
@@ -293,8 +422,13 @@ def test_the_panel_does_not_grow_with_the_number_of_requests_and_escapes_text() 
 def test_the_panels_stop_button_stops_the_run() -> None:
     from nito_nb._runs.progress import Panel
 
-    run = nito_nb.run([f"q{i} " + "word " * 200 for i in range(12)], model="sim/echo", concurrency=3,
-                      progress=False, sim={"tps": 100, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"q{i} " + "word " * 200 for i in range(12)],
+        model="sim/echo",
+        concurrency=3,
+        progress=False,
+        sim={"tps": 100, "ttft_ms": 0},
+    )
     panel = Panel(run)
     deadline = time.monotonic() + 30
     while not run._dispatcher.in_flight and time.monotonic() < deadline:
@@ -327,17 +461,25 @@ def test_a_slow_writer_holds_the_workers_back(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(_record, "result_rows", slow)
     monkeypatch.setattr(_record, "MAX_WAITING", 5)  # read as the loop thread's workers ask (full())
     monkeypatch.setattr(_record, "BATCH_SIZE", 2)
-    run = nito_nb.run([f"q{i}" for i in range(60)], model="sim/echo", concurrency=4, progress=False, **_sim())
+    run = nito_nb.run(
+        [f"q{i}" for i in range(60)], model="sim/echo", concurrency=4, progress=False, **_sim()
+    )
     while not run.done:
         waiting.append(run._writer.waiting)
         time.sleep(0.002)
     assert len(run.wait().results()) == 60
-    assert max(waiting) <= 5 + 4  # the limit, plus what the workers had in flight when it was reached
+    # the limit, plus what the workers had in flight when it was reached
+    assert max(waiting) <= 5 + 4
 
 
 def test_every_429_slows_the_run_also_the_last_one() -> None:
-    run = nito_nb.run(["a"], model="sim/echo", max_retries=1, progress=False,
-                      **_sim(fail_rate=1, fail_status=429, retry_after=0.01, fail_attempts=99, seed=25))
+    run = nito_nb.run(
+        ["a"],
+        model="sim/echo",
+        max_retries=1,
+        progress=False,
+        **_sim(fail_rate=1, fail_status=429, retry_after=0.01, fail_attempts=99, seed=25),
+    )
     row = run.wait().results().iloc[0]
     assert row["status"] == "failed" and row["attempts"] == 2
     assert run.backoff.n_rate_limited == 2
@@ -353,7 +495,9 @@ def _timed(path: Path) -> nito_nb.Stream:
     source = nito_nb.StreamSource({"model": "recorded"})
     s = source.stream
     t0 = s.log.t0_ns
-    events = [e + b"\n\n" for e in path.read_bytes().replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
+    events = [
+        e + b"\n\n" for e in path.read_bytes().replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()
+    ]
     source.set_response(200, {"content-type": "text/event-stream"}, t0 + 3_000_000)
     for i, event in enumerate(events):
         source.feed(event, t0 + (i + 1) * 7_000_000)
@@ -385,12 +529,21 @@ def test_sent_at_is_the_streams_own_send_as_with_the_worker_engines() -> None:
     # One definition for every engine: the first attempt's stream's own send (its t0, taken as
     # the request is built), on the run's timeline; the engine's earlier time, after the slot,
     # was a turn or two of the loop before it.
-    run = nito_nb.run([f"p{i}" for i in range(6)], model="sim/chat", rate=200, max_requests=6, progress=False,
-                      sim={"tps": 0, "ttft_ms": 0}, max_tokens=3)
+    run = nito_nb.run(
+        [f"p{i}" for i in range(6)],
+        model="sim/chat",
+        rate=200,
+        max_requests=6,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+        max_tokens=3,
+    )
     run.wait(timeout=60)
     results = run.results().set_index("key")
     for key, stream in run._writer.kept_streams().items():
-        assert results.loc[key, "sent_at"] == pytest.approx(stream.log.t0_ns / 1e9 - run._dispatcher.t0, abs=1e-9)
+        assert results.loc[key, "sent_at"] == pytest.approx(
+            stream.log.t0_ns / 1e9 - run._dispatcher.t0, abs=1e-9
+        )
         assert results.loc[key, "send_delay"] >= 0
 
 
@@ -398,26 +551,37 @@ def test_sent_at_is_the_streams_own_send_as_with_the_worker_engines() -> None:
 
 
 @pytest.mark.spawns  # a store's events are written by a helper process
-def test_a_resumed_run_holds_every_key_of_its_store_and_a_done_store_its_full_results(tmp_path: Path) -> None:
+def test_a_resumed_run_holds_every_key_of_its_store_and_a_done_store_its_full_results(
+    tmp_path: Path,
+) -> None:
     store = str(tmp_path / "runs")
     prompts = [f"prompt {i}" for i in range(10)]
     flaky = _sim(fail_rate=0.3, fail_status="error", seed=31)
-    first = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    first = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(
+        timeout=60
+    )
     not_done = set(first.results().query("status != 'done'")["key"])
     assert 0 < len(not_done) < 10
     # Resumed: it sends the ones not done, and its results hold all ten (59 of 100 rows before).
-    second = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    second = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(
+        timeout=60
+    )
     results = second.results()
-    assert len(results) == 10 and list(results["key"]) == list(first.results()["key"])  # the plan's order
+    # the plan's order
+    assert len(results) == 10 and list(results["key"]) == list(first.results()["key"])
     assert set(results.loc[~results["done_before"], "key"]) == not_done
     done_before = results[results["done_before"]]
     assert set(done_before["run_id"]) == {first.run_id} and set(done_before["status"]) == {"done"}
-    assert list(done_before["row"]) == [i for i in range(10) if first.results()["key"][i] not in not_done]
+    assert list(done_before["row"]) == [
+        i for i in range(10) if first.results()["key"][i] not in not_done
+    ]
     assert done_before["content"].notna().all() and done_before["ttft"].notna().all()
     assert second.summary().loc["sim/echo", "n"] == 10
     # A store with every key done: its full results, not "done: 0/0", an empty summary with no
     # columns (["ttft_p99"] raised KeyError) and a (0, 35) results().
-    third = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(timeout=60)
+    third = nito_nb.run(prompts, model="sim/echo", store=store, progress=False, **flaky).wait(
+        timeout=60
+    )
     assert third.total == 0  # nothing sent
     assert len(third.results()) == 10 and third.results()["done_before"].all()
     assert list(third.results().columns) == list(first.results().columns)
@@ -429,8 +593,9 @@ def test_a_resumed_run_holds_every_key_of_its_store_and_a_done_store_its_full_re
 
     assert panel_model(stats)["head"].startswith("done: 10/10 requests")
     assert "10/10" in repr(third)
-    assert list(nito_nb.map(prompts, model="sim/echo", store=store, progress=False, **flaky)) == list(
-        results["content"])  # map takes the answers done before from the results too
+    assert list(
+        nito_nb.map(prompts, model="sim/echo", store=store, progress=False, **flaky)
+    ) == list(results["content"])  # map takes the answers done before from the results too
 
 
 def test_a_summary_has_the_same_columns_empty_or_not() -> None:
@@ -441,14 +606,20 @@ def test_a_summary_has_the_same_columns_empty_or_not() -> None:
     assert list(empty.columns) == list(run.summary().columns) and empty.index.name == "model"
     assert dict(empty.dtypes) == dict(run.summary().dtypes)
     assert empty["ttft_p99"].empty
-    load = nito_nb.run(["a"], model="sim/echo", rate=20, duration=0.3, progress=False, **_sim()).wait(timeout=60)
+    load = nito_nb.run(
+        ["a"], model="sim/echo", rate=20, duration=0.3, progress=False, **_sim()
+    ).wait(timeout=60)
     info = LoadInfo(rate=20.0, start=0.0, end=0.3, slo={}, client=load.client.report())
     assert list(summary(results_frame([]), load=info).columns) == list(load.summary().columns)
 
 
-def test_a_model_that_is_not_found_is_sent_no_more_and_says_why(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_model_that_is_not_found_is_sent_no_more_and_says_why(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     prompts = [f"prompt {i}" for i in range(20)]
-    run = nito_nb.run(prompts, model=["sim/echo", "sim/ecoh"], concurrency=2, progress=False, **_sim())
+    run = nito_nb.run(
+        prompts, model=["sim/echo", "sim/ecoh"], concurrency=2, progress=False, **_sim()
+    )
     run.wait(timeout=60)
     results = run.results()
     good, bad = results[results["model"] == "sim/echo"], results[results["model"] == "sim/ecoh"]
@@ -457,10 +628,15 @@ def test_a_model_that_is_not_found_is_sent_no_more_and_says_why(capfd: pytest.Ca
     assert 3 <= len(bad) <= 3 + 1  # dispatch.NOT_FOUND_LIMIT, plus the other one in flight
     assert set(bad["status"]) == {"failed"} and set(bad["error_code"]) == {"404"}
     assert run.n_attempts == 20 + len(bad)
-    assert list(run.refused_models) == ["sim/ecoh"] and "not found" in run.refused_models["sim/ecoh"]
+    assert (
+        list(run.refused_models) == ["sim/ecoh"] and "not found" in run.refused_models["sim/ecoh"]
+    )
     lines = [line for line in capfd.readouterr().err.splitlines() if "sim/ecoh" in line]
     assert len(lines) == 1  # one line, with the gateway's own words
-    assert lines[0].startswith("nito: no more requests sent to 'sim/ecoh'") and "Model 'sim/ecoh' not found" in lines[0]
+    assert (
+        lines[0].startswith("nito: no more requests sent to 'sim/ecoh'")
+        and "Model 'sim/ecoh' not found" in lines[0]
+    )
     from nito_nb._runs.progress import panel_model
 
     assert "not sent to 'sim/ecoh': not found (404)" in panel_model(run.stats())["head"]
@@ -468,19 +644,31 @@ def test_a_model_that_is_not_found_is_sent_no_more_and_says_why(capfd: pytest.Ca
 
 def test_a_model_that_answered_before_is_not_refused_for_later_404s() -> None:
     prompts = [f"p{i}" for i in range(12)]
-    flaky = _sim(fail_rate=0.5, fail_status=404, seed=4)  # the first is done, the last four are 404s
-    run = nito_nb.run(prompts, model="sim/echo", concurrency=1, max_retries=0, progress=False, **flaky).wait(timeout=60)
+    # the first is done, the last four are 404s
+    flaky = _sim(fail_rate=0.5, fail_status=404, seed=4)
+    run = nito_nb.run(
+        prompts, model="sim/echo", concurrency=1, max_retries=0, progress=False, **flaky
+    ).wait(timeout=60)
     status = list(run.results()["status"])
     assert status[0] == "done" and status[-4:] == ["failed"] * 4 and len(status) == 12
     assert run.refused_models == {}
     # A model that exists but whose every answer is 404 is refused like a misspelled one.
-    gone = nito_nb.run(prompts, model="sim/echo", concurrency=1, progress=False,
-                       **_sim(fail_rate=1, fail_status=404, fail_attempts=99)).wait(timeout=60)
+    gone = nito_nb.run(
+        prompts,
+        model="sim/echo",
+        concurrency=1,
+        progress=False,
+        **_sim(fail_rate=1, fail_status=404, fail_attempts=99),
+    ).wait(timeout=60)
     assert len(gone.results()) == 3 and list(gone.refused_models) == ["sim/echo"]
 
 
 def test_several_models_in_one_string_as_in_the_magic() -> None:
-    run = nito_nb.run(["hi"], model="sim/echo, sim/chat", progress=False, max_tokens=3, **_sim()).wait(timeout=60)
-    assert list(run.results()["model"]) == ["sim/echo", "sim/chat"] and set(run.results()["status"]) == {"done"}
+    run = nito_nb.run(
+        ["hi"], model="sim/echo, sim/chat", progress=False, max_tokens=3, **_sim()
+    ).wait(timeout=60)
+    assert list(run.results()["model"]) == ["sim/echo", "sim/chat"] and set(
+        run.results()["status"]
+    ) == {"done"}
     with pytest.raises(nito_nb.ConfigurationError, match="map takes one model"):
         nito_nb.map(["hi"], model="sim/echo,sim/chat")

@@ -36,7 +36,9 @@ def test_events_are_built_with_a_short_switch_interval_then_it_is_restored(
     assert sys.getswitchinterval() == before
 
 
-def test_a_runs_result_rows_are_made_with_a_short_switch_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runs_result_rows_are_made_with_a_short_switch_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import nito_nb
     from nito_nb._runs import writer as _record
 

@@ -32,7 +32,9 @@ def _text(cell: Any, mime: str = "text/plain") -> str:
     return joined_text(texts)
 
 
-def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_panel_and_over_in_a_real_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NITO_SIM_TPS", "0")
     monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
     cells = [
@@ -58,7 +60,10 @@ def test_run_panel_and_over_in_a_real_kernel(tmp_path: Path, monkeypatch: pytest
     assert len(panel) == 1 and WIDGET in panel[0]["data"]
     # The static copy for a saved notebook, updated at the end of the run (during the next cell).
     assert "done: 40/40 requests" in panel[0]["data"]["text/html"]
-    assert "sim/echo" in panel[0]["data"]["text/html"] and "<script" not in panel[0]["data"]["text/html"]
+    assert (
+        "sim/echo" in panel[0]["data"]["text/html"]
+        and "<script" not in panel[0]["data"]["text/html"]
+    )
     assert _text(c[2]).strip() == "40 {'done'} True Panel"
     over = [o for o in _outputs(c[3]) if o["output_type"] == "display_data"]
     assert len(over) == 1 and "done: 40/40 requests" in over[0]["data"]["text/html"]
@@ -110,7 +115,8 @@ def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
         finished = 0
         for _ in range(600):
             shown = run_code("print(run.stats()['finished'])").strip()
-            if not shown:  # under load the print's stream message may come after the reply: ask again
+            # under load the print's stream message may come after the reply: ask again
+            if not shown:
                 continue
             finished = int(shown)
             if finished >= 300:
@@ -118,17 +124,27 @@ def test_a_kernel_restarted_half_way_then_the_same_cell_gets_every_answer(
         assert 300 <= finished < 1000
         km.restart_kernel(now=True)
         kc.wait_for_ready(timeout=60)
-        out = run_code(cell + "run.wait()\nr = run.results()\n"
-                            "print(len(run.skipped) > 0, len(run.skipped) + run.total, len(r), r['done_before'].sum())")
-        assert out.strip().splitlines()[-1].split()[:3] == ["True", "1000", "1000"]  # every key, once
+        out = run_code(
+            cell + "run.wait()\nr = run.results()\n"
+            "print(len(run.skipped) > 0, len(run.skipped) + run.total, len(r), r['done_before'].sum())"
+        )
+        assert out.strip().splitlines()[-1].split()[:3] == [
+            "True",
+            "1000",
+            "1000",
+        ]  # every key, once
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
     with nito_nb.open_store(store) as opened:
         results = opened.results()
-        assert len(results) == 1000 and results["key"].is_unique and set(results["status"]) == {"done"}
+        assert (
+            len(results) == 1000 and results["key"].is_unique and set(results["status"]) == {"done"}
+        )
         assert len(set(results["run_id"])) == 2
-        p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
+        p99 = opened.sql(
+            "select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model"
+        )
         assert list(p99["model"]) == ["sim/chat", "sim/echo"] and p99["p99"].notna().all()
 
 
@@ -137,7 +153,8 @@ def test_a_sweep_in_a_kernel_runs_in_the_background_and_saves_its_summary(tmp_pa
     view's Stop); the view shows each rate, and its static copy ends with the summary."""
     cells = [
         "import nito_nb\n"
-        "sweep = nito_nb.sweep(['a', 'b'], model='sim/chat', rates=[5, 10], duration=1.0, sim={'tps': 0, 'ttft_ms': 0})\n"
+        "sweep = nito_nb.sweep(['a', 'b'], model='sim/chat', rates=[5, 10], duration=1.0, "
+        "sim={'tps': 0, 'ttft_ms': 0})\n"
         "print(sweep.done, sweep.runs[0].done)",
         "sweep.wait()\nprint(sweep.done, sweep.rates, sweep.summary()['n'].tolist(), nito_nb.last() is sweep.runs[-1])",
         "nito_nb.sweep(['a'], model='sim/chat', rates=[5], duration=1.0, warmup=2)",
@@ -153,7 +170,9 @@ def test_a_sweep_in_a_kernel_runs_in_the_background_and_saves_its_summary(tmp_pa
     assert _text(c[1]).strip() == "True [5, 10] [5, 10] True"
     # A bad option raises in the cell (as nito_nb.run does), before anything runs in the background.
     outputs = _outputs(c[2])
-    assert [o["output_type"] for o in outputs] == ["error"] and outputs[0]["ename"] == "ConfigurationError"
+    assert [o["output_type"] for o in outputs] == ["error"] and outputs[0][
+        "ename"
+    ] == "ConfigurationError"
     assert "warmup=2 s and cooldown=0 s leave no time" in outputs[0]["evalue"]
 
 
@@ -174,12 +193,15 @@ def test_a_dropped_run_or_sweep_is_freed_though_its_panel_stays(tmp_path: Path) 
     ]
     nb = execute_cells(cells, tmp_path, timeout=180)
     c = nb.cells
-    assert len([o for o in _outputs(c[0]) if o["output_type"] == "display_data"]) == 2  # both widgets shown
+    # both widgets shown
+    assert len([o for o in _outputs(c[0]) if o["output_type"] == "display_data"]) == 2
     lines = _text(c[1]).strip().splitlines()
     assert lines == ["Panel SweepView 2", "[True, True, True, True]"], lines
 
 
-def test_an_interrupt_during_run_wait_in_a_kernel_is_one_line_and_stopped_is_not_an_error(tmp_path: Path) -> None:
+def test_an_interrupt_during_run_wait_in_a_kernel_is_one_line_and_stopped_is_not_an_error(
+    tmp_path: Path,
+) -> None:
     """The kernel's stop button (SIGINT) while a cell waits for a run: one line that says the run
     stopped and how to resume, not nine frames of threading and concurrent.futures; the requests
     it stopped are `stopped`, and the progress does not count them as "not ok"."""
@@ -193,9 +215,11 @@ def test_an_interrupt_during_run_wait_in_a_kernel_is_one_line_and_stopped_is_not
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
-        setup = ("import nito_nb\n"
-                 f"run = nito_nb.run({prompts!r}, model='sim/echo', concurrency=3, store={str(store)!r}, "
-                 "sim={'tps': 100, 'ttft_ms': 0})\n")
+        setup = (
+            "import nito_nb\n"
+            f"run = nito_nb.run({prompts!r}, model='sim/echo', concurrency=3, store={str(store)!r}, "
+            "sim={'tps': 100, 'ttft_ms': 0})\n"
+        )
         kc.execute_interactive(setup, timeout=120)
         msg_id = kc.execute("run.wait()")
         errors: list[dict[str, Any]] = []
@@ -223,7 +247,10 @@ def test_an_interrupt_during_run_wait_in_a_kernel_is_one_line_and_stopped_is_not
         assert len(error["traceback"]) == 1, error["traceback"]  # one line, no frames
         line = error["traceback"][0]
         assert line.startswith("KeyboardInterrupt: nito stopped the run: ")
-        assert "stopped as they streamed" in line and f"run the same call again with store={str(store)!r}" in line
+        assert (
+            "stopped as they streamed" in line
+            and f"run the same call again with store={str(store)!r}" in line
+        )
 
         out: list[str] = []
 
@@ -235,9 +262,15 @@ def test_an_interrupt_during_run_wait_in_a_kernel_is_one_line_and_stopped_is_not
             "from nito_nb._runs.progress import StderrLine\nimport io\n"
             "r = run.results()\nprint(run.done, sorted(set(r.status)), (r.status == 'stopped').sum())\n"
             "print(StderrLine(run, io.StringIO())._line())",
-            output_hook=hook, timeout=60)
+            output_hook=hook,
+            timeout=60,
+        )
         first, progress = "".join(out).strip().splitlines()
-        done, statuses, stopped = first.split(" ", 1)[0], first.split("] ")[0] + "]", int(first.rsplit(" ", 1)[1])
+        done, statuses, stopped = (
+            first.split(" ", 1)[0],
+            first.split("] ")[0] + "]",
+            int(first.rsplit(" ", 1)[1]),
+        )
         assert done == "True" and "'stopped'" in statuses and stopped >= 1
         assert ", 0 not ok" in progress and f", {stopped} stopped" in progress
     finally:

@@ -29,7 +29,9 @@ pytestmark = pytest.mark.spawns
 
 def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
     prompts = [f"q{i}" for i in range(12)]
-    run = nito_nb.run(prompts, model="sim/echo", engine="processes", workers=2, progress=False, sim={"tps": 0})
+    run = nito_nb.run(
+        prompts, model="sim/echo", engine="processes", workers=2, progress=False, sim={"tps": 0}
+    )
     run.wait(timeout=120)
     assert run.error is None
     r = run.results()
@@ -40,13 +42,15 @@ def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
 
 
 def test_a_script_without_a_main_guard_runs_on_processes_and_its_workers_do_not_run_it_again(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # Workers were multiprocessing "spawn" children, which import the script as their __main__:
     # without an `if __name__ == "__main__":` guard each one ran the script's top level, started
     # the run again, multiprocessing refused, and every request failed with "every worker of the
     # run died" (after a RuntimeError traceback per worker). Now a worker runs nito_nb only.
     script = tmp_path / "no_guard.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import nito_nb
         print("top level of the script", flush=True)
         run = nito_nb.run([f"q{i}" for i in range(6)], model="sim/echo", engine="processes", workers=2,
@@ -54,10 +58,17 @@ def test_a_script_without_a_main_guard_runs_on_processes_and_its_workers_do_not_
         run.wait(timeout=120)
         r = run.results()
         print("statuses", sorted(set(r["status"])), "workers", sorted(set(r["worker"])), "error", run.error)
-    """))
+    """)
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=180)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("top level of the script") == 1, done.stdout
     assert "statuses ['done'] workers ['proc-0', 'proc-1'] error None" in done.stdout
@@ -72,24 +83,48 @@ def test_the_workers_loops_are_sampled_and_pooled_with_the_drivers(monkeypatch: 
     added: list[tuple[list[float], list[float]]] = []
     waits: list[tuple[float, float]] = []
     real = ClientMonitor.add
-    monkeypatch.setattr(ClientMonitor, "add", lambda self, lags, cpu, w=None: (
-        added.append((lags, cpu)), waits.extend(w or ()), real(self, lags, cpu, w)))
+    monkeypatch.setattr(
+        ClientMonitor,
+        "add",
+        lambda self, lags, cpu, w=None: (
+            added.append((lags, cpu)),
+            waits.extend(w or ()),
+            real(self, lags, cpu, w),
+        ),
+    )
     prompts = [f"q{i} " + "word " * 20 for i in range(8)]  # about 0.2 s each at 100 tokens/s
-    run = nito_nb.run(prompts, model="sim/echo", engine="processes", workers=2, per_worker=1, progress=False,
-                      sim={"tps": 100, "ttft_ms": 0})
+    run = nito_nb.run(
+        prompts,
+        model="sim/echo",
+        engine="processes",
+        workers=2,
+        per_worker=1,
+        progress=False,
+        sim={"tps": 100, "ttft_ms": 0},
+    )
     run.wait(timeout=120)
     assert run.error is None and len(added) == 8  # one batch per reply
     lags = [lag for batch, _ in added for lag in batch]
-    assert len(lags) >= 8 * 0.1 / LAG_INTERVAL and all(lag >= 0 for lag in lags)  # ~20 per 0.2 s stream
+    # ~20 per 0.2 s stream
+    assert len(lags) >= 8 * 0.1 / LAG_INTERVAL and all(lag >= 0 for lag in lags)
     assert set(lags) <= set(run.client.lags) or len(run.client.lags) == run.client.lags.maxlen
-    assert run.client.report()["client_lag_max"] >= max(lags)  # the worst loop of the run, workers included
+    # the worst loop of the run, workers included
+    assert run.client.report()["client_lag_max"] >= max(lags)
     if RunQueueClock.open() is not None:  # Linux: each lag sample comes with its run-queue wait
         assert [lag for lag, _ in waits] == lags and all(0 <= wait <= lag for lag, wait in waits)
 
 
 def test_an_open_loop_run_on_processes_keeps_its_schedule_columns() -> None:
-    run = nito_nb.run(["a", "b"], model="sim/chat", engine="processes", workers=2, rate=10, duration=1.0,
-                      progress=False, sim={"tps": 0, "ttft_ms": 0})
+    run = nito_nb.run(
+        ["a", "b"],
+        model="sim/chat",
+        engine="processes",
+        workers=2,
+        rate=10,
+        duration=1.0,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+    )
     run.wait(timeout=120)
     r = run.results()
     assert len(r) == 10 and (r["status"] == "done").all()
@@ -98,8 +133,17 @@ def test_an_open_loop_run_on_processes_keeps_its_schedule_columns() -> None:
 
 def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on() -> None:
     sim: dict[str, Any] = {"tps": 20, "ttft_ms": 0, "seed": 1}
-    run = nito_nb.run([f"p{i}" for i in range(16)], model="sim/chat", engine="processes", workers=2,
-                      per_worker=4, concurrency=8, max_tokens=30, progress=False, sim=sim)
+    run = nito_nb.run(
+        [f"p{i}" for i in range(16)],
+        model="sim/chat",
+        engine="processes",
+        workers=2,
+        per_worker=4,
+        concurrency=8,
+        max_tokens=30,
+        progress=False,
+        sim=sim,
+    )
     engine = run._dispatcher.engine
     assert engine is not None
     deadline = time.monotonic() + 60
@@ -124,27 +168,35 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on() -> N
 def test_a_worker_clock_far_from_the_drivers_is_mapped_and_durations_are_kept() -> None:
     # A stream streamed here, then its log "written by a worker" whose perf_counter is 10^6 s
     # ahead of ours: the same wall time, so its offset (wall - perf_counter) is 10^6 s smaller.
-    stream = nito_nb.stream("x", model="sim/chat", sim={"tps": 200, "ttft_ms": 20, "seed": 3}, max_tokens=8)
+    stream = nito_nb.stream(
+        "x", model="sim/chat", sim={"tps": 200, "ttft_ms": 20, "seed": 3}, max_tokens=8
+    )
     stream.wait()
     far = 10**15
     local = _clock.offset_ns()
     assert _clock.to_local_ns(123 + far, local - far, local) == 123
-    for wire in (to_wire(stream), stream.log):  # a stream as a worker sends it back: its state, or its log
+    for wire in (
+        to_wire(stream),
+        stream.log,
+    ):  # a stream as a worker sends it back: its state, or its log
         check_far_clock(stream, wire, far, local)
 
 
 def check_far_clock(stream: Any, wire: Any, far: int, local: int) -> None:
     sent = pickle.loads(pickle.dumps(wire))
     sent.shift(far)  # written on a clock 10^6 s ahead
-    naive = from_wire(pickle.loads(pickle.dumps(sent)))  # without the mapping: 10^6 s away from every time of ours
-    back = from_worker(sent, local - far)  # measured now: the offsets of two processes on one machine
+    # without the mapping: 10^6 s away from every time of ours
+    naive = from_wire(pickle.loads(pickle.dumps(sent)))
+    # measured now: the offsets of two processes on one machine
+    back = from_worker(sent, local - far)
     assert abs(back.log.t0_ns - stream.log.t0_ns) < 10**7  # 10 ms: the two offset readings
     assert abs(back.log.headers_ns - stream.log.headers_ns) < 10**7
 
     def after_t0(s: Any) -> list[int]:
         return [t - s.log.t0_ns for t in s.log.times_ns()]
 
-    assert after_t0(back) == after_t0(stream) and len(after_t0(stream)) > 3  # the worker's own durations
+    # the worker's own durations
+    assert after_t0(back) == after_t0(stream) and len(after_t0(stream)) > 3
     assert back.content == stream.content and back.status == "done" and back.usage == stream.usage
     assert back.ttft == stream.ttft and back.ttfb == stream.ttfb and back.elapsed == stream.elapsed
     assert [(e.kind, e.raw) for e in back.log] == [(e.kind, e.raw) for e in stream.log]
@@ -160,11 +212,21 @@ def test_a_hold_given_in_wall_time_waits_on_the_local_clock() -> None:
     assert time.perf_counter() - t >= 0.29
 
 
-def test_by_default_a_worker_sends_an_open_loop_on_schedule_with_many_long_streams_in_flight() -> None:
+def test_by_default_a_worker_sends_an_open_loop_on_schedule_with_many_long_streams_in_flight() -> (
+    None
+):
     # 100 requests/s for 1 s, each stream 2 s long: all 100 in flight on one worker at the end. A
     # default cap of 64 queued the last 36 in the worker until the first streams ended (1.4 s late).
-    run = nito_nb.run([f"q{i}" for i in range(10)], model="sim/chat", engine="processes", workers=1,
-                      rate=100, duration=1.0, progress=False, sim={"tps": 0, "ttft_ms": 2000})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(10)],
+        model="sim/chat",
+        engine="processes",
+        workers=1,
+        rate=100,
+        duration=1.0,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 2000},
+    )
     r = run.wait(timeout=120).results()
     assert (r["status"] == "done").all() and len(r) == 100
     assert r["send_delay"].max() < 0.25, r["send_delay"].describe()
@@ -174,8 +236,18 @@ def test_sent_at_is_the_workers_own_send_so_a_queue_in_the_worker_shows_as_delay
     # One worker, one stream at a time, 5 requests due 0.1 s apart, each ~0.25 s long: they queue
     # in the worker. sent_at is when the worker really sent each (not when the driver handed it
     # over), so each starts after the previous one ended.
-    run = nito_nb.run([f"q{i}" for i in range(5)], model="sim/chat", engine="processes", workers=1, per_worker=1,
-                      rate=10, duration=0.5, max_tokens=5, progress=False, sim={"tps": 20, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(5)],
+        model="sim/chat",
+        engine="processes",
+        workers=1,
+        per_worker=1,
+        rate=10,
+        duration=0.5,
+        max_tokens=5,
+        progress=False,
+        sim={"tps": 20, "ttft_ms": 0},
+    )
     r = run.wait(timeout=120).results().sort_values("scheduled_at")
     assert (r["status"] == "done").all() and len(r) == 5
     sent, e2e = r["sent_at"].to_numpy(), r["e2e"].to_numpy()
@@ -185,8 +257,18 @@ def test_sent_at_is_the_workers_own_send_so_a_queue_in_the_worker_shows_as_delay
 
 def test_a_processes_run_lines_up_on_the_drivers_timeline_with_the_right_phases() -> None:
     before = datetime.now(timezone.utc)
-    run = nito_nb.run([f"q{i}" for i in range(4)], model="sim/chat", engine="processes", workers=2, rate=10,
-                      duration=2.0, warmup=0.5, cooldown=0.5, progress=False, sim={"tps": 0, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(4)],
+        model="sim/chat",
+        engine="processes",
+        workers=2,
+        rate=10,
+        duration=2.0,
+        warmup=0.5,
+        cooldown=0.5,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+    )
     r = run.wait(timeout=120).results()
     after = datetime.now(timezone.utc)
     assert len(r) == 20 and (r["status"] == "done").all()
@@ -206,9 +288,25 @@ def assert_a_429_paused_every_worker(engine: str) -> None:
     flight with it, hence 0.25 s); then the held requests go, and every request ends done."""
     from nito_nb.sim import ensure_server, token
 
-    run = nito_nb.run([f"q{i}" for i in range(30)], model="sim/echo", engine=engine, workers=2, rate=10,
-                      duration=3.0, base_url=ensure_server(), api_key=token(), progress=False,
-                      sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 51})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(30)],
+        model="sim/echo",
+        engine=engine,
+        workers=2,
+        rate=10,
+        duration=3.0,
+        base_url=ensure_server(),
+        api_key=token(),
+        progress=False,
+        sim={
+            "tps": 0,
+            "ttft_ms": 0,
+            "fail_rate": 0.05,
+            "fail_status": 429,
+            "retry_after": 1,
+            "seed": 51,
+        },
+    )
     r = run.wait(timeout=180).results()
     assert run.error is None
     assert len(r) == 30 and r["key"].is_unique and (r["status"] == "done").all()
@@ -220,7 +318,8 @@ def assert_a_429_paused_every_worker(engine: str) -> None:
     paused = others[(others > t + 0.25) & (others < t + 1.0)]
     assert paused.empty, f"sent during the pause: {paused.round(3).tolist()} (429 at {t:.3f})"
     held = r[(r["scheduled_at"] > t + 0.25) & (r["scheduled_at"] < t + 1.0)]
-    assert len(held) >= 5 and (held["sent_at"] >= t + 1.0).all()  # due during the pause: sent after it
+    # due during the pause: sent after it
+    assert len(held) >= 5 and (held["sent_at"] >= t + 1.0).all()
     assert r["worker"].nunique() == 2
 
 
@@ -234,9 +333,27 @@ def assert_a_429_holds_what_workers_have_queued(engine: str) -> None:
     queued waits out that second too (the driver's pause reaches every worker)."""
     from nito_nb.sim import ensure_server, token
 
-    run = nito_nb.run([f"q{i}" for i in range(20)], model="sim/chat", engine=engine, workers=2, per_worker=1,
-                      rate=10, duration=2.0, max_tokens=8, base_url=ensure_server(), api_key=token(), progress=False,
-                      sim={"tps": 20, "ttft_ms": 0, "fail_rate": 0.05, "fail_status": 429, "retry_after": 1, "seed": 15})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(20)],
+        model="sim/chat",
+        engine=engine,
+        workers=2,
+        per_worker=1,
+        rate=10,
+        duration=2.0,
+        max_tokens=8,
+        base_url=ensure_server(),
+        api_key=token(),
+        progress=False,
+        sim={
+            "tps": 20,
+            "ttft_ms": 0,
+            "fail_rate": 0.05,
+            "fail_status": 429,
+            "retry_after": 1,
+            "seed": 15,
+        },
+    )
     r = run.wait(timeout=180).results()
     assert run.error is None and len(r) == 20 and (r["status"] == "done").all()
     limited = r[r["attempts"] > 1]
@@ -259,23 +376,33 @@ def test_what_crosses_from_a_worker_is_the_ended_state_without_the_key(scripted:
     from scripted_server import Script
 
     key = "sk-crossing-4f1d2a9c7e"
-    ok = scripted.add("cross-ok", Script(parts=[chunk_line({"content": f"echo {key}"}), b"data: [DONE]\n\n"]))
+    ok = scripted.add(
+        "cross-ok", Script(parts=[chunk_line({"content": f"echo {key}"}), b"data: [DONE]\n\n"])
+    )
     cut = scripted.add("cross-cut", Script(parts=[chunk_line({"content": "part"})], drop=True))
 
     async def one(base: str) -> Any:
-        return await nito_nb.AsyncClient(api_key=key, base_url=base).stream("hi", model="m", raise_errors=False).wait()
+        return (
+            await nito_nb.AsyncClient(api_key=key, base_url=base)
+            .stream("hi", model="m", raise_errors=False)
+            .wait()
+        )
 
     done, broken = asyncio.run(one(ok)), asyncio.run(one(cut))
     wire = to_wire(done)
     assert type(wire).__name__ == "StreamState"
     data = pickle.dumps(wire)
-    assert key.encode() not in data  # the key (echoed, redacted) and the state's copy of it stay here
+    # the key (echoed, redacted) and the state's copy of it stay here
+    assert key.encode() not in data
     back = from_wire(pickle.loads(data))
     assert back.content == done.content == "echo [redacted]" and back.status == "done"
     assert back.wait(timeout=1) is back  # ended, settled: nothing to wait for
-    assert isinstance(to_wire(broken), type(broken.log))  # an error's .stream is the owner: the log goes
+    # an error's .stream is the owner: the log goes
+    assert isinstance(to_wire(broken), type(broken.log))
     again = from_wire(pickle.loads(pickle.dumps(to_wire(broken))))
-    assert again.status == broken.status == "truncated" and type(again.exception) is type(broken.exception)
+    assert again.status == broken.status == "truncated" and type(again.exception) is type(
+        broken.exception
+    )
     assert again.content == "part"
 
 
@@ -291,8 +418,9 @@ def test_the_least_loaded_worker_and_ties_in_turn() -> None:
     assert least_loaded(names, {"w0": 2, "w1": 1, "w2": 3}, "w0") == "w1"  # the least loaded first
 
 
-
-def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine: str, monkeypatch: Any) -> None:
+def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(
+    engine: str, monkeypatch: Any
+) -> None:
     """As with the default engine (test_runs_load.py): the driver hands each request over a second
     ahead (SEND_LEAD, monkeypatched), with its wall time; the worker sends it then, and one
     stopped while it waits was never sent, so it is not a result."""
@@ -301,8 +429,16 @@ def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine:
     from nito_nb._runs import dispatch as _dispatch
 
     monkeypatch.setattr(_dispatch, "SEND_LEAD", 1.0)
-    run = nito_nb.run(["a"], model="sim/chat", engine=engine, workers=1, rate=1, duration=5.0,
-                      progress=False, sim={"tps": 0, "ttft_ms": 0})
+    run = nito_nb.run(
+        ["a"],
+        model="sim/chat",
+        engine=engine,
+        workers=1,
+        rate=1,
+        duration=5.0,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+    )
     _stop_once_sent(run, 2)
     r = run.results().sort_values("scheduled_at")
     assert r["scheduled_at"].tolist() == [0.0, 1.0] and (r["status"] == "done").all()
@@ -310,11 +446,14 @@ def assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before(engine:
 
 
 def test_a_request_handed_to_a_worker_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
-        monkeypatch: Any) -> None:
+    monkeypatch: Any,
+) -> None:
     assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before("processes", monkeypatch)
 
 
-def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for_sim_models() -> None:
+def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for_sim_models() -> (
+    None
+):
     # A worker's first sim/ request started the worker's own embedded simulator (70 ms) between
     # its hand-over and its send: every worker's first request left 28-70 ms late.
     from nito_nb._client import endpoint
@@ -327,9 +466,11 @@ def test_a_worker_starts_its_embedded_simulator_before_the_schedule_and_only_for
         start_endpoints({}, ["sim/chat", "z-ai/glm-5.2", "sim/echo"])
         assert started == ["sim", "sim"]  # once per sim/ model (the real start is idempotent)
         started.clear()
-        start_endpoints({"base_url": "http://127.0.0.1:9/v1"}, ["sim/chat"])  # a simulator of the user's
+        # a simulator of the user's
+        start_endpoints({"base_url": "http://127.0.0.1:9/v1"}, ["sim/chat"])
         assert started == []
-        start_endpoints({"base_url": "ftp://nowhere"}, ["z-ai/glm-5.2"])  # wrong: the request will say so
+        # wrong: the request will say so
+        start_endpoints({"base_url": "ftp://nowhere"}, ["z-ai/glm-5.2"])
     finally:
         endpoint.register_simulator(real, real_apart)
 
@@ -338,8 +479,15 @@ def assert_a_stopped_run_keeps_what_arrived(engine: str, worker: str) -> None:
     """As with the default engine, a request stopped as it streamed keeps its chunks: the driver
     recalls it from its worker, which stops the stream and gives back what arrived (worker
     processes and Ray actors came back with no chunk at all)."""
-    run = nito_nb.run(["tell me a long story"], model="sim/chat", engine=engine, workers=1, progress=False,
-                      sim={"tps": 20, "ttft_ms": 0}, max_tokens=400)  # 20 s of answer
+    run = nito_nb.run(
+        ["tell me a long story"],
+        model="sim/chat",
+        engine=engine,
+        workers=1,
+        progress=False,
+        sim={"tps": 20, "ttft_ms": 0},
+        max_tokens=400,
+    )  # 20 s of answer
     time.sleep(2.0)
     run.stop()
     run.wait(timeout=60)
@@ -369,7 +517,9 @@ def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: 
     monkeypatch.setattr(_processes, "worker_stream", broken)
     driver, child = multiprocessing.Pipe()
     connection = {"api_key": "sk-test-secret-key-123"}
-    thread = threading.Thread(target=asyncio.run, args=(_processes._serve(child, connection, 2, []),), daemon=True)
+    thread = threading.Thread(
+        target=asyncio.run, args=(_processes._serve(child, connection, 2, []),), daemon=True
+    )
     thread.start()
     assert driver.poll(30) and driver.recv() == _processes.READY
     driver.send((7, [{"role": "user", "content": "hi"}], "sim/chat", {}, None))
@@ -391,19 +541,30 @@ def test_too_many_workers_for_the_machine_is_one_clear_line() -> None:
     cores = os.cpu_count() or 1
     t = time.perf_counter()
     for workers in (10**6, max_workers(cores) + 1):
-        with pytest.raises(nito_nb.ConfigurationError, match=f"workers={workers} is more local processes than .* at most "
-                                                             f"{max_workers(cores)} .* engine='ray'"):
-            nito_nb.run(["a"], model="sim/chat", engine="processes", workers=workers, progress=False)
+        with pytest.raises(
+            nito_nb.ConfigurationError,
+            match=f"workers={workers} is more local processes than .* at most "
+            f"{max_workers(cores)} .* engine='ray'",
+        ):
+            nito_nb.run(
+                ["a"], model="sim/chat", engine="processes", workers=workers, progress=False
+            )
     assert time.perf_counter() - t < 5  # refused before any process starts
 
 
 def test_bad_model_and_template_types_are_one_clear_line() -> None:
     for model in (None, 5):
-        with pytest.raises(nito_nb.ConfigurationError, match="model= is required: a model id or a list of them"):
+        with pytest.raises(
+            nito_nb.ConfigurationError, match="model= is required: a model id or a list of them"
+        ):
             nito_nb.run(["a"], model=model, progress=False)
-    with pytest.raises(nito_nb.ConfigurationError, match=r"template= is a string with \{fields\}.* not 5"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match=r"template= is a string with \{fields\}.* not 5"
+    ):
         nito_nb.run(["a"], model="sim/chat", template=5, progress=False)
     import numpy as np  # an array of model ids is a list of them
 
-    run = nito_nb.run(["a"], model=np.array(["sim/echo"]), progress=False, sim={"tps": 0}).wait(timeout=60)
+    run = nito_nb.run(["a"], model=np.array(["sim/echo"]), progress=False, sim={"tps": 0}).wait(
+        timeout=60
+    )
     assert run.results()["model"].tolist() == ["sim/echo"]

@@ -12,7 +12,9 @@ import pytest
 
 import nito_nb
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'nito_nb[ray]' to test engine='ray'")
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed: pip install 'nito_nb[ray]' to test engine='ray'"
+)
 
 
 pytestmark = pytest.mark.ray
@@ -36,15 +38,22 @@ def cluster() -> Iterator[None]:
         ray.shutdown()
 
 
-def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, monkeypatch: Any) -> None:
+def test_a_ray_run_gives_the_same_results_with_worker_and_node(
+    cluster: None, monkeypatch: Any
+) -> None:
     from nito_nb._runs.client_load import ClientMonitor
 
     added: list[list[float]] = []
     real = ClientMonitor.add
-    monkeypatch.setattr(ClientMonitor, "add",
-                        lambda self, lags, cpu, waits=None: (added.append(lags), real(self, lags, cpu, waits)))
+    monkeypatch.setattr(
+        ClientMonitor,
+        "add",
+        lambda self, lags, cpu, waits=None: (added.append(lags), real(self, lags, cpu, waits)),
+    )
     prompts = [f"q{i}" for i in range(12)]
-    run = nito_nb.run(prompts, model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
+    run = nito_nb.run(
+        prompts, model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0}
+    )
     run.wait(timeout=120)
     assert run.error is None
     assert len(added) == 12  # each actor's loop is sampled too, its new samples sent with each log
@@ -57,19 +66,25 @@ def test_a_ray_run_gives_the_same_results_with_worker_and_node(cluster: None, mo
     assert set(local["worker"]) == {"local"} and list(local.columns) == list(r.columns)
 
 
-def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_given(cluster: None) -> None:
+def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_given(
+    cluster: None,
+) -> None:
     from test_sim_process import sent_to_a_simulator_that_wants_a_key
 
     from nito_nb._runs.ray import RayEngine
 
     status, engine = sent_to_a_simulator_that_wants_a_key(
-        lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator))
+        lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator)
+    )
     assert status == 401 and not engine.simulator_in_workers
     status, _ = sent_to_a_simulator_that_wants_a_key(  # the token crosses to the actor with the URL
-        lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator), "sk-only-here")
+        lambda simulator: RayEngine(1, 4, {}, ["sim/echo"], simulator=simulator), "sk-only-here"
+    )
     assert status == 200
     # A run's own: the actors (all on this node) use the driver's simulator process, none their own.
-    run = nito_nb.run(["a", "b"], model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0})
+    run = nito_nb.run(
+        ["a", "b"], model="sim/echo", engine="ray", workers=2, progress=False, sim={"tps": 0}
+    )
     assert run.wait(timeout=120).error is None and (run.results()["status"] == "done").all()
     assert not run.client.simulator
 
@@ -77,8 +92,17 @@ def test_actors_on_the_drivers_node_send_sim_models_to_the_simulator_they_are_gi
 def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on(cluster: None) -> None:
     # Paced streams (~1.5 s each), 2 workers: kill one while it holds streams in flight.
     sim: dict[str, Any] = {"tps": 20, "ttft_ms": 0, "seed": 1}
-    run = nito_nb.run([f"p{i}" for i in range(16)], model="sim/chat", engine="ray", workers=2, per_worker=4,
-                      concurrency=8, max_tokens=30, progress=False, sim=sim)
+    run = nito_nb.run(
+        [f"p{i}" for i in range(16)],
+        model="sim/chat",
+        engine="ray",
+        workers=2,
+        per_worker=4,
+        concurrency=8,
+        max_tokens=30,
+        progress=False,
+        sim=sim,
+    )
     engine = run._dispatcher.engine
     assert engine is not None
     deadline = time.monotonic() + 60
@@ -98,7 +122,9 @@ def test_a_killed_worker_fails_its_in_flight_requests_and_the_run_goes_on(cluste
 
 
 def test_a_bad_engine_is_one_clear_error() -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match="engine must be 'asyncio', 'processes' or 'ray'"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match="engine must be 'asyncio', 'processes' or 'ray'"
+    ):
         nito_nb.run(["a"], model="sim/echo", engine="threads", progress=False)
 
 
@@ -117,8 +143,18 @@ def test_a_429_holds_the_requests_queued_in_every_actor(cluster: None) -> None:
 
 def test_sent_at_is_the_actors_own_send_on_the_drivers_timeline(cluster: None) -> None:
     # One actor, one stream at a time: requests queue in the actor; sent_at is its real send.
-    run = nito_nb.run([f"q{i}" for i in range(4)], model="sim/chat", engine="ray", workers=1, per_worker=1,
-                      rate=10, duration=0.4, max_tokens=5, progress=False, sim={"tps": 20, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"q{i}" for i in range(4)],
+        model="sim/chat",
+        engine="ray",
+        workers=1,
+        per_worker=1,
+        rate=10,
+        duration=0.4,
+        max_tokens=5,
+        progress=False,
+        sim={"tps": 20, "ttft_ms": 0},
+    )
     r = run.wait(timeout=120).results().sort_values("scheduled_at")
     assert (r["status"] == "done").all() and len(r) == 4
     sent, e2e = r["sent_at"].to_numpy(), r["e2e"].to_numpy()
@@ -127,7 +163,8 @@ def test_sent_at_is_the_actors_own_send_on_the_drivers_timeline(cluster: None) -
 
 
 def test_a_request_handed_to_an_actor_ahead_is_sent_at_its_time_and_left_out_if_stopped_before(
-        cluster: None, monkeypatch: Any) -> None:
+    cluster: None, monkeypatch: Any
+) -> None:
     from test_runs_processes import (
         assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before,
     )
@@ -135,7 +172,9 @@ def test_a_request_handed_to_an_actor_ahead_is_sent_at_its_time_and_left_out_if_
     assert_handed_over_ahead_sent_on_time_and_left_out_if_stopped_before("ray", monkeypatch)
 
 
-def test_an_actor_gets_each_request_further_ahead_the_first_too(cluster: None, monkeypatch: Any) -> None:
+def test_an_actor_gets_each_request_further_ahead_the_first_too(
+    cluster: None, monkeypatch: Any
+) -> None:
     # A call from the driver to an actor took 45-85 ms now and then on a 2-core machine, and a
     # request handed over 25 ms ahead then left late: Ray's lead is 100 ms, for the schedule's
     # first request too (due at the origin, it was handed over at once).
@@ -150,11 +189,20 @@ def test_an_actor_gets_each_request_further_ahead_the_first_too(cluster: None, m
         return await real(self, request, send_at_ns)
 
     monkeypatch.setattr(_ray.RayEngine, "send", spy)
-    run = nito_nb.run([f"a{i}" for i in range(6)], model="sim/chat", rate=10, max_requests=6, engine="ray",
-                      workers=2, progress=False, sim={"tps": 0, "ttft_ms": 0})
+    run = nito_nb.run(
+        [f"a{i}" for i in range(6)],
+        model="sim/chat",
+        rate=10,
+        max_requests=6,
+        engine="ray",
+        workers=2,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+    )
     r = run.wait(timeout=120).results()
     assert (r["status"] == "done").all()
-    assert len(ahead) == 6 and min(ahead) > _dispatch.SEND_LEAD, ahead  # the first too (it was sent at once)
+    # the first too (it was sent at once)
+    assert len(ahead) == 6 and min(ahead) > _dispatch.SEND_LEAD, ahead
 
 
 def test_a_stopped_ray_run_keeps_what_arrived_in_the_actor(cluster: None) -> None:

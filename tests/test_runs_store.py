@@ -55,10 +55,19 @@ def _ends(pid: int, within: float = 10.0) -> bool:
 
 
 def _child(store: Path, n: int, tps: float) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-           "NITO_SIM_TPS": str(tps), "NITO_SIM_TTFT_MS": "0"}
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(store), str(n)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "NITO_SIM_TPS": str(tps),
+        "NITO_SIM_TTFT_MS": "0",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(store), str(n)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _prompts(n: int) -> list[str]:
@@ -67,36 +76,62 @@ def _prompts(n: int) -> list[str]:
 
 def test_the_store_holds_results_frames_and_streams_like_the_run(tmp_path: Path) -> None:
     store = tmp_path / "runs"
-    run = nito_nb.run(["one two three", "four five"], model=["sim/echo", "sim/reasoning"], store=str(store),
-                      progress=False, **FAST)
+    run = nito_nb.run(
+        ["one two three", "four five"],
+        model=["sim/echo", "sim/reasoning"],
+        store=str(store),
+        progress=False,
+        **FAST,
+    )
     run.wait()
     assert not run._writer.kept_streams()  # with a store, no log is kept in memory
     # Nothing else, nowhere else: the database and the events files (whole: no partial file).
     assert sorted(p.name for p in store.iterdir()) == ["events", "runs.duckdb"]
     files = sorted(p.name for p in (store / "events").iterdir())
-    assert "_columns.parquet" in files and all(f.endswith(".parquet") for f in files) and len(files) >= 2
+    assert (
+        "_columns.parquet" in files
+        and all(f.endswith(".parquet") for f in files)
+        and len(files) >= 2
+    )
     results = run.results().set_index("key")
     with nito_nb.open_store(store) as opened:
         stored = opened.results().set_index("key")
         assert sorted(stored.index) == sorted(results.index)
-        for column in ("status", "content", "reasoning", "model", "run_id", "completion_tokens", "attempts"):
+        for column in (
+            "status",
+            "content",
+            "reasoning",
+            "model",
+            "run_id",
+            "completion_tokens",
+            "attempts",
+        ):
             assert stored[column].to_dict() == results[column].to_dict()
         for column in ("connect", "ttft", "e2e", "itl"):
-            assert stored[column].astype(float).to_dict() == pytest.approx(results[column].astype(float).to_dict(), nan_ok=True)
+            assert stored[column].astype(float).to_dict() == pytest.approx(
+                results[column].astype(float).to_dict(), nan_ok=True
+            )
         assert (stored["connect"] > 0).all()
         key = results.index[results["model"] == "sim/reasoning"][0]
         stream = opened.streams(key)
         assert (stream.status, stream.content, stream.reasoning) == (
-            results.loc[key, "status"], results.loc[key, "content"], results.loc[key, "reasoning"])
+            results.loc[key, "status"],
+            results.loc[key, "content"],
+            results.loc[key, "reasoning"],
+        )
         assert stream.ttft == pytest.approx(results.loc[key, "ttft"], abs=1e-9)
         assert stream.connect == pytest.approx(results.loc[key, "connect"], abs=1e-9)
         frame = opened.frame([key])
         assert set(frame["stream"]) == {key}
-        assert frame.nito.metrics().loc[key, "ttft"] == pytest.approx(results.loc[key, "ttft"], abs=1e-9)
+        assert frame.nito.metrics().loc[key, "ttft"] == pytest.approx(
+            results.loc[key, "ttft"], abs=1e-9
+        )
         assert frame.nito.text()[key] == results.loc[key, "content"]
         summary = opened.summary()
         assert list(summary["ok"]) == [2, 2]
-        p99 = opened.sql("select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model")
+        p99 = opened.sql(
+            "select model, quantile_cont(ttft, 0.99) as p99 from requests group by model order by model"
+        )
         assert list(p99["model"]) == ["sim/echo", "sim/reasoning"]
 
 
@@ -105,7 +140,9 @@ def test_a_store_in_a_folder_whose_name_looks_like_a_pattern(tmp_path: Path) -> 
     # DuckDB reads the events through a glob: "exp[1]" was a pattern that matched no file, and
     # the run failed as it opened its store.
     store = tmp_path / "exp[1] *{a,b}" / "runs"
-    run = nito_nb.run(["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST)
+    run = nito_nb.run(
+        ["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST
+    )
     run.wait()
     assert run.error is None and set(run.results()["status"]) == {"done"}
     with nito_nb.open_store(store) as opened:
@@ -116,7 +153,9 @@ def test_a_store_in_a_folder_whose_name_looks_like_a_pattern(tmp_path: Path) -> 
         for wrong in (5, [5], [key, None]):  # a TypeError from Python or DuckDB before
             with pytest.raises(nito_nb.ConfigurationError, match="frame takes request keys"):
                 opened.frame(wrong)  # type: ignore[arg-type]
-    again = nito_nb.run(["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST)
+    again = nito_nb.run(
+        ["one two", "three"], model="sim/echo", store=str(store), progress=False, **FAST
+    )
     again.wait()
     assert again.total == 0  # resumed: both were done
 
@@ -125,7 +164,9 @@ def test_a_store_in_a_folder_whose_name_looks_like_a_pattern(tmp_path: Path) -> 
 @pytest.mark.parametrize("name", ["a?b", "a\\b"])
 def test_a_store_path_duckdb_cannot_open_is_one_clear_error(tmp_path: Path, name: str) -> None:
     store = tmp_path / name / "runs"
-    with pytest.raises(nito_nb.ConfigurationError, match="DuckDB cannot open a database whose path holds"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match="DuckDB cannot open a database whose path holds"
+    ):
         nito_nb.run(["x"], model="sim/echo", store=str(store), progress=False, **FAST)
     assert not (tmp_path / name).exists()  # refused before anything was made
     with pytest.raises(nito_nb.ConfigurationError, match="DuckDB cannot open"):
@@ -134,7 +175,8 @@ def test_a_store_path_duckdb_cannot_open_is_one_clear_error(tmp_path: Path, name
 
 @pytest.mark.skipif(sys.platform == "win32", reason="? cannot be in a Windows file name")
 def test_a_relative_store_in_a_folder_with_a_question_mark_is_one_clear_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # DuckDB makes the path absolute before it derives its write-ahead log's ("q.wal?d/...").
     (tmp_path / "q?d").mkdir()
     monkeypatch.chdir(tmp_path / "q?d")
@@ -142,7 +184,9 @@ def test_a_relative_store_in_a_folder_with_a_question_mark_is_one_clear_error(
         nito_nb.run(["x"], model="sim/echo", store="runs", progress=False, **FAST)
 
 
-def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units(tmp_path: Path) -> None:
+def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units(
+    tmp_path: Path,
+) -> None:
     # One request with usage, one without; then the requests table is put back the way it was
     # written before the rename (CHANGELOG.md): K in `n_chunks`, no new
     # columns, and the chunk figures that `tpot` and `output_tps` held without usage.
@@ -150,8 +194,14 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
 
     path = tmp_path / "old"
     for usage in (True, False):
-        run = nito_nb.run(["a"], model="sim/chat", store=str(path), progress=False,
-                          stream_options={"include_usage": usage}, sim={"tps": 1000, "ttft_ms": 0})
+        run = nito_nb.run(
+            ["a"],
+            model="sim/chat",
+            store=str(path),
+            progress=False,
+            stream_options={"include_usage": usage},
+            sim={"tps": 1000, "ttft_ms": 0},
+        )
         run.wait(timeout=60)
         assert run.error is None
     with nito_nb.open_store(path) as store:
@@ -163,7 +213,7 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
     con.execute('ALTER TABLE requests RENAME COLUMN "n_token_chunks" TO "n_chunks"')
     con.execute('ALTER TABLE requests DROP COLUMN "n_output_tokens"')
     con.execute('ALTER TABLE requests DROP COLUMN "output_chunks_per_s"')
-    con.execute('UPDATE requests SET tpot = itl, output_tps = 1.0 WHERE completion_tokens IS NULL')
+    con.execute("UPDATE requests SET tpot = itl, output_tps = 1.0 WHERE completion_tokens IS NULL")
     con.execute('ALTER TABLE requests DROP COLUMN "connect"')  # nor this newer one
     writer.con.close()
     for reopened in (False, True):  # read as it is, then after a writer added the new columns
@@ -173,10 +223,23 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
             old = store.results()
         bare = old[old["completion_tokens"].isna()].iloc[0]
         packed = old[old["completion_tokens"].notna()].iloc[0]
-        assert pd.isna(bare["tpot"]) and pd.isna(bare["output_tps"]) and pd.isna(bare["n_output_tokens"])
-        assert bare["n_token_chunks"] == new_bare["n_token_chunks"] and bare["itl"] == new_bare["itl"]
-        assert packed["n_output_tokens"] == packed["completion_tokens"] == new_packed["n_output_tokens"]
-        assert packed["tpot"] == new_packed["tpot"] and packed["output_tps"] == new_packed["output_tps"]
+        assert (
+            pd.isna(bare["tpot"])
+            and pd.isna(bare["output_tps"])
+            and pd.isna(bare["n_output_tokens"])
+        )
+        assert (
+            bare["n_token_chunks"] == new_bare["n_token_chunks"] and bare["itl"] == new_bare["itl"]
+        )
+        assert (
+            packed["n_output_tokens"]
+            == packed["completion_tokens"]
+            == new_packed["n_output_tokens"]
+        )
+        assert (
+            packed["tpot"] == new_packed["tpot"]
+            and packed["output_tps"] == new_packed["output_tps"]
+        )
         assert pd.isna(bare["connect"]) and pd.isna(packed["connect"])
         with nito_nb.open_store(path) as store:
             assert store.streams(packed["key"]).connect is None
@@ -190,7 +253,9 @@ def test_a_store_whose_events_files_lack_a_newer_column_still_opens(tmp_path: Pa
     from nito_nb._runs.store import StoreWriter
 
     path = tmp_path / "old"
-    run = nito_nb.run(["a", "b"], model="sim/chat", store=str(path), progress=False, sim={"tps": 0, "ttft_ms": 0})
+    run = nito_nb.run(
+        ["a", "b"], model="sim/chat", store=str(path), progress=False, sim={"tps": 0, "ttft_ms": 0}
+    )
     run.wait(timeout=60)
     assert run.error is None
     files = sorted((path / "events").glob("*.parquet"))
@@ -211,8 +276,14 @@ def test_a_store_whose_events_files_lack_a_newer_column_still_opens(tmp_path: Pa
 
 def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None:
     store = str(tmp_path / "runs")
-    run = nito_nb.run(["refused"], model="sim/echo", store=store, max_retries=0, progress=False,
-                      sim={"tps": 0, "fail_rate": 1, "fail_status": 503, "fail_attempts": 99, "seed": 41}).wait()
+    run = nito_nb.run(
+        ["refused"],
+        model="sim/echo",
+        store=store,
+        max_retries=0,
+        progress=False,
+        sim={"tps": 0, "fail_rate": 1, "fail_status": 503, "fail_attempts": 99, "seed": 41},
+    ).wait()
     key = run.results()["key"][0]
     with nito_nb.open_store(store) as opened:
         stream = opened.streams(key)
@@ -222,28 +293,47 @@ def test_a_failed_request_is_rebuilt_with_its_http_error(tmp_path: Path) -> None
 
 def test_resume_skips_done_keys_and_reruns_the_rest_once(tmp_path: Path) -> None:
     store = str(tmp_path / "runs")
-    first = nito_nb.run(_prompts(10), model="sim/echo", store=store, progress=False,
-                        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31}).wait()
+    first = nito_nb.run(
+        _prompts(10),
+        model="sim/echo",
+        store=store,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31},
+    ).wait()
     errors = set(first.results().query("status == 'error'")["key"])
     assert errors
-    second = nito_nb.run(_prompts(15), model="sim/echo", store=store, progress=False,
-                         sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31}).wait()
+    second = nito_nb.run(
+        _prompts(15),
+        model="sim/echo",
+        store=store,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31},
+    ).wait()
     assert len(second.skipped) == 10 - len(errors)
     assert set(second.results()["key"]) >= errors  # re-run, and the server lets them through now
     with nito_nb.open_store(store) as opened:
         results = opened.results()
         assert len(results) == 15 and results["key"].is_unique
         assert set(results[results["key"].isin(errors)]["status"]) == {"done"}
-        per_key = opened.sql("select stream, count(*) filter (where kind = 'done') as n, "
-                             "count(*) filter (where error_message is not null) as e from events group by stream")
+        per_key = opened.sql(
+            "select stream, count(*) filter (where kind = 'done') as n, "
+            "count(*) filter (where error_message is not null) as e from events group by stream"
+        )
         assert len(per_key) == 15 and set(per_key["n"]) == {1}
-        assert set(per_key[per_key["stream"].isin(errors)]["e"]) == {0}  # the error's events were replaced
+        # the error's events were replaced
+        assert set(per_key[per_key["stream"].isin(errors)]["e"]) == {0}
         assert set(results["run_id"]) == {first.run_id, second.run_id}
         not_done = int((results["status"] != "done").sum())
-    again = nito_nb.map(_prompts(15), model="sim/echo", store=store, progress=False,
-                        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31})
+    again = nito_nb.map(
+        _prompts(15),
+        model="sim/echo",
+        store=store,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0, "fail_rate": 0.3, "fail_status": "error", "seed": 31},
+    )
     assert nito_nb.last().total == not_done  # only what was not done is sent again
-    assert [a.strip() for a in again] == [p.strip() for p in _prompts(15)]  # every answer, stored or new
+    # every answer, stored or new
+    assert [a.strip() for a in again] == [p.strip() for p in _prompts(15)]
 
 
 def test_a_run_killed_half_way_then_resumed_has_each_result_once(tmp_path: Path) -> None:
@@ -269,18 +359,24 @@ def test_a_run_killed_half_way_then_resumed_has_each_result_once(tmp_path: Path)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
     assert f"ended {n}" in out  # its results: every key, those done before the kill included
-    assert f"sent {n - len(kept[kept['status'] == 'done'])}" in out  # only what was not done is sent
+    # only what was not done is sent
+    assert f"sent {n - len(kept[kept['status'] == 'done'])}" in out
     with nito_nb.open_store(store) as opened:  # from this process, after the writer ended
         results = opened.results()
         assert len(results) == n and results["key"].is_unique and set(results["status"]) == {"done"}
         prompts = {p.strip() for p in _prompts(n)}
         assert {c.strip() for c in results["content"]} == prompts  # none lost
-        events = opened.sql("select stream, count(*) filter (where kind = 'done') as done, "
-                            "count(*) filter (where seq = -1) as response from events group by stream")
+        events = opened.sql(
+            "select stream, count(*) filter (where kind = 'done') as done, "
+            "count(*) filter (where seq = -1) as response from events group by stream"
+        )
         assert len(events) == n and set(events["done"]) == {1} and set(events["response"]) == {1}
         for key in results["key"][:10]:
             stream = opened.streams(key)
-            assert stream.status == "done" and stream.content == results.set_index("key").loc[key, "content"]
+            assert (
+                stream.status == "done"
+                and stream.content == results.set_index("key").loc[key, "content"]
+            )
 
 
 def test_a_second_process_gets_a_clear_error_while_one_writes(tmp_path: Path) -> None:
@@ -296,7 +392,8 @@ def test_a_second_process_gets_a_clear_error_while_one_writes(tmp_path: Path) ->
     finally:
         child.kill()
         child.communicate(timeout=30)
-    with nito_nb.open_store(store) as opened:  # killed: the file is whole, what was committed is there
+    # killed: the file is whole, what was committed is there
+    with nito_nb.open_store(store) as opened:
         assert opened.sql("select count(*) as n from requests")["n"][0] >= 0
 
 
@@ -316,8 +413,14 @@ def test_store_errors_are_clear(tmp_path: Path) -> None:
 
 def test_with_a_store_only_in_flight_logs_stay_in_memory(tmp_path: Path) -> None:
     captured: list[int] = []
-    run = nito_nb.run(_prompts(80), model="sim/echo", store=str(tmp_path / "r"), progress=False, concurrency=8,
-                      **FAST)
+    run = nito_nb.run(
+        _prompts(80),
+        model="sim/echo",
+        store=str(tmp_path / "r"),
+        progress=False,
+        concurrency=8,
+        **FAST,
+    )
 
     def watch(_: Any = None) -> None:
         captured.append(len(run._dispatcher.in_flight) + len(run._writer.kept_streams()))
@@ -329,19 +432,39 @@ def test_with_a_store_only_in_flight_logs_stay_in_memory(tmp_path: Path) -> None
     assert max(captured) <= 8 and not run._writer.kept_streams()
 
 
-def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_key_reaches_the_store_the_results_or_the_repr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from nito_nb.sim import SimServer
 
     key = "sk-test-RUNSECRET-123456789"
     store = tmp_path / "runs"
     with SimServer(api_key=key) as base_url:
-        run = nito_nb.run(["hello there", "and again"], model="sim/echo", base_url=base_url, api_key=key,
-                          store=str(store), sim={"tps": 0}).wait()
-        refused = nito_nb.run(["x"], model="sim/echo", base_url=base_url, api_key=key + "-wrong",
-                              store=str(tmp_path / "refused"), progress=False).wait()
+        run = nito_nb.run(
+            ["hello there", "and again"],
+            model="sim/echo",
+            base_url=base_url,
+            api_key=key,
+            store=str(store),
+            sim={"tps": 0},
+        ).wait()
+        refused = nito_nb.run(
+            ["x"],
+            model="sim/echo",
+            base_url=base_url,
+            api_key=key + "-wrong",
+            store=str(tmp_path / "refused"),
+            progress=False,
+        ).wait()
     assert set(run.results()["status"]) == {"done"}  # the key was sent, and accepted
     assert isinstance(refused.error, nito_nb.AuthenticationError)
-    shown = repr(run) + run.results().to_csv() + repr(refused) + str(refused.error) + capsys.readouterr().err
+    shown = (
+        repr(run)
+        + run.results().to_csv()
+        + repr(refused)
+        + str(refused.error)
+        + capsys.readouterr().err
+    )
     assert key not in shown
     for folder in (store, tmp_path / "refused"):
         for path, data in stored_bytes(folder).items():
@@ -351,13 +474,21 @@ def test_no_key_reaches_the_store_the_results_or_the_repr(tmp_path: Path, capsys
             assert key not in opened.sql("select * from events").to_csv()
 
 
-def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_nothing(tmp_path: Path) -> None:
+def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_nothing(
+    tmp_path: Path,
+) -> None:
     # The frames of a store's events are built in a helper process (_runs/events.py), off the
     # sending loop's GIL; if it dies, the run's own process writes them from then on.
     store = tmp_path / "runs"
     n = 40
-    run = nito_nb.run(_prompts(n), model="sim/echo", concurrency=4, store=str(store), progress=False,
-                      sim={"tps": 100, "ttft_ms": 0})  # about 3 s: batches (1 s each) after the kill
+    run = nito_nb.run(
+        _prompts(n),
+        model="sim/echo",
+        concurrency=4,
+        store=str(store),
+        progress=False,
+        sim={"tps": 100, "ttft_ms": 0},
+    )  # about 3 s: batches (1 s each) after the kill
     events = run._writer.store._events
     helper = events._proc.pid
     assert "nito_nb._runs.events_main" in Path(f"/proc/{helper}/cmdline").read_bytes().decode()
@@ -371,7 +502,9 @@ def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_noth
     with nito_nb.open_store(store) as opened:
         results = opened.results()
         assert len(results) == n and set(results["status"]) == {"done"}
-        counts = opened.sql("select stream, count(*) filter (where kind = 'done') as done from events group by stream")
+        counts = opened.sql(
+            "select stream, count(*) filter (where kind = 'done') as done from events group by stream"
+        )
         assert len(counts) == n and set(counts["done"]) == {1}
         for key in results["key"]:
             assert opened.streams(key).content == results.set_index("key").loc[key, "content"]
@@ -384,7 +517,9 @@ def test_an_events_file_without_committed_rows_is_never_seen(tmp_path: Path) -> 
     from nito_nb._runs.events import write_events
 
     store = tmp_path / "runs"
-    run = nito_nb.run(["one", "two"], model="sim/echo", store=str(store), progress=False, **FAST).wait()
+    run = nito_nb.run(
+        ["one", "two"], model="sim/echo", store=str(store), progress=False, **FAST
+    ).wait()
     key = run.results()["key"][0]
     with nito_nb.open_store(store) as opened:
         before = opened.sql("select * from events order by stream, seq, part")
@@ -411,8 +546,10 @@ def test_a_store_with_its_events_in_the_database_reads_and_resumes(tmp_path: Pat
     with nito_nb.open_store(store) as opened:
         expected = opened.frame()
     con = duckdb.connect(str(store / "runs.duckdb"))  # put it back the way it was written before
-    con.execute(f"CREATE TABLE events AS SELECT * EXCLUDE (batch) FROM read_parquet('{store}/events/*.parquet') "
-                "WHERE batch IS NOT NULL")
+    con.execute(
+        f"CREATE TABLE events AS SELECT * EXCLUDE (batch) FROM read_parquet('{store}/events/*.parquet') "
+        "WHERE batch IS NOT NULL"
+    )
     con.execute("ALTER TABLE requests DROP COLUMN batch")
     con.execute("UPDATE requests SET status = 'error' WHERE key = ?", [again])  # to be re-run
     con.close()
@@ -421,7 +558,9 @@ def test_a_store_with_its_events_in_the_database_reads_and_resumes(tmp_path: Pat
     (store / "events").rmdir()
     with nito_nb.open_store(store) as opened:
         pd.testing.assert_frame_equal(opened.frame(), expected)
-    resumed = nito_nb.run(prompts, model="sim/echo", store=str(store), progress=False, **FAST).wait()
+    resumed = nito_nb.run(
+        prompts, model="sim/echo", store=str(store), progress=False, **FAST
+    ).wait()
     assert [r.key for r in resumed.skipped] and resumed.total == 1
     assert list(resumed.results()["done_before"]) == [key != again for key in run.results()["key"]]
     with nito_nb.open_store(store) as opened:

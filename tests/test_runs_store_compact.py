@@ -30,7 +30,9 @@ def _files(store: Path) -> list[str]:
 def _shown(store: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     with nito_nb.open_store(store) as opened:
         results = opened.results().drop(columns=["row"]).sort_values("key").reset_index(drop=True)
-        events = opened.sql("select * exclude (run_id) from events order by stream, seq, part").reset_index(drop=True)
+        events = opened.sql(
+            "select * exclude (run_id) from events order by stream, seq, part"
+        ).reset_index(drop=True)
         frame = opened.frame().sort_values(["stream", "seq", "part"]).reset_index(drop=True)
     return results, events, frame
 
@@ -43,14 +45,22 @@ def _rows_in(files: str) -> int:
 
 
 def _run(store: Path, prompts: list[str], **sim: Any) -> nito_nb.Run:
-    run = nito_nb.run(prompts, model="sim/chat", store=str(store), progress=False, concurrency=4,
-                      sim={**FAST, **sim})
+    run = nito_nb.run(
+        prompts,
+        model="sim/chat",
+        store=str(store),
+        progress=False,
+        concurrency=4,
+        sim={**FAST, **sim},
+    )
     run.wait(timeout=120)
     assert run.error is None
     return run
 
 
-def test_many_small_files_become_one_and_the_store_shows_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_many_small_files_become_one_and_the_store_shows_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tmp_path / "runs"
     monkeypatch.setattr(_record, "BATCH_SIZE", 1)  # one events file per request
     monkeypatch.setattr(_events, "COMPACT_AT", 10_000)  # not yet
@@ -63,8 +73,10 @@ def test_many_small_files_become_one_and_the_store_shows_the_same(tmp_path: Path
     after = _files(store)
     assert len(after) == 1 and after[0] not in before
     for old, new in zip(shown, _shown(store), strict=True):
-        pd.testing.assert_frame_equal(old.drop(columns=["batch"], errors="ignore"),
-                                      new.drop(columns=["batch"], errors="ignore"))
+        pd.testing.assert_frame_equal(
+            old.drop(columns=["batch"], errors="ignore"),
+            new.drop(columns=["batch"], errors="ignore"),
+        )
     with nito_nb.open_store(store) as opened:  # one stream rebuilt from the merged file
         key = opened.results()["key"].iloc[0]
         assert opened.streams(key).content == opened.results().set_index("key").loc[key, "content"]
@@ -73,16 +85,20 @@ def test_many_small_files_become_one_and_the_store_shows_the_same(tmp_path: Path
     assert _files(store) == after
 
 
-def test_a_key_sent_again_keeps_only_its_new_rows_in_the_merged_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_sent_again_keeps_only_its_new_rows_in_the_merged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tmp_path / "runs"
     monkeypatch.setattr(_events, "COMPACT_AT", 10_000)
-    monkeypatch.setattr(_record, "BATCH_SECONDS", 60.0)  # one batch however slow the machine (the end flushes it)
+    # one batch however slow the machine (the end flushes it)
+    monkeypatch.setattr(_record, "BATCH_SECONDS", 60.0)
     prompts = [f"r{i}" for i in range(10)]
     first = _run(store, prompts, fail_rate=0.5, fail_status="error", seed=5)  # one batch, one file
     errors = set(first.results().query("status == 'error'")["key"])
     assert errors and len(_files(store)) == 1
     monkeypatch.setattr(_record, "BATCH_SIZE", 1)
-    _run(store, prompts, fail_rate=0.5, fail_status="error", seed=5)  # resumes: the errors are sent again
+    # resumes: the errors are sent again
+    _run(store, prompts, fail_rate=0.5, fail_status="error", seed=5)
     shown = _shown(store)
     in_files = _rows_in(f"{store}/events/*.parquet")
     assert in_files > len(shown[1])  # the replaced rows are still in their old files, unseen
@@ -91,12 +107,16 @@ def test_a_key_sent_again_keeps_only_its_new_rows_in_the_merged_file(tmp_path: P
     (merged,) = _files(store)
     assert _rows_in(f"{store}/events/{merged}") == len(shown[1])
     for old, new in zip(shown, _shown(store), strict=True):
-        pd.testing.assert_frame_equal(old.drop(columns=["batch"], errors="ignore"),
-                                      new.drop(columns=["batch"], errors="ignore"))
+        pd.testing.assert_frame_equal(
+            old.drop(columns=["batch"], errors="ignore"),
+            new.drop(columns=["batch"], errors="ignore"),
+        )
     assert set(shown[0][shown[0]["key"].isin(errors)]["status"]) == {"done"}
 
 
-def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tmp_path / "runs"
     monkeypatch.setattr(_record, "BATCH_SIZE", 1)
     monkeypatch.setattr(_events, "COMPACT_AT", 10_000)
@@ -104,7 +124,9 @@ def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(tmp_path
     files = _files(store)
     shown = _shown(store)
     # What a process killed between its file and its rows leaves: a file no row names, a partial.
-    (store / "events" / "0123456789abcdef.parquet").write_bytes((store / "events" / files[0]).read_bytes())
+    (store / "events" / "0123456789abcdef.parquet").write_bytes(
+        (store / "events" / files[0]).read_bytes()
+    )
     (store / "events" / "fedcba.partial").write_bytes(b"cut")
 
     class CutBeforeTheRowsNameIt:  # the merge is cut after its file is in place
@@ -123,7 +145,8 @@ def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(tmp_path
     writer.con.close()
     writer._events.close()
     left = _files(store)
-    assert set(files) < set(left) and len(left) == len(files) + 1  # the sources, and the merged file no row names
+    # the sources, and the merged file no row names
+    assert set(files) < set(left) and len(left) == len(files) + 1
     for old, new in zip(shown, _shown(store), strict=True):  # nothing shown twice, nothing lost
         pd.testing.assert_frame_equal(old, new)
     monkeypatch.setattr(_events, "COMPACT_AT", 10_000)
@@ -133,7 +156,9 @@ def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(tmp_path
         pd.testing.assert_frame_equal(old, new)
 
 
-def test_a_merge_that_fails_is_a_warning_and_the_store_stays_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_merge_that_fails_is_a_warning_and_the_store_stays_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tmp_path / "runs"
     _run(store, ["a", "b"])
     shown = _shown(store)

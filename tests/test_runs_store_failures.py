@@ -24,8 +24,13 @@ pytestmark = pytest.mark.spawns
 
 #: Each answer is a few KB of body and about 200 events: 2 MiB hold a batch or two, not 300.
 PROMPTS = [f"question {i}: " + "word " * 20 for i in range(300)]
-OPTIONS = {"model": "sim/chat", "concurrency": 8, "progress": False, "max_tokens": 200,
-           "sim": {"tps": 400, "ttft_ms": 0}}
+OPTIONS = {
+    "model": "sim/chat",
+    "concurrency": 8,
+    "progress": False,
+    "max_tokens": 200,
+    "sim": {"tps": 400, "ttft_ms": 0},
+}
 
 
 def _mount(*args: str) -> subprocess.CompletedProcess[str]:
@@ -41,8 +46,10 @@ def _tmpfs(where: Path, size: str) -> Iterator[Path]:
         pytest.skip("no mount command: a full disk is made with a small tmpfs")
     done = _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
     if done.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip()}): the full and read-only "
-                    "disks of these tests are real mounts, which need root (CAP_SYS_ADMIN)")
+        pytest.skip(
+            f"mounting a tmpfs is not permitted here ({done.stderr.strip()}): the full and read-only "
+            "disks of these tests are real mounts, which need root (CAP_SYS_ADMIN)"
+        )
     try:
         yield where
     finally:
@@ -55,7 +62,8 @@ def _read_only(where: Path) -> None:
 
 
 def test_a_full_disk_says_so_where_and_how_to_resume_and_the_run_keeps_its_results(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     # Before: "TransactionContext Error: cannot rollback - no transaction is active" (the full disk
     # only in its __context__), and results() and frame() empty though requests had been answered.
     with _tmpfs(tmp_path / "disk", "2m") as disk:
@@ -79,7 +87,8 @@ def test_a_full_disk_says_so_where_and_how_to_resume_and_the_run_keeps_its_resul
         assert len(answered) >= 8, results["status"].value_counts()
         with nito_nb.open_store(store) as opened:
             stored = set(opened.results()["key"])
-        assert stored and stored < set(results["key"])  # the store has the first batches, memory the rest
+        # the store has the first batches, memory the rest
+        assert stored and stored < set(results["key"])
         frame = run.frame()
         assert set(frame["stream"].astype(str)) == set(results["key"])
         assert set(frame.attrs["nito"]) == set(results["key"])
@@ -108,11 +117,15 @@ def test_a_store_that_a_full_disk_refuses_from_the_start_is_one_line(tmp_path: P
         with pytest.raises(nito_nb.StoreError) as raised:
             nito_nb.run(["a"], model="sim/echo", store=str(disk / "store"), progress=False)
         message = str(raised.value)
-        assert message.startswith(f"the disk holding the run store {str(disk / 'store')!r} is full"), message
+        assert message.startswith(
+            f"the disk holding the run store {str(disk / 'store')!r} is full"
+        ), message
         assert message.endswith("free some space there, or give store= another folder")
         assert raised.value.__suppress_context__  # no DuckDB traceback chained under it
         (disk / "filler").unlink()  # space again: the same call works (no empty database was left)
-        run = nito_nb.run(["a"], model="sim/echo", store=str(disk / "store"), progress=False).wait(timeout=60)
+        run = nito_nb.run(["a"], model="sim/echo", store=str(disk / "store"), progress=False).wait(
+            timeout=60
+        )
         assert run.error is None and run.results()["status"].tolist() == ["done"]
 
 
@@ -125,8 +138,10 @@ def test_a_read_only_file_system_is_one_line_and_the_store_still_reads(tmp_path:
             with pytest.raises(nito_nb.StoreError) as raised:
                 nito_nb.run(["a", "b"], model="sim/echo", store=str(path), progress=False)
             reads = " (nito_nb.open_store reads this one as it is)" if path == store else ""
-            assert str(raised.value) == (f"the run store {str(path)!r} cannot be written: its file system is "
-                                         f"read-only; give store= a folder you can write to{reads}")
+            assert str(raised.value) == (
+                f"the run store {str(path)!r} cannot be written: its file system is "
+                f"read-only; give store= a folder you can write to{reads}"
+            )
             assert raised.value.__suppress_context__
         with nito_nb.open_store(store) as opened:  # what it says: reading works
             assert len(opened.results()) == 2 and len(opened.frame())
@@ -142,8 +157,11 @@ def test_a_folder_that_refuses_writes_is_one_line(tmp_path: Path) -> None:
         assert _mount("--bind", str(folder), str(view)).returncode == 0
         try:
             _read_only(view)
-            with pytest.raises(nito_nb.StoreError, match=r"^the run store .* cannot be written: its file system is "
-                                                         r"read-only; give store= a folder you can write to"):
+            with pytest.raises(
+                nito_nb.StoreError,
+                match=r"^the run store .* cannot be written: its file system is "
+                r"read-only; give store= a folder you can write to",
+            ):
                 nito_nb.run(["a"], model="sim/echo", store=str(view), progress=False)
             assert not os.listdir(folder)  # nothing was written there
         finally:
@@ -165,23 +183,34 @@ def test_a_truncated_or_damaged_database_is_one_line(tmp_path: Path) -> None:
         f.seek(4096)
         f.write(b"\xab" * 512)
     for store, why in ((cut, "Could not read enough bytes"), (damaged, "Corrupt database file")):
-        for opening in (lambda path: nito_nb.run(["a"], model="sim/echo", store=str(path), progress=False),
-                        nito_nb.open_store):
+        for opening in (
+            lambda path: nito_nb.run(["a"], model="sim/echo", store=str(path), progress=False),
+            nito_nb.open_store,
+        ):
             with pytest.raises(nito_nb.StoreError) as raised:
                 opening(store)
             message = str(raised.value)
-            assert message.startswith(f"the run store's database {str(store / 'runs.duckdb')!r} cannot be opened (")
+            assert message.startswith(
+                f"the run store's database {str(store / 'runs.duckdb')!r} cannot be opened ("
+            )
             assert why in message and "\n" not in message, message
-            assert message.endswith(f"it is damaged or cut short: move the folder {str(store)!r} away, or give "
-                                    "store= another folder")
+            assert message.endswith(
+                f"it is damaged or cut short: move the folder {str(store)!r} away, or give "
+                "store= another folder"
+            )
             assert raised.value.__suppress_context__
     garbage = tmp_path / "garbage"  # random bytes where the database was: not DuckDB's at all
     garbage.mkdir()
     (garbage / "runs.duckdb").write_bytes(os.urandom(db.stat().st_size))
-    for opening in (lambda path: nito_nb.run(["a"], model="sim/echo", store=str(path), progress=False),
-                    nito_nb.open_store):
-        with pytest.raises(nito_nb.ConfigurationError, match=r"runs.duckdb' is not a nito_nb run store's database "
-                                                            r"\(it is not a DuckDB file\): move it away"):
+    for opening in (
+        lambda path: nito_nb.run(["a"], model="sim/echo", store=str(path), progress=False),
+        nito_nb.open_store,
+    ):
+        with pytest.raises(
+            nito_nb.ConfigurationError,
+            match=r"runs.duckdb' is not a nito_nb run store's database "
+            r"\(it is not a DuckDB file\): move it away",
+        ):
             opening(garbage)
 
 
@@ -201,7 +230,15 @@ def test_a_script_that_exits_mid_run_does_not_blame_its_store(tmp_path: Path) ->
         encoding="utf-8",
     )
     for _ in range(3):
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                              cwd=tmp_path, check=False)
-        assert "failed (" not in done.stderr and "once that is mended" not in done.stderr, done.stderr
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert "failed (" not in done.stderr and "once that is mended" not in done.stderr, (
+            done.stderr
+        )
         assert not done.stderr.strip() or "cut short by Python's exit" in done.stderr, done.stderr

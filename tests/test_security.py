@@ -109,7 +109,12 @@ def test_reply_keeps_the_client_its_call_options_and_http_client(
     http = httpx.Client(event_hooks={"request": [lambda request: seen.append(str(request.url))]})
     script = Script(parts=HELLO)
     base = scripted.add("reply-client", script)
-    with http, nito_nb.Client(base_url=f"{scripted.url}/not-this-one", http_client=http, max_retries=0) as c:
+    with (
+        http,
+        nito_nb.Client(
+            base_url=f"{scripted.url}/not-this-one", http_client=http, max_retries=0
+        ) as c,
+    ):
         first = c.stream("first", model="m", base_url=base, api_key=KEY)
         first.reply("second").wait()
     assert seen == [f"{base}/chat/completions"] * 2
@@ -196,7 +201,10 @@ def test_a_malformed_key_is_refused_without_showing_it(
 
 
 def test_a_key_with_a_newline_in_the_magic_is_one_usage_line(
-    ip: Any, scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ip: Any,
+    scripted: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # A refusal before sending is the magic's UsageError: IPython shows it as its one line.
     script = Script(parts=HELLO)
@@ -222,13 +230,19 @@ def echoing_parts(key: str) -> list[bytes]:
         chunk_line(
             {"content": ""},
             finish="error",
-            error={"code": 401, "message": f"Invalid key {key}", "metadata": {"header": f"Bearer {key}"}},
+            error={
+                "code": 401,
+                "message": f"Invalid key {key}",
+                "metadata": {"header": f"Bearer {key}"},
+            },
         ),
         b"data: [DONE]\n\n",
     ]
 
 
-def everything_shown(s: nito_nb.Stream, error: BaseException | None, tmp_path: Path) -> dict[str, str]:
+def everything_shown(
+    s: nito_nb.Stream, error: BaseException | None, tmp_path: Path
+) -> dict[str, str]:
     """Every place the text of a stream can reach: messages, reprs, files, frames, displays."""
     saved = s.save(tmp_path / "run.jsonl").read_text()
     return {
@@ -248,7 +262,9 @@ def everything_shown(s: nito_nb.Stream, error: BaseException | None, tmp_path: P
     }
 
 
-def test_a_key_echoed_mid_stream_is_redacted_everywhere(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_a_key_echoed_mid_stream_is_redacted_everywhere(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     script = Script(
         parts=echoing_parts(KEY),
         headers={"X-Debug-Auth": f"Bearer {KEY}", "X-Request-Id": "req-1"},
@@ -275,7 +291,9 @@ def test_a_key_split_across_two_reads_is_redacted(scripted: ScriptedServer, tmp_
     assert not [where for where, text in shown.items() if KEY in text] and s.status == "error"
 
 
-def test_escaped_and_encoded_forms_of_the_key_are_redacted(scripted: ScriptedServer, tmp_path: Path) -> None:
+def test_escaped_and_encoded_forms_of_the_key_are_redacted(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
     key = "Az/SECRET+base64=key0123456789"  # an Azure-style key, with / + =
     escaped = key.replace("/", "\\/")  # as a JSON encoder that escapes "/" writes it
     encoded = "Az%2FSECRET%2Bbase64%3Dkey0123456789"  # as in a URL
@@ -295,7 +313,9 @@ def test_an_async_stream_redacts_too(scripted: ScriptedServer) -> None:
     base = scripted.add("echo-async", Script(parts=echoing_parts(KEY)))
 
     async def main() -> nito_nb.AsyncStream:
-        return await nito_nb.astream("hi", model="m", base_url=base, api_key=KEY, raise_errors=False)
+        return await nito_nb.astream(
+            "hi", model="m", base_url=base, api_key=KEY, raise_errors=False
+        )
 
     s = asyncio.run(main())
     assert s.status == "error" and KEY not in repr(s) and KEY not in str(s.exception)
@@ -314,8 +334,14 @@ def test_an_http_error_header_echoing_the_key_is_dropped(scripted: ScriptedServe
         nito_nb.stream("hi", model="m", base_url=base, api_key=KEY)
     stream = info.value.stream
     assert KEY not in str(info.value) and KEY not in info.value.body
-    assert "www-authenticate" not in stream.log.headers and stream.log.headers["x-request-id"] == "req-2"
-    with nito_nb.Client(base_url=base, api_key=KEY) as c, pytest.raises(nito_nb.AuthenticationError) as info:
+    assert (
+        "www-authenticate" not in stream.log.headers
+        and stream.log.headers["x-request-id"] == "req-2"
+    )
+    with (
+        nito_nb.Client(base_url=base, api_key=KEY) as c,
+        pytest.raises(nito_nb.AuthenticationError) as info,
+    ):
         c.models()
     assert KEY not in str(info.value) and "www-authenticate" not in info.value.stream.log.headers
 
@@ -336,7 +362,9 @@ def test_an_error_message_quoting_the_key_is_redacted(scripted: ScriptedServer) 
 def test_a_short_placeholder_key_is_not_redacted_from_answers(scripted: ScriptedServer) -> None:
     # vLLM and Ollama clients send a placeholder such as "EMPTY": it is no secret, and answers
     # that contain the word stay whole.
-    base = scripted.add("placeholder", Script(parts=[chunk_line({"content": "EMPTY set"}), b"data: [DONE]\n\n"]))
+    base = scripted.add(
+        "placeholder", Script(parts=[chunk_line({"content": "EMPTY set"}), b"data: [DONE]\n\n"])
+    )
     s = nito_nb.stream("hi", model="m", base_url=base, api_key="EMPTY")
     assert s.content == "EMPTY set"
 
@@ -366,11 +394,15 @@ def test_the_magic_refuses_to_interpolate_the_key(
     with pytest.raises(UsageError, match="API key") as info:
         ip.run_cell_magic("nito", "-m sim/echo", cell)
     captured = capsys.readouterr()
-    assert not [piece for piece in windows(KEY) if piece in str(info.value) + captured.out + captured.err]
+    assert not [
+        piece for piece in windows(KEY) if piece in str(info.value) + captured.out + captured.err
+    ]
     assert "_nito" not in ip.user_ns  # nothing was sent
 
 
-def test_the_magic_still_interpolates_everything_else(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_magic_still_interpolates_everything_else(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NITO_API_KEY", KEY)
     monkeypatch.setenv("NITO_TOPIC", "streams")
     ip.user_ns["os"] = os
@@ -383,11 +415,15 @@ def test_the_magic_still_interpolates_everything_else(ip: Any, monkeypatch: pyte
 
 
 def test_not_an_event_stream_names_the_url_of_the_call(scripted: ScriptedServer) -> None:
-    base = scripted.add("html-page", Script(parts=[b"<html>login</html>"], content_type="text/html"))
+    base = scripted.add(
+        "html-page", Script(parts=[b"<html>login</html>"], content_type="text/html")
+    )
     with nito_nb.Client(api_key=KEY, base_url="https://gateway.example/v1") as c:
         with pytest.raises(nito_nb.NotEventStreamError) as info:
             c.stream("hi", model="m", base_url=base)
-    assert f"Check the base URL ({base})" in str(info.value) and "gateway.example" not in str(info.value)
+    assert f"Check the base URL ({base})" in str(info.value) and "gateway.example" not in str(
+        info.value
+    )
 
 
 # -- 17. a server of one's own needs no key ---------------------------------------------------------
@@ -461,7 +497,9 @@ def sim_process() -> Iterator[str]:
 
 
 @pytest.mark.spawns
-def test_the_standalone_simulator_needs_no_key(sim_process: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_standalone_simulator_needs_no_key(
+    sim_process: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NITO_API_KEY", raising=False)
     monkeypatch.delenv("NITO_BASE_URL", raising=False)
     first = nito_nb.stream("round trip", model="sim/echo", base_url=sim_process)

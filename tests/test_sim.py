@@ -65,6 +65,8 @@ def _close_no_retry() -> Iterator[None]:
     # ResourceWarning after pytest has finished.
     yield
     NO_RETRY.close()
+
+
 # Options that keep every scenario quick in tests.
 QUICK: dict[str, Any] = {
     "tps": 0,
@@ -279,12 +281,19 @@ BODY = st.fixed_dictionaries(
         "reasoning": JSON,
         "seed": st.integers(0, 5) | JSON,
         "sim": st.fixed_dictionaries({}, optional={"chunks": st.integers(0, 50), "tps": JSON}),
-        "response_format": JSON | st.fixed_dictionaries(
+        "response_format": JSON
+        | st.fixed_dictionaries(
             {"type": st.sampled_from(["text", "json_object", "json_schema"])},
-            optional={"json_schema": st.fixed_dictionaries(
-                {"name": st.sampled_from(["answer", "bad name", ""]) | JSON},
-                optional={"schema": JSON | st.just(WEATHER["function"]["parameters"]), "strict": JSON},
-            ) | JSON},
+            optional={
+                "json_schema": st.fixed_dictionaries(
+                    {"name": st.sampled_from(["answer", "bad name", ""]) | JSON},
+                    optional={
+                        "schema": JSON | st.just(WEATHER["function"]["parameters"]),
+                        "strict": JSON,
+                    },
+                )
+                | JSON
+            },
         ),
     },
 )
@@ -434,7 +443,10 @@ def test_sse_events_round_trip_and_replay_keeps_the_bytes() -> None:
         body = path.read_bytes()
         assert b"".join(e.data for e in _replay.sse_events(body)) == body
     sources = (FIXTURES / "SOURCES.tsv").read_text("utf-8")
-    assert _replay.recorded_status(sources, "openrouter-http-error-1.sse") == (429, "application/json")
+    assert _replay.recorded_status(sources, "openrouter-http-error-1.sse") == (
+        429,
+        "application/json",
+    )
     assert _replay.recorded_status(sources, "openai-content-1.sse") == (
         200,
         "text/event-stream; charset=utf-8",
@@ -473,7 +485,16 @@ def test_ensure_server_starts_once_on_loopback(sim_url: str) -> None:
 
 def test_public_names() -> None:
     assert sim.__all__ == sorted(sim.__all__)
-    assert sim.__all__ == ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve", "token"]
+    assert sim.__all__ == [
+        "SIM_MODELS",
+        "SimServer",
+        "app",
+        "create_app",
+        "ensure_process",
+        "ensure_server",
+        "serve",
+        "token",
+    ]
     assert all(hasattr(sim, name) and name in dir(sim) for name in sim.__all__)
 
 
@@ -511,8 +532,10 @@ def test_the_simulator_page_lists_every_model_and_option() -> None:
               for block in page.split("\n## ")]  # fmt: skip
     (models,) = [t for t in tables if any("sim/echo" in cell for cell in t)]
     (options,) = [t for t in tables if any("ttft_ms" in cell for cell in t)]
+
     def named(cells: list[str]) -> set[str]:
         return {name for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
+
     assert named(models) == set(sim.SIM_MODELS)
     assert named(options) == {f.name for f in dataclasses.fields(_options.SimOptions)}
 
@@ -543,7 +566,9 @@ CHAT = {"model": "sim/chat", "messages": [{"role": "user"}]}
     ],
 )
 def test_bad_requests_get_a_json_4xx(http: httpx.Client, body: bytes, status: int, words: str):
-    response = http.post("/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    response = http.post(
+        "/chat/completions", content=body, headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == status and words in error["message"]
@@ -884,7 +909,9 @@ def test_fifty_concurrent_streams(sim_url: str) -> None:
 
     async def main() -> list[str]:
         limits = httpx.Limits(max_connections=50)
-        async with httpx.AsyncClient(base_url=sim_url, timeout=30, limits=limits, headers=with_token()) as client:
+        async with httpx.AsyncClient(
+            base_url=sim_url, timeout=30, limits=limits, headers=with_token()
+        ) as client:
             return await asyncio.gather(*(one(client, i) for i in range(50)))
 
     contents = asyncio.run(main())
@@ -979,7 +1006,9 @@ def test_each_request_gets_its_own_id_and_the_seed_keeps_the_content() -> None:
     streams = [nito_nb.stream("hi", model="sim/chat", sim=FAST, seed=3) for _ in range(3)]
     for s in streams:
         s.wait()  # Stream.id does not read a lazy stream by itself
-    assert len({s.id for s in streams}) == 3 and all((s.id or "").startswith("gen-sim-") for s in streams)
+    assert len({s.id for s in streams}) == 3 and all(
+        (s.id or "").startswith("gen-sim-") for s in streams
+    )
     assert len({s.content for s in streams}) == 1 and streams[0].content
 
 
@@ -996,7 +1025,11 @@ def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
                 delta.pop("reasoning_details", None)
                 if not any(v is not None for k, v in delta.items() if k != "role"):
                     delta.clear()
-            if chunk["choices"] and not chunk["choices"][0]["delta"] and not chunk["choices"][0]["finish_reason"]:
+            if (
+                chunk["choices"]
+                and not chunk["choices"][0]["delta"]
+                and not chunk["choices"][0]["finish_reason"]
+            ):
                 continue
             piece = b"data: " + json.dumps(chunk).encode() + b"\n\n"
         kept.append(piece)
@@ -1008,10 +1041,14 @@ def test_reasoning_survives_a_proxy_that_drops_details_only_chunks() -> None:
 def test_parallel_tool_calls_false_gives_one_call() -> None:
     both = check_protocol(bytes_of(events_of(body_for("sim/tools", tools=[WEATHER, SEARCH]))))
     one = check_protocol(
-        bytes_of(events_of(body_for("sim/tools", tools=[WEATHER, SEARCH], parallel_tool_calls=False)))
+        bytes_of(
+            events_of(body_for("sim/tools", tools=[WEATHER, SEARCH], parallel_tool_calls=False))
+        )
     )
     assert len(both["tool_calls"]) == 2 and len(one["tool_calls"]) == 1
-    s = nito_nb.stream("hi", model="sim/tools", sim=FAST, tools=[WEATHER, SEARCH], parallel_tool_calls=False)
+    s = nito_nb.stream(
+        "hi", model="sim/tools", sim=FAST, tools=[WEATHER, SEARCH], parallel_tool_calls=False
+    )
     assert [c.name for c in s.tool_calls] == ["get_weather"] and s.finish_reason == "tool_calls"
 
 
@@ -1021,13 +1058,18 @@ def test_n_choices_are_interleaved_and_only_choice_0_is_the_answer() -> None:
     indexes = [c["choices"][0]["index"] for c in chunks if c["choices"]]
     assert indexes[:6] == [0, 1, 2, 0, 1, 2] and sorted(set(indexes)) == [0, 1, 2]
     assert all(len(c["choices"]) == 1 for c in chunks if c["choices"])  # one choice per chunk
-    roles = [c["choices"][0]["index"] for c in chunks if c["choices"] and "role" in c["choices"][0]["delta"]]
+    roles = [
+        c["choices"][0]["index"]
+        for c in chunks
+        if c["choices"] and "role" in c["choices"][0]["delta"]
+    ]
     assert roles == [0, 1, 2]
     (usage,) = [c["usage"] for c in chunks if "usage" in c]
     assert usage["completion_tokens"] == 3 * 3 and data[-1] == "[DONE]"
     s = nito_nb.stream("a b c", model="sim/chat", sim=FAST, n=2)
     alone = nito_nb.stream("a b c", model="sim/chat", sim=FAST)
-    assert s.content == alone.content and s.status == "done"  # choice 0, nothing of choice 1 mixed in
+    # choice 0, nothing of choice 1 mixed in
+    assert s.content == alone.content and s.status == "done"
     assert [a.kind for a in s.anomalies] == ["other-choices"]
 
 
@@ -1043,7 +1085,9 @@ def test_n_choices_without_streaming() -> None:
     assert [c["message"]["content"] for c in choices] == ["x y", "x y"]
 
 
-@pytest.mark.parametrize(("field", "value"), [("n", 0), ("n", 99), ("n", "2"), ("parallel_tool_calls", "no")])
+@pytest.mark.parametrize(
+    ("field", "value"), [("n", 0), ("n", 99), ("n", "2"), ("parallel_tool_calls", "no")]
+)
 def test_bad_n_or_parallel_tool_calls_is_a_400(field: str, value: Any) -> None:
     reply = _request.parse_request(body_for("sim/echo", **{field: value}), {})
     assert isinstance(reply, _reply.ErrorReply) and reply.status == 400

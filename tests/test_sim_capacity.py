@@ -82,7 +82,12 @@ def test_slots_then_the_queue_then_refusals_first_come_first_served() -> None:
     first, second, third, fourth = (scheduler.arrive(5) for _ in range(4))
     assert scheduler.arrive(5) is None and scheduler.refused == 1  # 2 in slots, 2 waiting: full
     assert first and second and third and fourth
-    assert (first.admitted, second.admitted, third.admitted, fourth.admitted) == (100.0, 100.0, None, None)
+    assert (first.admitted, second.admitted, third.admitted, fourth.admitted) == (
+        100.0,
+        100.0,
+        None,
+        None,
+    )
     clock.now = 101.5
     assert scheduler.leave(second) == [third]  # the first in the queue takes the freed slot
     assert third.metrics()["queue_time_ms"] == 1500.0
@@ -95,7 +100,9 @@ def test_slots_then_the_queue_then_refusals_first_come_first_served() -> None:
 
 def test_the_same_seed_gives_the_same_schedule_of_stalls() -> None:
     def schedule(seed: int, jitter: float) -> list[list[float]]:
-        capacity = Capacity(slots=3, queue=5, jitter=jitter, stall_rate=0.05, stall_ms=400, seed=seed)
+        capacity = Capacity(
+            slots=3, queue=5, jitter=jitter, stall_rate=0.05, stall_ms=400, seed=seed
+        )
         scheduler = Scheduler(capacity, Clock())
         tickets = [scheduler.arrive(10) for _ in range(6)]
         gaps: list[list[float]] = [[] for _ in tickets]
@@ -104,7 +111,11 @@ def test_the_same_seed_gives_the_same_schedule_of_stalls() -> None:
                 if ticket is not None and ticket.admitted is not None:
                     gaps[i].append(scheduler.gap(ticket))
             if step % 60 == 59:
-                done = next(t for t in tickets if t is not None and t.admitted is not None and t in scheduler.running)
+                done = next(
+                    t
+                    for t in tickets
+                    if t is not None and t.admitted is not None and t in scheduler.running
+                )
                 scheduler.leave(done)
         return gaps
 
@@ -119,8 +130,15 @@ def test_the_same_seed_gives_the_same_schedule_of_stalls() -> None:
 
 def _events(max_tokens: int | None = None, **extra: Any) -> list[Event]:
     request = _request.parse_request(
-        {"model": "sim/server", "messages": [{"role": "user", "content": "Hi"}], "stream": True,
-         "stream_options": {"include_usage": True}, **({"max_tokens": max_tokens} if max_tokens else {}), **extra})
+        {
+            "model": "sim/server",
+            "messages": [{"role": "user", "content": "Hi"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **({"max_tokens": max_tokens} if max_tokens else {}),
+            **extra,
+        }
+    )
     assert isinstance(request, _request.SimRequest)
     reply = _scenarios.scenario(request, 0, "n")
     assert not isinstance(reply, ErrorReply)
@@ -136,7 +154,9 @@ def test_served_pieces_prefill_then_paced_tokens_and_mark_the_first_and_last() -
     pieces = list(served(_events(), scheduler, ticket, keepalive_s=0.04))
     data = [p for p in pieces if p.data != KEEPALIVE]
     assert [p.due for p in pieces if p.data == KEEPALIVE] == pytest.approx([0.04, 0.08])
-    assert data[0] == Piece(0.1, data[0].data, first=True) and b'"role":"assistant"' in (data[0].data or b"")
+    assert data[0] == Piece(0.1, data[0].data, first=True) and b'"role":"assistant"' in (
+        data[0].data or b""
+    )
     # 64 tokens: 63 gaps at the batch of 2, 1 / (50 / 2) s each; then the terminal and usage
     # chunks at once, the usage chunk marked last, and [DONE].
     tokens = [p for p in data if b'"content"' in (p.data or b"")]
@@ -146,8 +166,12 @@ def test_served_pieces_prefill_then_paced_tokens_and_mark_the_first_and_last() -
     assert b'"usage"' in (data[-2].data or b"") and data[-1].data == DONE
     # The marked chunk gains the server's metrics as its first field, and stays JSON.
     stamped = with_metrics(data[-2].data or b"", {"queue_time_ms": 1.5})
-    parsed = json.loads(stamped[len(b"data: "):])
-    assert next(iter(parsed)) == "metrics" and parsed["metrics"] == {"queue_time_ms": 1.5} and "usage" in parsed
+    parsed = json.loads(stamped[len(b"data: ") :])
+    assert (
+        next(iter(parsed)) == "metrics"
+        and parsed["metrics"] == {"queue_time_ms": 1.5}
+        and "usage" in parsed
+    )
 
 
 def test_documented_capacity_is_the_formula_of_the_defaults() -> None:
@@ -159,7 +183,9 @@ def test_documented_capacity_is_the_formula_of_the_defaults() -> None:
     # Every capacity option has its row in the page's capacity table.
     table = re.search(r"\| capacity option \|.*?\n\n", page, re.S)
     assert table is not None
-    assert set(re.findall(r"^\| `(\w+)`", table.group(0), re.M)) == {f.name for f in fields(Capacity)}
+    assert set(re.findall(r"^\| `(\w+)`", table.group(0), re.M)) == {
+        f.name for f in fields(Capacity)
+    }
 
 
 @pytest.mark.parametrize(
@@ -174,26 +200,34 @@ def test_documented_capacity_is_the_formula_of_the_defaults() -> None:
     ],
 )
 def test_a_wrong_capacity_option_is_a_400_that_names_it(sim: dict[str, Any], words: str) -> None:
-    parsed = _request.parse_request({"model": "sim/chat", "messages": [{"role": "user", "content": "x"}], "sim": sim})
+    parsed = _request.parse_request(
+        {"model": "sim/chat", "messages": [{"role": "user", "content": "x"}], "sim": sim}
+    )
     assert isinstance(parsed, ErrorReply) and parsed.status == 400
     assert words in json.loads(parsed.body)["error"]["message"]
 
 
 def test_capacity_is_off_for_todays_models_and_on_for_sim_server() -> None:
     def options(model: str, env: dict[str, str] | None = None, **sim: Any) -> _options.SimOptions:
-        parsed = _request.parse_request({"model": model, "messages": [{"role": "user", "content": "x"}], "sim": sim},
-                                        env or {})
+        parsed = _request.parse_request(
+            {"model": model, "messages": [{"role": "user", "content": "x"}], "sim": sim}, env or {}
+        )
         assert isinstance(parsed, _request.SimRequest), parsed
         return parsed.options
 
-    assert all(options(model).capacity is None for model in _scenarios.SIM_MODELS if model != "sim/server")
+    assert all(
+        options(model).capacity is None for model in _scenarios.SIM_MODELS if model != "sim/server"
+    )
     assert options("sim/server").capacity == Capacity()
     assert options("sim/chat", capacity={"slots": 2}).capacity == Capacity(slots=2)
     assert options("sim/chat", capacity=True).capacity == Capacity()
     env = {_capacity.CAPACITY_VARIABLE: "slots=6, queue=0,tps=20.5"}
     assert options("sim/server", env).capacity == Capacity(slots=6, queue=0, tps=20.5)
-    assert options("sim/chat", env, capacity={"queue": 3}).capacity == Capacity(slots=6, queue=3, tps=20.5)
-    assert options("sim/chat", env).capacity is None  # the variable sets defaults, it turns nothing on
+    assert options("sim/chat", env, capacity={"queue": 3}).capacity == Capacity(
+        slots=6, queue=3, tps=20.5
+    )
+    # the variable sets defaults, it turns nothing on
+    assert options("sim/chat", env).capacity is None
 
 
 @pytest.mark.parametrize(
@@ -201,7 +235,10 @@ def test_capacity_is_off_for_todays_models_and_on_for_sim_server() -> None:
     [
         ({"model": "sim/chat", "sim": {"metrics": True}}, "sim.metrics reports a capacity model's"),
         ({"model": "sim/replay", "sim": {"capacity": {}}}, "sim.capacity does not apply to it"),
-        ({"model": "sim/server", "env": "slots=two"}, "NITO_SIM_CAPACITY='slots=two' is not usable"),
+        (
+            {"model": "sim/server", "env": "slots=two"},
+            "NITO_SIM_CAPACITY='slots=two' is not usable",
+        ),
     ],
 )
 def test_what_the_capacity_refuses_says_what_to_do(body: dict[str, Any], words: str) -> None:
@@ -215,8 +252,10 @@ def test_the_command_line_flag_sets_the_variable_and_refuses_a_wrong_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     served_with: list[str | None] = []
-    monkeypatch.setattr("nito_nb.sim._server.serve",
-                        lambda *a, **k: served_with.append(os.environ.get(_capacity.CAPACITY_VARIABLE)))
+    monkeypatch.setattr(
+        "nito_nb.sim._server.serve",
+        lambda *a, **k: served_with.append(os.environ.get(_capacity.CAPACITY_VARIABLE)),
+    )
     # Set first, so that it is restored (unset) afterwards: main() sets it for its server.
     monkeypatch.setenv(_capacity.CAPACITY_VARIABLE, "")
     sim_main.main(["--port", "0", "--capacity", "slots=2,queue=1"])
@@ -229,7 +268,9 @@ def test_the_command_line_flag_sets_the_variable_and_refuses_a_wrong_one(
 
 def test_sim_server_answers_the_documented_length() -> None:
     assert count_tokens(SERVER_ANSWER) == 64
-    w = ChunkWriter(_request.SimRequest(model="sim/server", messages=[{"role": "user", "content": "x"}]), 0)
+    w = ChunkWriter(
+        _request.SimRequest(model="sim/server", messages=[{"role": "user", "content": "x"}]), 0
+    )
     assert sum(1 for e in w.contents(SERVER_ANSWER) if e.kind == "token") == 64
 
 
@@ -264,8 +305,14 @@ async def _streams(server: SimProcess, sim: dict[str, Any], *, at: list[float]) 
 
         async def one(when: float) -> Any:
             await asyncio.sleep(max(0.0, start + when - loop.time()))
-            stream = client.stream("Hello", model="sim/server", base_url=server.base_url, api_key=server.api_key,
-                                   raise_errors=False, sim={"metrics": True, "capacity": sim})
+            stream = client.stream(
+                "Hello",
+                model="sim/server",
+                base_url=server.base_url,
+                api_key=server.api_key,
+                raise_errors=False,
+                sim={"metrics": True, "capacity": sim},
+            )
             try:
                 await stream.wait(raise_errors=False)
             except NitoError as exc:  # refused before the body
@@ -290,7 +337,9 @@ def test_below_capacity_the_time_to_first_token_stays_the_unloaded_one(server: S
 
 
 @pytest.mark.spawns
-def test_above_capacity_the_queue_shows_in_ttft_and_429s_come_at_the_stated_limit(server: SimProcess) -> None:
+def test_above_capacity_the_queue_shows_in_ttft_and_429s_come_at_the_stated_limit(
+    server: SimProcess,
+) -> None:
     # 2 slots and a queue of 3: of 7 requests at once, 5 are taken and 2 refused at once.
     capacity = {"slots": 2, "queue": 3, "tps": 100, "prefill_ms": 20, "seed": 1002}
     streams = asyncio.run(_streams(server, capacity, at=[0.0] * 7))
@@ -333,8 +382,12 @@ def test_a_client_that_goes_away_gives_its_slot_back(server: SimProcess) -> None
     # One slot, no queue, a 13 s answer (64 tokens at 5/s): left after its first chunk, its slot
     # is free again long before the answer would have ended.
     capacity = {"slots": 1, "queue": 0, "tps": 5, "prefill_ms": 0, "seed": 1004}
-    body = {"model": "sim/server", "messages": [{"role": "user", "content": "x"}], "stream": True,
-            "sim": {"capacity": capacity, "metrics": True}}
+    body = {
+        "model": "sim/server",
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": True,
+        "sim": {"capacity": capacity, "metrics": True},
+    }
     headers = {"Authorization": f"Bearer {server.api_key}"}
     url = f"{server.base_url}/chat/completions"
     with httpx.Client(timeout=10, headers=headers) as http:
@@ -343,11 +396,19 @@ def test_a_client_that_goes_away_gives_its_slot_back(server: SimProcess) -> None
                 assert response.status_code == 200
                 next(response.iter_bytes())
                 left = time.monotonic()
-            while (answer := http.post(url, json={**body, "stream": False, "max_tokens": 1})).status_code == 429:
-                assert time.monotonic() - left < 3, "the slot of the client that left was not given back"
+            while (
+                answer := http.post(url, json={**body, "stream": False, "max_tokens": 1})
+            ).status_code == 429:
+                assert time.monotonic() - left < 3, (
+                    "the slot of the client that left was not given back"
+                )
                 time.sleep(0.05)
             assert answer.status_code == 200, answer.text
-            assert set(answer.json()["metrics"]) == {"queue_time_ms", "prefill_time_ms", "decode_time_ms"}
+            assert set(answer.json()["metrics"]) == {
+                "queue_time_ms",
+                "prefill_time_ms",
+                "decode_time_ms",
+            }
 
 
 @pytest.mark.spawns
@@ -369,15 +430,25 @@ def test_nito_nb_keeps_the_servers_metrics_as_a_vendor_field(server: SimProcess)
 def test_a_sweep_of_sim_server_flattens_at_the_documented_capacity() -> None:
     capacity = Capacity().requests_per_s(count_tokens("Explain SSE") + 3, 64)  # 3.9 requests/s
     rates = [capacity / 2, 2 * capacity, 4 * capacity]
-    sweep = nito_nb.sweep(["Explain SSE"], model="sim/server", rates=rates, duration=3, max_retries=0,
-                          slo={"ttft": 0.5}, progress=False)
+    sweep = nito_nb.sweep(
+        ["Explain SSE"],
+        model="sim/server",
+        rates=rates,
+        duration=3,
+        max_retries=0,
+        slo={"ttft": 0.5},
+        progress=False,
+    )
     summary = sweep.wait().summary()
-    shown = summary[["n", "ok", "achieved_rate", "elapsed_s", "goodput", "ttft_p99", "error_rate"]].to_string()
+    shown = summary[
+        ["n", "ok", "achieved_rate", "elapsed_s", "goodput", "ttft_p99", "error_rate"]
+    ].to_string()
     below, above, far = (summary.loc[r] for r in summary.index)
     assert below["achieved_rate"] == pytest.approx(rates[0], rel=0.1) and below["error_rate"] == 0
     assert below["goodput"] == pytest.approx(below["achieved_rate"])
     for row in (above, far):
-        assert row["achieved_rate"] == pytest.approx(capacity, rel=0.2), shown  # flat at the capacity
+        # flat at the capacity
+        assert row["achieved_rate"] == pytest.approx(capacity, rel=0.2), shown
         assert row["error_rate"] > 0  # 429s
         assert row["ttft_p99"] > 10 * below["ttft_p99"]  # the queue
         assert row["goodput"] < 0.75 * capacity

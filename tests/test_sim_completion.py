@@ -72,7 +72,9 @@ def as_stream(completion: dict[str, Any]) -> nito_nb.Stream:
          "choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]},
         {**chunk, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]},
     ]  # fmt: skip
-    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    body = (
+        b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    )
     return nito_nb.read_sse(body)
 
 
@@ -93,7 +95,9 @@ def merged(s: nito_nb.Stream) -> dict[str, Any]:
 
 
 ANSWERING = sorted(
-    m for m in sim.SIM_MODELS if m not in HTTP_MODELS and m not in ("sim/error-midstream", "sim/drop")
+    m
+    for m in sim.SIM_MODELS
+    if m not in HTTP_MODELS and m not in ("sim/error-midstream", "sim/drop")
 )
 
 
@@ -101,12 +105,18 @@ ANSWERING = sorted(
 def test_the_non_streaming_answer_is_the_merged_stream(
     http: httpx.Client, sdk: openai.OpenAI, model: str
 ) -> None:
-    streamed = nito_nb.read_sse(http.post("/chat/completions", json=request_for(model, stream=True)).content)
+    streamed = nito_nb.read_sse(
+        http.post("/chat/completions", json=request_for(model, stream=True)).content
+    )
     response = http.post("/chat/completions", json=request_for(model, stream=False))
     assert response.status_code == 200, response.text
     completion = response.json()
     assert completion["object"] == "chat.completion"
-    assert completion["id"] == streamed.id if model == "sim/replay" else completion["id"].startswith("gen-sim-")
+    assert (
+        completion["id"] == streamed.id
+        if model == "sim/replay"
+        else completion["id"].startswith("gen-sim-")
+    )
     assert merged(as_stream(completion)) == merged(streamed)
     (choice,) = completion["choices"]
     message = choice["message"]
@@ -130,7 +140,9 @@ def test_the_non_streaming_answer_is_the_merged_stream(
         )
     if model == "sim/reasoning":
         assert [d["type"] for d in message["reasoning_details"]] == [
-            "reasoning.text", "reasoning.summary", "reasoning.encrypted"
+            "reasoning.text",
+            "reasoning.summary",
+            "reasoning.encrypted",
         ]
     carried = {"sim/websearch": "web_search", "sim/free": "free_tier"}.get(model)
     for name in ("web_search", "free_tier"):
@@ -149,10 +161,13 @@ def test_the_non_streaming_answer_is_the_merged_stream(
     (sdk_choice,) = read.choices
     assert read.object == "chat.completion" and sdk_choice.finish_reason == streamed.finish_reason
     assert sdk_choice.message.content == message["content"]
-    assert [(c.function.name, c.function.arguments) for c in sdk_choice.message.tool_calls or []] == [
-        (c.name, c.arguments) for c in streamed.tool_calls
-    ]
-    assert read.usage is not None and read.usage.completion_tokens == streamed.usage["completion_tokens"]
+    assert [
+        (c.function.name, c.function.arguments) for c in sdk_choice.message.tool_calls or []
+    ] == [(c.name, c.arguments) for c in streamed.tool_calls]
+    assert (
+        read.usage is not None
+        and read.usage.completion_tokens == streamed.usage["completion_tokens"]
+    )
     extra = sdk_choice.message.model_extra or {}
     assert [(d["type"], d["index"]) for d in extra.get("reasoning_details") or []] == [
         (d["type"], d["index"]) for d in message.get("reasoning_details") or []
@@ -161,7 +176,9 @@ def test_the_non_streaming_answer_is_the_merged_stream(
 
 
 @pytest.mark.parametrize("model", ["sim/error-midstream", "sim/drop"])
-def test_a_broken_stream_is_a_502_without_streaming(http: httpx.Client, sdk: openai.OpenAI, model: str) -> None:
+def test_a_broken_stream_is_a_502_without_streaming(
+    http: httpx.Client, sdk: openai.OpenAI, model: str
+) -> None:
     response = http.post("/chat/completions", json=request_for(model, stream=False))
     assert response.status_code == 502 and response.json()["error"]["code"] == 502
     with pytest.raises(openai.InternalServerError):
@@ -184,10 +201,16 @@ def test_every_choice_is_merged_on_its_own(http: httpx.Client) -> None:
     for choice in completion["choices"]:
         message = choice["message"]
         assert [d["type"] for d in message["reasoning_details"]] == [
-            "reasoning.text", "reasoning.summary", "reasoning.encrypted"
+            "reasoning.text",
+            "reasoning.summary",
+            "reasoning.encrypted",
         ]
         assert message["content"] and choice["finish_reason"] == "stop"
-    streamed = nito_nb.read_sse(http.post("/chat/completions", json={**request_for("sim/reasoning", stream=True), "n": 3}).content)
+    streamed = nito_nb.read_sse(
+        http.post(
+            "/chat/completions", json={**request_for("sim/reasoning", stream=True), "n": 3}
+        ).content
+    )
     assert completion["usage"] == streamed.usage
     assert completion["choices"][0]["message"]["content"] == streamed.content
 
@@ -208,7 +231,12 @@ WORDS = ["Mixed", " line", " endings", " are", " one", " stream", " of", " event
 
 
 def mixed_recording(endings: tuple[bytes, ...] = ENDINGS) -> bytes:
-    head = {"id": "gen-mixed", "object": "chat.completion.chunk", "created": 1, "model": "test/mixed"}
+    head = {
+        "id": "gen-mixed",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "test/mixed",
+    }
     chunks: list[dict[str, Any]] = [
         {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": word} if i == 0
                               else {"content": word}, "finish_reason": None}]}
@@ -218,7 +246,9 @@ def mixed_recording(endings: tuple[bytes, ...] = ENDINGS) -> bytes:
     chunks.append({**head, "choices": [],
                    "usage": {"prompt_tokens": 4, "completion_tokens": 16, "total_tokens": 20}})  # fmt: skip
     body = [b": OPENROUTER PROCESSING\r\n\n"]
-    body += [b"data: " + json.dumps(c).encode() + endings[i % len(endings)] for i, c in enumerate(chunks)]
+    body += [
+        b"data: " + json.dumps(c).encode() + endings[i % len(endings)] for i, c in enumerate(chunks)
+    ]
     return b"".join([*body, b"data: [DONE]\n\r\n"])
 
 
@@ -229,12 +259,17 @@ def mixed(replay_dir: Path) -> Path:
     return path
 
 
-def test_a_replay_with_mixed_line_endings_sends_each_event_on_its_own(replay_dir: Path, http: httpx.Client) -> None:
+def test_a_replay_with_mixed_line_endings_sends_each_event_on_its_own(
+    replay_dir: Path, http: httpx.Client
+) -> None:
     mixed = replay_dir / "mixed-complete-endings.sse"
     mixed.write_bytes(mixed_recording(COMPLETE_ENDINGS))
     options = {"replay": str(mixed), "tps": 20, "ttft_ms": 0, "jitter": 0}
-    with http.stream("POST", "/chat/completions", json={**request_for("sim/echo", stream=True),
-                                                         "model": "sim/replay", "sim": options}) as response:
+    with http.stream(
+        "POST",
+        "/chat/completions",
+        json={**request_for("sim/echo", stream=True), "model": "sim/replay", "sim": options},
+    ) as response:
         assert response.read() == mixed.read_bytes()  # byte for byte
     s = nito_nb.stream("x", model="sim/replay", sim=options)
     s.wait()
@@ -248,7 +283,9 @@ def test_a_replay_with_mixed_line_endings_sends_each_event_on_its_own(replay_dir
     assert len(set(times)) >= len(times) - 2
 
 
-def test_a_replay_with_mixed_line_endings_without_streaming(mixed: Path, http: httpx.Client, sdk: openai.OpenAI) -> None:
+def test_a_replay_with_mixed_line_endings_without_streaming(
+    mixed: Path, http: httpx.Client, sdk: openai.OpenAI
+) -> None:
     body = {**request_for("sim/replay", stream=False), "sim": {"replay": str(mixed), "speed": 0}}
     completion = http.post("/chat/completions", json=body).json()
     (choice,) = completion["choices"]

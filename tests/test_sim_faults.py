@@ -14,7 +14,12 @@ from nito_nb.sim._request import SimRequest, parse_request
 
 def _request(text: str, **sim: Any) -> SimRequest:
     parsed = parse_request(
-        {"model": "sim/chat", "messages": [{"role": "user", "content": text}], "stream": True, "sim": sim}
+        {
+            "model": "sim/chat",
+            "messages": [{"role": "user", "content": text}],
+            "stream": True,
+            "sim": sim,
+        }
     )
     assert isinstance(parsed, SimRequest)
     return parsed
@@ -31,7 +36,9 @@ def test_the_picks_are_deterministic_and_near_the_rate() -> None:
 
 def test_another_seed_picks_other_requests() -> None:
     def picks(seed: int) -> list[bool]:
-        return [_faults.picked_to_fail(_request(f"q{i}", fail_rate=0.5, seed=seed)) for i in range(200)]
+        return [
+            _faults.picked_to_fail(_request(f"q{i}", fail_rate=0.5, seed=seed)) for i in range(200)
+        ]
 
     assert picks(1) != picks(2)
 
@@ -43,25 +50,43 @@ def test_a_status_fault_is_an_http_error_then_the_answer(status: int) -> None:
     assert isinstance(reply, _reply.ErrorReply) and reply.status == status
     if status == 429:
         assert reply.headers["Retry-After"] == "0.25"
-    assert isinstance(_scenarios.scenario(request, 0, seen=1), _reply.StreamReply)  # fail_attempts = 1
+    # fail_attempts = 1
+    assert isinstance(_scenarios.scenario(request, 0, seen=1), _reply.StreamReply)
 
 
 def test_fail_attempts_keeps_failing() -> None:
     request = _request("x", fail_rate=1, fail_attempts=3)
-    assert [isinstance(_scenarios.scenario(request, 0, seen=n), _reply.ErrorReply) for n in range(4)] == [True] * 3 + [False]
+    assert [
+        isinstance(_scenarios.scenario(request, 0, seen=n), _reply.ErrorReply) for n in range(4)
+    ] == [True] * 3 + [False]
 
 
 def test_options_are_validated() -> None:
-    for bad in ({"fail_rate": 1.5}, {"fail_status": 200}, {"fail_status": "boom"}, {"fail_rate": -1}):
+    for bad in (
+        {"fail_rate": 1.5},
+        {"fail_status": 200},
+        {"fail_status": "boom"},
+        {"fail_rate": -1},
+    ):
         with pytest.raises(_options.OptionError):
             _options.parse_options(bad, {})
 
 
 def test_mid_stream_faults_over_loopback() -> None:
-    error = nito_nb.stream("x", model="sim/chat", raise_errors=False, sim={"fail_rate": 1, "fail_status": "error", "seed": 11})
+    error = nito_nb.stream(
+        "x",
+        model="sim/chat",
+        raise_errors=False,
+        sim={"fail_rate": 1, "fail_status": "error", "seed": 11},
+    )
     error.wait(raise_errors=False)
     assert error.status == "error" and error.content and error.error["code"] == 502
-    drop = nito_nb.stream("x", model="sim/chat", raise_errors=False, sim={"fail_rate": 1, "fail_status": "drop", "seed": 12})
+    drop = nito_nb.stream(
+        "x",
+        model="sim/chat",
+        raise_errors=False,
+        sim={"fail_rate": 1, "fail_status": "drop", "seed": 12},
+    )
     drop.wait(raise_errors=False)
     assert drop.status == "truncated" and drop.content
 

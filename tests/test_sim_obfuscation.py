@@ -12,14 +12,24 @@ import nito_nb
 
 
 def _chunks(stream: nito_nb.Stream) -> list[dict]:
-    return [json.loads(line[6:]) for line in stream.log.body.split(b"\n\n") if line.startswith(b"data: {")]
+    return [
+        json.loads(line[6:])
+        for line in stream.log.body.split(b"\n\n")
+        if line.startswith(b"data: {")
+    ]
 
 
 @pytest.mark.parametrize("model", ["sim/chat", "sim/tools", "sim/reasoning"])
 def test_every_chunk_ends_with_a_random_padding(model: str) -> None:
-    padded = nito_nb.stream("hi", model=model, sim={"obfuscation": True, "tps": 0},
-                            stream_options={"include_usage": True})
-    plain = nito_nb.stream("hi", model=model, sim={"tps": 0}, stream_options={"include_usage": True})
+    padded = nito_nb.stream(
+        "hi",
+        model=model,
+        sim={"obfuscation": True, "tps": 0},
+        stream_options={"include_usage": True},
+    )
+    plain = nito_nb.stream(
+        "hi", model=model, sim={"tps": 0}, stream_options={"include_usage": True}
+    )
     padded.wait()
     plain.wait()
     assert padded.status == "done" and not padded.anomalies
@@ -30,7 +40,10 @@ def test_every_chunk_ends_with_a_random_padding(model: str) -> None:
     assert max(map(len, paddings)) <= 15 and len({len(p) for p in paddings}) > 3  # random lengths
     # The answer is the same as without it.
     assert (padded.content, padded.reasoning, [c.arguments for c in padded.tool_calls]) == (
-        plain.content, plain.reasoning, [c.arguments for c in plain.tool_calls])
+        plain.content,
+        plain.reasoning,
+        [c.arguments for c in plain.tool_calls],
+    )
     assert len(chunks) == len(_chunks(plain))
 
 

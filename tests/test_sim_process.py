@@ -29,7 +29,10 @@ from nito_nb.sim._process import SimProcess
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Every test here starts a simulator process: `make check` leaves them to `make test`.
-pytestmark = [pytest.mark.skipif(os.name != "posix", reason="the simulator process needs POSIX"), pytest.mark.spawns]
+pytestmark = [
+    pytest.mark.skipif(os.name != "posix", reason="the simulator process needs POSIX"),
+    pytest.mark.spawns,
+]
 
 
 def _alive(pid: int) -> bool:
@@ -59,8 +62,15 @@ def test_a_simulator_process_serves_streams_and_ends_when_stopped() -> None:
     base_url = sim.start()
     try:
         assert sim.running and sim.pid != os.getpid()
-        assert httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {sim.api_key}"}).status_code == 200
-        stream = nito_nb.stream("hello", model="sim/echo", base_url=base_url, api_key=sim.api_key, sim={"tps": 0})
+        assert (
+            httpx.get(
+                f"{base_url}/models", headers={"Authorization": f"Bearer {sim.api_key}"}
+            ).status_code
+            == 200
+        )
+        stream = nito_nb.stream(
+            "hello", model="sim/echo", base_url=base_url, api_key=sim.api_key, sim={"tps": 0}
+        )
         assert stream.wait().content == "hello"
         assert "SimProcess running" in repr(sim)
     finally:
@@ -70,14 +80,16 @@ def test_a_simulator_process_serves_streams_and_ends_when_stopped() -> None:
 
 def test_the_simulator_process_ends_with_its_parent_even_a_killed_one(tmp_path: Path) -> None:
     script = tmp_path / "parent.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from nito_nb.sim import _process as _apart
         _apart.ensure_process()
         print(_apart._shared.pid, flush=True)
         time.sleep(120)
-    """))
+    """)
+    )
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
@@ -96,7 +108,8 @@ def test_the_simulator_process_ends_with_its_parent_even_a_killed_one(tmp_path: 
 def test_a_run_sends_its_sim_models_to_the_simulator_process_not_its_own(tmp_path: Path) -> None:
     # A fresh interpreter: which simulator ran is then the run's doing alone.
     script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(ROOT)!r})
         import nito_nb
@@ -112,12 +125,15 @@ def test_a_run_sends_its_sim_models_to_the_simulator_process_not_its_own(tmp_pat
         assert nito_nb.stream("x", model="sim/echo", sim={{"tps": 0}}).wait().content == "x"
         assert _server._shared is not None
         print("ok")
-    """))
+    """)
+    )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
-def test_a_run_to_the_simulator_process_sends_its_token_never_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_to_the_simulator_process_sends_its_token_never_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("NITO_API_KEY", "sk-never-for-the-simulator")
     with simulator_apart() as apart:
         assert apart is not None and apart.base_url.startswith("http://127.0.0.1:")
@@ -130,8 +146,9 @@ def test_a_run_to_the_simulator_process_sends_its_token_never_the_key(monkeypatc
     assert not target.startswith(apart.base_url)
 
 
-def sent_to_a_simulator_that_wants_a_key(make_engine: Callable[[Simulator], Any],
-                                         token: str | None = None) -> tuple[int | None, Any]:
+def sent_to_a_simulator_that_wants_a_key(
+    make_engine: Callable[[Simulator], Any], token: str | None = None
+) -> tuple[int | None, Any]:
     """(the HTTP status, the engine) of one sim/ request sent by ``make_engine(simulator)``'s
     workers, given a simulator that wants a key, and ``token`` as the key to send it: its sim/
     request is refused there (401) without the right one, which shows where it went, and answered
@@ -140,8 +157,14 @@ def sent_to_a_simulator_that_wants_a_key(make_engine: Callable[[Simulator], Any]
     with SimServer(api_key="sk-only-here") as url:
         engine = make_engine(Simulator(url, token))
         try:
-            request = Request(key="k", row=0, model="sim/echo", repeat=0,
-                              messages=[{"role": "user", "content": "hi"}], params={"sim": {"tps": 0}})
+            request = Request(
+                key="k",
+                row=0,
+                model="sim/echo",
+                repeat=0,
+                messages=[{"role": "user", "content": "hi"}],
+                params={"sim": {"tps": 0}},
+            )
             sent = asyncio.run(engine.send(request))
         finally:
             engine.close()
@@ -159,7 +182,8 @@ def test_processes_workers_send_sim_models_to_the_simulator_they_are_given() -> 
 
 
 def test_where_the_simulator_process_cannot_start_runs_use_the_in_process_one_with_one_warning(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(nito_nb, "_apart_failed", None)
     sim = SimProcess()
     monkeypatch.setattr(sys, "executable", "/bin/false")
@@ -170,18 +194,25 @@ def test_where_the_simulator_process_cannot_start_runs_use_the_in_process_one_wi
         raise RuntimeError("the simulator process did not start (test)")
 
     monkeypatch.setattr("nito_nb.sim.ensure_process", cannot)
-    with pytest.warns(RuntimeWarning, match=r"did not start \(test\); this run's sim/ models use the simulator in"):
+    with pytest.warns(
+        RuntimeWarning, match=r"did not start \(test\); this run's sim/ models use the simulator in"
+    ):
         here, apart = nito_nb._simulator_apart()
     assert not apart and here == Simulator(nito_nb.sim.ensure_server(), nito_nb.sim.token())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process
         assert nito_nb._simulator_apart() == (here, False)
-    run = nito_nb.run(["a"], model="sim/echo", rate=10, duration=0.1, progress=False, sim={"tps": 0})
+    run = nito_nb.run(
+        ["a"], model="sim/echo", rate=10, duration=0.1, progress=False, sim={"tps": 0}
+    )
     run.wait(timeout=60)
-    assert run.error is None and run.client.simulator  # the note then says the simulator's work counts
+    # the note then says the simulator's work counts
+    assert run.error is None and run.client.simulator
 
 
-def test_the_simulator_process_finds_the_parents_copy_of_nito_nb_and_never_holds_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_simulator_process_finds_the_parents_copy_of_nito_nb_and_never_holds_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A parent that found nito_nb through a sys.path entry of its own (a script's sys.path.insert)
     # gives its child that folder first, and keeps the PYTHONPATH it had.
     from nito_nb.sim._process import _child_env
@@ -196,7 +227,9 @@ def test_the_simulator_process_finds_the_parents_copy_of_nito_nb_and_never_holds
     assert _child_env()["PYTHONPATH"] == str(Path(nito_nb.__file__).resolve().parent.parent)
 
 
-def test_the_simulator_process_follows_a_changed_nito_sim_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_simulator_process_follows_a_changed_nito_sim_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The in-process simulator reads NITO_SIM_* at each request; the child has the environment it
     # was started with, so a changed setting starts a new one, which then uses it.
     from nito_nb.sim import _process as _apart
@@ -208,6 +241,11 @@ def test_the_simulator_process_follows_a_changed_nito_sim_setting(monkeypatch: p
     monkeypatch.setenv("NITO_SIM_TTFT_MS", "300")
     _apart.ensure_process()
     assert _apart._shared is not first and not first.running
-    stream = nito_nb.stream("x", model="sim/echo", base_url=_apart._shared.base_url, api_key=nito_nb.sim.token(),
-                            sim={"tps": 0}).wait()
+    stream = nito_nb.stream(
+        "x",
+        model="sim/echo",
+        base_url=_apart._shared.base_url,
+        api_key=nito_nb.sim.token(),
+        sim={"tps": 0},
+    ).wait()
     assert stream.ttft is not None and stream.ttft >= 0.3

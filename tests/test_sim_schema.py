@@ -26,7 +26,9 @@ from nito_nb.sim import _schema
 
 
 def validator(schema: Any) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    return jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 NAMES = st.sampled_from(["city", "name", "label", "score", "items", "note", "when", "a", "b", "é"])
@@ -55,7 +57,8 @@ def numbers(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["integer", "number"]))
     schema: dict[str, Any] = {"type": kind}
     low = draw(st.integers(-1000, 1000) | st.floats(-1e9, 1e9) | st.sampled_from([1e20, -1e300]))
-    span = max(draw(st.integers(4, 2000) | st.floats(4, 1e6)), abs(low) / 1000)  # wider than a float's step
+    # wider than a float's step
+    span = max(draw(st.integers(4, 2000) | st.floats(4, 1e6)), abs(low) / 1000)
     if draw(st.booleans()):
         schema["exclusiveMinimum" if draw(st.booleans()) else "minimum"] = low
     if draw(st.booleans()):
@@ -63,7 +66,10 @@ def numbers(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         steps = [1, 2, 5] if kind == "integer" else [0.5, 0.25, 2, 0.1]
         schema["multipleOf"] = draw(st.sampled_from(steps))
-        if "multipleOf" in schema and schema.get("maximum", schema.get("exclusiveMaximum")) is not None:
+        if (
+            "multipleOf" in schema
+            and schema.get("maximum", schema.get("exclusiveMaximum")) is not None
+        ):
             # a range wide enough to hold a multiple
             for key in ("maximum", "exclusiveMaximum"):
                 if key in schema:
@@ -76,7 +82,9 @@ LEAVES = (
     | numbers()
     | st.just({"type": "boolean"})
     | st.just({"type": "null"})
-    | st.lists(SCALAR, min_size=1, max_size=4, unique_by=lambda v: json.dumps(v)).map(lambda v: {"enum": v})
+    | st.lists(SCALAR, min_size=1, max_size=4, unique_by=lambda v: json.dumps(v)).map(
+        lambda v: {"enum": v}
+    )
     | SCALAR.map(lambda v: {"const": v})
     | st.just({})
 )
@@ -87,7 +95,9 @@ def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     def objects(draw: st.DrawFn) -> dict[str, Any]:
         properties = draw(st.dictionaries(NAMES, children, max_size=4))
         schema: dict[str, Any] = {"type": "object", "properties": properties}
-        schema["required"] = draw(st.lists(st.sampled_from(sorted(properties)), unique=True)) if properties else []
+        schema["required"] = (
+            draw(st.lists(st.sampled_from(sorted(properties)), unique=True)) if properties else []
+        )
         extra = draw(st.sampled_from(["absent", "false", "schema"]))
         if extra == "false":
             schema["additionalProperties"] = False
@@ -109,14 +119,26 @@ def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     @st.composite
     def tuples(draw: st.DrawFn) -> dict[str, Any]:
         prefix = draw(st.lists(children, min_size=1, max_size=3))
-        return {"type": "array", "prefixItems": prefix, "minItems": len(prefix), "maxItems": len(prefix)}
+        return {
+            "type": "array",
+            "prefixItems": prefix,
+            "minItems": len(prefix),
+            "maxItems": len(prefix),
+        }
 
     unions = st.lists(children, min_size=1, max_size=3).map(lambda branches: {"anyOf": branches})
     nullable = children.map(lambda s: {"anyOf": [s, {"type": "null"}]})
-    one_of_objects = st.lists(st.sampled_from(["cat", "dog", "fish"]), min_size=1, max_size=3, unique=True).map(
-        lambda kinds: {"oneOf": [{"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]}
-                                 for k in kinds]}  # a discriminated union, as pydantic emits one
+    one_of_objects = st.lists(
+        st.sampled_from(["cat", "dog", "fish"]), min_size=1, max_size=3, unique=True
+    ).map(
+        lambda kinds: {
+            "oneOf": [
+                {"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]}
+                for k in kinds
+            ]
+        }  # a discriminated union, as pydantic emits one
     )
+
     @st.composite
     def merged(draw: st.DrawFn) -> dict[str, Any]:
         # Parts that do not contradict each other (the module does not reconcile two parts that
@@ -146,7 +168,10 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
     definitions = draw(st.dictionaries(st.sampled_from(["A", "B", "C"]), SCHEMAS, max_size=3))
     definitions["Tree"] = {
         "type": "object",
-        "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}},
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
+        },
         "required": ["name", "children"],
     }
     refs = st.sampled_from(sorted(definitions)).map(lambda n: {"$ref": f"#/$defs/{n}"})
@@ -164,7 +189,9 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SCHEMAS | documents(), st.integers(0, 2**32))
-def test_the_value_made_validates_and_the_value_broken_does_not(schema: dict[str, Any], seed: int) -> None:
+def test_the_value_made_validates_and_the_value_broken_does_not(
+    schema: dict[str, Any], seed: int
+) -> None:
     _schema.check(schema)
     value = _schema.instance(schema, random.Random(seed))
     json.dumps(value, allow_nan=False)  # JSON, no NaN nor infinity
@@ -174,7 +201,15 @@ def test_the_value_made_validates_and_the_value_broken_does_not(schema: dict[str
     if broken:
         assert list(validator(schema).iter_errors(bad)), bad
     else:  # only when the schema takes a value of any type
-        for probe in (None, True, 4.5, 42, "not what the schema asks for", ["not", "this"], {"not": "this"}):
+        for probe in (
+            None,
+            True,
+            4.5,
+            42,
+            "not what the schema asks for",
+            ["not", "this"],
+            {"not": "this"},
+        ):
             assert validator(schema).is_valid(probe)
 
 
@@ -244,7 +279,9 @@ class Pet(pydantic.BaseModel):
 
 @pytest.mark.parametrize("model", [Verdict, Tree, Pet, Address])
 @pytest.mark.parametrize("strict", [False, True])
-def test_pydantic_reads_what_is_made_and_refuses_what_is_broken(model: type[pydantic.BaseModel], strict: bool) -> None:
+def test_pydantic_reads_what_is_made_and_refuses_what_is_broken(
+    model: type[pydantic.BaseModel], strict: bool
+) -> None:
     schema = to_strict_json_schema(model) if strict else model.model_json_schema()
     for seed in range(40):
         value = _schema.instance(schema, random.Random(seed))
@@ -262,5 +299,10 @@ def test_a_recursive_schema_ends_and_strings_are_words() -> None:
     while node.get("children"):
         depth, node = depth + 1, node["children"][0]
     assert depth <= _schema.DEPTH
-    made = _schema.instance({"type": "object", "properties": {"city": {"type": "string"}}}, random.Random(0))
-    assert made["city"] in ("Paris", "São Paulo", "Tokyo", "Zürich") or made["city"].replace(" ", "").isalpha()
+    made = _schema.instance(
+        {"type": "object", "properties": {"city": {"type": "string"}}}, random.Random(0)
+    )
+    assert (
+        made["city"] in ("Paris", "São Paulo", "Tokyo", "Zürich")
+        or made["city"].replace(" ", "").isalpha()
+    )

@@ -21,8 +21,12 @@ def _stamps(stream: nito_nb.Stream) -> list[tuple[int, int]]:
 
 
 def test_every_chunk_carries_its_send_time_on_the_clients_clock() -> None:
-    stream = nito_nb.stream("hi", model="sim/chat", sim={"stamp": True, "tps": 200, "ttft_ms": 20},
-                            stream_options={"include_usage": True})
+    stream = nito_nb.stream(
+        "hi",
+        model="sim/chat",
+        sim={"stamp": True, "tps": 200, "ttft_ms": 20},
+        stream_options={"include_usage": True},
+    )
     stream.wait()
     assert stream.status == "done" and not stream.anomalies  # an extra field is not an anomaly
     stamps = _stamps(stream)

@@ -27,7 +27,15 @@ import nito_nb
 from nito_nb import sim
 
 PROMPT = "Classify: you have won a prize, click here."
-WORDY = ["sim/chat", "sim/echo", "sim/reasoning", "sim/mistral", "sim/websearch", "sim/free", "sim/slow"]
+WORDY = [
+    "sim/chat",
+    "sim/echo",
+    "sim/reasoning",
+    "sim/mistral",
+    "sim/websearch",
+    "sim/free",
+    "sim/slow",
+]
 
 
 class Reason(pydantic.BaseModel):
@@ -68,7 +76,9 @@ def stream(model: str, response_format: Any, **kwargs: Any) -> nito_nb.Stream:
     return s
 
 
-def whole(http: httpx.Client, model: str, response_format: Any, **sim_options: Any) -> dict[str, Any]:
+def whole(
+    http: httpx.Client, model: str, response_format: Any, **sim_options: Any
+) -> dict[str, Any]:
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "stream": False,
             "response_format": response_format, "sim": {**QUICK, **sim_options}}  # fmt: skip
     response = http.post("/chat/completions", json=body)
@@ -84,7 +94,9 @@ def text_of(message: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize("model", WORDY)
-def test_json_object_makes_every_wordy_model_answer_a_json_object(http: httpx.Client, model: str) -> None:
+def test_json_object_makes_every_wordy_model_answer_a_json_object(
+    http: httpx.Client, model: str
+) -> None:
     s = stream(model, {"type": "json_object"})
     assert s.status == "done" and s.finish_reason == "stop"
     value = json.loads(s.content)
@@ -97,7 +109,9 @@ def test_json_object_makes_every_wordy_model_answer_a_json_object(http: httpx.Cl
 
 
 @pytest.mark.parametrize("model", WORDY)
-def test_json_schema_makes_every_wordy_model_answer_json_that_conforms(http: httpx.Client, model: str) -> None:
+def test_json_schema_makes_every_wordy_model_answer_json_that_conforms(
+    http: httpx.Client, model: str
+) -> None:
     s = stream(model, JSON_SCHEMA)
     value = json.loads(s.content)
     jsonschema.validate(value, SCHEMA)
@@ -116,7 +130,9 @@ def test_the_json_is_deterministic_per_seed_and_each_choice_has_its_own(http: ht
     assert len(choices) == 1 and choices[0]["message"]["content"] == one
     body = {"model": "sim/chat", "messages": [{"role": "user", "content": PROMPT}], "stream": False, "n": 3,
             "response_format": JSON_SCHEMA, "sim": {**QUICK, "seed": 5}}  # fmt: skip
-    texts = [c["message"]["content"] for c in http.post("/chat/completions", json=body).json()["choices"]]
+    texts = [
+        c["message"]["content"] for c in http.post("/chat/completions", json=body).json()["choices"]
+    ]
     assert texts[0] == one and len(set(texts)) == 3
     for text in texts:
         Verdict.model_validate_json(text)
@@ -141,17 +157,23 @@ def test_the_json_streams_in_small_pieces_at_the_usual_pace() -> None:
 def test_the_sdks_parse_gets_a_valid_object(sdk: openai.OpenAI) -> None:
     for model in ("sim/chat", "sim/reasoning", "sim/echo"):
         completion = sdk.chat.completions.parse(
-            model=model, messages=[{"role": "user", "content": PROMPT}], response_format=Verdict,
+            model=model,
+            messages=[{"role": "user", "content": PROMPT}],
+            response_format=Verdict,
             extra_body={"sim": QUICK},
         )
         parsed = completion.choices[0].message.parsed
         assert isinstance(parsed, Verdict) and parsed.label in ("spam", "ham")
 
 
-def test_the_sdks_stream_helper_sees_a_partial_object_grow_and_parses_it(sdk: openai.OpenAI) -> None:
+def test_the_sdks_stream_helper_sees_a_partial_object_grow_and_parses_it(
+    sdk: openai.OpenAI,
+) -> None:
     partial: list[str] = []
     with sdk.chat.completions.stream(
-        model="sim/chat", messages=[{"role": "user", "content": PROMPT}], response_format=Verdict,
+        model="sim/chat",
+        messages=[{"role": "user", "content": PROMPT}],
+        response_format=Verdict,
         extra_body={"sim": QUICK},
     ) as events:
         for event in events:
@@ -164,7 +186,9 @@ def test_the_sdks_stream_helper_sees_a_partial_object_grow_and_parses_it(sdk: op
     assert json.loads(partial[-1]) == json.loads(final.choices[0].message.content or "")
 
 
-def test_json_invalid_breaks_the_schema_and_without_one_the_syntax(http: httpx.Client, sdk: openai.OpenAI) -> None:
+def test_json_invalid_breaks_the_schema_and_without_one_the_syntax(
+    http: httpx.Client, sdk: openai.OpenAI
+) -> None:
     s = stream("sim/json-invalid", JSON_SCHEMA)
     value = json.loads(s.content)  # JSON, but not what the schema asks for
     assert s.status == "done" and s.finish_reason == "stop"
@@ -180,7 +204,9 @@ def test_json_invalid_breaks_the_schema_and_without_one_the_syntax(http: httpx.C
     assert json.loads(choice["message"]["content"]) == value
 
 
-def test_json_cut_stops_mid_object_with_finish_reason_length(http: httpx.Client, sdk: openai.OpenAI) -> None:
+def test_json_cut_stops_mid_object_with_finish_reason_length(
+    http: httpx.Client, sdk: openai.OpenAI
+) -> None:
     s = stream("sim/json-cut", JSON_SCHEMA)
     assert s.status == "done" and s.finish_reason == "length"
     full = stream("sim/chat", JSON_SCHEMA).content  # the same seed: the object it was cutting
@@ -204,13 +230,32 @@ def test_json_cut_stops_mid_object_with_finish_reason_length(http: httpx.Client,
         ({"type": "xml"}, "`response_format.type` must be"),
         ({"type": "json_schema"}, "`response_format.json_schema` is required"),
         ({"type": "json_schema", "json_schema": {"schema": SCHEMA}}, "json_schema.name"),
-        ({"type": "json_schema", "json_schema": {"name": "v", "schema": {"$ref": "#/$defs/Gone"}}},
-         "names nothing"),
-        ({"type": "json_schema", "json_schema": {"name": "v", "schema": {
-            "type": "object", "properties": {"me": {"$ref": "#"}}, "required": ["me"]}}}, "no finite"),
+        (
+            {
+                "type": "json_schema",
+                "json_schema": {"name": "v", "schema": {"$ref": "#/$defs/Gone"}},
+            },
+            "names nothing",
+        ),
+        (
+            {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "v",
+                    "schema": {
+                        "type": "object",
+                        "properties": {"me": {"$ref": "#"}},
+                        "required": ["me"],
+                    },
+                },
+            },
+            "no finite",
+        ),
     ],
 )
-def test_a_response_format_it_cannot_answer_is_a_400_that_says_why(response_format: Any, says: str) -> None:
+def test_a_response_format_it_cannot_answer_is_a_400_that_says_why(
+    response_format: Any, says: str
+) -> None:
     with pytest.raises(nito_nb.BadRequestError, match=f"HTTP 400: .*{says}") as caught:
         nito_nb.stream(PROMPT, model="sim/chat", sim=QUICK, response_format=response_format)
     assert "\n" not in str(caught.value)
@@ -218,10 +263,16 @@ def test_a_response_format_it_cannot_answer_is_a_400_that_says_why(response_form
 
 def test_a_response_format_that_is_not_an_object_is_a_400(http: httpx.Client) -> None:
     # (nito_nb's client refuses it before sending: another client's request reaches the simulator)
-    body = {"model": "sim/chat", "messages": [{"role": "user", "content": PROMPT}], "response_format": "json"}
+    body = {
+        "model": "sim/chat",
+        "messages": [{"role": "user", "content": PROMPT}],
+        "response_format": "json",
+    }
     response = http.post("/chat/completions", json=body)
     assert response.status_code == 400
-    assert response.json()["error"]["message"].startswith("`response_format` must be an object such as")
+    assert response.json()["error"]["message"].startswith(
+        "`response_format` must be an object such as"
+    )
 
 
 def test_text_and_no_response_format_answer_prose() -> None:

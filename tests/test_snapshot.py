@@ -41,7 +41,11 @@ def test_snapshot_tool_calls_are_copies_that_later_fragments_do_not_reach() -> N
         call = {"index": 0, "function": fn} | ({"id": "t1", "type": "function"} if name else {})
         import json
 
-        chunk = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+        chunk = {
+            "id": "c",
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"tool_calls": [call]}}],
+        }
         return f"data: {json.dumps(chunk)}\n\n".encode()
 
     source = nito_nb.StreamSource({"model": "m"})

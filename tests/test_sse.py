@@ -233,7 +233,11 @@ def test_an_error_line_is_read_as_an_error_event() -> None:
     # llama.cpp's server wrote mid-stream errors as "error: {json}" (no SSE field: the spec
     # would ignore it); every split gives the same event, on both of the decoder's paths.
     body = b'data: a\n\nerror: {"code":400}\n\ndata: [DONE]\n\n'
-    for parts in ([body], [body[i : i + 1] for i in range(len(body))], [body.replace(b"\n", b"\r\n")]):
+    for parts in (
+        [body],
+        [body[i : i + 1] for i in range(len(body))],
+        [body.replace(b"\n", b"\r\n")],
+    ):
         events = [(e.event, e.data) for e in decode_all(*parts)]
         assert events == [("message", "a"), ("error", '{"code":400}'), ("message", "[DONE]")]
 
@@ -311,8 +315,11 @@ def test_max_event_size_counts_the_whole_event_and_allows_exactly_the_limit() ->
         SSEDecoder(max_event_size=25).decode(b"junk" * 10 + b"\n")
 
 
-@given(body=sse_bodies(), cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=12),
-       limit=st.integers(min_value=1, max_value=120))
+@given(
+    body=sse_bodies(),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=12),
+    limit=st.integers(min_value=1, max_value=120),
+)
 @settings(max_examples=300, deadline=None)
 def test_any_split_stops_at_the_same_event(body: bytes, cuts: list[int], limit: int) -> None:
     def outcome(parts: list[bytes]) -> tuple[list[tuple], bool]:
@@ -339,8 +346,13 @@ def test_a_client_stream_stops_at_an_event_past_max_event_size(scripted: Scripte
 
     huge = chunk_line({"content": "x" * 5000})
     script = Script(
-        parts=[chunk_line({"role": "assistant", "content": "Hel"}), chunk_line({"content": "lo"}),
-               huge, chunk_line({}, finish="stop"), b"data: [DONE]\n\n"],
+        parts=[
+            chunk_line({"role": "assistant", "content": "Hel"}),
+            chunk_line({"content": "lo"}),
+            huge,
+            chunk_line({}, finish="stop"),
+            b"data: [DONE]\n\n",
+        ],
         delays=[0, 0, 0.2],  # the large event in a read of its own, after the others were read
     )
     base = scripted.add("too-large", script)
@@ -353,7 +365,12 @@ def test_a_client_stream_stops_at_an_event_past_max_event_size(scripted: Scripte
                 seen.append(chunk["choices"][0]["delta"]["content"])
         error = caught.value
         assert isinstance(error, nito_nb.StreamError) and error.stream is s
-        assert (error.limit, seen, s.content, s.status) == (1000, ["Hel", "lo"], "Hello", "truncated")
+        assert (error.limit, seen, s.content, s.status) == (
+            1000,
+            ["Hel", "lo"],
+            "Hello",
+            "truncated",
+        )
         assert "max_event_size" in str(error) and "kept in .stream" in str(error)
         assert [e.kind for e in s.log] == ["chunk", "chunk"]  # nothing of the large event is kept
         # Per stream: this call's limit, not the client's; it is not sent to the gateway.
@@ -373,8 +390,16 @@ def test_a_client_stream_stops_at_an_event_past_max_event_size(scripted: Scripte
 def test_an_async_stream_stops_at_an_event_past_max_event_size(scripted: ScriptedServer) -> None:
     from conftest import chunk_line
 
-    base = scripted.add("too-large-async", Script(parts=[
-        chunk_line({"content": "ok"}), chunk_line({"content": "y" * 3000}), b"data: [DONE]\n\n"]))
+    base = scripted.add(
+        "too-large-async",
+        Script(
+            parts=[
+                chunk_line({"content": "ok"}),
+                chunk_line({"content": "y" * 3000}),
+                b"data: [DONE]\n\n",
+            ]
+        ),
+    )
 
     async def main() -> nito_nb.AsyncStream:
         async with nito_nb.AsyncClient(api_key="sk-test-0123456789", base_url=base) as c:
@@ -384,7 +409,11 @@ def test_an_async_stream_stops_at_an_event_past_max_event_size(scripted: Scripte
             return s
 
     s = asyncio.run(main())
-    assert (s.content, s.status, type(s.exception)) == ("ok", "truncated", nito_nb.EventTooLargeError)
+    assert (s.content, s.status, type(s.exception)) == (
+        "ok",
+        "truncated",
+        nito_nb.EventTooLargeError,
+    )
 
 
 def test_nito_nb_stream_takes_max_event_size_on_the_simulator() -> None:
@@ -401,22 +430,34 @@ def test_a_saved_stream_stopped_at_a_large_event_loads_the_same(
 ) -> None:
     from conftest import chunk_line
 
-    base = scripted.add("too-large-saved", Script(parts=[
-        chunk_line({"content": "ok"}), chunk_line({"content": "z" * 3000}), b"data: [DONE]\n\n"]))
+    base = scripted.add(
+        "too-large-saved",
+        Script(
+            parts=[
+                chunk_line({"content": "ok"}),
+                chunk_line({"content": "z" * 3000}),
+                b"data: [DONE]\n\n",
+            ]
+        ),
+    )
     with nito_nb.Client(api_key="sk-test-0123456789", base_url=base, max_event_size=2000) as c:
         s = c.stream("hi", model="m", raise_errors=False).wait()
     assert isinstance(s.exception, nito_nb.EventTooLargeError)
     again = nito_nb.load(s.save(tmp_path / "run.jsonl"))
     assert (again.status, again.content, type(again.exception)) == (
-        "truncated", "ok", nito_nb.EventTooLargeError)
+        "truncated",
+        "ok",
+        nito_nb.EventTooLargeError,
+    )
     assert again.exception is not None and again.exception.message == s.exception.message
 
 
 def test_reply_keeps_the_calls_max_event_size(scripted: ScriptedServer) -> None:
     from conftest import chunk_line
 
-    base = scripted.add("too-large-reply", Script(parts=[
-        chunk_line({"content": "w" * 3000}), b"data: [DONE]\n\n"]))
+    base = scripted.add(
+        "too-large-reply", Script(parts=[chunk_line({"content": "w" * 3000}), b"data: [DONE]\n\n"])
+    )
     with nito_nb.Client(api_key="sk-test-0123456789", base_url=base, max_event_size=1000) as c:
         first = c.stream("hi", model="m", max_event_size=10_000)
         assert first.wait().status == "done"

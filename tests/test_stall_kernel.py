@@ -66,12 +66,16 @@ def _head_and_tail(kc: Any, stream: str = "_nito") -> tuple[str, str]:
         "text = lambda es: ''.join(e.chunk['choices'][0].get('delta', {}).get('content') or '' for e in es)\n"
         "print(json.dumps([text(ev[:cut]), text(ev[cut:])]))"
     )
-    out = "".join(m["content"].get("text", "") for m in _execute(kc, code) if m["msg_type"] == "stream")
+    out = "".join(
+        m["content"].get("text", "") for m in _execute(kc, code) if m["msg_type"] == "stream"
+    )
     head, tail = json.loads(out)
     return head, tail
 
 
-def _stall_window(pages: list[tuple[float, str]], head: str, tail: str) -> tuple[float, float, float]:
+def _stall_window(
+    pages: list[tuple[float, str]], head: str, tail: str
+) -> tuple[float, float, float]:
     """(first text of the head shown, whole head shown, first tail text shown): arrival times."""
     flat = [(at, " ".join(page.split())) for at, page in pages]  # outputs are separate blocks
     head, tail = " ".join(head.split()), " ".join(tail.split())
@@ -105,7 +109,10 @@ def _assert_stall_shown(pages: list[tuple[float, str]], head: str, tail: str) ->
     assert max(gaps) <= STALL_S / 6, gaps
 
 
-def test_a_stall_keeps_the_text_shown_and_the_clock_moving(tmp_path: Path, kernel_env: None) -> None:  # noqa: F811
+def test_a_stall_keeps_the_text_shown_and_the_clock_moving(
+    tmp_path: Path,
+    kernel_env: None,  # noqa: F811
+) -> None:
     # 100 tokens a second: the head's last chunks come between two renders (not in one read).
     sim = json.dumps({"stall_s": STALL_S, "tps": 100})
     with _kernel(tmp_path) as (_km, kc):
@@ -115,7 +122,10 @@ def test_a_stall_keeps_the_text_shown_and_the_clock_moving(tmp_path: Path, kerne
     _assert_stall_shown(_pages(seen), head, tail)
 
 
-def test_a_stall_keeps_the_grid_current_and_its_clock_moving(tmp_path: Path, kernel_env: None) -> None:  # noqa: F811
+def test_a_stall_keeps_the_grid_current_and_its_clock_moving(
+    tmp_path: Path,
+    kernel_env: None,  # noqa: F811
+) -> None:
     # Two models side by side; the grid is a sink of the same pipeline as one model (its own
     # Throttle and refresh thread): during sim/stall's pause its column shows what came before the
     # pause long before the pause ends, and its clock moves, while the other model has finished.
@@ -125,7 +135,12 @@ def test_a_stall_keeps_the_grid_current_and_its_clock_moving(tmp_path: Path, ker
         head, tail = _head_and_tail(kc, "_nito[0]")
     assert head.strip() and tail.strip()
     columns = [
-        (at, msg["content"]["data"]["text/plain"].split("== sim/stall ==", 1)[1].split("== sim/echo ==", 1)[0])
+        (
+            at,
+            msg["content"]["data"]["text/plain"]
+            .split("== sim/stall ==", 1)[1]
+            .split("== sim/echo ==", 1)[0],
+        )
         for at, msg in seen
         if msg["msg_type"] in ("display_data", "update_display_data")
         and "== sim/stall ==" in msg["content"]["data"].get("text/plain", "")

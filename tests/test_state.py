@@ -21,7 +21,11 @@ SNAPSHOT_TAKERS = 3
 
 
 def _event(delta: dict[str, str]) -> bytes:
-    body = {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    body = {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
@@ -82,13 +86,19 @@ def stress(state: StreamState, body: bytes, content: str, reasoning: str) -> lis
             if numbers != list(range(len(numbers))) or snap.n_chunks != len(numbers):
                 problems.append(f"torn: fragments {numbers[-3:]}, {snap.n_chunks} chunks")
             if snap.n_token_chunks != snap.n_chunks or "\ufffd" in text:
-                problems.append(f"half a fragment: {text[-12:]!r}, {snap.n_token_chunks} token chunks")
+                problems.append(
+                    f"half a fragment: {text[-12:]!r}, {snap.n_token_chunks} token chunks"
+                )
             if not (content.startswith(snap.content) and reasoning.startswith(snap.reasoning)):
-                problems.append(f"not what was sent: {snap.content[-12:]!r} / {snap.reasoning[-12:]!r}")
+                problems.append(
+                    f"not what was sent: {snap.content[-12:]!r} / {snap.reasoning[-12:]!r}"
+                )
             with state.lock:
                 logged, n_events = state.log.body, len(state.log)
             if not body.startswith(logged) or n_events < snap.n_chunks:
-                problems.append(f"log: {len(logged)} bytes, {n_events} events, {snap.n_chunks} chunks")
+                problems.append(
+                    f"log: {len(logged)} bytes, {n_events} events, {snap.n_chunks} chunks"
+                )
 
     takers = [threading.Thread(target=take) for _ in range(SNAPSHOT_TAKERS)]
     feeders = [threading.Thread(target=feed, args=(k,)) for k in range(FEEDERS)]
@@ -102,7 +112,9 @@ def stress(state: StreamState, body: bytes, content: str, reasoning: str) -> lis
     return problems
 
 
-def test_reads_in_odd_splits_from_several_threads_lose_and_tear_nothing(switch_every_microsecond: None) -> None:
+def test_reads_in_odd_splits_from_several_threads_lose_and_tear_nothing(
+    switch_every_microsecond: None,
+) -> None:
     body, content, reasoning = _body()
     state = StreamState({"model": "m"})
     problems = stress(state, body, content, reasoning)
@@ -138,9 +150,18 @@ def test_fail_http_redacts_the_key_and_new_attempt_keeps_the_clock() -> None:
     state = StreamState({"model": "m"})
     t0 = state.log.t0_ns
     state.protect(key)
-    error = state.fail_http(429, {"retry-after": "2", "x-echo": key}, f'{{"error": {{"message": "slow, {key}"}}}}'.encode(), t0 + 5)
+    error = state.fail_http(
+        429,
+        {"retry-after": "2", "x-echo": key},
+        f'{{"error": {{"message": "slow, {key}"}}}}'.encode(),
+        t0 + 5,
+    )
     assert state.status == "failed" and state.exception is error and error.retry_after == 2  # type: ignore[attr-defined]
-    assert key not in str(error) and key.encode() not in state.log.body and "x-echo" not in state.log.headers
+    assert (
+        key not in str(error)
+        and key.encode() not in state.log.body
+        and "x-echo" not in state.log.headers
+    )
     state.new_attempt()
     assert state.status == "waiting" and state.exception is None and len(state.log) == 0
     assert state.log.attempts == 2 and state.log.t0_ns == t0

@@ -27,14 +27,21 @@ def test_a_source_fed_bytes_by_hand_gives_a_whole_stream(tmp_path: Path) -> None
     source.stream.on_done(lambda s: ended.append(s.status))
     t0 = time.perf_counter_ns()
     source.start(t0)
-    source.set_response(200, {"content-type": "text/event-stream", "set-cookie": "a=b"}, t0 + 5_000_000)
+    source.set_response(
+        200, {"content-type": "text/event-stream", "set-cookie": "a=b"}, t0 + 5_000_000
+    )
     body = b"".join(HELLO)
     for i, at in enumerate(range(0, len(body), 40)):  # reads that cut events anywhere
         source.feed(body[at : at + 40], t0 + (10 + i) * 1_000_000)
     assert ended == []
     source.end(t0 + 40_000_000)
     s = source.stream
-    assert (s.content, s.status, s.finish_reason, s.usage["total_tokens"]) == ("Hello wörld", "done", "stop", 5)
+    assert (s.content, s.status, s.finish_reason, s.usage["total_tokens"]) == (
+        "Hello wörld",
+        "done",
+        "stop",
+        5,
+    )
     assert ended == ["done"] and s.ttfb == pytest.approx(0.005) and 0.01 <= s.ttft <= 0.04
     assert "set-cookie" not in s.log.headers  # a credential header is never kept
     assert s.frame().nito.text().iloc[0] == "Hello wörld"
@@ -46,11 +53,20 @@ def test_a_source_says_a_refusal_and_redacts_the_key_it_is_given() -> None:
     key = "sk-mine-0123456789"
     source = nito_nb.StreamSource(REQUEST, raise_errors=False)
     source.protect(key)
-    error = source.fail_http(401, {"content-type": "application/json"},
-                             json.dumps({"error": {"message": f"bad key {key}"}}).encode(), time.perf_counter_ns())
+    error = source.fail_http(
+        401,
+        {"content-type": "application/json"},
+        json.dumps({"error": {"message": f"bad key {key}"}}).encode(),
+        time.perf_counter_ns(),
+    )
     s = source.stream
     assert isinstance(error, nito_nb.AuthenticationError) and error.stream is s
-    assert s.status == "failed" and s.exception is error and key not in str(error) and key not in s.log.body.decode()
+    assert (
+        s.status == "failed"
+        and s.exception is error
+        and key not in str(error)
+        and key not in s.log.body.decode()
+    )
 
 
 def _open(base: str) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, int]:
@@ -58,12 +74,18 @@ def _open(base: str) -> tuple[http.client.HTTPConnection, http.client.HTTPRespon
     url = urlsplit(base)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
     sent = time.perf_counter_ns()
-    conn.request("POST", f"{url.path}/chat/completions", body=json.dumps({**REQUEST, "stream": True}),
-                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+    conn.request(
+        "POST",
+        f"{url.path}/chat/completions",
+        body=json.dumps({**REQUEST, "stream": True}),
+        headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+    )
     return conn, conn.getresponse(), sent
 
 
-def _live(response: http.client.HTTPResponse, conn: http.client.HTTPConnection, sent: int) -> nito_nb.StreamSource:
+def _live(
+    response: http.client.HTTPResponse, conn: http.client.HTTPConnection, sent: int
+) -> nito_nb.StreamSource:
     source = nito_nb.StreamSource(REQUEST)
     source.start(sent)
     source.set_response(response.status, response.getheaders(), time.perf_counter_ns())
@@ -76,7 +98,9 @@ def _live(response: http.client.HTTPResponse, conn: http.client.HTTPConnection, 
     return source
 
 
-def test_a_live_body_from_a_users_client_is_iterated_as_it_arrives(scripted: ScriptedServer) -> None:
+def test_a_live_body_from_a_users_client_is_iterated_as_it_arrives(
+    scripted: ScriptedServer,
+) -> None:
     base = scripted.add("mine", Script(parts=HELLO, delays=[0, 0, 0.4, 0, 0, 0]))
     conn, response, sent = _open(base)
     source = _live(response, conn, sent)
@@ -93,7 +117,10 @@ def test_a_live_body_from_a_users_client_is_iterated_as_it_arrives(scripted: Scr
 
 
 def test_closing_a_live_stream_of_a_users_source_cuts_its_read(scripted: ScriptedServer) -> None:
-    parts = [chunk_line({"role": "assistant", "content": "before"}), chunk_line({"content": "never"})]
+    parts = [
+        chunk_line({"role": "assistant", "content": "before"}),
+        chunk_line({"content": "never"}),
+    ]
     base = scripted.add("mine-slow", Script(parts=parts, delays=[0, 30]))
     conn, response, sent = _open(base)
     s = _live(response, conn, sent).stream

@@ -53,7 +53,9 @@ def ask(model: str = "sim/chat", schema: Any = Verdict, **kwargs: Any) -> nito_n
 def test_a_pydantic_schema_sends_json_schema_strict_and_parses_to_the_model() -> None:
     s = ask()
     assert s.request["params"]["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "Verdict", "schema": SCHEMA, "strict": True}}
+        "type": "json_schema",
+        "json_schema": {"name": "Verdict", "schema": SCHEMA, "strict": True},
+    }
     assert s.status == "done"
     assert isinstance(s.parsed, Verdict) and s.parse_error is None
     assert s.parsed == Verdict.model_validate_json(s.content)
@@ -62,7 +64,11 @@ def test_a_pydantic_schema_sends_json_schema_strict_and_parses_to_the_model() ->
 def test_a_dict_schema_parses_to_a_dict_checked_by_jsonschema() -> None:
     s = ask(schema=SCHEMA)
     assert s.request["params"]["response_format"]["json_schema"]["name"] == "Verdict"  # its title
-    assert isinstance(s.parsed, dict) and s.parsed["label"] in ("spam", "ham") and s.parse_error is None
+    assert (
+        isinstance(s.parsed, dict)
+        and s.parsed["label"] in ("spam", "ham")
+        and s.parse_error is None
+    )
 
 
 def test_astream_takes_a_schema_too() -> None:
@@ -114,10 +120,13 @@ def test_reply_keeps_the_pydantic_schema() -> None:
     assert isinstance(again.parsed, Verdict)
 
 
-@pytest.mark.parametrize(("schema", "says"), [
-    (42, "schema= takes a pydantic model class or a JSON-schema dict, not int"),
-    (Reason(text="abc", weight=1), "not Reason"),  # an instance, not the class
-])
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        (42, "schema= takes a pydantic model class or a JSON-schema dict, not int"),
+        (Reason(text="abc", weight=1), "not Reason"),  # an instance, not the class
+    ],
+)
 def test_a_wrong_schema_is_one_line(schema: Any, says: str) -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="schema= takes") as caught:
         nito_nb.stream(PROMPT, model="sim/chat", schema=schema)
@@ -126,32 +135,40 @@ def test_a_wrong_schema_is_one_line(schema: Any, says: str) -> None:
 
 def test_schema_and_response_format_together_are_refused() -> None:
     with pytest.raises(nito_nb.ConfigurationError, match="schema= or response_format=, not both"):
-        nito_nb.stream(PROMPT, model="sim/chat", schema=Verdict, response_format={"type": "json_object"})
+        nito_nb.stream(
+            PROMPT, model="sim/chat", schema=Verdict, response_format={"type": "json_object"}
+        )
 
 
 def test_openais_own_wrapper_is_taken_as_it_is() -> None:
     wrapper = {"name": "my verdict!", "schema": SCHEMA, "strict": True}
-    assert schema_of(wrapper).response_format()["json_schema"] == {"name": "my_verdict_", "schema": SCHEMA,
-                                                                   "strict": True}
+    assert schema_of(wrapper).response_format()["json_schema"] == {
+        "name": "my_verdict_",
+        "schema": SCHEMA,
+        "strict": True,
+    }
     assert schema_in({"params": {"response_format": {"type": "json_object"}}}) is None
 
 
 # -- the partial parse --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "path"), [
-    ("", None),
-    ('{"a": 1', ("a",)),  # a number may go on
-    ('{"a": 1,', ()),
-    ('{"a": "x"', ()),
-    ('{"a": ', ("a",)),
-    ('{"lab', ()),  # a key being typed: no field yet
-    ('{"a": 1, "b": "he', ("b",)),
-    ('{"r": ["x", "y', ("r", 1)),
-    ('{"r": {"q": "x"', ("r",)),
-    ('{"a": "\\"}', ("a",)),  # an escaped quote does not end the string
-    ('{"a": 1}', None),
-])
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("", None),
+        ('{"a": 1', ("a",)),  # a number may go on
+        ('{"a": 1,', ()),
+        ('{"a": "x"', ()),
+        ('{"a": ', ("a",)),
+        ('{"lab', ()),  # a key being typed: no field yet
+        ('{"a": 1, "b": "he', ("b",)),
+        ('{"r": ["x", "y', ("r", 1)),
+        ('{"r": {"q": "x"', ("r",)),
+        ('{"a": "\\"}', ("a",)),  # an escaped quote does not end the string
+        ('{"a": 1}', None),
+    ],
+)
 def test_open_path(text: str, path: Any) -> None:
     assert open_path(text) == path
 
@@ -196,7 +213,9 @@ def test_magic_schema_in_a_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert '<details class="nito-raw">' in final[-1]["text/html"]
 
     def said(cell: int) -> str:
-        return "".join(str(o.get("text", "")) + str(o.get("evalue", "")) for o in nb.cells[cell].outputs)
+        return "".join(
+            str(o.get("text", "")) + str(o.get("evalue", "")) for o in nb.cells[cell].outputs
+        )
 
     assert "--schema Nothing: no such name in the namespace" in said(3)
     assert "--json asks for any JSON object, --schema for one schema's" in said(4)
@@ -215,9 +234,16 @@ HOSTILE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "<img src=x onerror=alert(1)>": {"type": "string", "enum": ["<script>alert(1)</script>"]},
-        "label": {"type": "string", "enum": ['"><svg onload=alert(1)>', "[x](javascript:alert(1))"]},
-        "items": {"type": "array", "minItems": 2, "maxItems": 2,
-                  "items": {"type": "string", "const": "<iframe src=javascript:alert(1)>"}},
+        "label": {
+            "type": "string",
+            "enum": ['"><svg onload=alert(1)>', "[x](javascript:alert(1))"],
+        },
+        "items": {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 2,
+            "items": {"type": "string", "const": "<iframe src=javascript:alert(1)>"},
+        },
     },
     "required": ["<img src=x onerror=alert(1)>", "label", "items"],
 }
@@ -245,7 +271,9 @@ def shown_live(model: str, schema: Any, **sim: Any) -> tuple[nito_nb.Stream, lis
     from nito_nb._display import LiveDisplay
 
     page = Page()
-    s = nito_nb.stream(PROMPT, model=model, schema=schema, sim={**QUICK, "tps": 40, **sim}, raise_errors=False)
+    s = nito_nb.stream(
+        PROMPT, model=model, schema=schema, sim={**QUICK, "tps": 40, **sim}, raise_errors=False
+    )
     display = LiveDisplay(s, max_rate=1000, display=page)
     for _ in s:
         display.update()
@@ -259,12 +287,21 @@ def test_the_live_view_shows_the_object_growing_with_the_field_being_written_mar
     writing = [b["text/plain"] for b in structured if b["text/plain"].startswith("✎ Verdict")]
     assert writing, "no live frame of the object"
     # Fields as they complete: label shown before reasons arrived; the one being written marked.
-    assert any('label: "' in t and re.search(r"^reasons( ✎)?: …$", t, re.M) for t in writing), writing
+    assert any('label: "' in t and re.search(r"^reasons( ✎)?: …$", t, re.M) for t in writing), (
+        writing
+    )
     assert any("✎:" in t or "✎: " in t for t in writing)
-    assert all(" nito-writing" in b["text/html"] for b in structured if b["text/plain"].startswith("✎ Verdict: writing"))
+    assert all(
+        " nito-writing" in b["text/html"]
+        for b in structured
+        if b["text/plain"].startswith("✎ Verdict: writing")
+    )
     # While streaming the raw JSON's tail shows; at the end it is one click away.
     last = structured[-1]
-    assert last["text/plain"].startswith("✓ Verdict") and '<details class="nito-raw">' in last["text/html"]
+    assert (
+        last["text/plain"].startswith("✓ Verdict")
+        and '<details class="nito-raw">' in last["text/html"]
+    )
     assert f"raw JSON ({len(s.content):,} characters)" in last["text/plain"]
     assert "<details" not in structured[0]["text/html"]
 
@@ -275,9 +312,13 @@ def test_the_end_of_an_invalid_answer_lists_errors_by_field_and_keeps_the_raw_te
     assert final["text/plain"].startswith("✗ not a valid Verdict: ")
     path = s.parse_error.errors[0].path
     assert f"{path}: " in final["text/plain"] and '<ul class="nito-errors"' in final["text/html"]
-    assert '<details class="nito-raw" open>' in final["text/html"] and s.content in final["text/plain"]
+    assert (
+        '<details class="nito-raw" open>' in final["text/html"] and s.content in final["text/plain"]
+    )
     whole = s._repr_mimebundle_()  # the saved output: the same view
-    assert "✗ not a valid Verdict" in whole["text/plain"] and "nito-structured" in whole["text/html"]
+    assert (
+        "✗ not a valid Verdict" in whole["text/plain"] and "nito-structured" in whole["text/html"]
+    )
 
 
 def test_hostile_strings_in_field_names_and_values_stay_inert_live_and_at_the_end() -> None:
@@ -308,25 +349,48 @@ def test_a_run_with_a_schema_gains_parsed_valid_parse_error_and_a_column_per_fie
     import pandas as pd
 
     emails = pd.DataFrame({"email": ["win money now", "lunch at noon?", "cheap pills"]})
-    run = nito_nb.run(emails, template="Classify: {email}", model=["sim/chat", "sim/json-invalid"], schema=Verdict,
-                      sim=QUICK, progress=False)
+    run = nito_nb.run(
+        emails,
+        template="Classify: {email}",
+        model=["sim/chat", "sim/json-invalid"],
+        schema=Verdict,
+        sim=QUICK,
+        progress=False,
+    )
     run.wait()
     results = run.results()
-    assert list(results.columns[-6:]) == ["parsed", "valid", "parse_error", "out.label", "out.confidence",
-                                          "out.reasons"]
+    assert list(results.columns[-6:]) == [
+        "parsed",
+        "valid",
+        "parse_error",
+        "out.label",
+        "out.confidence",
+        "out.reasons",
+    ]
     good = results[results["model"] == "sim/chat"]
     bad = results[results["model"] == "sim/json-invalid"]
     assert good["valid"].tolist() == [True] * 3 and good["parse_error"].isna().all()
     assert all(isinstance(v, Verdict) for v in good["parsed"])
     assert set(good["out.label"]) <= {"spam", "ham"} and str(good["out.label"].dtype) == "string"
     assert str(good["out.confidence"].dtype) == "Float64"
-    assert all(isinstance(r, list) and isinstance(r[0], dict) for r in good["out.reasons"])  # nested: as dicts
-    assert bad["valid"].tolist() == [False] * 3 and bad["parsed"].isna().all() and bad["out.label"].isna().all()
-    assert all(not e.startswith("(root)") for e in bad["parse_error"])  # a field path, not the whole
+    # nested: as dicts
+    assert all(isinstance(r, list) and isinstance(r[0], dict) for r in good["out.reasons"])
+    assert (
+        bad["valid"].tolist() == [False] * 3
+        and bad["parsed"].isna().all()
+        and bad["out.label"].isna().all()
+    )
+    # a field path, not the whole
+    assert all(not e.startswith("(root)") for e in bad["parse_error"])
     summary = run.summary()
-    assert summary.loc["sim/chat", "valid_share"] == 1.0 and summary.loc["sim/json-invalid", "valid_share"] == 0.0
+    assert (
+        summary.loc["sim/chat", "valid_share"] == 1.0
+        and summary.loc["sim/json-invalid", "valid_share"] == 0.0
+    )
     # The requests carried the schema's response_format (JSON: any engine's worker and the store's key take it).
-    assert all(r.params["response_format"]["json_schema"]["schema"] == SCHEMA for r in run.plan.requests)
+    assert all(
+        r.params["response_format"]["json_schema"]["schema"] == SCHEMA for r in run.plan.requests
+    )
 
 
 def test_a_run_without_a_schema_keeps_its_columns() -> None:
@@ -340,12 +404,27 @@ def test_map_with_a_schema_returns_the_objects_also_from_a_store(tmp_path: Path)
     import pandas as pd
 
     emails = pd.Series(["win money now", "lunch at noon?"], index=["a", "b"])
-    first = nito_nb.map(emails, model="sim/chat", schema=Verdict, store=str(tmp_path / "store"), sim=QUICK,
-                        progress=False)
+    first = nito_nb.map(
+        emails,
+        model="sim/chat",
+        schema=Verdict,
+        store=str(tmp_path / "store"),
+        sim=QUICK,
+        progress=False,
+    )
     assert first.dtype == object and list(first.index) == ["a", "b"]
     assert all(isinstance(v, Verdict) for v in first)
-    again = nito_nb.map(emails, model="sim/chat", schema=Verdict, store=str(tmp_path / "store"), sim=QUICK,
-                        progress=False)
-    assert nito_nb.last().skipped and list(again) == list(first)  # read back from the store, checked again
-    invalid = nito_nb.map(emails, model="sim/json-invalid", schema=SCHEMA, sim=QUICK, progress=False)
+    again = nito_nb.map(
+        emails,
+        model="sim/chat",
+        schema=Verdict,
+        store=str(tmp_path / "store"),
+        sim=QUICK,
+        progress=False,
+    )
+    # read back from the store, checked again
+    assert nito_nb.last().skipped and list(again) == list(first)
+    invalid = nito_nb.map(
+        emails, model="sim/json-invalid", schema=SCHEMA, sim=QUICK, progress=False
+    )
     assert invalid.isna().all()

@@ -45,11 +45,17 @@ def test_a_blocked_run_loop_does_not_move_the_arrival_times() -> None:
     # longer than the silence: the rest arrives while nothing on the loop can run. Its recorded
     # arrival must still be the moment the bytes came, not the moment the loop read them.
     silence, block = 1.0, 1.6
-    run = nito_nb.run(["hi"], model="sim/stall", sim={"stamp": True, "stall_s": silence, "tps": 0},
-                      progress=False, concurrency=1)
+    run = nito_nb.run(
+        ["hi"],
+        model="sim/stall",
+        sim={"stamp": True, "stall_s": silence, "tps": 0},
+        progress=False,
+        concurrency=1,
+    )
     deadline = time.monotonic() + 30
     seen, since = 0, time.monotonic()
-    while not seen or time.monotonic() - since < silence / 4:  # inside the silence: all first chunks read
+    # inside the silence: all first chunks read
+    while not seen or time.monotonic() - since < silence / 4:
         assert time.monotonic() < deadline and not run.done, "the stream never started"
         n = sum(s.n_chunks for s in list(run._dispatcher.in_flight.values()))
         if n != seen:
@@ -65,7 +71,9 @@ def test_a_blocked_run_loop_does_not_move_the_arrival_times() -> None:
     assert len(errors) > 30 and min(errors) > -block / 1000 * 1e9
     # The bytes after the silence came about `block - silence` s before the loop could read them:
     # a stamp taken by the reader would be that late. Bound: a quarter of the block.
-    assert max(errors) < block / 4 * 1e9, f"worst error {max(errors) / 1e6:.0f} ms after a {block} s block"
+    assert max(errors) < block / 4 * 1e9, (
+        f"worst error {max(errors) / 1e6:.0f} ms after a {block} s block"
+    )
 
 
 @linux_only
@@ -75,7 +83,9 @@ def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> Non
 
     async def main() -> Any:
         client = AsyncClient()  # its own httpx client per stream, with the stamping transport
-        stream = client.stream("hi", model="sim/stall", sim={"stamp": True, "stall_s": silence, "tps": 0})
+        stream = client.stream(
+            "hi", model="sim/stall", sim={"stamp": True, "stall_s": silence, "tps": 0}
+        )
         blocked = False
         async for _ in stream:
             if not blocked:
@@ -98,7 +108,9 @@ def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> Non
     assert stream.status == "done"
     errors = _errors(stream)
     assert len(errors) > 30 and min(errors) > -block / 1000 * 1e9
-    assert max(errors) < block / 4 * 1e9, f"worst error {max(errors) / 1e6:.0f} ms after a {block} s block"
+    assert max(errors) < block / 4 * 1e9, (
+        f"worst error {max(errors) / 1e6:.0f} ms after a {block} s block"
+    )
 
 
 def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
@@ -106,8 +118,12 @@ def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
         http = None if stamping else httpx.AsyncClient()
         client = AsyncClient(http_client=http)
         try:
-            stream = client.stream("hi", model="sim/tools", sim={"tps": 0, "seed": 3},
-                                   stream_options={"include_usage": True})
+            stream = client.stream(
+                "hi",
+                model="sim/tools",
+                sim={"tps": 0, "seed": 3},
+                stream_options={"include_usage": True},
+            )
             await stream.wait()
             return stream, stream._body
         finally:
@@ -119,7 +135,9 @@ def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
     assert isinstance(ours_body, PushedBody) and default_body.args[1] is time.perf_counter_ns
     assert ours.status == default.status == "done"
     assert [e.kind for e in ours.log] == [e.kind for e in default.log]  # whatever reads the socket
-    assert [(c.name, c.arguments) for c in ours.tool_calls] == [(c.name, c.arguments) for c in default.tool_calls]
+    assert [(c.name, c.arguments) for c in ours.tool_calls] == [
+        (c.name, c.arguments) for c in default.tool_calls
+    ]
     assert ours.n_chunks == default.n_chunks and ours.usage == default.usage and not ours.anomalies
     assert ours.ttfb <= ours.ttft <= ours.elapsed  # one clock: the socket reads' times
 
@@ -127,7 +145,9 @@ def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
 def test_a_silent_stream_times_out_between_chunks_through_the_transport() -> None:
     async def main() -> Any:
         client = AsyncClient(timeout={"between_chunks": 0.3})
-        stream = client.stream("hi", model="sim/stall", sim={"stall_s": 30, "tps": 0}, raise_errors=False)
+        stream = client.stream(
+            "hi", model="sim/stall", sim={"stall_s": 30, "tps": 0}, raise_errors=False
+        )
         started = time.monotonic()
         await stream.wait()
         return stream, time.monotonic() - started
@@ -155,14 +175,17 @@ def test_a_refused_connection_is_a_typed_error() -> None:
     assert f"127.0.0.1:{port}" in str(error)
 
 
-def test_httpxs_own_transport_when_the_environment_sets_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_httpxs_own_transport_when_the_environment_sets_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A transport given to httpx turns its proxy settings off: with a proxy, httpx's own is kept.
     assert stamping_allowed()
     before = AsyncClient()  # the environment is read when a client is made, as httpx does
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert not stamping_allowed()
     http = AsyncClient()._new_http()
-    assert http._mounts and not isinstance(http._transport, StampingTransport)  # httpx routes by proxy
+    # httpx routes by proxy
+    assert http._mounts and not isinstance(http._transport, StampingTransport)
     asyncio.run(http.aclose())
     http = before._new_http()
     assert isinstance(http._transport, StampingTransport)
@@ -205,9 +228,28 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
         pytest.skip("the openssl command is needed to make a test certificate")
     folder = tmp_path_factory.mktemp("tls")
     cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -221,13 +263,23 @@ def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        length = int(
+            next(
+                line.split(b":")[1]
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+        )
         served.append(head + await reader.readexactly(length))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+        )
         writer.write(chunk_line({"role": "assistant", "content": "Hello"}))
         await writer.drain()
         await asyncio.sleep(0.2)
-        writer.write(chunk_line({"content": " world"}) + chunk_line(finish="stop") + b"data: [DONE]\n\n")
+        writer.write(
+            chunk_line({"content": " world"}) + chunk_line(finish="stop") + b"data: [DONE]\n\n"
+        )
         await writer.drain()
         writer.close()
 
@@ -236,8 +288,12 @@ def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
         server_side.load_cert_chain(cert, key)
         server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_side)
         port = server.sockets[0].getsockname()[1]
-        http = httpx.AsyncClient(transport=StampingTransport(verify=ssl.create_default_context(cafile=cert)))
-        client = AsyncClient(http_client=http, api_key="sk-test", base_url=f"https://127.0.0.1:{port}/v1")
+        http = httpx.AsyncClient(
+            transport=StampingTransport(verify=ssl.create_default_context(cafile=cert))
+        )
+        client = AsyncClient(
+            http_client=http, api_key="sk-test", base_url=f"https://127.0.0.1:{port}/v1"
+        )
         try:
             return await client.stream("hi", model="test/model").wait()
         finally:
@@ -254,7 +310,6 @@ def test_tls_through_the_transport(certificate: tuple[str, str]) -> None:
     assert stream.connect is not None and 0 < stream.connect < stream.ttfb
 
 
-
 def test_windows_keeps_httpx_own_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     # asyncio's default loop on Windows (Proactor) has no add_reader: the stamping backend would
     # fail every stream there, so httpx's own transport serves.
@@ -268,7 +323,9 @@ def test_windows_keeps_httpx_own_transport(monkeypatch: pytest.MonkeyPatch) -> N
 def test_an_ip_address_is_not_sent_to_a_resolver_thread() -> None:
     from nito_nb._transport.transport import _numeric_address
 
-    assert [info[4][:2] for info in _numeric_address("127.0.0.1", 8000) or []] == [("127.0.0.1", 8000)]
+    assert [info[4][:2] for info in _numeric_address("127.0.0.1", 8000) or []] == [
+        ("127.0.0.1", 8000)
+    ]
     assert _numeric_address("::1", 8000)
     assert _numeric_address("localhost", 8000) is None  # a name: asyncio's getaddrinfo resolves it
 
@@ -318,8 +375,11 @@ def test_a_host_name_is_resolved_and_connected(scripted: Any) -> None:
     from conftest import KEY, chunk_line
     from scripted_server import Script
 
-    base = scripted.add("by-name", Script(parts=[chunk_line({"content": "hi"}), b"data: [DONE]\n\n"]))
-    by_name = base.replace("127.0.0.1", "localhost")  # may resolve to ::1 first: the next address serves
+    base = scripted.add(
+        "by-name", Script(parts=[chunk_line({"content": "hi"}), b"data: [DONE]\n\n"])
+    )
+    # may resolve to ::1 first: the next address serves
+    by_name = base.replace("127.0.0.1", "localhost")
 
     async def main() -> Any:
         stream = nito_nb.AsyncClient(api_key=KEY, base_url=by_name).stream("hi", model="m")
@@ -369,9 +429,11 @@ def test_warm_does_a_first_requests_one_time_work() -> None:
     # its client before its schedule starts, so its first requests do not leave late.
     import subprocess
 
-    code = ("import asyncio, sys; from nito_nb._client import AsyncClient; "
-            "assert 'anyio._backends._asyncio' not in sys.modules; "
-            "asyncio.run(AsyncClient().warm()); print('anyio._backends._asyncio' in sys.modules)")
+    code = (
+        "import asyncio, sys; from nito_nb._client import AsyncClient; "
+        "assert 'anyio._backends._asyncio' not in sys.modules; "
+        "asyncio.run(AsyncClient().warm()); print('anyio._backends._asyncio' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "True", out.stderr
 
@@ -386,7 +448,8 @@ def test_a_connect_and_a_write_that_hang_end_at_their_timeout() -> None:
 
     full = socket.socket()
     full.bind(("127.0.0.1", 0))
-    full.listen(0)  # never accepted: once its queue is full, the next SYN is dropped and connect hangs
+    # never accepted: once its queue is full, the next SYN is dropped and connect hangs
+    full.listen(0)
     host, port = full.getsockname()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -401,7 +464,8 @@ def test_a_connect_and_a_write_that_hang_end_at_their_timeout() -> None:
                 opened.append(await backend.connect_tcp(host, port, timeout=0.2))
         assert 1 <= len(opened) < 8 and time.perf_counter() - started < 5
         stream = await backend.connect_tcp(*listener.getsockname(), timeout=1)
-        peer, _ = listener.accept()  # accepted, never read: the socket buffers fill, then the write waits
+        # accepted, never read: the socket buffers fill, then the write waits
+        peer, _ = listener.accept()
         started = time.perf_counter()
         with pytest.raises(httpcore.WriteTimeout):
             await stream.write(b"x" * (64 << 20), timeout=0.2)

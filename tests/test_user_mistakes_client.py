@@ -49,7 +49,9 @@ def test_a_base_url_that_is_not_a_string_is_one_configuration_error(bad: Any) ->
 # -- 2. a base_url that does not parse -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["http://localhost:abc/v1", "http://[::1/v1", "https://host:99999/v1"])
+@pytest.mark.parametrize(
+    "bad", ["http://localhost:abc/v1", "http://[::1/v1", "https://host:99999/v1"]
+)
 def test_a_base_url_that_does_not_parse_is_one_configuration_error(
     bad: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -62,11 +64,16 @@ def test_a_base_url_that_does_not_parse_is_one_configuration_error(
     for make in (nito_nb.Client, nito_nb.AsyncClient):
         with pytest.raises(nito_nb.ConfigurationError, match="is not a valid URL"):
             make(base_url=bad)
-    with nito_nb.Client() as c, pytest.raises(nito_nb.ConfigurationError, match="is not a valid URL"):
+    with (
+        nito_nb.Client() as c,
+        pytest.raises(nito_nb.ConfigurationError, match="is not a valid URL"),
+    ):
         c.models(base_url=bad)
 
     monkeypatch.setenv("NITO_BASE_URL", bad)  # read per call: refused per call, naming the variable
-    with pytest.raises(nito_nb.ConfigurationError, match=f"NITO_BASE_URL {bad!r}".replace("[", r"\[")):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match=f"NITO_BASE_URL {bad!r}".replace("[", r"\[")
+    ):
         nito_nb.stream("hi", model="vendor/model", api_key="k")
     with nito_nb.Client() as c, pytest.raises(nito_nb.ConfigurationError, match="NITO_BASE_URL"):
         c.models()
@@ -109,12 +116,22 @@ def test_a_bad_base_url_never_shows_its_password(monkeypatch: pytest.MonkeyPatch
 )
 def test_credentials_in_the_query_never_show(query: str, caplog: pytest.LogCaptureFixture) -> None:
     url = f"{CLOSED}?{query}"
-    with caplog.at_level(logging.DEBUG), nito_nb.Client(max_retries=0) as c, \
-            pytest.raises(nito_nb.ConnectionFailed) as info:
+    with (
+        caplog.at_level(logging.DEBUG),
+        nito_nb.Client(max_retries=0) as c,
+        pytest.raises(nito_nb.ConnectionFailed) as info,
+    ):
         c.stream("hi", model="sim/chat", base_url=url)
     error = info.value
-    shown = [str(error), repr(error), repr(error.stream), str(error.stream.request),
-             repr(nito_nb.Client(base_url=url)), repr(error.stream._route), caplog.text]
+    shown = [
+        str(error),
+        repr(error),
+        repr(error.stream),
+        str(error.stream.request),
+        repr(nito_nb.Client(base_url=url)),
+        repr(error.stream._route),
+        caplog.text,
+    ]
     for text in shown:
         assert SECRET not in text
     assert "=[redacted]" in str(error)
@@ -157,7 +174,9 @@ def test_a_query_credential_is_neither_in_httpx_s_log_nor_a_saved_log(
     from nito_nb._client.clients import _ShownURLs
 
     sent = f"{base}/chat/completions?api-key={SECRET}"
-    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: %s %s", ("POST", httpx.URL(sent)), None)
+    record = logging.LogRecord(
+        "httpx", logging.INFO, __file__, 1, "HTTP Request: %s %s", ("POST", httpx.URL(sent)), None
+    )
     assert _ShownURLs().filter(record)
     assert record.getMessage() == f"HTTP Request: POST {base}/chat/completions?api-key=[redacted]"
     stream.save(tmp_path / "log.jsonl")
@@ -169,8 +188,9 @@ def test_a_base_urls_query_stays_after_the_path_of_every_call() -> None:
     from nito_nb._client.endpoint import api_url
 
     assert api_url("https://h/v1", "/models") == "https://h/v1/models"
-    assert api_url("https://h/openai/deployments/d?api-version=2024-06-01", "/chat/completions") == (
-        "https://h/openai/deployments/d/chat/completions?api-version=2024-06-01")
+    assert api_url(
+        "https://h/openai/deployments/d?api-version=2024-06-01", "/chat/completions"
+    ) == ("https://h/openai/deployments/d/chat/completions?api-version=2024-06-01")
     assert api_url("https://h/v1/?a=1&b=2", "/models") == "https://h/v1/models?a=1&b=2"
     base = ensure_server() + "?api-version=2024-06-01"
     with nito_nb.Client(api_key=token()) as c:
@@ -187,10 +207,20 @@ def test_a_base_urls_query_stays_after_the_path_of_every_call() -> None:
 def test_shown_url_leaves_plain_urls_alone() -> None:
     from nito_nb._client import shown_url
 
-    for url in ("https://api.trynito.ai/v1", "http://[::1]:8000/v1?api-version=1&model=a#x", "http://[::1/v1",
-                "localhost:8000", "", "http://h/v1?monkey", "http://h/v1?a=1&b"):
+    for url in (
+        "https://api.trynito.ai/v1",
+        "http://[::1]:8000/v1?api-version=1&model=a#x",
+        "http://[::1/v1",
+        "localhost:8000",
+        "",
+        "http://h/v1?monkey",
+        "http://h/v1?a=1&b",
+    ):
         assert shown_url(url) == url
-    assert shown_url("http://u:p@h/v1?token=t&x=1#access_token=y") == "http://[redacted]@h/v1?token=[redacted]&x=1#access_token=[redacted]"
+    assert (
+        shown_url("http://u:p@h/v1?token=t&x=1#access_token=y")
+        == "http://[redacted]@h/v1?token=[redacted]&x=1#access_token=[redacted]"
+    )
     assert shown_url("http://h/v1?my%5Fkey=abc") == "http://h/v1?my%5Fkey=[redacted]"
 
 
@@ -200,14 +230,23 @@ def test_shown_url_leaves_plain_urls_alone() -> None:
 def test_the_wrong_http_client_is_one_configuration_error() -> None:
     # were AttributeError ('str' has no build_request; 'coroutine' has no status_code) at the first
     # request, and httpcore's TypeError about a trace callback
-    with pytest.raises(nito_nb.ConfigurationError, match=r"nito_nb.Client takes an httpx.Client") as info:
+    with pytest.raises(
+        nito_nb.ConfigurationError, match=r"nito_nb.Client takes an httpx.Client"
+    ) as info:
         nito_nb.Client(http_client="x")  # type: ignore[arg-type]
     one_line(info.value)
     other = httpx.AsyncClient()
-    with pytest.raises(nito_nb.ConfigurationError, match=r"nito_nb.Client takes an httpx.Client, not an httpx.AsyncClient"):
+    with pytest.raises(
+        nito_nb.ConfigurationError,
+        match=r"nito_nb.Client takes an httpx.Client, not an httpx.AsyncClient",
+    ):
         nito_nb.Client(http_client=other)  # type: ignore[arg-type]
-    with httpx.Client() as sync, pytest.raises(
-        nito_nb.ConfigurationError, match=r"nito_nb.AsyncClient takes an httpx.AsyncClient, not an httpx.Client"
+    with (
+        httpx.Client() as sync,
+        pytest.raises(
+            nito_nb.ConfigurationError,
+            match=r"nito_nb.AsyncClient takes an httpx.AsyncClient, not an httpx.Client",
+        ),
     ):
         nito_nb.AsyncClient(http_client=sync)  # type: ignore[arg-type]
     asyncio.run(other.aclose())
@@ -225,16 +264,24 @@ def test_a_closed_client_says_so() -> None:
     http = httpx.Client()
     mine = nito_nb.Client(http_client=http)
     http.close()
-    with pytest.raises(nito_nb.ConfigurationError, match=r"The httpx.Client given as http_client is closed"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match=r"The httpx.Client given as http_client is closed"
+    ):
         mine.stream("hi", model="sim/chat")
 
     async def closed_async() -> None:
         http = httpx.AsyncClient()
         await http.aclose()
         client = nito_nb.AsyncClient(http_client=http)
-        with pytest.raises(nito_nb.ConfigurationError, match=r"The httpx.AsyncClient given as http_client is closed"):
+        with pytest.raises(
+            nito_nb.ConfigurationError,
+            match=r"The httpx.AsyncClient given as http_client is closed",
+        ):
             await client.stream("hi", model="sim/chat").wait()
-        with pytest.raises(nito_nb.ConfigurationError, match=r"The httpx.AsyncClient given as http_client is closed"):
+        with pytest.raises(
+            nito_nb.ConfigurationError,
+            match=r"The httpx.AsyncClient given as http_client is closed",
+        ):
             await client.models(base_url=CLOSED)
 
     asyncio.run(closed_async())
@@ -247,7 +294,9 @@ def _settings(ip: Any) -> Any:
     return next(c for c in ip.configurables if isinstance(c, _magic.Nito))
 
 
-@pytest.mark.parametrize("bad", ["http://localhost:abc/v1", "http://[::1/v1", f"http://u:{SECRET}@h:abc/v1"])
+@pytest.mark.parametrize(
+    "bad", ["http://localhost:abc/v1", "http://[::1/v1", f"http://u:{SECRET}@h:abc/v1"]
+)
 def test_magic_config_refuses_a_base_url_that_does_not_parse(
     ip: Any, caplog: pytest.LogCaptureFixture, bad: str
 ) -> None:
@@ -257,7 +306,11 @@ def test_magic_config_refuses_a_base_url_that_does_not_parse(
     assert _settings(ip).base_url is None
     [record] = caplog.records
     message = record.getMessage()
-    assert message.startswith("Nito.base_url") and "is not a valid URL" in message and "unchanged" in message
+    assert (
+        message.startswith("Nito.base_url")
+        and "is not a valid URL" in message
+        and "unchanged" in message
+    )
     assert "\n" not in message and SECRET not in message
 
 
@@ -272,13 +325,18 @@ def test_magic_never_shows_a_credential_of_its_base_url(
     assert SECRET not in out.out + out.err
     ip.run_line_magic("config", "Nito.base_url = None")
     monkeypatch.setenv("NITO_BASE_URL", "http://localhost:abc/v1")
-    with pytest.raises(UsageError, match="NITO_BASE_URL 'http://localhost:abc/v1' is not a valid URL"):
+    with pytest.raises(
+        UsageError, match="NITO_BASE_URL 'http://localhost:abc/v1' is not a valid URL"
+    ):
         ip.run_cell_magic("nito", "-m vendor/model", "hi")
 
 
-@pytest.mark.parametrize("line", ['--system "Be brief', "--system 'Be brief", '-m sim/chat --param sim=\'{"tps": 5}'])
+@pytest.mark.parametrize(
+    "line", ['--system "Be brief', "--system 'Be brief", '-m sim/chat --param sim=\'{"tps": 5}']
+)
 def test_magic_an_unclosed_quote_is_one_usage_error(ip: Any, line: str) -> None:
-    with pytest.raises(UsageError, match="is not closed") as info:  # was shlex's ValueError traceback
+    # was shlex's ValueError traceback
+    with pytest.raises(UsageError, match="is not closed") as info:
         ip.run_cell_magic("nito", line, "hi")
     assert "\n" not in str(info.value)
     with pytest.raises(UsageError, match="is not closed"):
@@ -293,17 +351,23 @@ def saved_log(ip: Any, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("speed", ["-1", "nan", "inf", "-inf"])
-def test_magic_replay_refuses_a_speed_that_is_not_a_positive_number(ip: Any, saved_log: Path, speed: str) -> None:
+def test_magic_replay_refuses_a_speed_that_is_not_a_positive_number(
+    ip: Any, saved_log: Path, speed: str
+) -> None:
     kept = ip.user_ns["_nito"]
     # was accepted silently (as if --speed 0)
-    with pytest.raises(UsageError, match=f"--speed is a factor, a finite number > 0 .*not {speed}") as info:
+    with pytest.raises(
+        UsageError, match=f"--speed is a factor, a finite number > 0 .*not {speed}"
+    ) as info:
         ip.run_line_magic("nito", f"--replay {saved_log} --speed={speed}")  # = for -inf (argparse)
     assert "\n" not in str(info.value)
     assert ip.user_ns["_nito"] is kept  # refused before anything was shown or kept
 
 
 @pytest.mark.parametrize("speed", ["1e-300", "1e-9"])
-def test_magic_replay_refuses_a_speed_that_would_take_over_a_day(ip: Any, saved_log: Path, speed: str) -> None:
+def test_magic_replay_refuses_a_speed_that_would_take_over_a_day(
+    ip: Any, saved_log: Path, speed: str
+) -> None:
     # 1e-300 was an OverflowError from time.sleep; 1e-9 waited for months
     with pytest.raises(UsageError, match=r"would take .* \(over a day") as info:
         ip.run_line_magic("nito", f"--replay {saved_log} --speed {speed}")
@@ -312,12 +376,18 @@ def test_magic_replay_refuses_a_speed_that_would_take_over_a_day(ip: Any, saved_
     assert ip.user_ns["_nito"].content == "one two three"
 
 
-def test_a_bad_nito_sim_variable_says_which_variable_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_nito_sim_variable_says_which_variable_to_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("NITO_SIM_TPS", "fast")
     with pytest.raises(nito_nb.BadRequestError) as info:
         nito_nb.stream("hi", model="sim/chat").wait()
-    message = str(info.value)  # was "...is not a number >= 0 The gateway rejected..." (no word on what to do)
-    assert "environment variable NITO_SIM_TPS='fast' is not a number >= 0: set it to one, or unset it" in message
+    # was "...is not a number >= 0 The gateway rejected..." (no word on what to do)
+    message = str(info.value)
+    assert (
+        "environment variable NITO_SIM_TPS='fast' is not a number >= 0: set it to one, or unset it"
+        in message
+    )
     assert "\n" not in message and ". The gateway rejected" in message
     monkeypatch.delenv("NITO_SIM_TPS")
     with pytest.raises(nito_nb.BadRequestError, match=r"sim\.tps must be a number, got 'x'\. "):
@@ -341,7 +411,10 @@ BEFORE, AFTER = "pa55-Kx", "Q-0123456789abcdef"
     ],
 )
 def test_a_password_with_a_slash_is_one_line_that_shows_no_part_of_it(
-    bad: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, recwarn: pytest.WarningsRecorder
+    bad: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    recwarn: pytest.WarningsRecorder,
 ) -> None:
     # Both parsers end the host at the "/": the user name was read as the host and the password's
     # start as its port, quoted in the error ("...integer value as 'pa55-Kx'") with the rest shown
@@ -359,7 +432,8 @@ def test_a_password_with_a_slash_is_one_line_that_shows_no_part_of_it(
         with nito_nb.Client() as c, pytest.raises(nito_nb.ConfigurationError) as info:
             c.models(base_url=bad)
         texts.append(one_line(info.value))
-        monkeypatch.setenv("NITO_BASE_URL", bad)  # read per call: refused per call, naming the variable
+        # read per call: refused per call, naming the variable
+        monkeypatch.setenv("NITO_BASE_URL", bad)
         with pytest.raises(nito_nb.ConfigurationError) as info:
             nito_nb.stream("hi", model="vendor/model", api_key="k")
         from_env = one_line(info.value)
@@ -369,18 +443,25 @@ def test_a_password_with_a_slash_is_one_line_that_shows_no_part_of_it(
         assert BEFORE not in text and AFTER not in text and SECRET not in text, text
     scheme, _, rest = bad.partition("//")
     shown = f"{scheme}//[redacted]@{rest.partition('@')[2]}".replace(SECRET, "[redacted]")
-    assert first.startswith(f"base_url {shown!r} has a \"/\", \"?\" or \"#\" in its password")
-    assert '"/" as %2F' in first and first.endswith('(no password: write the "@" after the port as %40).')
+    assert first.startswith(f'base_url {shown!r} has a "/", "?" or "#" in its password')
+    assert '"/" as %2F' in first and first.endswith(
+        '(no password: write the "@" after the port as %40).'
+    )
     assert from_env.startswith(f"NITO_BASE_URL {shown!r} has a")
 
 
-@pytest.mark.parametrize("bad", [f"user:{BEFORE}@host.example/v1", f"user:{BEFORE}/{AFTER}@host.example/v1"])
+@pytest.mark.parametrize(
+    "bad", [f"user:{BEFORE}@host.example/v1", f"user:{BEFORE}/{AFTER}@host.example/v1"]
+)
 def test_a_base_url_without_a_scheme_shows_no_part_of_its_password(bad: str) -> None:
-    with pytest.raises(nito_nb.ConfigurationError) as info:  # "user:" was read as a scheme, the rest shown
+    # "user:" was read as a scheme, the rest shown
+    with pytest.raises(nito_nb.ConfigurationError) as info:
         nito_nb.Client(base_url=bad)
     message = one_line(info.value)
     assert BEFORE not in message and AFTER not in message
-    assert message.startswith("base_url '[redacted]@host.example/v1' must start with http:// or https://")
+    assert message.startswith(
+        "base_url '[redacted]@host.example/v1' must start with http:// or https://"
+    )
 
 
 def test_a_percent_encoded_password_is_taken_and_not_shown() -> None:
@@ -390,9 +471,13 @@ def test_a_percent_encoded_password_is_taken_and_not_shown() -> None:
     assert repr(client) == "<Client base_url='https://[redacted]@host.example/v1' api_key=unset>"
 
 
-def test_magic_config_refuses_a_password_with_a_slash(ip: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_magic_config_refuses_a_password_with_a_slash(
+    ip: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level("ERROR"):
-        ip.run_line_magic("config", f"Nito.base_url = 'https://user:{BEFORE}/{AFTER}@host.example/v1'")
+        ip.run_line_magic(
+            "config", f"Nito.base_url = 'https://user:{BEFORE}/{AFTER}@host.example/v1'"
+        )
     assert _settings(ip).base_url is None
     [record] = caplog.records
     message = record.getMessage()
@@ -401,7 +486,9 @@ def test_magic_config_refuses_a_password_with_a_slash(ip: Any, caplog: pytest.Lo
     assert "\n" not in message and BEFORE not in message and AFTER not in message
 
 
-@pytest.mark.parametrize("bad", ["http://localhost:abc/v1", f"https://user:{BEFORE}/{AFTER}@host.example/v1"])
+@pytest.mark.parametrize(
+    "bad", ["http://localhost:abc/v1", f"https://user:{BEFORE}/{AFTER}@host.example/v1"]
+)
 def test_magic_config_says_a_bad_nito_base_url_is_not_usable(
     ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, bad: str
 ) -> None:
@@ -414,7 +501,10 @@ def test_magic_config_says_a_bad_nito_base_url_is_not_usable(
     ip.run_line_magic("nito", "config")  # says so, does not raise
     out = capsys.readouterr().out
     [line] = [line for line in out.splitlines() if "effective base URL" in line]
-    assert line == f"  effective base URL: not usable, so only sim/... models run (on the embedded simulator): {info.value}"
+    assert (
+        line
+        == f"  effective base URL: not usable, so only sim/... models run (on the embedded simulator): {info.value}"
+    )
     assert BEFORE not in out and AFTER not in out
     ip.run_cell_magic("nito", "-m sim/echo", "hi")  # as the line says
     assert ip.user_ns["_nito"].content == "hi"

@@ -31,7 +31,10 @@ def _saved(tmp_path: Path) -> tuple[nito_nb.Stream, Path]:
 
 
 def _sse(*chunks: dict[str, Any]) -> str:
-    return "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return (
+        "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
+        + "data: [DONE]\n\n"
+    )
 
 
 _BASE = {"id": "x", "model": "m", "object": "chat.completion.chunk"}
@@ -53,7 +56,9 @@ def test_load_of_a_file_that_is_not_utf8_is_a_log_format_error(
 ) -> None:
     _, path = _saved(tmp_path)
     text = path.read_bytes()
-    data = {"gz": gzip.compress(text), "utf16": text.decode("utf-8").encode("utf-16")}.get(name, content)
+    data = {"gz": gzip.compress(text), "utf16": text.decode("utf-8").encode("utf-16")}.get(
+        name, content
+    )
     bad = tmp_path / f"{name}.jsonl"
     bad.write_bytes(data)  # type: ignore[arg-type]
     with pytest.raises(nito_nb.LogFormatError, match=said) as info:
@@ -63,16 +68,31 @@ def test_load_of_a_file_that_is_not_utf8_is_a_log_format_error(
 
 @pytest.mark.parametrize(
     ("name", "said"),
-    [("gz", "gzip file: decompress it first"), ("utf16", "UTF-16"), ("binary", r"not UTF-8 text \(it starts b'\\x80")],
+    [
+        ("gz", "gzip file: decompress it first"),
+        ("utf16", "UTF-16"),
+        ("binary", r"not UTF-8 text \(it starts b'\\x80"),
+    ],
 )
-def test_frame_of_a_recording_that_is_not_utf8_says_what_it_is(tmp_path: Path, name: str, said: str) -> None:
+def test_frame_of_a_recording_that_is_not_utf8_says_what_it_is(
+    tmp_path: Path, name: str, said: str
+) -> None:
     text = _sse({**_BASE, "choices": [{"index": 0, "delta": {"content": "hi"}}]}).encode()
-    data = {"gz": gzip.compress(text), "utf16": text.decode().encode("utf-16"), "binary": b"\x80\x81\x82 not text at all"}[name]
+    data = {
+        "gz": gzip.compress(text),
+        "utf16": text.decode().encode("utf-16"),
+        "binary": b"\x80\x81\x82 not text at all",
+    }[name]
     bad = tmp_path / f"body.{name}"
     bad.write_bytes(data)
-    with pytest.raises(nito_nb.LogFormatError, match=said) as info:  # was the bytes shown as garbled text
+    # was the bytes shown as garbled text
+    with pytest.raises(nito_nb.LogFormatError, match=said) as info:
         nito_nb.frame(str(bad))
-    assert "\n" not in str(info.value) and "\ufffd" not in str(info.value) and str(bad) in str(info.value)
+    assert (
+        "\n" not in str(info.value)
+        and "\ufffd" not in str(info.value)
+        and str(bad) in str(info.value)
+    )
 
 
 def test_load_of_the_logs_text_says_it_takes_a_path_without_echoing_it(tmp_path: Path) -> None:
@@ -82,7 +102,11 @@ def test_load_of_the_logs_text_says_it_takes_a_path_without_echoing_it(tmp_path:
         with pytest.raises(nito_nb.ConfigurationError, match="takes the path of a file") as info:
             nito_nb.load(given)  # type: ignore[arg-type]
         message = str(info.value)
-        assert "\n" not in message and "hi" not in message.replace("this", "") and "sim/chat" not in message
+        assert (
+            "\n" not in message
+            and "hi" not in message.replace("this", "")
+            and "sim/chat" not in message
+        )
         assert "write_text" in message and "read_sse" in message
 
 
@@ -130,7 +154,9 @@ def test_a_hand_edited_log_names_the_line_and_the_field(
 
 
 def test_a_last_line_cut_inside_a_character_still_loads_as_cut(tmp_path: Path) -> None:
-    s = nito_nb.read_sse(_sse({**_BASE, "choices": [{"index": 0, "delta": {"content": "héllo ünïcode"}}]}))
+    s = nito_nb.read_sse(
+        _sse({**_BASE, "choices": [{"index": 0, "delta": {"content": "héllo ünïcode"}}]})
+    )
     path = tmp_path / "cut.jsonl"
     s.save(path)
     data = path.read_bytes()
@@ -173,7 +199,9 @@ def test_a_store_whose_database_is_not_duckdb_is_one_line(tmp_path: Path) -> Non
     # A SQLite file made DuckDB download its sqlite scanner from extensions.duckdb.org.
     for folder, what in ((junk, "not a DuckDB file"), (lite, "SQLite")):
         for opening in (nito_nb.open_store, StoreWriter):
-            with pytest.raises(nito_nb.ConfigurationError, match=f"runs.duckdb' is not a nito_nb run store.*{what}"):
+            with pytest.raises(
+                nito_nb.ConfigurationError, match=f"runs.duckdb' is not a nito_nb run store.*{what}"
+            ):
                 opening(folder)
 
 
@@ -243,12 +271,18 @@ def df() -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("bins", [0, -3, "x", None, 2.5, True, 10**9])
-def test_plot_gaps_refuses_bins_that_are_not_a_sane_whole_number(df: pd.DataFrame, bins: Any) -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match="bins is a whole number, from 1 to 10,000"):
+def test_plot_gaps_refuses_bins_that_are_not_a_sane_whole_number(
+    df: pd.DataFrame, bins: Any
+) -> None:
+    with pytest.raises(
+        nito_nb.ConfigurationError, match="bins is a whole number, from 1 to 10,000"
+    ):
         df.nito.plot_gaps(bins=bins)
 
 
-def test_plot_gaps_skips_infinite_times_and_plot_timeline_checks_max_legend(df: pd.DataFrame) -> None:
+def test_plot_gaps_skips_infinite_times_and_plot_timeline_checks_max_legend(
+    df: pd.DataFrame,
+) -> None:
     edited = df.copy()
     edited.loc[edited.index[5], "t"] = np.inf
     edited.nito.plot_gaps(bins=np.int64(10))
@@ -263,9 +297,24 @@ def test_plot_gaps_skips_infinite_times_and_plot_timeline_checks_max_legend(df: 
 
 def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> None:
     body = _sse(
-        {**_BASE, "choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": BIG, "id": "c1", "function": {"name": "f", "arguments": "{}"}}]}}]},
-        {**_BASE, "choices": [], "usage": {"prompt_tokens": BIG, "completion_tokens": BIG + 1, "total_tokens": 3}},
+        {
+            **_BASE,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": BIG, "id": "c1", "function": {"name": "f", "arguments": "{}"}}
+                        ]
+                    },
+                }
+            ],
+        },
+        {
+            **_BASE,
+            "choices": [],
+            "usage": {"prompt_tokens": BIG, "completion_tokens": BIG + 1, "total_tokens": 3},
+        },
     )
     frame = nito_nb.read_sse(body).frame()
     assert frame.nito.usage()["prompt_tokens"].iloc[0] == BIG
@@ -278,7 +327,8 @@ def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> Non
     from nito_nb._runs.events import write_events
 
     (tmp_path / "events").mkdir()
-    write_events(tmp_path, "b1", "r1", {"k": EndedStream.of(nito_nb.read_sse(body))})  # was OverflowError
+    # was OverflowError
+    write_events(tmp_path, "b1", "r1", {"k": EndedStream.of(nito_nb.read_sse(body))})
     stored = pd.read_parquet(tmp_path / "events" / "b1.parquet")
     assert stored["prompt_tokens"].max() == float(BIG)
 
@@ -287,19 +337,29 @@ def test_counts_and_indexes_past_64_bits_are_kept_exactly(tmp_path: Path) -> Non
 def test_a_runs_results_and_store_keep_going_past_64_bits(tmp_path: Path, replay_dir: Path) -> None:
     body = _sse(
         {**_BASE, "choices": [{"index": 0, "delta": {"content": "hi"}}]},
-        {**_BASE, "choices": [], "usage": {"prompt_tokens": BIG, "completion_tokens": 1, "total_tokens": BIG + 1}},
+        {
+            **_BASE,
+            "choices": [],
+            "usage": {"prompt_tokens": BIG, "completion_tokens": 1, "total_tokens": BIG + 1},
+        },
     )
     recording = replay_dir / "big.sse"
     recording.write_text(body)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run = nito_nb.run(["x"], model="sim/replay", sim={"replay": str(recording), "speed": 0}, progress=False,
-                          store=str(tmp_path / "s"))
+        run = nito_nb.run(
+            ["x"],
+            model="sim/replay",
+            sim={"replay": str(recording), "speed": 0},
+            progress=False,
+            store=str(tmp_path / "s"),
+        )
         run.wait()
     assert run.error is None
     results = run.results()  # was OverflowError
     assert results["prompt_tokens"].iloc[0] == BIG and results["completion_tokens"].iloc[0] == 1
-    stored = nito_nb.open_store(str(tmp_path / "s")).results()  # the batch was written, the count missing
+    # the batch was written, the count missing
+    stored = nito_nb.open_store(str(tmp_path / "s")).results()
     assert stored["status"].tolist() == ["done"] and pd.isna(stored["prompt_tokens"].iloc[0])
     assert any("prompt_tokens" in str(w.message) and "64 bits" in str(w.message) for w in caught)
 
@@ -309,7 +369,9 @@ def test_hand_edited_frames_are_read_or_refused_in_one_line(df: pd.DataFrame) ->
     edited.attrs["nito"] = ["not", "a", "dict"]
     assert edited.nito.metrics()["connect"].isna().all()
     edited = df.copy()
-    edited["http_status"] = edited["http_status"].astype(object).where(edited["http_status"].isna(), "200")
+    edited["http_status"] = (
+        edited["http_status"].astype(object).where(edited["http_status"].isna(), "200")
+    )
     assert edited.nito.metrics()["http_status"].tolist() == [200, 200]
     edited["http_status"] = edited["http_status"].where(edited["http_status"].isna(), "OK")
     with pytest.raises(nito_nb.ConfigurationError, match="'http_status' column holds 'OK'"):
@@ -318,12 +380,20 @@ def test_hand_edited_frames_are_read_or_refused_in_one_line(df: pd.DataFrame) ->
     edited["cost"] = "x"
     with pytest.raises(nito_nb.ConfigurationError, match="'cost' column holds"):
         edited.nito.usage()
-    tools = nito_nb.stream("call f", model="sim/tools", **FAST).wait().frame()  # ended: frame() shows what arrived
+    # ended: frame() shows what arrived
+    tools = nito_nb.stream("call f", model="sim/tools", **FAST).wait().frame()
     edited = tools.copy()
     # On the frame's own index: an assignment aligns on it, and a frame's index is not always 0..n-1.
-    edited["tool_index"] = pd.Series([None if pd.isna(v) else str(v) for v in tools["tool_index"]], dtype=object,
-                                     index=tools.index)
-    assert edited.nito.tool_calls()["index"].tolist() == tools.nito.tool_calls()["index"].tolist() == [0, 1]
+    edited["tool_index"] = pd.Series(
+        [None if pd.isna(v) else str(v) for v in tools["tool_index"]],
+        dtype=object,
+        index=tools.index,
+    )
+    assert (
+        edited.nito.tool_calls()["index"].tolist()
+        == tools.nito.tool_calls()["index"].tolist()
+        == [0, 1]
+    )
     edited["tool_index"] = edited["tool_index"].where(edited["tool_index"].isna(), "a")
     with pytest.raises(nito_nb.ConfigurationError, match="'tool_index' column holds 'a'"):
         edited.nito.tool_calls()

@@ -36,12 +36,17 @@ def chunk(draw: st.DrawFn) -> dict[str, Any]:
     if shape == "content":
         delta: dict[str, Any] = {"content": draw(TEXT)}
     elif shape == "reasoning":
-        delta = {"content": draw(st.sampled_from([None, None, "", "x"])), "reasoning_content": draw(TEXT | st.none())}
+        delta = {
+            "content": draw(st.sampled_from([None, None, "", "x"])),
+            "reasoning_content": draw(TEXT | st.none()),
+        }
         if draw(st.booleans()):
             delta["reasoning"] = draw(TEXT)
     elif shape == "tools":
-        fragment: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 1])),
-                                    "function": {"arguments": draw(TEXT | st.none() | st.just({"a": 1}))}}
+        fragment: dict[str, Any] = {
+            "index": draw(st.sampled_from([0, 0, 1])),
+            "function": {"arguments": draw(TEXT | st.none() | st.just({"a": 1}))},
+        }
         if draw(st.booleans()):
             fragment.update(id="call_1", type="function")
             fragment["function"]["name"] = draw(st.sampled_from(["add", "mul"]))
@@ -49,14 +54,23 @@ def chunk(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             delta["content"] = None
     else:
-        delta = draw(st.dictionaries(st.sampled_from(["role", "content", "refusal", "reasoning"]),
-                                     TEXT | st.none(), max_size=2))
+        delta = draw(
+            st.dictionaries(
+                st.sampled_from(["role", "content", "refusal", "reasoning"]),
+                TEXT | st.none(),
+                max_size=2,
+            )
+        )
     choice: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 0, 1])), "delta": delta}
     if draw(st.booleans()):
         choice["logprobs"] = None
     choice["finish_reason"] = draw(st.sampled_from([None, None, None, None, "stop"]))
-    value: dict[str, Any] = {"id": draw(IDS), "object": "chat.completion.chunk", "created": 1782321930,
-                             "model": draw(st.sampled_from(["gpt-5"] * 4 + [""]))}
+    value: dict[str, Any] = {
+        "id": draw(IDS),
+        "object": "chat.completion.chunk",
+        "created": 1782321930,
+        "model": draw(st.sampled_from(["gpt-5"] * 4 + [""])),
+    }
     if draw(st.booleans()):
         value["service_tier"] = "default"
         value["system_fingerprint"] = None
@@ -76,7 +90,9 @@ def chunk(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _encoded(value: dict[str, Any], spaced: bool, ascii_only: bool) -> str:
-    return json.dumps(value, ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":"))
+    return json.dumps(
+        value, ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":")
+    )
 
 
 def _slow(datas: list[str]) -> tuple[Accumulator, int]:
@@ -92,10 +108,23 @@ def _slow(datas: list[str]) -> tuple[Accumulator, int]:
 
 
 def _results(acc: Accumulator) -> tuple[Any, ...]:
-    calls = [(c.index, c.id, c.type, c.name, c.arguments, c.n_fragments, c.extra) for c in acc.tool_calls]
+    calls = [
+        (c.index, c.id, c.type, c.name, c.arguments, c.n_fragments, c.extra) for c in acc.tool_calls
+    ]
     anomalies = [(a.kind, a.message, a.seq, a.count) for a in acc.anomalies]
-    return (acc.content, acc.reasoning, acc.refusal, calls, acc.n_chunks, acc.finish_reason, acc.role, acc.id,
-            acc.model, acc.usage, anomalies)
+    return (
+        acc.content,
+        acc.reasoning,
+        acc.refusal,
+        calls,
+        acc.n_chunks,
+        acc.finish_reason,
+        acc.role,
+        acc.id,
+        acc.model,
+        acc.usage,
+        anomalies,
+    )
 
 
 @st.composite
@@ -105,8 +134,21 @@ def stream(draw: st.DrawFn) -> list[dict[str, Any]]:
     layouts = draw(st.lists(chunk(), min_size=1, max_size=3))
     values = []
     if draw(st.booleans()):  # OpenAI's opening chunk: the role, an empty content
-        values.append({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1782321930, "model": "gpt-5",
-                       "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        values.append(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1782321930,
+                "model": "gpt-5",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        )
     for _ in range(draw(st.integers(1, 14))):
         value = json.loads(json.dumps(draw(st.sampled_from(layouts))))
         choice = value["choices"][0]
@@ -153,9 +195,11 @@ def test_a_random_field_in_every_chunk_reads_like_the_slow_path(
 
 def test_obfuscated_chunks_share_one_layout() -> None:
     # OpenAI's chunks as recorded, each with its own padding: one template serves them all.
-    base = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
-            '"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],'
-            '"usage":null,"obfuscation":"%s"}')
+    base = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
+        '"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],'
+        '"usage":null,"obfuscation":"%s"}'
+    )
     parser = ChunkParser()
     for i in range(200):
         data = base % (f"w{i}", "x" * (i % 16))
@@ -165,7 +209,9 @@ def test_obfuscated_chunks_share_one_layout() -> None:
 
 @given(stream(), st.booleans())
 @settings(max_examples=150, deadline=None)
-def test_a_random_field_in_every_chunk_frames_like_the_slow_path(values: list[dict[str, Any]], spaced: bool) -> None:
+def test_a_random_field_in_every_chunk_frames_like_the_slow_path(
+    values: list[dict[str, Any]], spaced: bool
+) -> None:
     # The frame reads each chunk skeleton (the chunk without its content string, and without its
     # padding) once: the frame is the one of every chunk parsed whole.
     import pandas as pd
@@ -173,7 +219,10 @@ def test_a_random_field_in_every_chunk_frames_like_the_slow_path(values: list[di
     import nito_nb
     from nito_nb._frame import build
 
-    body = "".join(f"data: {_encoded(v, spaced, False)}\n\n" for v in values).encode() + b"data: [DONE]\n\n"
+    body = (
+        "".join(f"data: {_encoded(v, spaced, False)}\n\n" for v in values).encode()
+        + b"data: [DONE]\n\n"
+    )
     stream_ = nito_nb.read_sse(body)
     fast = nito_nb.frame(stream_)
     with patch.object(build._Builder, "_skeleton", lambda self, key, padded=False: -1):
@@ -185,8 +234,10 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
     import nito_nb
     from nito_nb._frame import build
 
-    base = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
-            '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null,"obfuscation":"%s"}')
+    base = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
+        '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null,"obfuscation":"%s"}'
+    )
     body = "".join(f"data: {base % (f'w{i}', 'x' * (i % 16))}\n\n" for i in range(50)).encode()
     calls = []
     original = build._Builder._skeleton
@@ -198,6 +249,6 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
     with patch.object(build._Builder, "_skeleton", counted):
         df = nito_nb.frame(nito_nb.read_sse(body))
     assert len(calls) == 1
-    assert df.extras.dropna().tolist() == [json.dumps({"service_tier": "default", "obfuscation": "x" * (i % 16)})
-                                           for i in range(50)]
-
+    assert df.extras.dropna().tolist() == [
+        json.dumps({"service_tier": "default", "obfuscation": "x" * (i % 16)}) for i in range(50)
+    ]

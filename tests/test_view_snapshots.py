@@ -17,7 +17,11 @@ N_FRAGMENTS = 600
 
 
 def _chunk(delta: dict[str, Any]) -> bytes:
-    body = {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    body = {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
     return f"data: {json.dumps(body)}\n\n".encode()
 
 

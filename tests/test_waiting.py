@@ -17,10 +17,16 @@ BAD = ["10", -1, math.nan, True, [1]]
 
 
 def test_the_rule() -> None:
-    assert wait_timeout(None) is None and wait_timeout(math.inf) is None and wait_timeout(10**400) is None
+    assert (
+        wait_timeout(None) is None
+        and wait_timeout(math.inf) is None
+        and wait_timeout(10**400) is None
+    )
     assert wait_timeout(0) == 0.0 and wait_timeout(2.5) == 2.5
     for bad in BAD:
-        with pytest.raises(nito_nb.ConfigurationError, match=r"timeout is in seconds, a number >= 0 \(or None"):
+        with pytest.raises(
+            nito_nb.ConfigurationError, match=r"timeout is in seconds, a number >= 0 \(or None"
+        ):
             wait_timeout(bad)
 
 
@@ -44,7 +50,9 @@ def test_an_async_streams_wait_checks_its_timeout() -> None:
 
 def test_a_runs_wait_returns_after_its_timeout_and_the_run_goes_on() -> None:
     # It raised concurrent.futures' TimeoutError, with an empty message.
-    run = nito_nb.run(["a"], model="sim/chat", progress=False, sim={"tps": 20, "ttft_ms": 0}, max_tokens=40)
+    run = nito_nb.run(
+        ["a"], model="sim/chat", progress=False, sim={"tps": 20, "ttft_ms": 0}, max_tokens=40
+    )
     assert run.wait(timeout=0.3) is run and not run.done
     for bad in BAD:
         with pytest.raises(nito_nb.ConfigurationError, match="timeout is in seconds"):
@@ -53,7 +61,9 @@ def test_a_runs_wait_returns_after_its_timeout_and_the_run_goes_on() -> None:
 
 
 def test_a_sweeps_wait_returns_after_its_timeout() -> None:
-    sweep = nito_nb.sweep(["a"], model="sim/chat", rates=[2], duration=1.5, progress=False, sim={"tps": 0})
+    sweep = nito_nb.sweep(
+        ["a"], model="sim/chat", rates=[2], duration=1.5, progress=False, sim={"tps": 0}
+    )
     sweep.stop()  # not in a kernel: sweep() returned after its rates ran
     assert sweep.wait(timeout=0.1) is sweep and sweep.done
     with pytest.raises(nito_nb.ConfigurationError, match="timeout is in seconds"):

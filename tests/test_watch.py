@@ -23,7 +23,9 @@ from nito_nb import _watch
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0) as c:
+    with openai.OpenAI(
+        base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0
+    ) as c:
         yield c
 
 
@@ -34,8 +36,12 @@ def reference(model: str, **params: Any) -> nito_nb.Stream:
 def assert_same_answer(ours: nito_nb.Stream, ref: nito_nb.Stream) -> None:
     assert ours.status == "done"
     assert ours.content == ref.content
-    assert ours.reasoning == ref.reasoning and stable(ours.reasoning_details) == stable(ref.reasoning_details)
-    assert [(c.name, c.arguments) for c in ours.tool_calls] == [(c.name, c.arguments) for c in ref.tool_calls]
+    assert ours.reasoning == ref.reasoning and stable(ours.reasoning_details) == stable(
+        ref.reasoning_details
+    )
+    assert [(c.name, c.arguments) for c in ours.tool_calls] == [
+        (c.name, c.arguments) for c in ref.tool_calls
+    ]
     assert all(c.id for c in ours.tool_calls)
     assert ours.finish_reason == ref.finish_reason and ours.usage == ref.usage
     assert ours.n_chunks == ref.n_chunks
@@ -43,7 +49,10 @@ def assert_same_answer(ours: nito_nb.Stream, ref: nito_nb.Stream) -> None:
     assert ours.request["capture"] == "watch" and ours.request["reserialised"] is True
 
 
-@pytest.mark.parametrize(("model", "params"), [("sim/chat", {}), ("sim/reasoning", {}), ("sim/tools", {"tools": [WEATHER, SEARCH]})])
+@pytest.mark.parametrize(
+    ("model", "params"),
+    [("sim/chat", {}), ("sim/reasoning", {}), ("sim/tools", {"tools": [WEATHER, SEARCH]})],
+)
 def test_openai_chunks_are_passed_on_unchanged_and_recorded(
     sdk: openai.OpenAI, model: str, params: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -53,7 +62,9 @@ def test_openai_chunks_are_passed_on_unchanged_and_recorded(
     source._iterator = (seen_by_source.append(item) or item for item in original)
     watched = nito_nb.watch(source)
     items = list(watched)
-    assert len(items) == len(seen_by_source) and all(a is b for a, b in zip(items, seen_by_source, strict=True))
+    assert len(items) == len(seen_by_source) and all(
+        a is b for a, b in zip(items, seen_by_source, strict=True)
+    )
     ours = watched.stream
     assert nito_nb.last() is ours and ours in nito_nb.streams()
     assert_same_answer(ours, reference(model, **params))
@@ -61,9 +72,13 @@ def test_openai_chunks_are_passed_on_unchanged_and_recorded(
     assert "✓ done" in capsys.readouterr().out  # shown live (plain text outside a notebook)
 
 
-def test_async_sources_and_the_stream_helpers_events(sdk: openai.OpenAI, capsys: pytest.CaptureFixture[str]) -> None:
+def test_async_sources_and_the_stream_helpers_events(
+    sdk: openai.OpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
     async def run() -> nito_nb.Stream:
-        async with openai.AsyncOpenAI(base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0) as c:
+        async with openai.AsyncOpenAI(
+            base_url=nito_nb.sim.ensure_server(), api_key=nito_nb.sim.token(), max_retries=0
+        ) as c:
             watched = nito_nb.watch(await create(c, "sim/reasoning"), show=False)
             async for _ in watched:
                 pass
@@ -71,19 +86,30 @@ def test_async_sources_and_the_stream_helpers_events(sdk: openai.OpenAI, capsys:
 
     assert_same_answer(asyncio.run(run()), reference("sim/reasoning"))
     with sdk.chat.completions.stream(
-        model="sim/tools", messages=MESSAGES, tools=[WEATHER], stream_options={"include_usage": True},
+        model="sim/tools",
+        messages=MESSAGES,
+        tools=[WEATHER],
+        stream_options={"include_usage": True},
         extra_body={"sim": QUICK},
     ) as events:
         watched = nito_nb.watch(events, show=False)
         kinds = {event.type for event in watched}
         completion = watched.get_final_completion()  # the source's own API, through the wrapper
-    assert {"chunk", "tool_calls.function.arguments.delta"} <= kinds  # derived events: passed, not recorded
+    assert {
+        "chunk",
+        "tool_calls.function.arguments.delta",
+    } <= kinds  # derived events: passed, not recorded
     assert_same_answer(watched.stream, reference("sim/tools", tools=[WEATHER]))
-    assert completion.choices[0].message.tool_calls[0].function.arguments == watched.stream.tool_calls[0].arguments
+    assert (
+        completion.choices[0].message.tool_calls[0].function.arguments
+        == watched.stream.tool_calls[0].arguments
+    )
     assert capsys.readouterr().out == ""
 
 
-def test_a_failing_source_raises_its_own_error_and_the_partial_stream_is_kept(sdk: openai.OpenAI) -> None:
+def test_a_failing_source_raises_its_own_error_and_the_partial_stream_is_kept(
+    sdk: openai.OpenAI,
+) -> None:
     watched = nito_nb.watch(create(sdk, "sim/drop"), show=False)
     seen = []
     with pytest.raises(openai.APIConnectionError):
@@ -91,7 +117,10 @@ def test_a_failing_source_raises_its_own_error_and_the_partial_stream_is_kept(sd
             seen.extend(c.delta.content or "" for c in chunk.choices)
     ours = nito_nb.last()
     assert ours is watched.stream and ours.status == "truncated"
-    assert ours.content == "".join(seen) and "APIConnectionError after 40 items" in ours.exception.message
+    assert (
+        ours.content == "".join(seen)
+        and "APIConnectionError after 40 items" in ours.exception.message
+    )
 
 
 def test_breaking_out_stops_and_a_watch_is_iterated_once(sdk: openai.OpenAI) -> None:
@@ -113,7 +142,11 @@ def test_dicts_strings_and_unknown_items(tmp_path: Path) -> None:
             return "<Odd>"
 
     items: list[Any] = [
-        {"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]},
+        {
+            "id": "g",
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}],
+        },
         " there",
         Odd(),
     ]
@@ -130,28 +163,53 @@ def test_dicts_strings_and_unknown_items(tmp_path: Path) -> None:
 def test_langchain_message_chunks_map_to_the_delta_format() -> None:
     messages = pytest.importorskip("langchain_core.messages")
     chunks = [
-        messages.AIMessageChunk(content=[{"type": "reasoning", "reasoning": "Think. "}], id="run-1"),
-        messages.AIMessageChunk(content=[{"type": "text", "text": "Answer"}, {"type": "image", "url": "x"}], id="run-1"),
         messages.AIMessageChunk(
-            content="", id="run-1",
+            content=[{"type": "reasoning", "reasoning": "Think. "}], id="run-1"
+        ),
+        messages.AIMessageChunk(
+            content=[{"type": "text", "text": "Answer"}, {"type": "image", "url": "x"}], id="run-1"
+        ),
+        messages.AIMessageChunk(
+            content="",
+            id="run-1",
             tool_call_chunks=[{"name": "get_weather", "args": '{"ci', "id": "call_1", "index": 0}],
         ),
-        messages.AIMessageChunk(content="", id="run-1", tool_call_chunks=[{"name": None, "args": 'ty": "Paris"}', "id": None, "index": 0}]),
-        messages.AIMessageChunk(content="", id="run-1", response_metadata={"finish_reason": "tool_calls", "model_name": "m-1"}),
-        messages.AIMessageChunk(content="", id="run-1", usage_metadata={
-            "input_tokens": 3, "output_tokens": 7, "total_tokens": 10,
-            "output_token_details": {"reasoning": 2}, "input_token_details": {"cache_read": 1},
-        }),
+        messages.AIMessageChunk(
+            content="",
+            id="run-1",
+            tool_call_chunks=[{"name": None, "args": 'ty": "Paris"}', "id": None, "index": 0}],
+        ),
+        messages.AIMessageChunk(
+            content="",
+            id="run-1",
+            response_metadata={"finish_reason": "tool_calls", "model_name": "m-1"},
+        ),
+        messages.AIMessageChunk(
+            content="",
+            id="run-1",
+            usage_metadata={
+                "input_tokens": 3,
+                "output_tokens": 7,
+                "total_tokens": 10,
+                "output_token_details": {"reasoning": 2},
+                "input_token_details": {"cache_read": 1},
+            },
+        ),
     ]
     watched = nito_nb.watch(iter(chunks), show=False)
     assert list(watched) == chunks
     s = watched.stream
     assert s.content == "Answer" and s.reasoning == "Think. "
-    assert [(c.id, c.name, c.parsed) for c in s.tool_calls] == [("call_1", "get_weather", {"city": "Paris"})]
+    assert [(c.id, c.name, c.parsed) for c in s.tool_calls] == [
+        ("call_1", "get_weather", {"city": "Paris"})
+    ]
     assert s.finish_reason == "tool_calls" and s.model == "m-1"
     assert s.usage == {
-        "prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10,
-        "completion_tokens_details": {"reasoning_tokens": 2}, "prompt_tokens_details": {"cached_tokens": 1},
+        "prompt_tokens": 3,
+        "completion_tokens": 7,
+        "total_tokens": 10,
+        "completion_tokens_details": {"reasoning_tokens": 2},
+        "prompt_tokens_details": {"cached_tokens": 1},
     }
     assert [a.kind for a in s.anomalies] == ["watch-unmapped"] and "image" in str(s.anomalies[0])
     row = nito_nb.frame(s).nito.metrics().iloc[0]
@@ -161,7 +219,13 @@ def test_langchain_message_chunks_map_to_the_delta_format() -> None:
 
 
 def test_inside_live_a_watch_uses_the_blocks_view(capsys: pytest.CaptureFixture[str]) -> None:
-    items = [{"id": "g", "model": "m", "choices": [{"index": 0, "delta": {"content": "Once only"}, "finish_reason": "stop"}]}]
+    items = [
+        {
+            "id": "g",
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"content": "Once only"}, "finish_reason": "stop"}],
+        }
+    ]
     with nito_nb.live():
         assert list(nito_nb.watch(iter(items))) == items
     assert capsys.readouterr().out.count("Once only") == 1

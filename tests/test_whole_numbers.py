@@ -40,7 +40,9 @@ def _run(**options: Any) -> Any:
 
 
 def _sweep(**options: Any) -> Any:
-    return nito_nb.sweep(["a"], model="sim/chat", rates=[100], **{"max_requests": 1, **FAST, **options})
+    return nito_nb.sweep(
+        ["a"], model="sim/chat", rates=[100], **{"max_requests": 1, **FAST, **options}
+    )
 
 
 def _map(**options: Any) -> Any:
@@ -113,7 +115,9 @@ def _bad_values() -> Iterator[Any]:
 
 @pytest.mark.usefixtures("nothing_starts")
 @pytest.mark.parametrize(("name", "call", "at_least", "value"), list(_bad_values()))
-def test_a_bad_count_is_one_line_naming_it(name: str, call: Callable[..., Any], at_least: int, value: Any) -> None:
+def test_a_bad_count_is_one_line_naming_it(
+    name: str, call: Callable[..., Any], at_least: int, value: Any
+) -> None:
     with pytest.raises(nito_nb.ConfigurationError) as caught:
         call(**{name: value})
     message = str(caught.value)
@@ -124,13 +128,18 @@ def test_a_bad_count_is_one_line_naming_it(name: str, call: Callable[..., Any], 
 def test_the_async_client_refuses_the_same_counts() -> None:
     for name, at_least in (("max_retries", 0), ("max_event_size", 1)):
         for value in (True, -1, 2.5, "3", None):
-            with pytest.raises(nito_nb.ConfigurationError, match=f"^{name} must be a whole number >= {at_least}, "):
+            with pytest.raises(
+                nito_nb.ConfigurationError, match=f"^{name} must be a whole number >= {at_least}, "
+            ):
                 asyncio.run(_async_client(**{name: value}))
 
 
 def test_hints_after_the_sentence_are_kept() -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match=r"^max_event_size must be a whole number >= 1, not 0; "
-                                                         r"it is a number of bytes, 67,108,864 \(64 MiB\) by default$"):
+    with pytest.raises(
+        nito_nb.ConfigurationError,
+        match=r"^max_event_size must be a whole number >= 1, not 0; "
+        r"it is a number of bytes, 67,108,864 \(64 MiB\) by default$",
+    ):
         _client(max_event_size=0)
 
 
@@ -140,14 +149,18 @@ def test_a_value_with_a_long_repr_is_shown_on_one_short_line() -> None:
     with pytest.raises(nito_nb.ConfigurationError) as caught:
         _run(concurrency=frame)
     message = str(caught.value)
-    assert message.startswith("concurrency must be a whole number >= 1, not ") and message.endswith("…")
+    assert message.startswith("concurrency must be a whole number >= 1, not ") and message.endswith(
+        "…"
+    )
     assert "\n" not in message and len(message) < 120
 
 
 @pytest.mark.usefixtures("nothing_starts")
 def test_numpy_bools_and_floats_are_refused_as_python_ones_are() -> None:
     for value in (np.bool_(True), np.float64(2.0), np.array([2])):
-        with pytest.raises(nito_nb.ConfigurationError, match=r"^repeats must be a whole number >= 1"):
+        with pytest.raises(
+            nito_nb.ConfigurationError, match=r"^repeats must be a whole number >= 1"
+        ):
             _run(repeats=value)
 
 
@@ -162,8 +175,13 @@ def test_a_run_takes_numpy_counts_as_ints() -> None:
     params = run.plan.requests[0].params
     assert params["max_tokens"] == 2 and type(params["max_tokens"]) is int  # sent as JSON
     # The same key as with a Python int: a store resumes it.
-    same = _plan.plan("a", template=None, models=["sim/chat"], repeats=2,
-                       params={"max_tokens": 2, "sim": FAST["sim"]})
+    same = _plan.plan(
+        "a",
+        template=None,
+        models=["sim/chat"],
+        repeats=2,
+        params={"max_tokens": 2, "sim": FAST["sim"]},
+    )
     assert [r.key for r in run.plan.requests] == [r.key for r in same.requests]
 
 
@@ -176,7 +194,9 @@ def test_a_load_run_and_a_sweep_take_a_numpy_max_requests() -> None:
 
 def test_numpy_workers_and_per_worker_are_counts() -> None:
     # Taken, then refused by the machine's own limit (before any process starts): as a count.
-    with pytest.raises(nito_nb.ConfigurationError, match=r"^workers=1000000 is more local processes"):
+    with pytest.raises(
+        nito_nb.ConfigurationError, match=r"^workers=1000000 is more local processes"
+    ):
         _run(engine="processes", workers=np.int64(10**6), per_worker=np.int64(2))
 
 
@@ -184,6 +204,11 @@ def test_a_client_takes_numpy_counts_as_ints() -> None:
     client = _client(max_retries=np.int64(2), max_event_size=np.int64(4096))
     assert (client.max_retries, client.max_event_size) == (2, 4096)
     assert type(client.max_retries) is int and type(client.max_event_size) is int
-    s = nito_nb.stream("hi", model="sim/chat", max_tokens=np.int64(2), max_event_size=np.int64(4096),
-                       sim=FAST["sim"]).wait(timeout=60)
+    s = nito_nb.stream(
+        "hi",
+        model="sim/chat",
+        max_tokens=np.int64(2),
+        max_event_size=np.int64(4096),
+        sim=FAST["sim"],
+    ).wait(timeout=60)
     assert s.status == "done" and type(s.request["params"]["max_tokens"]) is int

@@ -430,14 +430,27 @@ def test_hostile_model_text_is_escaped(widgets: Any) -> None:
 def test_a_schema_shows_each_answer_as_the_object_and_stays_inert(widgets: Any) -> None:
     # issue 33: ChatWidget(schema=...) shows the object as parsed, as %%nito --schema does; field
     # values the model wrote (here enum values that are payloads) stay text.
-    schema = {"title": "Verdict", "type": "object", "required": ["label", "why"], "properties": {
-        "label": {"type": "string", "enum": [XSS_PAYLOAD]},
-        "why": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "const": "<iframe src=x>"}},
-    }}
+    schema = {
+        "title": "Verdict",
+        "type": "object",
+        "required": ["label", "why"],
+        "properties": {
+            "label": {"type": "string", "enum": [XSS_PAYLOAD]},
+            "why": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 2,
+                "items": {"type": "string", "const": "<iframe src=x>"},
+            },
+        },
+    }
     w = widgets(model="sim/chat", sim=FAST, schema=schema)
     stream = w.ask("Classify: free money")
     w.wait(20)
-    assert stream.parsed == {"label": XSS_PAYLOAD, "why": stream.parsed["why"]} and stream.parse_error is None
+    assert (
+        stream.parsed == {"label": XSS_PAYLOAD, "why": stream.parsed["why"]}
+        and stream.parse_error is None
+    )
     (part,) = [p for p in w._turns[0].view.parts if p.key == "structured"]
     assert part.text.startswith("✓ Verdict") and "label: " in part.text
     values = _html_values(w)
@@ -447,7 +460,10 @@ def test_a_schema_shows_each_answer_as_the_object_and_stays_inert(widgets: Any) 
 
 
 def test_a_wrong_schema_is_refused_when_the_widget_is_made(widgets: Any) -> None:
-    with pytest.raises(nito_nb.ConfigurationError, match="schema= takes a pydantic model class or a JSON-schema dict"):
+    with pytest.raises(
+        nito_nb.ConfigurationError,
+        match="schema= takes a pydantic model class or a JSON-schema dict",
+    ):
         widgets(model="sim/chat", schema="Verdict")
 
 
@@ -557,11 +573,15 @@ def test_a_failing_tool_is_one_line_and_its_error_goes_to_the_model(widgets: Any
     final = w.wait(20)
     assert final is not None and final.status == "done" and len(w.streams) == 2
     results = [m for m in final.request["messages"] if m["role"] == "tool"]
-    assert results and all(r["content"] == "Error: RuntimeError: the weather service is down" for r in results)
+    assert results and all(
+        r["content"] == "Error: RuntimeError: the weather service is down" for r in results
+    )
     (box,) = [v for v in _html_values(w) if "nito-tool-runs" in v]
     lines = html.unescape(box).split("</b>\n", 1)[1].removesuffix("</div>").splitlines()
     assert len(lines) == len(results)
-    assert all(line.endswith("→ Error: RuntimeError: the weather service is down") for line in lines)
+    assert all(
+        line.endswith("→ Error: RuntimeError: the weather service is down") for line in lines
+    )
     assert not any("Traceback" in v for v in _html_values(w))
     assert w.last_exception is None and w.status == "✓ done"
 
@@ -597,7 +617,9 @@ def test_model_list_failure_is_a_note(widgets: Any) -> None:
 
 def test_model_list_from_the_gateway(widgets: Any) -> None:
     base_url = nito_nb.sim.ensure_server()
-    w = widgets(model="sim/chat", models=["my/model"], api_key=nito_nb.sim.token(), base_url=base_url)
+    w = widgets(
+        model="sim/chat", models=["my/model"], api_key=nito_nb.sim.token(), base_url=base_url
+    )
     w._models_thread.join(20)
     assert "gateway models" in w._note.value
     assert {"sim/chat", "sim/echo", "my/model"} <= set(w._picker.options)
@@ -727,7 +749,9 @@ def test_plain_transcript_labels_tool_results_by_role() -> None:
 
 
 def test_stream_view_shows_a_refusal_escaped() -> None:
-    line = 'data: {"id":"g","model":"m","choices":[{"index":0,"delta":%s,"finish_reason":null}]}\n\n'
+    line = (
+        'data: {"id":"g","model":"m","choices":[{"index":0,"delta":%s,"finish_reason":null}]}\n\n'
+    )
     body = "".join(line % d for d in ['{"refusal":"I <b>cannot</b>"}', '{"refusal":" do that."}'])
     view = nito_nb.StreamView(nito_nb.read_sse((body + "data: [DONE]\n\n").encode()))
     view.update()
@@ -751,7 +775,10 @@ def test_a_stall_keeps_the_view_current_and_its_clock_moving(widgets: Any) -> No
     w.wait(10)
     chunks = [e for e in stream.log if e.kind == "chunk" and e.chunk.get("choices")]
     cut = max(range(1, len(chunks)), key=lambda i: chunks[i].t - chunks[i - 1].t)
-    text = lambda es: "".join(e.chunk["choices"][0].get("delta", {}).get("content") or "" for e in es)  # noqa: E731
+
+    def text(es: list[Any]) -> str:
+        return "".join(e.chunk["choices"][0].get("delta", {}).get("content") or "" for e in es)
+
     head, tail = " ".join(text(chunks[:cut]).split()), " ".join(text(chunks[cut:]).split())
     flat = [(at, " ".join(shown.split())) for at, shown in samples]
     started = next(at for at, shown in flat if head.split()[0] in shown)

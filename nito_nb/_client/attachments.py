@@ -29,8 +29,10 @@ def read_images(images: Any, detail: Any, max_size: Any) -> list[Attachment]:
     max_size = check_max_image_size(max_size)
     items = [images] if isinstance(images, (str, bytes, bytearray, os.PathLike)) else images
     if not isinstance(items, (list, tuple)):
-        raise ConfigurationError(f"images= takes a path, an http(s) URL, bytes, or a list of them, "
-                                 f"not {type(images).__name__}.")
+        raise ConfigurationError(
+            f"images= takes a path, an http(s) URL, bytes, or a list of them, "
+            f"not {type(images).__name__}."
+        )
     return [_one(item, index, detail, max_size) for index, item in enumerate(items)]
 
 
@@ -40,11 +42,14 @@ def _one(item: Any, index: int, detail: str, max_size: int) -> Attachment:
     if isinstance(item, str) and item.lower().startswith(("http://", "https://")):
         return from_url(item, detail)
     if isinstance(item, str) and item.lower().startswith("data:"):
-        raise ConfigurationError("images= takes a file, its bytes or an http(s) URL, not a data: URL "
-                                 "(give the bytes: nito_nb makes the data URL after checking them).")
+        raise ConfigurationError(
+            "images= takes a file, its bytes or an http(s) URL, not a data: URL "
+            "(give the bytes: nito_nb makes the data URL after checking them)."
+        )
     if not isinstance(item, (str, os.PathLike)):
-        raise ConfigurationError(f"images[{index}] is a {type(item).__name__}: give a path, an http(s) URL "
-                                 "or bytes.")
+        raise ConfigurationError(
+            f"images[{index}] is a {type(item).__name__}: give a path, an http(s) URL or bytes."
+        )
     path = Path(item).expanduser()
     shown = repr(str(item))[:80]
     try:
@@ -52,7 +57,8 @@ def _one(item: Any, index: int, detail: str, max_size: int) -> Attachment:
         if size > max_size:  # refused before it is read: a 4 GB file is not loaded to be refused
             raise ConfigurationError(too_big(str(item), size, max_size))
         with path.open("rb") as file:
-            data = file.read(max_size + 1)  # bounded: a file that grew since stat() is still refused
+            # bounded: a file that grew since stat() is still refused
+            data = file.read(max_size + 1)
     except IsADirectoryError:
         raise ConfigurationError(f"image {shown} is a folder: give a file.") from None
     except FileNotFoundError:
@@ -60,4 +66,3 @@ def _one(item: Any, index: int, detail: str, max_size: int) -> Attachment:
     except OSError as exc:
         raise ConfigurationError(f"image {shown} cannot be read: {exc.strerror or exc}.") from None
     return from_bytes(data, path.name, detail, max_size)
-

@@ -64,8 +64,13 @@ class Route:
         route's key (the client then finds the key as for any call)."""
         other = overrides.get("base_url")
         elsewhere = other is not None and str(other).rstrip("/") != self.base_url
-        return {"base_url": self.base_url, "api_key": None if elsewhere else self.key, "timeout": self.timeout,
-                "max_event_size": self.max_event_size, "max_body_size": self.max_body_size}
+        return {
+            "base_url": self.base_url,
+            "api_key": None if elsewhere else self.key,
+            "timeout": self.timeout,
+            "max_event_size": self.max_event_size,
+            "max_body_size": self.max_body_size,
+        }
 
 
 class BaseClient:
@@ -84,11 +89,19 @@ class BaseClient:
         self._api_key = api_key
         # Checked now, so that a wrong one is refused where it was given (NITO_BASE_URL is read,
         # and checked, per call).
-        self._base_url = None if base_url is None or base_url == "" else checked_base_url(base_url, "base_url")
+        self._base_url = (
+            None if base_url is None or base_url == "" else checked_base_url(base_url, "base_url")
+        )
         self.timeout = Timeout.of(timeout)
         max_retries = whole("max_retries", max_retries, at_least=0)
-        if isinstance(max_retry_wait, bool) or not isinstance(max_retry_wait, int | float) or not max_retry_wait >= 0:
-            raise ConfigurationError(f"max_retry_wait is seconds, a number >= 0, not {max_retry_wait!r}")
+        if (
+            isinstance(max_retry_wait, bool)
+            or not isinstance(max_retry_wait, int | float)
+            or not max_retry_wait >= 0
+        ):
+            raise ConfigurationError(
+                f"max_retry_wait is seconds, a number >= 0, not {max_retry_wait!r}"
+            )
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
         #: Bytes one SSE event may take before its stream stops with EventTooLargeError.
@@ -110,7 +123,9 @@ class BaseClient:
 
     def _event_limit(self, max_event_size: int | None) -> int:
         """This call's limit on one event's bytes: its own, else the client's."""
-        return self.max_event_size if max_event_size is None else check_max_event_size(max_event_size)
+        return (
+            self.max_event_size if max_event_size is None else check_max_event_size(max_event_size)
+        )
 
     def _body_limit(self, max_body_size: int | None) -> int:
         """This call's limit on the body's decoded bytes: its own, else the client's."""
@@ -134,17 +149,31 @@ class BaseClient:
         """The key of a call (the argument, else the client's, else ``NITO_API_KEY``), checked."""
         return find_key(api_key, self._api_key)
 
-    def _remember(self, source: SourceBase, model: str, base_url: str | None, key: str | None, timeout: Any,
-                  max_event_size: int | None = None, max_body_size: int | None = None) -> None:
+    def _remember(
+        self,
+        source: SourceBase,
+        model: str,
+        base_url: str | None,
+        key: str | None,
+        timeout: Any,
+        max_event_size: int | None = None,
+        max_body_size: int | None = None,
+    ) -> None:
         """Keep on the Stream how it was made (for reply()) and the key it carried (redacted from
         whatever the gateway sends back). The embedded simulator's token is not kept for reply():
         the next turn finds it again, from the simulator that then serves."""
         embedded = self._embedded(model, base_url)
-        route_url = None if embedded else self._endpoint(model, base_url)  # as given: the request shows it redacted
-        source.set_route(Route(self, route_url, None if embedded else key, timeout, max_event_size, max_body_size))
+        # as given: the request shows it redacted
+        route_url = None if embedded else self._endpoint(model, base_url)
+        source.set_route(
+            Route(
+                self, route_url, None if embedded else key, timeout, max_event_size, max_body_size
+            )
+        )
         secret = Secret.of(key)
         source.protect(secret)
-        protect_in_logs(secret)  # httpcore's DEBUG log shows response headers: an echo of the key too
+        # httpcore's DEBUG log shows response headers: an echo of the key too
+        protect_in_logs(secret)
 
     @staticmethod
     def _with_schema(schema: Any, params: dict[str, Any]) -> tuple[Schema | None, dict[str, Any]]:
@@ -154,8 +183,10 @@ class BaseClient:
             return None, params
         structured = schema_of(schema)
         if params.get("response_format") is not None:
-            raise ConfigurationError("pass schema= or response_format=, not both (schema= sends its own "
-                                     "response_format of type json_schema)")
+            raise ConfigurationError(
+                "pass schema= or response_format=, not both (schema= sends its own "
+                "response_format of type json_schema)"
+            )
         return structured, {**params, "response_format": structured.response_format()}
 
     def _build(
@@ -172,7 +203,9 @@ class BaseClient:
         if model is not None and not isinstance(model, str):
             raise ConfigurationError(one_model(model, "stream()"))
         if not model:
-            raise ConfigurationError("model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'")
+            raise ConfigurationError(
+                "model is required, e.g. model='sim/chat' or model='z-ai/glm-5.2'"
+            )
         messages = as_messages(prompt_or_messages)
         url, simulator = target(model, self._call_url(base_url))
         key: str | None
@@ -186,7 +219,8 @@ class BaseClient:
                     "No API key: set the NITO_API_KEY environment variable or pass api_key=... "
                     "(models named sim/... run on the embedded simulator and need none)."
                 )
-        stream = getattr(type(self), "stream", None)  # Client's or AsyncClient's, whose keywords are the same
+        # Client's or AsyncClient's, whose keywords are the same
+        stream = getattr(type(self), "stream", None)
         check_keywords(params, keyword_options(stream) if stream is not None else (), "stream()")
         params = {k: v for k, v in params.items() if v is not None}
         messages, kept = with_attachments(messages, attachments or [])
@@ -194,22 +228,31 @@ class BaseClient:
         body: dict[str, Any] = {"model": model, "messages": messages, **params, "stream": True}
         body["stream_options"] = {"include_usage": True, **(params.get("stream_options") or {})}
         # Only the codings nito_nb decodes itself, in bounded pieces (_core/encoding.py).
-        headers = {"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
+        headers = {
+            "Accept": "text/event-stream",
+            "Accept-Encoding": ACCEPT_ENCODING,
+            "Content-Type": "application/json",
+        }
         if key:
             headers["Authorization"] = f"Bearer {key}"
         meta = {"model": model, "messages": kept, "params": params, "base_url": shown_url(url)}
         return api_url(url, "/chat/completions"), headers, body, meta, key
 
-    def _models_request(self, base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str], str | None]:
+    def _models_request(
+        self, base_url: str | None, api_key: str | None
+    ) -> tuple[str, dict[str, str], str | None]:
         """(base URL, headers, key) of a ``GET /models``."""
         url = base_url_of(self._call_url(base_url))  # checked
         key = self._key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return url, headers, key
 
-    def _not_event_stream(self, source: SourceBase, response: httpx.Response, body: bytes, key: str | None) -> NitoError:
+    def _not_event_stream(
+        self, source: SourceBase, response: httpx.Response, body: bytes, key: str | None
+    ) -> NitoError:
         """The error of a 2xx answer that is not an event stream, naming this call's base URL."""
-        base_url = source.stream.request.get("base_url") or shown_url(self.base_url)  # this call's, not the default
+        # this call's, not the default
+        base_url = source.stream.request.get("base_url") or shown_url(self.base_url)
         return not_event_stream(source, response, body, key, base_url)
 
     def _retry_delay(self, attempt: int, error: NitoError) -> float | None:
@@ -224,13 +267,21 @@ def one_model(model: Any, call: str, several: str = "") -> str:
     "model is required" (though one was given), or ChatWidget's unhashable TypeError."""
     shown = repr(model)
     shown = shown if len(shown) <= 60 else shown[:60] + "…"
-    several = several or ("Several models: nito_nb.run(prompts, model=['sim/chat', 'sim/echo']), "
-                          "or %%nito -m sim/chat,sim/echo.")
+    several = several or (
+        "Several models: nito_nb.run(prompts, model=['sim/chat', 'sim/echo']), "
+        "or %%nito -m sim/chat,sim/echo."
+    )
     return f"{call} takes one model id, a string such as model='sim/chat', not {shown}. {several}"
 
 
-def check_call(client: BaseClient, prompt_or_messages: Any, model: str | None, api_key: str | None,
-               base_url: str | None, params: dict[str, Any]) -> None:
+def check_call(
+    client: BaseClient,
+    prompt_or_messages: Any,
+    model: str | None,
+    api_key: str | None,
+    base_url: str | None,
+    params: dict[str, Any],
+) -> None:
     """Raise the configuration error that ``client``'s call would raise (no model, no key, a bad
     base URL, a body that cannot be right), sending nothing: a Run checks each model once before
     it starts (``_runs/dispatch.py``), by the very rules its calls are built with."""

@@ -51,24 +51,48 @@ class Client(BaseClient):
     """A synchronous client. ``Client(api_key=..., base_url=..., timeout=...)``, or
     ``Client(http_client=httpx.Client(...))`` to bring your own httpx setup."""
 
-    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
-                 http_client: httpx.Client | None = None, max_retries: int = 2, max_retry_wait: float = 30.0,
-                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Any = None,
+        *,
+        http_client: httpx.Client | None = None,
+        max_retries: int = 2,
+        max_retry_wait: float = 30.0,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    ) -> None:
         # Checked now: the wrong kind failed at the first request, deep inside (AttributeError,
         # or an httpx.AsyncClient's send() returned a coroutine, never awaited).
         _check_http_client(http_client, "nito_nb.Client", httpx.Client, httpx.AsyncClient)
-        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size, max_body_size)
+        super().__init__(
+            api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size, max_body_size
+        )
         self._own_http = http_client is None
         if http_client is None:
             http_client = httpx.Client(timeout=self.timeout.httpx())
-            keep_deadlines(http_client)  # its reads end at the calls' deadlines (a user's keeps httpx's)
+            # its reads end at the calls' deadlines (a user's keeps httpx's)
+            keep_deadlines(http_client)
         self._http = http_client
 
-    def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
-               base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               max_event_size: int | None = None, max_body_size: int | None = None, schema: Any = None,
-               images: Any = None, image_detail: str = "auto", max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
-               **params: Any) -> Stream:
+    def stream(
+        self,
+        prompt_or_messages: Any,
+        *,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Any = None,
+        raise_errors: bool = True,
+        max_event_size: int | None = None,
+        max_body_size: int | None = None,
+        schema: Any = None,
+        images: Any = None,
+        image_detail: str = "auto",
+        max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
+        **params: Any,
+    ) -> Stream:
         """Send the request and return its Stream once the response has started.
 
         HTTP errors raise here (typed, with ``.stream`` holding the status, headers and body);
@@ -77,7 +101,9 @@ class Client(BaseClient):
         self._check_open()
         structured, params = self._with_schema(schema, params)
         attachments = read_images(images, image_detail, max_image_size)
-        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params, attachments)
+        url, headers, body, meta, key = self._build(
+            prompt_or_messages, model, api_key, base_url, params, attachments
+        )
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         source = StreamSource(
             meta,
@@ -94,7 +120,9 @@ class Client(BaseClient):
         deadlines = source.set_deadlines(limits.first_byte, limits.between_chunks, limits.total)
         try:
             for attempt in range(self.max_retries + 1):
-                request = self._http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                request = self._http.build_request(
+                    "POST", url, json=body, headers=headers, timeout=limits.httpx()
+                )
                 trace_connect(request, source, asynchronous=False)
                 # One clock per Stream: t0 is the first attempt's send, so every timing includes
                 # the retries (``attempts`` says how many requests were sent).
@@ -103,7 +131,8 @@ class Client(BaseClient):
                 else:
                     source.start()
                 deadlines.sent(time.perf_counter_ns())
-                with reading_for(deadlines):  # this thread's reads, until the headers (and an error body)
+                # this thread's reads, until the headers (and an error body)
+                with reading_for(deadlines):
                     try:
                         # Never a redirect, whatever an httpx client of the user's says: the key (and
                         # a header of its own, such as Azure's api-key, which httpx keeps) would go along.
@@ -112,7 +141,9 @@ class Client(BaseClient):
                         error: NitoError = connect_error(exc, url, source)
                     else:
                         if response.status_code < 300 and is_event_stream(response):
-                            source.set_response(response.status_code, response.headers, time.perf_counter_ns())
+                            source.set_response(
+                                response.status_code, response.headers, time.perf_counter_ns()
+                            )
                             try:  # the body as it comes: the Stream decodes it, in bounded pieces
                                 source.set_encoding(response.headers.get("content-encoding"))
                             except UnsupportedEncoding as exc:
@@ -123,15 +154,19 @@ class Client(BaseClient):
                             _between_chunks(response, limits.between_chunks)
                             # Read from now on, whatever the caller does: arrival times are the
                             # moment the bytes came, not the moment someone iterated.
-                            source.read_body(reads_for(response.iter_raw(), deadlines),
-                                             functools.partial(_close, response), functools.partial(_abort, response))
+                            source.read_body(
+                                reads_for(response.iter_raw(), deadlines),
+                                functools.partial(_close, response),
+                                functools.partial(_abort, response),
+                            )
                             return stream
                         error_body = _ErrorBody(response)
                         try:
                             error_body.read(response.iter_raw())
                         finally:
                             _close(response)
-                        if response.status_code >= 300:  # an HTTP error, or a redirect (never followed)
+                        # an HTTP error, or a redirect (never followed)
+                        if response.status_code >= 300:
                             error = http_error(source, response, error_body.data, key)
                         else:
                             error = self._not_event_stream(source, response, error_body.data, key)
@@ -149,15 +184,21 @@ class Client(BaseClient):
             raise
         raise AssertionError("unreachable")
 
-    def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+    def models(
+        self, *, base_url: str | None = None, api_key: str | None = None
+    ) -> list[dict[str, Any]]:
         """The gateway's model list (``GET /models``). Failures raise typed errors, as for a
         stream: ``ConnectionFailed`` (and its timeouts), an ``APIError`` (``RedirectError`` for a
         redirect, never followed), or a ``TransportError`` for an answer that is not the JSON list."""
         self._check_open()
         url, headers, key = self._models_request(base_url, api_key)
         try:
-            response = self._http.get(api_url(url, "/models"), headers=headers, timeout=self.timeout.httpx(),
-                                      follow_redirects=False)
+            response = self._http.get(
+                api_url(url, "/models"),
+                headers=headers,
+                timeout=self.timeout.httpx(),
+                follow_redirects=False,
+            )
         except httpx.HTTPError as exc:
             raise connect_error(exc, url, models_stream(url, key)) from None
         return model_list(url, response, key)
@@ -169,7 +210,9 @@ class Client(BaseClient):
     def _check_open(self) -> None:
         """httpx's RuntimeError ("the client has been closed") as one line that says what to do."""
         if self._http.is_closed:
-            raise ConfigurationError(_closed_message("nito_nb.Client", "httpx.Client", self._own_http))
+            raise ConfigurationError(
+                _closed_message("nito_nb.Client", "httpx.Client", self._own_http)
+            )
 
     def __enter__(self) -> Client:
         return self
@@ -181,14 +224,24 @@ class Client(BaseClient):
 class AsyncClient(BaseClient):
     """The async twin of :class:`Client`."""
 
-    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: Any = None, *,
-                 http_client: httpx.AsyncClient | None = None, max_retries: int = 2,
-                 max_retry_wait: float = 30.0, max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
-                 max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Any = None,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        max_retries: int = 2,
+        max_retry_wait: float = 30.0,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    ) -> None:
         # Checked now: an httpx.Client failed at the first connection, in httpcore (a TypeError
         # about the trace callback).
         _check_http_client(http_client, "nito_nb.AsyncClient", httpx.AsyncClient, httpx.Client)
-        super().__init__(api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size, max_body_size)
+        super().__init__(
+            api_key, base_url, timeout, max_retries, max_retry_wait, max_event_size, max_body_size
+        )
         # Without an httpx client of the user's, each stream gets its own, closed with the stream:
         # an httpx.AsyncClient belongs to the event loop it first ran on, and Jupyter, asyncio.run
         # and worker threads each bring their own loop. A shared SSL context keeps that cheap.
@@ -201,19 +254,35 @@ class AsyncClient(BaseClient):
 
     def _new_http(self) -> httpx.AsyncClient:
         transport = StampingTransport(verify=_ssl_context()) if self._stamping else None
-        return httpx.AsyncClient(timeout=self.timeout.httpx(), verify=_ssl_context(), transport=transport)
+        return httpx.AsyncClient(
+            timeout=self.timeout.httpx(), verify=_ssl_context(), transport=transport
+        )
 
-    def stream(self, prompt_or_messages: Any, *, model: str, api_key: str | None = None,
-               base_url: str | None = None, timeout: Any = None, raise_errors: bool = True,
-               max_event_size: int | None = None, max_body_size: int | None = None, schema: Any = None,
-               images: Any = None, image_detail: str = "auto", max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
-               **params: Any) -> AsyncStream:
+    def stream(
+        self,
+        prompt_or_messages: Any,
+        *,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: Any = None,
+        raise_errors: bool = True,
+        max_event_size: int | None = None,
+        max_body_size: int | None = None,
+        schema: Any = None,
+        images: Any = None,
+        image_detail: str = "auto",
+        max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
+        **params: Any,
+    ) -> AsyncStream:
         """An AsyncStream; it connects on first ``async for`` / ``await`` / ``async with``.
         Configuration errors raise here; HTTP errors raise when it connects."""
         self._check_open()
         structured, params = self._with_schema(schema, params)
         attachments = read_images(images, image_detail, max_image_size)
-        url, headers, body, meta, key = self._build(prompt_or_messages, model, api_key, base_url, params, attachments)
+        url, headers, body, meta, key = self._build(
+            prompt_or_messages, model, api_key, base_url, params, attachments
+        )
         limits = Timeout.of(timeout) if timeout is not None else self.timeout
         source = AsyncStreamSource(
             meta,
@@ -245,7 +314,9 @@ class AsyncClient(BaseClient):
 
         async def connect(source: AsyncStreamSource, http: httpx.AsyncClient) -> None:
             for attempt in range(self.max_retries + 1):
-                request = http.build_request("POST", url, json=body, headers=headers, timeout=limits.httpx())
+                request = http.build_request(
+                    "POST", url, json=body, headers=headers, timeout=limits.httpx()
+                )
                 trace_connect(request, source, asynchronous=True)
                 if attempt:  # one clock per Stream, as in Client.stream
                     source.new_attempt()
@@ -255,15 +326,21 @@ class AsyncClient(BaseClient):
                 sent = time.perf_counter_ns()
                 deadlines.sent(sent)
                 try:  # the first_byte (or total) deadline, whatever the headers' reads do
-                    response = await within(http.send(request, stream=True, follow_redirects=False),  # as Client's
-                                            max(deadlines.left(sent), 0.0))
+                    response = await within(
+                        http.send(request, stream=True, follow_redirects=False),  # as Client's
+                        max(deadlines.left(sent), 0.0),
+                    )
                 except httpx.HTTPError as exc:
                     error: NitoError = connect_error(exc, url, source)
                 except asyncio.TimeoutError:
                     error = source.fail(deadlines.error(deadlines.due()[1]))
                 else:
                     if response.status_code < 300 and is_event_stream(response):
-                        source.set_response(response.status_code, response.headers, (arrival := arrival_clock(response))())
+                        source.set_response(
+                            response.status_code,
+                            response.headers,
+                            (arrival := arrival_clock(response))(),
+                        )
                         close = functools.partial(_aclose, response)
                         try:  # the body as it comes: the Stream decodes it, in bounded pieces
                             source.set_encoding(response.headers.get("content-encoding"))
@@ -282,8 +359,10 @@ class AsyncClient(BaseClient):
                         return
                     error_body = _ErrorBody(response)
                     try:  # as long as the deadline of the headers leaves
-                        await within(error_body.aread(response.aiter_raw()),
-                                     max(deadlines.left(time.perf_counter_ns()), 0.0))
+                        await within(
+                            error_body.aread(response.aiter_raw()),
+                            max(deadlines.left(time.perf_counter_ns()), 0.0),
+                        )
                     except asyncio.TimeoutError:
                         pass  # what came of it is kept: the status says enough
                     finally:
@@ -311,12 +390,16 @@ class AsyncClient(BaseClient):
 
         anyio.Lock()  # making one loads the backend of the running loop
 
-    async def models(self, *, base_url: str | None = None, api_key: str | None = None) -> list[dict[str, Any]]:
+    async def models(
+        self, *, base_url: str | None = None, api_key: str | None = None
+    ) -> list[dict[str, Any]]:
         self._check_open()
         url, headers, key = self._models_request(base_url, api_key)
         http = self._http or self._new_http()
         try:
-            response = await http.get(api_url(url, "/models"), headers=headers, follow_redirects=False)
+            response = await http.get(
+                api_url(url, "/models"), headers=headers, follow_redirects=False
+            )
         except httpx.HTTPError as exc:
             raise connect_error(exc, url, models_stream(url, key)) from None
         finally:
@@ -332,7 +415,9 @@ class AsyncClient(BaseClient):
         """As :meth:`Client._check_open`; only an httpx client of the user's can be closed (this
         client makes one per stream otherwise)."""
         if self._http is not None and self._http.is_closed:
-            raise ConfigurationError(_closed_message("nito_nb.AsyncClient", "httpx.AsyncClient", False))
+            raise ConfigurationError(
+                _closed_message("nito_nb.AsyncClient", "httpx.AsyncClient", False)
+            )
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -374,13 +459,18 @@ class _ShownURLs(logging.Filter):
     records it logs, so it costs nothing while INFO is off."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any(isinstance(arg, httpx.URL) for arg in record.args):
-            record.args = tuple(shown_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args)
+        if isinstance(record.args, tuple) and any(
+            isinstance(arg, httpx.URL) for arg in record.args
+        ):
+            record.args = tuple(
+                shown_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args
+            )
         return True
 
 
 _httpx_logger = logging.getLogger("httpx")
-if not any(type(f).__name__ == "_ShownURLs" for f in _httpx_logger.filters):  # once, also after a reload
+# once, also after a reload
+if not any(type(f).__name__ == "_ShownURLs" for f in _httpx_logger.filters):
     _httpx_logger.addFilter(_ShownURLs())
 
 

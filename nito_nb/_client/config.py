@@ -11,7 +11,13 @@ import httpx
 from .._core.counts import whole
 from .._core.errors import ConfigurationError
 
-__all__ = ["DEFAULT_MAX_BODY_SIZE", "DEFAULT_MAX_EVENT_SIZE", "Timeout", "check_max_body_size", "check_max_event_size"]
+__all__ = [
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_EVENT_SIZE",
+    "Timeout",
+    "check_max_body_size",
+    "check_max_event_size",
+]
 
 #: The default limit of one SSE event's bytes: far above any chunk a gateway sends (a whole
 #: answer in one chunk included), far below what would exhaust a notebook's memory.
@@ -52,7 +58,9 @@ class Timeout:
             if field.name == "total" and value is None:
                 continue
             if not _seconds(value):
-                raise ConfigurationError(f"timeout {field.name} is seconds, a finite number > 0, not {value!r}")
+                raise ConfigurationError(
+                    f"timeout {field.name} is seconds, a finite number > 0, not {value!r}"
+                )
 
     @classmethod
     def of(cls, value: Timeout | float | dict[str, float] | None) -> Timeout:
@@ -80,7 +88,9 @@ class Timeout:
         # httpx has one read timeout; it starts as first_byte and is switched to between_chunks
         # once the headers are in (see clients._between_chunks). The deadlines themselves are
         # kept apart (the clients, _transport/deadlines.py): a read's timeout never ends a trickle.
-        return httpx.Timeout(connect=self.connect, read=self.first_byte, write=self.write, pool=self.connect)
+        return httpx.Timeout(
+            connect=self.connect, read=self.first_byte, write=self.write, pool=self.connect
+        )
 
 
 def _seconds(value: Any) -> bool:
@@ -89,11 +99,17 @@ def _seconds(value: Any) -> bool:
 
 def check_max_event_size(value: Any) -> int:
     """``value`` if it is a valid limit of one event's bytes, else a ConfigurationError."""
-    return whole("max_event_size", value,
-                 hint=f"it is a number of bytes, {DEFAULT_MAX_EVENT_SIZE:,} (64 MiB) by default")
+    return whole(
+        "max_event_size",
+        value,
+        hint=f"it is a number of bytes, {DEFAULT_MAX_EVENT_SIZE:,} (64 MiB) by default",
+    )
 
 
 def check_max_body_size(value: Any) -> int:
     """``value`` if it is a valid limit of a body's decoded bytes, else a ConfigurationError."""
-    return whole("max_body_size", value,
-                 hint=f"it is a number of bytes, {DEFAULT_MAX_BODY_SIZE:,} (256 MiB) by default")
+    return whole(
+        "max_body_size",
+        value,
+        hint=f"it is a number of bytes, {DEFAULT_MAX_BODY_SIZE:,} (256 MiB) by default",
+    )

@@ -67,11 +67,14 @@ _simulator: Callable[[], Simulator] | None = None
 _apart: Callable[[], tuple[Simulator, bool]] | None = None
 #: Where the ``sim/`` models of this context go (a Run's tasks: the simulator apart), resolved
 #: once for the run, not per request; None: ``_simulator()``.
-_simulator_here: contextvars.ContextVar[Simulator | None] = contextvars.ContextVar("nito_nb_simulator", default=None)
+_simulator_here: contextvars.ContextVar[Simulator | None] = contextvars.ContextVar(
+    "nito_nb_simulator", default=None
+)
 
 
-def register_simulator(start: Callable[[], Simulator] | None,
-                       apart: Callable[[], tuple[Simulator, bool]] | None = None) -> None:
+def register_simulator(
+    start: Callable[[], Simulator] | None, apart: Callable[[], tuple[Simulator, bool]] | None = None
+) -> None:
     """Where ``sim/...`` models without a base URL are sent: ``start()`` returns the simulator
     (base URL and token); ``apart()`` one in a process of its own (see :func:`simulator_apart`)."""
     global _simulator, _apart
@@ -145,7 +148,9 @@ def checked_base_url(url: Any, source: str) -> str:
     before the "/" was a number) the request went to a host named like its user.
     """
     if not isinstance(url, str):
-        raise ConfigurationError(f"{source} must be a URL string like {URL_EXAMPLE}, not {type(url).__name__}.")
+        raise ConfigurationError(
+            f"{source} must be a URL string like {URL_EXAMPLE}, not {type(url).__name__}."
+        )
     problem = _url_problem(url)
     if problem:
         raise ConfigurationError(f"{source} {shown_url(url)!r} {problem}.")
@@ -159,9 +164,11 @@ def _url_problem(url: str) -> str | None:
     problem ends with what to do."""
     if _MISREAD_USERINFO.match(url):
         # Which of the three characters it is would tell something of the password: none is named.
-        return ('has a "/", "?" or "#" in its password, which ends the host there: percent-encode it '
-                '("/" as %2F, "?" as %3F, "#" as %23), or better, take the password out of the URL and '
-                'pass the key as api_key=... or NITO_API_KEY (no password: write the "@" after the port as %40)')
+        return (
+            'has a "/", "?" or "#" in its password, which ends the host there: percent-encode it '
+            '("/" as %2F, "?" as %3F, "#" as %23), or better, take the password out of the URL and '
+            'pass the key as api_key=... or NITO_API_KEY (no password: write the "@" after the port as %40)'
+        )
     example = f"give a URL like {URL_EXAMPLE}"
     if _parse_error(url) is not None:
         # The parser's words come from the URL with its secrets replaced, so that none can be
@@ -173,8 +180,10 @@ def _url_problem(url: str) -> str | None:
     if not parsed.host:
         return f"has no host: {example}"
     if parsed.path.rstrip("/").endswith("/chat/completions"):  # the endpoint, pasted whole
-        return ("ends in /chat/completions, which nito_nb adds to each call: give the base before it, "
-                f"like {URL_EXAMPLE}")
+        return (
+            "ends in /chat/completions, which nito_nb adds to each call: give the base before it, "
+            f"like {URL_EXAMPLE}"
+        )
     return None
 
 
@@ -192,8 +201,10 @@ def _parse_error(url: str) -> str | None:
 
 #: RFC 3986's expression for the parts of a URI (appendix B): scheme, authority, path, query,
 #: fragment. It matches any string, so showing a URL never fails, even one that does not parse.
-_URI = re.compile(r"(?P<scheme>[^:/?#]+:)?(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?",
-                  re.DOTALL)
+_URI = re.compile(
+    r"(?P<scheme>[^:/?#]+:)?(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?",
+    re.DOTALL,
+)
 
 #: A user name and password whose password holds a "/", "?" or "#" as it is
 #: (``https://user:pa/ss@host/v1``): both parsers end the host at that character, so the user name
@@ -203,6 +214,7 @@ _URI = re.compile(r"(?P<scheme>[^:/?#]+:)?(?://(?P<authority>[^/?#]*))?(?P<path>
 #: (``https://host:8443/@me``) looks the same and is read so: written %40, the "@" means the same.
 #: (Each part ends where the next begins, so matching takes linear time whatever the URL.)
 _MISREAD_USERINFO = re.compile(r"(?P<scheme>[^:/?#]+:)?//[^:/?#@]*:[^/?#@]*[/?#][^@]*@", re.DOTALL)
+
 
 def shown_url(url: str) -> str:
     """``url`` as it may be shown, logged or saved: a user name and password in it
@@ -227,7 +239,7 @@ def shown_origin(url: str) -> str:
 def _shown(url: str, marker: str) -> str:
     misread = _MISREAD_USERINFO.match(url)
     if misread:  # its user name and password end at that "@", not where the parsers end the host
-        url = f"{misread['scheme'] or ''}//{marker}@{url[misread.end():]}"
+        url = f"{misread['scheme'] or ''}//{marker}@{url[misread.end() :]}"
     elif "@" in url and "://" not in url:  # no scheme (``user:secret@host/v1``, refused): the
         # parsers take "user:" for a scheme and the rest for a path, so nothing before its last
         # "@" is shown, whatever it is
@@ -235,10 +247,14 @@ def _shown(url: str, marker: str) -> str:
     parts = _URI.fullmatch(url)
     if parts is None:  # cannot happen (every part is optional): show nothing rather than a secret
         return marker
-    scheme, authority, path, query, fragment = parts.group("scheme", "authority", "path", "query", "fragment")
+    scheme, authority, path, query, fragment = parts.group(
+        "scheme", "authority", "path", "query", "fragment"
+    )
     shown = scheme or ""
     if authority is not None:
-        shown += "//" + (f"{marker}@" + authority.rpartition("@")[2] if "@" in authority else authority)
+        shown += "//" + (
+            f"{marker}@" + authority.rpartition("@")[2] if "@" in authority else authority
+        )
     shown += path
     if query is not None:
         shown += "?" + _shown_parameters(query, marker)
@@ -283,7 +299,8 @@ def endpoint(model: str, base_url: str | None) -> str:
 def target(model: str, base_url: str | None) -> tuple[str, Simulator | None]:
     """(the base URL of a call, checked; the embedded simulator it goes to, whose token it sends,
     or None for a gateway)."""
-    if base_url is not None and not isinstance(base_url, str):  # a falsy one (0, []) is no "not given"
+    # a falsy one (0, []) is no "not given"
+    if base_url is not None and not isinstance(base_url, str):
         checked_base_url(base_url, "base_url")
     if is_embedded(model, base_url):
         simulator = embedded_simulator(model)
@@ -330,7 +347,9 @@ def checked_key(key: Any, source: str) -> str:
     elif any(char.isspace() for char in key):
         problem = "contains whitespace"
     elif not key.isascii():
-        problem = "contains a non-ASCII character (a typographic quote, dash or space from copying it?)"
+        problem = (
+            "contains a non-ASCII character (a typographic quote, dash or space from copying it?)"
+        )
     elif not key.isprintable():
         problem = "contains a control character"
     else:

@@ -77,7 +77,9 @@ def transport_exception(exc: BaseException, stream: StreamResults) -> NitoError 
             stream=stream,
         )
     if isinstance(exc, httpx.HTTPError):
-        return ConnectionLost(f"The stream failed: {type(exc).__name__}: {exc}. {arrived}", stream=stream)
+        return ConnectionLost(
+            f"The stream failed: {type(exc).__name__}: {exc}. {arrived}", stream=stream
+        )
     return None
 
 
@@ -87,19 +89,27 @@ def is_event_stream(response: httpx.Response) -> bool:
     return not content_type or "text/event-stream" in content_type.lower()
 
 
-def http_error(source: SourceBase, response: httpx.Response, body: bytes, key: str | None) -> APIError:
+def http_error(
+    source: SourceBase, response: httpx.Response, body: bytes, key: str | None
+) -> APIError:
     """The typed error of a 3xx, 4xx or 5xx answer: an HTTP error, or a redirect, which is never
     followed."""
     if not source.protected:  # a bare Stream (models()): the key it sent is redacted too
         source.protect(key)
     if 300 <= response.status_code < 400:
-        error = redirect_error(response.status_code, response.headers.get("location"), str(response.request.url))
+        error = redirect_error(
+            response.status_code, response.headers.get("location"), str(response.request.url)
+        )
         headers = shown_location(response.headers.multi_items())
-        return source.fail_http(response.status_code, headers, body, time.perf_counter_ns(), error=error)
+        return source.fail_http(
+            response.status_code, headers, body, time.perf_counter_ns(), error=error
+        )
     return source.fail_http(response.status_code, response.headers, body, time.perf_counter_ns())
 
 
-def redirect_error(status_code: int, location: str | None, request_url: str, *, captured: bool = False) -> RedirectError:
+def redirect_error(
+    status_code: int, location: str | None, request_url: str, *, captured: bool = False
+) -> RedirectError:
     """The error of a 3xx answer to a request sent to ``request_url``: where it points (``location``,
     resolved against the request's URL), as scheme, host and port only (``shown_origin``: a path
     or query may hold a credential, a signed URL's token). nito_nb's clients never follow one: the
@@ -119,12 +129,16 @@ def redirect_error(status_code: int, location: str | None, request_url: str, *, 
     else:
         said = f"a redirect to {where}"
     if captured:
-        what = (f"The gateway answered with {said}. Whether it is followed is the client's own setting "
-                "(httpx follows only with follow_redirects=True); a followed request is captured as a "
-                "Stream of its own.")
+        what = (
+            f"The gateway answered with {said}. Whether it is followed is the client's own setting "
+            "(httpx follows only with follow_redirects=True); a followed request is captured as a "
+            "Stream of its own."
+        )
     else:
-        what = (f"The gateway answered with {said}; nito_nb does not follow redirects: the API key and "
-                "the prompt would go along.")
+        what = (
+            f"The gateway answered with {said}; nito_nb does not follow redirects: the API key and "
+            "the prompt would go along."
+        )
     return RedirectError(what, status_code=status_code, location=where)
 
 
@@ -132,14 +146,19 @@ def shown_location(headers: Any) -> list[tuple[str, str]]:
     """A redirect's headers (name, value pairs) as its log keeps them: the ``Location`` as
     :func:`shown_url` shows any URL (a credential in its query redacted), since a saved log, a
     store or a frame may be shared."""
-    return [(name, shown_url(value) if name.lower() == "location" else value) for name, value in headers]
+    return [
+        (name, shown_url(value) if name.lower() == "location" else value) for name, value in headers
+    ]
 
 
-def not_event_stream(source: SourceBase, response: httpx.Response, body: bytes, key: str | None,
-                     base_url: str) -> NitoError:
+def not_event_stream(
+    source: SourceBase, response: httpx.Response, body: bytes, key: str | None, base_url: str
+) -> NitoError:
     """A 2xx answer that is not an event stream; ``base_url``: this call's, not the default."""
     error = http_error(source, response, body, key)  # the Stream redacts the body
-    return source.fail(not_event_stream_error(response.status_code, response.headers, error.body, base_url))
+    return source.fail(
+        not_event_stream_error(response.status_code, response.headers, error.body, base_url)
+    )
 
 
 def connect_error(exc: Exception, url: str, source: SourceBase) -> NitoError:
@@ -166,11 +185,13 @@ def connect_error(exc: Exception, url: str, source: SourceBase) -> NitoError:
 def unsupported_encoding(source: SourceBase, exc: UnsupportedEncoding) -> NitoError:
     """A response in a content coding that nito_nb did not ask for and does not decode."""
     base_url = source.stream.request.get("base_url") or "the server"
-    return source.fail(TransportError(
-        f"{base_url} answered with Content-Encoding: {exc.coding}, which nito_nb did not ask for and "
-        "does not decode (it asks for gzip or deflate). Check the base URL, and any proxy between you "
-        "and the gateway that compresses responses."
-    ))
+    return source.fail(
+        TransportError(
+            f"{base_url} answered with Content-Encoding: {exc.coding}, which nito_nb did not ask for and "
+            "does not decode (it asks for gzip or deflate). Check the base URL, and any proxy between you "
+            "and the gateway that compresses responses."
+        )
+    )
 
 
 def models_stream(url: str, key: str | None) -> StreamSource:
@@ -194,8 +215,10 @@ def model_list(url: str, response: httpx.Response, key: str | None) -> list[dict
         return [m for m in models if isinstance(m, dict)]
     text = response.content[:MAX_ERROR_BODY].decode("utf-8", "replace")
     content_type = response.headers.get("content-type") or "no content type"
-    raise models_stream(url, key).fail(TransportError(
-        f"GET {shown_url(url)}/models answered {response.status_code} with {content_type}, not a JSON "
-        f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
-        "with the API's version, such as /v1."
-    ))
+    raise models_stream(url, key).fail(
+        TransportError(
+            f"GET {shown_url(url)}/models answered {response.status_code} with {content_type}, not a JSON "
+            f"list of models (body starts {text[:120]!r}). Check the base URL: it should end "
+            "with the API's version, such as /v1."
+        )
+    )

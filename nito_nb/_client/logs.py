@@ -27,10 +27,22 @@ __all__ = ["LOGGERS", "protect_in_logs"]
 #: The loggers that can show what a server sent back: httpx's, httpcore's (one per module: a
 #: filter is not inherited by a logger's children), hpack's; and httpx2's and httpcore2's, which a
 #: capturing httpx2 client uses (naming a logger imports nothing).
-LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy",
-           "httpcore.socks", "hpack.hpack", "hpack.table",
-           "httpx2", "httpcore2.connection", "httpcore2.http11", "httpcore2.http2", "httpcore2.proxy",
-           "httpcore2.socks")
+LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+    "hpack.hpack",
+    "hpack.table",
+    "httpx2",
+    "httpcore2.connection",
+    "httpcore2.http11",
+    "httpcore2.http2",
+    "httpcore2.proxy",
+    "httpcore2.socks",
+)
 
 _secrets: weakref.WeakSet[Secret] = weakref.WeakSet()
 _lock = threading.Lock()  # a Stream made in one thread while another thread's record is filtered

@@ -66,11 +66,17 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> dic
             low, high = _NUMBERS[name]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigurationError(f"{name} must be a number, not {_shown(value)}.")
-            if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
+            if (
+                not math.isfinite(value)
+                or (low is not None and value < low)
+                or (high is not None and value > high)
+            ):
                 if low is None:
                     domain = "a finite number"
                 else:
-                    domain = f"a number from {low:g}" + (f" to {high:g}" if high is not None else "")
+                    domain = f"a number from {low:g}" + (
+                        f" to {high:g}" if high is not None else ""
+                    )
                 raise ConfigurationError(f"{name} must be {domain}, not {_shown(value)}.")
         elif name in _COUNTS:
             checked[name] = whole(name, value)
@@ -85,7 +91,9 @@ def check_request(messages: list[dict[str, Any]], params: dict[str, Any]) -> dic
         if name == "tools":
             checked[name] = _tools(value)
     if checked.get("top_logprobs") is not None and checked.get("logprobs") is not True:
-        raise ConfigurationError("top_logprobs needs logprobs=True (add logprobs=True, or leave top_logprobs out).")
+        raise ConfigurationError(
+            "top_logprobs needs logprobs=True (add logprobs=True, or leave top_logprobs out)."
+        )
     _check_json(messages, "messages")
     for name, value in checked.items():
         _check_json(value, name)
@@ -114,18 +122,26 @@ def check_keywords(params: Mapping[str, Any], options: Iterable[str], call: str)
 def keyword_options(function: Callable[..., Any]) -> tuple[str, ...]:
     """The named keywords ``function`` takes (not its ``**params``): the options of a call, read
     from its signature so that the list of :func:`check_keywords` is never out of date."""
-    return tuple(name for name, parameter in inspect.signature(function).parameters.items()
-                 if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
-                 and name not in ("self", "prompt_or_messages", "prompts"))
+    return tuple(
+        name
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        and name not in ("self", "prompt_or_messages", "prompts")
+    )
 
 
 def checked_counts(params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` with its counts checked, as ``int``, and its ``tools`` as JSON (a Python function
     made its schema): for a caller that needs them as JSON before :func:`check_request` runs (a
     run's plan hashes each request's parameters into its key)."""
-    return {name: whole(name, value) if name in _COUNTS and value is not None
-            else _tools(value) if name == "tools" and value is not None else value
-            for name, value in params.items()}
+    return {
+        name: whole(name, value)
+        if name in _COUNTS and value is not None
+        else _tools(value)
+        if name == "tools" and value is not None
+        else value
+        for name, value in params.items()
+    }
 
 
 def _tools(value: Any) -> list[dict[str, Any]]:
@@ -157,7 +173,9 @@ def _check_json(value: Any, where: str) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ConfigurationError(f"{where} has a key {key!r}: JSON object keys are strings.")
+                raise ConfigurationError(
+                    f"{where} has a key {key!r}: JSON object keys are strings."
+                )
             _check_json(key, f"{where} key")
             _check_json(item, f"{where}.{key}")
     elif isinstance(value, (list, tuple)):

@@ -22,7 +22,9 @@ __all__ = ["RETRY_STATUSES", "retry_delay"]
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
-def retry_delay(attempt: int, error: NitoError, max_retries: int, max_retry_wait: float) -> float | None:
+def retry_delay(
+    attempt: int, error: NitoError, max_retries: int, max_retry_wait: float
+) -> float | None:
     """Seconds to wait before trying again, or None to give up. Only errors that happened
     before the first byte of the body come here; ``attempt`` counts from 0."""
     if attempt >= max_retries:

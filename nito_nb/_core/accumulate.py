@@ -29,8 +29,15 @@ from .chunk import (
 )
 from .tool_index import ToolIndexer
 
-__all__ = ["PAYLOAD_KEY", "USAGE_WITHOUT_TEXT", "Accumulator", "Anomaly", "ContentParts", "ToolCall",
-           "read_content_parts"]
+__all__ = [
+    "PAYLOAD_KEY",
+    "USAGE_WITHOUT_TEXT",
+    "Accumulator",
+    "Anomaly",
+    "ContentParts",
+    "ToolCall",
+    "read_content_parts",
+]
 
 #: The anomaly of an answer the usage counts but that never arrived: the views show it on the status
 #: line, since the answer then looks like a plain empty one (``done``, no error).
@@ -166,8 +173,6 @@ class _Reasoning:
         return text if hold is None or self.type == "reasoning.encrypted" else hold.hold_back(text)
 
 
-
-
 #: How much of the error messages' end is kept to hold back a key split across them: more than
 #: any key's length (the longest are a few hundred characters).
 _TRAIL = 4096
@@ -258,7 +263,9 @@ class Accumulator:
         readable = sorted(
             (d for d in self._details if d.type in READABLE and d.parts), key=lambda d: d.index
         )
-        source = plain_reasoning_source(bool(readable), (k for k, v in self._reasoning_strings.items() if v))
+        source = plain_reasoning_source(
+            bool(readable), (k for k, v in self._reasoning_strings.items() if v)
+        )
         hold = self.hold
         if source is not None:
             text = "".join(self._reasoning_strings[source])
@@ -284,7 +291,11 @@ class Accumulator:
     @error.setter
     def error(self, value: dict[str, Any] | None) -> None:
         self._error = value
-        if self.hold is not None and isinstance(value, dict) and isinstance(value.get("message"), str):
+        if (
+            self.hold is not None
+            and isinstance(value, dict)
+            and isinstance(value.get("message"), str)
+        ):
             self._error_trail = (self._error_trail + value["message"])[-_TRAIL:]
 
     def release(self) -> None:
@@ -304,11 +315,21 @@ class Accumulator:
         unseen = completion - (counts.get("reasoning_tokens") or 0)
         if unseen <= 0:
             return
-        arrived = (self.content or self.refusal or self.tool_calls or self.audio is not None or self.reasoning
-                   or self._details_by_key)  # encrypted reasoning counts: it came, unreadable
+        arrived = (
+            self.content
+            or self.refusal
+            or self.tool_calls
+            or self.audio is not None
+            or self.reasoning
+            or self._details_by_key
+        )  # encrypted reasoning counts: it came, unreadable
         if not arrived:
-            self.note(USAGE_WITHOUT_TEXT, f"the usage counts {completion:,} completion tokens, but no text, "
-                      "reasoning or tool call arrived (a proxy may have dropped the answer)", seq)
+            self.note(
+                USAGE_WITHOUT_TEXT,
+                f"the usage counts {completion:,} completion tokens, but no text, "
+                "reasoning or tool call arrived (a proxy may have dropped the answer)",
+                seq,
+            )
 
     def replace_tail(self, channel: tuple[str, Any], old: str, new: str) -> None:
         """The end ``old`` of a channel's text (``chunk.text_slots``' channels) becomes ``new``:
@@ -363,7 +384,12 @@ class Accumulator:
     def add_content(self, chunk: dict[str, Any], content: str, seq: int = 0) -> bool:
         """:meth:`add` for a chunk known to be one content-only delta of choice 0 with no other
         meaningful key (``ChunkParser``'s shortcut): the same result, fewer steps."""
-        if self.done or self.finish_reason is not None or self.model is None or chunk.get("id") != self.id:
+        if (
+            self.done
+            or self.finish_reason is not None
+            or self.model is None
+            or chunk.get("id") != self.id
+        ):
             return self.add(chunk, seq)  # something to note: the full rules
         self.n_chunks += 1
         if content:
@@ -384,9 +410,15 @@ class Accumulator:
         if slot == "arguments":
             fragment = chunk["choices"][0]["delta"]["tool_calls"][0]
             index = fragment.get("index")
-            call = self._tools_by_index.get(index) if type(index) is int and len(fragment) == 2 else None
+            call = (
+                self._tools_by_index.get(index)
+                if type(index) is int and len(fragment) == 2
+                else None
+            )
             if call is None or len(fragment["function"]) != 1:
-                return self._tool_fragment(ToolFragment(fragment, fragment["function"].get("name"), text), seq)
+                return self._tool_fragment(
+                    ToolFragment(fragment, fragment["function"].get("name"), text), seq
+                )
             # The usual fragment, {index, function: {arguments}}, of a known call: all that
             # _tool_fragment() would do with it (no id, type, name or extra keys to take).
             call.n_fragments += 1
@@ -451,7 +483,8 @@ class Accumulator:
         if reading.error is not None:
             self.error = reading.error
         if reading.usage is not None:
-            self.usage = reading.usage  # cumulative on some gateways: take the last, never add (rule 6)
+            # cumulative on some gateways: take the last, never add (rule 6)
+            self.usage = reading.usage
         if reading.has_web_search:
             self.web_search = reading.web_search
         if reading.has_free_tier:
@@ -548,7 +581,9 @@ class Accumulator:
             if not call.name:
                 call.name = name
             elif name != call.name:
-                self.note("tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq)
+                self.note(
+                    "tool-renamed", f"tool call {call.index} changed its name to {name!r}", seq
+                )
         if fragment.arguments:
             parts = call._parts
             parts.append(fragment.arguments)
@@ -589,6 +624,15 @@ class Accumulator:
             if raw.get(name) is not None and getattr(detail, name) is None:
                 setattr(detail, name, raw[name])
         for name, value in raw.items():
-            if name not in ("type", "index", "text", "summary", "data", "signature", "id", "format"):
+            if name not in (
+                "type",
+                "index",
+                "text",
+                "summary",
+                "data",
+                "signature",
+                "id",
+                "format",
+            ):
                 detail.extra[name] = value
         return carried

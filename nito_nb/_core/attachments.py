@@ -67,13 +67,17 @@ def sniff(data: bytes) -> str | None:
 
 def check_detail(detail: Any) -> str:
     if detail not in DETAILS:
-        raise ConfigurationError(f"image_detail must be one of {', '.join(DETAILS)}, not {detail!r:.60}.")
+        raise ConfigurationError(
+            f"image_detail must be one of {', '.join(DETAILS)}, not {detail!r:.60}."
+        )
     return str(detail)
 
 
 def check_max_image_size(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"max_image_size is bytes, a whole number >= 1, not {value!r:.60}.")
+        raise ConfigurationError(
+            f"max_image_size is bytes, a whole number >= 1, not {value!r:.60}."
+        )
     return value
 
 
@@ -96,12 +100,15 @@ def _size(n: int) -> str:
 
 def too_big(name: str, size: int, max_size: int) -> str:
     """The one line of a file over the limit (a shell refuses one by its size before reading it)."""
-    return (f"image {repr(name)[:80]} is {_size(size)}, over the limit of {_size(max_size)}: make it "
-            "smaller or raise max_image_size=.")
+    return (
+        f"image {repr(name)[:80]} is {_size(size)}, over the limit of {_size(max_size)}: make it "
+        "smaller or raise max_image_size=."
+    )
 
 
-def from_bytes(data: bytes, name: str, detail: str = "auto",
-               max_size: int = DEFAULT_MAX_IMAGE_SIZE) -> Attachment:
+def from_bytes(
+    data: bytes, name: str, detail: str = "auto", max_size: int = DEFAULT_MAX_IMAGE_SIZE
+) -> Attachment:
     """The attachment of a local file's bytes (``name``: what the user called it, shown in the
     error lines and kept in the descriptor; never used to guess the type)."""
     shown = repr(name)[:80]
@@ -136,15 +143,18 @@ def from_url(url: str, detail: str = "auto") -> Attachment:
     return Attachment(part, {"kind": "image", "url": url, "detail": detail})
 
 
-def with_attachments(messages: list[dict[str, Any]], attachments: list[Attachment]
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def with_attachments(
+    messages: list[dict[str, Any]], attachments: list[Attachment]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(messages sent, messages kept): the last user message's content becomes its text followed
     by the parts; in the messages kept, every image or file carried as data (these, and any in
     the messages themselves: a hand-built list, or the history ``reply()`` resends) is its
     descriptor."""
     sent = messages
     if attachments:
-        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+        last = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None
+        )
         if last is None:
             raise ConfigurationError("images= go with a user message: the messages have none.")
         content = messages[last].get("content")
@@ -153,9 +163,11 @@ def with_attachments(messages: list[dict[str, Any]], attachments: list[Attachmen
         elif isinstance(content, list):
             head = list(content)
         else:
-            raise ConfigurationError("images= go with a user message whose content is text or a list of parts.")
+            raise ConfigurationError(
+                "images= go with a user message whose content is text or a list of parts."
+            )
         parts = [*head, *(a.part for a in attachments)]
-        sent = [*messages[:last], {**messages[last], "content": parts}, *messages[last + 1:]]
+        sent = [*messages[:last], {**messages[last], "content": parts}, *messages[last + 1 :]]
     known = {a.descriptor["sha256"]: a.descriptor for a in attachments if "sha256" in a.descriptor}
     return sent, _kept(sent, known)
 
@@ -177,7 +189,10 @@ def _kept(messages: list[dict[str, Any]], known: dict[str, dict[str, Any]]) -> l
             digest = hashlib.sha256(data).hexdigest()
             descriptor = known.get(digest) or {
                 "kind": "file" if part.get("type") == "file" else "image",
-                "media_type": media_type, "size": len(data), "sha256": digest, "name": name,
+                "media_type": media_type,
+                "size": len(data),
+                "sha256": digest,
+                "name": name,
             }
             parts.append({"type": DESCRIPTOR, DESCRIPTOR: descriptor})
         out.append({**message, "content": parts})
@@ -205,7 +220,11 @@ def data_of(part: Any) -> tuple[str, bytes, str | None] | None:
 
 
 def is_descriptor(part: Any) -> bool:
-    return isinstance(part, dict) and part.get("type") == DESCRIPTOR and isinstance(part.get(DESCRIPTOR), dict)
+    return (
+        isinstance(part, dict)
+        and part.get("type") == DESCRIPTOR
+        and isinstance(part.get(DESCRIPTOR), dict)
+    )
 
 
 def note(descriptor: dict[str, Any]) -> str:
@@ -214,12 +233,15 @@ def note(descriptor: dict[str, Any]) -> str:
         return f"[image {descriptor['url']} sent in an earlier turn]"
     name = descriptor.get("name")
     named = f" {name!r}" if isinstance(name, str) else ""
-    return (f"[{descriptor.get('kind', 'file')}{named} ({descriptor.get('media_type')}, "
-            f"{descriptor.get('size')} bytes, sha256 {str(descriptor.get('sha256'))[:12]}) sent in an earlier turn]")
+    return (
+        f"[{descriptor.get('kind', 'file')}{named} ({descriptor.get('media_type')}, "
+        f"{descriptor.get('size')} bytes, sha256 {str(descriptor.get('sha256'))[:12]}) sent in an earlier turn]"
+    )
 
 
-def kept_messages(messages: list[dict[str, Any]], resend: dict[str, dict[str, Any]]
-                  ) -> list[dict[str, Any]]:
+def kept_messages(
+    messages: list[dict[str, Any]], resend: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The history of a conversation as the next turn sends it: a descriptor whose sha256 (or URL)
     is in ``resend`` becomes that part again; any other becomes a text note of what was sent."""
     out = []

@@ -24,14 +24,18 @@ __all__ = ["Choice", "Choices", "per_choice"]
 def per_choice(chunk: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, chunk)`` for each choice of ``chunk``, its one choice renumbered 0."""
     listed = chunk.get("choices")
-    if not isinstance(listed, list) or all(not isinstance(c, dict) or c.get("index", 0) == 0 for c in listed):
+    if not isinstance(listed, list) or all(
+        not isinstance(c, dict) or c.get("index", 0) == 0 for c in listed
+    ):
         yield 0, chunk
         return
     for choice in listed:
         if isinstance(choice, dict):
             index = choice.get("index", 0)
-            yield (index if isinstance(index, int) and not isinstance(index, bool) else 0), \
-                {**chunk, "choices": [{**choice, "index": 0}]}
+            yield (
+                (index if isinstance(index, int) and not isinstance(index, bool) else 0),
+                {**chunk, "choices": [{**choice, "index": 0}]},
+            )
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ class Choices:
             elif event.kind == "chunk":
                 try:
                     chunk = event.chunk
-                except ValueError:  # a chunk that is not JSON: no choice's (the anomaly is the state's)
+                # a chunk that is not JSON: no choice's (the anomaly is the state's)
+                except ValueError:
                     continue
                 if isinstance(chunk, dict):
                     self.fold(chunk, event.seq)
@@ -101,6 +106,15 @@ class Choices:
         out = []
         for index in sorted(self.accumulators):
             acc = self.accumulators[index]
-            out.append(Choice(index, acc.content, acc.reasoning, acc.refusal, list(acc.tool_calls),
-                              acc.finish_reason, list(self.logprobs.get(index, {}).get("content", []))))
+            out.append(
+                Choice(
+                    index,
+                    acc.content,
+                    acc.reasoning,
+                    acc.refusal,
+                    list(acc.tool_calls),
+                    acc.finish_reason,
+                    list(self.logprobs.get(index, {}).get("content", [])),
+                )
+            )
         return out

@@ -115,7 +115,9 @@ class ToolFragment:
 
     __slots__ = ("arguments", "extra", "function_call", "id", "name", "raw", "type")
 
-    def __init__(self, raw: dict[str, Any], name: Any, arguments: str | None, *, function_call: bool = False) -> None:
+    def __init__(
+        self, raw: dict[str, Any], name: Any, arguments: str | None, *, function_call: bool = False
+    ) -> None:
         self.raw = raw
         self.id = raw.get("id")
         self.type = raw.get("type")
@@ -133,7 +135,9 @@ class ReasoningPiece:
 
     __slots__ = ("index", "payload", "raw", "text", "type")
 
-    def __init__(self, type_: str, index: int | None, payload: Any, raw: dict[str, Any] | None) -> None:
+    def __init__(
+        self, type_: str, index: int | None, payload: Any, raw: dict[str, Any] | None
+    ) -> None:
         self.type = type_
         self.index = index
         self.payload = payload  # as sent (a string, normally)
@@ -339,7 +343,8 @@ def read_chunk(chunk: dict[str, Any]) -> Reading:
             reading.other_choices.append(choice.get("index", position))
             continue
         extras.update((f"choice.{k}", v) for k, v in choice.items() if k not in CHOICE_KEYS)
-        if "usage" in choice:  # Moonshot/Kimi put the usage in the choice: taken when the chunk has none
+        # Moonshot/Kimi put the usage in the choice: taken when the chunk has none
+        if "usage" in choice:
             inner = choice["usage"]
             if usage is None and isinstance(inner, dict):
                 reading.usage = usage = inner
@@ -374,12 +379,17 @@ def _read_delta(delta: dict[str, Any], reading: Reading) -> None:
             reading.reasoning.append(ReasoningPiece("thinking", None, thinking, None))
         if parts.unread:
             reading.unread.extend(parts.unread)
-            kinds = [str(p.get("type")) if isinstance(p, dict) else type(p).__name__ for p in parts.unread]
-            problems.append((
-                "content-part",
-                f"delta.content has parts nito_nb does not read ({', '.join(dict.fromkeys(kinds))}):"
-                " they are kept in the log",
-            ))
+            kinds = [
+                str(p.get("type")) if isinstance(p, dict) else type(p).__name__
+                for p in parts.unread
+            ]
+            problems.append(
+                (
+                    "content-part",
+                    f"delta.content has parts nito_nb does not read ({', '.join(dict.fromkeys(kinds))}):"
+                    " they are kept in the log",
+                )
+            )
     if isinstance(content, str):
         reading.content = content if reading.content is None else reading.content + content
     elif content:
@@ -403,7 +413,9 @@ def _read_delta(delta: dict[str, Any], reading: Reading) -> None:
                     arguments = function.get("arguments")
                     if arguments is not None and not isinstance(arguments, str):
                         if arguments:
-                            problems.append(("bad-field", "tool-call arguments sent as an object, not a string"))
+                            problems.append(
+                                ("bad-field", "tool-call arguments sent as an object, not a string")
+                            )
                         arguments = json.dumps(arguments) if arguments else ""
                 elif "custom" in fragment:  # OpenAI's custom tools: {name, input}, input free text
                     function = fragment["custom"]
@@ -411,7 +423,9 @@ def _read_delta(delta: dict[str, Any], reading: Reading) -> None:
                         name = function.get("name")
                         arguments = function.get("input")
                         if arguments is not None and not isinstance(arguments, str):
-                            problems.append(("bad-field", "a custom tool call's input is not a string"))
+                            problems.append(
+                                ("bad-field", "a custom tool call's input is not a string")
+                            )
                             arguments = json.dumps(arguments)
                     else:
                         problems.append(("bad-field", "a tool call's custom is not an object"))
@@ -475,11 +489,13 @@ def _read_audio(audio: Any, reading: Reading) -> None:
         if data is not None:
             reading.problems.append(("bad-field", "delta.audio.data is not a string"))
     reading.audio = kept  # the frame's ``audio`` column
-    reading.problems.append((
-        "audio",
-        "the answer came with audio (delta.audio): its transcript is Stream.audio_transcript, the"
-        " audio data is kept in the log only",
-    ))
+    reading.problems.append(
+        (
+            "audio",
+            "the answer came with audio (delta.audio): its transcript is Stream.audio_transcript, the"
+            " audio data is kept in the log only",
+        )
+    )
 
 
 def _read_function_call(legacy: Any, reading: Reading) -> None:
@@ -491,14 +507,18 @@ def _read_function_call(legacy: Any, reading: Reading) -> None:
         return
     name, arguments = legacy.get("name"), legacy.get("arguments")
     if arguments is not None and not isinstance(arguments, str):
-        reading.problems.append(("bad-field", "function_call arguments sent as an object, not a string"))
+        reading.problems.append(
+            ("bad-field", "function_call arguments sent as an object, not a string")
+        )
         arguments = json.dumps(arguments)
     raw = {"index": 0, "type": "function", "function": legacy}
     reading.tools.append(ToolFragment(raw, name, arguments, function_call=True))
-    reading.problems.append((
-        "function-call",
-        "the deprecated delta.function_call was read as tool call 0; the message sends it back as function_call",
-    ))
+    reading.problems.append(
+        (
+            "function-call",
+            "the deprecated delta.function_call was read as tool call 0; the message sends it back as function_call",
+        )
+    )
 
 
 #: A place in a chunk where answer text arrives: (channel, sub, holder, key), the text being
@@ -611,7 +631,11 @@ def _part_slots(parts: list[Any], slots: list[TextSlot]) -> None:
             slots.append(("content", None, part, "text"))
         elif kind == "thinking" and isinstance(part.get("thinking"), list):
             for piece in part["thinking"]:
-                if isinstance(piece, dict) and isinstance(piece.get("text"), str) and piece.get("type") == "text":
+                if (
+                    isinstance(piece, dict)
+                    and isinstance(piece.get("text"), str)
+                    and piece.get("type") == "text"
+                ):
                     slots.append(("thinking", None, piece, "text"))
 
 
@@ -660,7 +684,10 @@ def usage_counts(usage: dict[str, Any]) -> dict[str, Any]:
     ``cost`` when it is a number, or the ``total_cost`` of a cost object (Perplexity's ``{input_tokens_cost,
     output_tokens_cost, request_cost, total_cost}``; the object stays in the usage as sent). A
     count that is not an integer is None."""
-    out: dict[str, Any] = {name: _int(usage.get(name)) for name in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    out: dict[str, Any] = {
+        name: _int(usage.get(name))
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
     details = usage.get("completion_tokens_details")
     if isinstance(details, dict):
         out["reasoning_tokens"] = _int(details.get("reasoning_tokens"))

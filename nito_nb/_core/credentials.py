@@ -10,10 +10,23 @@ __all__ = ["CREDENTIAL_NAMES", "CREDENTIAL_PARTS", "is_credential_parameter"]
 
 #: Query parameters that carry a credential: API keys (Azure OpenAI's ``api-key``, Google's
 #: ``key``), OAuth tokens and codes, signatures of signed URLs (``sig``, AWS's ``Signature``).
-CREDENTIAL_NAMES = frozenset({
-    "key", "api-key", "api_key", "apikey", "token", "access_token", "secret", "password", "passwd",
-    "sig", "signature", "auth", "code",
-})
+CREDENTIAL_NAMES = frozenset(
+    {
+        "key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "token",
+        "access_token",
+        "secret",
+        "password",
+        "passwd",
+        "sig",
+        "signature",
+        "auth",
+        "code",
+    }
+)
 #: ... and any name that contains one of these (``x-goog-api-key``, ``client_secret``, ``id_token``).
 CREDENTIAL_PARTS = ("key", "token", "secret", "password")
 

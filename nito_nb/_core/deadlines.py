@@ -37,10 +37,20 @@ FIRST_BYTE, BETWEEN_CHUNKS, TOTAL = "first_byte", "between_chunks", "total"
 class Deadlines:
     """The deadlines of one call (one Stream, all its attempts), read off its state."""
 
-    __slots__ = ("_between_ns", "_first_ns", "_sent_ns", "_state", "_total_ns", "between_chunks", "first_byte",
-                 "total")
+    __slots__ = (
+        "_between_ns",
+        "_first_ns",
+        "_sent_ns",
+        "_state",
+        "_total_ns",
+        "between_chunks",
+        "first_byte",
+        "total",
+    )
 
-    def __init__(self, state: StreamState, first_byte: float, between_chunks: float, total: float | None) -> None:
+    def __init__(
+        self, state: StreamState, first_byte: float, between_chunks: float, total: float | None
+    ) -> None:
         self._state = state
         self.first_byte, self.between_chunks, self.total = first_byte, between_chunks, total
         self._first_ns = to_ns(first_byte)
@@ -88,14 +98,21 @@ class Deadlines:
                 seconds=self.first_byte,
             )
         if which == TOTAL:
-            during = "while the body was read" if state.log.headers_ns is not None else "before the response started"
+            during = (
+                "while the body was read"
+                if state.log.headers_ns is not None
+                else "before the response started"
+            )
             return TotalTimeoutError(
                 f"The call went past its total deadline ({self.total:g} s from sending the request, retries "
                 f"included), {during}. {arrived} Raise timeout={{'total': ...}}, or leave it None for no limit.",
                 seconds=self.total,
             )
-        cause = ": bytes kept coming, but never the end of an event (a trickle, or a line that never ends)" if (
-            state.decoder.pending) else ""
+        cause = (
+            ": bytes kept coming, but never the end of an event (a trickle, or a line that never ends)"
+            if (state.decoder.pending)
+            else ""
+        )
         return StreamTimeoutError(
             f"No complete event arrived within the between_chunks deadline ({self.between_chunks:g} s){cause}. "
             f"{arrived} Retry, or raise timeout={{'between_chunks': ...}}.",

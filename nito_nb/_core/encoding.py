@@ -149,8 +149,12 @@ class TooLarge(ValueError):
     which passed them, included: it was not taken), ``limit`` the limit, ``wire`` and ``coding``
     when it came compressed, ``bomb`` when it was the ratio (:func:`is_bomb`), not the limit."""
 
-    def __init__(self, size: int, limit: int | None, decoder: BodyDecoder | None, bomb: bool) -> None:
-        super().__init__(f"the body went past {'the bomb ratio' if bomb else f'{limit:,} bytes'} ({size:,} decoded)")
+    def __init__(
+        self, size: int, limit: int | None, decoder: BodyDecoder | None, bomb: bool
+    ) -> None:
+        super().__init__(
+            f"the body went past {'the bomb ratio' if bomb else f'{limit:,} bytes'} ({size:,} decoded)"
+        )
         self.size = size
         self.limit = limit
         self.wire = None if decoder is None else decoder.wire

@@ -100,11 +100,23 @@ class Secret:
     URL). Build one with :meth:`of`, which gives None for no key or one too short to be a secret.
     """
 
-    __slots__ = ("__weakref__", "_byte_forms", "_escapes", "_firsts", "_forms", "value")  # weakly held by the log filter
+    __slots__ = (
+        "__weakref__",
+        "_byte_forms",
+        "_escapes",
+        "_firsts",
+        "_forms",
+        "value",
+    )  # weakly held by the log filter
 
     def __init__(self, value: str) -> None:
         self.value = value
-        forms = {value, value.replace("/", "\\/"), json.dumps(value)[1:-1], urllib.parse.quote(value, safe="")}
+        forms = {
+            value,
+            value.replace("/", "\\/"),
+            json.dumps(value)[1:-1],
+            urllib.parse.quote(value, safe=""),
+        }
         # Longest first: a form that contains another is replaced whole.
         self._forms = tuple(sorted(forms, key=len, reverse=True))
         self._byte_forms = tuple(form.encode("utf-8") for form in self._forms)
@@ -124,7 +136,9 @@ class Secret:
         return cls(value) if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH else None
 
     def found_in(self, text: str | bytes | bytearray) -> bool:
-        forms: tuple[Any, ...] = self._byte_forms if isinstance(text, (bytes, bytearray)) else self._forms
+        forms: tuple[Any, ...] = (
+            self._byte_forms if isinstance(text, (bytes, bytearray)) else self._forms
+        )
         return any(form in text for form in forms)
 
     def escaped_in(self, raw: bytes | bytearray) -> bool:
@@ -253,7 +267,8 @@ class APIError(NitoError):
         self.body = body
         self.metadata = metadata
         said = message.strip()
-        if said and said[-1] not in ".!?:;)":  # "Not Found" ran into the hint: "Not Found Check the..."
+        # "Not Found" ran into the hint: "Not Found Check the..."
+        if said and said[-1] not in ".!?:;)":
             said += "."
         super().__init__(f"HTTP {status_code}: {said} {self.hint}".strip(), stream=stream)
         self.message = printable(message)
@@ -265,8 +280,10 @@ class RedirectError(APIError):
     as scheme, host and port only (its path and query may hold a credential); None when the answer
     had no usable ``Location``, or for an error rebuilt from a saved log."""
 
-    hint = ("If you trust that location, make it the base URL (base_url=... or NITO_BASE_URL; the "
-            "whole Location is in .stream.log.headers); otherwise check the base URL.")
+    hint = (
+        "If you trust that location, make it the base URL (base_url=... or NITO_BASE_URL; the "
+        "whole Location is in .stream.log.headers); otherwise check the base URL."
+    )
 
     def __init__(self, message: str, *, location: str | None = None, **kwargs: Any) -> None:
         self.location = location
@@ -288,8 +305,10 @@ class PaymentRequiredError(APIError):
 class NotFoundError(APIError):
     # A 404 is a model the gateway does not know, or a base URL that is not the API's root: a
     # server's own "Not Found" (no /v1) says nothing of which, so the hint says what both look like.
-    hint = ("Check the model name (`%nito models` or Client().models() lists them) and the base URL: "
-            'the API\'s root, usually ending in /v1, like "https://host/v1" (nito_nb adds /chat/completions).')
+    hint = (
+        "Check the model name (`%nito models` or Client().models() lists them) and the base URL: "
+        'the API\'s root, usually ending in /v1, like "https://host/v1" (nito_nb adds /chat/completions).'
+    )
 
 
 class RateLimitError(APIError):
@@ -325,7 +344,9 @@ class FirstByteTimeout(TransportError):
 
     deadline = "first_byte"
 
-    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamResults | None = None) -> None:
+    def __init__(
+        self, message: str, *, seconds: float | None = None, stream: StreamResults | None = None
+    ) -> None:
         super().__init__(message, stream=stream)
         self.seconds = seconds
 
@@ -341,7 +362,9 @@ class StreamError(NitoError):
 class MidStreamError(StreamError):
     """The gateway sent an error chunk after the stream had started."""
 
-    def __init__(self, message: str, *, code: Any = None, stream: StreamResults | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: Any = None, stream: StreamResults | None = None
+    ) -> None:
         super().__init__(message, stream=stream)
         self.code = code
 
@@ -361,7 +384,9 @@ class StreamTimeoutError(StreamError):
 
     deadline = "between_chunks"
 
-    def __init__(self, message: str, *, seconds: float | None = None, stream: StreamResults | None = None) -> None:
+    def __init__(
+        self, message: str, *, seconds: float | None = None, stream: StreamResults | None = None
+    ) -> None:
         super().__init__(message, stream=stream)
         self.seconds = seconds
 
@@ -383,7 +408,12 @@ class EventTooLargeError(StreamError):
     """
 
     def __init__(
-        self, message: str, *, size: int | None, limit: int | None, stream: StreamResults | None = None
+        self,
+        message: str,
+        *,
+        size: int | None,
+        limit: int | None,
+        stream: StreamResults | None = None,
     ) -> None:
         super().__init__(message, stream=stream)
         self.size = size
@@ -398,8 +428,15 @@ class BodyTooLargeError(StreamError):
     log. The events before it are kept in ``.stream`` (status ``truncated``).
     """
 
-    def __init__(self, message: str, *, size: int | None, limit: int | None, wire: int | None = None,
-                 stream: StreamResults | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        size: int | None,
+        limit: int | None,
+        wire: int | None = None,
+        stream: StreamResults | None = None,
+    ) -> None:
         super().__init__(message, stream=stream)
         self.size = size
         self.limit = limit
@@ -487,7 +524,11 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 #: Where a gateway says how long to wait, most precise first: ``retry-after-ms`` (milliseconds,
 #: sent by OpenAI and Azure), the standard ``Retry-After``, and LiteLLM's proxy, which forwards the
 #: upstream provider's header as ``llm_provider-retry-after``.
-RETRY_AFTER_HEADERS = (("retry-after-ms", 1e-3), ("retry-after", 1.0), ("llm_provider-retry-after", 1.0))
+RETRY_AFTER_HEADERS = (
+    ("retry-after-ms", 1e-3),
+    ("retry-after", 1.0),
+    ("llm_provider-retry-after", 1.0),
+)
 
 
 def retry_after_of(headers: Any, now: float | None = None) -> float | None:
@@ -536,12 +577,18 @@ def api_error(
         status_code=status_code, code=code, body=body, metadata=metadata, stream=stream
     )
     if cls is RateLimitError:
-        seconds = retry_after if isinstance(retry_after, (int, float)) else retry_after_seconds(retry_after)
+        seconds = (
+            retry_after
+            if isinstance(retry_after, (int, float))
+            else retry_after_seconds(retry_after)
+        )
         return RateLimitError(message, retry_after=seconds, **kwargs)
     return cls(message, **kwargs)
 
 
-def not_event_stream_error(status_code: int, headers: Any, text: str, base_url: str = "") -> NotEventStreamError:
+def not_event_stream_error(
+    status_code: int, headers: Any, text: str, base_url: str = ""
+) -> NotEventStreamError:
     content_type = headers.get("content-type", "") if headers else ""
     where = f" ({base_url})" if base_url else ""
     return NotEventStreamError(

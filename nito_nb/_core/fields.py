@@ -112,42 +112,124 @@ FIELDS: tuple[Field, ...] = (
     Field("token", "log", columns=(("token", "bool"),)),
     Field("ignored", "log", columns=(("ignored", "bool"),)),
     Field("id", "chunk.id", snapshot=("id",), columns=(("id", _S),)),
-    Field("model", "chunk.model", snapshot=("model",), columns=(("model", "category"),), render="status"),
-    Field("role", "delta.role", delta=("role",), snapshot=("role",), columns=(("role", "category"),)),
-    Field("content", "delta.content", delta=("content",), snapshot=("content",), columns=(("content", _S),),
-          result=(("content", _S),), render="answer"),
-    Field("refusal", "delta.refusal", delta=("refusal",), snapshot=("refusal",), columns=(("refusal", _S),),
-          render="refusal", reading="refusal"),
-    Field("reasoning", "delta.reasoning_details", delta=("reasoning_details", "reasoning", "reasoning_content"),
-          snapshot=("reasoning",),
-          columns=(("reasoning", _S), ("reasoning_type", "category"), ("reasoning_index", "Int64")),
-          result=(("reasoning", _S),), render="reasoning"),
-    Field("tool_calls", "delta.tool_calls", delta=("tool_calls", "function_call"), snapshot=("tool_calls",),
-          columns=(("tool_index", "Int64"), ("tool_id", _S), ("tool_name", _S), ("tool_type", _S),
-                   ("tool_args", _S)),
-          result=(("n_tool_calls", "Int64"),), render="tool"),
-    Field("finish_reason", "choice.finish_reason", snapshot=("finish_reason",),
-          columns=(("finish_reason", "category"),), result=(("finish_reason", _S),), render="status"),
-    Field("usage", "chunk.usage", snapshot=("usage",),
-          columns=(("prompt_tokens", "Int64"), ("completion_tokens", "Int64"), ("total_tokens", "Int64"),
-                   ("reasoning_tokens", "Int64"), ("cached_tokens", "Int64"), ("cost", "float64"), ("usage", _S)),
-          result=(("prompt_tokens", "Int64"), ("completion_tokens", "Int64"), ("cost", "float64")),
-          render="status"),
-    Field("error", "chunk.error", snapshot=("error",), columns=(("error_code", _S), ("error_message", _S)),
-          render="error"),
+    Field(
+        "model",
+        "chunk.model",
+        snapshot=("model",),
+        columns=(("model", "category"),),
+        render="status",
+    ),
+    Field(
+        "role", "delta.role", delta=("role",), snapshot=("role",), columns=(("role", "category"),)
+    ),
+    Field(
+        "content",
+        "delta.content",
+        delta=("content",),
+        snapshot=("content",),
+        columns=(("content", _S),),
+        result=(("content", _S),),
+        render="answer",
+    ),
+    Field(
+        "refusal",
+        "delta.refusal",
+        delta=("refusal",),
+        snapshot=("refusal",),
+        columns=(("refusal", _S),),
+        render="refusal",
+        reading="refusal",
+    ),
+    Field(
+        "reasoning",
+        "delta.reasoning_details",
+        delta=("reasoning_details", "reasoning", "reasoning_content"),
+        snapshot=("reasoning",),
+        columns=(("reasoning", _S), ("reasoning_type", "category"), ("reasoning_index", "Int64")),
+        result=(("reasoning", _S),),
+        render="reasoning",
+    ),
+    Field(
+        "tool_calls",
+        "delta.tool_calls",
+        delta=("tool_calls", "function_call"),
+        snapshot=("tool_calls",),
+        columns=(
+            ("tool_index", "Int64"),
+            ("tool_id", _S),
+            ("tool_name", _S),
+            ("tool_type", _S),
+            ("tool_args", _S),
+        ),
+        result=(("n_tool_calls", "Int64"),),
+        render="tool",
+    ),
+    Field(
+        "finish_reason",
+        "choice.finish_reason",
+        snapshot=("finish_reason",),
+        columns=(("finish_reason", "category"),),
+        result=(("finish_reason", _S),),
+        render="status",
+    ),
+    Field(
+        "usage",
+        "chunk.usage",
+        snapshot=("usage",),
+        columns=(
+            ("prompt_tokens", "Int64"),
+            ("completion_tokens", "Int64"),
+            ("total_tokens", "Int64"),
+            ("reasoning_tokens", "Int64"),
+            ("cached_tokens", "Int64"),
+            ("cost", "float64"),
+            ("usage", _S),
+        ),
+        result=(("prompt_tokens", "Int64"), ("completion_tokens", "Int64"), ("cost", "float64")),
+        render="status",
+    ),
+    Field(
+        "error",
+        "chunk.error",
+        snapshot=("error",),
+        columns=(("error_code", _S), ("error_message", _S)),
+        render="error",
+    ),
     Field("comment", "log", columns=(("comment", _S),)),
-    Field("web_search", "chunk.web_search", snapshot=("web_search",), columns=(("web_search", _S),)),
-    Field("free_tier", "chunk.free_tier", snapshot=("free_tier",), columns=(("free_tier", _S),), render="status"),
+    Field(
+        "web_search", "chunk.web_search", snapshot=("web_search",), columns=(("web_search", _S),)
+    ),
+    Field(
+        "free_tier",
+        "chunk.free_tier",
+        snapshot=("free_tier",),
+        columns=(("free_tier", _S),),
+        render="status",
+    ),
     Field("extras", "chunk", columns=(("extras", _S),)),
-    Field("status", "state", snapshot=("status", "done"), columns=(("status", "category"),), render="status"),
+    Field(
+        "status",
+        "state",
+        snapshot=("status", "done"),
+        columns=(("status", "category"),),
+        render="status",
+    ),
     Field("http_status", "response", columns=(("http_status", "Int64"),)),
     Field("attempts", "response", columns=(("attempts", "Int64"),)),
     # On the response row too, not only in df.attrs (which CSV loses): the connect metric's reading.
     Field("connect", "response", columns=(("connect", "float64"),)),
     # OpenAI's audio output: its transcript is the text the audio speaks; the rest (id,
     # expires_at, the size of its base64 data, never the data) is the frame's ``audio`` column.
-    Field("audio", "delta.audio", delta=("audio",), snapshot=("audio_transcript",), columns=(("audio", _S),),
-          render="audio", reading="audio", json=True),
+    Field(
+        "audio",
+        "delta.audio",
+        delta=("audio",),
+        snapshot=("audio_transcript",),
+        columns=(("audio", _S),),
+        render="audio",
+        reading="audio",
+        json=True,
+    ),
     # What the state counts and knows besides what the chunks say.
     Field("anomalies", "state", snapshot=("anomalies",), render="anomalies"),
     Field("timed", "log", snapshot=("timed",)),
@@ -194,7 +276,8 @@ SNAPSHOT: frozenset[str] = frozenset(
 )
 #: What a renderer reads of a state (the attributes of the fields and metrics a view shows).
 RENDERED: tuple[str, ...] = tuple(
-    [a for f in FIELDS if f.render for a in f.snapshot] + [m.snapshot for m in METRICS if m.render and m.snapshot]
+    [a for f in FIELDS if f.render for a in f.snapshot]
+    + [m.snapshot for m in METRICS if m.render and m.snapshot]
 )
 #: A run result's columns of the answer, then of the metrics (the same names as the metrics).
 RESULT_ANSWER: dict[str, str] = {name: dtype for f in FIELDS for name, dtype in f.result}
@@ -202,22 +285,37 @@ RESULT_METRICS: dict[str, str] = {m.name: m.dtype for m in METRICS if m.result}
 #: A run summary's quantile columns (``ttft_p50``...) and means (``output_tps_mean``...), in its
 #: column order (docs/RUNS.md).
 SUMMARY_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ttft", _QUANTILES), ("itl", _QUANTILES), ("e2e", _QUANTILES),
+    ("ttft", _QUANTILES),
+    ("itl", _QUANTILES),
+    ("e2e", _QUANTILES),
 )
 SUMMARY_MEANS: tuple[str, ...] = ("output_tps", "output_chunks_per_s")
 #: The quantiles an open-loop run's summary adds (docs/LOAD.md): of metrics, and of the columns
 #: of the schedule that a load run's results have (``send_delay``, ``*_from_schedule``).
 LOAD_QUANTILES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("tpot", _QUANTILES), ("send_delay", _QUANTILES), ("ttft_from_schedule", _QUANTILES),
-    ("e2e_from_schedule", _QUANTILES), ("connect", _QUANTILES),
+    ("tpot", _QUANTILES),
+    ("send_delay", _QUANTILES),
+    ("ttft_from_schedule", _QUANTILES),
+    ("e2e_from_schedule", _QUANTILES),
+    ("connect", _QUANTILES),
 )
 #: The metrics of the magic's comparison table and ``%nito history``, in order.
 COMPARISON: tuple[str, ...] = (
-    "ttft", "e2e", "output_tps", "output_chunks_per_s", "n_output_tokens", "n_token_chunks", "itl_max",
+    "ttft",
+    "e2e",
+    "output_tps",
+    "output_chunks_per_s",
+    "n_output_tokens",
+    "n_token_chunks",
+    "itl_max",
 )
 #: The metrics a run's ``slo=`` may bound.
 SLO: tuple[str, ...] = tuple(m.name for m in METRICS if m.slo)
 #: The summary columns a sweep's view shows of the metrics.
 SWEEP: tuple[str, ...] = tuple(
-    f"{name}_{a}" for name, _ in SUMMARY_QUANTILES for m in METRICS if m.name == name for a in m.sweep
+    f"{name}_{a}"
+    for name, _ in SUMMARY_QUANTILES
+    for m in METRICS
+    if m.name == name
+    for a in m.sweep
 )

@@ -75,7 +75,8 @@ def not_sse(path: Path, body: bytes) -> str:
     where = repr(str(path))
     if not _is_text(body[:4096]):
         return f"{where} is not a recorded SSE body: " + not_text(
-            body[:64], "a recorded SSE body is UTF-8 text ('data: {...}' lines)")
+            body[:64], "a recorded SSE body is UTF-8 text ('data: {...}' lines)"
+        )
     first = body.lstrip().split(b"\n", 1)[0][:200].decode("utf-8", "replace").strip()
     if first_line_is_log(body):
         return f"{where} is a log saved by Stream.save, not an SSE body: read it with nito_nb.load(path)."

@@ -75,7 +75,8 @@ class ChunkParser:
                     return _decode(data), None, None
         end = data.find('"', start)
         text = data[start:end]
-        if end < 0 or "\\" in text:  # escapes (JSON arguments are full of \"): the C scanner reads it
+        # escapes (JSON arguments are full of \"): the C scanner reads it
+        if end < 0 or "\\" in text:
             try:
                 text, end = _scanstring(data, start)
             except ValueError:
@@ -91,7 +92,11 @@ class ChunkParser:
             cut_end = after.find('"', cut)
             padding = after[cut:cut_end]
             if cut_end < 0 or (padding and not (padding.isascii() and padding.isalnum())):
-                return _decode(data), None, None  # as sent (letters and digits) or read by json.loads
+                return (
+                    _decode(data),
+                    None,
+                    None,
+                )  # as sent (letters and digits) or read by json.loads
             after = after[:cut] + after[cut_end:]
         key = (data[:start], after)
         template = self._templates.get(key)
@@ -105,11 +110,15 @@ class ChunkParser:
             return value, None, None
         # A layout that is kept: every other value a scalar, and the padding (when cut) the
         # chunk's own top-level one. Past MAX_TEMPLATES, no test: the chunk is simply returned.
-        if len(self._templates) < MAX_TEMPLATES and (padding is None or value.get("obfuscation") == padding):
+        if len(self._templates) < MAX_TEMPLATES and (
+            padding is None or value.get("obfuscation") == padding
+        ):
             template = _template(value, slot)
-            if template is not None and _rebuild(template, text) | (
-                {} if padding is None else {"obfuscation": padding}
-            ) == value:
+            if (
+                template is not None
+                and _rebuild(template, text) | ({} if padding is None else {"obfuscation": padding})
+                == value
+            ):
                 self._templates[key] = template
         return value, text, slot
 
@@ -134,7 +143,9 @@ def _reads_as(value: Any, slot: str, text: str) -> bool:
         fragments = plain_tool_fragments(delta)
         return fragments is not None and len(fragments) == 1 and fragments[0].arguments == text
     pieces = plain_reasoning(delta)
-    return pieces is not None and [(p.type, p.payload) for p in pieces] == ([(slot, text)] if text else [])
+    return pieces is not None and [(p.type, p.payload) for p in pieces] == (
+        [(slot, text)] if text else []
+    )
 
 
 def _scalars(container: dict[str, Any], but: str) -> bool:
@@ -154,7 +165,11 @@ def _template(value: dict[str, Any], slot: str) -> tuple[Any, ...] | None:
         return (slot, dict(value), dict(choice), dict(delta)) if _scalars(delta, slot) else None
     call = delta["tool_calls"][0]
     function = call["function"]
-    if not (_scalars(delta, "tool_calls") and _scalars(call, "function") and _scalars(function, "arguments")):
+    if not (
+        _scalars(delta, "tool_calls")
+        and _scalars(call, "function")
+        and _scalars(function, "arguments")
+    ):
         return None
     return (slot, dict(value), dict(choice), dict(delta), dict(call), dict(function))
 

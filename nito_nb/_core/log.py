@@ -36,7 +36,16 @@ from .file_kinds import not_text
 from .sse import ServerSentEvent, SSEDecoder
 from .units import to_seconds
 
-__all__ = ["COMMENT_RUN", "KINDS", "ChunkLog", "Event", "LogFormatError", "clean_headers", "read_log", "read_log_lines"]
+__all__ = [
+    "COMMENT_RUN",
+    "KINDS",
+    "ChunkLog",
+    "Event",
+    "LogFormatError",
+    "clean_headers",
+    "read_log",
+    "read_log_lines",
+]
 
 LOG_VERSION = 1
 #: Identical comments of one read logged one by one before the rest of the run is only counted.
@@ -81,7 +90,9 @@ class Event:
     @property
     def sse(self) -> ServerSentEvent:
         if self.kind == "http-error":
-            return ServerSentEvent(data=self.raw.decode("utf-8", "replace"), event="http-error", raw=self.raw)
+            return ServerSentEvent(
+                data=self.raw.decode("utf-8", "replace"), event="http-error", raw=self.raw
+            )
         decoder = SSEDecoder()
         events = decoder.decode(self.raw) + decoder.flush()
         return events[-1] if events else ServerSentEvent(raw=self.raw)
@@ -196,7 +207,9 @@ class ChunkLog:
         awaited) could be long before."""
         now = time.perf_counter_ns()
         self.t0_ns = now if t0_ns is None else t0_ns
-        self.t0_wall = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(microseconds=(now - self.t0_ns) / 1000)
+        self.t0_wall = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(
+            microseconds=(now - self.t0_ns) / 1000
+        )
 
     def shift(self, delta_ns: int) -> None:
         """Move every time of the log by ``delta_ns`` (onto another process's clock: ``_runs/clock.py``);
@@ -211,7 +224,12 @@ class ChunkLog:
         rebuilt from this log's events starts from (``_recorded.from_log``)."""
         empty = copy.copy(self)  # every field, whatever fields the log gains
         empty.end = dict(self.end)
-        empty._times, empty._ends, empty._kinds, empty._raw = array("q"), array("q"), bytearray(), bytearray()
+        empty._times, empty._ends, empty._kinds, empty._raw = (
+            array("q"),
+            array("q"),
+            bytearray(),
+            bytearray(),
+        )
         empty._repeats = {}
         return empty
 
@@ -234,7 +252,11 @@ class ChunkLog:
         start = self._ends[seq - 1] if seq else 0
         t_ns = self._times[seq]
         return Event(
-            seq, t_ns, to_seconds(t_ns - self.t0_ns), KINDS[self._kinds[seq]], bytes(self._raw[start : self._ends[seq]]),
+            seq,
+            t_ns,
+            to_seconds(t_ns - self.t0_ns),
+            KINDS[self._kinds[seq]],
+            bytes(self._raw[start : self._ends[seq]]),
             self._repeats.get(seq, 1),
         )
 
@@ -297,7 +319,9 @@ class ChunkLog:
         }
         yield json.dumps(header, ensure_ascii=False)
         t0, repeats = self.t0_ns, self._repeats
-        for seq, (t_ns, kind, raw) in enumerate(zip(self._times, self._kinds, self.raw_slices(), strict=True)):
+        for seq, (t_ns, kind, raw) in enumerate(
+            zip(self._times, self._kinds, self.raw_slices(), strict=True)
+        ):
             line: dict[str, Any] = {"dt_ns": t_ns - t0}
             if kind == HTTP_ERROR:
                 line["kind"] = KINDS[kind]
@@ -416,7 +440,9 @@ def _log_of(header: dict[str, Any], where: str) -> ChunkLog:
     try:
         wall = _dt.datetime.fromisoformat(t0_wall) if t0_wall else None
     except (TypeError, ValueError):
-        raise LogFormatError(_bad_field(where, 1, "t0_wall", t0_wall, "an ISO date and time")) from None
+        raise LogFormatError(
+            _bad_field(where, 1, "t0_wall", t0_wall, "an ISO date and time")
+        ) from None
     if wall is not None and wall.tzinfo is None:  # every time of a log is aware (UTC)
         wall = wall.replace(tzinfo=_dt.timezone.utc)
     t0 = _whole(header.get("t0_ns") or 0, where, 1, "t0_ns")
@@ -443,7 +469,9 @@ def _event_raw(item: dict[str, Any], where: str, number: int) -> bytes:
         try:
             return base64.b64decode(value, validate=True)
         except (TypeError, ValueError):  # binascii.Error is a ValueError
-            raise LogFormatError(_bad_field(where, number, "raw_b64", value, "base64 text")) from None
+            raise LogFormatError(
+                _bad_field(where, number, "raw_b64", value, "base64 text")
+            ) from None
     value = item.get("raw", "")
     try:
         return value.encode("utf-8")

@@ -23,7 +23,9 @@ def _entries(value: Any) -> list[dict[str, Any]]:
     """The token entries of one channel as sent, those that name a token (others are dropped)."""
     if not isinstance(value, list):
         return []
-    return [entry for entry in value if isinstance(entry, dict) and isinstance(entry.get("token"), str)]
+    return [
+        entry for entry in value if isinstance(entry, dict) and isinstance(entry.get("token"), str)
+    ]
 
 
 def logprobs_of(chunk: Any, choice: int = 0) -> dict[str, list[dict[str, Any]]]:
@@ -45,6 +47,10 @@ def logprobs_of(chunk: Any, choice: int = 0) -> dict[str, list[dict[str, Any]]]:
 
 def probability(logprob: Any) -> float | None:
     """``exp(logprob)``, or None for a logprob that is not a finite number."""
-    if isinstance(logprob, bool) or not isinstance(logprob, int | float) or not math.isfinite(logprob):
+    if (
+        isinstance(logprob, bool)
+        or not isinstance(logprob, int | float)
+        or not math.isfinite(logprob)
+    ):
         return None
     return math.exp(min(float(logprob), 0.0))

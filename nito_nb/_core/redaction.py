@@ -138,7 +138,8 @@ class StreamRedactor:
                 continue
             else:
                 channel = (name, sub)
-                if name == "token" and REDACTED in holder[key]:  # a whole key taken out of raw or escapes
+                # a whole key taken out of raw or escapes
+                if name == "token" and REDACTED in holder[key]:
                     changed = _bytes_follow(holder) or changed
             if pending and channel in pending:
                 changed = self._slot(seq, position, channel, holder, key, folded, edits) or changed
@@ -163,7 +164,9 @@ class StreamRedactor:
         first = found[1][0]
         return first.seq, first.slot
 
-    def _start(self, channel: tuple[str, Any], text: str, seq: int, position: int, folded: bool) -> None:
+    def _start(
+        self, channel: tuple[str, Any], text: str, seq: int, position: int, folded: bool
+    ) -> None:
         """A channel with nothing pending: its end may start the key."""
         held = self.secret.partial_at_end(text)
         if held:
@@ -181,7 +184,13 @@ class StreamRedactor:
         return True
 
     def _slot(
-        self, seq: int, position: int, channel: tuple[str, Any], holder: Any, key: Any, folded: bool,
+        self,
+        seq: int,
+        position: int,
+        channel: tuple[str, Any],
+        holder: Any,
+        key: Any,
+        folded: bool,
         edits: list[Edit],
     ) -> bool:
         """One slot's text after the channel's pending end; True when the slot was rewritten."""
@@ -208,7 +217,9 @@ class StreamRedactor:
             old, new = combined[start:end], _marked(combined, start, end, spans)
             if new != old:
                 place = _place(combined, start, end, spans) if tokens else ("", "", 0)
-                edits.append(Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded, place))
+                edits.append(
+                    Edit(earlier.seq, earlier.slot, channel, old, new, earlier.folded, place)
+                )
             start = end
         rewritten = _marked(combined, start, len(combined), spans)
         _put(holder, key, rewritten)
@@ -277,10 +288,15 @@ def with_data(raw: bytes, data: str) -> bytes:
     placed = False
     for line in raw.splitlines(keepends=True):
         body = line.rstrip(b"\r\n")
-        name = body[len(_BOM):] if body.startswith(_BOM) else body
+        name = body[len(_BOM) :] if body.startswith(_BOM) else body
         if name == b"data" or name.startswith(b"data:"):
             if not placed:
-                out.append(body[: len(body) - len(name)] + b"data: " + data.encode("utf-8") + (line[len(body):] or b"\n"))
+                out.append(
+                    body[: len(body) - len(name)]
+                    + b"data: "
+                    + data.encode("utf-8")
+                    + (line[len(body) :] or b"\n")
+                )
                 placed = True
             continue
         out.append(line)
@@ -296,7 +312,9 @@ def _apply(slots: list[Any], edit: Edit) -> None:
         _in_place(holder, edit.place)
 
 
-def _place(combined: str, start: int, end: int, spans: list[tuple[int, int]]) -> tuple[str, str, int]:
+def _place(
+    combined: str, start: int, end: int, spans: list[tuple[int, int]]
+) -> tuple[str, str, int]:
     """What the alternatives of the token that holds ``combined[start:end]`` lose (``Edit.place``):
     the key's text from ``start`` on when a key reaches into it from before; the key that starts
     in it, and how many of its characters it holds."""
@@ -331,7 +349,7 @@ def _in_place(entry: dict[str, Any], place: tuple[str, str, int]) -> None:
                 new = REDACTED + new[agree:]
         if form and least:
             for size in range(min(len(new), len(form) - 1), least - 1, -1):
-                if form.startswith(new[len(new) - size:]):
+                if form.startswith(new[len(new) - size :]):
                     new = new[: len(new) - size] + REDACTED
                     break
         if new != text:

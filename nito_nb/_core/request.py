@@ -23,10 +23,13 @@ def as_messages(prompt_or_messages: Any) -> list[dict[str, Any]]:
         return [{"role": "user", "content": prompt_or_messages}]
     if isinstance(prompt_or_messages, dict):
         return [prompt_or_messages]
-    if isinstance(prompt_or_messages, (list, tuple)) and all(isinstance(m, dict) for m in prompt_or_messages):
+    if isinstance(prompt_or_messages, (list, tuple)) and all(
+        isinstance(m, dict) for m in prompt_or_messages
+    ):
         return list(prompt_or_messages)
     what = type(prompt_or_messages).__name__
-    if isinstance(prompt_or_messages, (list, tuple)):  # "not list" said nothing of what was wrong in it
+    # "not list" said nothing of what was wrong in it
+    if isinstance(prompt_or_messages, (list, tuple)):
         odd = next(m for m in prompt_or_messages if not isinstance(m, dict))
         what = f"a {what} holding a {type(odd).__name__} ({odd!r:.40})"
         if isinstance(odd, str):

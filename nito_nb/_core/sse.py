@@ -63,7 +63,9 @@ class EventTooLarge(ValueError):
     no event at all, which a message must not call one). The decoder has dropped the event's
     bytes and decodes nothing more."""
 
-    def __init__(self, size: int, limit: int, events: list[ServerSentEvent], blank: bool = False) -> None:
+    def __init__(
+        self, size: int, limit: int, events: list[ServerSentEvent], blank: bool = False
+    ) -> None:
         what = "empty lines went" if blank else "an event went"
         super().__init__(f"{what} past {limit:,} bytes ({size:,} bytes and not finished)")
         self.size = size
@@ -122,8 +124,14 @@ class SSEDecoder:
 
     def _fail(self, size: int, events: list[ServerSentEvent], pending: bool = True) -> None:
         assert self._limit is not None
-        blank = pending and self._data is None and not (
-            self._raw.strip(b"\r\n") or self._buffer.strip(b"\r\n") or any(p.strip(b"\r\n") for p in self._held)
+        blank = (
+            pending
+            and self._data is None
+            and not (
+                self._raw.strip(b"\r\n")
+                or self._buffer.strip(b"\r\n")
+                or any(p.strip(b"\r\n") for p in self._held)
+            )
         )
         self._failed = EventTooLarge(size, self._limit, events, blank)
         # Let go of the event's bytes: not holding them is the point of the limit.
@@ -194,9 +202,25 @@ class SSEDecoder:
         for block in blocks:
             # One step only when no field of this event came before it (a `retry:` line, even
             # one whose bytes were already consumed by an earlier read, belongs to this event).
-            if block[:6] == b"data: " and b"\n" not in block and not self._raw and self._retry is None:
-                append(new(_Event, (block[6:].decode("utf-8", "replace"), "message", last_id, None, None,
-                                    block + b"\n\n")))
+            if (
+                block[:6] == b"data: "
+                and b"\n" not in block
+                and not self._raw
+                and self._retry is None
+            ):
+                append(
+                    new(
+                        _Event,
+                        (
+                            block[6:].decode("utf-8", "replace"),
+                            "message",
+                            last_id,
+                            None,
+                            None,
+                            block + b"\n\n",
+                        ),
+                    )
+                )
                 continue
             for line in block.split(b"\n"):
                 line_event(line, line + b"\n", events)

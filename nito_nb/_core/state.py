@@ -303,7 +303,8 @@ class StreamState:
                 body.count(len(data))
                 return self._decode(data, t_ns)
             chunks: list[dict[str, Any]] = []
-            for piece in body.pieces(data):  # decoded (or cut) in bounded pieces, all of this read's time
+            # decoded (or cut) in bounded pieces, all of this read's time
+            for piece in body.pieces(data):
                 chunks += self._decode(piece, t_ns)
             return chunks
         except TooLarge as too_large:
@@ -321,14 +322,23 @@ class StreamState:
                 "faulty or hostile: check it."
             )
         else:
-            compressed = "" if too_large.wire is None else f" (from {too_large.wire:,} bytes of {too_large.coding})"
+            compressed = (
+                ""
+                if too_large.wire is None
+                else f" (from {too_large.wire:,} bytes of {too_large.coding})"
+            )
             message = (
                 f"The body decoded to more than max_body_size ({too_large.limit:,} bytes){compressed}: the "
                 f"stream was stopped rather than hold it in memory. {kept} If such a body is expected, raise "
                 "max_body_size (Client(max_body_size=...) or stream(..., max_body_size=...))."
             )
-        return BodyTooLargeError(message, size=too_large.size, limit=too_large.limit, wire=too_large.wire,
-                                 stream=self.owner)
+        return BodyTooLargeError(
+            message,
+            size=too_large.size,
+            limit=too_large.limit,
+            wire=too_large.wire,
+            stream=self.owner,
+        )
 
     def _decode(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
         """Decode, log and fold one piece of the body."""
@@ -337,7 +347,8 @@ class StreamState:
         except EventTooLarge as too_large:
             self._take(too_large.events, t_ns)  # the events before it are kept, as arrived
             kept = f"What arrived before it ({self.acc.n_chunks} chunks) is kept in .stream."
-            if too_large.blank:  # no event at all: saying "an event" sent people after the wrong cause
+            # no event at all: saying "an event" sent people after the wrong cause
+            if too_large.blank:
                 message = (
                     f"The server sent more than {too_large.limit:,} bytes of empty lines and no event: it is "
                     f"faulty or hostile (an event stream holds events). The stream was stopped rather than "
@@ -404,7 +415,11 @@ class StreamState:
                 continue
             if type(chunk) is not dict:
                 kinds.append(OTHER)
-                acc.note("not-an-object", f"a data line is JSON but not an object: {data[:80]!r}", first_seq + i)
+                acc.note(
+                    "not-an-object",
+                    f"a data line is JSON but not an object: {data[:80]!r}",
+                    first_seq + i,
+                )
                 continue
             kinds.append(CHUNK)
             value = chunk
@@ -417,9 +432,14 @@ class StreamState:
                     content = text = None
             # Most chunks cannot matter to the redactor (its own first test, without the call).
             if redactor is not None and (
-                content is None or pending or (first in content and content[-1:] in ends) or "\\" in data
+                content is None
+                or pending
+                or (first in content and content[-1:] in ends)
+                or "\\" in data
             ):
-                changed, edits = redactor.take(first_seq + i, value, chunk, raw, content, not acc.done)
+                changed, edits = redactor.take(
+                    first_seq + i, value, chunk, raw, content, not acc.done
+                )
                 if changed:  # the chunk was rewritten in place: so are its bytes
                     rewritten[first_seq + i] = with_data(raw, encode(value))
                     content = text = None  # read from the rewritten chunk
@@ -429,8 +449,10 @@ class StreamState:
                 acc.add(chunk, first_seq + i)  # notes and ignores it (rule 9)
                 continue
             if (
-                acc.add_content(chunk, content, first_seq + i) if content is not None
-                else acc.add(chunk, first_seq + i) if text is None
+                acc.add_content(chunk, content, first_seq + i)
+                if content is not None
+                else acc.add(chunk, first_seq + i)
+                if text is None
                 else acc.add_slot(chunk, slot, text, first_seq + i)  # type: ignore[arg-type]
             ):
                 self.n_token_chunks += 1
@@ -450,7 +472,11 @@ class StreamState:
         return chunks
 
     def _rewrite_earlier(
-        self, edits: list[Edit], events: list[ServerSentEvent], skipped: set[int] | None, rewritten: dict[int, bytes]
+        self,
+        edits: list[Edit],
+        events: list[ServerSentEvent],
+        skipped: set[int] | None,
+        rewritten: dict[int, bytes],
     ) -> None:
         """A chunk completed a key that earlier chunks started: their text becomes the marker, in
         the log (their raw bytes; this read's own events before they are logged, ``rewritten`` by
@@ -486,7 +512,11 @@ class StreamState:
         return self.log.last_is(COMMENT, t_ns, raw)
 
     def end(
-        self, t_ns: int | None = None, *, status: str | None = None, exception: NitoError | None = None
+        self,
+        t_ns: int | None = None,
+        *,
+        status: str | None = None,
+        exception: NitoError | None = None,
     ) -> list[Callable[[Any], Any]] | None:
         """The body ended (or was cut) at ``t_ns`` (now if None): settle the status from what
         arrived (``done``, ``error`` or ``truncated``, unless ``status`` says otherwise) and keep
@@ -507,11 +537,19 @@ class StreamState:
             if self.decoder.pending:
                 seq = len(self.log)
                 self._take(self.decoder.flush(), t_ns)
-                acc.note("unterminated", "the body ended inside an event (no blank line after it)", seq)
+                acc.note(
+                    "unterminated", "the body ended inside an event (no blank line after it)", seq
+                )
             acc.release()  # nothing more can complete a key: what was held back shows
             acc.check_end(len(self.log))
             if status is None:
-                status = Status.ERROR if acc.error is not None else Status.DONE if acc.done else Status.TRUNCATED
+                status = (
+                    Status.ERROR
+                    if acc.error is not None
+                    else Status.DONE
+                    if acc.done
+                    else Status.TRUNCATED
+                )
             if exception is None and status == Status.ERROR:
                 error = acc.error or {}
                 message = str(error.get("message") or "an error chunk without a message")
@@ -576,8 +614,9 @@ class StreamState:
         with self.lock:
             self.log.connect_ns = duration_ns
 
-    def fail_http(self, status_code: int, headers: Any, body: bytes, t_ns: int,
-                  error: APIError | None = None) -> APIError:
+    def fail_http(
+        self, status_code: int, headers: Any, body: bytes, t_ns: int, error: APIError | None = None
+    ) -> APIError:
         """The server refused with an HTTP error: the body is logged (redacted), the status is
         ``failed``; returns the typed error (not raised): ``error`` if given (a redirect's, which
         the body does not tell), else the one of the status and body."""
@@ -607,7 +646,11 @@ class StreamState:
             self.acc.release()
             self.status = Status.FAILED
             self.exception = error
-            self.log.end = {"status": Status.FAILED.value, "exception": type(error).__name__, "message": error.message}
+            self.log.end = {
+                "status": Status.FAILED.value,
+                "exception": type(error).__name__,
+                "message": error.message,
+            }
             return error
 
     def new_attempt(self) -> None:

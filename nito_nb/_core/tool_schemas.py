@@ -16,8 +16,15 @@ from typing import Any
 __all__ = ["function_tool", "tool_schemas"]
 
 _JSON_TYPES: dict[Any, str] = {
-    int: "integer", float: "number", str: "string", bool: "boolean",
-    list: "array", tuple: "array", set: "array", dict: "object", type(None): "null",
+    int: "integer",
+    float: "number",
+    str: "string",
+    bool: "boolean",
+    list: "array",
+    tuple: "array",
+    set: "array",
+    dict: "object",
+    type(None): "null",
 }
 
 
@@ -76,14 +83,23 @@ def tool_schemas(items: Iterable[Any], where: str | None = None) -> list[dict[st
     sent as they are. ``where`` names the item in the error message (a ValueError)."""
     tools: list[dict[str, Any]] = []
     for item in items:
-        if isinstance(item, dict) and item.get("type") == "function" and isinstance(item.get("function"), dict):
+        if (
+            isinstance(item, dict)
+            and item.get("type") == "function"
+            and isinstance(item.get("function"), dict)
+        ):
             tools.append(item)
         elif isinstance(item, dict) and "name" in item:
             tools.append({"type": "function", "function": item})
         elif callable(item):
             tools.append(function_tool(item))
-        elif isinstance(item, dict) and isinstance(item.get("type"), str) and item["type"] != "function":
-            tools.append(item)  # a tool of another kind (OpenAI's custom and built-in tools): as it is
+        elif (
+            isinstance(item, dict)
+            and isinstance(item.get("type"), str)
+            and item["type"] != "function"
+        ):
+            # a tool of another kind (OpenAI's custom and built-in tools): as it is
+            tools.append(item)
         else:
             raise ValueError(
                 f"{where or f'tools: {item!r:.60}'} is a {type(item).__name__}; give a function, or a dict like "

@@ -21,13 +21,21 @@ def wait_timeout(timeout: Any) -> float | None:
     """``timeout`` checked: None or seconds (a float), or one clear ConfigurationError."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout or timeout < 0:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or timeout != timeout
+        or timeout < 0
+    ):
         raise ConfigurationError(
-            f"timeout is in seconds, a number >= 0 (or None to wait for the end), not {timeout!r}")
+            f"timeout is in seconds, a number >= 0 (or None to wait for the end), not {timeout!r}"
+        )
     return None if timeout >= threading.TIMEOUT_MAX else float(timeout)
 
 
-def wait_or_stop(finished: concurrent.futures.Future[Any], stop: Callable[[], None], timeout: float | None) -> None:
+def wait_or_stop(
+    finished: concurrent.futures.Future[Any], stop: Callable[[], None], timeout: float | None
+) -> None:
     """Wait for ``finished``, ``timeout`` seconds at most (then return: it goes on, as a Stream's
     wait does; it raised an empty TimeoutError); a KeyboardInterrupt (the notebook's stop button)
     calls ``stop``, waits for the clean end (what arrived is recorded), then goes on up. For runs

@@ -72,7 +72,9 @@ def instead(what: str, use: str) -> Any:
     return cell_html(f"<div class='nito-instead'>{html_module.escape(line)}</div>")
 
 
-def stream_html(state: Any, *, live: bool, format: str = "markdown", cache: RenderCache | None = None) -> str:
+def stream_html(
+    state: Any, *, live: bool, format: str = "markdown", cache: RenderCache | None = None
+) -> str:
     """The HTML of a stream's state: its live parts while it runs, else Jupyter's final bundle."""
     from .._render import final_bundle, join_parts, render_parts
 
@@ -125,8 +127,13 @@ class CellOutput(LiveSink):
         self.bytes_sent += len(html.encode("utf-8"))
 
 
-def stream_output(stream: Any, *, format: str = "markdown", max_rate: float = DEFAULT_MAX_RATE,
-                  replace: Replace | None = None) -> CellOutput:
+def stream_output(
+    stream: Any,
+    *,
+    format: str = "markdown",
+    max_rate: float = DEFAULT_MAX_RATE,
+    replace: Replace | None = None,
+) -> CellOutput:
     """The live cell output of one stream (a Stream, or anything with its ``snapshot()`` and
     ``finished``)."""
     from .._render import RenderCache
@@ -139,7 +146,9 @@ def stream_output(stream: Any, *, format: str = "markdown", max_rate: float = DE
     def ended() -> bool:
         return bool(stream.finished)  # the state's flag: reading it never waits for the stream
 
-    return CellOutput(html, ended=ended, mark=lambda: stream_mark(stream), max_rate=max_rate, replace=replace)
+    return CellOutput(
+        html, ended=ended, mark=lambda: stream_mark(stream), max_rate=max_rate, replace=replace
+    )
 
 
 def show_stream(stream: Any, *, replace: Replace | None = None) -> Any:

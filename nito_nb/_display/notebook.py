@@ -35,6 +35,7 @@ __all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_
 
 DisplayFunction = Callable[..., Any]
 
+
 def _bundle_size(bundle: dict[str, str]) -> int:
     return sum(len(value.encode("utf-8")) for value in bundle.values())
 
@@ -108,8 +109,9 @@ class LiveDisplay(LiveSink):
             self.render_seconds += time.perf_counter() - started
 
     def _send(self, state: Any, *, live: bool) -> None:
-        parts = render_parts(state, format=self.format, live=live, cache=self._cache,
-                             structured=self._structured)
+        parts = render_parts(
+            state, format=self.format, live=live, cache=self._cache, structured=self._structured
+        )
         moved, _removed = self._page.reconcile(parts)
         sent = False
         handles = self._handles

@@ -47,7 +47,9 @@ class Refresher:
     since ipykernel 7.1 its output would land in whichever cell ran last).
     """
 
-    def __init__(self, tick: Callable[[], object], period: float, name: str = "nito_nb-refresh") -> None:
+    def __init__(
+        self, tick: Callable[[], object], period: float, name: str = "nito_nb-refresh"
+    ) -> None:
         if period <= 0:
             raise ValueError(f"period must be positive, not {period!r}")
         self._tick = tick

@@ -91,7 +91,9 @@ class LiveSink:
         self._refresher: Refresher | None = None
         self._closed = False
         self._finished = False
-        self._over = False  # finished or closed: nothing renders any more (one flag: read per chunk)
+        self._over = (
+            False  # finished or closed: nothing renders any more (one flag: read per chunk)
+        )
         self._shown_mark: Any = None
         self._fed = False  # update() was called since the refresh thread's last tick
         self._throttle = Throttle(max_rate, clock)  # last: a bad max_rate raises here
@@ -135,7 +137,9 @@ class LiveSink:
                 return self
             self._render(live=True)
             if self.refreshes:
-                self._refresher = Refresher(self._tick, self.refresh_period, self.refresher_name).start()
+                self._refresher = Refresher(
+                    self._tick, self.refresh_period, self.refresher_name
+                ).start()
         return self
 
     @property
@@ -153,13 +157,17 @@ class LiveSink:
         (``refreshes = False``). A KeyboardInterrupt (the notebook's Stop) calls ``interrupted``,
         which must end the state; the final state is rendered all the same."""
         if not self.ends_itself or self.refreshes:
-            raise TypeError(f"{type(self).__name__} cannot be followed: its state must end by itself")
+            raise TypeError(
+                f"{type(self).__name__} cannot be followed: its state must end by itself"
+            )
         self.start()
         stopped: BaseException | None = None
         with self._lock:
             if self._over:
                 return
-            refresher = self._refresher = Refresher(self._tick, self.refresh_period, self.refresher_name)
+            refresher = self._refresher = Refresher(
+                self._tick, self.refresh_period, self.refresher_name
+            )
         try:
             refresher.run()  # until the tick that sees the end finishes the sink (which stops it)
         except KeyboardInterrupt as exc:
@@ -178,7 +186,9 @@ class LiveSink:
         instead, once. Returns whether it rendered."""
         self._fed = True
         # The cheap refusal first, without the lock: this runs once per chunk.
-        if self._over or not (force or self._throttle.ready() or (self.ends_itself and self._ended())):
+        if self._over or not (
+            force or self._throttle.ready() or (self.ends_itself and self._ended())
+        ):
             return False
         if self.ends_itself and self._ended():
             return self._finish_once()

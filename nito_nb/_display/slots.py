@@ -71,7 +71,8 @@ class Slot:
         self._changed()
 
     def _changed(self) -> None:
-        self.all_final_answer = all(_final_answer(p) for p in self.parts.values())  # a changing slot is small
+        # a changing slot is small
+        self.all_final_answer = all(_final_answer(p) for p in self.parts.values())
         self.dirty = True
 
     def html(self) -> str:
@@ -82,7 +83,10 @@ class Slot:
             part = self.parts[self.keys[0]]
             return {"text/html": part.html, "text/plain": part.text}
         # Answer blocks carry their own line ends: joined they are the Markdown source again.
-        return {"text/html": self.html(), "text/plain": "".join(self.parts[key].text for key in self.keys)}
+        return {
+            "text/html": self.html(),
+            "text/plain": "".join(self.parts[key].text for key in self.keys),
+        }
 
 
 class Slots:

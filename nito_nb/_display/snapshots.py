@@ -54,7 +54,9 @@ def snapshot(state: Any) -> Any:
 def _take(state: Any) -> SimpleNamespace:
     values = {name: _copy(optional(state, name)) for name in FIELDS}
     values["tool_calls"] = [
-        SimpleNamespace(**{name: _copy(getattr(call, name)) for name in _CALL_FIELDS if hasattr(call, name)})
+        SimpleNamespace(
+            **{name: _copy(getattr(call, name)) for name in _CALL_FIELDS if hasattr(call, name)}
+        )
         for call in list(getattr(state, "tool_calls", None) or [])
     ]
     values["anomalies"] = list(getattr(state, "anomalies", None) or [])

@@ -51,7 +51,10 @@ class NitoAccessor:
             # A filtered frame (df[df.stream == "a"]) keeps every category of the whole one: each
             # table would get a row of NaN per stream filtered out, each plot an empty series.
             column = column.cat.remove_unused_categories()
-            codes, labels = column.cat.codes.to_numpy(), pd.Index(column.cat.categories, name="stream")
+            codes, labels = (
+                column.cat.codes.to_numpy(),
+                pd.Index(column.cat.categories, name="stream"),
+            )
         else:
             found, unique = pd.factorize(column)
             codes, labels = found, pd.Index(unique, name="stream")
@@ -159,7 +162,8 @@ class NitoAccessor:
         bounds = np.searchsorted(gap_codes, np.arange(n_streams + 1))
         per_stream_gaps = [gaps[bounds[i] : bounds[i + 1]].tolist() for i in range(n_streams)]
         quantiles = {
-            q: _floats(metrics.quantile(g, q) for g in per_stream_gaps) for q in (0.5, 0.9, 0.99, 1.0)
+            q: _floats(metrics.quantile(g, q) for g in per_stream_gaps)
+            for q in (0.5, 0.9, 0.99, 1.0)
         }
 
         usage_rows = df["usage"].notna().to_numpy() & ~ignored & valid
@@ -169,7 +173,9 @@ class NitoAccessor:
         ]
         e2e = maximum(event)
         first, last, ks, e2es = ttft.tolist(), last_token.tolist(), k.tolist(), e2e.tolist()
-        of_streams = [metrics.of_stream(first[i], last[i], ks[i], ns[i], e2es[i]) for i in range(n_streams)]
+        of_streams = [
+            metrics.of_stream(first[i], last[i], ks[i], ns[i], e2es[i]) for i in range(n_streams)
+        ]
         derived = {name: _floats(row[name] for row in of_streams) for name in _OF_STREAM}
 
         # connect is on the response row, so that it survives CSV (which drops df.attrs); a frame
@@ -190,7 +196,9 @@ class NitoAccessor:
         out = pd.DataFrame(
             {
                 "model": last_of(response, "model"),
-                "status": pd.Categorical(last_of(response, "status"), categories=[s.value for s in STATUSES]),
+                "status": pd.Categorical(
+                    last_of(response, "status"), categories=[s.value for s in STATUSES]
+                ),
                 "connect": connect,
                 "ttfb": ttfb,
                 "ttft": ttft,
@@ -204,9 +212,14 @@ class NitoAccessor:
                 "n_events": np.bincount(code[event], minlength=n_streams),
                 "n_chunks": np.bincount(code[chunk_rows], minlength=n_streams),
                 "n_token_chunks": k,
-                "n_output_tokens": _ints([None if n is None else int(n) for n in ns], "completion_tokens"),
+                "n_output_tokens": _ints(
+                    [None if n is None else int(n) for n in ns], "completion_tokens"
+                ),
                 "finish_reason": pd.array(
-                    last_of(taken & first_choice & df["finish_reason"].notna().to_numpy(), "finish_reason"),
+                    last_of(
+                        taken & first_choice & df["finish_reason"].notna().to_numpy(),
+                        "finish_reason",
+                    ),
                     dtype=_TEXT,
                 ),
                 "error": pd.array(
@@ -219,31 +232,42 @@ class NitoAccessor:
             index=labels,
         )
         # In the order of the declared metrics (_core/fields.py), between the response row's.
-        return out[[*_FIRST, *(m.name for m in METRICS if m.frame and m.name in out.columns), *_LAST]]
+        return out[
+            [*_FIRST, *(m.name for m in METRICS if m.frame and m.name in out.columns), *_LAST]
+        ]
 
     def _metrics_by_choice(self) -> pd.DataFrame:
         """``metrics(by_choice=True)``: the table of each choice's frame (its chunk rows, as choice
         0's, and the rows of the stream that belong to no choice), one row per choice that came."""
         df = self._df
         codes, labels = self._streams()
-        choice = (df["choice"].to_numpy(dtype=np.int64, na_value=0) if "choice" in df.columns
-                  else np.zeros(len(df), dtype=np.int64))
+        choice = (
+            df["choice"].to_numpy(dtype=np.int64, na_value=0)
+            if "choice" in df.columns
+            else np.zeros(len(df), dtype=np.int64)
+        )
         chunk = (df["kind"] == "chunk").to_numpy(dtype=bool)
-        came = {(int(c), int(k)) for c, k in zip(codes[chunk], choice[chunk], strict=True) if c >= 0}
+        came = {
+            (int(c), int(k)) for c, k in zip(codes[chunk], choice[chunk], strict=True) if c >= 0
+        }
         came |= {(code, 0) for code in range(len(labels))}
         several = {code for code, k in came if k}  # streams of more than one choice
         tables = []
         for k in sorted({k for _, k in came}):
             sub = df[(choice == k) | ~chunk]
             # The first row of each chunk in this choice is its event (part 0).
-            sub = sub.assign(choice=0, part=sub.groupby(["stream", "seq"], observed=True, sort=False).cumcount())
+            sub = sub.assign(
+                choice=0, part=sub.groupby(["stream", "seq"], observed=True, sort=False).cumcount()
+            )
             table = NitoAccessor(sub).metrics()
             table.insert(0, "choice", k)
             tables.append(table)
         out = pd.concat(tables)
         position = {label: i for i, label in enumerate(labels)}
         out["_order"] = [position[label] for label in out.index]
-        keep = [(position[label], k) in came for label, k in zip(out.index, out["choice"], strict=True)]
+        keep = [
+            (position[label], k) in came for label, k in zip(out.index, out["choice"], strict=True)
+        ]
         out = out[keep].sort_values(["_order", "choice"], kind="stable").drop(columns="_order")
         # A stream's usage counts every choice's tokens: no choice's per-token figure comes of it.
         many = np.array([position[label] in several for label in out.index], dtype=bool)
@@ -263,7 +287,9 @@ class NitoAccessor:
         df = self._df
         codes, labels = self._streams()
         mask = (
-            df["tool_index"].notna().to_numpy() & ~df["ignored"].to_numpy(dtype=bool) & (codes >= 0)
+            df["tool_index"].notna().to_numpy()
+            & ~df["ignored"].to_numpy(dtype=bool)
+            & (codes >= 0)
             & self._first_choice()
         )
         rows = np.flatnonzero(mask)
@@ -274,8 +300,11 @@ class NitoAccessor:
         ids = df["tool_id"].to_numpy(dtype=object, na_value=None)
         names = df["tool_name"].to_numpy(dtype=object, na_value=None)
         # A frame saved before the column existed reads without it (_frame/dtypes.py _ADDED_LATER).
-        types = (df["tool_type"].to_numpy(dtype=object, na_value=None) if "tool_type" in df.columns
-                 else np.full(len(df), None, dtype=object))
+        types = (
+            df["tool_type"].to_numpy(dtype=object, na_value=None)
+            if "tool_type" in df.columns
+            else np.full(len(df), None, dtype=object)
+        )
         args = df["tool_args"].to_numpy(dtype=object, na_value=None)
         t = df["t"].to_numpy(dtype=np.float64, na_value=np.nan)
         calls: dict[tuple[int, int], dict[str, Any]] = {}
@@ -283,7 +312,14 @@ class NitoAccessor:
             key = (int(codes[row]), int(index[row]))
             call = calls.get(key)
             if call is None:
-                call = calls[key] = {"id": None, "name": "", "type": None, "parts": [], "t_first": t[row], "n": 0}
+                call = calls[key] = {
+                    "id": None,
+                    "name": "",
+                    "type": None,
+                    "parts": [],
+                    "t_first": t[row],
+                    "n": 0,
+                }
             call["n"] += 1
             call["t_last"] = t[row]
             if call["id"] is None and ids[row]:
@@ -298,7 +334,9 @@ class NitoAccessor:
         for (code, number), call in sorted(calls.items()):
             arguments = "".join(call["parts"])
             # The accumulator's rule (ToolCall.custom): a custom tool's input is not JSON.
-            parsed, error = (arguments, None) if call["type"] == "custom" else _parse_arguments(arguments)
+            parsed, error = (
+                (arguments, None) if call["type"] == "custom" else _parse_arguments(arguments)
+            )
             records.append(
                 {
                     "stream": labels[code],
@@ -331,7 +369,8 @@ class NitoAccessor:
         out["stream"] = pd.Categorical(out["stream"], categories=labels)
         for name in ("id", "name", "type", "arguments"):
             out[name] = pd.array(out[name].tolist(), dtype=_TEXT)
-        out["index"] = _ints(out["index"].tolist(), "tool_index")  # Int64, or exact ints past 64 bits
+        # Int64, or exact ints past 64 bits
+        out["index"] = _ints(out["index"].tolist(), "tool_index")
         if out["index"].dtype == "Int64":
             out["index"] = out["index"].astype("int64")
         out["n_fragments"] = out["n_fragments"].astype("int64")
@@ -359,7 +398,9 @@ class NitoAccessor:
         ignored = df["ignored"].to_numpy(dtype=bool)
         records: list[dict[str, Any]] = []
         positions: dict[tuple[int, str], int] = {}
-        for row in np.flatnonzero(~ignored & (codes >= 0) & self._first_choice() & df["extras"].notna().to_numpy()):
+        for row in np.flatnonzero(
+            ~ignored & (codes >= 0) & self._first_choice() & df["extras"].notna().to_numpy()
+        ):
             text = extras[row]
             if "choice.logprobs" not in text:  # most rows: not worth decoding
                 continue
@@ -375,14 +416,36 @@ class NitoAccessor:
                     positions[key] = position + 1
                     logprob = entry.get("logprob")
                     top = entry.get("top_logprobs")
-                    records.append({
-                        "stream": labels[codes[row]], "position": position, "channel": channel,
-                        "token": entry["token"], "logprob": None if probability(logprob) is None else float(logprob or 0.0),
-                        "probability": probability(logprob), "seq": int(seqs[row]), "t": t[row],
-                        "top_logprobs": [{"token": alt.get("token"), "logprob": alt.get("logprob")}
-                                         for alt in (top if isinstance(top, list) else []) if isinstance(alt, dict)],
-                    })
-        columns = ["stream", "position", "channel", "token", "logprob", "probability", "seq", "t", "top_logprobs"]
+                    records.append(
+                        {
+                            "stream": labels[codes[row]],
+                            "position": position,
+                            "channel": channel,
+                            "token": entry["token"],
+                            "logprob": None
+                            if probability(logprob) is None
+                            else float(logprob or 0.0),
+                            "probability": probability(logprob),
+                            "seq": int(seqs[row]),
+                            "t": t[row],
+                            "top_logprobs": [
+                                {"token": alt.get("token"), "logprob": alt.get("logprob")}
+                                for alt in (top if isinstance(top, list) else [])
+                                if isinstance(alt, dict)
+                            ],
+                        }
+                    )
+        columns = [
+            "stream",
+            "position",
+            "channel",
+            "token",
+            "logprob",
+            "probability",
+            "seq",
+            "t",
+            "top_logprobs",
+        ]
         out = pd.DataFrame.from_records(records, columns=columns)
         out["stream"] = pd.Categorical(out["stream"], categories=labels)
         out["channel"] = pd.Categorical(out["channel"], categories=["content", "refusal"])
@@ -391,7 +454,9 @@ class NitoAccessor:
             out[name] = out[name].astype("int64")
         for name in ("logprob", "probability", "t"):
             out[name] = out[name].astype("float64")
-        out = out.sort_values(["stream", "channel", "position"], kind="stable").reset_index(drop=True)
+        out = out.sort_values(["stream", "channel", "position"], kind="stable").reset_index(
+            drop=True
+        )
         return out
 
     def usage(self) -> pd.DataFrame:
@@ -432,7 +497,9 @@ class NitoAccessor:
         content = df["content"].to_numpy(dtype=object, na_value=None)
         ignored = df["ignored"].to_numpy(dtype=bool)
         pieces: list[list[str]] = [[] for _ in labels]
-        for row in np.flatnonzero(~ignored & (codes >= 0) & self._first_choice() & df["content"].notna().to_numpy()):
+        for row in np.flatnonzero(
+            ~ignored & (codes >= 0) & self._first_choice() & df["content"].notna().to_numpy()
+        ):
             pieces[codes[row]].append(content[row])
         return pd.Series(["".join(p) for p in pieces], index=labels, name="content", dtype=_TEXT)
 
@@ -448,7 +515,9 @@ class NitoAccessor:
         ignored = df["ignored"].to_numpy(dtype=bool)
         blocks: list[dict[tuple[Any, str], list[str]]] = [{} for _ in labels]
         plain: list[list[str]] = [[] for _ in labels]
-        for row in np.flatnonzero(~ignored & (codes >= 0) & self._first_choice() & df["reasoning"].notna().to_numpy()):
+        for row in np.flatnonzero(
+            ~ignored & (codes >= 0) & self._first_choice() & df["reasoning"].notna().to_numpy()
+        ):
             type_ = types[row]
             if type_ in _READABLE:
                 blocks[codes[row]].setdefault((index[row] or 0, type_), []).append(text[row])

@@ -80,7 +80,12 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     if skipped:
         df.attrs["nito_skipped"] = skipped
         # A file's name is anyone's choice: printed as every warning line is, printable.
-        listed = printable(", ".join(f"{Path(path).name} ({reason.partition(':')[0]})" for path, reason in skipped.items()))
+        listed = printable(
+            ", ".join(
+                f"{Path(path).name} ({reason.partition(':')[0]})"
+                for path, reason in skipped.items()
+            )
+        )
         warnings.warn(
             f"nito_nb.frame skipped {len(skipped)} file(s) it cannot read: {listed}; "
             "why: df.attrs['nito_skipped']",
@@ -135,9 +140,20 @@ _PADDING_MARK_TEXT = "nitoNbPadding"
 class _ChunkInfo:
     """What one chunk says, as column values: the same for every chunk with the same bytes."""
 
-    __slots__ = ("carried", "choices", "content", "extras", "fragments", "has_zero", "items", "plain", "readable",
-                 "slot", "targets",
-                 "values")
+    __slots__ = (
+        "carried",
+        "choices",
+        "content",
+        "extras",
+        "fragments",
+        "has_zero",
+        "items",
+        "plain",
+        "readable",
+        "slot",
+        "targets",
+        "values",
+    )
 
     def __init__(self) -> None:
         self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
@@ -283,7 +299,8 @@ class _Builder:
         # Its kinds are appended last, so the first n entries of every column are complete.
         times = np.array(log.times_ns()[:n], dtype=np.int64)
         kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
-        ends = np.array(log.offsets()[:n], dtype=np.int64)  # where each event's bytes end in the body
+        # where each event's bytes end in the body
+        ends = np.array(log.offsets()[:n], dtype=np.int64)
         t = np.empty(rows)
         ttfb = stream.ttfb  # None when unknown, or for a recording without times
         t[0] = np.nan if ttfb is None else ttfb
@@ -427,7 +444,9 @@ class _Builder:
         escaped: list[bytes] = []
         find = body.find
         startswith = body.startswith
-        prev_head = prev_tail = prev_rest = b"\xff"  # matches no chunk: the first one reads its skeleton
+        prev_head = prev_tail = prev_rest = (
+            b"\xff"  # matches no chunk: the first one reads its skeleton
+        )
         prev_plain = True
         prev_index = -1
         paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
@@ -443,7 +462,8 @@ class _Builder:
                     found = find(slot, first, last)
                     if found >= 0:
                         start = found + len(slot)
-                        if start >= last or body[start] == 0x22:  # cut off, or an empty string (no piece)
+                        # cut off, or an empty string (no piece)
+                        if start >= last or body[start] == 0x22:
                             found = -1
                         break
             if found >= 0:
@@ -481,7 +501,11 @@ class _Builder:
                     ):
                         index = prev_index
                     else:
-                        prev_head, prev_tail, prev_rest = body[first:start], body[end:pad_start], body[pad_end:last]
+                        prev_head, prev_tail, prev_rest = (
+                            body[first:start],
+                            body[end:pad_start],
+                            body[pad_end:last],
+                        )
                         prev_plain = padding is None
                         key = prev_head + _PLACEHOLDER + prev_tail
                         if padding is not None:
@@ -569,14 +593,22 @@ class _Builder:
             return -1
         else:  # the cut string is a reasoning text or a tool fragment's arguments
             items = [k for k, (_, _, text) in enumerate(info.items) if text == _PLACEHOLDER_TEXT]
-            fragments = [k for k, (_, part) in enumerate(info.fragments) if part.get("tool_args") == _PLACEHOLDER_TEXT]
+            fragments = [
+                k
+                for k, (_, part) in enumerate(info.fragments)
+                if part.get("tool_args") == _PLACEHOLDER_TEXT
+            ]
             if len(items) + len(fragments) != 1:
                 return -1
             info.slot = ("item", items[0]) if items else ("fragment", fragments[0])
         if sum(_PLACEHOLDER_TEXT in text for text in texts) != 1:
             return -1
         if padded:
-            marked = [(name, v) for name, v in info.values if isinstance(v, str) and _PADDING_MARK_TEXT in v]
+            marked = [
+                (name, v)
+                for name, v in info.values
+                if isinstance(v, str) and _PADDING_MARK_TEXT in v
+            ]
             if (
                 value.get("obfuscation") != _PADDING_MARK_TEXT
                 or sum(_PADDING_MARK_TEXT in text for text in texts) != 1
@@ -627,7 +659,9 @@ class _Builder:
                 indexer = tools.get(index)
                 if indexer is None:
                     indexer = tools[index] = ToolIndexer()
-                plain = plain_reasoning_source(readable.get(index, False), sources.get(index, set()))
+                plain = plain_reasoning_source(
+                    readable.get(index, False), sources.get(index, set())
+                )
                 more = [
                     {**part, "tool_index": _tool_index(indexer, fragment, dropped)}
                     for fragment, part in one.fragments
@@ -651,7 +685,10 @@ class _Builder:
                 for offset, part in enumerate(more):
                     number = used.get(row, 0) + 1
                     used[row] = number
-                    flags = {"choice": index, "token": offset == 0 and first_part == 0 and carried and not dropped}
+                    flags = {
+                        "choice": index,
+                        "token": offset == 0 and first_part == 0 and carried and not dropped,
+                    }
                     self.parts.append((row, number, {**part, **flags}))
 
     def _put_parts(self, row: int, parts: list[dict[str, Any]]) -> None:
@@ -756,7 +793,9 @@ def _tool_index(tools: ToolIndexer, fragment: dict[str, Any], dropped: bool) -> 
     return tools.index(fragment)
 
 
-def _unread_error_body(cols: dict[str, Any], log: Any, kinds: np.ndarray, ends: np.ndarray, base: int) -> None:
+def _unread_error_body(
+    cols: dict[str, Any], log: Any, kinds: np.ndarray, ends: np.ndarray, base: int
+) -> None:
     """An HTTP error whose client closed the body unread (capture: the openai SDK before a retry)
     has no body to read its message from: its message is the one its log ended with, which says
     so, not "an empty body"."""
@@ -768,4 +807,3 @@ def _unread_error_body(cols: dict[str, Any], log: Any, kinds: np.ndarray, ends: 
         start = int(ends[seq - 1]) if seq else 0
         if int(ends[seq]) == start:  # nothing came
             cols["error_message"][base + seq] = str(message)
-

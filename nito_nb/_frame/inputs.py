@@ -54,7 +54,9 @@ class EndedStream:
         return cls(stream.log, stream.ttfb, stream.model, str(stream.status), stream.attempts)
 
 
-def _expand(source: Any, skipped: dict[str, str] | None) -> Iterable[tuple[str, FrameSource, str | None]]:
+def _expand(
+    source: Any, skipped: dict[str, str] | None
+) -> Iterable[tuple[str, FrameSource, str | None]]:
     """(default label, Stream, path or None) for every stream in ``source``; a file that cannot be
     read goes to ``skipped`` (path -> reason) when it is a dict, else raises naming the file."""
     if isinstance(source, Mapping):
@@ -185,7 +187,9 @@ class _ReadOnly:
         return self
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("df.attrs['nito'] is read-only (it describes the streams the frame was built from)")
+        raise TypeError(
+            "df.attrs['nito'] is read-only (it describes the streams the frame was built from)"
+        )
 
 
 class FrozenAttrs(_ReadOnly, dict[str, Any]):
@@ -202,7 +206,8 @@ class FrozenAttrs(_ReadOnly, dict[str, Any]):
     def __reduce__(self) -> tuple[Any, ...]:  # pickles (and unpickles) as a plain dict's items
         return (FrozenAttrs, (dict(self),))
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _ReadOnly._read_only  # type: ignore[assignment]
+    _refuse = _ReadOnly._read_only
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
 
 
 class FrozenList(_ReadOnly, list[Any]):

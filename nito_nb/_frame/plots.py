@@ -24,7 +24,9 @@ def plot_timeline(nito: NitoAccessor, *, max_legend: int = 16) -> Figure:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    max_legend = _whole(max_legend, "max_legend", 0, None, "the most streams named in the legend, like 16")
+    max_legend = _whole(
+        max_legend, "max_legend", 0, None, "the most streams named in the legend, like 16"
+    )
     df = nito._df
     codes, labels = nito._streams()
     fig = Figure(figsize=(9, 4.5), layout="constrained")
@@ -160,7 +162,14 @@ def plot_confidence(nito: NitoAccessor, *, low: float = 0.5) -> Figure:
     if len(tokens):
         ax.legend(loc="lower right", fontsize="small")
     else:
-        ax.text(0.5, 0.5, "no logprobs: ask with logprobs=True", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no logprobs: ask with logprobs=True",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
     return fig
 
 
@@ -177,8 +186,11 @@ def _runs(positions: np.ndarray) -> list[tuple[int, int]]:
 
 def _whole(value: Any, name: str, low: int, high: int | None, meaning: str) -> int:
     """``value`` as an int in [low, high], else one line (numpy's errors, or a hang, before)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low or (
-        high is not None and value > high
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < low
+        or (high is not None and value > high)
     ):
         span = f"from {low} to {high:,}" if high is not None else f"{low} or more"
         raise ConfigurationError(f"{name} is a whole number, {span} ({meaning}), not {value!r}")

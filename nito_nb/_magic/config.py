@@ -21,7 +21,14 @@ from .._core.spelling import did_you_mean
 from .._display.throttle import MAX_RATE
 from .._runs.store import DB_NAME
 
-__all__ = ["REASONING_EFFORTS", "Nito", "format_or_raise", "save_problem", "settings_for", "store_problem"]
+__all__ = [
+    "REASONING_EFFORTS",
+    "Nito",
+    "format_or_raise",
+    "save_problem",
+    "settings_for",
+    "store_problem",
+]
 
 REASONING_EFFORTS = ("low", "medium", "high")
 
@@ -31,19 +38,55 @@ class Nito(Configurable):
     ``c.Nito.model = ...`` in ``ipython_config.py``. The API key is not a setting: it comes from
     the ``NITO_API_KEY`` environment variable only, so no configuration display can show it."""
 
-    model = Unicode(help="Model(s) when -m is not given; comma-separated for several (env NITO_MODEL).").tag(config=True)
-    system = Unicode(None, allow_none=True, help="System prompt when --system is not given.").tag(config=True)
-    temperature = CFloat(None, allow_none=True, help="Sampling temperature when --temperature is not given.").tag(config=True)
-    max_tokens = CInt(None, allow_none=True, help="Answer length limit when --max-tokens is not given.").tag(config=True)
-    reasoning = Unicode(None, allow_none=True, help="Reasoning effort (low, medium, high) when --reasoning is not given.").tag(config=True)
-    history = CInt(20, help="Turns (a prompt and its answer) kept per --chat; older ones are dropped. 0: no limit.").tag(config=True)
-    format = Unicode("markdown", help="How the answer is shown: markdown, text, code or code:LANG.").tag(config=True)
-    max_rate = CFloat(MAX_RATE, help="Most display updates per second while streaming.").tag(config=True)
-    base_url = Unicode(None, allow_none=True, help="Gateway URL (else NITO_BASE_URL, else Nito's). sim/ models then go there too.").tag(config=True)
-    timeout = CFloat(None, allow_none=True, help="Seconds for each of connect, first byte, between chunks and write (default: the engine's).").tag(config=True)
-    interpolate = Bool(True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace.").tag(config=True)
-    params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(config=True)
-    store = Unicode(None, allow_none=True, help="A run store folder (nito_nb.open_store): every %%nito stream is also written there, and %nito history lists the streams stored by earlier kernels.").tag(config=True)
+    model = Unicode(
+        help="Model(s) when -m is not given; comma-separated for several (env NITO_MODEL)."
+    ).tag(config=True)
+    system = Unicode(None, allow_none=True, help="System prompt when --system is not given.").tag(
+        config=True
+    )
+    temperature = CFloat(
+        None, allow_none=True, help="Sampling temperature when --temperature is not given."
+    ).tag(config=True)
+    max_tokens = CInt(
+        None, allow_none=True, help="Answer length limit when --max-tokens is not given."
+    ).tag(config=True)
+    reasoning = Unicode(
+        None,
+        allow_none=True,
+        help="Reasoning effort (low, medium, high) when --reasoning is not given.",
+    ).tag(config=True)
+    history = CInt(
+        20,
+        help="Turns (a prompt and its answer) kept per --chat; older ones are dropped. 0: no limit.",
+    ).tag(config=True)
+    format = Unicode(
+        "markdown", help="How the answer is shown: markdown, text, code or code:LANG."
+    ).tag(config=True)
+    max_rate = CFloat(MAX_RATE, help="Most display updates per second while streaming.").tag(
+        config=True
+    )
+    base_url = Unicode(
+        None,
+        allow_none=True,
+        help="Gateway URL (else NITO_BASE_URL, else Nito's). sim/ models then go there too.",
+    ).tag(config=True)
+    timeout = CFloat(
+        None,
+        allow_none=True,
+        help="Seconds for each of connect, first byte, between chunks and write (default: the engine's).",
+    ).tag(config=True)
+    interpolate = Bool(
+        True, help="Fill {name} / {expr.attr} / {In[3]} in prompts from the namespace."
+    ).tag(config=True)
+    params = Dict(help="Extra request body fields sent with every prompt, e.g. {'seed': 1}.").tag(
+        config=True
+    )
+    store = Unicode(
+        None,
+        allow_none=True,
+        help="A run store folder (nito_nb.open_store): every %%nito stream is also written there, "
+        "and %nito history lists the streams stored by earlier kernels.",
+    ).tag(config=True)
 
     def _load_config(self, cfg: Any, section_names: Any = None, traits: Any = None) -> None:
         # A name that is no setting (``%config Nito.tempreature = 0.2``): traitlets warns with
@@ -54,7 +97,10 @@ class Nito(Configurable):
         mine = cfg["Nito"] if isinstance(cfg, dict) and "Nito" in cfg else {}
         for name in [n for n in mine if n not in known and not n[:1].isupper()]:
             del mine[name]
-            hint = did_you_mean(name, sorted(known), "Nito.{}") or " See %config Nito for the settings."
+            hint = (
+                did_you_mean(name, sorted(known), "Nito.{}")
+                or " See %config Nito for the settings."
+            )
             print(f"nito: Nito has no setting {name!r}; it is ignored.{hint}", file=sys.stderr)
         super()._load_config(cfg, section_names, traits)
 
@@ -70,7 +116,11 @@ class Nito(Configurable):
         value = proposal["value"]
         names = [name.strip() for name in value.split(",")]
         if not all(names) or any(len(name.split()) != 1 for name in names):
-            raise _refused("model", "a model id, or several separated by commas (no spaces inside an id)", value)
+            raise _refused(
+                "model",
+                "a model id, or several separated by commas (no spaces inside an id)",
+                value,
+            )
         return ",".join(names)
 
     @validate("format")
@@ -102,7 +152,9 @@ class Nito(Configurable):
     @validate("history")
     def _check_history(self, proposal: Any) -> int:
         if proposal["value"] < 0:
-            raise _refused("history", "a number of turns, 0 or more (0: no limit)", proposal["value"])
+            raise _refused(
+                "history", "a number of turns, 0 or more (0: no limit)", proposal["value"]
+            )
         return proposal["value"]
 
     @validate("max_rate")
@@ -116,7 +168,9 @@ class Nito(Configurable):
     def _check_timeout(self, proposal: Any) -> float | None:
         value = proposal["value"]
         if value is not None and not (math.isfinite(value) and value > 0):
-            raise _refused("timeout", "a positive number of seconds (or None for the engine's)", value)
+            raise _refused(
+                "timeout", "a positive number of seconds (or None for the engine's)", value
+            )
         return value
 
     @validate("base_url")
@@ -141,8 +195,10 @@ class Nito(Configurable):
             return None
         why = store_problem(value.strip())
         if why:
-            raise TraitError(f"Nito.store must be a folder for the run store (or None), not {value!r}: {why}. "
-                             "The setting is unchanged.")
+            raise TraitError(
+                f"Nito.store must be a folder for the run store (or None), not {value!r}: {why}. "
+                "The setting is unchanged."
+            )
         # Absolute from now on: a later os.chdir in the notebook does not start a second store.
         return str(Path(value.strip()).expanduser().resolve())
 
@@ -179,7 +235,9 @@ def save_problem(value: str) -> str | None:
         return "is a folder: give a file name, like answer.jsonl"
     parent = path.absolute().parent
     if not parent.exists():
-        return f"the folder {str(parent)!r} does not exist: make it first, or save in an existing one"
+        return (
+            f"the folder {str(parent)!r} does not exist: make it first, or save in an existing one"
+        )
     if not parent.is_dir():
         return f"{str(parent)!r} is a file, not a folder"
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -200,7 +258,6 @@ def _check_params(name: str, params: dict[str, Any]) -> None:
         check_keywords(params, (), "")
     except ConfigurationError as exc:
         raise TraitError(f"Nito.{name}: {exc.message} The setting is unchanged.") from None
-
 
 
 def format_or_raise(value: str, error: type[Exception]) -> str:

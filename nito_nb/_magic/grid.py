@@ -43,7 +43,13 @@ class Grid(LiveSink):
 
     refresher_name = "nito_nb-grid"
 
-    def __init__(self, streams: Sequence[Any], models: Sequence[str], format: str, max_rate: float = GRID_MAX_RATE) -> None:
+    def __init__(
+        self,
+        streams: Sequence[Any],
+        models: Sequence[str],
+        format: str,
+        max_rate: float = GRID_MAX_RATE,
+    ) -> None:
         from .._render import RenderCache
 
         super().__init__(min(max_rate, GRID_MAX_RATE))
@@ -64,8 +70,13 @@ class Grid(LiveSink):
         if not live or state.finished:
             bundle = final_bundle(state, format=self.format, structured=structured)
             return bundle["text/html"], bundle["text/plain"]
-        parts = render_parts(snapshot(state), format=self.format, live=True, cache=self.caches[index],
-                             structured=structured)
+        parts = render_parts(
+            snapshot(state),
+            format=self.format,
+            live=True,
+            cache=self.caches[index],
+            structured=structured,
+        )
         return windowed(parts, GRID_WINDOW_CHARS)
 
     def bundle(self, live: bool) -> dict[str, str]:
@@ -103,7 +114,9 @@ class ChoiceGrid(Grid):
 
     refresher_name = "nito_nb-choices"
 
-    def __init__(self, stream: Any, n: int, format: str, max_rate: float = GRID_MAX_RATE, shade: bool = False) -> None:
+    def __init__(
+        self, stream: Any, n: int, format: str, max_rate: float = GRID_MAX_RATE, shade: bool = False
+    ) -> None:
         from .._core.choices import Choices
         from .._render import RenderCache
 
@@ -124,12 +137,25 @@ class ChoiceGrid(Grid):
             choices = self.folded.follow(stream.log)
         else:
             choices = Choices().follow(stream.log)
-        return choices_bundle(state, choices, format=self.format, live=live, caches=self.caches,
-                              structured=structure_of(stream), window=GRID_WINDOW_CHARS, shade=self.shade)
+        return choices_bundle(
+            state,
+            choices,
+            format=self.format,
+            live=live,
+            caches=self.caches,
+            structured=structure_of(stream),
+            window=GRID_WINDOW_CHARS,
+            shade=self.shade,
+        )
 
 
 def run_models(
-    magics: NitoMagics, messages: list[dict[str, Any]], models: list[str], params: dict[str, Any], args: Any, fmt: str
+    magics: NitoMagics,
+    messages: list[dict[str, Any]],
+    models: list[str],
+    params: dict[str, Any],
+    args: Any,
+    fmt: str,
 ) -> None:
     """Stream ``models`` at the same time and show them side by side (a grid in a kernel, one
     after the other in a terminal), then the comparison table; keep the list of Streams."""

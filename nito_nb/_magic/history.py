@@ -37,19 +37,21 @@ def _simple_metrics(streams: Sequence[Any]) -> Any:
     for s in streams:
         snap = s.snapshot()  # docs/METRICS.md's figures, from their one definition (_core/metrics)
         error = snap.error.get("message") if isinstance(snap.error, dict) else snap.error
-        rows.append({
-            "model": snap.model,
-            "status": snap.status,
-            "ttft": snap.ttft,
-            "e2e": snap.elapsed,
-            "output_tps": snap.output_tps,
-            "output_chunks_per_s": snap.output_chunks_per_s,
-            "n_output_tokens": snap.n_output_tokens,
-            "n_token_chunks": snap.n_token_chunks,
-            "n_chunks": snap.n_chunks,
-            "finish_reason": snap.finish_reason,
-            "error": error,
-        })
+        rows.append(
+            {
+                "model": snap.model,
+                "status": snap.status,
+                "ttft": snap.ttft,
+                "e2e": snap.elapsed,
+                "output_tps": snap.output_tps,
+                "output_chunks_per_s": snap.output_chunks_per_s,
+                "n_output_tokens": snap.n_output_tokens,
+                "n_token_chunks": snap.n_token_chunks,
+                "n_chunks": snap.n_chunks,
+                "finish_reason": snap.finish_reason,
+                "error": error,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -87,7 +89,8 @@ def history_table(streams: Sequence[Any]) -> Any:
         # The kernel's local clock, to the second: what the user compares with their own.
         "time": pd.Series(
             [pd.Timestamp(s.t0_wall.astimezone()).tz_localize(None).floor("s") for s in streams],
-            index=table.index, dtype="datetime64[ns]",
+            index=table.index,
+            dtype="datetime64[ns]",
         ),
         "prompt": pd.Series([_prompt(s) for s in streams], index=table.index, dtype=object),
         "model": table.pop("model"),

@@ -60,6 +60,7 @@ from .replay import replay
 
 __all__ = ["Nito", "NitoMagics", "last", "load_ipython_extension"]
 
+
 def last() -> Any:
     """The last Stream ``%%nito`` ran (a list of Streams after ``-m a,b``), or the last Run, or
     None (``_last.py`` keeps it)."""
@@ -86,12 +87,15 @@ def _param_value(key: str, text: str) -> Any:
 class _Once(argparse.Action):
     """An option that takes one value, given once: ``-m a --model b`` silently sent ``b``."""
 
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self, parser: Any, namespace: Any, values: Any, option_string: str | None = None
+    ) -> None:
         given = namespace.__dict__.setdefault("_given_once", {})
         if self.dest in given:
             several = " (several models: -m a,b)" if self.dest == "model" else ""
             raise argparse.ArgumentError(
-                self, f"given twice ({given[self.dest]!r}, then {values!r}): give it once{several}")
+                self, f"given twice ({given[self.dest]!r}, then {values!r}): give it once{several}"
+            )
         given[self.dest] = values
         setattr(namespace, self.dest, values)
 
@@ -109,8 +113,12 @@ def _parse(magic: Any, line: str) -> Any:
         return parser.parse_args(words)
     except UsageError as exc:
         # argparse lists the options only in its private ``_actions`` (what its own help reads).
-        options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
-        hints = (did_you_mean(word.split("=")[0], options) for word in words if word.startswith("--"))
+        options = [
+            o for action in parser._actions for o in action.option_strings if o.startswith("--")
+        ]
+        hints = (
+            did_you_mean(word.split("=")[0], options) for word in words if word.startswith("--")
+        )
         hint = next((h for h in hints if h), "")
         raise UsageError(f"{exc}{'.' if hint else ''}{hint}") from None
 
@@ -138,44 +146,101 @@ class NitoMagics(Magics):
         self._sync_client: Any = None
 
     @magic_arguments()
-    @argument("-m", "--model", action=_Once, help="model id, or several comma-separated (streamed side by side)")
+    @argument(
+        "-m",
+        "--model",
+        action=_Once,
+        help="model id, or several comma-separated (streamed side by side)",
+    )
     @argument("--system", action=_Once, help="system prompt")
     @argument("--temperature", action=_Once, type=float)
     @argument("--max-tokens", action=_Once, type=int)
     @argument("--reasoning", action=_Once, choices=REASONING_EFFORTS, help="reasoning effort")
-    @argument("--tools", action=_Once, metavar="NAMES",
-              help="comma-separated names of functions or JSON tool schemas in the namespace; "
-                   "the model's tool calls are shown, not run (see --run-tools)")
-    @argument("--run-tools", action="store_true",
-              help="run the model's calls of --tools functions and send the results back, "
-                   f"up to {MAX_TOOL_ROUNDS} rounds (only with this flag: tools never run otherwise)")
-    @argument("--json", action="store_true", help='ask for a JSON object (response_format)')
-    @argument("--schema", metavar="NAME",
-              help="ask for JSON of this pydantic model or JSON-schema dict in the namespace, shown as it is "
-                   "parsed (the Stream's .parsed, .parse_error)")
-    @argument("--logprobs", nargs="?", const=0, type=int, metavar="K",
-              help="ask for each token's logprob (and its K most likely alternatives): _nito.logprobs, "
-                   "frame().nito.tokens()")
-    @argument("--shade", action="store_true",
-              help="show the answer shaded by each token's probability, its alternatives on hover "
-                   "(asks for logprobs: with --logprobs K, K alternatives)")
-    @argument("--param", action="append", default=[], metavar="KEY=VALUE",
-              help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')")
-    @argument("--image", action="append", default=[], metavar="PATH_OR_URL",
-              help="attach an image or a PDF (a local file or an http(s) URL); repeatable (docs/IMAGES.md)")
-    @argument("-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable")
-    @argument("--over", action=_Once, metavar="VAR",
-              help="run the cell as a template over every row of the DataFrame, Series or list VAR "
-                   "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)")
-    @argument("--chat", action=_Once, metavar="NAME",
-              help="keep the conversation under NAME across cells (without it, each cell stands alone)")
+    @argument(
+        "--tools",
+        action=_Once,
+        metavar="NAMES",
+        help="comma-separated names of functions or JSON tool schemas in the namespace; "
+        "the model's tool calls are shown, not run (see --run-tools)",
+    )
+    @argument(
+        "--run-tools",
+        action="store_true",
+        help="run the model's calls of --tools functions and send the results back, "
+        f"up to {MAX_TOOL_ROUNDS} rounds (only with this flag: tools never run otherwise)",
+    )
+    @argument("--json", action="store_true", help="ask for a JSON object (response_format)")
+    @argument(
+        "--schema",
+        metavar="NAME",
+        help="ask for JSON of this pydantic model or JSON-schema dict in the namespace, shown as it is "
+        "parsed (the Stream's .parsed, .parse_error)",
+    )
+    @argument(
+        "--logprobs",
+        nargs="?",
+        const=0,
+        type=int,
+        metavar="K",
+        help="ask for each token's logprob (and its K most likely alternatives): _nito.logprobs, "
+        "frame().nito.tokens()",
+    )
+    @argument(
+        "--shade",
+        action="store_true",
+        help="show the answer shaded by each token's probability, its alternatives on hover "
+        "(asks for logprobs: with --logprobs K, K alternatives)",
+    )
+    @argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra body field, VALUE as JSON (e.g. --param seed=1 --param sim='{\"tps\":5}')",
+    )
+    @argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="attach an image or a PDF (a local file or an http(s) URL); repeatable (docs/IMAGES.md)",
+    )
+    @argument(
+        "-o", "--out", action=_Once, metavar="VAR", help="also store the Stream in this variable"
+    )
+    @argument(
+        "--over",
+        action=_Once,
+        metavar="VAR",
+        help="run the cell as a template over every row of the DataFrame, Series or list VAR "
+        "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)",
+    )
+    @argument(
+        "--chat",
+        action=_Once,
+        metavar="NAME",
+        help="keep the conversation under NAME across cells (without it, each cell stands alone)",
+    )
     @argument("--new", action="store_true", help="start the --chat conversation afresh")
     @argument("--no-interpolate", action="store_true", help="send {braces} as written")
-    @argument("--save", action=_Once, metavar="PATH", help="save the chunk log (JSON Lines) to PATH")
-    @argument("--replay", action=_Once, metavar="PATH", help="show a saved .jsonl log or a recorded .sse body as if live")
-    @argument("--speed", action=_Once, type=float, default=1.0, help="replay speed factor (0: at once)")
-    @argument("--raise", dest="raise_", action="store_true",
-              help="re-raise errors after the display (for headless runs that must fail)")
+    @argument(
+        "--save", action=_Once, metavar="PATH", help="save the chunk log (JSON Lines) to PATH"
+    )
+    @argument(
+        "--replay",
+        action=_Once,
+        metavar="PATH",
+        help="show a saved .jsonl log or a recorded .sse body as if live",
+    )
+    @argument(
+        "--speed", action=_Once, type=float, default=1.0, help="replay speed factor (0: at once)"
+    )
+    @argument(
+        "--raise",
+        dest="raise_",
+        action="store_true",
+        help="re-raise errors after the display (for headless runs that must fail)",
+    )
     @argument("-f", "--format", action=_Once, help="markdown (default), text, code or code:LANG")
     @line_cell_magic
     def nito(self, line: str, cell: str | None = None) -> Any:
@@ -256,8 +321,10 @@ class NitoMagics(Magics):
         if command.startswith("-"):  # `%nito --replay PATH`: options and no prompt
             args = _parse(self.nito, line)
             if not args.replay:
-                raise UsageError("%nito with options only replays (--replay PATH); a prompt goes in a "
-                                 "%%nito cell, below the options")
+                raise UsageError(
+                    "%nito with options only replays (--replay PATH); a prompt goes in a "
+                    "%%nito cell, below the options"
+                )
             self._cell(args, "")
             return None
         if command == "reset":
@@ -299,9 +366,13 @@ class NitoMagics(Magics):
             effective = f"{shown_url(base_url_of(settings.base_url))} (sim/... models {sim})"
         except ConfigurationError as exc:  # a bad NITO_BASE_URL (the setting is checked when set):
             # said on its line, not raised, where one looks for what is wrong with the settings
-            effective = f"not usable, so only sim/... models run (on the embedded simulator): {exc.message}"
+            effective = (
+                f"not usable, so only sim/... models run (on the embedded simulator): {exc.message}"
+            )
         lines.append(f"  effective base URL: {effective}")
-        lines.append(f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}")
+        lines.append(
+            f"  API key (NITO_API_KEY): {'set' if os.environ.get('NITO_API_KEY') else 'unset'}"
+        )
         return "\n".join(lines)
 
     def _models(self) -> Any:
@@ -309,17 +380,20 @@ class NitoMagics(Magics):
         from ..sim import SIM_MODELS
 
         rows: list[dict[str, Any]] = [
-            {"id": name, "source": "simulator", "description": text} for name, text in SIM_MODELS.items()
+            {"id": name, "source": "simulator", "description": text}
+            for name, text in SIM_MODELS.items()
         ]
         if os.environ.get("NITO_API_KEY") or self.settings.base_url:
             try:
                 with Client(base_url=self.settings.base_url or None) as client:
                     for model in client.models():
-                        rows.append({
-                            "id": model.get("id"),
-                            "source": "gateway",
-                            "description": model.get("name") or model.get("description") or "",
-                        })
+                        rows.append(
+                            {
+                                "id": model.get("id"),
+                                "source": "gateway",
+                                "description": model.get("name") or model.get("description") or "",
+                            }
+                        )
             except Exception as exc:  # any failure of the GET: one clear line, the sim list stays
                 error_line(exc)
         return models_table(rows)
@@ -330,7 +404,9 @@ class NitoMagics(Magics):
         store, the magic's streams of earlier sessions (earlier kernels) come first."""
         from .._capture import streams
 
-        earlier = _store.earlier_streams(self.settings.store, self.session) if self.settings.store else []
+        earlier = (
+            _store.earlier_streams(self.settings.store, self.session) if self.settings.store else []
+        )
         captured = streams()
         if not captured:
             return [*earlier, *self.streams]
@@ -373,11 +449,15 @@ class NitoMagics(Magics):
         if args.chat and len(models) > 1:
             raise UsageError("--chat keeps one conversation: use it with one model")
         if args.run_tools and (len(models) > 1 or not args.tools):
-            raise UsageError("--run-tools runs the --tools functions of one model: give --tools and one -m")
+            raise UsageError(
+                "--run-tools runs the --tools functions of one model: give --tools and one -m"
+            )
         prompt = cell.strip("\n")
         if settings.interpolate and not args.no_interpolate:
             try:  # its one refusal: a {group} that would put the key (NITO_API_KEY) in the prompt
-                prompt = interpolate(prompt, self.namespace, secrets=[os.environ.get("NITO_API_KEY")])
+                prompt = interpolate(
+                    prompt, self.namespace, secrets=[os.environ.get("NITO_API_KEY")]
+                )
             except NitoError as exc:
                 raise UsageError(exc.message) from None
         if not prompt.strip():
@@ -403,7 +483,10 @@ class NitoMagics(Magics):
         messages.append(user)
         try:
             # the client's own check, before anything is sent (--schema's becomes its response_format)
-            check_request(messages, {key: value for key, value in params.items() if key not in ("schema", "images")})
+            check_request(
+                messages,
+                {key: value for key, value in params.items() if key not in ("schema", "images")},
+            )
         except ConfigurationError as exc:
             raise usage_error(exc) from None
         if len(models) == 1:
@@ -421,11 +504,19 @@ class NitoMagics(Magics):
             raise UsageError(f"--over {args.over}: no such variable in the namespace")
         template = cell.strip("\n")
         if not template.strip():
-            raise UsageError("the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}")
+            raise UsageError(
+                "the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}"
+            )
         system = args.system if args.system is not None else self.settings.system
         try:
-            run = start_run(self.namespace[args.over], template=template, model=models, system=system or None,
-                              **self._connection(), **self._params(args))
+            run = start_run(
+                self.namespace[args.over],
+                template=template,
+                model=models,
+                system=system or None,
+                **self._connection(),
+                **self._params(args),
+            )
         except NitoError as exc:  # a missing column, no key...: one line, nothing was sent
             raise UsageError(f"--over {args.over}: {exc}") from None
         self.namespace["_nito"] = run
@@ -476,10 +567,14 @@ class NitoMagics(Magics):
     def _schema(self, args: Any) -> Any:
         """``--schema NAME``: the pydantic model or JSON-schema dict of that name, checked now."""
         if args.json:
-            raise UsageError("--json asks for any JSON object, --schema for one schema's: give one of them")
+            raise UsageError(
+                "--json asks for any JSON object, --schema for one schema's: give one of them"
+            )
         name = args.schema.strip()
         if name not in self.namespace:
-            raise UsageError(f"--schema {name}: no such name in the namespace (define a pydantic model or a JSON-schema dict first)")
+            raise UsageError(
+                f"--schema {name}: no such name in the namespace (define a pydantic model or a JSON-schema dict first)"
+            )
         try:
             return schema_of(self.namespace[name])
         except ConfigurationError as exc:
@@ -513,7 +608,12 @@ class NitoMagics(Magics):
         return live_display(state, format=fmt, max_rate=self.settings.max_rate)
 
     def _run_one(
-        self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        params: dict[str, Any],
+        args: Any,
+        fmt: str,
         user: dict[str, Any],
     ) -> None:
         functions = tool_functions(args.tools, self.namespace) if args.run_tools else {}
@@ -535,7 +635,12 @@ class NitoMagics(Magics):
                 self._remember(args.chat, turn, started[-1])
 
     def _stream_one(
-        self, messages: list[dict[str, Any]], model: str, params: dict[str, Any], args: Any, fmt: str,
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        params: dict[str, Any],
+        args: Any,
+        fmt: str,
         started: list[Any],
     ) -> Any:
         """Send, show live, keep; return the Stream (None if refused before any Stream existed)."""
@@ -613,7 +718,9 @@ class NitoMagics(Magics):
             for stream in streams:
                 target = path
                 if len(streams) > 1:
-                    target = path.with_name(f"{path.stem}.{_slug(str(stream.request.get('model')))}{path.suffix}")
+                    target = path.with_name(
+                        f"{path.stem}.{_slug(str(stream.request.get('model')))}{path.suffix}"
+                    )
                 try:
                     stream.save(target)
                 except OSError as exc:
@@ -628,11 +735,13 @@ class NitoMagics(Magics):
         # Tool calls left unanswered would make the next request invalid: each gets a result
         # that says it was not run.
         for call in stream.tool_calls:
-            turn.append({
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": "The tool was not run (nito_nb runs tools only with --run-tools).",
-            })
+            turn.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": "The tool was not run (nito_nb runs tools only with --run-tools).",
+                }
+            )
         turns = self.chats.setdefault(chat, [])
         turns.append(turn)
         if self.settings.history > 0:
@@ -658,4 +767,3 @@ def load_ipython_extension(ipython: Any) -> None:
         old.close()
         ipython.configurables.remove(old)
     ipython.register_magics(magics)
-

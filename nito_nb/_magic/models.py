@@ -42,8 +42,10 @@ def _table_type() -> type:
             with pd.option_context("display.max_colwidth", None):
                 html = pd.DataFrame(self).to_html(escape=True)
             # Left-aligned, wrapped text: a long description reads as a paragraph, not one line.
-            return ('<div class="nito-models"><style>.nito-models td{text-align:left;white-space:normal;'
-                    'vertical-align:top}</style>' + html + "</div>")
+            return (
+                '<div class="nito-models"><style>.nito-models td{text-align:left;white-space:normal;'
+                "vertical-align:top}</style>" + html + "</div>"
+            )
 
         def __repr__(self) -> str:
             return _text(self)

@@ -10,8 +10,15 @@ from IPython.core.error import UsageError
 
 from .._core.errors import ConfigurationError, MissingAPIKeyError, one_line
 
-__all__ = ["NO_KEY", "error_line", "in_kernel", "show_attachments", "start_view", "unsplittable_options",
-           "usage_error"]
+__all__ = [
+    "NO_KEY",
+    "error_line",
+    "in_kernel",
+    "show_attachments",
+    "start_view",
+    "unsplittable_options",
+    "usage_error",
+]
 
 #: How the magic's user sets the key (the engine's message names api_key=..., which a cell lacks).
 NO_KEY = (
@@ -54,8 +61,10 @@ def unsplittable_options(line: str) -> str:
     if escaped and not quote:
         return "the options line ends with a backslash that escapes nothing: remove it (\\\\ for one backslash)."
     where = f" (after {option.split('=')[0]})" if option else ""
-    return (f"the options line has a {quote or 'quote'} quote that is not closed{where}: close it, as in "
-            '--system "Be brief", or put a quote inside the other kind (\'say "hi"\').')
+    return (
+        f"the options line has a {quote or 'quote'} quote that is not closed{where}: close it, as in "
+        '--system "Be brief", or put a quote inside the other kind (\'say "hi"\').'
+    )
 
 
 def start_view(display: Any) -> None:
@@ -69,7 +78,6 @@ def in_kernel() -> bool:
     from .._display.notebook import in_kernel as in_a_kernel
 
     return in_a_kernel()
-
 
 
 def show_attachments(stream: Any) -> None:

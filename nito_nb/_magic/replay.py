@@ -36,14 +36,18 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
 
     speed = args.speed
     if speed != 0 and not (math.isfinite(speed) and speed > 0):  # negative and NaN were "at once"
-        raise UsageError(f"--speed is a factor, a finite number > 0 (2: twice as fast), or 0 for at once, not {speed:g}")
+        raise UsageError(
+            f"--speed is a factor, a finite number > 0 (2: twice as fast), or 0 for at once, not {speed:g}"
+        )
     path = Path(args.replay).expanduser()
     if not path.is_file():
         raise UsageError(f"--replay: no such file: {str(path)!r}")
     try:
         recorded = read_file(path)
     except Exception as exc:
-        raise UsageError(f"--replay: cannot read {path.name}: {' '.join(str(exc).split())}") from None
+        raise UsageError(
+            f"--replay: cannot read {path.name}: {' '.join(str(exc).split())}"
+        ) from None
     if recorded.status == Status.FAILED or not len(recorded.log):
         display = magics._display(recorded, fmt)
         display.finish()
@@ -54,8 +58,10 @@ def replay(magics: NitoMagics, args: Any, fmt: str) -> None:
     step = min(0.02, SSE_REPLAY_SECONDS / len(events))
     recorded_s = events[-1].t if timed else (len(events) - 1) * step
     if speed > 0 and recorded_s / speed > MAX_REPLAY_SECONDS:
-        raise UsageError(f"--speed {speed:g} would take {recorded_s / speed:.3g} s to replay {path.name} (over a day; "
-                         f"recorded in {recorded_s:.3g} s): give a larger speed, or 0 for at once")
+        raise UsageError(
+            f"--speed {speed:g} would take {recorded_s / speed:.3g} s to replay {path.name} (over a day; "
+            f"recorded in {recorded_s:.3g} s): give a larger speed, or 0 for at once"
+        )
     # A fresh Stream fed the recorded bytes: the same accumulation as live, at the recorded pace.
     # feed()/end(): the producer's I/O-free, thread-safe calls (the view's refresh thread takes
     # snapshots meanwhile).

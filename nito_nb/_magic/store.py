@@ -53,7 +53,9 @@ def _read(path: str, query: str, params: list[Any], instead: str) -> list[Any]:
             keys = [key for (key,) in store.con.execute(query, params).fetchall()]
             return [store.streams(key) for key in keys]
     except Exception as exc:
-        print(f"nito: cannot read the store {path!r} ({one_line(exc)}); {instead}.", file=sys.stderr)
+        print(
+            f"nito: cannot read the store {path!r} ({one_line(exc)}); {instead}.", file=sys.stderr
+        )
         return []
 
 
@@ -69,6 +71,10 @@ def earlier_streams(path: str, session: str) -> list[Any]:
 
 def last_stream(path: str) -> Any:
     """The magic's last stream in the store, rebuilt, or None."""
-    found = _read(path, f"SELECT key FROM requests WHERE {_MAGIC_ROWS} ORDER BY started_at DESC, key LIMIT 1", [],
-                  "nothing to show")
+    found = _read(
+        path,
+        f"SELECT key FROM requests WHERE {_MAGIC_ROWS} ORDER BY started_at DESC, key LIMIT 1",
+        [],
+        "nothing to show",
+    )
     return found[0] if found else None

@@ -26,8 +26,11 @@ _BOX = "max-width:96px;max-height:96px;object-fit:contain;border:1px solid #ddd;
 def _label(descriptor: Mapping[str, Any]) -> str:
     name = descriptor.get("name")
     shown = name if isinstance(name, str) else "image"
-    return f"{shown} ({descriptor.get('media_type')}, {descriptor.get('size'):,} bytes)" if isinstance(
-        descriptor.get("size"), int) else shown
+    return (
+        f"{shown} ({descriptor.get('media_type')}, {descriptor.get('size'):,} bytes)"
+        if isinstance(descriptor.get("size"), int)
+        else shown
+    )
 
 
 def attachments_html(content: Any, sent: Mapping[str, Mapping[str, Any]]) -> str:
@@ -40,26 +43,42 @@ def attachments_html(content: Any, sent: Mapping[str, Mapping[str, Any]]) -> str
             label = html.escape(_label(descriptor))
             data = sent.get(str(descriptor.get("sha256")), {}).get("image_url", {}).get("url")
             size = descriptor.get("size")
-            if (descriptor.get("kind") == "image" and isinstance(data, str) and data.startswith("data:image/")
-                    and isinstance(size, int) and size <= THUMBNAIL_MAX_BYTES):
-                items.append(f'<img src="{html.escape(data, quote=True)}" alt="{label}" title="{label}" '
-                             f'style="{_BOX}">')
+            if (
+                descriptor.get("kind") == "image"
+                and isinstance(data, str)
+                and data.startswith("data:image/")
+                and isinstance(size, int)
+                and size <= THUMBNAIL_MAX_BYTES
+            ):
+                items.append(
+                    f'<img src="{html.escape(data, quote=True)}" alt="{label}" title="{label}" '
+                    f'style="{_BOX}">'
+                )
             else:
                 items.append(f'<span style="margin:2px">{label}</span>')
         elif isinstance(part, dict) and part.get("type") == "image_url":
-            url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else None
+            url = (
+                part.get("image_url", {}).get("url")
+                if isinstance(part.get("image_url"), dict)
+                else None
+            )
             if not isinstance(url, str):
                 continue
             shown = html.escape(url if len(url) <= 120 else url[:120] + "…")
             if url.lower().startswith(("http://", "https://")):
-                items.append(f'<a href="{html.escape(url, quote=True)}" target="_blank" '
-                             f'rel="noopener noreferrer nofollow" style="margin:2px">{shown}</a>')
+                items.append(
+                    f'<a href="{html.escape(url, quote=True)}" target="_blank" '
+                    f'rel="noopener noreferrer nofollow" style="margin:2px">{shown}</a>'
+                )
             else:
                 items.append(f'<span style="margin:2px">{shown}</span>')
     if not items:
         return ""
-    return '<div class="nito-attachments" style="display:flex;flex-wrap:wrap;align-items:center;gap:4px">' + \
-        "".join(items) + "</div>"
+    return (
+        '<div class="nito-attachments" style="display:flex;flex-wrap:wrap;align-items:center;gap:4px">'
+        + "".join(items)
+        + "</div>"
+    )
 
 
 def attachments_text(content: Any) -> str:
@@ -68,6 +87,11 @@ def attachments_text(content: Any) -> str:
     for part in content if isinstance(content, list) else []:
         if is_descriptor(part):
             shown.append(_label(part["attachment"]))
-        elif isinstance(part, dict) and part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+        elif (
+            isinstance(part, dict)
+            and part.get("type") == "image_url"
+            and isinstance(part.get("image_url"), dict)
+        ):
             shown.append(str(part["image_url"].get("url")))
-    return printable("with: " + "; ".join(shown)) if shown else ""  # a name must not act on a terminal
+    # a name must not act on a terminal
+    return printable("with: " + "; ".join(shown)) if shown else ""

@@ -18,7 +18,8 @@ FREEZE_CHARS = 4096
 _FENCE_OPEN_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _LIST_ITEM_RE = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 _SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
-_MARKER_SO_FAR_RE = re.compile(r"[-+*]|\d{1,9}[.)]?")  # what _LIST_ITEM_RE needs one more character for
+# what _LIST_ITEM_RE needs one more character for
+_MARKER_SO_FAR_RE = re.compile(r"[-+*]|\d{1,9}[.)]?")
 
 
 @dataclass(frozen=True)
@@ -272,4 +273,3 @@ def split_blocks(text: str) -> tuple[list[str], str]:
     """
     scan = _segment(text, markdown=True)
     return [text[b.start : b.end] for b in scan.blocks], text[scan.tail_start :]
-

@@ -36,7 +36,10 @@ def grid_bundle(
         plain = "\n\n".join(t for _, t in columns if t)
         if above is None:
             return {"text/html": body, "text/plain": plain}
-        return {"text/html": above.html + body, "text/plain": f"{above.text}\n\n{plain}" if above.text else plain}
+        return {
+            "text/html": above.html + body,
+            "text/plain": f"{above.text}\n\n{plain}" if above.text else plain,
+        }
     cells = "".join(
         f'<div style="min-width: 0;"><div><strong>{html.escape(title)}</strong></div>{body}</div>'
         for title, (body, _) in zip(titles, columns, strict=True)
@@ -45,10 +48,15 @@ def grid_bundle(
         '<div class="nito-grid" style="display: grid; gap: 12px; '
         f'grid-template-columns: repeat({len(columns)}, minmax(0, 1fr));">{cells}</div>'
     )
-    text = "\n\n".join(f"== {title} ==\n{body}" for title, (_, body) in zip(titles, columns, strict=True))
+    text = "\n\n".join(
+        f"== {title} ==\n{body}" for title, (_, body) in zip(titles, columns, strict=True)
+    )
     if above is None:
         return {"text/html": grid, "text/plain": text}
-    return {"text/html": above.html + grid, "text/plain": f"{above.text}\n\n{text}" if above.text else text}
+    return {
+        "text/html": above.html + grid,
+        "text/plain": f"{above.text}\n\n{text}" if above.text else text,
+    }
 
 
 def windowed(parts: Sequence[Part], chars: int) -> tuple[str, str]:
@@ -80,8 +88,11 @@ def windowed(parts: Sequence[Part], chars: int) -> tuple[str, str]:
 def as_choice(state: Any, choice: Any) -> Any:
     """``state`` (a snapshot) with the answer of ``choice`` (a ``_core/choices.py`` ``Choice``)."""
     changes = {
-        "content": choice.content, "reasoning": choice.reasoning, "refusal": choice.refusal,
-        "tool_calls": tuple(choice.tool_calls), "finish_reason": choice.finish_reason,
+        "content": choice.content,
+        "reasoning": choice.reasoning,
+        "refusal": choice.refusal,
+        "tool_calls": tuple(choice.tool_calls),
+        "finish_reason": choice.finish_reason,
     }
     if dataclasses.is_dataclass(state) and not isinstance(state, type):
         return dataclasses.replace(state, **changes)
@@ -89,8 +100,14 @@ def as_choice(state: Any, choice: Any) -> Any:
 
 
 def choices_bundle(
-    state: Any, choices: Sequence[Any], *, format: str = "markdown", live: bool = True,
-    caches: Sequence[RenderCache] | None = None, structured: Any = None, window: int | None = None,
+    state: Any,
+    choices: Sequence[Any],
+    *,
+    format: str = "markdown",
+    live: bool = True,
+    caches: Sequence[RenderCache] | None = None,
+    structured: Any = None,
+    window: int | None = None,
     shade: bool = False,
 ) -> dict[str, str]:
     """The choices of ``state`` (a snapshot) side by side under the stream's status line, error
@@ -109,8 +126,9 @@ def choices_bundle(
             tokens = choice.logprobs
             if growing and window is not None:
                 tokens = _tail(tokens, window)
-            parts = _with_answer(render_parts(one, format=format, live=growing, cache=cache),
-                                 shaded_part(tokens))
+            parts = _with_answer(
+                render_parts(one, format=format, live=growing, cache=cache), shaded_part(tokens)
+            )
             column = join_parts(parts)
             columns.append((column["text/html"], column["text/plain"]))
             continue

@@ -50,8 +50,10 @@ def _legend() -> str:
     cells = "".join(
         f'<span style="{shade(p)} padding: 0 4px; margin-right: 2px;">{p:g}</span>' for p in LEGEND
     )
-    return (f'<div class="nito-out nito-legend" style="font-size: 0.85em; opacity: 0.85; margin: 2px 0;">'
-            f"token probability: {cells} (hover a token for its alternatives)</div>")
+    return (
+        f'<div class="nito-out nito-legend" style="font-size: 0.85em; opacity: 0.85; margin: 2px 0;">'
+        f"token probability: {cells} (hover a token for its alternatives)</div>"
+    )
 
 
 def shaded_part(tokens: Sequence[dict[str, Any]], key: str = "answer-shaded") -> Part:
@@ -62,7 +64,13 @@ def shaded_part(tokens: Sequence[dict[str, Any]], key: str = "answer-shaded") ->
         p = probability(entry.get("logprob"))
         token = entry.get("token")
         text = token if isinstance(token, str) else ""
-        spans.append(f'<span style="{shade(p)}" title="{_title(entry, p)}">{html.escape(printable(text))}</span>')
-    page = (f'{_legend()}<div class="nito-out nito-shaded" style="white-space: pre-wrap; line-height: 1.6;">'
-            f'{"".join(spans)}</div>')
-    return Part(key, page, "".join(t.get("token") or "" for t in tokens if isinstance(t.get("token"), str)))
+        spans.append(
+            f'<span style="{shade(p)}" title="{_title(entry, p)}">{html.escape(printable(text))}</span>'
+        )
+    page = (
+        f'{_legend()}<div class="nito-out nito-shaded" style="white-space: pre-wrap; line-height: 1.6;">'
+        f"{''.join(spans)}</div>"
+    )
+    return Part(
+        key, page, "".join(t.get("token") or "" for t in tokens if isinstance(t.get("token"), str))
+    )

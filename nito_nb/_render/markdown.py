@@ -181,4 +181,3 @@ def markdown_to_html(text: str, *, highlight: bool = True) -> str:
     # or "@" (an e-mail address, "mailto:"): "://" alone missed "//host" (found by hypothesis).
     linkable = "//" in text or "@" in text
     return _MD[highlight, linkable].render(text)
-

@@ -109,7 +109,6 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-
 def _with_progress(part: Part, state: Any) -> Part:
     # In the HTML only: the plain text of an answer part stays the answer's text (what a reader of
     # text/plain, or a copy of it, gets), and the footer goes when the block is finished.
@@ -151,7 +150,9 @@ def _transcript_part(transcript: str, final: bool) -> Part:
     """The words of an audio answer (OpenAI's ``delta.audio.transcript``), escaped: the audio
     itself stays in the log, and ``content`` is empty in that mode."""
     text = f"🔊 Audio transcript: {transcript}"
-    inner = f'<strong>🔊 Audio transcript</strong><pre style="{_PRE_STYLE}">{_esc(transcript)}</pre>'
+    inner = (
+        f'<strong>🔊 Audio transcript</strong><pre style="{_PRE_STYLE}">{_esc(transcript)}</pre>'
+    )
     return Part("audio", _wrap("audio", inner, ""), text, final)
 
 
@@ -277,8 +278,13 @@ def _structured_part(state: Any, structured: Any, status: str, growing: bool) ->
     """A ``schema=`` answer: the object as it is parsed, then checked (``structured.py``)."""
     content = getattr(state, "content", None) or ""
     refusal = getattr(state, "refusal", None)
-    view = structured_view(content, structured, growing, refusal if isinstance(refusal, str) else None,
-                           status == Status.DONE)
+    view = structured_view(
+        content,
+        structured,
+        growing,
+        refusal if isinstance(refusal, str) else None,
+        status == Status.DONE,
+    )
     if view is None:
         return None
     inner, text = view
@@ -295,7 +301,11 @@ def _error_part(state: Any, status: str, final: bool) -> Part | None:
         message = str(message if message is not None else "")[:_MAX_ERROR_CHARS]
         head = "Error" + (f" {str(code)[:80]}" if code not in (None, "") else "")
         # The gateway's words, in the HTML too: a bidi override there would reorder the banner.
-        text = printable(f"{SYMBOLS[Status.ERROR]} {head}: {message}" if message else f"{SYMBOLS[Status.ERROR]} {head}")
+        text = printable(
+            f"{SYMBOLS[Status.ERROR]} {head}: {message}"
+            if message
+            else f"{SYMBOLS[Status.ERROR]} {head}"
+        )
         style = _ERROR_STYLE
     elif status == Status.TRUNCATED or status == Status.FAILED:
         text = f"{SYMBOLS[status]} {BANNERS[status]}"
@@ -326,7 +336,11 @@ def check_format(format: str) -> None:
 
 
 def render_parts(
-    state: Any, *, format: str = "markdown", live: bool = True, cache: RenderCache | None = None,
+    state: Any,
+    *,
+    format: str = "markdown",
+    live: bool = True,
+    cache: RenderCache | None = None,
     structured: Any = None,
 ) -> list[Part]:
     """The ordered outputs for ``state`` (duck-typed like a Stream).
@@ -373,7 +387,12 @@ def render_parts(
     # A long answer pushes the status line out of view: its live tail (always the last output
     # while the answer grows, and re-sent anyway) carries a small progress footer.
     last = parts[-1]
-    if growing and len(content) >= PROGRESS_AFTER_CHARS and last.key.startswith("answer-") and not last.final:
+    if (
+        growing
+        and len(content) >= PROGRESS_AFTER_CHARS
+        and last.key.startswith("answer-")
+        and not last.final
+    ):
         parts[-1] = _with_progress(last, state)
     return parts
 
@@ -402,11 +421,15 @@ def final_bundle(
     """
     check_format(format)
     if structured is not None:
-        return join_parts(p for p in render_parts(state, format=format, live=False, structured=structured)
-                          if p.key not in without)
+        return join_parts(
+            p
+            for p in render_parts(state, format=format, live=False, structured=structured)
+            if p.key not in without
+        )
     content = getattr(state, "content", None) or ""
     parts = [
-        p for p in render_parts(state, format=format, live=False)
+        p
+        for p in render_parts(state, format=format, live=False)
         if not p.key.startswith("answer-") and p.key not in without
     ]
     answer = _answer_parts(content, format, False, None, split=False)

@@ -108,7 +108,10 @@ def status_text(state: Any) -> str:
         items.append(f"free tier: {_compact(free_tier, _FREE_TIER_CHARS)}")
     # An answer the usage counts but that never came looks like an empty done: said here, where
     # the eye goes (the list of anomalies below the answer says more).
-    if any(getattr(a, "kind", None) == USAGE_WITHOUT_TEXT for a in getattr(state, "anomalies", None) or ()):
+    if any(
+        getattr(a, "kind", None) == USAGE_WITHOUT_TEXT
+        for a in getattr(state, "anomalies", None) or ()
+    ):
         items.append("⚠ no text arrived, though the usage counts completion tokens")
     return printable(" · ".join(items))
 
@@ -136,5 +139,8 @@ def progress_text(state: Any) -> str:
     if _number(n_chunks) is not None:
         items.append(f"{n_chunks:,} chunks")
     shown = " · ".join(i for i in items if i)
-    return f"{SYMBOLS[Status.STREAMING]} streaming… {shown} so far" if shown else f"{SYMBOLS[Status.STREAMING]} streaming…"
-
+    return (
+        f"{SYMBOLS[Status.STREAMING]} streaming… {shown} so far"
+        if shown
+        else f"{SYMBOLS[Status.STREAMING]} streaming…"
+    )

@@ -72,17 +72,25 @@ def _rows(value: Any, writing: Any, pending: list[str], wrong: set[str]) -> tupl
         inner, text = _value_html(item)
         mark = " ✎" if marked else (" ✗" if key in wrong else "")
         style = f' style="{_WRITING_STYLE}"' if marked else ""
-        css = "nito-field nito-writing" if marked else ("nito-field nito-invalid" if key in wrong else "nito-field")
-        rows.append(f'<tr class="{css}"><th style="{_FIELD_KEY_STYLE}"{style}>{_esc(key)}{mark}</th>'
-                    f'<td style="{_FIELD_VALUE_STYLE}">{inner}</td></tr>')
+        css = (
+            "nito-field nito-writing"
+            if marked
+            else ("nito-field nito-invalid" if key in wrong else "nito-field")
+        )
+        rows.append(
+            f'<tr class="{css}"><th style="{_FIELD_KEY_STYLE}"{style}>{_esc(key)}{mark}</th>'
+            f'<td style="{_FIELD_VALUE_STYLE}">{inner}</td></tr>'
+        )
         lines.append(f"{key}{mark}: {text}")
     for key in pending:  # declared, not arrived: the one whose key came is being written
         mark = " ✎" if key == head else ""
         style = f" {_WRITING_STYLE}" if mark else ""
         css = "nito-field nito-pending nito-writing" if mark else "nito-field nito-pending"
-        rows.append(f'<tr class="{css}" style="{_MUTED_STYLE}">'
-                    f'<th style="{_FIELD_KEY_STYLE} font-weight: 400;{style}">{_esc(key)}{mark}</th>'
-                    f'<td style="{_FIELD_VALUE_STYLE}">…</td></tr>')
+        rows.append(
+            f'<tr class="{css}" style="{_MUTED_STYLE}">'
+            f'<th style="{_FIELD_KEY_STYLE} font-weight: 400;{style}">{_esc(key)}{mark}</th>'
+            f'<td style="{_FIELD_VALUE_STYLE}">…</td></tr>'
+        )
         lines.append(f"{key}{mark}: …")
     return f'<table class="nito-fields">{"".join(rows)}</table>', lines
 
@@ -91,15 +99,22 @@ def _raw(content: str, growing: bool, opened: bool) -> tuple[str, str]:
     if growing:
         shown = content[-RAW_TAIL_CHARS:]
         more = "…" if len(content) > RAW_TAIL_CHARS else ""
-        return (f'<pre class="nito-raw" style="{_PRE_STYLE} {_MUTED_STYLE}">{_esc(more + shown)}</pre>', "")
+        return (
+            f'<pre class="nito-raw" style="{_PRE_STYLE} {_MUTED_STYLE}">{_esc(more + shown)}</pre>',
+            "",
+        )
     label = f"raw JSON ({len(content):,} characters)"
     open_attr = " open" if opened else ""
-    return (f'<details class="nito-raw"{open_attr}><summary style="{_MUTED_STYLE}">{_esc(label)}</summary>'
-            f'<pre style="{_PRE_STYLE}">{_esc(content)}</pre></details>', f"{label}:\n{content}")
+    return (
+        f'<details class="nito-raw"{open_attr}><summary style="{_MUTED_STYLE}">{_esc(label)}</summary>'
+        f'<pre style="{_PRE_STYLE}">{_esc(content)}</pre></details>',
+        f"{label}:\n{content}",
+    )
 
 
-def structured_view(content: str, schema: Any, growing: bool, refusal: str | None,
-                    done: bool) -> tuple[str, str] | None:
+def structured_view(
+    content: str, schema: Any, growing: bool, refusal: str | None, done: bool
+) -> tuple[str, str] | None:
     """(inner html, plain text) of a structured answer's part, or None when there is nothing to show (no text yet, or a
     stream that failed before any: its error part says why)."""
     if not content.strip() and (growing or not done):
@@ -110,7 +125,11 @@ def structured_view(content: str, schema: Any, growing: bool, refusal: str | Non
         partial = schema.partial(content)
         value, writing = partial.value, partial.writing
         arrived = set(value) if isinstance(value, dict) else set()
-        pending = [key for key in schema.fields if key not in arrived] if isinstance(value, dict | type(None)) else []
+        pending = (
+            [key for key in schema.fields if key not in arrived]
+            if isinstance(value, dict | type(None))
+            else []
+        )
         head_text = f"✎ {name}" + (f": writing {path_text(writing)}" if writing else "")
     else:
         checked = schema.check(content, refusal)
@@ -124,9 +143,16 @@ def structured_view(content: str, schema: Any, growing: bool, refusal: str | Non
             count = len(checked.error.errors)
             head_text = f"✗ not a valid {name}: {count} error{'s' if count != 1 else ''}"
             error_lines = [str(error) for error in listed]
-            wrong = {re.split(r"[.\[]", error.path, maxsplit=1)[0] for error in checked.error.errors}
-            items = "".join(f"<li><code>{_esc(error.path)}</code>: {_esc(error.message)}</li>" for error in listed)
-            errors_html = f'<ul class="nito-errors" style="{_ERROR_STYLE} margin: 2px 0;">{items}</ul>'
+            wrong = {
+                re.split(r"[.\[]", error.path, maxsplit=1)[0] for error in checked.error.errors
+            }
+            items = "".join(
+                f"<li><code>{_esc(error.path)}</code>: {_esc(error.message)}</li>"
+                for error in listed
+            )
+            errors_html = (
+                f'<ul class="nito-errors" style="{_ERROR_STYLE} margin: 2px 0;">{items}</ul>'
+            )
     head = f"<div><strong>{_esc(head_text)}</strong></div>"
     table, lines = _rows(value, writing, pending, wrong)
     raw_html, raw_text = _raw(content, growing, opened=not growing and bool(errors_html))

@@ -48,7 +48,9 @@ _WARN_STYLE = (
 # A structured answer's field being written (docs/STRUCTURED.md): marked by a left rule in the
 # theme's brand colour, which reads on light and dark backgrounds alike.
 _WRITING_STYLE = "border-left: 3px solid var(--jp-brand-color1, #2196f3); padding-left: 4px;"
-_FIELD_KEY_STYLE = "text-align: left; vertical-align: top; padding: 1px 8px 1px 0; font-weight: 600;"
+_FIELD_KEY_STYLE = (
+    "text-align: left; vertical-align: top; padding: 1px 8px 1px 0; font-weight: 600;"
+)
 # JupyterLab's rendered-HTML tables align cells right: a value (a JSON block) reads from the left.
 _FIELD_VALUE_STYLE = "text-align: left; vertical-align: top; padding: 1px 0;"
 

@@ -91,25 +91,43 @@ def run(
     elif isinstance(model, bytes | dict) or not isinstance(model, Iterable):
         models = [model]
     else:
-        models = [name for m in model for name in (model_names(m) if isinstance(m, str) and "," in m else [m])]
+        models = [
+            name
+            for m in model
+            for name in (model_names(m) if isinstance(m, str) and "," in m else [m])
+        ]
     the_schedule = None
     if rate is not None:
-        the_schedule = Schedule(rate=rate, kind=schedule, burstiness=burstiness, duration=duration,
-                                max_requests=max_requests, warmup=warmup, cooldown=cooldown)
+        the_schedule = Schedule(
+            rate=rate,
+            kind=schedule,
+            burstiness=burstiness,
+            duration=duration,
+            max_requests=max_requests,
+            warmup=warmup,
+            cooldown=cooldown,
+        )
     elif duration is not None or max_requests is not None or warmup or cooldown or slo:
-        raise ConfigurationError("duration, max_requests, warmup, cooldown and slo are for load runs: add rate=...")
+        raise ConfigurationError(
+            "duration, max_requests, warmup, cooldown and slo are for load runs: add rate=..."
+        )
     schema = None
-    if params.get("schema") is not None:  # docs/STRUCTURED.md: the requests carry its response_format (JSON,
-        # as any engine's worker and the store's keys need); the Run keeps it to check the answers.
+    # docs/STRUCTURED.md: the requests carry its response_format (JSON, as any engine's worker and
+    # the store's keys need); the Run keeps it to check the answers.
+    if params.get("schema") is not None:
         from .._structured import schema_of
 
         schema = schema_of(params.pop("schema"))
         if params.get("response_format") is not None:
-            raise ConfigurationError("pass schema= or response_format=, not both (schema= sends its own "
-                                     "response_format of type json_schema)")
+            raise ConfigurationError(
+                "pass schema= or response_format=, not both (schema= sends its own "
+                "response_format of type json_schema)"
+            )
         params["response_format"] = schema.response_format()
     params.pop("schema", None)
-    the_plan = plan(prompts, template=template, models=models, repeats=repeats, params=params, system=system)
+    the_plan = plan(
+        prompts, template=template, models=models, repeats=repeats, params=params, system=system
+    )
     connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
     the_run = Run(
         the_plan,
@@ -156,19 +174,27 @@ def map(prompts: Any, *, model: str, template: str | None = None, **options: Any
     the_run.wait()
     answers: dict[str, Any] = {}
     results = the_run.results()
-    for key, status, content in zip(results["key"], results["status"], results["content"], strict=True):
-        answers[key] = content if status == Status.DONE else pd.NA  # those done in an earlier session too
+    for key, status, content in zip(
+        results["key"], results["status"], results["content"], strict=True
+    ):
+        # those done in an earlier session too
+        answers[key] = content if status == Status.DONE else pd.NA
     schema = the_run.schema
     cells = the_run.plan.cells
     name = prompts.index.name if isinstance(prompts, (pd.Series, pd.DataFrame)) else None
     index = pd.Index([label for label, _, _, _ in cells], name=name)
     if schema is not None:  # the objects: each answer checked as results() checks it
+
         def parsed(answer: Any) -> Any:
             checked = None if answer is pd.NA else schema.check(answer)
             return pd.NA if checked is None or checked.error is not None else checked.value
 
-        return pd.Series([parsed(answers.get(key, pd.NA)) for _, _, _, key in cells], index=index, dtype="object")
-    return pd.Series([answers.get(key, pd.NA) for _, _, _, key in cells], index=index, dtype="string")
+        return pd.Series(
+            [parsed(answers.get(key, pd.NA)) for _, _, _, key in cells], index=index, dtype="object"
+        )
+    return pd.Series(
+        [answers.get(key, pd.NA) for _, _, _, key in cells], index=index, dtype="string"
+    )
 
 
 def remember(the_run: Run) -> None:

@@ -37,8 +37,15 @@ from typing import Any
 
 from .._core.units import to_seconds
 
-__all__ = ["CPU_BOUND_SHARE", "DISTORTION_SHARE", "LAG_BOUND_S", "ClientMonitor", "Health", "verdict",
-           "waiting_share"]
+__all__ = [
+    "CPU_BOUND_SHARE",
+    "DISTORTION_SHARE",
+    "LAG_BOUND_S",
+    "ClientMonitor",
+    "Health",
+    "verdict",
+    "waiting_share",
+]
 
 #: What a worker's monitor sends back with each log (``drain``): lag samples, CPU shares, and
 #: (lag, run-queue wait) pairs.
@@ -115,7 +122,9 @@ class ClientMonitor:
 
     def drain(self) -> Health:
         """(lag samples, CPU shares, (lag, wait) pairs) taken since the last call: a worker's, for the driver."""
-        assert self._new is not None, "drain() is for a worker's monitor (ClientMonitor(worker=True))"
+        assert self._new is not None, (
+            "drain() is for a worker's monitor (ClientMonitor(worker=True))"
+        )
         new, self._new = self._new, ([], [], [])
         return new
 
@@ -123,7 +132,9 @@ class ClientMonitor:
         """A scheduled request was sent ``seconds`` late by the client's own doing."""
         self.late.append(max(0.0, seconds))
 
-    def add(self, lags: list[float], cpu: list[float], waits: list[tuple[float, float]] | None = None) -> None:
+    def add(
+        self, lags: list[float], cpu: list[float], waits: list[tuple[float, float]] | None = None
+    ) -> None:
         """A worker's samples (``drain``), pooled with this loop's own."""
         self.lags.extend(lags)
         self.cpu.extend(cpu)
@@ -139,8 +150,12 @@ class ClientMonitor:
             if waited is not None:
                 waited.close()
 
-    async def _sample(self, clock: Callable[[], float], cpu_clock: Callable[[], float],
-                      waited: RunQueueClock | None) -> None:
+    async def _sample(
+        self,
+        clock: Callable[[], float],
+        cpu_clock: Callable[[], float],
+        waited: RunQueueClock | None,
+    ) -> None:
         cpu_start, cpu_wall = cpu_clock(), clock()
         while True:
             before = clock()
@@ -177,15 +192,33 @@ class ClientMonitor:
 
         import numpy as np
 
-        lag_list = list(self.lags) if recent is None else list(itertools.islice(
-            reversed(self.lags), recent))
-        cpu_list = list(self.cpu) if recent is None else list(itertools.islice(
-            reversed(self.cpu), max(1, int(recent * LAG_INTERVAL / CPU_INTERVAL))))
+        lag_list = (
+            list(self.lags)
+            if recent is None
+            else list(itertools.islice(reversed(self.lags), recent))
+        )
+        cpu_list = (
+            list(self.cpu)
+            if recent is None
+            else list(
+                itertools.islice(
+                    reversed(self.cpu), max(1, int(recent * LAG_INTERVAL / CPU_INTERVAL))
+                )
+            )
+        )
         lags = np.asarray(lag_list, dtype=float)
         cpu = np.asarray(cpu_list, dtype=float)
-        wait_list = list(self.waits) if recent is None else list(itertools.islice(reversed(self.waits), recent))
-        late = np.asarray(list(self.late) if recent is None else list(itertools.islice(reversed(self.late), recent)),
-                          dtype=float)
+        wait_list = (
+            list(self.waits)
+            if recent is None
+            else list(itertools.islice(reversed(self.waits), recent))
+        )
+        late = np.asarray(
+            list(self.late)
+            if recent is None
+            else list(itertools.islice(reversed(self.late), recent)),
+            dtype=float,
+        )
         out: dict[str, Any] = {
             "client_lag_p50": float(np.percentile(lags, 50)) if len(lags) else float("nan"),
             "client_lag_p99": float(np.percentile(lags, 99)) if len(lags) else float("nan"),
@@ -224,11 +257,15 @@ def verdict(report: dict[str, Any], ttft_p50: float | None = None) -> tuple[bool
     share and the run-queue wait say why, beside a delay; alone they change nothing."""
     ttft = ttft_p50 if ttft_p50 is not None and ttft_p50 == ttft_p50 else None  # NaN: none
     bound = None if ttft is None else max(LAG_BOUND_S, DISTORTION_SHARE * ttft)
-    of_ttft = "" if ttft is None else f"; {DISTORTION_SHARE:.0%} of the median TTFT, {ttft * 1e3:.0f} ms"
+    of_ttft = (
+        "" if ttft is None else f"; {DISTORTION_SHARE:.0%} of the median TTFT, {ttft * 1e3:.0f} ms"
+    )
     reasons = []
     lag = report.get("client_lag_p99")
     if bound is not None and lag is not None and lag == lag and lag > bound:
-        reason = f"its event loop lagged {lag * 1e3:.1f} ms at p99 (bound {bound * 1e3:.3g} ms{of_ttft})"
+        reason = (
+            f"its event loop lagged {lag * 1e3:.1f} ms at p99 (bound {bound * 1e3:.3g} ms{of_ttft})"
+        )
         waiting = report.get("client_lag_waiting_cpu")
         if waiting is not None and waiting == waiting and waiting >= WAITING_SHARE:
             reason += f", {waiting:.0%} of it waiting for a CPU other processes held"
@@ -236,14 +273,17 @@ def verdict(report: dict[str, Any], ttft_p50: float | None = None) -> tuple[bool
     late = report.get("client_send_late_p99")
     late_bound = LAG_BOUND_S if bound is None else bound
     if late is not None and late == late and late > late_bound:
-        reasons.append(f"it sent requests {late * 1e3:.1f} ms late at p99, 429 pauses aside "
-                       f"(bound {late_bound * 1e3:.3g} ms{of_ttft})")
+        reasons.append(
+            f"it sent requests {late * 1e3:.1f} ms late at p99, 429 pauses aside "
+            f"(bound {late_bound * 1e3:.3g} ms{of_ttft})"
+        )
     if not reasons:
         return False, ""
     cpu = report.get("client_cpu_max")
     if cpu is not None and cpu == cpu and cpu >= CPU_BOUND_SHARE:
         reasons.append(f"it used {cpu:.0%} of a core")
     note = "the client skewed the timings: " + "; ".join(reasons)
-    if report.get("client_runs_simulator"):  # else a user reads the simulator's work as the client's
+    # else a user reads the simulator's work as the client's
+    if report.get("client_runs_simulator"):
         note += " (its process also runs the sim/ simulator: start `python -m nito_nb.sim` and pass base_url=)"
     return True, note

@@ -55,8 +55,15 @@ if TYPE_CHECKING:
     from .stats import RunStats
     from .writer import RunWriter
 
-__all__ = ["NOT_FOUND_LIMIT", "PER_WORKER", "RAY_SEND_LEAD", "SEND_LEAD", "Dispatcher", "check_requests",
-           "start_engine"]
+__all__ = [
+    "NOT_FOUND_LIMIT",
+    "PER_WORKER",
+    "RAY_SEND_LEAD",
+    "SEND_LEAD",
+    "Dispatcher",
+    "check_requests",
+    "start_engine",
+]
 
 #: An open-loop request is started this long (seconds) before its scheduled send, so that what
 #: comes before the send (the request built, its client made, two task switches on a busy loop)
@@ -77,7 +84,9 @@ PER_WORKER = 1000
 NOT_FOUND_LIMIT = 3
 
 
-def check_requests(client: AsyncClient, connection: dict[str, Any], requests: list[Request]) -> None:
+def check_requests(
+    client: AsyncClient, connection: dict[str, Any], requests: list[Request]
+) -> None:
     """Raise the configuration error (no key, bad base URL...) of each model once, now."""
     checked: set[str] = set()
     options = {k: v for k, v in connection.items() if k in ("api_key", "base_url")}
@@ -85,13 +94,25 @@ def check_requests(client: AsyncClient, connection: dict[str, Any], requests: li
         if request.model in checked:
             continue
         checked.add(request.model)
-        check_call(client, request.messages, request.model, options.get("api_key"), options.get("base_url"),
-                   dict(request.params))
+        check_call(
+            client,
+            request.messages,
+            request.model,
+            options.get("api_key"),
+            options.get("base_url"),
+            dict(request.params),
+        )
 
 
-def start_engine(engine: str, workers: int | None, per_worker: int | None, connection: dict[str, Any],
-                 models: list[str], simulator: Simulator | None,
-                 client: ClientMonitor) -> RayEngine | ProcessEngine | None:
+def start_engine(
+    engine: str,
+    workers: int | None,
+    per_worker: int | None,
+    connection: dict[str, Any],
+    models: list[str],
+    simulator: Simulator | None,
+    client: ClientMonitor,
+) -> RayEngine | ProcessEngine | None:
     """The worker processes or Ray actors of ``engine`` (None for "asyncio"), started now, ready
     for ``models`` (``ray.start_endpoints``). ``client``: the run's monitor, told when the
     simulator runs in a worker's process (a Ray actor on another node: its work counts there)."""
@@ -119,10 +140,24 @@ class Dispatcher:
     schedule's origin, for an open loop), ``cancel()`` stops it from any thread. ``fail(error)``
     ends the run (a 401, 402 or 403, a redirect, or the loop's own failure)."""
 
-    def __init__(self, *, client: AsyncClient, connection: dict[str, Any], retry_rule: BaseClient,
-                 simulator: Simulator | None, engine: RayEngine | ProcessEngine | None, ray: bool,
-                 todo: list[Request], offsets: list[float] | None, concurrency: int, stop_on_error_rate: float | None,
-                 started: float, stats: RunStats, writer: RunWriter, fail: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self,
+        *,
+        client: AsyncClient,
+        connection: dict[str, Any],
+        retry_rule: BaseClient,
+        simulator: Simulator | None,
+        engine: RayEngine | ProcessEngine | None,
+        ray: bool,
+        todo: list[Request],
+        offsets: list[float] | None,
+        concurrency: int,
+        stop_on_error_rate: float | None,
+        started: float,
+        stats: RunStats,
+        writer: RunWriter,
+        fail: Callable[[BaseException], None],
+    ) -> None:
         self._client = client
         self._connection = connection
         self._retry_rule = retry_rule  # its max_retries and max_retry_wait, checked
@@ -197,10 +232,12 @@ class Dispatcher:
                 self._fail = _after_the_end
 
     async def _send_all(self) -> None:
-        use_simulator(self._simulator)  # for this task and those it starts (the context is per task)
+        # for this task and those it starts (the context is per task)
+        use_simulator(self._simulator)
         monitor = asyncio.ensure_future(self.stats.client.sample())
         if self.engine is None:
-            await self._client.warm()  # the first request's one-time work, before the schedule's origin
+            # the first request's one-time work, before the schedule's origin
+            await self._client.warm()
         # An open loop's origin is its lead from now, so that its first request is made ready
         # ahead like every other: sent at once, it was late by its hand-over (2.8-4.8 ms with a
         # worker engine, against about 1 ms for the next ones).
@@ -245,8 +282,10 @@ class Dispatcher:
 
     async def _send_closed_loop(self) -> None:
         pending: Iterator[Request] = iter(self._todo)
-        workers = [asyncio.ensure_future(self._worker(pending))
-                   for _ in range(min(self._concurrency, len(self._todo)))]
+        workers = [
+            asyncio.ensure_future(self._worker(pending))
+            for _ in range(min(self._concurrency, len(self._todo)))
+        ]
         try:
             await asyncio.gather(*workers)
         finally:
@@ -279,7 +318,8 @@ class Dispatcher:
         while True:
             asked = self.now()
             await self.gate.acquire()
-            if not attempts and request.model in self.refused_models:  # refused while it waited: not sent
+            # refused while it waited: not sent
+            if not attempts and request.model in self.refused_models:
                 self.gate.release()
                 return
             if not attempts:
@@ -290,7 +330,11 @@ class Dispatcher:
             error: NitoError | None = None
             try:
                 stream = self._client.stream(
-                    request.messages, model=request.model, raise_errors=False, **self._connection, **request.params
+                    request.messages,
+                    model=request.model,
+                    raise_errors=False,
+                    **self._connection,
+                    **request.params,
                 )
                 if scheduled is not None and attempts == 1:
                     source_of(stream).send_at(self._loop_t0 + scheduled)
@@ -302,7 +346,8 @@ class Dispatcher:
                     stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
             except asyncio.CancelledError:
                 if stream is not None:
-                    unsent = source_of(stream).waiting_to_send  # stopped before its send time: left out, as later ones
+                    # stopped before its send time: left out, as later ones
+                    unsent = source_of(stream).waiting_to_send
                     if not stream.finished:
                         await stream.aclose()
                     if not unsent:
@@ -319,7 +364,9 @@ class Dispatcher:
                     self.gate.succeeded()
                 self.finish(request, stream, attempts, started, timing)
                 return
-            delay = self.retry_or_finish(request, stream, error, attempts, started, timing, loop.time())
+            delay = self.retry_or_finish(
+                request, stream, error, attempts, started, timing, loop.time()
+            )
             if delay is None:
                 return
             if not isinstance(error, RateLimitError):  # a 429 waits in the gate, with everyone
@@ -334,8 +381,13 @@ class Dispatcher:
             now = self.now()
             timing["held"] = max(0.0, min(now - asked, now - scheduled))
 
-    def _sent(self, stream: AsyncStream, attempts: int, started: _dt.datetime,
-              timing: dict[str, float | None]) -> _dt.datetime:
+    def _sent(
+        self,
+        stream: AsyncStream,
+        attempts: int,
+        started: _dt.datetime,
+        timing: dict[str, float | None],
+    ) -> _dt.datetime:
         """The first attempt's ``sent_at`` (and ``started_at``, docs/RUNS.md) is its stream's own
         send (``log.t0_ns``/``t0_wall``, taken as the request is built, after any wait for a slot
         and a turn or two of the loop after this task asked for it), as the worker engines
@@ -346,9 +398,17 @@ class Dispatcher:
         timing["sent_at"] = self.on_timeline(stream)
         return stream.log.t0_wall
 
-    def retry_or_finish(self, request: Request, stream: Stream | AsyncStream, error: NitoError, attempts: int,
-                        started: _dt.datetime, timing: dict[str, float | None], now: float,
-                        **where: str | None) -> float | None:
+    def retry_or_finish(
+        self,
+        request: Request,
+        stream: Stream | AsyncStream,
+        error: NitoError,
+        attempts: int,
+        started: _dt.datetime,
+        timing: dict[str, float | None],
+        now: float,
+        **where: str | None,
+    ) -> float | None:
         """After an attempt failed before its body: the seconds before the next attempt, or None
         when the request ends here (finished; a 401, 402 or 403 also ends the run, and so does a
         redirect: every request would get it, and none is followed). A 429 slows the whole run,
@@ -367,14 +427,33 @@ class Dispatcher:
         self.stats.retried()
         return delay
 
-    def finish(self, request: Request, stream: StreamResults, attempts: int, started: _dt.datetime,
-               timing: dict[str, float | None], worker: str | None = "local", node: str | None = None) -> None:
+    def finish(
+        self,
+        request: Request,
+        stream: StreamResults,
+        attempts: int,
+        started: _dt.datetime,
+        timing: dict[str, float | None],
+        worker: str | None = "local",
+        node: str | None = None,
+    ) -> None:
         """``request`` ended with ``stream`` (its last attempt's): to the writer, counted, and
         sending stops once the error rate reached ``stop_on_error_rate``."""
         # A retried request's timings are its last attempt's (its stream's): where that one left.
         last_sent = self.on_timeline(stream) if attempts > 1 and stream.log.t0_ns else None
-        self._results.put(Finished(request, stream, attempts, started, timing["scheduled_at"], timing["sent_at"],
-                                  last_sent, worker, node))
+        self._results.put(
+            Finished(
+                request,
+                stream,
+                attempts,
+                started,
+                timing["scheduled_at"],
+                timing["sent_at"],
+                last_sent,
+                worker,
+                node,
+            )
+        )
         self.stats.ended(stream.status)
         self._judge_model(request.model, stream)
         scheduled, sent = timing["scheduled_at"], timing["sent_at"]
@@ -397,10 +476,16 @@ class Dispatcher:
         elif code == 404:
             self._not_found[model] += 1
             if self._not_found[model] >= NOT_FOUND_LIMIT:
-                said = (stream.error or {}).get("message") or getattr(stream.exception, "message", None) or ""
+                said = (
+                    (stream.error or {}).get("message")
+                    or getattr(stream.exception, "message", None)
+                    or ""
+                )
                 said = printable(" ".join(str(said).split()))
                 said = said if len(said) <= 300 else said[:299] + "…"
                 self.refused_models[model] = said
-                print(f"nito: no more requests sent to {model!r}: its first {NOT_FOUND_LIMIT} were answered "
-                      f"404 ({said or 'not found'}); check the model name (Client().models() lists them)",
-                      file=sys.stderr)
+                print(
+                    f"nito: no more requests sent to {model!r}: its first {NOT_FOUND_LIMIT} were answered "
+                    f"404 ({said or 'not found'}); check the model name (Client().models() lists them)",
+                    file=sys.stderr,
+                )

@@ -46,8 +46,20 @@ if TYPE_CHECKING:
     from .._frame import EndedStream
 
 __all__ = [
-    "COMPACT_AT", "COMPACT_BELOW", "EVENTS_DIR", "SQL_TYPES", "EventsHelper", "compact", "event_columns", "events_of",
-    "events_view", "legacy_events", "new_batch", "prepare", "unreadable", "write_events",
+    "COMPACT_AT",
+    "COMPACT_BELOW",
+    "EVENTS_DIR",
+    "SQL_TYPES",
+    "EventsHelper",
+    "compact",
+    "event_columns",
+    "events_of",
+    "events_view",
+    "legacy_events",
+    "new_batch",
+    "prepare",
+    "unreadable",
+    "write_events",
 ]
 
 EVENTS_DIR = "events"
@@ -84,8 +96,9 @@ def new_batch() -> str:
     return uuid.uuid4().hex
 
 
-def write_events(folder: str | os.PathLike[str], batch: str, run_id: str | None,
-                 ended: Mapping[str, EndedStream]) -> None:
+def write_events(
+    folder: str | os.PathLike[str], batch: str, run_id: str | None, ended: Mapping[str, EndedStream]
+) -> None:
     """Write ``events/<batch>.parquet`` in the store at ``folder``: whole, or not at all."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -122,7 +135,11 @@ def _event_rows(out: pd.DataFrame, ended: Mapping[str, EndedStream]) -> pd.DataF
     raw_end = np.zeros(len(out), dtype=np.int64)
     dt_ns = np.zeros(len(out), dtype=np.int64)
     # frame() lays the streams out one after another, in the order they were given.
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(out) else np.array([], dtype=np.int64)
+    starts = (
+        np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        if len(out)
+        else np.array([], dtype=np.int64)
+    )
     ends = np.r_[starts[1:], len(out)]
     for start, end in zip(starts, ends, strict=True):
         log = ended[labels[codes[start]]].log
@@ -145,7 +162,9 @@ COMPACT_AT = 64
 COMPACT_BELOW = 32 << 20
 
 
-def compact(folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] = ()) -> tuple[int, int]:
+def compact(
+    folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] = ()
+) -> tuple[int, int]:
     """Merge the store's small events files into one, and delete the files no request row names
     (the batch of a process killed before its rows committed, a merge's sources, a stale
     ``.partial``). Returns (files merged, files deleted). Crash-safe at every step, as the view
@@ -156,7 +175,12 @@ def compact(folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] 
     ``skip``: batches whose files cannot be read (``events_view``): left as they are, for the
     user to see, rather than failing every merge."""
     events = folder / EVENTS_DIR
-    named = {batch for (batch,) in con.execute("SELECT DISTINCT batch FROM requests WHERE batch IS NOT NULL").fetchall()}
+    named = {
+        batch
+        for (batch,) in con.execute(
+            "SELECT DISTINCT batch FROM requests WHERE batch IS NOT NULL"
+        ).fetchall()
+    }
     small: list[Path] = []
     deleted = 0
     for path in sorted(events.iterdir()):
@@ -165,7 +189,11 @@ def compact(folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] 
         if path.suffix == ".partial" or (path.suffix == ".parquet" and path.stem not in named):
             path.unlink(missing_ok=True)
             deleted += 1
-        elif path.suffix == ".parquet" and path.stat().st_size < COMPACT_BELOW and path.stem not in skip:
+        elif (
+            path.suffix == ".parquet"
+            and path.stat().st_size < COMPACT_BELOW
+            and path.stem not in skip
+        ):
             small.append(path)
     if len(small) < COMPACT_AT:
         return 0, deleted
@@ -177,12 +205,16 @@ def compact(folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] 
     # older batch, which its request row no longer names.
     con.execute(
         f"COPY (SELECT e.* REPLACE ({_quoted(batch)} AS batch) FROM read_parquet({files}, union_by_name = true) AS e "
-        f"SEMI JOIN requests AS r ON e.stream = r.key AND e.batch = r.batch) TO {_quoted(str(partial))} (FORMAT parquet)"
+        "SEMI JOIN requests AS r ON e.stream = r.key AND e.batch = r.batch) TO "
+        f"{_quoted(str(partial))} (FORMAT parquet)"
     )
     os.replace(partial, final)
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("UPDATE requests SET batch = ? WHERE list_contains(?, batch)", [batch, [p.stem for p in small]])
+        con.execute(
+            "UPDATE requests SET batch = ? WHERE list_contains(?, batch)",
+            [batch, [p.stem for p in small]],
+        )
     except BaseException:
         con.execute("ROLLBACK")
         raise
@@ -205,7 +237,8 @@ def _glob_literal(path: str) -> str:
 
 def prepare(folder: Path, con: duckdb.DuckDBPyConnection) -> None:
     """Make the store's events folder and its columns file (a writer, once per store)."""
-    if (folder / EVENTS_DIR).exists() and not (folder / EVENTS_DIR).is_dir():  # was a FileExistsError
+    # was a FileExistsError
+    if (folder / EVENTS_DIR).exists() and not (folder / EVENTS_DIR).is_dir():
         raise ConfigurationError(_events_not_a_folder(folder))
     (folder / EVENTS_DIR).mkdir(exist_ok=True)
     schema = folder / EVENTS_DIR / _SCHEMA_FILE
@@ -230,8 +263,10 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None
 
     events = folder / EVENTS_DIR
     if events.exists() and not events.is_dir():
-        warnings.warn(f"nito_nb: {_events_not_a_folder(folder)}; until then the store shows no events",
-                      stacklevel=3)
+        warnings.warn(
+            f"nito_nb: {_events_not_a_folder(folder)}; until then the store shows no events",
+            stacklevel=3,
+        )
         files = None
     elif (events / _SCHEMA_FILE).exists():  # else a store no writer opened since
         files = _quoted(_glob_literal(str(folder.resolve() / EVENTS_DIR)) + "/*.parquet")
@@ -239,7 +274,9 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None
         files = None
     present = _columns_of(con, events / _SCHEMA_FILE) if files is not None else None
     try:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy, present, con)}")
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy, present, con)}"
+        )
         return frozenset()
     except duckdb.Error:
         bad = unreadable(folder, con) if files is not None else {}
@@ -256,9 +293,17 @@ def events_view(folder: Path, con: duckdb.DuckDBPyConnection, legacy: str | None
     files = "[" + ", ".join(map(_quoted, good)) + "]"
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {_events_sql(files, legacy, present, con)}")
     for name, why in bad.items():
-        [(n,)] = con.execute("SELECT count(*) FROM requests WHERE batch = ?", [Path(name).stem]).fetchall()
-        whose = (f"the events of its {n} request(s) are left out of frame() and streams() (results() keeps "
-                 "their rows)") if n else "no request names it"
+        [(n,)] = con.execute(
+            "SELECT count(*) FROM requests WHERE batch = ?", [Path(name).stem]
+        ).fetchall()
+        whose = (
+            (
+                f"the events of its {n} request(s) are left out of frame() and streams() (results() keeps "
+                "their rows)"
+            )
+            if n
+            else "no request names it"
+        )
         warnings.warn(
             f"nito_nb: the run store's events file {str(events / name)!r} cannot be read ({why}): {whose}; "
             f"move it out of {str(events)!r} to silence this",
@@ -280,7 +325,11 @@ def unreadable(folder: Path, con: duckdb.DuckDBPyConnection) -> dict[str, str]:
             con.execute(f"SELECT count(*) FROM parquet_metadata({_quoted(str(path))})").fetchall()
         except duckdb.Error as exc:
             # DuckDB's message names the file again, then a caret under the query: the first line.
-            why = one_line(exc, with_type=False).split(" LINE 1:")[0].replace(f" {_quoted(str(path))}", "")
+            why = (
+                one_line(exc, with_type=False)
+                .split(" LINE 1:")[0]
+                .replace(f" {_quoted(str(path))}", "")
+            )
             bad[path.name] = why.strip()
     return bad
 
@@ -292,14 +341,20 @@ def _events_not_a_folder(folder: Path) -> str:
     )
 
 
-def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], legacy: str | None,
-              skip: Collection[str] = ()) -> str:
+def events_of(
+    folder: Path,
+    con: duckdb.DuckDBPyConnection,
+    keys: list[str],
+    legacy: str | None,
+    skip: Collection[str] = (),
+) -> str:
     """The SQL of the events of ``keys`` (and maybe of others: filter them), reading only the
     files of their batches (``legacy``: the store's old table, ``legacy_events``). The view's
     glob opens every file of the store, one per batch (one per cell for the magic's), and its
     cost grows with every cell (bench/bench_magic_store.py; docs/BENCHMARKS.md)."""
     batches = con.execute(
-        "SELECT DISTINCT batch FROM requests WHERE list_contains(?, key) AND batch IS NOT NULL", [keys]
+        "SELECT DISTINCT batch FROM requests WHERE list_contains(?, key) AND batch IS NOT NULL",
+        [keys],
     ).fetchall()
     files = present = None
     batches = [(batch,) for (batch,) in batches if batch not in skip]  # unreadable (events_view)
@@ -313,8 +368,12 @@ def events_of(folder: Path, con: duckdb.DuckDBPyConnection, keys: list[str], leg
     return _events_sql(files, legacy, present, con)
 
 
-def _events_sql(files: str | None, legacy: str | None, present: set[str] | None = None,
-                con: duckdb.DuckDBPyConnection | None = None) -> str:
+def _events_sql(
+    files: str | None,
+    legacy: str | None,
+    present: set[str] | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> str:
     """The events rows of the Parquet ``files`` (a glob or a list, SQL) whose request row names
     their batch, and the rows of the old ``legacy`` table.
 
@@ -324,11 +383,20 @@ def _events_sql(files: str | None, legacy: str | None, present: set[str] | None 
     columns = {name: sql for name, sql in event_columns().items() if name != "batch"}
 
     def select(have: set[str] | None, prefix: str) -> str:
-        return ", ".join(f'{prefix}"{name}"' if have is None or name in have else f'CAST(NULL AS {sql}) AS "{name}"'
-                         for name, sql in columns.items())
+        return ", ".join(
+            f'{prefix}"{name}"'
+            if have is None or name in have
+            else f'CAST(NULL AS {sql}) AS "{name}"'
+            for name, sql in columns.items()
+        )
 
-    parts = [f"SELECT {select(_table_columns(con, legacy) if con is not None else None, '')} FROM {legacy}"] \
-        if legacy else []
+    parts = (
+        [
+            f"SELECT {select(_table_columns(con, legacy) if con is not None else None, '')} FROM {legacy}"
+        ]
+        if legacy
+        else []
+    )
     if files is not None:
         parts.insert(
             0,
@@ -345,9 +413,12 @@ def _columns_of(con: duckdb.DuckDBPyConnection, path: Path) -> set[str] | None:
     if not path.exists():
         return None
     try:
-        return {name for (name,) in con.execute(
-            f"SELECT name FROM parquet_schema({_quoted(str(path))}) WHERE num_children IS NULL OR num_children = 0"
-        ).fetchall()}
+        return {
+            name
+            for (name,) in con.execute(
+                f"SELECT name FROM parquet_schema({_quoted(str(path))}) WHERE num_children IS NULL OR num_children = 0"
+            ).fetchall()
+        }
     except duckdb.Error:
         return None
 
@@ -355,10 +426,13 @@ def _columns_of(con: duckdb.DuckDBPyConnection, path: Path) -> set[str] | None:
 def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
     """The column names of the store's old events table (``legacy_events``' qualified name)."""
     database = table.split(".")[0].strip('"')
-    return {name for (name,) in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? AND table_name = 'events'",
-        [database],
-    ).fetchall()}
+    return {
+        name
+        for (name,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? AND table_name = 'events'",
+            [database],
+        ).fetchall()
+    }
 
 
 def legacy_events(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -392,13 +466,18 @@ class EventsHelper:
             return
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k != "NITO_API_KEY"}  # it never sends anything
+        # it never sends anything
+        env = {k: v for k, v in os.environ.items() if k != "NITO_API_KEY"}
         # The helper imports this very nito_nb: the parent's import path, first.
-        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join(
+            [p for p in sys.path if p] + [env.get("PYTHONPATH", "")]
+        )
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "nito_nb._runs.events_main", str(to_child), str(from_child)],
-                pass_fds=(to_child, from_child), env=env, stdin=subprocess.DEVNULL,
+                pass_fds=(to_child, from_child),
+                env=env,
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # its stderr is this process's: a crash says why there
             )
         except OSError as exc:
@@ -412,7 +491,9 @@ class EventsHelper:
         self._send = Connection(from_parent, readable=False)
         self._recv = Connection(to_parent, writable=False)
 
-    def submit(self, folder: Path, batch: str, run_id: str | None, ended: Mapping[str, EndedStream]) -> None:
+    def submit(
+        self, folder: Path, batch: str, run_id: str | None, ended: Mapping[str, EndedStream]
+    ) -> None:
         self._job = (str(folder), batch, run_id, dict(ended))
         if self._send is not None:
             try:
@@ -484,7 +565,8 @@ def _serve(receive: Connection, reply: Connection) -> None:
             answer = None
         try:
             reply.send(answer)
-        except OSError:  # the run's process exited meanwhile (a script ended mid-run): nobody to tell
+        # the run's process exited meanwhile (a script ended mid-run): nobody to tell
+        except OSError:
             return
 
 

@@ -46,11 +46,16 @@ class Plan:
     cells: list[tuple[Any, str, int, str]]
 
 
-def request_key(model: str, messages: list[dict[str, Any]], params: Mapping[str, Any], repeat: int) -> str:
+def request_key(
+    model: str, messages: list[dict[str, Any]], params: Mapping[str, Any], repeat: int
+) -> str:
     """A hash of what is sent: the same request has the same key in every process and session."""
     text = json.dumps(
-        [model, messages, dict(params), repeat], sort_keys=True, ensure_ascii=False,
-        separators=(",", ":"), default=str,
+        [model, messages, dict(params), repeat],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
     )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_CHARS]
 
@@ -89,7 +94,9 @@ def missing_fields(template: str, names: Sequence[str]) -> list[str]:
 def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
     """(row label, prompt: a string or a message list) for every input row."""
     if template is not None and not isinstance(template, str):
-        raise ConfigurationError(f"template= is a string with {{fields}}, like 'Summarise: {{text}}', not {template!r}")
+        raise ConfigurationError(
+            f"template= is a string with {{fields}}, like 'Summarise: {{text}}', not {template!r}"
+        )
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
@@ -100,14 +107,20 @@ def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
                 "a DataFrame needs template=..., e.g. template='Summarise: {text}' (its columns fill the {fields})"
             )
         columns = [str(c) for c in prompts.columns]
-        _check(template, columns, "column", f"the DataFrame has {', '.join(columns) or 'no columns'}")
+        _check(
+            template, columns, "column", f"the DataFrame has {', '.join(columns) or 'no columns'}"
+        )
         rows = []
         for label, record in zip(prompts.index, prompts.to_dict("records"), strict=True):
             rows.append((label, interpolate(template, {str(k): v for k, v in record.items()})))
         return rows
     if pd is not None and isinstance(prompts, pd.Series):
         items = list(zip(prompts.index, prompts.tolist(), strict=True))
-        name = str(prompts.name) if prompts.name is not None and str(prompts.name).isidentifier() else None
+        name = (
+            str(prompts.name)
+            if prompts.name is not None and str(prompts.name).isidentifier()
+            else None
+        )
     elif isinstance(prompts, str) or (
         isinstance(prompts, (list, tuple)) and prompts and all(isinstance(m, dict) for m in prompts)
     ):
@@ -124,12 +137,18 @@ def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
     if template is None:
         return items
     names = ["value", *([name] if name else [])]
-    _check(template, names, "field", "a list or a Series fills {value}" + (f" and {{{name}}}" if name else ""))
+    _check(
+        template,
+        names,
+        "field",
+        "a list or a Series fills {value}" + (f" and {{{name}}}" if name else ""),
+    )
     rows = []
     for label, value in items:
         if not isinstance(value, str):
             raise ConfigurationError(
-                f"template= fills strings; row {label!r} is a {type(value).__name__} (send message lists without a template)"
+                f"template= fills strings; row {label!r} is a {type(value).__name__} (send message "
+                "lists without a template)"
             )
         rows.append((label, interpolate(template, {n: value for n in names})))
     return rows
@@ -159,7 +178,9 @@ def plan(
     """
     repeats = whole("repeats", repeats)
     if not models or not all(isinstance(m, str) and m for m in models):
-        raise ConfigurationError("model= is required: a model id or a list of them, e.g. model=['sim/chat']")
+        raise ConfigurationError(
+            "model= is required: a model id or a list of them, e.g. model=['sim/chat']"
+        )
     # Counts as ints before the JSON below: max_tokens=np.int64(256) is taken, with the key of 256.
     params = checked_counts({k: v for k, v in params.items() if v is not None})
     for name, value in params.items():

@@ -67,8 +67,13 @@ def main(argv: list[str]) -> None:
     _worker_main(conn, *settings)
 
 
-def _worker_main(conn: Any, connection: dict[str, Any], per_worker: int, models: list[str],
-                 simulator: Simulator | None = None) -> None:
+def _worker_main(
+    conn: Any,
+    connection: dict[str, Any],
+    per_worker: int,
+    models: list[str],
+    simulator: Simulator | None = None,
+) -> None:
     """A worker: requests (and pauses) in through ``conn``, logs out. ``simulator``: the
     driver's simulator process (its URL and token: they came through the socket, pickled, not on
     the worker's command line), where this worker's ``sim/`` models go."""
@@ -100,16 +105,25 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
 
     def answer(rid: int, stream: Any) -> None:
         try:
-            conn.send((rid, None if stream is None else to_wire(stream), offset_ns(), monitor.drain()))
+            conn.send(
+                (rid, None if stream is None else to_wire(stream), offset_ns(), monitor.drain())
+            )
         except (OSError, ValueError):  # the driver is gone: nobody to tell
             pass
 
-    async def one(rid: int, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
-                  send_at_ns: int | None) -> None:
+    async def one(
+        rid: int,
+        messages: list[dict[str, Any]],
+        model: str,
+        params: dict[str, Any],
+        send_at_ns: int | None,
+    ) -> None:
         try:
             async with limit:
                 await hold.wait()  # a request queued here waits out the run's pause too
-                stream = await worker_stream(client, connection, messages, model, params, send_at_ns)
+                stream = await worker_stream(
+                    client, connection, messages, model, params, send_at_ns
+                )
         except Recalled as recalled:  # the run was stopped as it streamed: what arrived goes back
             answer(rid, recalled.stream)
             return
@@ -141,7 +155,8 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
                 if message[0] == "pause":  # ("pause", wall_ns): send nothing before then
                     hold.until(message[1])
                     continue
-                if message[0] == "stop":  # ("stop", id): the run was stopped; one that ended is not here
+                # ("stop", id): the run was stopped; one that ended is not here
+                if message[0] == "stop":
                     stopping = running.get(message[1])
                     if stopping is not None:
                         stopping.cancel()
@@ -163,14 +178,22 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
 
 
 class _Worker:
-    def __init__(self, name: str, connection: dict[str, Any], per_worker: int, models: list[str],
-                 simulator: Simulator | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        connection: dict[str, Any],
+        per_worker: int,
+        models: list[str],
+        simulator: Simulator | None,
+    ) -> None:
         self.name = name
         ours, theirs = socket.socketpair()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "nito_nb._runs.worker_main", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), env=_worker_env(), stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                env=_worker_env(),
+                stdin=subprocess.DEVNULL,
             )  # its stdout and stderr are this process's: a crash says why there
         except BaseException:
             ours.close()
@@ -186,7 +209,9 @@ class _Worker:
         self.alive = True
         self.ready = threading.Event()  # set when the worker can send (or has died)
         self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, name=f"nito_nb-{name}-reader", daemon=True)
+        self.reader = threading.Thread(
+            target=self._read, name=f"nito_nb-{name}-reader", daemon=True
+        )
         self.reader.start()
 
     def _read(self) -> None:
@@ -264,8 +289,15 @@ class ProcessEngine:
     streams in flight. ``simulator``: the driver's simulator process (URL and token), for ``sim/``
     models (else each worker starts its own in-process one)."""
 
-    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
-                 models: list[str] | None = None, *, simulator: Simulator | None = None) -> None:
+    def __init__(
+        self,
+        workers: int | None,
+        per_worker: int,
+        connection: dict[str, Any],
+        models: list[str] | None = None,
+        *,
+        simulator: Simulator | None = None,
+    ) -> None:
         models = list(models or [])  # the run's: each worker starts what their first request would
         if workers is None:
             workers = os.cpu_count() or 1
@@ -274,14 +306,20 @@ class ProcessEngine:
         if workers > max_workers(cores):  # they are started one by one: workers=10**6 never ended
             raise ConfigurationError(
                 f"workers={workers} is more local processes than this machine's {cores} cores can run: at most "
-                f"{max_workers(cores)} (each sends up to per_worker streams at once); for more, engine='ray' on a cluster")
+                f"{max_workers(cores)} (each sends up to per_worker streams at once); for more, "
+                "engine='ray' on a cluster"
+            )
         per_worker = whole("per_worker", per_worker)
         if os.name != "posix":  # a worker's loop watches its socket (add_reader), and inherits it
-            raise ConfigurationError("engine='processes' needs a POSIX system (Linux, macOS): use engine='asyncio'")
+            raise ConfigurationError(
+                "engine='processes' needs a POSIX system (Linux, macOS): use engine='asyncio'"
+            )
         self._workers: dict[str, _Worker] = {}
         try:
             for i in range(workers):
-                self._workers[f"proc-{i}"] = _Worker(f"proc-{i}", connection, per_worker, models, simulator)
+                self._workers[f"proc-{i}"] = _Worker(
+                    f"proc-{i}", connection, per_worker, models, simulator
+                )
         except BaseException:
             self.close()  # those started end with their socket
             raise
@@ -316,8 +354,12 @@ class ProcessEngine:
         ``send_at_ns`` if given (else at once). A dead worker gives a failed Stream."""
         alive = self.alive
         if not alive:
-            return Sent(failed_stream(request, "no worker process is left: every worker of the run died"), None, None,
-                        False)
+            return Sent(
+                failed_stream(request, "no worker process is left: every worker of the run died"),
+                None,
+                None,
+                False,
+            )
         name = self._last = least_loaded(alive, self._load, self._last)
         worker = self._workers[name]
         self._next_id += 1
@@ -328,7 +370,9 @@ class ProcessEngine:
         self._load[name] += 1
         try:
             try:
-                worker.conn.send((rid, request.messages, request.model, dict(request.params), send_at_ns))
+                worker.conn.send(
+                    (rid, request.messages, request.model, dict(request.params), send_at_ns)
+                )
             except (OSError, ValueError) as exc:  # the pipe broke: the worker is gone
                 with worker.lock:
                     worker.pending.pop(rid, None)
@@ -338,7 +382,8 @@ class ProcessEngine:
                 sent, worker_offset, health = await asyncio.shield(future)
             except asyncio.CancelledError:
                 recalled = await self._recall(worker, rid, future)
-                if recalled is None or recalled[0] is None:  # nothing came back, or nothing was sent
+                # nothing came back, or nothing was sent
+                if recalled is None or recalled[0] is None:
                     raise
                 sent, worker_offset, health = recalled
                 raise Recalled(from_worker(sent, worker_offset), name, self.node, health) from None
@@ -351,7 +396,9 @@ class ProcessEngine:
                 worker.pending.pop(rid, None)
         return Sent(from_worker(sent, worker_offset), name, self.node, True, health)
 
-    async def _recall(self, worker: _Worker, rid: int, future: asyncio.Future[_Reply]) -> _Reply | None:
+    async def _recall(
+        self, worker: _Worker, rid: int, future: asyncio.Future[_Reply]
+    ) -> _Reply | None:
         """The run was stopped: ask the worker to stop request ``rid`` and wait (``RECALL_S`` at
         most) for what arrived, as the default engine keeps a stopped stream's chunks. None if
         the worker is gone or slow; a reply whose stream is None: it had not sent the request."""

@@ -31,7 +31,15 @@ from .._display.sink import LiveSink
 if TYPE_CHECKING:
     from .runner import Run
 
-__all__ = ["MAX_UPDATES_PER_S", "Panel", "StderrLine", "panel_model", "progress_for", "show", "show_in_cell"]
+__all__ = [
+    "MAX_UPDATES_PER_S",
+    "Panel",
+    "StderrLine",
+    "panel_model",
+    "progress_for",
+    "show",
+    "show_in_cell",
+]
 
 #: How long marimo's Stop waits for the stopped run's clean end before the final table.
 STOP_WAIT_S = 30.0
@@ -58,7 +66,8 @@ def _client_text(client: dict[str, Any] | None) -> str:
         return ""
     cpu = client["client_cpu_max"]
     text = f"; client loop lag p99 {client['client_lag_p99'] * 1e3:.1f} ms" + (
-        f", CPU {cpu:.0%}" if cpu == cpu else "")
+        f", CPU {cpu:.0%}" if cpu == cpu else ""
+    )
     if client["client_bound"]:
         text += f" (⚠ {client['client_note']})"
     return text
@@ -83,42 +92,65 @@ def panel_model(stats: dict[str, Any]) -> dict[str, Any]:
     panel, its text/plain and the stderr line."""
     rows = []
     for m in stats["models"]:
-        errors = printable(", ".join(f"{kind}: {n}" for kind, n in sorted(m["errors"].items())) or "none")
-        rows.append({
-            "model": m["model"],
-            "fraction": m["finished"] / m["total"] if m["total"] else 1.0,
-            "done": f"{m['finished']}/{m['total']}" + (f" ({m['stopped']} stopped)" if m.get("stopped") else ""),
-            "in_flight": str(m["in_flight"]),
-            "errors": errors,
-            "rate": _rate_text(m) + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
-            "ttft": f"{_seconds(m['ttft_p50'])} / {_seconds(m['ttft_p90'])}",
-            "itl": f"{_seconds(m['itl_p50'])} / {_seconds(m['itl_p90'])}",
-            "cost": f"${m['cost']:.4f}",
-        })
+        errors = printable(
+            ", ".join(f"{kind}: {n}" for kind, n in sorted(m["errors"].items())) or "none"
+        )
+        rows.append(
+            {
+                "model": m["model"],
+                "fraction": m["finished"] / m["total"] if m["total"] else 1.0,
+                "done": f"{m['finished']}/{m['total']}"
+                + (f" ({m['stopped']} stopped)" if m.get("stopped") else ""),
+                "in_flight": str(m["in_flight"]),
+                "errors": errors,
+                "rate": _rate_text(m)
+                + ("" if m["tokens_per_s"] is None else f", {m['tokens_per_s']:.0f} tok/s"),
+                "ttft": f"{_seconds(m['ttft_p50'])} / {_seconds(m['ttft_p90'])}",
+                "itl": f"{_seconds(m['itl_p50'])} / {_seconds(m['itl_p90'])}",
+                "cost": f"${m['cost']:.4f}",
+            }
+        )
     head = (
         f"{stats['state']}: {stats['finished']}/{stats['total']} requests, "
         f"elapsed {_seconds(stats['elapsed'])}"
         + (f", ETA {_seconds(stats['eta'])}" if stats["eta"] is not None else "")
         + (f", {stats['skipped']} already done in the store" if stats["skipped"] else "")
         + (f", {stats['retries']} retries" if stats["retries"] else "")
-        + (f", rate limited {stats['rate_limited']}× (in flight ≤ {stats['limit']})" if stats["rate_limited"] else "")
+        + (
+            f", rate limited {stats['rate_limited']}× (in flight ≤ {stats['limit']})"
+            if stats["rate_limited"]
+            else ""
+        )
         + _client_text(stats.get("client"))
         + (f"; stopped sending: {stats['stop_reason']}" if stats.get("stop_reason") else "")
-        + (f"; not sent to {', '.join(map(repr, stats['refused_models']))}: not found (404)"
-           if stats.get("refused_models") else "")
+        + (
+            f"; not sent to {', '.join(map(repr, stats['refused_models']))}: not found (404)"
+            if stats.get("refused_models")
+            else ""
+        )
     )
     error = None if stats["error"] is None else printable(stats["error"])
     return {"head": head, "rows": rows, "error": error, "state": stats["state"]}
 
 
-_COLUMNS = (("model", "model"), ("done", "done"), ("in_flight", "in flight"), ("errors", "errors"),
-            ("rate", "rate"), ("ttft", "TTFT p50 / p90"), ("itl", "ITL p50 / p90"), ("cost", "cost"))
+_COLUMNS = (
+    ("model", "model"),
+    ("done", "done"),
+    ("in_flight", "in flight"),
+    ("errors", "errors"),
+    ("rate", "rate"),
+    ("ttft", "TTFT p50 / p90"),
+    ("itl", "ITL p50 / p90"),
+    ("cost", "cost"),
+)
 
 
 def panel_html(model: dict[str, Any]) -> str:
     """The model as an HTML table (every value escaped: model names are data)."""
     e = html.escape
-    head = "".join(f"<th style='text-align:left;padding:0 8px'>{e(title)}</th>" for _, title in _COLUMNS)
+    head = "".join(
+        f"<th style='text-align:left;padding:0 8px'>{e(title)}</th>" for _, title in _COLUMNS
+    )
     body = []
     for row in model["rows"]:
         bar = (
@@ -128,11 +160,11 @@ def panel_html(model: dict[str, Any]) -> str:
         cells = []
         for name, _ in _COLUMNS:
             value = e(str(row[name]))
-            cells.append(f"<td style='padding:0 8px'>{bar + value if name == 'done' else value}</td>")
+            cells.append(
+                f"<td style='padding:0 8px'>{bar + value if name == 'done' else value}</td>"
+            )
         body.append("<tr>" + "".join(cells) + "</tr>")
-    error = (
-        f"<div style='color:#b00'>{e(model['error'])}</div>" if model["error"] else ""
-    )
+    error = f"<div style='color:#b00'>{e(model['error'])}</div>" if model["error"] else ""
     return (
         f"<div class='nito-run'><div>{e(model['head'])}</div>{error}"
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -140,8 +172,14 @@ def panel_html(model: dict[str, Any]) -> str:
 
 
 def panel_text(model: dict[str, Any]) -> str:
-    lines = [model["head"], *(f"  {r['model']}: {r['done']}, in flight {r['in_flight']}, errors {r['errors']}, "
-                              f"{r['rate']}, TTFT {r['ttft']}" for r in model["rows"])]
+    lines = [
+        model["head"],
+        *(
+            f"  {r['model']}: {r['done']}, in flight {r['in_flight']}, errors {r['errors']}, "
+            f"{r['rate']}, TTFT {r['ttft']}"
+            for r in model["rows"]
+        ),
+    ]
     if model["error"]:
         lines.append(f"  {model['error']}")
     return "\n".join(lines)
@@ -164,8 +202,12 @@ class Panel(LiveSink):
         self._final: dict[str, Any] | None = None  # the last table, once the run has ended
         self.n_updates = 0
         self.html = widgets.HTML(panel_html(panel_model(run.stats())))
-        self.button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                     tooltip="End the run: in-flight requests are recorded as stopped")
+        self.button = widgets.Button(
+            description="Stop",
+            button_style="danger",
+            icon="stop",
+            tooltip="End the run: in-flight requests are recorded as stopped",
+        )
         self.button.on_click(self._stop)
         self.box = widgets.VBox([self.html, self.button])
         self._handles: list[Any] = []
@@ -229,9 +271,13 @@ class StderrLine(LiveSink):
         stats = self.run.stats()
         model = panel_model(stats)
         errors = sum(sum(m["errors"].values()) for m in stats["models"])
-        stopped = sum(m.get("stopped", 0) for m in stats["models"])  # stopped by the user: not "not ok"
-        return (f"nito: {model['head']}, {errors} not ok" + (f", {stopped} stopped" if stopped else "")
-                + (f" ({model['error']})" if model["error"] else ""))
+        # stopped by the user: not "not ok"
+        stopped = sum(m.get("stopped", 0) for m in stats["models"])
+        return (
+            f"nito: {model['head']}, {errors} not ok"
+            + (f", {stopped} stopped" if stopped else "")
+            + (f" ({model['error']})" if model["error"] else "")
+        )
 
     def _draw(self, *, live: bool) -> None:
         if not live:
@@ -291,6 +337,7 @@ def show_in_cell(run: Run, mark: Callable[[], Any], replace: Any = None) -> Any:
         run.wait(STOP_WAIT_S)
 
     if not run.done:
-        CellOutput(table, ended=lambda: run.done, mark=mark, max_rate=MAX_UPDATES_PER_S,
-                   replace=replace).follow_here(interrupted=stop)
+        CellOutput(
+            table, ended=lambda: run.done, mark=mark, max_rate=MAX_UPDATES_PER_S, replace=replace
+        ).follow_here(interrupted=stop)
     return cell_html(table(False))

@@ -57,8 +57,13 @@ class Sent(NamedTuple):
 class Worker:
     """The actor's class (wrapped by ``ray.remote`` when the engine starts)."""
 
-    def __init__(self, name: str, connection: dict[str, Any], models: list[str] | None = None,
-                 simulator: tuple[Simulator, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        connection: dict[str, Any],
+        models: list[str] | None = None,
+        simulator: tuple[Simulator, str] | None = None,
+    ) -> None:
         self.name = name
         self.connection = connection
         self.models = models or []
@@ -97,7 +102,9 @@ class Worker:
                 simulator = self.simulator[0]
                 register_simulator(lambda: simulator)
             else:
-                self.own_simulator = any(is_embedded(m, self.connection.get("base_url")) for m in self.models)
+                self.own_simulator = any(
+                    is_embedded(m, self.connection.get("base_url")) for m in self.models
+                )
             self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
             self.monitor = ClientMonitor(worker=True)  # its loop's lag, sent back with each log
             self.sampler = asyncio.ensure_future(self.monitor.sample())
@@ -109,9 +116,14 @@ class Worker:
         """Send nothing before this wall time (the run's shared 429 pause)."""
         self.hold.until(wall_ns)
 
-    async def send(self, messages: list[dict[str, Any]], model: str, params: dict[str, Any],
-                   send_at_ns: int | None = None, call_id: int | None = None,
-                   ) -> tuple[StreamState | ChunkLog, int, Health]:
+    async def send(
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        params: dict[str, Any],
+        send_at_ns: int | None = None,
+        call_id: int | None = None,
+    ) -> tuple[StreamState | ChunkLog, int, Health]:
         """Send one attempt (at the wall time ``send_at_ns`` if given: it is handed over ahead of its
         scheduled send, the Run's SEND_LEAD) and stream it to its end; return the stream (``_recorded.to_wire``),
         this process's clock offset (``_clock.py``) and its loop's new lag and CPU samples
@@ -122,7 +134,9 @@ class Worker:
             self.running[call_id] = (asyncio.get_running_loop(), asyncio.current_task(), left)  # type: ignore[assignment]
         try:
             await self.hold.wait()
-            stream = await worker_stream(self.client, self.connection, messages, model, params, send_at_ns)
+            stream = await worker_stream(
+                self.client, self.connection, messages, model, params, send_at_ns
+            )
         except Recalled as recalled:
             left.set_result(to_wire(recalled.stream))
             raise
@@ -134,7 +148,9 @@ class Worker:
         assert self.monitor is not None
         return to_wire(stream), offset_ns(), self.monitor.drain()
 
-    async def recall(self, call_id: int) -> tuple[StreamState | ChunkLog | None, int, Health] | None:
+    async def recall(
+        self, call_id: int
+    ) -> tuple[StreamState | ChunkLog | None, int, Health] | None:
         """The run was stopped: stop the send ``call_id`` and return what it left, as ``send``
         would (its stream None if it had sent nothing); None if it is not here (queued in Ray,
         or ended). Called in the "control" group, whose loop is not the sends' (Ray gives each
@@ -167,8 +183,14 @@ def start_endpoints(connection: dict[str, Any], models: list[str]) -> None:
             pass
 
 
-async def worker_stream(client: Any, connection: dict[str, Any], messages: list[dict[str, Any]], model: str,
-                        params: dict[str, Any], send_at_ns: int | None) -> Any:
+async def worker_stream(
+    client: Any,
+    connection: dict[str, Any],
+    messages: list[dict[str, Any]],
+    model: str,
+    params: dict[str, Any],
+    send_at_ns: int | None,
+) -> Any:
     """One attempt of a worker (a Ray actor or a worker process), sent at the wall time
     ``send_at_ns`` if given (handed over ahead of its scheduled send: the Run's SEND_LEAD), read
     to its end; the ended AsyncStream, also when it was refused before the body (its log says how)."""
@@ -183,7 +205,8 @@ async def worker_stream(client: Any, connection: dict[str, Any], messages: list[
         await stream.wait(raise_errors=False)
     except NitoError as exc:
         stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
-    except asyncio.CancelledError:  # the run was stopped: wait() stopped the stream, what arrived is kept
+    # the run was stopped: wait() stopped the stream, what arrived is kept
+    except asyncio.CancelledError:
         if source_of(stream).waiting_to_send:
             raise  # nothing was sent: nothing to give back
         if not stream.finished:
@@ -198,8 +221,13 @@ class Recalled(asyncio.CancelledError):
     the Run keeps a stopped request's chunks, as with the default engine. A CancelledError
     still: whoever does not look for it is cancelled as before."""
 
-    def __init__(self, stream: Any, worker: str | None = None, node: str | None = None,
-                 health: Health | None = None) -> None:
+    def __init__(
+        self,
+        stream: Any,
+        worker: str | None = None,
+        node: str | None = None,
+        health: Health | None = None,
+    ) -> None:
         super().__init__()
         self.stream, self.worker, self.node, self.health = stream, worker, node, health
 
@@ -227,8 +255,14 @@ def failed_stream(request: Request, message: str, status: str = Status.FAILED) -
     return unsent_stream(request.model, request.messages, request.params, message, status)
 
 
-def unsent_stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any], message: str,
-                  status: str = Status.FAILED, exception: str = "ConnectionLost") -> Stream:
+def unsent_stream(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    message: str,
+    status: str = Status.FAILED,
+    exception: str = "ConnectionLost",
+) -> Stream:
     """``failed_stream`` of a request given by its parts (a worker's: it has no Request), its
     error the ``nito_nb.errors`` class named ``exception``."""
     log = ChunkLog({"model": model, "messages": messages, **params}, t0_ns=time.perf_counter_ns())
@@ -239,8 +273,15 @@ def unsent_stream(model: str, messages: list[dict[str, Any]], params: dict[str, 
 class RayEngine:
     """A pool of ``workers`` Ray actors, each with at most ``per_worker`` streams in flight."""
 
-    def __init__(self, workers: int | None, per_worker: int, connection: dict[str, Any],
-                 models: list[str] | None = None, *, simulator: Simulator | None = None) -> None:
+    def __init__(
+        self,
+        workers: int | None,
+        per_worker: int,
+        connection: dict[str, Any],
+        models: list[str] | None = None,
+        *,
+        simulator: Simulator | None = None,
+    ) -> None:
         # Checked before Ray is imported and started (seconds): a bad count is refused at once.
         per_worker = whole("per_worker", per_worker)
         if workers is not None:
@@ -249,19 +290,25 @@ class RayEngine:
             import ray
         except ImportError:
             raise ConfigurationError("engine='ray' needs Ray: pip install 'nito_nb[ray]'") from None
-        if not ray.is_initialized():  # a local cluster; call ray.init(address=...) first for a real one
+        # a local cluster; call ray.init(address=...) first for a real one
+        if not ray.is_initialized():
             ray.init(include_dashboard=False, log_to_driver=False)
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         # The pause runs in a "control" group of its own: it never queues behind the sends that hold
         # every slot of the default group (concurrency_groups is an argument of ray.remote, not .options).
         # (Ray's type stubs leave out the actor options of this form.)
-        remote = ray.remote(max_concurrency=per_worker, concurrency_groups={"control": 1},  # type: ignore[call-overload]
-                            num_cpus=0)(Worker)
+        remote = ray.remote(
+            max_concurrency=per_worker,
+            concurrency_groups={"control": 1},  # type: ignore[call-overload]
+            num_cpus=0,
+        )(Worker)
         # The key is never sent through Ray's object store unless the user gave one explicitly.
         # The driver's simulator process serves the actors of the driver's node; an actor on
         # another node cannot reach its loopback URL and starts its own in-process one.
-        here = (simulator, ray.get_runtime_context().get_node_id()) if simulator is not None else None
+        here = (
+            (simulator, ray.get_runtime_context().get_node_id()) if simulator is not None else None
+        )
         self._actors: dict[str, Any] = {
             f"ray-{i}": remote.remote(f"ray-{i}", connection, models, here) for i in range(workers)
         }
@@ -305,26 +352,37 @@ class RayEngine:
 
         name = self._pick()
         if name is None:
-            return Sent(failed_stream(request, "no Ray worker is left: every worker of the run died"), None, None,
-                        False)
+            return Sent(
+                failed_stream(request, "no Ray worker is left: every worker of the run died"),
+                None,
+                None,
+                False,
+            )
         self._load[name] += 1
         self._next_id += 1
         call_id, actor = self._next_id, self._actors[name]
         try:
-            ref = actor.send.remote(request.messages, request.model, dict(request.params), send_at_ns, call_id)
+            ref = actor.send.remote(
+                request.messages, request.model, dict(request.params), send_at_ns, call_id
+            )
             try:
                 sent, worker_offset, health = await ref
-            except asyncio.CancelledError:  # the run was stopped: what arrived comes back, as with the others
+            # the run was stopped: what arrived comes back, as with the others
+            except asyncio.CancelledError:
                 recalled = await self._recall(actor, call_id)
                 ray.cancel(ref)  # what is left of it: queued in Ray, not started
                 if recalled is None or recalled[0] is None:
                     raise
                 sent, worker_offset, health = recalled
-                raise Recalled(from_worker(sent, worker_offset), name, self.nodes.get(name), health) from None
+                raise Recalled(
+                    from_worker(sent, worker_offset), name, self.nodes.get(name), health
+                ) from None
         except RayActorError as exc:
             self._actors.pop(name, None)
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            message = f"the Ray worker {name} died while this request was in flight ({reason[:300]})"
+            message = (
+                f"the Ray worker {name} died while this request was in flight ({reason[:300]})"
+            )
             return Sent(failed_stream(request, message), name, self.nodes.get(name), False)
         finally:
             self._load[name] -= 1

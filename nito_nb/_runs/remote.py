@@ -34,8 +34,13 @@ if TYPE_CHECKING:
 __all__ = ["send_remote"]
 
 
-async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine, request: Request, started: _dt.datetime,
-                      timing: dict[str, float | None]) -> None:
+async def send_remote(
+    dispatcher: Dispatcher,
+    engine: RayEngine | ProcessEngine,
+    request: Request,
+    started: _dt.datetime,
+    timing: dict[str, float | None],
+) -> None:
     """Send ``request`` through ``engine`` until it ends or may not be retried; hand it to the
     dispatcher (``finish``).
     A scheduled first attempt is handed over ahead and sent by the worker at its time (SEND_LEAD)."""
@@ -44,7 +49,8 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
     while True:
         asked = dispatcher.now()
         await dispatcher.gate.acquire()
-        if not attempts and request.model in dispatcher.refused_models:  # refused while it waited: not sent
+        # refused while it waited: not sent
+        if not attempts and request.model in dispatcher.refused_models:
             dispatcher.gate.release()
             return
         if not attempts:
@@ -54,8 +60,13 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
         dispatcher.stats.attempted()
         # A scheduled first attempt is handed over up to SEND_LEAD ahead: the worker sends it at its time.
         scheduled = timing["scheduled_at"] if attempts == 1 else None
-        send_at_ns = None if scheduled is None or scheduled <= now else time.time_ns() + to_ns(scheduled - now)
-        dispatched = now if scheduled is None else max(now, scheduled)  # its send, for all the driver knows
+        send_at_ns = (
+            None
+            if scheduled is None or scheduled <= now
+            else time.time_ns() + to_ns(scheduled - now)
+        )
+        # its send, for all the driver knows
+        dispatched = now if scheduled is None else max(now, scheduled)
         try:
             stream, worker, node, sent, health = await engine.send(request, send_at_ns)
         except Recalled as recalled:  # stopped as it streamed: the worker sent back what arrived
@@ -64,20 +75,31 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
             if timing["sent_at"] is None:
                 timing["sent_at"] = dispatcher.on_timeline(recalled.stream)
                 started = recalled.stream.log.t0_wall
-            dispatcher.finish(request, recalled.stream, attempts, started, timing, worker=recalled.worker,
-                        node=recalled.node)
+            dispatcher.finish(
+                request,
+                recalled.stream,
+                attempts,
+                started,
+                timing,
+                worker=recalled.worker,
+                node=recalled.node,
+            )
             raise
-        except asyncio.CancelledError:  # stopped: the worker's stream is cancelled, nothing came back
+        # stopped: the worker's stream is cancelled, nothing came back
+        except asyncio.CancelledError:
             if scheduled is not None and dispatcher.now() < scheduled:
                 raise  # stopped before its send time: left out, as the requests after it
-            stream = failed_stream(request, "stopped before the worker sent the stream back", Status.STOPPED)
+            stream = failed_stream(
+                request, "stopped before the worker sent the stream back", Status.STOPPED
+            )
             if timing["sent_at"] is None:
                 timing["sent_at"] = dispatched
             dispatcher.finish(request, stream, attempts, started, timing, worker=None, node=None)
             raise
         finally:
             dispatcher.gate.release()
-        if health is not None:  # the worker's loop is the client too: its lag counts (client_load.py)
+        # the worker's loop is the client too: its lag counts (client_load.py)
+        if health is not None:
             dispatcher.stats.client.add(*health)
         if timing["sent_at"] is None:
             if sent:  # the worker's own send of the first attempt, on the run's timeline
@@ -91,8 +113,9 @@ async def send_remote(dispatcher: Dispatcher, engine: RayEngine | ProcessEngine,
                 dispatcher.gate.succeeded()
             dispatcher.finish(request, stream, attempts, started, timing, worker=worker, node=node)
             return
-        delay = dispatcher.retry_or_finish(request, stream, error, attempts, started, timing, loop.time(),
-                                     worker=worker, node=node)
+        delay = dispatcher.retry_or_finish(
+            request, stream, error, attempts, started, timing, loop.time(), worker=worker, node=node
+        )
         if isinstance(error, RateLimitError):  # every worker holds what it has queued, too
             engine.pause(time.time_ns() + to_ns(dispatcher.gate.backoff.wait(loop.time())))
         if delay is None:

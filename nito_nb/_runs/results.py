@@ -81,7 +81,11 @@ RESULT_COLUMNS: dict[str, str] = {
 # not fields of a stream (_core/fields.py).
 #: The answer checked against the schema: the object (the pydantic model's instance, or the dict),
 #: whether it validated, and why not (each failure by field path, on one line).
-STRUCTURED_COLUMNS: dict[str, str] = {"parsed": "object", "valid": "boolean", "parse_error": "string"}
+STRUCTURED_COLUMNS: dict[str, str] = {
+    "parsed": "object",
+    "valid": "boolean",
+    "parse_error": "string",
+}
 #: Then one column per top-level field the schema declares, ``out.<field>``: its value in the valid
 #: answers (NA elsewhere), typed by pandas' ``convert_dtypes`` (a list or an object stays object).
 FIELD_PREFIX = "out."
@@ -154,7 +158,9 @@ def stream_metrics(stream: StreamResults) -> dict[str, Any]:
     }
 
 
-def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None) -> list[dict[str, Any]]:
+def result_rows(
+    items: list[Finished], run_id: str, load: LoadInfo | None = None
+) -> list[dict[str, Any]]:
     """One result row per item, from its Stream's snapshot (no frame)."""
     rows = []
     for item in items:
@@ -185,21 +191,31 @@ def result_rows(items: list[Finished], run_id: str, load: LoadInfo | None = None
             "started_at": item.started_at,
             "run_id": run_id,
         }
-        delay = None if item.scheduled_at is None or item.sent_at is None else item.sent_at - item.scheduled_at
+        delay = (
+            None
+            if item.scheduled_at is None or item.sent_at is None
+            else item.sent_at - item.scheduled_at
+        )
         # ttft and e2e are the last attempt's: from the schedule, they count from its send, so that
         # a retried request's failed attempts and waits are in what its user waited.
         last = item.sent_at if item.last_sent_at is None else item.last_sent_at
         waited = None if item.scheduled_at is None or last is None else last - item.scheduled_at
-        row.update({
-            "scheduled_at": item.scheduled_at,
-            "sent_at": item.sent_at,
-            "send_delay": delay,
-            "ttft_from_schedule": _add(waited, row["ttft"]),
-            "e2e_from_schedule": _add(waited, row["e2e"]),
-            "phase": None if load is None or item.scheduled_at is None else load.phase(item.scheduled_at),
-            "worker": item.worker,
-            "node": item.node if item.node is not None else (_HOST if item.worker == "local" else None),
-        })
+        row.update(
+            {
+                "scheduled_at": item.scheduled_at,
+                "sent_at": item.sent_at,
+                "send_delay": delay,
+                "ttft_from_schedule": _add(waited, row["ttft"]),
+                "e2e_from_schedule": _add(waited, row["e2e"]),
+                "phase": None
+                if load is None or item.scheduled_at is None
+                else load.phase(item.scheduled_at),
+                "worker": item.worker,
+                "node": item.node
+                if item.node is not None
+                else (_HOST if item.worker == "local" else None),
+            }
+        )
         rows.append(row)
     return rows
 
@@ -217,8 +233,14 @@ def results_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         elif dtype == "Int64":
             try:
                 df[name] = df[name].astype(dtype)
-            except (OverflowError, TypeError, ValueError):  # a count past 64 bits stays exact, as in frames
-                df[name] = _ints(df[name].astype(object).where(df[name].notna(), None).tolist(), name)
+            except (
+                OverflowError,
+                TypeError,
+                ValueError,
+            ):  # a count past 64 bits stays exact, as in frames
+                df[name] = _ints(
+                    df[name].astype(object).where(df[name].notna(), None).tolist(), name
+                )
         elif dtype != "object":
             df[name] = df[name].astype(dtype)
     return df
@@ -234,7 +256,9 @@ def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
     valid: list[bool] = []
     errors: list[str | None] = []
     objects: list[dict[str, Any] | None] = []
-    for status, content in zip(df["status"].astype(object), df["content"].astype(object), strict=True):
+    for status, content in zip(
+        df["status"].astype(object), df["content"].astype(object), strict=True
+    ):
         checked = schema.check(content if isinstance(content, str) else "")
         ok = checked.error is None and status == Status.DONE
         parsed.append(checked.value if ok else None)
@@ -244,7 +268,8 @@ def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
         else:
             errors.append(None if ok else f"(root): the request ended {status}")
         value = checked.value
-        if ok and callable(getattr(value, "model_dump", None)):  # a pydantic model: its fields, as dicts
+        # a pydantic model: its fields, as dicts
+        if ok and callable(getattr(value, "model_dump", None)):
             value = value.model_dump()
         objects.append(value if ok and isinstance(value, dict) else None)
     df = df.copy()
@@ -252,7 +277,9 @@ def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
     df["valid"] = pd.Series(valid, index=df.index, dtype="boolean")
     df["parse_error"] = pd.Series(errors, index=df.index, dtype="string")
     for field in schema.fields:
-        values = [pd.NA if value is None or field not in value else value[field] for value in objects]
+        values = [
+            pd.NA if value is None or field not in value else value[field] for value in objects
+        ]
         column = pd.Series(values, index=df.index, dtype="object")
         scalar = all(not isinstance(v, (list, dict)) for v in values)
         df[FIELD_PREFIX + field] = column.convert_dtypes() if scalar and len(column) else column
@@ -273,16 +300,26 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
 
     if load is not None:
         results = results[results["phase"].astype(object) == "measure"]
-    rows = [_summary_row(model, group, load) for model, group in results.groupby("model", sort=True, observed=True)]
-    if not rows:  # the same columns and dtypes: summary()["ttft_p99"] of an empty run was a KeyError
-        return pd.DataFrame([_summary_row("", results.iloc[0:0], load)]).iloc[0:0].set_index("model")
+    rows = [
+        _summary_row(model, group, load)
+        for model, group in results.groupby("model", sort=True, observed=True)
+    ]
+    # the same columns and dtypes: summary()["ttft_p99"] of an empty run was a KeyError
+    if not rows:
+        return (
+            pd.DataFrame([_summary_row("", results.iloc[0:0], load)]).iloc[0:0].set_index("model")
+        )
     return pd.DataFrame(rows).set_index("model")
 
 
 def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict[str, Any]:
     """The summary's row of one model's results (``group``)."""
     status = group["status"].astype(object)
-    row: dict[str, Any] = {"model": model, "n": len(group), "ok": int((status == Status.DONE).sum())}
+    row: dict[str, Any] = {
+        "model": model,
+        "n": len(group),
+        "ok": int((status == Status.DONE).sum()),
+    }
     for name in (Status.ERROR, Status.TRUNCATED, Status.FAILED, Status.STOPPED):
         row[f"n_{name}"] = int((status == name).sum())
     row.update(_quantiles(group, SUMMARY_QUANTILES))
@@ -293,13 +330,17 @@ def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict
     row["completion_tokens"] = int(group["completion_tokens"].fillna(0).sum())
     row["cost"] = float(group["cost"].astype("float64").fillna(0).sum())
     if "valid" in group.columns:  # issue 33: a run with schema=
-        row["valid_share"] = float(group["valid"].fillna(False).astype(bool).mean()) if len(group) else math.nan
+        row["valid_share"] = (
+            float(group["valid"].fillna(False).astype(bool).mean()) if len(group) else math.nan
+        )
     if load is not None:
         row.update(_load_columns(group, load))
     return row
 
 
-def _quantiles(group: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, float]:
+def _quantiles(
+    group: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]
+) -> dict[str, float]:
     """``<metric>_p50``... of each metric: linear interpolation over the requests that have it."""
     out = {}
     for metric, aggregates in wanted:
@@ -328,7 +369,9 @@ def meets_slo(results: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
 ON_TIME_QUANTILE = 0.05
 
 
-def elapsed_time(scheduled_at: list[float], ended_at: list[float], latencies: list[float], window: float) -> float:
+def elapsed_time(
+    scheduled_at: list[float], ended_at: list[float], latencies: list[float], window: float
+) -> float:
     """The seconds the measured window's requests took, the one denominator of a load run's
     ``achieved_rate``, ``goodput`` and ``output_tokens_per_s``: from the first one's scheduled
     send to the last one's end, less the latency of an on-time request (the ``ON_TIME_QUANTILE``
@@ -362,8 +405,12 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
 
     window = max(load.end - load.start, 1e-9)
     scheduled = group["scheduled_at"].astype("float64")
-    elapsed = elapsed_time(scheduled.tolist(), (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
-                           group["e2e"].astype("float64").tolist(), window)
+    elapsed = elapsed_time(
+        scheduled.tolist(),
+        (scheduled + group["e2e_from_schedule"].astype("float64")).tolist(),
+        group["e2e"].astype("float64").tolist(),
+        window,
+    )
     done = group["status"].astype(object) == Status.DONE
     tokens = group["n_output_tokens"].dropna()  # only where usage counted them
     out: dict[str, Any] = {
@@ -381,8 +428,13 @@ def _load_columns(group: pd.DataFrame, load: LoadInfo) -> dict[str, Any]:
     # connect too: rising with the rate, it is the client's loop taking longer to see its
     # connections open (docs/LOAD.md), inside every ttft.
     out.update(_quantiles(group, LOAD_QUANTILES))
-    out.update({k: v for k, v in load.client.items()
-                if k not in ("client_bound", "client_note", "client_runs_simulator")})
+    out.update(
+        {
+            k: v
+            for k, v in load.client.items()
+            if k not in ("client_bound", "client_note", "client_runs_simulator")
+        }
+    )
     ttft = metrics.quantile(group["ttft"].astype("float64").tolist(), 0.5)
     out["client_bound"], out["client_note"] = verdict(load.client, ttft)
     return out

@@ -80,7 +80,9 @@ def _load_requests(plan: Plan, n: int, run_id: str) -> list[Request]:
     for i in range(n):
         r = base[i % len(base)]
         turn = i // len(base)
-        key = request_key(r.model, r.messages, {"params": r.params, "load_run": run_id, "seq": i}, turn)
+        key = request_key(
+            r.model, r.messages, {"params": r.params, "load_run": run_id, "seq": i}, turn
+        )
         out.append(Request(key, r.row, r.model, turn, r.messages, r.params))
     return out
 
@@ -112,7 +114,8 @@ class Run:
         run_id: str | None = None,
         schema: Any = None,
     ) -> None:
-        if concurrency is None:  # closed loop: 16 at a time; open loop: as many as the schedule asks
+        # closed loop: 16 at a time; open loop: as many as the schedule asks
+        if concurrency is None:
             concurrency = 16 if schedule is None else OPEN_LOOP_MAX_IN_FLIGHT
         concurrency = whole("concurrency", concurrency)
         # Now, before the simulator's process and the store are started (the engines check them
@@ -121,12 +124,18 @@ class Run:
         per_worker = None if per_worker is None else whole("per_worker", per_worker)
         self.slo = _check_slo(slo)
         if stop_on_error_rate is not None and (
-            isinstance(stop_on_error_rate, bool) or not isinstance(stop_on_error_rate, int | float)
+            isinstance(stop_on_error_rate, bool)
+            or not isinstance(stop_on_error_rate, int | float)
             or not 0 < stop_on_error_rate <= 1
         ):
-            raise ConfigurationError(f"stop_on_error_rate is a share in (0, 1], not {stop_on_error_rate!r}")
+            raise ConfigurationError(
+                f"stop_on_error_rate is a share in (0, 1], not {stop_on_error_rate!r}"
+            )
         self.stop_on_error_rate = stop_on_error_rate
-        self.run_id = run_id or _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+        self.run_id = (
+            run_id
+            or _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+        )
         self.plan = plan
         #: The run's ``schema=`` (``nito_nb._structured.Schema``): results() checks each answer
         #: against it (its requests carry its response_format). None: free answers.
@@ -147,7 +156,9 @@ class Run:
         with simulator_apart() if embedded else contextlib.nullcontext() as simulator:
             check_requests(client, connection, plan.requests)
         if engine not in ("asyncio", "processes", "ray"):
-            raise ConfigurationError(f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}")
+            raise ConfigurationError(
+                f"engine must be 'asyncio', 'processes' or 'ray', not {engine!r}"
+            )
         self.engine = engine
         if engine == "asyncio" and (workers is not None or per_worker is not None):
             # (per_worker was taken and ignored: a run that meant a worker engine got none)
@@ -156,7 +167,11 @@ class Run:
         writer = RunWriter(store, self.run_id, phases, resumable=schedule is None)
         # A load run measures; it never resumes (its keys hold its run id: see _load_requests).
         skipped = writer.done_keys() if schedule is None else set()
-        requests = plan.requests if schedule is None else _load_requests(plan, len(self._offsets), self.run_id)
+        requests = (
+            plan.requests
+            if schedule is None
+            else _load_requests(plan, len(self._offsets), self.run_id)
+        )
         self.skipped = [r for r in requests if r.key in skipped]
         writer.keep_done_before(self.skipped)  # results() and summary() cover every key of the plan
         todo = [r for r in requests if r.key not in skipped]
@@ -168,24 +183,42 @@ class Run:
         self.ended: float | None = None
         #: The client's own health while it sends (docs/LOAD.md).
         self.client = ClientMonitor(simulator=embedded and simulator is None)
-        self._stats = RunStats(todo, None if schedule is None else float(schedule.rate), self.skipped,
-                               self.client)
+        self._stats = RunStats(
+            todo, None if schedule is None else float(schedule.rate), self.skipped, self.client
+        )
         # Resolved with None, not the Run: a Run that held a future of itself was a reference
         # cycle, freed only by a full GC pass once dropped (test_gc.py).
         self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()
         # The workers start last, once nothing else can fail (a busy store, a bad option).
         try:
-            the_engine = start_engine(engine, workers, per_worker, connection,
-                                      sorted({request.model for request in todo}), simulator, self.client)
+            the_engine = start_engine(
+                engine,
+                workers,
+                per_worker,
+                connection,
+                sorted({request.model for request in todo}),
+                simulator,
+                self.client,
+            )
         except BaseException:
             writer.close()
             raise
         self._writer = writer
         self._dispatcher = Dispatcher(
-            client=client, connection=connection, retry_rule=retry_rule, simulator=simulator, engine=the_engine,
-            ray=engine == "ray", todo=todo, offsets=None if schedule is None else self._offsets,
-            concurrency=concurrency, stop_on_error_rate=stop_on_error_rate, started=self.started, stats=self._stats,
-            writer=writer, fail=self._fail_run,
+            client=client,
+            connection=connection,
+            retry_rule=retry_rule,
+            simulator=simulator,
+            engine=the_engine,
+            ray=engine == "ray",
+            todo=todo,
+            offsets=None if schedule is None else self._offsets,
+            concurrency=concurrency,
+            stop_on_error_rate=stop_on_error_rate,
+            started=self.started,
+            stats=self._stats,
+            writer=writer,
+            fail=self._fail_run,
         )
         #: The run's shared 429 backoff (its limit on requests in flight, its pauses).
         self.backoff: Backoff = self._dispatcher.gate.backoff
@@ -309,9 +342,15 @@ class Run:
         if end <= start:
             raise ConfigurationError(
                 f"warmup={self.schedule.warmup:g} s and cooldown={self.schedule.cooldown:g} s leave no time"
-                f" to measure in a schedule of {self.schedule.end(self._offsets):g} s")
-        return LoadInfo(rate=float(self.schedule.rate), start=start, end=end, slo=self.slo,
-                        client=self.client.report() if client else {})
+                f" to measure in a schedule of {self.schedule.end(self._offsets):g} s"
+            )
+        return LoadInfo(
+            rate=float(self.schedule.rate),
+            start=start,
+            end=end,
+            slo=self.slo,
+            client=self.client.report() if client else {},
+        )
 
     def frame(self) -> pd.DataFrame:
         """The chunk-level frame of every finished stream (``stream`` = the request key). With a
@@ -323,9 +362,16 @@ class Run:
         """Counts so far, per model and in total (what the progress display shows)."""
         dispatcher = self._dispatcher
         return self._stats.report(
-            self._writer.rows(), in_flight=dispatcher.in_flight_models(), started=self.started,
-            origin=dispatcher.origin, ended=self.ended, state=self._state(), error=self.error,
-            stop_reason=dispatcher.stop_reason, backoff=self.backoff, summary=self.summary,
+            self._writer.rows(),
+            in_flight=dispatcher.in_flight_models(),
+            started=self.started,
+            origin=dispatcher.origin,
+            ended=self.ended,
+            state=self._state(),
+            error=self.error,
+            stop_reason=dispatcher.stop_reason,
+            backoff=self.backoff,
+            summary=self.summary,
             refused_models=dispatcher.refused_models,
         )
 

@@ -30,7 +30,12 @@ MAX_SCHEDULED = 1_000_000
 
 def check_rate(rate: Any) -> None:
     """One clear error for a rate that is not a finite number of requests per second > 0."""
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0 or math.isinf(rate):
+    if (
+        isinstance(rate, bool)
+        or not isinstance(rate, int | float)
+        or not rate > 0
+        or math.isinf(rate)
+    ):
         raise ConfigurationError(f"rate is requests per second, a number > 0, not {rate!r}")
 
 
@@ -50,29 +55,53 @@ class Schedule:
     def __post_init__(self) -> None:
         check_rate(self.rate)
         if self.kind not in SCHEDULES:
-            raise ConfigurationError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.kind!r}")
-        if not isinstance(self.burstiness, int | float) or not self.burstiness > 0 or math.isinf(self.burstiness):
-            raise ConfigurationError(f"burstiness is the gamma shape, a number > 0, not {self.burstiness!r}")
+            raise ConfigurationError(
+                f"schedule must be one of {', '.join(SCHEDULES)}, not {self.kind!r}"
+            )
+        if (
+            not isinstance(self.burstiness, int | float)
+            or not self.burstiness > 0
+            or math.isinf(self.burstiness)
+        ):
+            raise ConfigurationError(
+                f"burstiness is the gamma shape, a number > 0, not {self.burstiness!r}"
+            )
         if self.burstiness != 1.0 and self.kind != "poisson":
             raise ConfigurationError("burstiness applies to schedule='poisson' only")
         if self.duration is None and self.max_requests is None:
-            raise ConfigurationError("an open-loop run (rate=...) needs duration=SECONDS or max_requests=N")
-        if self.duration is not None and (not isinstance(self.duration, int | float) or not self.duration > 0
-                                          or math.isinf(self.duration)):  # the schedule is computed up front
-            raise ConfigurationError(f"duration is in seconds, a finite number > 0, not {self.duration!r} "
-                                     "(for no time limit, leave it out and set max_requests=N)")
+            raise ConfigurationError(
+                "an open-loop run (rate=...) needs duration=SECONDS or max_requests=N"
+            )
+        if self.duration is not None and (
+            not isinstance(self.duration, int | float)
+            or not self.duration > 0
+            or math.isinf(self.duration)
+        ):  # the schedule is computed up front
+            raise ConfigurationError(
+                f"duration is in seconds, a finite number > 0, not {self.duration!r} "
+                "(for no time limit, leave it out and set max_requests=N)"
+            )
         if self.max_requests is not None:  # (frozen: the checked int is set as __init__ would)
             object.__setattr__(self, "max_requests", whole("max_requests", self.max_requests))
         planned = self.max_requests if self.max_requests is not None else math.inf
         if self.duration is not None:
-            planned = min(planned, math.ceil(self.rate * self.duration * (1 if self.kind == "constant" else 1.1)))
+            planned = min(
+                planned,
+                math.ceil(self.rate * self.duration * (1 if self.kind == "constant" else 1.1)),
+            )
         if planned > MAX_SCHEDULED:
             raise ConfigurationError(
                 f"rate={self.rate:g} for duration={self.duration:g} s is more than {MAX_SCHEDULED:,} requests:"
-                " lower the rate or the duration, or set max_requests")
+                " lower the rate or the duration, or set max_requests"
+            )
         for name in ("warmup", "cooldown"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or math.isinf(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not value >= 0
+                or math.isinf(value)
+            ):
                 raise ConfigurationError(f"{name} is in seconds, a number >= 0, not {value!r}")
 
     def offsets(self) -> list[float]:

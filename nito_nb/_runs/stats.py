@@ -36,7 +36,9 @@ MIN_ENDED_FOR_ERROR_RATE = 10
 class RunStats:
     """What one run counts. ``todo``: the requests it sends; ``rate``: its schedule's (a load run)."""
 
-    def __init__(self, todo: list[Request], rate: float | None, skipped: list[Request], client: ClientMonitor) -> None:
+    def __init__(
+        self, todo: list[Request], rate: float | None, skipped: list[Request], client: ClientMonitor
+    ) -> None:
         # A resumed run's requests done before it count among its totals and its finished ones
         # (its result rows hold them): "done: 0/0" was all a fully done store's run said.
         self.totals = Counter(r.model for r in [*todo, *skipped])
@@ -48,7 +50,9 @@ class RunStats:
         self.client = client
         self.n_attempts = 0
         self.n_retries = 0
-        self.n_ended = 0  # requests ended so far (on the loop thread), and those that did not end done
+        self.n_ended = (
+            0  # requests ended so far (on the loop thread), and those that did not end done
+        )
         self.n_bad = 0
         self._achieved: dict[str, float] | None = None  # a load run's achieved rates, once ended
 
@@ -70,8 +74,10 @@ class RunStats:
         """Why sending stops, once the share of ended requests that did not end done (nor
         stopped) reached ``limit`` among at least ``MIN_ENDED_FOR_ERROR_RATE``; else None."""
         if self.n_ended >= MIN_ENDED_FOR_ERROR_RATE and self.n_bad / self.n_ended >= limit:
-            return (f"error rate {self.n_bad}/{self.n_ended} reached stop_on_error_rate={limit:g}:"
-                    " no further request was sent")
+            return (
+                f"error rate {self.n_bad}/{self.n_ended} reached stop_on_error_rate={limit:g}:"
+                " no further request was sent"
+            )
         return None
 
     def achieved(self, summary: Callable[[], pd.DataFrame]) -> dict[str, float]:
@@ -79,15 +85,30 @@ class RunStats:
         panel's last refresh needs it, and a summary reads every result)."""
         if self._achieved is None:
             table = summary()
-            self._achieved = {str(model): float(rate) for model, rate in table["achieved_rate"].items()} \
-                if len(table) else {}
+            self._achieved = (
+                {str(model): float(rate) for model, rate in table["achieved_rate"].items()}
+                if len(table)
+                else {}
+            )
         return self._achieved
 
-    def report(self, rows: list[dict[str, Any]], *, in_flight: Iterable[str | None], started: float, origin: float,
-               ended: float | None, state: str, error: BaseException | None, stop_reason: str | None,
-               backoff: Backoff, summary: Callable[[], pd.DataFrame],
-               refused_models: dict[str, str] | None = None) -> dict[str, Any]:
-        """Per model: total, finished, ok, stopped, in flight, errors by kind (stopped is none), rates, p50/p90 of ttft and
+    def report(
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        in_flight: Iterable[str | None],
+        started: float,
+        origin: float,
+        ended: float | None,
+        state: str,
+        error: BaseException | None,
+        stop_reason: str | None,
+        backoff: Backoff,
+        summary: Callable[[], pd.DataFrame],
+        refused_models: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Per model: total, finished, ok, stopped, in flight, errors by kind (stopped is none),
+        rates, p50/p90 of ttft and
         itl. ``in_flight``: the model of each request in flight; ``started``, ``origin`` (the
         schedule's, once sending started) and ``ended``: monotonic times. A load run's models
         also have the rate their schedule asks (``scheduled_per_s``) and, once it has ended, the
@@ -102,9 +123,20 @@ class RunStats:
         flying = Counter(in_flight)
         models: dict[str, dict[str, Any]] = {}
         for model, total in self.totals.items():
-            models[model] = {"model": model, "total": total, "finished": 0, "ok": 0, "in_flight": flying.get(model, 0),
-                             "errors": Counter(), "ttft": [], "itl": [], "tokens": None, "cost": 0.0, "sent": 0,
-                             "stopped": 0}
+            models[model] = {
+                "model": model,
+                "total": total,
+                "finished": 0,
+                "ok": 0,
+                "in_flight": flying.get(model, 0),
+                "errors": Counter(),
+                "ttft": [],
+                "itl": [],
+                "tokens": None,
+                "cost": 0.0,
+                "sent": 0,
+                "stopped": 0,
+            }
         for row in rows:
             m = models.get(row["model"])
             if m is None:
@@ -114,7 +146,8 @@ class RunStats:
             m["sent"] += sent
             if row["status"] == Status.DONE:
                 m["ok"] += 1
-            elif row["status"] == Status.STOPPED:  # stopped by the user (Stop, an interrupt): not an error
+            # stopped by the user (Stop, an interrupt): not an error
+            elif row["status"] == Status.STOPPED:
                 m["stopped"] += 1
             else:
                 code = row.get("error_code")
@@ -122,7 +155,8 @@ class RunStats:
             for name in ("ttft", "itl"):
                 if row[name] is not None:
                     m[name].append(row[name])
-            if sent and row["completion_tokens"] is not None:  # a stream without usage has no token count
+            # a stream without usage has no token count
+            if sent and row["completion_tokens"] is not None:
                 m["tokens"] = (m["tokens"] or 0) + row["completion_tokens"]
             m["cost"] += row["cost"] or 0.0
         out = []
@@ -158,9 +192,10 @@ class RunStats:
             "error": None if error is None else (getattr(error, "message", None) or str(error)),
             # the last 5 s of the client's own health (docs/LOAD.md), and why sending stopped early
             # judged against the median TTFT of what ended: a lag beside answers of a second changes nothing
-            "client": self.client.report(recent=CLIENT_RECENT_SAMPLES,
-                                         ttft_p50=metrics.quantile([r["ttft"] for r in rows if r["ttft"] is not None],
-                                                                   0.5)),
+            "client": self.client.report(
+                recent=CLIENT_RECENT_SAMPLES,
+                ttft_p50=metrics.quantile([r["ttft"] for r in rows if r["ttft"] is not None], 0.5),
+            ),
             "stop_reason": stop_reason,
             # the models sent no more (their first answers were 404s), with the gateway's message
             "refused_models": dict(refused_models or {}),

@@ -50,7 +50,16 @@ if TYPE_CHECKING:
     from .._stream import Stream
     from .._stream_results import StreamResults
 
-__all__ = ["DB_NAME", "Store", "StoreBusy", "StoreError", "StoreWriter", "open_store", "stream_key", "write_streams"]
+__all__ = [
+    "DB_NAME",
+    "Store",
+    "StoreBusy",
+    "StoreError",
+    "StoreWriter",
+    "open_store",
+    "stream_key",
+    "write_streams",
+]
 
 DB_NAME = RUN_STORE_DB
 WRITER_MEMORY_LIMIT = "256MB"
@@ -82,7 +91,9 @@ def _store_path(value: Any) -> Path:
     options (the write-ahead log went to ``a.wal?b/...``), and a backslash as a separator on
     every system. (Glob characters are fine: ``_events.py`` reads them literally.)"""
     if not isinstance(value, str | os.PathLike) or not str(value).strip():
-        raise ConfigurationError(f"store= is the path of a folder, like store='runs/today', not {value!r}")
+        raise ConfigurationError(
+            f"store= is the path of a folder, like store='runs/today', not {value!r}"
+        )
     path = Path(value).expanduser()
     for char, name in (("?", "a question mark"), ("\\", "a backslash")):
         # DuckDB makes a relative path absolute first: the folder it is in counts too.
@@ -121,7 +132,8 @@ def _open(path: Path, db: Path, read_only: bool, either: bool) -> duckdb.DuckDBP
                 f"the store {str(path)!r} is being written by another process: open it when that "
                 "run has ended (one process writes a store at a time)"
             ) from None
-        what = None if cause_of(exc) else _not_duckdb(db)  # a full disk leaves a file without a header
+        # a full disk leaves a file without a header
+        what = None if cause_of(exc) else _not_duckdb(db)
         if what:
             raise ConfigurationError(
                 f"{str(db)!r} is not a nito_nb run store's database ({what}): move it away, or give "
@@ -141,9 +153,9 @@ def _open(path: Path, db: Path, read_only: bool, either: bool) -> duckdb.DuckDBP
             f"the store {str(path)!r} is open for reading in this process (nito_nb.open_store): "
             f"close that Store first (store.close(), or open it in a with block) ({exc})"
         ) from None
-    except duckdb.Error as exc:  # a checksum that does not match: DuckDB's raw error was all there was
+    # a checksum that does not match: DuckDB's raw error was all there was
+    except duckdb.Error as exc:
         raise cannot_open(exc, path, db) from None
-
 
 
 def _not_duckdb(db: Path) -> str | None:
@@ -208,7 +220,10 @@ class StoreWriter:
         rebuild_sql = ", ".join(f'"{n}" {t}' for n, t in _REBUILD_COLUMNS.items())
         self.con.execute(f"CREATE TABLE IF NOT EXISTS requests ({result_sql}, {rebuild_sql})")
         # A store written before a column existed (the load columns, docs/LOAD.md) gains it.
-        for name, sql_type in {**{n: SQL_TYPES[d] for n, d in RESULT_COLUMNS.items()}, **_REBUILD_COLUMNS}.items():
+        for name, sql_type in {
+            **{n: SQL_TYPES[d] for n, d in RESULT_COLUMNS.items()},
+            **_REBUILD_COLUMNS,
+        }.items():
             self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {sql_type}')
         prepare(self.path, self.con)
         #: A store written before the events left the database keeps its table (read by the view).
@@ -233,8 +248,11 @@ class StoreWriter:
         if not keys:
             return []
         columns = ", ".join(f'"{name}"' for name in RESULT_COLUMNS)  # _prepare added any missing
-        df = results_frame(self.con.execute(
-            f"SELECT {columns} FROM requests WHERE list_contains(?, key)", [keys]).df().to_dict("records"))
+        df = results_frame(
+            self.con.execute(f"SELECT {columns} FROM requests WHERE list_contains(?, key)", [keys])
+            .df()
+            .to_dict("records")
+        )
         return df.astype(object).where(df.notna(), None).to_dict("records")
 
     def write(self, items: list[Finished], rows: list[dict[str, Any]]) -> None:
@@ -263,7 +281,9 @@ class StoreWriter:
             try:
                 if stale:
                     if self._legacy:
-                        con.execute(f"DELETE FROM {self._legacy} WHERE list_contains(?, stream)", [stale])
+                        con.execute(
+                            f"DELETE FROM {self._legacy} WHERE list_contains(?, stream)", [stale]
+                        )
                     con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
                 con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
             except BaseException:
@@ -286,8 +306,10 @@ class StoreWriter:
         try:
             compact(self.path, self.con, self._unreadable)
         except (duckdb.Error, OSError) as exc:  # what is written stays readable as it is
-            warnings.warn(f"nito_nb: the store's events files were not merged ({exc}); they read as they are",
-                          stacklevel=2)
+            warnings.warn(
+                f"nito_nb: the store's events files were not merged ({exc}); they read as they are",
+                stacklevel=2,
+            )
         finally:
             self.con.close()
 
@@ -322,7 +344,11 @@ def stream_key(stream: StreamResults) -> str:
     """The key of a Stream that no run planned (the magic's): a hash of its request and of the
     wall time it was sent, so that the same prompt sent twice is two rows."""
     request = stream.request
-    sent = {"params": request.get("params"), "base_url": request.get("base_url"), "sent": stream.t0_wall.isoformat()}
+    sent = {
+        "params": request.get("params"),
+        "base_url": request.get("base_url"),
+        "sent": stream.t0_wall.isoformat(),
+    }
     return request_key(str(request.get("model")), list(request.get("messages") or []), sent, 0)
 
 
@@ -333,7 +359,11 @@ def _read_column(name: str, present: set[str]) -> str:
     usage. N is usage's ``completion_tokens`` in both; a column missing altogether reads as NULL."""
     quoted = f'"{name}"'
     if name == "n_output_tokens":
-        sql = 'COALESCE("n_output_tokens", "completion_tokens")' if name in present else '"completion_tokens"'
+        sql = (
+            'COALESCE("n_output_tokens", "completion_tokens")'
+            if name in present
+            else '"completion_tokens"'
+        )
     elif name == "n_token_chunks" and "n_chunks" in present:
         sql = 'COALESCE("n_token_chunks", "n_chunks")' if name in present else '"n_chunks"'
     elif name in ("tpot", "output_tps"):  # per token: undefined without usage (N unknown)
@@ -356,10 +386,14 @@ def _fit_bigint(requests: pd.DataFrame) -> None:
             continue
         big = [v is not None and not -(2**63) <= v < 2**63 for v in requests[name]]
         if any(big):
-            warnings.warn(f"nito_nb: {sum(big)} value(s) of {name!r} do not fit in 64 bits; the store's requests"
-                          " table keeps them as missing (the requests' events keep the exact usage)", stacklevel=2)
-        requests[name] = pd.array([None if b else v for b, v in zip(big, requests[name], strict=True)],
-                                  dtype="Int64")
+            warnings.warn(
+                f"nito_nb: {sum(big)} value(s) of {name!r} do not fit in 64 bits; the store's requests"
+                " table keeps them as missing (the requests' events keep the exact usage)",
+                stacklevel=2,
+            )
+        requests[name] = pd.array(
+            [None if b else v for b, v in zip(big, requests[name], strict=True)], dtype="Int64"
+        )
 
 
 def write_streams(
@@ -377,10 +411,16 @@ def write_streams(
     items = [
         Finished(
             Request(
-                stream_key(stream), row, str(stream.request.get("model")), 0,
-                list(stream.request.get("messages") or []), dict(stream.request.get("params") or {}),
+                stream_key(stream),
+                row,
+                str(stream.request.get("model")),
+                0,
+                list(stream.request.get("messages") or []),
+                dict(stream.request.get("params") or {}),
             ),
-            stream, attempts=stream.attempts, started_at=stream.t0_wall,
+            stream,
+            attempts=stream.attempts,
+            started_at=stream.t0_wall,
         )
         for stream in streams
     ]
@@ -416,7 +456,9 @@ class Store:
             raise ConfigurationError(
                 f"no run store at {str(self.path)!r}: run nito_nb.run(..., store={str(path)!r}) first"
             )
-        self._con: duckdb.DuckDBPyConnection | None = _connect(self.path, read_only=not shared, either=shared)
+        self._con: duckdb.DuckDBPyConnection | None = _connect(
+            self.path, read_only=not shared, either=shared
+        )
         self._legacy = legacy_events(self.con)  # no store gains that old table: asked once
         #: Batches whose files cannot be read (``_events.events_view`` warned of each).
         self._unreadable = events_view(self.path, self.con, self._legacy)
@@ -467,7 +509,8 @@ class Store:
         columns = ", ".join(_read_column(c, present) for c in RESULT_COLUMNS)
         where = " WHERE run_id = ?" if run_id else ""
         df = self.con.execute(
-            f"SELECT {columns} FROM requests{where} ORDER BY started_at, key", [run_id] if run_id else []
+            f"SELECT {columns} FROM requests{where} ORDER BY started_at, key",
+            [run_id] if run_id else [],
         ).df()
         return results_frame(df.to_dict("records"))
 
@@ -485,9 +528,17 @@ class Store:
         if keys is None:
             df = self.con.execute(f"SELECT {columns} FROM events ORDER BY stream, seq, part").df()
         else:
-            keys = [keys] if isinstance(keys, str) else list(keys) if isinstance(keys, Iterable) else [keys]
+            keys = (
+                [keys]
+                if isinstance(keys, str)
+                else list(keys)
+                if isinstance(keys, Iterable)
+                else [keys]
+            )
             if not all(isinstance(key, str) for key in keys):  # was a TypeError, or DuckDB's own
-                raise ConfigurationError(f"frame takes request keys (strings, as in results()['key']), not {keys!r}")
+                raise ConfigurationError(
+                    f"frame takes request keys (strings, as in results()['key']), not {keys!r}"
+                )
             skip = self._unreadable
             df = self.con.execute(
                 f"SELECT {columns} FROM ({events_of(self.path, self.con, keys, self._legacy, skip)}) "
@@ -506,7 +557,8 @@ class Store:
         keys = out["stream"].astype(object).unique().tolist()
         attrs = {}
         for key, ended, *head in self.con.execute(
-            f"SELECT key, status, {self._head_columns} FROM requests WHERE list_contains(?, key)", [keys]
+            f"SELECT key, status, {self._head_columns} FROM requests WHERE list_contains(?, key)",
+            [keys],
         ).fetchall():
             attrs[key] = log_attrs(_log_head(*head), str(ended), str(self.path))
         out.attrs["nito"] = freeze(attrs)
@@ -520,7 +572,8 @@ class Store:
         key = _text_arg(key, "a request key", "results()['key']")
         batch = "batch" if "batch" in self._present else "NULL"
         found = self.con.execute(
-            f"SELECT headers, end_state, timed, body, {batch}, {self._head_columns} FROM requests WHERE key = ?", [key]
+            f"SELECT headers, end_state, timed, body, {batch}, {self._head_columns} FROM requests WHERE key = ?",
+            [key],
         ).fetchone()
         if found is None:
             raise KeyError(f"no request with key {key!r} in this store")
@@ -542,7 +595,9 @@ class Store:
             "WHERE stream = ? AND seq >= 0 AND part = 0 ORDER BY seq",
             [key],
         ).fetchall():
-            events.append((int(dt), HTTP_ERROR if kind == KINDS[HTTP_ERROR] else None, body[start:end]))
+            events.append(
+                (int(dt), HTTP_ERROR if kind == KINDS[HTTP_ERROR] else None, body[start:end])
+            )
             start = end
         return from_events(log, events)
 
@@ -558,7 +613,9 @@ class Store:
         self.close()
 
 
-def _log_head(request: str, status: int | None, headers_dt: int | None, started: Any, connect: float | None) -> ChunkLog:
+def _log_head(
+    request: str, status: int | None, headers_dt: int | None, started: Any, connect: float | None
+) -> ChunkLog:
     """A log without events, from a row of the requests table (``Store._head_columns``; its
     clock's origin 0: the send)."""
     log = ChunkLog(json.loads(request), t0_ns=0, t0_wall=_as_utc(started))

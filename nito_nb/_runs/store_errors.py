@@ -81,7 +81,9 @@ def at_open(error: BaseException, readable: bool) -> str:
     ``readable``: it holds a database, which ``open_store`` reads without writing."""
     if cause_of(error) == "full":
         return "free some space there, or give store= another folder"
-    return "give store= a folder you can write to" + (" (nito_nb.open_store reads this one as it is)" if readable else "")
+    return "give store= a folder you can write to" + (
+        " (nito_nb.open_store reads this one as it is)" if readable else ""
+    )
 
 
 def cannot_open(error: BaseException, path: Path, db: Path) -> StoreError:
@@ -102,4 +104,9 @@ def cannot_open(error: BaseException, path: Path, db: Path) -> StoreError:
 
 
 #: DuckDB's words for a database file that is damaged or cut short.
-_DAMAGED = ("Corrupt database", "checksum", "Could not read enough bytes", "not a valid DuckDB database")
+_DAMAGED = (
+    "Corrupt database",
+    "checksum",
+    "Could not read enough bytes",
+    "not a valid DuckDB database",
+)

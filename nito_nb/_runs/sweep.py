@@ -53,7 +53,8 @@ class Sweep:
         #: True once no rate runs any more (set before the view's last refresh and ``wait``'s return).
         self.ended = False
         self._lock = threading.Lock()
-        self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()  # None: see Run's
+        # None: see Run's
+        self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     @property
     def done(self) -> bool:
@@ -92,7 +93,8 @@ class Sweep:
                     while True:
                         if self.view is not None:
                             self.view.update()
-                        the_run.wait(VIEW_REFRESH_S if live else None)  # returns when its time is up
+                        # returns when its time is up
+                        the_run.wait(VIEW_REFRESH_S if live else None)
                         if the_run.done:
                             break
                 except KeyboardInterrupt:
@@ -102,7 +104,8 @@ class Sweep:
                     break
         except BaseException as exc:
             self.error = exc
-            if not live:  # in the caller's thread (a bad option at a later rate): raised, as run() does
+            # in the caller's thread (a bad option at a later rate): raised, as run() does
+            if not live:
                 raise
             # on the sweep's thread: kept in .error and shown in the view, never lost
         finally:
@@ -124,7 +127,11 @@ class Sweep:
         """Every request of every rate (``Run.results()`` with a ``rate`` column)."""
         import pandas as pd
 
-        frames = [run.results().assign(rate=run.schedule.rate) for run in list(self.runs) if run.schedule is not None]
+        frames = [
+            run.results().assign(rate=run.schedule.rate)
+            for run in list(self.runs)
+            if run.schedule is not None
+        ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def frame(self) -> pd.DataFrame:
@@ -133,7 +140,12 @@ class Sweep:
         a store it is read from the store."""
         runs = [run for run in list(self.runs) if run.schedule is not None]
         df = runs_frame(runs)
-        rates = {key: run.schedule.rate for run in runs if run.schedule is not None for key in run.results()["key"]}
+        rates = {
+            key: run.schedule.rate
+            for run in runs
+            if run.schedule is not None
+            for key in run.results()["key"]
+        }
         df.insert(1, "rate", df["stream"].astype(object).map(rates).astype("float64"))
         return df
 
@@ -163,12 +175,16 @@ class Sweep:
         df = self.summary().reset_index()
         if df.empty:
             raise ConfigurationError("nothing to plot yet: no rate of this sweep has ended")
-        known = [c.removesuffix("_p50") for c in df.columns
-                 if c.endswith("_p50") and c.replace("_p50", "_p99") in df.columns]
+        known = [
+            c.removesuffix("_p50")
+            for c in df.columns
+            if c.endswith("_p50") and c.replace("_p50", "_p99") in df.columns
+        ]
         unknown = [m for m in metrics if m not in known]
         if not metrics or unknown:
             raise ConfigurationError(
-                f"plot takes metrics among {', '.join(known)}, not {', '.join(map(repr, unknown)) or 'none'}")
+                f"plot takes metrics among {', '.join(known)}, not {', '.join(map(repr, unknown)) or 'none'}"
+            )
         fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 3.5), squeeze=False)
         for ax, metric in zip(axes[0], metrics, strict=True):
             for model, group in df.groupby("model", sort=True):
@@ -178,8 +194,14 @@ class Sweep:
                 ax.plot(x, group[f"{metric}_p99"], "o-", label=f"{model} p99")
                 bad = group["error_rate"] > 0
                 if bad.any():
-                    ax.plot(x[bad], group.loc[bad, f"{metric}_p99"], "x", color="red", markersize=10,
-                            label=f"{model} errors")
+                    ax.plot(
+                        x[bad],
+                        group.loc[bad, f"{metric}_p99"],
+                        "x",
+                        color="red",
+                        markersize=10,
+                        label=f"{model} errors",
+                    )
             ax.set_xlabel("achieved rate (requests/s)")
             ax.set_ylabel(f"{metric} (s)")
             _latency_axis(ax, df[[f"{metric}_p50", f"{metric}_p99"]].to_numpy(dtype=float))
@@ -191,7 +213,9 @@ class Sweep:
 
     def __repr__(self) -> str:
         state = "done" if self.done else ("stopping" if self.stopped else "running")
-        return f"<nito_nb.Sweep {state} rates={self.rates}: {len(self.runs)}/{len(self.asked)} runs>"
+        return (
+            f"<nito_nb.Sweep {state} rates={self.rates}: {len(self.runs)}/{len(self.asked)} runs>"
+        )
 
 
 def _latency_axis(ax: Any, values: Any) -> None:
@@ -202,15 +226,24 @@ def _latency_axis(ax: Any, values: Any) -> None:
 
     plain = FuncFormatter(lambda value, _: f"{value:.4g}")
     finite = values[values == values]
-    if finite.size and (finite > 0).all() and finite.max() >= 10 * finite.min():  # log needs them all > 0
+    # log needs them all > 0
+    if finite.size and (finite > 0).all() and finite.max() >= 10 * finite.min():
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 0.02, 0.05, 0.1...: labels in every decade
+        # 0.02, 0.05, 0.1...: labels in every decade
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(plain)
 
 
-def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], duration: float | None = None,
-          run_id: str | None = None, **options: Any) -> Sweep:
+def sweep(
+    prompts: Any,
+    *,
+    model: str | Sequence[str],
+    rates: Sequence[float],
+    duration: float | None = None,
+    run_id: str | None = None,
+    **options: Any,
+) -> Sweep:
     """Run ``nito_nb.run(prompts, model=..., rate=r, duration=...)`` for each rate in turn. Takes
     every option of a load run (``schedule``, ``warmup``, ``slo``, ``store``...).
 
@@ -219,13 +252,16 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
     Elsewhere it returns when the last rate ended. An interrupt, or ``stop()``, stops the
     current rate (what arrived is kept) and ends the sweep with the rates done so far."""
     if isinstance(rates, str | bytes) or not isinstance(rates, Iterable):
-        raise ConfigurationError(f"sweep takes rates=[...], requests per second, like rates=[1, 5, 10], not {rates!r}")
+        raise ConfigurationError(
+            f"sweep takes rates=[...], requests per second, like rates=[1, 5, 10], not {rates!r}"
+        )
     rates = list(rates)
     if not rates:
         raise ConfigurationError("sweep needs rates=[...], e.g. rates=[1, 5, 10]")
     if "rate" in options:
         raise ConfigurationError("sweep takes rates=[...], not rate=")
-    for rate in rates:  # all now: a bad one found at its turn ended the sweep and lost the rates before it
+    # all now: a bad one found at its turn ended the sweep and lost the rates before it
+    for rate in rates:
         check_rate(rate)
     from .._display.notebook import in_kernel
 
@@ -234,8 +270,14 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
         options = {**options, "progress": False}
 
     def make(rate: float) -> Run:
-        return run(prompts, model=model, rate=rate, duration=duration,
-                   run_id=None if run_id is None else f"{run_id}-rate{rate:g}", **options)
+        return run(
+            prompts,
+            model=model,
+            rate=rate,
+            duration=duration,
+            run_id=None if run_id is None else f"{run_id}-rate{rate:g}",
+            **options,
+        )
 
     result = Sweep(rates)
     if not live:
@@ -246,5 +288,7 @@ def sweep(prompts: Any, *, model: str | Sequence[str], rates: Sequence[float], d
     first = result._next(make, rates[0])  # in this thread: a bad option is one clear error, now
     result.view = SweepView(result)
     result.view.display()
-    threading.Thread(target=result._run_rates, args=(make, first, True), name="nito_nb-sweep", daemon=True).start()
+    threading.Thread(
+        target=result._run_rates, args=(make, first, True), name="nito_nb-sweep", daemon=True
+    ).start()
     return result

@@ -46,19 +46,32 @@ def sweep_model(sweep: Sweep, achieved: dict[str, float] | None = None) -> dict[
     for i, rate in enumerate(sweep.asked):
         the_run = runs[i] if i < len(runs) else None
         if the_run is None:
-            steps.append({"rate": f"{rate:g}/s", "state": "not run" if sweep.ended else "waiting", "requests": "",
-                          "achieved rate": ""})
+            steps.append(
+                {
+                    "rate": f"{rate:g}/s",
+                    "state": "not run" if sweep.ended else "waiting",
+                    "requests": "",
+                    "achieved rate": "",
+                }
+            )
             continue
         stats = the_run.stats()
         if not the_run.done:
             current = panel_model(stats)
         value = achieved.get(the_run.run_id)
-        steps.append({"rate": f"{rate:g}/s", "state": stats["state"],
-                      "requests": f"{stats['finished']}/{stats['total']}",
-                      "achieved rate": "" if value is None else f"{value:.3g}/s"})
+        steps.append(
+            {
+                "rate": f"{rate:g}/s",
+                "state": stats["state"],
+                "requests": f"{stats['finished']}/{stats['total']}",
+                "achieved rate": "" if value is None else f"{value:.3g}/s",
+            }
+        )
     n_done = sum(1 for r in runs if r.done)
     if not sweep.ended:
-        head = f"sweep running: rate {len(runs)} of {len(sweep.asked)}" + (" (stopping)" if sweep.stopped else "")
+        head = f"sweep running: rate {len(runs)} of {len(sweep.asked)}" + (
+            " (stopping)" if sweep.stopped else ""
+        )
     else:
         state = "stopped" if sweep.stopped or any(r.error is not None for r in runs) else "done"
         head = f"sweep {state}: {n_done} of {len(sweep.asked)} rates"
@@ -66,10 +79,21 @@ def sweep_model(sweep: Sweep, achieved: dict[str, float] | None = None) -> dict[
     summary: list[dict[str, str]] = []
     if sweep.ended:
         df = sweep.summary().reset_index()
-        columns = [c for c in SUMMARY_COLUMNS if c in df.columns and (c != "model" or df["model"].nunique() > 1)]
+        columns = [
+            c
+            for c in SUMMARY_COLUMNS
+            if c in df.columns and (c != "model" or df["model"].nunique() > 1)
+        ]
         summary = [{c: _number(row[c]) for c in columns} for row in df.to_dict("records")]
-    return {"head": head, "steps": steps, "current": current, "summary": summary,
-            "error": None if error is None else printable(getattr(error, "message", None) or str(error))}
+    return {
+        "head": head,
+        "steps": steps,
+        "current": current,
+        "summary": summary,
+        "error": None
+        if error is None
+        else printable(getattr(error, "message", None) or str(error)),
+    }
 
 
 def _table(rows: list[dict[str, str]], cls: str) -> str:
@@ -77,8 +101,10 @@ def _table(rows: list[dict[str, str]], cls: str) -> str:
         return ""
     e = html.escape
     head = "".join(f"<th style='text-align:left;padding:0 8px'>{e(name)}</th>" for name in rows[0])
-    body = "".join("<tr>" + "".join(f"<td style='padding:0 8px'>{e(v)}</td>" for v in row.values()) + "</tr>"
-                   for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='padding:0 8px'>{e(v)}</td>" for v in row.values()) + "</tr>"
+        for row in rows
+    )
     return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -86,15 +112,26 @@ def sweep_html(model: dict[str, Any]) -> str:
     e = html.escape
     error = f"<div style='color:#b00'>{e(model['error'])}</div>" if model["error"] else ""
     current = panel_html(model["current"]) if model["current"] is not None else ""
-    summary = (f"<div class='nito-sweep-summary'><div>summary</div>{_table(model['summary'], 'nito-sweep-table')}"
-               "</div>" if model["summary"] else "")
-    return (f"<div class='nito-sweep'><div class='nito-sweep-head'>{e(model['head'])}</div>{error}"
-            f"{_table(model['steps'], 'nito-sweep-steps')}{current}{summary}</div>")
+    summary = (
+        f"<div class='nito-sweep-summary'><div>summary</div>{_table(model['summary'], 'nito-sweep-table')}"
+        "</div>"
+        if model["summary"]
+        else ""
+    )
+    return (
+        f"<div class='nito-sweep'><div class='nito-sweep-head'>{e(model['head'])}</div>{error}"
+        f"{_table(model['steps'], 'nito-sweep-steps')}{current}{summary}</div>"
+    )
 
 
 def sweep_text(model: dict[str, Any]) -> str:
-    lines = [model["head"], *(f"  {s['rate']}: {s['state']} {s['requests']} {s['achieved rate']}".rstrip()
-                              for s in model["steps"])]
+    lines = [
+        model["head"],
+        *(
+            f"  {s['rate']}: {s['state']} {s['requests']} {s['achieved rate']}".rstrip()
+            for s in model["steps"]
+        ),
+    ]
     lines += ["  " + ", ".join(f"{k} {v}" for k, v in row.items()) for row in model["summary"]]
     if model["error"]:
         lines.append(f"  {model['error']}")
@@ -115,9 +152,13 @@ class SweepView(LiveSink):
         self._final: dict[str, Any] | None = None
         self._achieved: dict[str, float] = {}
         self.html = widgets.HTML(sweep_html(self._model()))
-        self.button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                     tooltip="End the sweep: the current rate's in-flight requests are recorded as"
-                                             " stopped, no further rate runs")
+        self.button = widgets.Button(
+            description="Stop",
+            button_style="danger",
+            icon="stop",
+            tooltip="End the sweep: the current rate's in-flight requests are recorded as"
+            " stopped, no further rate runs",
+        )
         self.button.on_click(self._stop)
         self.box = widgets.VBox([self.html, self.button])
         self._handles: list[Any] = []

@@ -59,7 +59,9 @@ class RunWriter:
     ``phases``: a load run's measured window (each row's phase); ``resumable``: a run the same
     call resumes (a load run is not: what a failed store's message says)."""
 
-    def __init__(self, store: str | None, run_id: str, phases: LoadInfo | None, resumable: bool) -> None:
+    def __init__(
+        self, store: str | None, run_id: str, phases: LoadInfo | None, resumable: bool
+    ) -> None:
         self.run_id = run_id
         self.phases = phases
         self.resumable = resumable
@@ -74,7 +76,8 @@ class RunWriter:
         self._lock = threading.Lock()  # the rows and Streams: written here, copied by readers
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._rows: list[dict[str, Any]] = []
-        self._streams: dict[str, StreamResults] = {}  # key -> Stream, without a store or once it failed
+        # key -> Stream, without a store or once it failed
+        self._streams: dict[str, StreamResults] = {}
 
     # -- before the run starts -------------------------------------------------------------------
 
@@ -110,13 +113,21 @@ class RunWriter:
         if self.store is not None:
             self.store.close()
 
-    def start(self, progress: LiveOutput | None, fail: Callable[[BaseException], None],
-              ended: Callable[[], None]) -> None:
+    def start(
+        self,
+        progress: LiveOutput | None,
+        fail: Callable[[BaseException], None],
+        ended: Callable[[], None],
+    ) -> None:
         """Start the writer's thread: ``progress`` is updated as rows come, and finished at the
         end; ``fail(error)`` stops the run (the store failed); ``ended()`` is called last."""
         _gc.begin()  # the thread's end calls _gc.end()
-        threading.Thread(target=self._write_loop, args=(progress, fail, ended), name="nito_nb-run-writer",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._write_loop,
+            args=(progress, fail, ended),
+            name="nito_nb-run-writer",
+            daemon=True,
+        ).start()
 
     # -- the loop thread's side ------------------------------------------------------------------
 
@@ -157,8 +168,12 @@ class RunWriter:
 
     # -- the writer's thread ---------------------------------------------------------------------
 
-    def _write_loop(self, progress: LiveOutput | None, fail: Callable[[BaseException], None],
-                    ended: Callable[[], None]) -> None:
+    def _write_loop(
+        self,
+        progress: LiveOutput | None,
+        fail: Callable[[BaseException], None],
+        ended: Callable[[], None],
+    ) -> None:
         """Until the loop thread's ``end()``; then the run has ended."""
         batch: list[Finished] = []
         first = 0.0
@@ -182,7 +197,8 @@ class RunWriter:
                 _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
                 if progress is not None:
                     progress.update()  # throttled by the display itself (progress.MAX_UPDATES_PER_S)
-        except BaseException as exc:  # not the store (_flush keeps its failures): stop sending, say why
+        # not the store (_flush keeps its failures): stop sending, say why
+        except BaseException as exc:
             fail(exc)
             # Let the loop thread end; the failure may come from the last flush, after its end()
             # (waiting for a second one hung the run forever).
@@ -204,7 +220,8 @@ class RunWriter:
         if self.store is not None and self.store_failure is None:
             try:
                 self.store.write(batch, rows)
-            except Exception as exc:  # the store failed: this batch and the next ones stay in memory
+            # the store failed: this batch and the next ones stay in memory
+            except Exception as exc:
                 failed = self.store_failure = self.store_failed(exc)
         with self._lock:
             self._rows.extend(rows)
@@ -223,23 +240,32 @@ class RunWriter:
         path = self.store.path
         kept = "this run keeps its results in memory meanwhile (run.results(), run.frame())"
         if self.resumable:
-            how = (f"run the same call again with store={str(path)!r} to resume it: the requests done in the store are "
-                   f"skipped, the others sent; {kept}")
+            how = (
+                f"run the same call again with store={str(path)!r} to resume it: the requests done in the store are "
+                f"skipped, the others sent; {kept}"
+            )
         else:  # a load run measures: it is never resumed (runner._load_requests)
             how = f"run the load run again (a load run is not resumed); {kept}"
         # A run still writing when Python exits (a script that ended without run.wait()): DuckDB
         # then refuses every query that would run Python code, and its store is not to blame.
         if sys.is_finalizing() or "interpreter is shutting down" in str(error):
-            return StoreError(f"the run was cut short by Python's exit before it ended; {how.split('; ')[0]}",
-                              path=path)
-        first = {"full": "free some space there", "read-only": "make it writable again",
-                 "denied": "allow writing there"}.get(cause_of(error) or "")
+            return StoreError(
+                f"the run was cut short by Python's exit before it ended; {how.split('; ')[0]}",
+                path=path,
+            )
+        first = {
+            "full": "free some space there",
+            "read-only": "make it writable again",
+            "denied": "allow writing there",
+        }.get(cause_of(error) or "")
         refused = cannot_write(error, path, f"{first}, then {how}")
         if refused is not None:
             return refused
         if isinstance(error, (duckdb.Error, OSError)):
-            return StoreError(f"the run store {str(path)!r} failed ({one_line(error)}); once that is mended, {how}",
-                              path=path)
+            return StoreError(
+                f"the run store {str(path)!r} failed ({one_line(error)}); once that is mended, {how}",
+                path=path,
+            )
         return error
 
 
@@ -268,7 +294,9 @@ def frame_of(writers: list[RunWriter]) -> pd.DataFrame:
         with open_store(path) as store:
             return _joined(store.frame(keys), frame(kept))
     if any(writer.store_path is not None for writer in writers):
-        raise ConfigurationError("these runs keep their streams in different stores: frame each run apart")
+        raise ConfigurationError(
+            "these runs keep their streams in different stores: frame each run apart"
+        )
     return frame(kept)
 
 

@@ -81,7 +81,9 @@ class _DeadlineStream(httpcore.NetworkStream):
                 raise DeadlinePassed(deadlines.error(deadlines.due()[1]))
             left = _NOW
         try:
-            return self._inner.read(max_bytes, left if timeout is None or left < timeout else timeout)
+            return self._inner.read(
+                max_bytes, left if timeout is None or left < timeout else timeout
+            )
         except httpcore.ReadTimeout:
             if deadlines.left(time.perf_counter_ns()) <= 0:
                 raise DeadlinePassed(deadlines.error(deadlines.due()[1])) from None
@@ -100,8 +102,12 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
         return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
@@ -114,12 +120,21 @@ class DeadlineBackend(httpcore.NetworkBackend):
     def __init__(self, inner: httpcore.NetworkBackend) -> None:
         self._inner = inner
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
         return _DeadlineStream(self._inner.connect_unix_socket(path, timeout, socket_options))
 
     def sleep(self, seconds: float) -> None:

@@ -55,7 +55,8 @@ class HeaderEnd:
                 return None
             end = match.end()
             status = _STATUS.match(self._block)
-            if status is not None and status.group(1).startswith(b"1"):  # informational: another block follows
+            # informational: another block follows
+            if status is not None and status.group(1).startswith(b"1"):
                 del self._block[:end]
                 start -= end
                 search = 0
@@ -179,7 +180,9 @@ class Chunked:
         )
 
 
-def body_framing(transfer_encoding: str | None, content_length: str | None) -> Chunked | Length | UntilClose | None:
+def body_framing(
+    transfer_encoding: str | None, content_length: str | None
+) -> Chunked | Length | UntilClose | None:
     """The framing of a response body from its headers (values joined by commas where repeated),
     or None for one this module does not read (a transfer coding other than chunked alone: httpx
     reads those)."""

@@ -28,7 +28,11 @@ class PushedBody:
     the read and is raised as it is. Why: ``framing.py``. No timeout of its own: the call's
     deadlines are the AsyncStream's to keep (``_stream.py``), counted in events, not bytes."""
 
-    def __init__(self, network: StampedSocketStream | StampedTLSStream, framing: Chunked | Length | UntilClose) -> None:
+    def __init__(
+        self,
+        network: StampedSocketStream | StampedTLSStream,
+        framing: Chunked | Length | UntilClose,
+    ) -> None:
         self._network = network
         self._framing = framing
         self._deliver: Callable[[bytes, int], None] | None = None
@@ -38,7 +42,8 @@ class PushedBody:
         self._backlog: collections.deque[tuple[bytes, int]] = collections.deque()
         self._queued = 0
         self._outcome: object = _PENDING
-        self._pump: Pump = pump(asyncio.get_running_loop())  # made where it is awaited, on that loop
+        # made where it is awaited, on that loop
+        self._pump: Pump = pump(asyncio.get_running_loop())
         self._in_line = False  # in the pump's line: its next bytes wait for their turn
 
     async def __call__(self, deliver: Callable[[bytes, int], None]) -> None:
@@ -49,8 +54,9 @@ class PushedBody:
             else:
                 self._network.push(self)
             await self._ended
-        except BaseException:  # stopped (cancelled): what arrived and waits for its turn is kept (an
-            # error ends a body only once nothing waits)
+        # stopped (cancelled): what arrived and waits for its turn is kept (an error ends a body
+        # only once nothing waits)
+        except BaseException:
             self._hand_on_all()
             raise
         finally:
@@ -110,7 +116,8 @@ class PushedBody:
             return False
         try:
             self._hand_on_up_to(SLICE)
-        except Exception as exc:  # the consumer's (an event too large): raised where the body is awaited
+        # the consumer's (an event too large): raised where the body is awaited
+        except Exception as exc:
             self._drop_backlog()
             ended.set_exception(exc)
             return False
@@ -159,5 +166,7 @@ def pushed_body(response: httpx.Response) -> PushedBody | None:
     network = response.extensions.get("network_stream")
     if not isinstance(network, (StampedSocketStream, StampedTLSStream)):
         return None
-    framing = body_framing(response.headers.get("transfer-encoding"), response.headers.get("content-length"))
+    framing = body_framing(
+        response.headers.get("transfer-encoding"), response.headers.get("content-length")
+    )
     return None if framing is None else PushedBody(network, framing)

@@ -19,7 +19,15 @@ import httpcore
 from .._core.units import NS_PER_S
 from .framing import HeaderEnd
 
-__all__ = ["HIGH_WATER", "READ_SIZE", "Receiver", "StampedSocketStream", "StampedTLSStream", "readable", "within"]
+__all__ = [
+    "HIGH_WATER",
+    "READ_SIZE",
+    "Receiver",
+    "StampedSocketStream",
+    "StampedTLSStream",
+    "readable",
+    "within",
+]
 
 #: Linux's SO_TIMESTAMPNS / SCM_TIMESTAMPNS (asm-generic/socket.h); the socket module lacks them.
 _SO_TIMESTAMPNS = 35
@@ -58,7 +66,9 @@ def _kernel_stamps(sock: socket.socket) -> bool:
     return True
 
 
-def _put_back(pieces: collections.deque[tuple[bytes, int]], data: bytes, keep: int, stamp: int) -> bytes:
+def _put_back(
+    pieces: collections.deque[tuple[bytes, int]], data: bytes, keep: int, stamp: int
+) -> bytes:
     """``data[:keep]``; the rest goes back first in ``pieces``, with the same arrival time."""
     if len(data) <= keep:
         return data
@@ -84,7 +94,11 @@ def _stamp(now: int, ancillary: list[tuple[int, int, bytes]]) -> int:
         realtime = time.clock_gettime_ns(time.CLOCK_REALTIME)
         offset = (now + time.perf_counter_ns()) // 2 - realtime
         for level, kind, value in ancillary:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) >= _TIMESPEC.size:
+            if (
+                level == socket.SOL_SOCKET
+                and kind == _SO_TIMESTAMPNS
+                and len(value) >= _TIMESPEC.size
+            ):
                 seconds, nanoseconds = _TIMESPEC.unpack_from(value)
                 if seconds <= 0:  # not stamped
                     continue
@@ -222,7 +236,8 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         data = _put_back(self._pieces, data, max_bytes, stamp)
         if self._head is not None and (end := self._head.split(data)) is not None:
             self._head = None
-            data = _put_back(self._pieces, data, end, stamp)  # the body's first bytes: for its reader
+            # the body's first bytes: for its reader
+            data = _put_back(self._pieces, data, end, stamp)
         self._buffered -= len(data)
         if self._buffered <= HIGH_WATER // 2:
             self._resume()
@@ -246,8 +261,12 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
             self._wake()
             self._sock.close()
 
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
         self._head = None  # the headers are the TLS layer's to find
         tls = StampedTLSStream(self, ssl_context, server_hostname)
         try:
@@ -265,7 +284,9 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
             return self._sock
         if info in ("client_addr", "server_addr"):
             try:
-                return self._sock.getsockname() if info == "client_addr" else self._sock.getpeername()
+                return (
+                    self._sock.getsockname() if info == "client_addr" else self._sock.getpeername()
+                )
             except OSError:  # closed
                 return None
         if info == "is_readable":  # an idle pooled connection that the server closed, or talked on
@@ -291,14 +312,19 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
     arrival time of the raw read that completed them. Like the raw stream, ``read()`` returns
     no byte past the response's headers, and :meth:`push` hands the body on as it is decrypted."""
 
-    def __init__(self, raw: StampedSocketStream, context: ssl.SSLContext, server_hostname: str | None) -> None:
+    def __init__(
+        self, raw: StampedSocketStream, context: ssl.SSLContext, server_hostname: str | None
+    ) -> None:
         self._raw = raw
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_hostname=server_hostname)
+        self._tls = context.wrap_bio(
+            self._incoming, self._outgoing, server_hostname=server_hostname
+        )
         self.arrival_ns = raw.arrival_ns
         self._head: HeaderEnd | None = HeaderEnd()
-        self._held: collections.deque[tuple[bytes, int]] = collections.deque()  # decrypted, past the headers
+        # decrypted, past the headers
+        self._held: collections.deque[tuple[bytes, int]] = collections.deque()
         self._receiver: Receiver | None = None
         self._flushing: asyncio.Task[None] | None = None
 
@@ -430,9 +456,15 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
             pass
         await self._raw.aclose()
 
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("TLS inside TLS (an HTTPS proxy to an HTTPS server) is not supported here")
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError(
+            "TLS inside TLS (an HTTPS proxy to an HTTPS server) is not supported here"
+        )
 
     def get_extra_info(self, info: str) -> Any:
         if info == "ssl_object":

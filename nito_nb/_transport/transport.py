@@ -34,14 +34,21 @@ def _numeric_address(host: str, port: int) -> list[Any] | None:
 class StampingBackend(httpcore.AsyncNetworkBackend):
     """httpcore's network backend for asyncio, with :class:`StampedSocketStream` connections."""
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         infos: list[Any] | None = _numeric_address(host, port)
         if infos is None:
             try:
-                infos = list(await within(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout))
+                infos = list(
+                    await within(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+                )
             except asyncio.TimeoutError:
                 raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
             except OSError as exc:
@@ -71,8 +78,9 @@ class StampingBackend(httpcore.AsyncNetworkBackend):
             return StampedSocketStream(sock, loop)
         raise error
 
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -176,4 +184,3 @@ def stamping_allowed() -> bool:
     if any(name in ("http", "https", "all") for name in urllib.request.getproxies()):
         return False
     return sys.platform != "win32"  # asyncio's default loop there (Proactor) has no add_reader
-

@@ -68,7 +68,6 @@ _BANNER_STYLE = (
 )
 
 
-
 @dataclass
 class _Turn:
     """One prompt (or one round of tool results) and its answer; ``task`` exists while its
@@ -108,7 +107,9 @@ def _user_text(messages: Iterable[dict[str, Any]], runs: list[ToolRun] | None = 
         return "\n".join(["Tools:", *(run.line for run in runs)])
     # A tool result is not the user's words: label it with its role, as _user_html does.
     return "\n".join(
-        f"You: {m.get('content', '')}" if m.get("role", "user") == "user" else f"[{m.get('role')}] {m.get('content', '')}"
+        f"You: {m.get('content', '')}"
+        if m.get("role", "user") == "user"
+        else f"[{m.get('role')}] {m.get('content', '')}"
         for m in messages
     )
 
@@ -162,9 +163,13 @@ class ChatWidget(ipywidgets.VBox):
         self._stopping = False  # stop() was called: no further tool round starts
         check_format(format)
         check_keywords(params, keyword_options(ChatWidget.__init__), "ChatWidget()")
-        if not isinstance(model, str):  # a list was an unhashable TypeError from the picker's options
-            raise ConfigurationError(one_model(model, "ChatWidget()",
-                                               "More models for its picker: models=['sim/echo', ...]."))
+        # a list was an unhashable TypeError from the picker's options
+        if not isinstance(model, str):
+            raise ConfigurationError(
+                one_model(
+                    model, "ChatWidget()", "More models for its picker: models=['sim/echo', ...]."
+                )
+            )
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         items = [tools] if callable(tools) or isinstance(tools, dict) else list(tools or [])
@@ -172,7 +177,9 @@ class ChatWidget(ipywidgets.VBox):
         #: The functions run_tools=True may run, by tool name (empty: calls are only shown).
         self._functions: dict[str, Callable[..., Any]] = python_tools(items) if run_tools else {}
         if run_tools and not self._functions:
-            raise ValueError("run_tools=True runs the Python functions among tools=: give at least one")
+            raise ValueError(
+                "run_tools=True runs the Python functions among tools=: give at least one"
+            )
         super().__init__()
         self.add_class("nito-chat")
         self.system = system
@@ -308,14 +315,22 @@ class ChatWidget(ipywidgets.VBox):
         return turn.stream
 
     def _new_turn(
-        self, new: list[dict[str, Any]], model: str, runs: list[ToolRun] | None = None, runner: LoopThread | None = None
+        self,
+        new: list[dict[str, Any]],
+        model: str,
+        runs: list[ToolRun] | None = None,
+        runner: LoopThread | None = None,
     ) -> _Turn:
         """Send ``new`` after the conversation and add the turn to the transcript (under the lock)."""
-        stream = self._client.stream([*self.messages, *new], model=model, raise_errors=False, **self.params)
+        stream = self._client.stream(
+            [*self.messages, *new], model=model, raise_errors=False, **self.params
+        )
         user = ipywidgets.HTML(value=_user_html(new, runs))
         view = StreamView(stream, format=self.format, max_rate=self.max_rate)
         # The runner is set before the turn becomes current: wait() and stop() read it from there.
-        turn = _Turn(new, ipywidgets.VBox([user, view]), stream, view, user, runner=runner, runs=runs)
+        turn = _Turn(
+            new, ipywidgets.VBox([user, view]), stream, view, user, runner=runner, runs=runs
+        )
         turn.box.add_class("nito-chat-turn")
         self._turns.append(turn)
         self._current = turn
@@ -325,7 +340,8 @@ class ChatWidget(ipywidgets.VBox):
 
     def stop(self) -> None:
         """Stop the streaming turn: its connection closes, the partial answer stays (``stopped``)."""
-        with self._lock:  # the same lock a tool round takes to become current: one of them sees the other
+        # the same lock a tool round takes to become current: one of them sees the other
+        with self._lock:
             self._stopping = True
             turn = self._current
         if turn is None:
@@ -339,7 +355,8 @@ class ChatWidget(ipywidgets.VBox):
         """Block until the streaming turn (if any) has finished; returns the last turn's Stream."""
         turn = self._current
         if turn is not None and turn.runner is not None and turn.runner.wait(timeout):
-            turn.runner.thread.join(1.0)  # past its last line already: this only waits for it to exit
+            # past its last line already: this only waits for it to exit
+            turn.runner.thread.join(1.0)
         streams = self.streams
         return streams[-1] if streams else None
 
@@ -396,7 +413,9 @@ class ChatWidget(ipywidgets.VBox):
             return None
         # The names are the model's words: printable, as every status (a bidi override in a
         # Label would reorder the line).
-        self.status = printable("running tools: " + ", ".join(str(call.name) for call in stream.tool_calls))
+        self.status = printable(
+            "running tools: " + ", ".join(str(call.name) for call in stream.tool_calls)
+        )
         runs = tool_round(stream, self._functions, rounds_done)  # a failing tool is its result
         if not runs:
             return None
@@ -551,7 +570,9 @@ class ChatWidget(ipywidgets.VBox):
         """marimo's display protocol (only marimo calls it): one line that says what to use there."""
         from .._display.marimo import instead
 
-        return instead("ChatWidget", "mo.ui.chat(nito_nb.marimo_chat(model, system=..., tools=...))")
+        return instead(
+            "ChatWidget", "mo.ui.chat(nito_nb.marimo_chat(model, system=..., tools=...))"
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         data = super()._repr_mimebundle_(**kwargs)

@@ -98,7 +98,8 @@ class StreamView(LiveSink, ipywidgets.VBox):
         self.format = format
         self.max_rate = max_rate
         self._cache = RenderCache()
-        self._structured = structure_of(stream)  # a schema= answer: the object as parsed (docs/STRUCTURED.md)
+        # a schema= answer: the object as parsed (docs/STRUCTURED.md)
+        self._structured = structure_of(stream)
         self._thread: threading.Thread | None = None
         #: The exception a follow() thread ended with (the Stream keeps its own errors too).
         self.follow_error: BaseException | None = None
@@ -129,7 +130,10 @@ class StreamView(LiveSink, ipywidgets.VBox):
 
     def _flush(self, *, live: bool) -> None:
         parts = render_parts(
-            _state_of(self.stream), format=self.format, live=live, cache=self._cache,
+            _state_of(self.stream),
+            format=self.format,
+            live=live,
+            cache=self._cache,
             structured=self._structured,
         )
         moved, removed = self._page.reconcile(parts)
@@ -232,11 +236,12 @@ class StreamView(LiveSink, ipywidgets.VBox):
         """marimo's display protocol (only marimo calls it): one line that says what to use there."""
         from .._display.marimo import instead
 
-        return instead("StreamView", "the Stream itself as the cell's output, which marimo shows live")
+        return instead(
+            "StreamView", "the Stream itself as the cell's output, which marimo shows live"
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         data = super()._repr_mimebundle_(**kwargs)
         if data is not None:
             data.update(join_parts(self.parts))
         return data
-

@@ -33,8 +33,10 @@ from ._calls import Call, Extra, calls_of
 
 __all__ = ["export", "instrument", "live", "uninstrument"]
 
-MISSING = ("nito_nb.otel needs OpenTelemetry: pip install 'nito_nb[otel]' "
-           "(opentelemetry-api and opentelemetry-sdk)")
+MISSING = (
+    "nito_nb.otel needs OpenTelemetry: pip install 'nito_nb[otel]' "
+    "(opentelemetry-api and opentelemetry-sdk)"
+)
 
 
 def _emitter(tracer_provider: Any, meter_provider: Any) -> Any:
@@ -45,7 +47,9 @@ def _emitter(tracer_provider: Any, meter_provider: Any) -> Any:
     return Emitter(tracer_provider, meter_provider)
 
 
-def export(source: Any, *, tracer_provider: Any = None, meter_provider: Any = None, content: bool = False) -> int:
+def export(
+    source: Any, *, tracer_provider: Any = None, meter_provider: Any = None, content: bool = False
+) -> int:
     """Export the requests of ``source`` (a Stream, a list of Streams, a Run, a Store or a frame):
     one span each and the client metrics; returns the number of spans.
 
@@ -98,7 +102,8 @@ def _of_streams(streams: list[StreamResults], content: bool) -> list[Call]:
     running = [i for i, s in enumerate(streams) if not s.finished]
     if running:
         raise ConfigurationError(
-            f"stream {running[0]} of {len(streams)} is still running: export it once it has ended (s.wait())")
+            f"stream {running[0]} of {len(streams)} is still running: export it once it has ended (s.wait())"
+        )
     labels = {str(i): s for i, s in enumerate(streams)}
     extras = {label: _stream_extra(s) for label, s in labels.items()}
     return calls_of(frame(labels), extras, content=content)
@@ -106,17 +111,25 @@ def _of_streams(streams: list[StreamResults], content: bool) -> list[Call]:
 
 def _stream_extra(stream: StreamResults) -> Extra:
     error = stream.exception
-    return Extra(messages=stream.request.get("messages"), exception=None if error is None else type(error).__name__,
-                 message=None if error is None else error.message)
+    return Extra(
+        messages=stream.request.get("messages"),
+        exception=None if error is None else type(error).__name__,
+        message=None if error is None else error.message,
+    )
 
 
 def _store_extras(store: Any) -> dict[str, Extra]:
     """What a store's requests table keeps beyond the frame: the messages, how each ended."""
     extras = {}
-    for key, request, end_state in store.con.execute("SELECT key, request, end_state FROM requests").fetchall():
+    for key, request, end_state in store.con.execute(
+        "SELECT key, request, end_state FROM requests"
+    ).fetchall():
         ended = json.loads(end_state or "{}")
-        extras[key] = Extra(messages=json.loads(request or "{}").get("messages"), exception=ended.get("exception"),
-                            message=ended.get("message"))
+        extras[key] = Extra(
+            messages=json.loads(request or "{}").get("messages"),
+            exception=ended.get("exception"),
+            message=ended.get("message"),
+        )
     return extras
 
 
@@ -162,8 +175,12 @@ class _Exporter:
                 for call in _of_streams(batch, self.content):
                     self.emitter.emit(call)
             except Exception as exc:  # never the session's problem: said once per batch
-                print(printable(f"nito_nb.otel: {len(batch)} request(s) not exported: {one_line(exc)}"),
-                      file=sys.stderr)
+                print(
+                    printable(
+                        f"nito_nb.otel: {len(batch)} request(s) not exported: {one_line(exc)}"
+                    ),
+                    file=sys.stderr,
+                )
             finally:
                 with self.cond:
                     self.busy = 0
@@ -187,7 +204,9 @@ _session: list[_Exporter] = []  # the exporter in use last; live() stacks one ov
 _session_lock = threading.Lock()
 
 
-def instrument(*, tracer_provider: Any = None, meter_provider: Any = None, content: bool = False) -> None:
+def instrument(
+    *, tracer_provider: Any = None, meter_provider: Any = None, content: bool = False
+) -> None:
     """From now on, export every request of this session as it ends (a span each and the client
     metrics): ``nito_nb.stream``, the magic, the chat widget, runs (their worker processes' too),
     captured and watched clients. A second call replaces the first; :func:`uninstrument` stops."""
@@ -209,7 +228,9 @@ def uninstrument() -> None:
 
 
 @contextmanager
-def live(*, tracer_provider: Any = None, meter_provider: Any = None, content: bool = False) -> Iterator[None]:
+def live(
+    *, tracer_provider: Any = None, meter_provider: Any = None, content: bool = False
+) -> Iterator[None]:
     """``with nito_nb.otel.live(): ...``: :func:`instrument` for the block. At its end, every
     request that ended inside it has been exported (handed to the providers' processors)."""
     exporter = _Exporter(_emitter(tracer_provider, meter_provider), content)
@@ -222,4 +243,3 @@ def live(*, tracer_provider: Any = None, meter_provider: Any = None, content: bo
         with _session_lock:
             if exporter in _session:
                 _session.remove(exporter)
-

@@ -55,8 +55,11 @@ NUMBERS = {
     "frequency_penalty": "gen_ai.request.frequency_penalty",
     "presence_penalty": "gen_ai.request.presence_penalty",
 }
-COUNTS = {"max_tokens": "gen_ai.request.max_tokens", "max_completion_tokens": "gen_ai.request.max_tokens",
-          "seed": "gen_ai.request.seed"}
+COUNTS = {
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "seed": "gen_ai.request.seed",
+}
 
 
 @dataclass
@@ -121,7 +124,9 @@ def _host(base_url: Any) -> tuple[str | None, int | None]:
     return parts.hostname, port
 
 
-def calls_of(df: pd.DataFrame, extras: Mapping[str, Extra] | None = None, *, content: bool = False) -> list[Call]:
+def calls_of(
+    df: pd.DataFrame, extras: Mapping[str, Extra] | None = None, *, content: bool = False
+) -> list[Call]:
     """One :class:`Call` per stream of ``df`` (a frame with its ``df.attrs["nito"]``)."""
     attrs = df.attrs.get("nito") or {}
     if df.empty:
@@ -142,8 +147,17 @@ def calls_of(df: pd.DataFrame, extras: Mapping[str, Extra] | None = None, *, con
                 "operations); export the Streams, the Run or the Store, or a frame made by nito_nb.frame()"
             )
         extra = (extras or {}).get(label) or Extra()
-        calls.append(_call(label, row, usages[label], described, per.get(label, {}), extra,
-                           _content(label, extra, texts, reasoning, tool_calls, row) if content else None))
+        calls.append(
+            _call(
+                label,
+                row,
+                usages[label],
+                described,
+                per.get(label, {}),
+                extra,
+                _content(label, extra, texts, reasoning, tool_calls, row) if content else None,
+            )
+        )
     return calls
 
 
@@ -161,7 +175,11 @@ def _per_stream(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
         labels = df["stream"].astype(object).to_numpy()
     t = df["t"].to_numpy(dtype=float, na_value=math.nan)
     seq = df["seq"].to_numpy()
-    token = df["token"].to_numpy(dtype=bool) & ~df["ignored"].to_numpy(dtype=bool) & (df["part"].to_numpy() == 0)
+    token = (
+        df["token"].to_numpy(dtype=bool)
+        & ~df["ignored"].to_numpy(dtype=bool)
+        & (df["part"].to_numpy() == 0)
+    )
     starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
     ends = np.r_[starts[1:], len(labels)]
     chunks = df[df["kind"] == "chunk"]
@@ -175,8 +193,12 @@ def _per_stream(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     for start, end in zip(starts, ends, strict=True):
         label = labels[start]
         rows = np.flatnonzero(token[start:end]) + start
-        one = per[label] = {"tokens": list(zip(t[rows].tolist(), seq[rows].tolist(), strict=True)),
-                            "id": None, "model": None, "error_code": _value(last_code.get(label))}
+        one = per[label] = {
+            "tokens": list(zip(t[rows].tolist(), seq[rows].tolist(), strict=True)),
+            "id": None,
+            "model": None,
+            "error_code": _value(last_code.get(label)),
+        }
         seen = first_of.get(label)
         if seen is not None:
             one["id"] = _value(seen["id"])
@@ -199,8 +221,15 @@ def _value(x: Any) -> Any:
     return x
 
 
-def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: Mapping[str, Any], extra: Extra,
-          content: dict[str, Any] | None) -> Call:
+def _call(
+    label: str,
+    row: Any,
+    usage: Any,
+    described: Mapping[str, Any],
+    seen: Mapping[str, Any],
+    extra: Extra,
+    content: dict[str, Any] | None,
+) -> Call:
     request = described.get("request") or {}
     params = request.get("params") or {}
     model = request.get("model")
@@ -264,7 +293,9 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
         attributes.update(content)
         tools = _tool_definitions(params.get("tools"))
         if tools:
-            attributes["gen_ai.tool.definitions"] = json.dumps(tools, ensure_ascii=False, default=str)
+            attributes["gen_ai.tool.definitions"] = json.dumps(
+                tools, ensure_ascii=False, default=str
+            )
 
     error_type, error_message = _error(status, row, seen.get("error_code"), extra)
     if error_type is not None:
@@ -273,7 +304,13 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
     events: list[tuple[int, str, dict[str, Any]]] = []
     if ttfb is not None:
         http = _value(row["http_status"])
-        events.append((start_ns + to_ns(ttfb), "nito.response", {} if http is None else {"nito.http_status": int(http)}))
+        events.append(
+            (
+                start_ns + to_ns(ttfb),
+                "nito.response",
+                {} if http is None else {"nito.http_status": int(http)},
+            )
+        )
     token_times = seen.get("tokens") or []
     if token_times:
         # Every chunk's arrival in one attribute as well: an SDK keeps at most its span limit of
@@ -281,8 +318,15 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
         attributes["nito.chunk.times"] = [round(t, 9) for t, _ in token_times]
     for index, (t, seq) in enumerate(token_times):
         if not math.isnan(t):
-            events.append((start_ns + to_ns(t), "nito.chunk", {"nito.chunk.index": index, "nito.chunk.seq": seq}))
-    gaps = token_gaps([t for t, _ in token_times])  # the K - 1 gaps of itl_p50...itl_max (docs/METRICS.md)
+            events.append(
+                (
+                    start_ns + to_ns(t),
+                    "nito.chunk",
+                    {"nito.chunk.index": index, "nito.chunk.seq": seq},
+                )
+            )
+    # the K - 1 gaps of itl_p50...itl_max (docs/METRICS.md)
+    gaps = token_gaps([t for t, _ in token_times])
     return Call(
         name=f"{OPERATION} {model}" if isinstance(model, str) and model else OPERATION,
         start_ns=start_ns,
@@ -295,8 +339,12 @@ def _call(label: str, row: Any, usage: Any, described: Mapping[str, Any], seen: 
         duration=float(duration),
         time_to_first_chunk=None if ttft is None else float(ttft),
         chunk_gaps=[g for g in gaps if not math.isnan(g)],
-        input_tokens=None if tokens["gen_ai.usage.input_tokens"] is None else int(tokens["gen_ai.usage.input_tokens"]),
-        output_tokens=None if tokens["gen_ai.usage.output_tokens"] is None else int(tokens["gen_ai.usage.output_tokens"]),
+        input_tokens=None
+        if tokens["gen_ai.usage.input_tokens"] is None
+        else int(tokens["gen_ai.usage.input_tokens"]),
+        output_tokens=None
+        if tokens["gen_ai.usage.output_tokens"] is None
+        else int(tokens["gen_ai.usage.output_tokens"]),
     )
 
 
@@ -342,18 +390,26 @@ def _error(status: str, row: Any, error_code: Any, extra: Extra) -> tuple[str | 
         code = str(int(http))
     elif status == "error":
         code = error_code
-    fallback = {"failed": "NitoError", "error": "MidStreamError", "truncated": "StreamTruncatedError"}[status]
+    fallback = {
+        "failed": "NitoError",
+        "error": "MidStreamError",
+        "truncated": "StreamTruncatedError",
+    }[status]
     error_type = str(code) if code is not None else extra.exception or fallback
     message = _value(row["error"]) or extra.message or status
     return error_type, " ".join(str(message).split())  # one line, as nito_nb shows an error
 
 
-def _content(label: str, extra: Extra, texts: Any, reasoning: Any, tool_calls: Any, row: Any) -> dict[str, Any]:
+def _content(
+    label: str, extra: Extra, texts: Any, reasoning: Any, tool_calls: Any, row: Any
+) -> dict[str, Any]:
     """The opt-in attributes (``content=True``): the conversation sent and the answer, in the
     conventions' message shape, as JSON text. Model text is data here: a string, never markup."""
     out: dict[str, Any] = {}
     if extra.messages is not None:
-        out["gen_ai.input.messages"] = json.dumps([_message(m) for m in extra.messages], ensure_ascii=False)
+        out["gen_ai.input.messages"] = json.dumps(
+            [_message(m) for m in extra.messages], ensure_ascii=False
+        )
     parts: list[dict[str, Any]] = []
     said = reasoning.get(label, "") if reasoning is not None else ""
     if said:
@@ -363,8 +419,14 @@ def _content(label: str, extra: Extra, texts: Any, reasoning: Any, tool_calls: A
         parts.append({"type": "text", "content": text})
     if tool_calls is not None and len(tool_calls):
         for _, call in tool_calls[tool_calls["stream"] == label].iterrows():
-            parts.append({"type": "tool_call", "id": _value(call["id"]), "name": _value(call["name"]),
-                          "arguments": call["parsed"] if call["valid_json"] else call["arguments"]})
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": _value(call["id"]),
+                    "name": _value(call["name"]),
+                    "arguments": call["parsed"] if call["valid_json"] else call["arguments"],
+                }
+            )
     answer: dict[str, Any] = {"role": "assistant", "parts": parts}
     finish = _value(row["finish_reason"])
     if finish is not None:
@@ -380,7 +442,11 @@ def _tool_definitions(tools: Any) -> list[dict[str, Any]]:
     for tool in tools if isinstance(tools, list) else []:
         if not isinstance(tool, Mapping):
             continue
-        inner = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool.get("custom")
+        inner = (
+            tool.get("function")
+            if isinstance(tool.get("function"), Mapping)
+            else tool.get("custom")
+        )
         inner = inner if isinstance(inner, Mapping) else tool
         definition = {"type": str(tool.get("type") or "function"), "name": inner.get("name")}
         for key in ("description", "parameters"):
@@ -398,7 +464,9 @@ def _message(message: Any) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     body = message.get("content")
     if role == "tool":
-        parts.append({"type": "tool_call_response", "id": message.get("tool_call_id"), "response": body})
+        parts.append(
+            {"type": "tool_call_response", "id": message.get("tool_call_id"), "response": body}
+        )
     elif isinstance(body, str):
         parts.append({"type": "text", "content": body})
     elif isinstance(body, list):
@@ -406,10 +474,17 @@ def _message(message: Any) -> dict[str, Any]:
             if isinstance(piece, Mapping) and piece.get("type") == "text":
                 parts.append({"type": "text", "content": piece.get("text")})
             elif isinstance(piece, Mapping):
-                parts.append({"type": str(piece.get("type") or "unknown")})  # an image or a file: its kind only
+                # an image or a file: its kind only
+                parts.append({"type": str(piece.get("type") or "unknown")})
     for call in message.get("tool_calls") or []:
         if isinstance(call, Mapping):
             function = call.get("function") or {}
-            parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
-                          "arguments": function.get("arguments")})
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": function.get("name"),
+                    "arguments": function.get("arguments"),
+                }
+            )
     return {"role": role, "parts": parts}

@@ -28,27 +28,40 @@ class Emitter:
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         from .. import __version__
 
-        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE, __version__)
+        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
+            SCOPE, __version__
+        )
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, __version__)
         self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=SECONDS)
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=SECONDS,
+        )
         self.tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=TOKENS)
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=TOKENS,
+        )
         self.first_chunk = meter.create_histogram(
-            "gen_ai.client.operation.time_to_first_chunk", unit="s",
+            "gen_ai.client.operation.time_to_first_chunk",
+            unit="s",
             description="Time to receive the first chunk, measured from when the client issues the generation "
-                        "request to when the first chunk is received in the response stream.",
-            explicit_bucket_boundaries_advisory=SECONDS)
+            "request to when the first chunk is received in the response stream.",
+            explicit_bucket_boundaries_advisory=SECONDS,
+        )
         self.per_chunk = meter.create_histogram(
-            "gen_ai.client.operation.time_per_output_chunk", unit="s",
+            "gen_ai.client.operation.time_per_output_chunk",
+            unit="s",
             description="Time per output chunk, recorded for each chunk received after the first one.",
-            explicit_bucket_boundaries_advisory=SECONDS)
+            explicit_bucket_boundaries_advisory=SECONDS,
+        )
 
     def emit(self, call: Call) -> None:
-        span = self.tracer.start_span(call.name, kind=SpanKind.CLIENT, start_time=call.start_ns,
-                                      attributes=call.attributes)
+        span = self.tracer.start_span(
+            call.name, kind=SpanKind.CLIENT, start_time=call.start_ns, attributes=call.attributes
+        )
         for t_ns, name, attributes in call.events:
             span.add_event(name, attributes, timestamp=t_ns)
         if call.error_type is not None:
@@ -56,8 +69,10 @@ class Emitter:
         span.end(end_time=call.end_ns)
 
         common = call.metric_attributes
-        self.duration.record(call.duration, {**common, **({} if call.error_type is None else
-                                                          {"error.type": call.error_type})})
+        self.duration.record(
+            call.duration,
+            {**common, **({} if call.error_type is None else {"error.type": call.error_type})},
+        )
         if call.input_tokens is not None:
             self.tokens.record(call.input_tokens, {**common, "gen_ai.token.type": "input"})
         if call.output_tokens is not None:

@@ -48,10 +48,21 @@ if TYPE_CHECKING:
 
     from ._server import SimServer
 
-__all__ = ["SIM_MODELS", "SimServer", "app", "create_app", "ensure_process", "ensure_server", "serve", "token"]
+__all__ = [
+    "SIM_MODELS",
+    "SimServer",
+    "app",
+    "create_app",
+    "ensure_process",
+    "ensure_server",
+    "serve",
+    "token",
+]
 
 
-def create_app(api_key: str | None = None, *, replay_dirs: Sequence[str] | None = None) -> Starlette:
+def create_app(
+    api_key: str | None = None, *, replay_dirs: Sequence[str] | None = None
+) -> Starlette:
     """The simulator as an ASGI app; with `api_key`, requests must send `Bearer <api_key>`.
     `sim/replay` reads only under `replay_dirs` (default: `NITO_SIM_REPLAY_DIRS`, else the
     working directory)."""
@@ -86,8 +97,12 @@ def ensure_process() -> str:
     return _ensure_process()
 
 
-def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None,
-          replay_dirs: Sequence[str] | None = None) -> None:
+def serve(
+    port: int = 8765,
+    host: str = "127.0.0.1",
+    api_key: str | None = None,
+    replay_dirs: Sequence[str] | None = None,
+) -> None:
     """Serve the simulator in the foreground until interrupted (`python -m nito_nb.sim`)."""
     from ._server import serve as _serve
 

@@ -19,7 +19,9 @@ def _key_from_file(parser: argparse.ArgumentParser, path: str) -> str:
     try:
         lines = Path(path).expanduser().read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        parser.error(f"--api-key-file: cannot read {path!r}: {exc.strerror if isinstance(exc, OSError) else exc}")
+        parser.error(
+            f"--api-key-file: cannot read {path!r}: {exc.strerror if isinstance(exc, OSError) else exc}"
+        )
     key = lines[0].strip() if lines else ""
     if not key:
         parser.error(f"--api-key-file: {path!r} holds no key (its first line is empty)")

@@ -29,7 +29,15 @@ import threading
 
 from ._reply import ErrorReply, error_reply
 
-__all__ = ["LOOPBACK_NAMES", "TOKEN_HINT", "host_refusal", "is_json", "key_refusal", "token", "type_refusal"]
+__all__ = [
+    "LOOPBACK_NAMES",
+    "TOKEN_HINT",
+    "host_refusal",
+    "is_json",
+    "key_refusal",
+    "token",
+    "type_refusal",
+]
 
 #: Where a client refused by a simulator that nito_nb started is told to find the key.
 TOKEN_HINT = "the token of nito_nb.sim.token() in the Python process that started this simulator"
@@ -47,6 +55,7 @@ def token() -> str:
         if _token is None:
             _token = secrets.token_urlsafe(32)
         return _token
+
 
 #: Names that mean this machine without asking DNS (RFC 6761: resolvers and browsers keep them
 #: on loopback), with and without the root's trailing dot.
@@ -74,15 +83,20 @@ def host_allowed(host: str | None, local_address: str | None) -> bool:
     """Whether a request addressed to ``host`` (its Host header) may be answered, when its
     connection arrived on ``local_address`` (None: unknown)."""
     if not host:
-        return False  # HTTP/1.1 requires one (h11 refuses a request without it); 1.0 gets no exception
+        return (
+            False  # HTTP/1.1 requires one (h11 refuses a request without it); 1.0 gets no exception
+        )
     name = _host_part(host)
     if name in LOOPBACK_NAMES:
         return True
     address = _address(name)
     if address is None:
         return False  # a DNS name: what a rebinding page controls
-    if address.is_loopback or (isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped
-                               and address.ipv4_mapped.is_loopback):
+    if address.is_loopback or (
+        isinstance(address, ipaddress.IPv6Address)
+        and address.ipv4_mapped
+        and address.ipv4_mapped.is_loopback
+    ):
         return True
     here = _address(local_address) if local_address else None
     return here is not None and here == address
@@ -111,7 +125,9 @@ def type_refusal(content_type: str | None) -> ErrorReply | None:
     """None for a JSON body, else a 415 that says what to send."""
     if is_json(content_type):
         return None
-    return error_reply(415, "The request body must be JSON: send it with `Content-Type: application/json`.")
+    return error_reply(
+        415, "The request body must be JSON: send it with `Content-Type: application/json`."
+    )
 
 
 def key_refusal(authorization: str | None, key: str | None, where: str) -> ErrorReply | None:

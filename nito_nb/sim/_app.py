@@ -106,7 +106,9 @@ class _Guard:
             refusal = (
                 host_refusal(headers.get("host"), server[0] if server else None)
                 or key_refusal(headers.get("authorization"), self.api_key, self.key_hint)
-                or (type_refusal(headers.get("content-type")) if scope["method"] == "POST" else None)
+                or (
+                    type_refusal(headers.get("content-type")) if scope["method"] == "POST" else None
+                )
             )
             if refusal is not None:
                 await _respond(refusal)(scope, receive, send)

@@ -34,7 +34,11 @@ def check_parts(messages: list[dict[str, Any]]) -> str | None:
 
 def _wrong(part: dict[str, Any], where: str) -> str | None:
     if part["type"] == "image_url":
-        url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else None
+        url = (
+            part.get("image_url", {}).get("url")
+            if isinstance(part.get("image_url"), dict)
+            else None
+        )
         if not isinstance(url, str):
             return f"`{where}.image_url.url` is required: an http(s) URL or a data URL."
         if url.startswith(("http://", "https://")):
@@ -65,9 +69,15 @@ def received(message: dict[str, Any]) -> list[str]:
             continue
         found = data_of(part)
         if found is None:
-            url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else None
+            url = (
+                part.get("image_url", {}).get("url")
+                if isinstance(part.get("image_url"), dict)
+                else None
+            )
             lines.append(f"{part['type']} url {url}")
             continue
         media_type, data, _ = found
-        lines.append(f"{part['type']} {media_type} {len(data)} bytes sha256 {hashlib.sha256(data).hexdigest()[:12]}")
+        lines.append(
+            f"{part['type']} {media_type} {len(data)} bytes sha256 {hashlib.sha256(data).hexdigest()[:12]}"
+        )
     return lines

@@ -75,11 +75,19 @@ class Batches:
             if waiting is not None and not waiting.done():
                 waiting.set_result(None)
 
-    def stream(self, admitted: Admitted, request: SimRequest, reply: StreamReply, headers: Mapping[str, str]) -> StreamingResponse:
+    def stream(
+        self,
+        admitted: Admitted,
+        request: SimRequest,
+        reply: StreamReply,
+        headers: Mapping[str, str],
+    ) -> StreamingResponse:
         body = self._body(admitted, request, reply)
         return _Held(body, reply.status, headers=dict(headers), on_end=lambda: self.leave(admitted))
 
-    async def complete(self, admitted: Admitted, request: SimRequest, reply: StreamReply) -> ErrorReply | dict[str, Any]:
+    async def complete(
+        self, admitted: Admitted, request: SimRequest, reply: StreamReply
+    ) -> ErrorReply | dict[str, Any]:
         """`stream: false`: the slot is held for the whole generation, then the merged answer,
         with the server's `metrics` at its top level when asked."""
         sent = bytearray()
@@ -98,7 +106,9 @@ class Batches:
             result["metrics"] = admitted[1].metrics()
         return result
 
-    async def _body(self, admitted: Admitted, request: SimRequest, reply: StreamReply) -> AsyncIterator[bytes]:
+    async def _body(
+        self, admitted: Admitted, request: SimRequest, reply: StreamReply
+    ) -> AsyncIterator[bytes]:
         scheduler, ticket = admitted
         options = request.options
         loop = asyncio.get_running_loop()
@@ -107,7 +117,9 @@ class Batches:
             waiting = self._admissions.get(ticket)
             if waiting is None:
                 waiting = self._admissions[ticket] = loop.create_future()
-            await self._shutdown.wait(waiting, options.keepalive_s if options.keepalive_s > 0 else 3600.0)
+            await self._shutdown.wait(
+                waiting, options.keepalive_s if options.keepalive_s > 0 else 3600.0
+            )
             if ticket.admitted is None:
                 yield KEEPALIVE
         self._admissions.pop(ticket, None)
@@ -154,8 +166,14 @@ class _Held(StreamingResponse):
     """A streamed response that calls `on_end` however it ends: done, failed, or cancelled when
     its client went away (a body never iterated would never run its own `finally`)."""
 
-    def __init__(self, content: AsyncIterator[bytes], status_code: int, *, headers: dict[str, str],
-                 on_end: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        status_code: int,
+        *,
+        headers: dict[str, str],
+        on_end: Callable[[], None],
+    ) -> None:
         super().__init__(content, status_code, headers=headers)
         self._on_end = on_end
 

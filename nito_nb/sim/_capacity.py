@@ -61,7 +61,9 @@ class Capacity:
 
     def service_s(self, prompt_tokens: int, output_tokens: int) -> float:
         """How long a request holds its slot in a full batch, without jitter or stalls."""
-        return self.prefill_s(prompt_tokens) + max(output_tokens - 1, 0) / self.decode_tps(self.slots)
+        return self.prefill_s(prompt_tokens) + max(output_tokens - 1, 0) / self.decode_tps(
+            self.slots
+        )
 
     def requests_per_s(self, prompt_tokens: int, output_tokens: int) -> float:
         """The capacity: requests ended per second with every slot busy (the knee of a sweep)."""
@@ -80,12 +82,22 @@ def parse_capacity(value: Any, defaults: Capacity) -> Capacity:
     if value is True:
         return defaults
     if not isinstance(value, Mapping):
-        raise ValueError(f"sim.capacity must be an object such as {{\"slots\": 4, \"queue\": 8}} or true, got {value!r}")
+        raise ValueError(
+            f'sim.capacity must be an object such as {{"slots": 4, "queue": 8}} or true, got {value!r}'
+        )
     values: dict[str, Any] = {}
     for name, raw in value.items():
         if name not in NAMES:
-            raise ValueError(f"unknown sim.capacity option {name!r}: the options are {', '.join(NAMES)}")
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != raw or raw < 0 or raw == math.inf:
+            raise ValueError(
+                f"unknown sim.capacity option {name!r}: the options are {', '.join(NAMES)}"
+            )
+        if (
+            isinstance(raw, bool)
+            or not isinstance(raw, int | float)
+            or raw != raw
+            or raw < 0
+            or raw == math.inf
+        ):
             raise ValueError(f"sim.capacity.{name} must be a number >= 0, got {raw!r}")
         if name in _INTEGERS:
             if int(raw) != raw:
@@ -222,7 +234,9 @@ class Piece(NamedTuple):
     last: bool = False
 
 
-def served(events: Iterable[Event], scheduler: Scheduler, ticket: Ticket, keepalive_s: float = 1.0) -> Iterator[Piece]:
+def served(
+    events: Iterable[Event], scheduler: Scheduler, ticket: Ticket, keepalive_s: float = 1.0
+) -> Iterator[Piece]:
     """When each piece of an admitted request's body is due, as `_pacing.schedule` says for an
     unbounded server but with the capacity's prefill and decode: the first data chunk after the
     prefill (keep-alive comments meanwhile), each later token after `scheduler.gap`, computed
@@ -233,7 +247,9 @@ def served(events: Iterable[Event], scheduler: Scheduler, ticket: Ticket, keepal
     event = next(pending, None)
     while event is not None:
         following = next(pending, None)
-        last = following is not None and following.data == DONE and event.data.startswith(b"data: {")
+        last = (
+            following is not None and following.data == DONE and event.data.startswith(b"data: {")
+        )
         kind = event.kind
         if waiting_first and kind in ("token", "send") and event.data.startswith(b"data:"):
             waiting_first = False
@@ -262,4 +278,4 @@ def served(events: Iterable[Event], scheduler: Scheduler, ticket: Ticket, keepal
 def with_metrics(data: bytes, metrics: Mapping[str, float]) -> bytes:
     """A chunk's bytes with `"metrics": {...}` as its first field (as vLLM's
     `--enable-per-request-metrics` adds `metrics` to its last message)."""
-    return b'data: {"metrics":' + dumps(dict(metrics)) + b"," + data[len(b"data: {"):]
+    return b'data: {"metrics":' + dumps(dict(metrics)) + b"," + data[len(b"data: {") :]

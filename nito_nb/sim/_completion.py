@@ -8,7 +8,8 @@ non-streaming answers:
 
 - OpenAI: `message` with `role`, `content` (a string; null when the answer is only tool calls),
   `refusal` (null when none) and `tool_calls` (`{id, type, function: {name, arguments}}`, the
-  arguments whole); a choice has `index`, `message`, `logprobs` (null unless asked: the chunks' token entries, merged) and `finish_reason`.
+  arguments whole); a choice has `index`, `message`, `logprobs` (null unless asked: the chunks'
+  token entries, merged) and `finish_reason`.
 - OpenRouter: the reasoning as one `reasoning` string and `reasoning_details` merged per detail
   (one text per detail, with its signature, id and format; each encrypted block whole).
 - Mistral (the stream sent thinking parts): `content` as a list of parts, one `thinking` part
@@ -100,7 +101,8 @@ def _fold(chunk: dict[str, Any], choices: dict[int, _Choice]) -> None:
     """Fold one chunk into its choices. The accumulator reads choice 0 only (docs/PROTOCOL.md,
     rule 11): a chunk of another choice (`n` > 1) is folded by that choice's own accumulator, as
     its choice 0. The chunks without choices (the usage chunk) go to choice 0's."""
-    for index, one in per_choice(chunk):  # the one cut of a chunk into its choices (_core/choices.py)
+    # the one cut of a chunk into its choices (_core/choices.py)
+    for index, one in per_choice(chunk):
         choices.setdefault(index, _Choice()).fold(one)
 
 
@@ -110,7 +112,9 @@ def _message(choice: _Choice) -> dict[str, Any]:
     if choice.thinking_parts:  # Mistral: the reasoning and the answer as parts of the content
         parts: list[dict[str, Any]] = []
         if merged.reasoning:
-            parts.append({"type": "thinking", "thinking": [{"type": "text", "text": merged.reasoning}]})
+            parts.append(
+                {"type": "thinking", "thinking": [{"type": "text", "text": merged.reasoning}]}
+            )
         if merged.content:
             parts.append({"type": "text", "text": merged.content})
         message["content"] = parts

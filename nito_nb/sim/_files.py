@@ -40,7 +40,9 @@ REPLAY_DIRS_VARIABLE = "NITO_SIM_REPLAY_DIRS"
 SOURCES = "SOURCES.tsv"
 
 #: Whether a file can be opened component by component without following links.
-_BENEATH = hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
+_BENEATH = (
+    hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,9 @@ def replay_dirs(named: Sequence[str] | None, env: Mapping[str, str], cwd: str) -
     """The replay directories, resolved: ``named`` (``--replay-dir``), else those of
     ``NITO_SIM_REPLAY_DIRS`` in ``env``, else ``cwd``. A relative one is taken from ``cwd``."""
     if not named:
-        named = [d for d in env.get(REPLAY_DIRS_VARIABLE, "").split(os.pathsep) if d.strip()] or [cwd]
+        named = [d for d in env.get(REPLAY_DIRS_VARIABLE, "").split(os.pathsep) if d.strip()] or [
+            cwd
+        ]
     return tuple(os.path.realpath(os.path.join(cwd, os.path.expanduser(d))) for d in named)
 
 
@@ -112,7 +116,9 @@ def _read(folder: str, real: str) -> bytes:
         return file.read()
 
 
-def read_recording(given: str, named: Sequence[str] | None, env: Mapping[str, str]) -> Recording | ErrorReply:
+def read_recording(
+    given: str, named: Sequence[str] | None, env: Mapping[str, str]
+) -> Recording | ErrorReply:
     """The recording ``sim.replay`` names (``given``), if it is one under the replay directories
     (``named``, else ``env``'s, else the working directory: :func:`replay_dirs`); else the
     refusal to send (see the module's docstring)."""

@@ -19,8 +19,28 @@ __all__ = ["MAX_TOP_LOGPROBS", "token_logprobs"]
 #: OpenAI's limit on `top_logprobs`.
 MAX_TOP_LOGPROBS = 20
 
-_FILLERS = (" the", " a", " and", " of", " to", " is", ",", ".", " it", " that", " in", " for", " on", " as",
-            " with", " was", " by", " at", " or", " be")
+_FILLERS = (
+    " the",
+    " a",
+    " and",
+    " of",
+    " to",
+    " is",
+    ",",
+    ".",
+    " it",
+    " that",
+    " in",
+    " for",
+    " on",
+    " as",
+    " with",
+    " was",
+    " by",
+    " at",
+    " or",
+    " be",
+)
 
 
 def _unit(*parts: Any) -> float:
@@ -30,7 +50,11 @@ def _unit(*parts: Any) -> float:
 
 
 def _entry(token: str, logprob: float) -> dict[str, Any]:
-    return {"token": token, "logprob": round(logprob, 6), "bytes": list(token.encode("utf-8", "surrogatepass"))}
+    return {
+        "token": token,
+        "logprob": round(logprob, 6),
+        "bytes": list(token.encode("utf-8", "surrogatepass")),
+    }
 
 
 def token_logprobs(token: str, position: int, seed: int, top: int) -> dict[str, Any]:
@@ -48,5 +72,7 @@ def token_logprobs(token: str, position: int, seed: int, top: int) -> dict[str, 
         for name in names:  # each alternative half of what is left, so they sum below 1 - p
             rest /= 2
             left.append(_entry(name, math.log(max(rest, 1e-12))))
-        alternatives = sorted([_entry(token, math.log(p)), *left], key=lambda e: -e["logprob"])[:top]
+        alternatives = sorted([_entry(token, math.log(p)), *left], key=lambda e: -e["logprob"])[
+            :top
+        ]
     return {**entry, "top_logprobs": alternatives}

@@ -90,11 +90,15 @@ def capacity_defaults(env: Mapping[str, str]) -> Capacity:
     try:
         return parse_capacity(parse_spec(raw), Capacity())
     except ValueError as exc:
-        raise OptionError(f"the environment variable {CAPACITY_VARIABLE}={raw!r} is not usable ({exc}): set it"
-                          " to NAME=NUMBER pairs such as slots=4,queue=8, or unset it") from None
+        raise OptionError(
+            f"the environment variable {CAPACITY_VARIABLE}={raw!r} is not usable ({exc}): set it"
+            " to NAME=NUMBER pairs such as slots=4,queue=8, or unset it"
+        ) from None
 
 
-def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None, *, capped: bool = False) -> SimOptions:
+def parse_options(
+    sim: Any, env: Mapping[str, str], seed: Any = None, *, capped: bool = False
+) -> SimOptions:
     """Merge the request's `"sim"` object over NITO_SIM_* variables over the defaults.
 
     `tps: 0` means as fast as possible: then the time to first token and sim/slow's thinking
@@ -108,8 +112,10 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None, *, capped:
             try:
                 values[name] = _number(name, float(raw))
             except ValueError as exc:
-                raise OptionError(f"the environment variable {var}={raw!r} is not a number >= 0: set it to one, or"
-                                  " unset it for the simulator's default") from exc
+                raise OptionError(
+                    f"the environment variable {var}={raw!r} is not a number >= 0: set it to one, or"
+                    " unset it for the simulator's default"
+                ) from exc
     if seed is not None:
         values["seed"] = int(_number("seed", seed, integer=True))
     if sim is not None and not isinstance(sim, dict):
@@ -158,6 +164,8 @@ def parse_options(sim: Any, env: Mapping[str, str], seed: Any = None, *, capped:
     if capped and "capacity" not in values:
         values["capacity"] = capacity_defaults(env)
     if values.get("metrics") and "capacity" not in values:
-        raise OptionError("sim.metrics reports a capacity model's queue, prefill and decode times: use the model"
-                          " sim/server, or add sim.capacity (an object, {} for the defaults)")
+        raise OptionError(
+            "sim.metrics reports a capacity model's queue, prefill and decode times: use the model"
+            " sim/server, or add sim.capacity (an object, {} for the defaults)"
+        )
     return SimOptions(**values)

@@ -45,10 +45,15 @@ class SimProcess:
     """The simulator served by a child process on a free loopback port. Clients must send
     `Authorization: Bearer <api_key>`: the key given, else a random one (``self.api_key``)."""
 
-    def __init__(self, *, host: str = "127.0.0.1", api_key: str | None = None, key_hint: str | None = None) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", api_key: str | None = None, key_hint: str | None = None
+    ) -> None:
         if api_key is None:
             api_key = secrets.token_urlsafe(32)
-            key_hint = key_hint or "this simulator's key, SimProcess.api_key, in the Python process that started it"
+            key_hint = (
+                key_hint
+                or "this simulator's key, SimProcess.api_key, in the Python process that started it"
+            )
         self.api_key = api_key
         self.key_hint = key_hint
         self.host = host
@@ -74,7 +79,9 @@ class SimProcess:
         if self._proc is not None:
             raise RuntimeError("this SimProcess was already started")
         if os.name != "posix":
-            raise RuntimeError("a simulator process of its own needs POSIX (it inherits its socket)")
+            raise RuntimeError(
+                "a simulator process of its own needs POSIX (it inherits its socket)"
+            )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         errors = tempfile.TemporaryFile()
         try:
@@ -84,7 +91,11 @@ class SimProcess:
             fd = sock.fileno()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "nito_nb.sim._process", str(fd)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, pass_fds=(fd,), env=_child_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                pass_fds=(fd,),
+                env=_child_env(),
                 start_new_session=True,  # the notebook's interrupt (SIGINT to the group) is not for it
             )
         except OSError as exc:
@@ -102,8 +113,14 @@ class SimProcess:
             errors.seek(0)
             said = errors.read().decode("utf-8", "replace").strip().splitlines()
             errors.close()
-            why = f"it exited with code {code}" if code is not None else f"not serving after {STARTUP_TIMEOUT_S:g} s"
-            raise RuntimeError(f"the simulator process did not start ({why})" + (f": {said[-1]}" if said else ""))
+            why = (
+                f"it exited with code {code}"
+                if code is not None
+                else f"not serving after {STARTUP_TIMEOUT_S:g} s"
+            )
+            raise RuntimeError(
+                f"the simulator process did not start ({why})" + (f": {said[-1]}" if said else "")
+            )
         errors.close()
         return self.base_url
 

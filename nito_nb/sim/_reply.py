@@ -113,5 +113,7 @@ def padded(events: Iterable[Event], seed: int) -> Iterator[Event]:
         data = event.data
         if data.startswith(b"data: {") and data.endswith(b"}\n\n") and data.count(b"\n") == 2:
             padding = "".join(choices(_PADDING_ALPHABET, k=randint(0, _PADDING_MAX))).encode()
-            event = Event(event.kind, data[:-3] + b',"obfuscation":"' + padding + b'"}\n\n', event.seconds)
+            event = Event(
+                event.kind, data[:-3] + b',"obfuscation":"' + padding + b'"}\n\n', event.seconds
+            )
         yield event

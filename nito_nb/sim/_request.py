@@ -46,7 +46,9 @@ class SimRequest:
     n: int = 1  # choices to generate, streamed interleaved
     options: SimOptions = field(default_factory=SimOptions)
     response_format: JsonFormat | None = None  # None: text
-    top_logprobs: int | None = None  # logprobs: true asked for them (0: no alternatives); None: not asked
+    top_logprobs: int | None = (
+        None  # logprobs: true asked for them (0: no alternatives); None: not asked
+    )
 
 
 def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest | ErrorReply:
@@ -97,17 +99,26 @@ def parse_request(body: Any, env: Mapping[str, str] | None = None) -> SimRequest
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
         return bad(f"`n` must be an integer from 1 to {MAX_CHOICES}, got {n!r}.")
     try:
-        options = parse_options(body.get("sim"), env or {}, body.get("seed"), capped=model == SERVER_MODEL)
+        options = parse_options(
+            body.get("sim"), env or {}, body.get("seed"), capped=model == SERVER_MODEL
+        )
     except OptionError as exc:
         return bad(f"{exc}.")  # a sentence of its own: the client's hint follows it
     if options.capacity is not None and model == "sim/replay":
-        return bad("sim/replay sends a recording at its recorded pace: sim.capacity does not apply to it.")
+        return bad(
+            "sim/replay sends a recording at its recorded pace: sim.capacity does not apply to it."
+        )
     logprobs, top_logprobs = body.get("logprobs", False), body.get("top_logprobs")
     if logprobs is not None and not isinstance(logprobs, bool):
         return bad(f"`logprobs` must be true or false, got {logprobs!r}.")
-    if top_logprobs is not None and (isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int)
-                                     or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS):
-        return bad(f"`top_logprobs` must be an integer from 0 to {MAX_TOP_LOGPROBS}, got {top_logprobs!r}.")
+    if top_logprobs is not None and (
+        isinstance(top_logprobs, bool)
+        or not isinstance(top_logprobs, int)
+        or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS
+    ):
+        return bad(
+            f"`top_logprobs` must be an integer from 0 to {MAX_TOP_LOGPROBS}, got {top_logprobs!r}."
+        )
     if top_logprobs is not None and not logprobs:
         return bad("`top_logprobs` needs `logprobs: true`.")
     response_format = parse_response_format(body.get("response_format"), options.seed, n)
@@ -146,16 +157,22 @@ def parse_response_format(value: Any, seed: int, n: int = 1) -> JsonFormat | str
     if kind == "json_object":
         return JsonFormat()
     if kind != "json_schema":
-        return f'`response_format.type` must be "text", "json_object" or "json_schema", got {kind!r}.'
+        return (
+            f'`response_format.type` must be "text", "json_object" or "json_schema", got {kind!r}.'
+        )
     spec = value.get("json_schema")
     if not isinstance(spec, dict):
         return f"`response_format.json_schema` is required with type json_schema: {example}."
     name = spec.get("name")
     if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
-        return (f"`response_format.json_schema.name` must be 1 to 64 letters, digits, _ or -, "
-                f"got {name!r}.")
+        return (
+            f"`response_format.json_schema.name` must be 1 to 64 letters, digits, _ or -, "
+            f"got {name!r}."
+        )
     if not isinstance(spec.get("strict", False), bool):
-        return f"`response_format.json_schema.strict` must be true or false, got {spec['strict']!r}."
+        return (
+            f"`response_format.json_schema.strict` must be true or false, got {spec['strict']!r}."
+        )
     schema = spec.get("schema")
     if schema is None:
         return JsonFormat(name=name)  # any JSON object, as json_object

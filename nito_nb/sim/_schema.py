@@ -57,13 +57,17 @@ _BY_NAME = {
     "language": ("French", "Japanese", "Portuguese"),
 }
 _FORMATS: dict[str, Callable[[random.Random], str]] = {
-    "date-time": lambda r: f"2025-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:"
-    f"{r.randint(0, 59):02d}:{r.randint(0, 59):02d}Z",
+    "date-time": lambda r: (
+        f"2025-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:"
+        f"{r.randint(0, 59):02d}:{r.randint(0, 59):02d}Z"
+    ),
     "date": lambda r: f"2025-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}",
     "time": lambda r: f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}Z",
     "duration": lambda r: f"PT{r.randint(1, 9)}H{r.randint(0, 59)}M",
     "email": lambda r: f"{r.choice(('ada', 'grace', 'alan'))}@example.com",
-    "uri": lambda r: f"https://example.com/{r.choice(('streams', 'docs', 'runs'))}/{r.randint(1, 99)}",
+    "uri": lambda r: (
+        f"https://example.com/{r.choice(('streams', 'docs', 'runs'))}/{r.randint(1, 99)}"
+    ),
     "uuid": lambda r: str(uuid.UUID(int=r.getrandbits(128), version=4)),
     "ipv4": lambda r: f"192.0.2.{r.randint(1, 254)}",
     "ipv6": lambda r: f"2001:db8::{r.randint(1, 0xFFFF):x}",
@@ -136,7 +140,9 @@ class _Schema:
         merged = self._merged.get(id(node))
         if merged is None:
             merged = {}
-            closed: set[str] | None = None  # the only names a part with additionalProperties false allows
+            closed: set[str] | None = (
+                None  # the only names a part with additionalProperties false allows
+            )
             parts = [{k: v for k, v in node.items() if k != "allOf"}, *node["allOf"]]
             for part in parts:
                 part = self.view(self.follow(part))
@@ -148,7 +154,9 @@ class _Schema:
                         for name, sub in value.items():  # one property in two parts: both apply
                             known[name] = {"allOf": [known[name], sub]} if name in known else sub
                     elif key == "required" and isinstance(value, list):
-                        merged["required"] = list(dict.fromkeys([*(merged.get("required") or []), *value]))
+                        merged["required"] = list(
+                            dict.fromkeys([*(merged.get("required") or []), *value])
+                        )
                     elif key != "additionalProperties":
                         merged.setdefault(key, value)
                 extra = part.get("additionalProperties")
@@ -183,7 +191,9 @@ class _Schema:
         if branches is not None:
             known = [r for r in (self.rank(b) for b in branches) if r is not None]
             return min(known) + 1 if known else None
-        known = [r for r in (self._type_rank(node, kind) for kind in types_of(node)) if r is not None]
+        known = [
+            r for r in (self._type_rank(node, kind) for kind in types_of(node)) if r is not None
+        ]
         return min(known) if known else None
 
     def _type_rank(self, node: dict[str, Any], kind: str) -> int | None:
@@ -256,7 +266,11 @@ def _required(node: dict[str, Any]) -> list[str]:
 
 def _properties(node: dict[str, Any]) -> dict[str, Any]:
     properties = node.get("properties")
-    return {k: v for k, v in properties.items() if isinstance(k, str)} if isinstance(properties, dict) else {}
+    return (
+        {k: v for k, v in properties.items() if isinstance(k, str)}
+        if isinstance(properties, dict)
+        else {}
+    )
 
 
 def _property(node: dict[str, Any], name: str) -> Any:
@@ -374,7 +388,9 @@ class _Maker:
         if small:
             return options[min(ranked)[1]]
         # Some value rather than null, when the schema allows both (an Optional field).
-        useful = [i for _, i in ranked if options[i] not in ("null", {"type": "null"})] or [i for _, i in ranked]
+        useful = [i for _, i in ranked if options[i] not in ("null", {"type": "null"})] or [
+            i for _, i in ranked
+        ]
         return options[self.rng.choice(useful)]
 
     def _object(self, node: dict[str, Any], depth: int, small: bool) -> dict[str, Any]:
@@ -390,7 +406,11 @@ class _Maker:
         if isinstance(extra, dict) and not _properties(node):  # a map: make up its keys
             low = _count(node.get("minProperties")) or 0
             high = _count(node.get("maxProperties"))
-            count = low if small else max(low, min(self.rng.randint(1, 3), high if high is not None else 3))
+            count = (
+                low
+                if small
+                else max(low, min(self.rng.randint(1, 3), high if high is not None else 3))
+            )
             words = iter(self.rng.sample(_WORDS, len(_WORDS)))
             while len(out) < count:
                 key = next(words, None) or f"key_{len(out)}"
@@ -404,7 +424,11 @@ class _Maker:
             raise SchemaError("minItems is above maxItems")
         low, high = lengths
         prefix = node.get("prefixItems")
-        count = low if small else max(low, len(prefix) if isinstance(prefix, list) else self.rng.randint(1, 3))
+        count = (
+            low
+            if small
+            else max(low, len(prefix) if isinstance(prefix, list) else self.rng.randint(1, 3))
+        )
         if high is not None:
             count = min(count, high)
         out: list[Any] = []
@@ -474,9 +498,17 @@ class _Maker:
                 first, last = math.ceil(low / step), math.floor(high / step)
             # A few multiples, at random, then the ends: one whose division by the step is
             # exact in floating point (as a validator checks it) is taken.
-            for k in [*(self.rng.randint(first, last) for _ in range(8) if first <= last), first, last]:
+            for k in [
+                *(self.rng.randint(first, last) for _ in range(8) if first <= last),
+                first,
+                last,
+            ]:
                 value = k * step
-                if low <= value <= high and (value / step).is_integer() and (not integer or float(value).is_integer()):
+                if (
+                    low <= value <= high
+                    and (value / step).is_integer()
+                    and (not integer or float(value).is_integer())
+                ):
                     return int(value) if integer else value
             raise SchemaError(f"no multiple of {step} between {low} and {high}")
         if integer:
@@ -494,8 +526,10 @@ def check(schema: Any) -> None:
     except RecursionError:
         raise SchemaError("the schema nests too deep") from None
     if document.rank(schema) is None:
-        raise SchemaError("no finite JSON value conforms to it (an object that requires itself, "
-                          "an empty enum, a minimum above the maximum, ...)")
+        raise SchemaError(
+            "no finite JSON value conforms to it (an object that requires itself, "
+            "an empty enum, a minimum above the maximum, ...)"
+        )
 
 
 def instance(schema: Any, rng: random.Random) -> Any:
@@ -533,11 +567,20 @@ def breaking(schema: Any, value: Any, rng: random.Random) -> tuple[bool, Any]:
         properties = _properties(root)
         # A value of a wrong type first: a required property left out may have a default that
         # a schema does not say (the openai SDK's strict schemas drop `default: null`).
-        ways = [(key, wrong[0]) for key, sub in properties.items() if key in value and (wrong := _wrong(document, sub))]
+        ways = [
+            (key, wrong[0])
+            for key, sub in properties.items()
+            if key in value and (wrong := _wrong(document, sub))
+        ]
         if ways:
             key, new = rng.choice(ways)
             return True, {**value, key: new}
-        dropped = [k for k in _required(root) if k in value and not (isinstance(properties.get(k), dict) and "default" in properties[k])]
+        dropped = [
+            k
+            for k in _required(root)
+            if k in value
+            and not (isinstance(properties.get(k), dict) and "default" in properties[k])
+        ]
         if dropped:
             key = rng.choice(dropped)
             return True, {k: v for k, v in value.items() if k != key}

@@ -83,7 +83,6 @@ class Shutdown:
         if stopping:
             raise SimulatedDrop("the simulator is shutting down")
 
-
     async def wait(self, event: asyncio.Future[Any], seconds: float) -> None:
         """Until `event` is done or `seconds` have passed, whichever comes first; SimulatedDrop
         as soon as the server stops (a request waiting in a capacity's queue)."""

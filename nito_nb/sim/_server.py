@@ -51,11 +51,21 @@ class SimServer:
     (default: `NITO_SIM_REPLAY_DIRS`, else the working directory).
     """
 
-    def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 key_hint: str | None = None, replay_dirs: Sequence[str] | None = None):
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        key_hint: str | None = None,
+        replay_dirs: Sequence[str] | None = None,
+    ):
         if api_key is None:
             api_key = secrets.token_urlsafe(32)
-            key_hint = key_hint or "this server's key, SimServer.api_key, in the Python process that started it"
+            key_hint = (
+                key_hint
+                or "this server's key, SimServer.api_key, in the Python process that started it"
+            )
         self.api_key = api_key
         self.key_hint = key_hint or KEY_HINT
         self.replay_dirs = replay_dirs
@@ -163,8 +173,13 @@ def _stop_shared() -> None:
         _shared.stop()
 
 
-def serve(port: int = 8765, host: str = "127.0.0.1", api_key: str | None = None,
-          replay_dirs: Sequence[str] | None = None, key_hint: str = KEY_HINT) -> None:
+def serve(
+    port: int = 8765,
+    host: str = "127.0.0.1",
+    api_key: str | None = None,
+    replay_dirs: Sequence[str] | None = None,
+    key_hint: str = KEY_HINT,
+) -> None:
     """Serve the simulator in the foreground (`python -m nito_nb.sim`) until Ctrl-C."""
     import uvicorn
 

@@ -40,7 +40,9 @@ def _echo(w: ChunkWriter) -> Iterator[Event]:
 
 
 def _chat(w: ChunkWriter) -> Iterator[Event]:
-    yield from w.contents(answer_text(w.request, CHAT_ANSWERS[w.request.options.seed % len(CHAT_ANSWERS)]))
+    yield from w.contents(
+        answer_text(w.request, CHAT_ANSWERS[w.request.options.seed % len(CHAT_ANSWERS)])
+    )
     yield from w.finish("stop")
 
 

@@ -29,7 +29,12 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "properties": {
         "answer": {"type": "string"},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "topics": {"type": "array", "items": {"type": "string", "maxLength": 24}, "minItems": 1, "maxItems": 3},
+        "topics": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 24},
+            "minItems": 1,
+            "maxItems": 3,
+        },
     },
     "required": ["answer", "confidence", "topics"],
     "additionalProperties": False,

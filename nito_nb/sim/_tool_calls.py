@@ -47,6 +47,7 @@ _DEFAULT_TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+
 def _arguments(parameters: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
     """Arguments that conform to the tool's parameters (`_schema.instance`); `{}` for a tool
     without parameters, or with a schema the simulator cannot answer (a tool is not refused)."""
@@ -85,7 +86,9 @@ def tool_calls(w: ChunkWriter) -> Iterator[Event]:
         yield from _answer_tool_results(w)
         return
     if request.tool_choice == "none":
-        yield from w.contents(answer_text(request, "I will answer without calling a tool: no tool was needed."))
+        yield from w.contents(
+            answer_text(request, "I will answer without calling a tool: no tool was needed.")
+        )
         yield from w.finish("stop")
         return
     tools = request.tools or _DEFAULT_TOOLS
@@ -130,5 +133,7 @@ def _answer_tool_results(w: ChunkWriter) -> Iterator[Event]:
         text = message_text(message)
         results.append(f"- `{message.get('tool_call_id', '?')}`: {text[:200]}")
     lines = "\n".join(reversed(results))
-    yield from w.contents(answer_text(w.request, f"Here is what the tools returned:\n\n{lines}\n\nAll done."))
+    yield from w.contents(
+        answer_text(w.request, f"Here is what the tools returned:\n\n{lines}\n\nAll done.")
+    )
     yield from w.finish("stop")

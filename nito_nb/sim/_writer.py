@@ -172,12 +172,24 @@ class ChunkWriter:
             delta = {"role": "assistant", **delta}
             self._role_sent = True
         # A choice of n > 1 has a seed of its own already (seed + its index: _scenarios._choices).
-        entry = token_logprobs(fragment, self._position, self.request.options.seed,
-                               self.request.top_logprobs or 0)
+        entry = token_logprobs(
+            fragment, self._position, self.request.options.seed, self.request.top_logprobs or 0
+        )
         self._position += 1
-        body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.request.model,
-                "choices": [{"index": self.choice, "delta": delta, "logprobs": {"content": [entry], "refusal": None},
-                             "finish_reason": None}]}
+        body = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.request.model,
+            "choices": [
+                {
+                    "index": self.choice,
+                    "delta": delta,
+                    "logprobs": {"content": [entry], "refusal": None},
+                    "finish_reason": None,
+                }
+            ],
+        }
         return b"data: " + dumps(body) + b"\n\n"
 
     def content_data(self, fragment: str) -> bytes:

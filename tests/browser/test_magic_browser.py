@@ -109,8 +109,10 @@ def test_readme_screenshot(lab: Any, tmp_path: Path) -> None:
     lab.device_scale_factor = 2  # crisp on high-density screens
     path = take_screenshot(
         lab,
-        ["%load_ext nito_nb",
-         "%%nito -m sim/chat --temperature 0.2\nHow does a streaming chat completion work?"],
+        [
+            "%load_ext nito_nb",
+            "%%nito -m sim/chat --temperature 0.2\nHow does a streaming chat completion work?",
+        ],
         target,
         when=6.5,  # mid-answer: past the list, into the code block
         kernel_env={"NITO_SIM_TPS": "30", "NITO_SIM_TTFT_MS": "400"},
@@ -126,11 +128,14 @@ def test_readme_screenshot(lab: Any, tmp_path: Path) -> None:
 @pytest.mark.parametrize("app", APPS)
 def test_stop_button_keeps_the_partial_answer(app: str, request: pytest.FixtureRequest) -> None:
     lab = request.getfixturevalue(app)
-    lab.write_notebook("stop", [
-        "%load_ext nito_nb",
-        "%%nito -m sim/chat --param sim='{\"tps\": 30}'\nExplain streaming",
-        "print(_nito.status, len(_nito.content))",
-    ])
+    lab.write_notebook(
+        "stop",
+        [
+            "%load_ext nito_nb",
+            "%%nito -m sim/chat --param sim='{\"tps\": 30}'\nExplain streaming",
+            "print(_nito.status, len(_nito.content))",
+        ],
+    )
     nb = lab.open("stop", kernel_env={"NITO_SIM_TTFT_MS": "0"})
     nb.run_cell(0, wait=True)
     nb.run_cell(1)
@@ -158,7 +163,7 @@ def test_a_stall_keeps_the_status_clock_moving_on_the_page(lab: Any) -> None:
     stall_s = 6.0
     lab.write_notebook(
         "stall",
-        ["%load_ext nito_nb", "%%nito -m sim/stall --param sim='{\"stall_s\": 6, \"tps\": 100}'\nx"],
+        ["%load_ext nito_nb", '%%nito -m sim/stall --param sim=\'{"stall_s": 6, "tps": 100}\'\nx'],
     )
     nb = lab.open("stall", kernel_env={"NITO_SIM_TTFT_MS": "0"})
     nb.run_cell(0, wait=True)
@@ -173,7 +178,9 @@ def test_a_stall_keeps_the_status_clock_moving_on_the_page(lab: Any) -> None:
     during = [
         (at, float(match[1]))
         for at, text in samples
-        if (match := re.search(r"(\d+\.\d+) s so far", text)) and "Tip:" not in text and "short" in text
+        if (match := re.search(r"(\d+\.\d+) s so far", text))
+        and "Tip:" not in text
+        and "short" in text
     ]
     clocks = sorted({value for _, value in during})
     assert len(clocks) >= stall_s / 1.5, during

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.spawns, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 MARIMO = Path(sys.executable).with_name("marimo")
 
-NOTEBOOK = '''
+NOTEBOOK = """
 import marimo
 
 app = marimo.App()
@@ -71,7 +71,7 @@ def _(chat, chat_model):
 
 if __name__ == "__main__":
     app.run()
-'''
+"""
 
 
 def _free_port() -> int:
@@ -89,9 +89,23 @@ def marimo_app(tmp_path: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if k != "NITO_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [str(MARIMO), "run", str(notebook), "--headless", "--host", "127.0.0.1", "--port", str(port),
-         "--no-token", "--no-check", "--no-sandbox"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            str(MARIMO),
+            "run",
+            str(notebook),
+            "--headless",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-token",
+            "--no-check",
+            "--no-sandbox",
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 60
@@ -147,13 +161,23 @@ def test_a_stream_grows_live_in_a_marimo_cell_and_the_chat_answers_inertly(
             time.sleep(0.03)
         assert "done" in status and "sim/chat" in status, status
         assert len(set(seen)) > 1, f"the answer did not grow in the cell: {sorted(set(seen))}"
-        assert "Tip: when a stream fails halfway, keep what arrived" in page.locator("body").inner_text()
+        assert (
+            "Tip: when a stream fails halfway, keep what arrived"
+            in page.locator("body").inner_text()
+        )
 
         # The hostile echo: shown as text, nothing ran.
-        page.wait_for_function("() => document.querySelectorAll('.nito-status').length >= 2", timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.nito-status').length >= 2", timeout=30_000
+        )
         body = page.locator("body").inner_text()
         assert "<img src=x onerror=" in body and "<script>" in body
-        assert page.locator('.nito-answer img, .nito-answer script, .nito-answer a[href^="javascript"]').count() == 0
+        assert (
+            page.locator(
+                '.nito-answer img, .nito-answer script, .nito-answer a[href^="javascript"]'
+            ).count()
+            == 0
+        )
 
         # The chat element answers through nito_nb (sim/echo repeats the message, paced).
         box = page.locator("marimo-chatbot [contenteditable='true'][role='textbox']")
@@ -174,7 +198,9 @@ def test_a_stream_grows_live_in_a_marimo_cell_and_the_chat_answers_inertly(
         # marimo renders the chat's Markdown itself (it blocks images and scripts): nothing ran.
         # (the input box is CodeMirror: its own cm-widgetBuffer images are no model text)
         found = chat.locator('img:not(.cm-widgetBuffer), script, iframe, a[href^="javascript"]')
-        assert found.count() == 0, [found.nth(i).evaluate("e => e.outerHTML") for i in range(found.count())]
+        assert found.count() == 0, [
+            found.nth(i).evaluate("e => e.outerHTML") for i in range(found.count())
+        ]
         # The model's cell ran again after the answer: the turn's status line (timings, usage).
         page.wait_for_function(
             "() => [...document.querySelectorAll('.nito-status')].some(e => e.textContent.includes('sim/echo') "
@@ -196,7 +222,8 @@ def test_a_stream_grows_live_in_a_marimo_cell_and_the_chat_answers_inertly(
         stopped = chat.evaluate("e => (e.shadowRoot || e).textContent || ''")
         time.sleep(4)  # past the whole echo's time
         after = chat.evaluate("e => (e.shadowRoot || e).textContent || ''")
-        assert after.count("w119") == 1, "the answer went on to its end after Stop"  # the message's only
+        # the message's only
+        assert after.count("w119") == 1, "the answer went on to its end after Stop"
         assert len(after) - len(stopped) < 100, "the answer kept growing after Stop"
 
         time.sleep(0.5)  # an onerror would fire as soon as the (non-)image failed to load

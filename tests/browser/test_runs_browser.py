@@ -89,8 +89,11 @@ def test_a_sweeps_view_shows_each_rate_then_the_summary_and_stop_ends_it(lab: La
         return text.startswith("sweep done")
 
     _wait(step, 60, "the sweep to end")
-    assert {"sweep running: rate 1 of 2", "sweep running: rate 2 of 2"} <= seen, seen  # each step, live
-    steps = [line.split("\t") for line in view.locator(".nito-sweep-steps").inner_text().splitlines()[1:]]
+    # each step, live
+    assert {"sweep running: rate 1 of 2", "sweep running: rate 2 of 2"} <= seen, seen
+    steps = [
+        line.split("\t") for line in view.locator(".nito-sweep-steps").inner_text().splitlines()[1:]
+    ]
     assert [line[:3] for line in steps] == [["4/s", "done", "4/4"], ["8/s", "done", "8/8"]], steps
     summary = view.locator(".nito-sweep-summary")
     assert "achieved_rate" in summary.inner_text() and summary.locator("tbody tr").count() == 2
@@ -104,7 +107,9 @@ def test_a_sweeps_view_shows_each_rate_then_the_summary_and_stop_ends_it(lab: La
     running = long_view.locator(".nito-run div").first  # the current rate's panel, live
 
     def elapsed() -> float:
-        found = re.search(r"elapsed ([\d.]+) (ms|s)", running.inner_text()) if running.count() else None
+        found = (
+            re.search(r"elapsed ([\d.]+) (ms|s)", running.inner_text()) if running.count() else None
+        )
         if not found:
             return 0.0
         return float(found.group(1)) / (1000 if found.group(2) == "ms" else 1)
@@ -119,7 +124,8 @@ def test_a_sweeps_view_shows_each_rate_then_the_summary_and_stop_ends_it(lab: La
     settled = long_view.inner_text()
     time.sleep(1.5)
     assert long_view.inner_text() == settled, "the view still changed after the sweep said stopped"
-    assert "not run" in long_view.locator(".nito-sweep-steps").inner_text()  # the second rate never started
+    # the second rate never started
+    assert "not run" in long_view.locator(".nito-sweep-steps").inner_text()
     nb.run_cell(2, wait=True)
     assert nb.output_text(2) == "True True [2] True True"
     nb.assert_no_xss()

@@ -44,7 +44,8 @@ def test_the_object_grows_live_then_is_checked_and_stays_inert(lab: Lab) -> None
     area = nb.cell(2).locator(".jp-Cell-outputArea")
     assert area.locator("tr.nito-writing").count() == 0  # nothing is being written once done
     final = nb.output_text(2)
-    assert "✓ Verdict" in final and "<script>" in final and "onerror" in final  # the payloads, as text
+    # the payloads, as text
+    assert "✓ Verdict" in final and "<script>" in final and "onerror" in final
     raw = area.locator("details.nito-raw")
     assert raw.count() == 1 and not raw.evaluate("d => d.open")
     raw.locator("summary").click()
@@ -56,6 +57,7 @@ def test_the_object_grows_live_then_is_checked_and_stays_inert(lab: Lab) -> None
     invalid = nb.cell(3).locator(".jp-Cell-outputArea")
     assert "✗ not a valid Verdict" in nb.output_text(3)
     assert invalid.locator("ul.nito-errors li").count() >= 1
-    assert invalid.locator("details.nito-raw").evaluate("d => d.open")  # invalid: the raw text shown
+    # invalid: the raw text shown
+    assert invalid.locator("details.nito-raw").evaluate("d => d.open")
     time.sleep(0.5)  # an onerror would fire as soon as the (non-)image failed to load
     nb.assert_no_xss()

@@ -204,8 +204,12 @@ def test_run_tools_rounds_reach_the_page(lab: Lab) -> None:
     _wait(lambda: "✓ done" in _status(nb, 1), 30, "the answer to the tool results")
     runs = nb.cell(0).locator(".nito-tool-runs").inner_text()
     lines = [line for line in runs.splitlines() if line.startswith("→ ran")]
-    assert any(line.startswith("→ ran get_weather(city=") and "clear" in line for line in lines), runs
-    assert any(line.endswith("→ Error: RuntimeError: the clock service is down") for line in lines), runs
+    assert any(line.startswith("→ ran get_weather(city=") and "clear" in line for line in lines), (
+        runs
+    )
+    assert any(
+        line.endswith("→ Error: RuntimeError: the clock service is down") for line in lines
+    ), runs
     assert "Traceback" not in nb.cell(0).inner_text()
     # The model answered from the results (its blocks are widgets of their own: they may reach the
     # page a moment after the status line).
