@@ -541,3 +541,24 @@ def test_a_password_in_the_base_url_is_used_but_never_shown_or_saved(
         assert password not in text and "alice" not in text, where
     assert first.request["base_url"] == base.replace("http://", "http://[redacted]@")
     assert "[redacted]@127.0.0.1" in shown["connect error"]
+
+
+def test_a_key_written_into_the_prompt_is_sent_but_kept_nowhere(tmp_path: Path) -> None:
+    # An f-string put the key into the prompt (interpolation refuses it; Python's own f-strings
+    # cannot be refused): it went to the host chosen, as asked, but the saved log's request line,
+    # the Stream's request and a run store's requests kept it as written.
+    import nito_nb
+    from nito_nb.sim import SimServer
+
+    key = "sk-prompt-0123456789abcdef"
+    with SimServer(api_key=key) as base_url:
+        s = nito_nb.stream(f"Repeat: {key}", model="sim/echo", base_url=base_url, api_key=key)
+        s.wait()
+        assert s.status == "done" and "[redacted]" in s.content  # it was sent: the echo says so
+        path = s.save(tmp_path / "answer.jsonl")
+        assert key not in path.read_text(encoding="utf-8")
+        assert key not in json.dumps(s.request) and "[redacted]" in json.dumps(s.request)
+        assert key not in repr(s.messages)
+        follow = s.reply("again")  # the history holds the marker, and the turn still goes through
+        follow.wait()
+        assert follow.status == "done" and key not in json.dumps(follow.request)

@@ -4,6 +4,7 @@ Stream keeps for ``reply()``."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,7 @@ import httpx
 from .._core.attachments import Attachment, with_attachments
 from .._core.counts import whole
 from .._core.encoding import ACCEPT_ENCODING
-from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret
+from .._core.errors import ConfigurationError, MissingAPIKeyError, NitoError, Secret, redact
 from .._core.request import as_messages
 from .._stream_source import SourceBase
 from .._structured import Schema, schema_of
@@ -236,6 +237,12 @@ class BaseClient:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         meta = {"model": model, "messages": kept, "params": params, "base_url": shown_url(url)}
+        if key:
+            # A key written into the prompt (an f-string) is sent, to the host chosen, but kept
+            # nowhere: the request's record (the log, a saved file, a store, reply()'s history)
+            # holds the marker, as it does for an echo of it.
+            secret = Secret.of(key)
+            meta = json.loads(redact(json.dumps(meta, ensure_ascii=False), secret))
         return api_url(url, "/chat/completions"), headers, body, meta, key
 
     def _models_request(
