@@ -1115,3 +1115,13 @@ def test_mistral_without_streaming_keeps_the_parts() -> None:
     parts = choice["message"]["content"]
     assert {p["type"] for p in parts} == {"thinking", "text"}
     assert "".join(p["text"] for p in parts if p["type"] == "text") == _texts.REASONING_ANSWER
+
+
+def test_every_choice_of_n_gets_its_own_answer() -> None:
+    # sim/chat had two answer texts: the third choice of n=3 repeated the first (issue 33).
+    import nito_nb
+
+    s = nito_nb.stream("hi", model="sim/chat", n=4, sim={"tps": 0, "ttft_ms": 0})
+    s.wait()
+    texts = [choice.content for choice in s.choices]
+    assert len(texts) == 4 and all(texts) and len(set(texts)) == 4

@@ -40,10 +40,17 @@ def _echo(w: ChunkWriter) -> Iterator[Event]:
 
 
 def _chat(w: ChunkWriter) -> Iterator[Event]:
-    yield from w.contents(
-        answer_text(w.request, CHAT_ANSWERS[w.request.options.seed % len(CHAT_ANSWERS)])
+    # n > 1: choice k answers with seed + k, so its texts alternate; past the second choice, the
+    # simulator's other answers follow, so that every choice of n up to 2 + len(_MORE) differs.
+    index = w.request.options.seed % len(CHAT_ANSWERS)
+    text = (
+        CHAT_ANSWERS[index] if w.choice < len(CHAT_ANSWERS) else _MORE[(w.choice - 2) % len(_MORE)]
     )
+    yield from w.contents(answer_text(w.request, text))
     yield from w.finish("stop")
+
+
+_MORE = (SERVER_ANSWER, WEB_ANSWER, FREE_ANSWER, SLOW_ANSWER)
 
 
 def _server(w: ChunkWriter) -> Iterator[Event]:
