@@ -160,8 +160,20 @@ class MarimoChat:
                         shown_content = len(content)
             except NitoError:
                 pass  # an HTTP error before the body: the stream is failed, its status says why
+            # The end releases what the stream held back while it ran (a tail that could start
+            # the key): without this, an answer lost its last characters whenever the end came
+            # in a read of its own.
+            reasoning, content = stream.reasoning or "", stream.content or ""
+            if reasoning_open and len(reasoning) > shown_reasoning:
+                yield {
+                    "type": "reasoning-delta",
+                    "id": reasoning_id,
+                    "delta": reasoning[shown_reasoning:],
+                }
             if reasoning_open:
                 yield {"type": "reasoning-end", "id": reasoning_id}
+            if len(content) > shown_content:
+                yield content[shown_content:]
             for call in stream.tool_calls:
                 yield {
                     "type": "tool-input-available",
