@@ -21,21 +21,11 @@ import json
 import statistics
 import time
 
+from shapes import WORDS  # the same words as the other benches' bodies
+
 from nito_nb._core.state import StreamState
 
 KEY = "sk-or-v1-" + "0123456789abcdef" * 4
-WORDS = [
-    "stream",
-    "ing ",
-    "chunk",
-    "s ",
-    "over ",
-    "SSE",
-    " with",
-    " accents: é",
-    ", ",
-    "and more. ",
-]
 
 
 def body(kind: str, n: int) -> list[bytes]:
