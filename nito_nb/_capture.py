@@ -47,12 +47,10 @@ from ._core.encoding import BadEncoding, BodyDecoder, UnsupportedEncoding, body_
 from ._core.errors import (
     NitoError,
     Secret,
-    api_error,
-    not_event_stream_error,
     one_line,
     redact,
-    retry_after_of,
 )
+from ._core.http_errors import api_error, not_event_stream_error, retry_after_of
 from ._core.status import Status
 from ._last import last as _kept
 from ._stream import Stream

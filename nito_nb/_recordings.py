@@ -21,9 +21,9 @@ from ._core.errors import (
     NitoError,
     StreamTimeoutError,
     TotalTimeoutError,
-    error_details,
 )
 from ._core.file_kinds import first_line_is_log, is_sse_text, looks_like_error_body, not_sse
+from ._core.http_errors import error_details
 from ._core.log import HTTP_ERROR, ChunkLog, LogFormatError, read_log
 from ._core.state import StreamState
 from ._core.status import Status

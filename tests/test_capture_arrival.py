@@ -134,7 +134,12 @@ def test_a_reader_that_stops_reading_holds_the_pump_at_the_read_ahead_limit(
         reads = response.iter_raw()
         first = next(reads)
         pump = response.stream._stream._pump  # under the client's own wrapper
-        time.sleep(0.5)  # the server could send it all meanwhile; the pump stops at the limit
+        # The server could send it all meanwhile; the pump stops at the limit. Wait until it got
+        # there (a loaded machine's server takes its time), then a while longer: it stays there.
+        deadline = time.monotonic() + 30
+        while pump._put - pump._taken <= 64 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
         waiting = pump._put - pump._taken
         # the limit and one read of the transport
         assert 64 * 1024 < waiting < 64 * 1024 + 256 * 1024

@@ -224,7 +224,7 @@ def test_rate_limit_with_an_http_date(scripted: ScriptedServer) -> None:
     ],
 )
 def test_retry_after_seconds(value: str | None, seconds: float | None) -> None:
-    from nito_nb._core.errors import retry_after_seconds
+    from nito_nb._core.http_errors import retry_after_seconds
 
     now = datetime.datetime(2015, 10, 21, 7, 27, tzinfo=datetime.timezone.utc).timestamp()
     assert retry_after_seconds(value, now=now) == seconds

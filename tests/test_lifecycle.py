@@ -388,7 +388,7 @@ def test_models_failures_are_typed(scripted: ScriptedServer) -> None:
     ],
 )
 def test_retry_after_of_headers(headers: dict[str, str], seconds: float | None) -> None:
-    from nito_nb._core.errors import retry_after_of
+    from nito_nb._core.http_errors import retry_after_of
 
     assert retry_after_of(headers) == seconds
 

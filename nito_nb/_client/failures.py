@@ -26,8 +26,8 @@ from .._core.errors import (
     StreamTimeoutError,
     StreamTruncatedError,
     TransportError,
-    not_event_stream_error,
 )
+from .._core.http_errors import not_event_stream_error
 from .._stream_results import StreamResults
 from .._stream_source import SourceBase, StreamSource
 from .._transport.deadlines import DeadlinePassed

@@ -31,12 +31,11 @@ from .errors import (
     NitoError,
     Secret,
     StreamTruncatedError,
-    api_error,
     redact,
     redact_error,
     redact_events,
-    retry_after_of,
 )
+from .http_errors import api_error, retry_after_of
 from .layout import CONTENT, ChunkParser
 from .log import BAD_DATA, CHUNK, COMMENT, COMMENT_RUN, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
 from .metrics import n_output_tokens, output_chunks_per_s, output_tps

@@ -30,8 +30,8 @@ import pandas as pd
 
 from .._core.choices import per_choice
 from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
-from .._core.errors import error_details
 from .._core.fields import FROM_READING
+from .._core.http_errors import error_details
 from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
 from .._core.printable import printable
 from .._core.sse import SSEDecoder
