@@ -29,7 +29,7 @@ from ._core.log import ChunkLog
 from ._core.printable import printable
 from ._core.request import as_messages
 from ._core.state import StreamSnapshot, StreamState
-from ._core.status import Status
+from ._core.status import RUNNING, Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -322,7 +322,9 @@ class StreamResults:
         the other fields of the Stream stay choice 0's. One choice for a call with ``n`` of 1."""
         from ._core.choices import Choices
 
-        return Choices().follow(self._answer().log)
+        state = self._answer()
+        # While it arrives, what could still start the key stays back (as in content).
+        return Choices(None if state.status not in RUNNING else state.secret).follow(state.log)
 
     # What the chunks say of themselves: read as they are, never waiting for the end.
 

@@ -63,7 +63,10 @@ class Choice:
 class Choices:
     """The chunks of a stream folded per choice: ``fold(chunk, seq)`` each, then ``choices()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: Any = None) -> None:
+        #: The key (a ``Secret``) of a stream still arriving: each choice's texts are shown without
+        #: their end that could still start it, as choice 0's are (``Accumulator.hold``).
+        self.hold = hold
         self.accumulators: dict[int, Accumulator] = {}
         self.logprobs: dict[int, dict[str, list[dict[str, Any]]]] = {}
         self.read = 0  # the events of the log followed so far (follow)
@@ -94,6 +97,7 @@ class Choices:
             accumulator = self.accumulators.get(index)
             if accumulator is None:
                 accumulator = self.accumulators[index] = Accumulator()
+                accumulator.hold = self.hold
             accumulator.fold(read_chunk(one), seq)
             tokens = logprobs_of(one)
             if tokens["content"] or tokens["refusal"]:

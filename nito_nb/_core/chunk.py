@@ -557,14 +557,32 @@ def text_slots(chunk: Any) -> list[TextSlot]:
         if not isinstance(choice, dict):
             continue
         index = choice.get("index", position)
-        if index == 0:
-            delta = choice.get("delta")
-            if delta and isinstance(delta, dict):
+        delta = choice.get("delta")
+        if delta and isinstance(delta, dict):
+            if index == 0:
                 _delta_slots(delta, slots)
+            else:  # n > 1: s.choices reads it, so its key is followed too, on channels of its own
+                _other_choice_slots(index if type(index) is int else position, delta, slots)
         logprobs = choice.get("logprobs")
         if logprobs and isinstance(logprobs, dict):  # every choice's: s.choices shows them all
             _token_slots(index if type(index) is int else position, logprobs, slots)
     return slots
+
+
+def _other_choice_slots(index: int, delta: dict[str, Any], slots: list[TextSlot]) -> None:
+    """The text slots of choice ``index`` (not 0) as ``("choice", (index, name, sub), ...)``:
+    a channel per choice and text, apart from choice 0's, which the accumulator folds. A tool
+    call's channel is its ``index`` as sent (choice 0's go through the accumulator's own
+    reckoning of which call a fragment continues; no accumulator folds the others live)."""
+    own: list[TextSlot] = []
+    _delta_slots(delta, own)
+    for name, sub, holder, key in own:
+        if name == "tool":
+            if holder is None:
+                continue
+            call = sub.get("index")
+            sub = call if type(call) is int else 0
+        slots.append(("choice", (index, name, sub), holder, key))
 
 
 def plain_content_slot(chunk: dict[str, Any]) -> TextSlot:

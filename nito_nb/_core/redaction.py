@@ -141,12 +141,15 @@ class StreamRedactor:
                 # a whole key taken out of raw or escapes
                 if name == "token" and REDACTED in holder[key]:
                     changed = _bytes_follow(holder) or changed
+            # Another choice's text (n > 1) is only in the log, which s.choices reads: no
+            # accumulator holds an end of it to rewrite.
+            into = folded and name != "choice"
             if pending and channel in pending:
-                changed = self._slot(seq, position, channel, holder, key, folded, edits) or changed
+                changed = self._slot(seq, position, channel, holder, key, into, edits) or changed
             else:
                 text = holder[key]
                 if first in text and text[-1:] in ends:
-                    self._start(channel, text, seq, position, folded)
+                    self._start(channel, text, seq, position, into)
         if edits and edits[-1].seq == seq:  # a key split across two strings of this chunk
             for edit in edits:
                 if edit.seq == seq:
