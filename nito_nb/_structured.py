@@ -34,6 +34,7 @@ from typing import Any
 
 from ._core.errors import ConfigurationError
 from ._core.partial_json import Path, open_path, path_text
+from ._core.strict_schema import strict_form, strict_problem
 
 __all__ = [
     "FieldError",
@@ -97,12 +98,22 @@ class Schema:
     name: str
     json_schema: dict[str, Any]
     model: Any = None
+    #: OpenAI's ``strict`` as the user's own ``{"name", "schema", "strict"}`` said it; None: decided
+    #: from the schema (``response_format``).
+    strict: bool | None = None
 
     def response_format(self) -> dict[str, Any]:
-        """The request's ``response_format`` (OpenAI's structured outputs)."""
+        """The request's ``response_format`` (OpenAI's structured outputs). A pydantic model is sent
+        in strict form (``_core/strict_schema.py``: the openai SDK's ``parse()`` sends the same); a
+        dict schema as written, strict only if it already is what strict mode takes, so that no
+        schema of the user's is answered 400 for not being closed (docs/STRUCTURED.md)."""
+        schema = self.json_schema
+        if self.model is not None:
+            schema = strict_form(schema)
+        strict = self.strict if self.strict is not None else strict_problem(schema) is None
         return {
             "type": "json_schema",
-            "json_schema": {"name": self.name, "schema": self.json_schema, "strict": True},
+            "json_schema": {"name": self.name, "schema": schema, "strict": strict},
         }
 
     @property
@@ -195,7 +206,12 @@ def schema_of(value: Any) -> Schema:
         return value
     if isinstance(value, dict):
         if isinstance(value.get("schema"), dict) and "name" in value and "properties" not in value:
-            return Schema(_name(value["name"]), value["schema"])
+            strict = value.get("strict")
+            return Schema(
+                _name(value["name"]),
+                value["schema"],
+                strict=strict if isinstance(strict, bool) else None,
+            )
         return Schema(_name(value.get("title")), value)
     if (
         isinstance(value, type)

@@ -25,6 +25,7 @@ from test_sim import QUICK, with_token
 
 import nito_nb
 from nito_nb import sim
+from nito_nb._core.strict_schema import strict_form
 
 PROMPT = "Classify: you have won a prize, click here."
 WORDY = [
@@ -50,7 +51,7 @@ class Verdict(pydantic.BaseModel):
     note: str | None = None
 
 
-SCHEMA = Verdict.model_json_schema()
+SCHEMA = strict_form(Verdict.model_json_schema())  # as OpenAI's strict mode takes it
 JSON_SCHEMA: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {"name": "Verdict", "schema": SCHEMA, "strict": True},

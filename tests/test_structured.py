@@ -21,6 +21,7 @@ from test_sim import QUICK
 
 import nito_nb
 from nito_nb._core.partial_json import open_path, path_text
+from nito_nb._core.strict_schema import strict_form
 from nito_nb._structured import ParseError, schema_in, schema_of
 
 PROMPT = "Classify: you have won a prize, click here."
@@ -54,7 +55,7 @@ def test_a_pydantic_schema_sends_json_schema_strict_and_parses_to_the_model() ->
     s = ask()
     assert s.request["params"]["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "Verdict", "schema": SCHEMA, "strict": True},
+        "json_schema": {"name": "Verdict", "schema": strict_form(SCHEMA), "strict": True},
     }
     assert s.status == "done"
     assert isinstance(s.parsed, Verdict) and s.parse_error is None
@@ -389,7 +390,13 @@ def test_a_run_with_a_schema_gains_parsed_valid_parse_error_and_a_column_per_fie
     )
     # The requests carried the schema's response_format (JSON: any engine's worker and the store's key take it).
     assert all(
-        r.params["response_format"]["json_schema"]["schema"] == SCHEMA for r in run.plan.requests
+        r.params["response_format"]["json_schema"]
+        == {
+            "name": "Verdict",
+            "schema": strict_form(SCHEMA),  # OpenAI's strict mode takes only closed objects
+            "strict": True,
+        }
+        for r in run.plan.requests
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._core.strict_schema import strict_problem
 from ._attachments import check_parts
 from ._capacity import SERVER_MODEL
 from ._logprobs import MAX_TOP_LOGPROBS
@@ -176,6 +177,10 @@ def parse_response_format(value: Any, seed: int, n: int = 1) -> JsonFormat | str
     schema = spec.get("schema")
     if schema is None:
         return JsonFormat(name=name)  # any JSON object, as json_object
+    if spec.get("strict") is True:  # what OpenAI's strict mode refuses, refused with its words
+        problem = strict_problem(schema)
+        if problem:
+            return f"Invalid schema for response_format {name!r}: {problem}"
     try:
         check(schema)
         for index in range(n):
