@@ -161,7 +161,7 @@ def judge(
     ``nito_nb.run``. ``scale``: ``(low, high)`` (default ``(1, 5)``; whole numbers unless a
     bound is a float) or ``"pass/fail"`` (a bool). Other keywords go into each judge request's
     body (``temperature=0``, ``seed``...); the store, connection, concurrency and retries are
-    the graded run's. See docs/SCORES.md."""
+    the graded run's. See docs/SCORES_JUDGE.md."""
     if not isinstance(model, str) or len(model_names(model)) != 1:
         raise ConfigurationError(
             f"judge(model=...) takes one model id, such as model='sim/judge', not {model!r}"
