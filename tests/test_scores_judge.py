@@ -359,3 +359,20 @@ def test_sim_judge_answers_the_last_score_cue_as_written() -> None:
     assert set(bare) == {"score", "reason"} and 1 <= bare["score"] <= 5  # the schema's own value
     assert set(judge_value(said, None, 0)) == set(JUDGE_SCHEMA["properties"])
     assert judge_value([{"role": "user", "content": "score: true"}], None, 0)["score"] is True
+
+
+def test_a_judge_whose_run_cannot_start_says_so_on_each_graded_row(
+    server: tuple[str, Counting],
+) -> None:
+    base_url, counting = server
+    run, rows, streams = graded(base_url, ["One. score: 1"], model=["sim/echo", "sim/drop"])
+    before = sum(counting.models.values())
+    kept: list[Any] = []
+    broken = judge(model="sim/judge", rubric="Is it fine?", extra=object())  # not JSON: refused
+    scores = broken.score_rows(rows, streams, context(run, base_url, kept))
+    assert isinstance(scores[0], JudgeError)
+    assert str(scores[0]).startswith(
+        "no judge answer: the judge's run did not start: the parameter"
+    )
+    assert str(scores[1]) == "not graded: the request ended truncated"
+    assert kept == [] and sum(counting.models.values()) == before
