@@ -187,7 +187,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
             ("nito_nb._marimo_chat",),
         ),
     ),
-    ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel"),)),
+    ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel", "nito_nb.scores"),)),
 )
 #: Edges between groups of one layer, each a decision (docs/ARCHITECTURE.md says why).
 SIDEWAYS = {

@@ -26,7 +26,7 @@ Layout (imports point down; everything below `_app` is pure, standard library on
         (which recordings may be read), _sending (paced writes), _batching (the capacity's
         schedulers, and the body of a request that holds a slot)
     _scenarios (SIM_MODELS, scenario())  ->  _stories, _tool_calls, _faults  ->  _texts
-    _structured (JSON answers, sim/json-*)  ->  _writer (ChunkWriter, tokens, usage)
+    _structured (JSON answers, sim/json-*), _judge (sim/judge)  ->  _writer (ChunkWriter, tokens, usage)
         ->  _request  ->  _options (every `sim` option), _schema (a value of a JSON schema)
     _recordings, _pacing, _completion  ->  _reply (events, replies, error bodies)
     _options  ->  _capacity (slots, queue, the batch's pace: pure, its clock injected)

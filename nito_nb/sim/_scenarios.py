@@ -9,7 +9,8 @@ scenario without a server.
 
 This module is the catalogue: which model is which scenario (`SIM_MODELS`), and `scenario()`,
 which answers a request. The scenarios themselves live by kind in `_stories.py`,
-`_tool_calls.py`, `_faults.py` and `_recordings.py`; they all write through `_writer.ChunkWriter`.
+`_tool_calls.py`, `_faults.py`, `_structured.py`, `_judge.py` and `_recordings.py`; they all write
+through `_writer.ChunkWriter`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 
 from ._faults import FAULT_STREAMS, fault_midstream, fault_status, http_error, picked_to_fail
+from ._judge import judge
 from ._reply import DONE, Event, Reply, StreamReply, error_reply, round_robin
 from ._request import SimRequest
 from ._stories import STORIES
@@ -55,6 +57,8 @@ SIM_MODELS: dict[str, str] = {
     " required one missing); without a schema, JSON with a syntax error.",
     "sim/json-cut": "A JSON answer (`response_format`'s, else an answer object) that stops mid-object:"
     " finish_reason `length`.",
+    "sim/judge": "A grader: the `response_format` schema's JSON, its `score` the last `score: N` written"
+    " in the messages and its `reason` the rest of that line (docs/SIMULATOR.md).",
 }
 
 
@@ -63,6 +67,7 @@ _STREAMS: dict[str, Generate] = {
     "sim/tools": tool_calls,
     **FAULT_STREAMS,
     **STRUCTURED,
+    "sim/judge": judge,
 }
 
 
