@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_SIZE",
     "DETAILS",
     "Attachment",
+    "PlannedImage",
     "check_detail",
     "check_max_image_size",
     "data_of",
@@ -30,6 +31,7 @@ __all__ = [
     "from_url",
     "is_descriptor",
     "kept_messages",
+    "keyed_messages",
     "note",
     "resend_key",
     "sniff",
@@ -92,6 +94,37 @@ class Attachment:
     def kept(self) -> dict[str, Any]:
         """The part as the request metadata keeps it."""
         return {"type": DESCRIPTOR, DESCRIPTOR: self.descriptor}
+
+
+@dataclass(frozen=True)
+class PlannedImage:
+    """An image or file of a run's row, as the plan keeps it until the request is sent: where to
+    read it again (an absolute path, or the URL), and the descriptor of the bytes it was checked
+    and hashed with (the request's key hashes those bytes). Nothing of the data: a plan of 10,000
+    images holds 10,000 of these, not the images, and a worker process is handed this."""
+
+    source: str
+    descriptor: dict[str, Any]
+    max_size: int = DEFAULT_MAX_IMAGE_SIZE
+
+    @property
+    def is_url(self) -> bool:
+        return "url" in self.descriptor
+
+
+def keyed_messages(
+    messages: list[dict[str, Any]], descriptors: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``messages`` with the last user message's content followed by these descriptors: what a
+    run's request key hashes. An image's file name is left out (it is not sent: the same bytes
+    under two names are one request); a PDF's is kept (its ``filename`` is sent)."""
+    if not descriptors:
+        return messages
+    parts = [
+        Attachment({}, {k: v for k, v in d.items() if d.get("kind") == "file" or k != "name"}).kept
+        for d in descriptors
+    ]
+    return with_attachments(messages, [Attachment(part, {}) for part in parts])[1]
 
 
 def _size(n: int) -> str:

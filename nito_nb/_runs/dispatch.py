@@ -25,11 +25,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
+from .._client.attachments import read_images
 from .._client.base import check_call
 from .._client.endpoint import Simulator, use_simulator
 from .._client.retry import retry_delay
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
 from .._core.errors import (
     AuthenticationError,
+    ConfigurationError,
     NitoError,
     PaymentRequiredError,
     RateLimitError,
@@ -315,6 +318,22 @@ class Dispatcher:
 
             await send_remote(self, self.engine, request, started, timing)
             return
+        images = None
+        if request.images:  # read once for all its attempts; checked against the key's bytes
+            try:
+                images = read_images(list(request.images), "auto", DEFAULT_MAX_IMAGE_SIZE)
+            except ConfigurationError as exc:  # changed or gone since the run was planned
+                from .ray import unsent_stream
+
+                failed = unsent_stream(
+                    request.model,
+                    request.messages,
+                    request.params,
+                    str(exc),
+                    exception="ConfigurationError",
+                )
+                self.finish(request, failed, 0, started, timing)
+                return
         while True:
             asked = self.now()
             await self.gate.acquire()
@@ -333,6 +352,7 @@ class Dispatcher:
                     request.messages,
                     model=request.model,
                     raise_errors=False,
+                    images=images,
                     **self._connection,
                     **request.params,
                 )
