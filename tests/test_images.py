@@ -314,3 +314,50 @@ def test_images_back_mistakes_in_the_magic_are_one_line(ip: Any) -> None:
         ip.run_cell_magic("nito", "-m sim/echo --images-back 2", "x")
     with pytest.raises(UsageError, match="0 or more"):
         ip.run_cell_magic("nito", "-m sim/echo --chat c --images-back -1", "x")
+
+
+# -- the multi-model grid ---------------------------------------------------------------------------
+
+
+def test_the_grid_shows_the_prompts_images_once_above_it_escaped(
+    ip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from html.parser import HTMLParser
+
+    from test_magic import Recorder
+
+    from nito_nb._display import notebook as _display
+
+    recorder = Recorder()
+    monkeypatch.setattr(ip, "display_pub", recorder)
+    monkeypatch.setattr(_display, "in_kernel", lambda: True)
+    hostile = tmp_path / '<img src=x onerror="window.__xss=1">.png'
+    hostile.write_bytes(PNG)
+    url = 'https://example.org/cat.jpg?a="><script>x</script>'
+    ip.run_cell_magic("nito", f"-m sim/echo,sim/chat --image '{hostile}' --image '{url}'", "Look")
+    html_of = [
+        m["data"].get("text/html", "") for m in recorder.messages if isinstance(m["data"], dict)
+    ]
+    strips = [h for h in html_of if "nito-attachments" in h]
+    assert len(strips) == 1  # once, not per column
+    first_grid = next(i for i, h in enumerate(html_of) if "sim/chat" in h and "sim/echo" in h)
+    assert html_of.index(strips[0]) < first_grid  # above the grid
+    shown = strips[0]
+    assert f'<img src="data:image/png;base64,{base64.b64encode(PNG).decode()}"' in shown
+    assert shown.count("<img") == 1 and "<script" not in shown  # the URL is an escaped link
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.found.append((tag, attrs))
+
+    tags = Tags()
+    tags.feed(shown)
+    assert [tag for tag, _ in tags.found] == ["div", "img", "a"]
+    assert not [name for _, attrs in tags.found for name, _ in attrs if name.startswith("on")]
+    streams = ip.user_ns["_nito"]
+    assert isinstance(streams, list) and len(streams) == 2
+    assert _prefix(PNG) in streams[0].content  # sim/echo's column: the image went
