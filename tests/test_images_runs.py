@@ -242,3 +242,48 @@ def test_worker_processes_send_the_images_too(tmp_path: Path) -> None:
     assert _received(PNG) in results.loc[0, "content"]
     assert _received(JPEG, media_type="image/jpeg") in results.loc[1, "content"]
     assert _received(PDF, "file", "application/pdf") in results.loc[2, "content"]
+
+
+# -- %%nito --over VAR --image COLUMN ---------------------------------------------------------------
+
+
+def test_over_with_image_sends_each_rows_images_from_the_column(ip: Any, tmp_path: Path) -> None:
+    _images(tmp_path)
+    ip.user_ns["df"] = pd.DataFrame(
+        {
+            "caption": ["a chart", "a photo", "nothing"],
+            "image": [str(tmp_path / "a.png"), [str(tmp_path / "b.jpg")], None],
+        }
+    )
+    ip.run_cell_magic("nito", "-m sim/echo --over df --image image", "Describe {caption}")
+    results = ip.user_ns["_nito"].results().set_index("row")
+    assert (results["status"] == "done").all()
+    assert f"[received 1: {_received(PNG)}]" in results.loc[0, "content"]
+    assert _received(JPEG, media_type="image/jpeg") in results.loc[1, "content"]
+    assert results.loc[2, "content"] == "Describe nothing"
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            "--image chart.png",
+            "--image names the column of each row's images, once (df has caption, image)",
+        ),
+        ("--image image --image caption", "--image names the column of each row's images, once"),
+        ("--image image", "--over df: images='image', row 1: image "),
+    ],
+)
+def test_over_with_image_mistakes_are_one_line(
+    ip: Any, tmp_path: Path, line: str, said: str
+) -> None:
+    from IPython.core.error import UsageError
+
+    _images(tmp_path)
+    ip.user_ns["df"] = pd.DataFrame(
+        {"caption": ["a", "b"], "image": [str(tmp_path / "a.png"), str(tmp_path / "gone.png")]}
+    )
+    with pytest.raises(UsageError) as caught:
+        ip.run_cell_magic("nito", f"-m sim/echo --over df {line}", "Describe {caption}")
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+    assert "_nito" not in ip.user_ns or not hasattr(ip.user_ns["_nito"], "results")

@@ -457,8 +457,6 @@ class NitoMagics(Magics):
             why = save_problem(args.save)
             if why:
                 raise UsageError(f"--save {args.save!r}: {why}")
-        if args.image and args.over:
-            raise UsageError("--image goes with one prompt, not with --over")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -529,12 +527,15 @@ class NitoMagics(Magics):
                 "the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}"
             )
         system = args.system if args.system is not None else self.settings.system
+        rows = self.namespace[args.over]
+        images = self._over_images(args, rows)
         try:
             run = start_run(
-                self.namespace[args.over],
+                rows,
                 template=template,
                 model=models,
                 system=system or None,
+                images=images,
                 **self._connection(),
                 **self._params(args),
             )
@@ -547,6 +548,26 @@ class NitoMagics(Magics):
         if in_kernel():
             run._ipython_display_()
         run.wait()
+
+    def _over_images(self, args: Any, rows: Any) -> str | None:
+        """With ``--over VAR``, ``--image`` names VAR's column of each row's images (a path, an
+        http(s) URL, a list of them, or empty), as ``run(images=...)`` takes it: a file named
+        for every row would send the same image with each, which a column says as well."""
+        if not args.image:
+            return None
+        columns = [str(c) for c in getattr(rows, "columns", [])]
+        if len(args.image) > 1 or args.image[0] not in columns:
+            have = (
+                f"{args.over} has {', '.join(columns) or 'no columns'}"
+                if columns
+                else (f"{args.over} is a {type(rows).__name__}, not a DataFrame")
+            )
+            raise UsageError(
+                f"--over {args.over}: --image names the column of each row's images, once "
+                f"({have}); for the same image on every row, add a column: "
+                f"{args.over}['image'] = 'chart.png'"
+            )
+        return str(args.image[0])
 
     def _params(self, args: Any) -> dict[str, Any]:
         settings = self.settings
@@ -748,9 +769,7 @@ class NitoMagics(Magics):
                 except OSError as exc:
                     error_line(exc)
 
-    def _remember(
-        self, chat: str, turn: list[dict[str, Any]], stream: Any, user_at: int
-    ) -> None:
+    def _remember(self, chat: str, turn: list[dict[str, Any]], stream: Any, user_at: int) -> None:
         """Add this cell's turn (the prompt, any tool rounds, the answer) to the chat, unless
         nothing came back (a failed request). The prompt is kept as the request kept it (its
         images as descriptors); the images the next cell may send again are the Stream's."""
