@@ -25,11 +25,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
-from .._client.attachments import read_images
 from .._client.base import check_call
 from .._client.endpoint import Simulator, use_simulator
 from .._client.retry import retry_delay
-from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
 from .._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -46,6 +44,7 @@ from .._stream import AsyncStream, Stream
 from .._stream_source import source_of
 from .backoff import Backoff
 from .gate import Gate
+from .images import read_again
 from .plan import Request
 from .results import Finished
 from .writer import BATCH_SECONDS
@@ -321,7 +320,7 @@ class Dispatcher:
         images = None
         if request.images:  # read once for all its attempts; checked against the key's bytes
             try:
-                images = read_images(list(request.images), "auto", DEFAULT_MAX_IMAGE_SIZE)
+                images = await read_again(request.images)
             except ConfigurationError as exc:  # changed or gone since the run was planned
                 from .ray import unsent_stream
 

@@ -10,14 +10,16 @@ descriptor of the bytes its request's key hashes), never the data.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from .._client.attachments import plan_images
-from .._core.attachments import PlannedImage
+from .._client.attachments import plan_images, read_images
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE, Attachment, PlannedImage
 from .._core.errors import ConfigurationError
 
-__all__ = ["row_images"]
+__all__ = ["read_again", "row_images"]
 
 
 def row_images(
@@ -77,3 +79,11 @@ def _items(cell: Any) -> list[Any]:
 
 def _missing(value: Any, pd: Any) -> bool:
     return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
+
+
+async def read_again(images: Sequence[PlannedImage]) -> list[Attachment]:
+    """A request's planned images, read again as it is sent (and checked against the bytes its key
+    was made from), in a thread: the loop's thread reads the streams' bytes and takes their
+    arrival times, which reading, hashing and encoding megabytes there would delay. Raises
+    ConfigurationError (one line) for one that changed or went."""
+    return await asyncio.to_thread(read_images, list(images), "auto", DEFAULT_MAX_IMAGE_SIZE)

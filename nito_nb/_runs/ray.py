@@ -199,6 +199,10 @@ async def worker_stream(
     from .._stream_source import source_of
 
     try:
+        if params.get("images"):  # read again here, off the loop (images.py)
+            from .images import read_again
+
+            params = {**params, "images": await read_again(params["images"])}
         stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
     except ConfigurationError as exc:  # an image of its row changed or went since it was planned
         body = {name: value for name, value in params.items() if name != "images"}
