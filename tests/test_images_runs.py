@@ -57,6 +57,7 @@ def _store_text(store: Path) -> str:
     return "\n".join(out)
 
 
+@pytest.mark.spawns  # a store's events writer is a process of its own
 def test_each_rows_images_are_sent_and_the_store_keeps_only_their_descriptors(
     tmp_path: Path,
 ) -> None:
@@ -130,6 +131,7 @@ def test_each_rows_images_are_sent_and_the_store_keeps_only_their_descriptors(
     }
 
 
+@pytest.mark.spawns  # a store's events writer is a process of its own
 def test_the_key_hashes_the_bytes_not_the_path(tmp_path: Path) -> None:
     chart = tmp_path / "chart.png"
     chart.write_bytes(PNG)
