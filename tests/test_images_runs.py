@@ -200,7 +200,10 @@ def test_images_mistakes_are_one_line(prompts: Any, images: str, said: str) -> N
     assert said in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_an_image_changed_after_the_plan_is_an_error_row_not_a_wrong_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["asyncio", pytest.param("processes", marks=pytest.mark.spawns)])
+def test_an_image_changed_after_the_plan_is_an_error_row_not_a_wrong_key(
+    tmp_path: Path, engine: str
+) -> None:
     from nito_nb._runs.images import row_images
     from nito_nb._runs.plan import plan
     from nito_nb._runs.runner import Run
@@ -217,7 +220,8 @@ def test_an_image_changed_after_the_plan_is_an_error_row_not_a_wrong_key(tmp_pat
         images=row_images(df, "image", "auto", 10**6),
     )
     chart.write_bytes(JPEG)  # between the plan and the send
-    results = Run(planned, progress=False).wait(timeout=60).results().set_index("row")
+    run = Run(planned, progress=False, engine=engine, workers=1 if engine != "asyncio" else None)
+    results = run.wait(timeout=120).results().set_index("row")
     assert results.loc[0, "status"] == "failed"
     assert "changed since the run was planned" in results.loc[0, "error_message"]
     assert results.loc[1, "status"] == "done"
