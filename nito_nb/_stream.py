@@ -29,6 +29,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+from ._core.attachments import DEFAULT_IMAGES_BACK
 from ._core.state import StreamState
 from ._core.status import RUNNING, Status
 from ._core.waiting import wait_timeout
@@ -219,7 +220,13 @@ class Stream(StreamResults):
         except Exception:  # never raise from the collector (e.g. at interpreter exit)
             pass
 
-    def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> Stream:
+    def reply(
+        self,
+        prompt_or_messages: str | list[dict[str, Any]],
+        *,
+        images_back: int = DEFAULT_IMAGES_BACK,
+        **params: Any,
+    ) -> Stream:
         """Continue the conversation: this Stream's messages, then the new ones, same model and
         parameters unless overridden. Pass tool results as ``[{"role": "tool", ...}]``.
 
@@ -228,8 +235,12 @@ class Stream(StreamResults):
         ``max_event_size``. A ``base_url=`` given here sends it elsewhere, without this Stream's
         key. A recorded Stream (``load``, ``read_sse``) was made by no client: it continues as
         ``nito_nb.stream`` would.
+
+        ``images_back``: how many turns back images are sent again (1, the default: this Stream's
+        own turn's; 0: none); older ones become a note of what was sent. ``images=`` attaches
+        new ones to the new turn (docs/IMAGES.md).
         """
-        return self._reply(prompt_or_messages, params)
+        return self._reply(prompt_or_messages, params, images_back)
 
 
 class AsyncStream(StreamResults):
@@ -462,9 +473,15 @@ class AsyncStream(StreamResults):
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
-    def reply(self, prompt_or_messages: str | list[dict[str, Any]], **params: Any) -> AsyncStream:
+    def reply(
+        self,
+        prompt_or_messages: str | list[dict[str, Any]],
+        *,
+        images_back: int = DEFAULT_IMAGES_BACK,
+        **params: Any,
+    ) -> AsyncStream:
         """The async twin of :meth:`Stream.reply` (same client, base URL, key and timeout)."""
-        stream: AsyncStream = self._reply(prompt_or_messages, params)
+        stream: AsyncStream = self._reply(prompt_or_messages, params, images_back)
         return stream
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._core.accumulate import Anomaly, ToolCall
-from ._core.attachments import kept_messages
+from ._core.attachments import Attachment, check_images_back, image_list, resend_history
 from ._core.deadlines import Deadlines
 from ._core.errors import NitoError, StreamError, one_line
 from ._core.log import ChunkLog
@@ -137,7 +137,7 @@ class StreamResults:
         self._schema: Any = None
         # The parts (image data) of the last user message, by sha256 or URL: reply() resends them;
         # the request metadata holds only their descriptors (_core/attachments.py).
-        self._resend: dict[str, dict[str, Any]] = {}
+        self._resend: dict[str, Attachment] = {}
         self._checked: Any = None
         # How the byte source's own failures (httpx's, for the client) become typed errors: given
         # by whoever makes the Stream, so that the engine knows no transport library.
@@ -531,8 +531,10 @@ class StreamResults:
         return self
 
     # -- conversation, files, analysis -------------------------------------------------------
-    def _reply(self, prompt_or_messages: Any, params: dict[str, Any]) -> Any:
-        messages, model, merged = self._next_turn(as_messages(prompt_or_messages), params)
+    def _reply(self, prompt_or_messages: Any, params: dict[str, Any], images_back: Any) -> Any:
+        messages, model, merged = self._next_turn(
+            as_messages(prompt_or_messages), params, check_images_back(images_back)
+        )
         route = self._route
         if route is None:
             start = _default_starts.get(self._is_async)
@@ -549,13 +551,17 @@ class StreamResults:
         return route.client.stream(messages, model=model, **{**options, **merged})
 
     def _next_turn(
-        self, new_messages: list[dict[str, Any]], params: dict[str, Any]
+        self, new_messages: list[dict[str, Any]], params: dict[str, Any], images_back: int
     ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
         """(messages, model, parameters) of the request that continues this conversation."""
         merged = {**self.request.get("params", {}), **params}
         model = merged.pop("model", self.request.get("model"))
-        # The images of this turn are sent again; those of earlier turns become a note of what was sent.
-        return [*kept_messages(self.messages, self._resend), *new_messages], model, merged
+        # The images of the last ``images_back`` turns that this Stream holds are sent again;
+        # the others become a note of what was sent (docs/IMAGES.md).
+        history, again = resend_history(self.messages, self._resend, images_back)
+        if again:
+            merged["images"] = [*again, *image_list(merged.get("images"))]
+        return [*history, *new_messages], model, merged
 
     def _raise_failure(self, raise_errors: bool) -> None:
         """Raise the error that ended the stream badly (a mid-stream error or a truncation)."""

@@ -174,8 +174,9 @@ class SourceBase:
 
     def set_attachments(self, attachments: list[Any]) -> None:
         """The images and files sent with the last user message (``_core/attachments.py``), kept on
-        the Stream only, never in its request metadata: ``reply()`` sends them again."""
-        self.stream._resend = {resend_key(a): a.part for a in attachments}
+        the Stream only, never in its request metadata: ``reply()`` sends them again. Those sent
+        again from earlier turns (``resent``) are among them, held for the next turn."""
+        self.stream._resend = {resend_key(a): a for a in attachments}
 
 
 class StreamSource(SourceBase):

@@ -8,13 +8,16 @@ import asyncio
 import base64
 import hashlib
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 import nito_nb
 from nito_nb._core.attachments import from_bytes, sniff
+from nito_nb._core.errors import ConfigurationError
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 JPEG = b"\xff\xd8\xff\xe0" + b"jpeg body" * 50
@@ -234,3 +237,127 @@ def test_the_simulator_refuses_a_data_url_that_is_not_what_it_says() -> None:
     )
     assert response.status_code == 400
     assert "says 'image/png' but holds no known image" in response.text
+
+
+# -- conversations: how many turns back images are sent again --------------------------------------
+
+
+def _received_count(stream: nito_nb.Stream) -> int:
+    found = re.search(r"\[received (\d+):", stream.content)
+    return int(found.group(1)) if found else 0
+
+
+def test_reply_images_back_says_how_many_turns_of_images_go_again(tmp_path: Path) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(PNG)
+    first = nito_nb.stream("one", model="sim/echo", images=[chart], image_detail="low")
+    second = first.reply("two", images=[JPEG])  # default: the last turn's (first's) go again
+    assert _received_count(second) == 2 and _prefix(PNG) in second.content
+    # The record keeps the resent image's own descriptor (its name and detail), not the data.
+    kept = second.request["messages"][0]["content"][1]["attachment"]
+    assert kept["name"] == "chart.png" and kept["detail"] == "low"
+    assert "base64" not in json.dumps(second.request)
+    third = second.reply("three", images_back=2)  # both turns' images
+    assert _received_count(third) == 2
+    assert _prefix(PNG) in third.content and _prefix(JPEG) in third.content
+    fourth = third.reply("four")  # the last turn ("three") had none: nothing goes again
+    assert _received_count(fourth) == 0
+    notes = [
+        p["text"]
+        for m in fourth.request["messages"]
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "text" and "earlier turn" in p["text"]
+    ]
+    assert len(notes) == 2 and "'chart.png'" in notes[0]
+    # Images no longer sent are not held either: a later reply cannot send them.
+    assert _received_count(fourth.reply("five", images_back=9)) == 0
+    none = first.reply("again", images_back=0)
+    assert _received_count(none) == 0 and "earlier turn" in json.dumps(none.request)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "all", True])
+def test_images_back_is_checked(bad: object) -> None:
+    first = nito_nb.stream("one", model="sim/echo", images=[PNG])
+    with pytest.raises(ConfigurationError, match="images_back is how many"):
+        first.reply("two", images_back=bad)  # type: ignore[arg-type]
+
+
+def test_chat_sends_the_last_turns_images_again_as_the_user_asks(ip: Any, tmp_path: Path) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(PNG)
+    ip.run_cell_magic("nito", f"-m sim/echo --chat c --image {chart}", "one")
+    ip.run_cell_magic("nito", "-m sim/echo --chat c", "two")  # default: the cell before's images
+    second = ip.user_ns["_nito"]
+    assert _received_count(second) == 1 and _prefix(PNG) in second.content
+    assert second.request["messages"][0]["content"][1]["attachment"]["name"] == "chart.png"
+    ip.run_cell_magic("nito", "-m sim/echo --chat c", "three")  # the cell before had none
+    third = ip.user_ns["_nito"]
+    assert _received_count(third) == 0 and "earlier turn" in json.dumps(third.request)
+
+    ip.run_cell_magic("nito", f"-m sim/echo --chat d --image {chart}", "one")
+    ip.run_cell_magic("nito", "-m sim/echo --chat d --images-back 0", "two")
+    assert _received_count(ip.user_ns["_nito"]) == 0
+    photo = tmp_path / "b.jpg"
+    photo.write_bytes(JPEG)
+    ip.run_line_magic("config", "Nito.images_back = 3")
+    ip.run_cell_magic("nito", f"-m sim/echo --chat e --image {chart}", "one")
+    ip.run_cell_magic("nito", f"-m sim/echo --chat e --image {photo}", "two")
+    ip.run_cell_magic("nito", "-m sim/echo --chat e", "three")
+    assert _received_count(ip.user_ns["_nito"]) == 2
+
+
+def test_images_back_mistakes_in_the_magic_are_one_line(ip: Any) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="use it with --chat"):
+        ip.run_cell_magic("nito", "-m sim/echo --images-back 2", "x")
+    with pytest.raises(UsageError, match="0 or more"):
+        ip.run_cell_magic("nito", "-m sim/echo --chat c --images-back -1", "x")
+
+
+# -- the multi-model grid ---------------------------------------------------------------------------
+
+
+def test_the_grid_shows_the_prompts_images_once_above_it_escaped(
+    ip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from html.parser import HTMLParser
+
+    from test_magic import Recorder
+
+    from nito_nb._display import notebook as _display
+
+    recorder = Recorder()
+    monkeypatch.setattr(ip, "display_pub", recorder)
+    monkeypatch.setattr(_display, "in_kernel", lambda: True)
+    hostile = tmp_path / '<img src=x onerror="window.__xss=1">.png'
+    hostile.write_bytes(PNG)
+    url = 'https://example.org/cat.jpg?a="><script>x</script>'
+    ip.run_cell_magic("nito", f"-m sim/echo,sim/chat --image '{hostile}' --image '{url}'", "Look")
+    html_of = [
+        m["data"].get("text/html", "") for m in recorder.messages if isinstance(m["data"], dict)
+    ]
+    strips = [h for h in html_of if "nito-attachments" in h]
+    assert len(strips) == 1  # once, not per column
+    first_grid = next(i for i, h in enumerate(html_of) if "sim/chat" in h and "sim/echo" in h)
+    assert html_of.index(strips[0]) < first_grid  # above the grid
+    shown = strips[0]
+    assert f'<img src="data:image/png;base64,{base64.b64encode(PNG).decode()}"' in shown
+    assert shown.count("<img") == 1 and "<script" not in shown  # the URL is an escaped link
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.found.append((tag, attrs))
+
+    tags = Tags()
+    tags.feed(shown)
+    assert [tag for tag, _ in tags.found] == ["div", "img", "a"]
+    assert not [name for _, attrs in tags.found for name, _ in attrs if name.startswith("on")]
+    streams = ip.user_ns["_nito"]
+    assert isinstance(streams, list) and len(streams) == 2
+    assert _prefix(PNG) in streams[0].content  # sim/echo's column: the image went

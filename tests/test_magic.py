@@ -939,7 +939,8 @@ def test_image_options_reach_the_request(ip: Any, tmp_path: Path) -> None:
     fake.write_text("no image")
     with pytest.raises(UsageError, match="is not a PNG, JPEG, GIF, WEBP or PDF"):
         run(ip, f"-m sim/echo --image {fake}", "x")
-    with pytest.raises(UsageError, match="not with --over"):
+    ip.user_ns["df"] = pd.DataFrame({"q": ["x"]})  # --over: --image names a column
+    with pytest.raises(UsageError, match="--image names the column of each row's images"):
         run(ip, f"-m sim/echo --over df --image {chart}", "x")
 
 

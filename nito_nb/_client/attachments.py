@@ -9,6 +9,7 @@ from typing import Any
 
 from .._core.attachments import (
     Attachment,
+    PlannedImage,
     check_detail,
     check_max_image_size,
     from_bytes,
@@ -17,7 +18,7 @@ from .._core.attachments import (
 )
 from .._core.errors import ConfigurationError
 
-__all__ = ["read_images"]
+__all__ = ["plan_images", "read_images"]
 
 
 def read_images(images: Any, detail: Any, max_size: Any) -> list[Attachment]:
@@ -36,7 +37,50 @@ def read_images(images: Any, detail: Any, max_size: Any) -> list[Attachment]:
     return [_one(item, index, detail, max_size) for index, item in enumerate(items)]
 
 
+def plan_images(images: Any, detail: Any, max_size: Any) -> list[PlannedImage]:
+    """What a run's plan keeps of one row's images (read, checked and hashed now, before anything
+    is sent; the data dropped): a :class:`PlannedImage` each, read again when its request goes.
+    Raises ConfigurationError (one line) as :func:`read_images` does."""
+    items = [images] if isinstance(images, (str, bytes, bytearray, os.PathLike)) else images
+    if isinstance(items, (list, tuple)) and any(
+        isinstance(item, (bytes, bytearray, memoryview)) for item in items
+    ):
+        raise ConfigurationError(
+            "a run's images are paths or http(s) URLs, not bytes (the plan would hold every "
+            "image until it is sent): write them to files."
+        )
+    planned = []
+    for item, attachment in zip(items, read_images(items, detail, max_size), strict=True):
+        source = (
+            attachment.descriptor["url"]
+            if "url" in attachment.descriptor
+            # absolute: a worker process or a Ray actor may start in another folder
+            else str(Path(item).expanduser().absolute())
+        )
+        planned.append(PlannedImage(source, attachment.descriptor, max_size))
+    return planned
+
+
+def _read_planned(item: PlannedImage, detail: str) -> Attachment:
+    """The attachment of a planned image, read again: refused (one line) if its bytes are not
+    those its request's key was made from."""
+    descriptor = item.descriptor
+    if item.is_url:
+        return from_url(item.source, descriptor.get("detail", detail))
+    attachment = _one(item.source, 0, descriptor.get("detail", detail), item.max_size)
+    if attachment.descriptor["sha256"] != descriptor["sha256"]:
+        raise ConfigurationError(
+            f"image {repr(item.source)[:80]} changed since the run was planned (its request's key "
+            "is made from the bytes it had): run again to send the new one."
+        )
+    return attachment
+
+
 def _one(item: Any, index: int, detail: str, max_size: int) -> Attachment:
+    if isinstance(item, Attachment):  # read already (a run reads a row's images before sending)
+        return item
+    if isinstance(item, PlannedImage):
+        return _read_planned(item, detail)
     if isinstance(item, (bytes, bytearray, memoryview)):
         return from_bytes(bytes(item), f"images[{index}]", detail, max_size)
     if isinstance(item, str) and item.lower().startswith(("http://", "https://")):

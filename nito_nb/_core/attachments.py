@@ -13,24 +13,32 @@ not store 10,000 images, and a log must stay small enough to read.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigurationError
 
 __all__ = [
+    "DEFAULT_IMAGES_BACK",
     "DEFAULT_MAX_IMAGE_SIZE",
     "DETAILS",
     "Attachment",
+    "PlannedImage",
     "check_detail",
+    "check_images_back",
     "check_max_image_size",
     "data_of",
     "from_bytes",
     "from_url",
+    "image_list",
     "is_descriptor",
     "kept_messages",
+    "keyed_messages",
     "note",
+    "resend_history",
     "resend_key",
     "sniff",
     "too_big",
@@ -42,6 +50,9 @@ __all__ = [
 DEFAULT_MAX_IMAGE_SIZE = 20 * 1024 * 1024
 #: OpenAI's ``image_url.detail`` values.
 DETAILS = ("auto", "low", "high")
+#: How many earlier turns of a conversation have their images sent again by default: the last
+#: one's (``reply()``: the replied Stream's own turn; ``--chat``: the cell before).
+DEFAULT_IMAGES_BACK = 1
 #: The part type of a descriptor: no gateway takes it, so one never goes out by mistake unnoticed.
 DESCRIPTOR = "attachment"
 
@@ -73,6 +84,15 @@ def check_detail(detail: Any) -> str:
     return str(detail)
 
 
+def check_images_back(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"images_back is how many earlier turns have their images sent again, a whole number "
+            f">= 0 (0: none, 1: the last turn's), not {value!r:.60}."
+        )
+    return value
+
+
 def check_max_image_size(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(
@@ -83,15 +103,49 @@ def check_max_image_size(value: Any) -> int:
 
 @dataclass(frozen=True)
 class Attachment:
-    """One image or file of a prompt: the part sent, and the descriptor kept in its place."""
+    """One image or file of a prompt: the part sent, and the descriptor kept in its place.
+    ``resent``: one of an earlier turn sent again (in its place in the history, not added to
+    the new message): given to the call only so that the record keeps its descriptor."""
 
     part: dict[str, Any]
     descriptor: dict[str, Any]
+    resent: bool = False
 
     @property
     def kept(self) -> dict[str, Any]:
         """The part as the request metadata keeps it."""
         return {"type": DESCRIPTOR, DESCRIPTOR: self.descriptor}
+
+
+@dataclass(frozen=True)
+class PlannedImage:
+    """An image or file of a run's row, as the plan keeps it until the request is sent: where to
+    read it again (an absolute path, or the URL), and the descriptor of the bytes it was checked
+    and hashed with (the request's key hashes those bytes). Nothing of the data: a plan of 10,000
+    images holds 10,000 of these, not the images, and a worker process is handed this."""
+
+    source: str
+    descriptor: dict[str, Any]
+    max_size: int = DEFAULT_MAX_IMAGE_SIZE
+
+    @property
+    def is_url(self) -> bool:
+        return "url" in self.descriptor
+
+
+def keyed_messages(
+    messages: list[dict[str, Any]], descriptors: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``messages`` with the last user message's content followed by these descriptors: what a
+    run's request key hashes. An image's file name is left out (it is not sent: the same bytes
+    under two names are one request); a PDF's is kept (its ``filename`` is sent)."""
+    if not descriptors:
+        return messages
+    parts = [
+        Attachment({}, {k: v for k, v in d.items() if d.get("kind") == "file" or k != "name"}).kept
+        for d in descriptors
+    ]
+    return with_attachments(messages, [Attachment(part, {}) for part in parts])[1]
 
 
 def _size(n: int) -> str:
@@ -103,6 +157,20 @@ def too_big(name: str, size: int, max_size: int) -> str:
     return (
         f"image {repr(name)[:80]} is {_size(size)}, over the limit of {_size(max_size)}: make it "
         "smaller or raise max_image_size=."
+    )
+
+
+#: Bytes encoded per call (a multiple of 3: the pieces join into one encoding). One call holds the
+#: GIL for all it encodes: 10 MB at once held it 35-50 ms, a stall of the loop thread that reads
+#: the streams and takes their arrival times while a run reads an image in another thread.
+_BASE64_PIECE = 3 * 256 * 1024
+
+
+def _base64(data: bytes) -> str:
+    view = memoryview(data)
+    return "".join(
+        base64.b64encode(view[i : i + _BASE64_PIECE]).decode("ascii")
+        for i in range(0, len(data), _BASE64_PIECE)
     )
 
 
@@ -120,7 +188,7 @@ def from_bytes(
             f"image {shown} is not a PNG, JPEG, GIF, WEBP or PDF (its bytes start {data[:8]!r}; the type "
             "is read from the bytes, not the name): convert it, or give an http(s) URL."
         )
-    url = f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    url = f"data:{media_type};base64,{_base64(data)}"
     descriptor: dict[str, Any] = {
         "kind": "file" if media_type == "application/pdf" else "image",
         "media_type": media_type,
@@ -143,6 +211,13 @@ def from_url(url: str, detail: str = "auto") -> Attachment:
     return Attachment(part, {"kind": "image", "url": url, "detail": detail})
 
 
+def image_list(images: Any) -> list[Any]:
+    """A call's ``images=`` as a list: none, one item (a path, a URL, bytes), or its list."""
+    if images is None:
+        return []
+    return list(images) if isinstance(images, (list, tuple)) else [images]
+
+
 def with_attachments(
     messages: list[dict[str, Any]], attachments: list[Attachment]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -151,7 +226,7 @@ def with_attachments(
     the messages themselves: a hand-built list, or the history ``reply()`` resends) is its
     descriptor."""
     sent = messages
-    if attachments:
+    if any(not a.resent for a in attachments):
         last = next(
             (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None
         )
@@ -166,7 +241,7 @@ def with_attachments(
             raise ConfigurationError(
                 "images= go with a user message whose content is text or a list of parts."
             )
-        parts = [*head, *(a.part for a in attachments)]
+        parts = [*head, *(a.part for a in attachments if not a.resent)]
         sent = [*messages[:last], {**messages[last], "content": parts}, *messages[last + 1 :]]
     known = {a.descriptor["sha256"]: a.descriptor for a in attachments if "sha256" in a.descriptor}
     return sent, _kept(sent, known)
@@ -261,6 +336,28 @@ def kept_messages(
             parts.append(again if again is not None else {"type": "text", "text": note(descriptor)})
         out.append({**message, "content": parts})
     return out
+
+
+def resend_history(
+    messages: list[dict[str, Any]], held: Mapping[str, Attachment], turns: int
+) -> tuple[list[dict[str, Any]], list[Attachment]]:
+    """(the history as the next turn sends it, the attachments it sends again). The images and
+    files of the last ``turns`` user messages of ``messages`` that ``held`` has (by
+    :func:`resend_key`) go again in their place; any other becomes a note (:func:`kept_messages`).
+    The attachments come back marked ``resent``: given to the call with the new turn's images,
+    the record keeps their descriptors (name, detail) and the new Stream holds them for its own
+    next turn."""
+    keys: list[str] = []
+    users = [m for m in messages if m.get("role") == "user"]
+    for message in users[max(0, len(users) - turns) :] if turns else []:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            if is_descriptor(part):
+                key = part[DESCRIPTOR].get("sha256") or part[DESCRIPTOR].get("url")
+                if isinstance(key, str) and key in held and key not in keys:
+                    keys.append(key)
+    again = [dataclasses.replace(held[key], resent=True) for key in keys]
+    return kept_messages(messages, {resend_key(a): a.part for a in again}), again
 
 
 def resend_key(attachment: Attachment) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from traitlets import Bool, CFloat, CInt, Dict, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
+from .._core.attachments import DEFAULT_IMAGES_BACK
 from .._core.errors import ConfigurationError
 from .._core.spelling import did_you_mean
 from .._display.throttle import MAX_RATE
@@ -58,6 +59,11 @@ class Nito(Configurable):
     history = CInt(
         20,
         help="Turns (a prompt and its answer) kept per --chat; older ones are dropped. 0: no limit.",
+    ).tag(config=True)
+    images_back = CInt(
+        DEFAULT_IMAGES_BACK,
+        help="Turns of a --chat whose images are sent again with the next prompt (1: the last "
+        "turn's; 0: none); older ones become a note of what was sent.",
     ).tag(config=True)
     format = Unicode(
         "markdown", help="How the answer is shown: markdown, text, code or code:LANG."
@@ -154,6 +160,14 @@ class Nito(Configurable):
         if proposal["value"] < 0:
             raise _refused(
                 "history", "a number of turns, 0 or more (0: no limit)", proposal["value"]
+            )
+        return proposal["value"]
+
+    @validate("images_back")
+    def _check_images_back(self, proposal: Any) -> int:
+        if proposal["value"] < 0:
+            raise _refused(
+                "images_back", "a number of turns, 0 or more (0: none)", proposal["value"]
             )
         return proposal["value"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._core.errors import MissingAPIKeyError, NitoError
 from .._display.sink import LiveSink
 from .history import comparison_table
-from .output import NO_KEY, error_line, in_kernel
+from .output import NO_KEY, error_line, in_kernel, show_attachments
 
 if TYPE_CHECKING:
     from .magics import NitoMagics
@@ -174,6 +174,8 @@ def run_models(
             error_line(exc)
     if not streams:
         return
+    if "images" in params:  # the prompt's images, once above the grid (the same for every model)
+        show_attachments(streams[0])
     failures: dict[int, NitoError] = {}
 
     async def consume(index: int) -> None:

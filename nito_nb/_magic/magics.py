@@ -34,7 +34,7 @@ from IPython.utils.process import arg_split
 
 from .._client import check_keywords, check_request, shown_url
 from .._client.attachments import read_images
-from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE, Attachment, resend_history
 from .._core.errors import ConfigurationError, NitoError, has_its_line, shown_as_line
 from .._core.request import model_names
 from .._core.spelling import did_you_mean
@@ -139,6 +139,9 @@ class NitoMagics(Magics):
         self.settings = settings
         #: chat name -> turns; a turn is the messages of one cell (prompt, answer, tool results)
         self.chats: dict[str, list[list[dict[str, Any]]]] = {}
+        #: chat name -> the images and files its next cell may send again, by sha256 or URL (the
+        #: turns keep descriptors only: docs/IMAGES.md)
+        self.chat_images: dict[str, dict[str, Attachment]] = {}
         #: every Stream the magic ran in this session, oldest first
         self.streams: list[Any] = []
         #: the run id of this session's rows in a store (Nito.store); %nito reset starts another
@@ -222,6 +225,14 @@ class NitoMagics(Magics):
         help="keep the conversation under NAME across cells (without it, each cell stands alone)",
     )
     @argument("--new", action="store_true", help="start the --chat conversation afresh")
+    @argument(
+        "--images-back",
+        action=_Once,
+        type=int,
+        metavar="N",
+        help="with --chat: the images of the last N turns are sent again (default "
+        "Nito.images_back, 1; 0: none)",
+    )
     @argument("--no-interpolate", action="store_true", help="send {braces} as written")
     @argument(
         "--save", action=_Once, metavar="PATH", help="save the chunk log (JSON Lines) to PATH"
@@ -416,6 +427,7 @@ class NitoMagics(Magics):
         from .._capture import REGISTRY
 
         self.chats.clear()
+        self.chat_images.clear()
         self.streams.clear()
         self.session = _store.new_session()  # a store keeps the cleared streams, as earlier ones
         REGISTRY.clear()
@@ -431,6 +443,10 @@ class NitoMagics(Magics):
             raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
         if args.new and not args.chat:
             raise UsageError("--new starts a chat afresh: use it with --chat NAME")
+        if args.images_back is not None and not args.chat:
+            raise UsageError("--images-back is how many turns of a --chat: use it with --chat NAME")
+        if args.images_back is not None and args.images_back < 0:
+            raise UsageError("--images-back is a number of turns, 0 or more (0: none)")
         if args.replay:
             replay(self, args, fmt)
             return
@@ -441,8 +457,6 @@ class NitoMagics(Magics):
             why = save_problem(args.save)
             if why:
                 raise UsageError(f"--save {args.save!r}: {why}")
-        if args.image and args.over:
-            raise UsageError("--image goes with one prompt, not with --over")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -478,8 +492,13 @@ class NitoMagics(Magics):
         if args.chat:
             if args.new:
                 self.chats[args.chat] = []
+                self.chat_images.pop(args.chat, None)
             for turn in self.chats.get(args.chat, []):
                 messages.extend(turn)
+            back = settings.images_back if args.images_back is None else args.images_back
+            messages, again = resend_history(messages, self.chat_images.get(args.chat, {}), back)
+            if again:  # in their place in the history; their descriptors kept in the record
+                params["images"] = [*again, *params.get("images", [])]
         messages.append(user)
         try:
             # the client's own check, before anything is sent (--schema's becomes its response_format)
@@ -508,12 +527,15 @@ class NitoMagics(Magics):
                 "the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}"
             )
         system = args.system if args.system is not None else self.settings.system
+        rows = self.namespace[args.over]
+        images = self._over_images(args, rows)
         try:
             run = start_run(
-                self.namespace[args.over],
+                rows,
                 template=template,
                 model=models,
                 system=system or None,
+                images=images,
                 **self._connection(),
                 **self._params(args),
             )
@@ -526,6 +548,26 @@ class NitoMagics(Magics):
         if in_kernel():
             run._ipython_display_()
         run.wait()
+
+    def _over_images(self, args: Any, rows: Any) -> str | None:
+        """With ``--over VAR``, ``--image`` names VAR's column of each row's images (a path, an
+        http(s) URL, a list of them, or empty), as ``run(images=...)`` takes it: a file named
+        for every row would send the same image with each, which a column says as well."""
+        if not args.image:
+            return None
+        columns = [str(c) for c in getattr(rows, "columns", [])]
+        if len(args.image) > 1 or args.image[0] not in columns:
+            have = (
+                f"{args.over} has {', '.join(columns) or 'no columns'}"
+                if columns
+                else (f"{args.over} is a {type(rows).__name__}, not a DataFrame")
+            )
+            raise UsageError(
+                f"--over {args.over}: --image names the column of each row's images, once "
+                f"({have}); for the same image on every row, add a column: "
+                f"{args.over}['image'] = 'chart.png'"
+            )
+        return str(args.image[0])
 
     def _params(self, args: Any) -> dict[str, Any]:
         settings = self.settings
@@ -618,6 +660,7 @@ class NitoMagics(Magics):
     ) -> None:
         functions = tool_functions(args.tools, self.namespace) if args.run_tools else {}
         turn = [user]
+        user_at = len(messages) - 1  # the prompt's place in each round's request
         started: list[Any] = []  # every Stream of this cell, also one an interrupt cut short
         try:
             for round_ in range(MAX_TOOL_ROUNDS + 1):
@@ -632,7 +675,7 @@ class NitoMagics(Magics):
                 turn += [stream.message, *results]
         finally:
             if args.chat and started:
-                self._remember(args.chat, turn, started[-1])
+                self._remember(args.chat, turn, started[-1], user_at)
 
     def _stream_one(
         self,
@@ -726,11 +769,16 @@ class NitoMagics(Magics):
                 except OSError as exc:
                     error_line(exc)
 
-    def _remember(self, chat: str, turn: list[dict[str, Any]], stream: Any) -> None:
+    def _remember(self, chat: str, turn: list[dict[str, Any]], stream: Any, user_at: int) -> None:
         """Add this cell's turn (the prompt, any tool rounds, the answer) to the chat, unless
-        nothing came back (a failed request)."""
+        nothing came back (a failed request). The prompt is kept as the request kept it (its
+        images as descriptors); the images the next cell may send again are the Stream's."""
         if not (stream.content or stream.tool_calls):
             return
+        sent = stream.request.get("messages") or []
+        if user_at < len(sent) and sent[user_at].get("role") == "user":
+            turn = [sent[user_at], *turn[1:]]
+        self.chat_images[chat] = dict(stream._resend)
         turn = [*turn, stream.message]
         # Tool calls left unanswered would make the next request invalid: each gets a result
         # that says it was not run.

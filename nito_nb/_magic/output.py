@@ -95,4 +95,5 @@ def show_attachments(stream: Any) -> None:
         return
     from IPython.display import display
 
-    display({"text/html": attachments_html(content, stream._resend), "text/plain": text}, raw=True)
+    sent = {key: attachment.part for key, attachment in stream._resend.items()}
+    display({"text/html": attachments_html(content, sent), "text/plain": text}, raw=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _last
 from .._client import check_keywords, keyword_options
+from .._core.attachments import DEFAULT_MAX_IMAGE_SIZE
 from .._core.errors import ConfigurationError
 from .._core.request import model_names
 from .._core.status import Status
@@ -53,6 +54,9 @@ def run(
     api_key: str | None = None,
     base_url: str | None = None,
     timeout: Any = None,
+    images: str | None = None,
+    image_detail: str = "auto",
+    max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
     **params: Any,
 ) -> Run:
     """Send every prompt × model × repeat, ``concurrency`` at a time, in the background.
@@ -80,6 +84,11 @@ def run(
     cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
     with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
+
+    ``images="column"`` (docs/IMAGES.md): the DataFrame's column of each row's images (a path or
+    an http(s) URL, a list of them, or empty), sent as ``stream(images=...)`` sends them, with
+    ``image_detail`` and ``max_image_size``; every row's are checked before anything is sent, and
+    the key hashes their bytes. The store keeps their descriptors, never their data.
     """
     check_keywords(params, keyword_options(run), "nito_nb.run()")  # concurency=4 is no body field
     # A string ("a,b" names two, as in %%nito -m a,b), or any iterable of them (a list, a Series,
@@ -125,8 +134,19 @@ def run(
             )
         params["response_format"] = schema.response_format()
     params.pop("schema", None)
+    planned = None
+    if images is not None:
+        from .images import row_images
+
+        planned = row_images(prompts, images, image_detail, max_image_size)
     the_plan = plan(
-        prompts, template=template, models=models, repeats=repeats, params=params, system=system
+        prompts,
+        template=template,
+        models=models,
+        repeats=repeats,
+        params=params,
+        system=system,
+        images=planned,
     )
     connection = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
     the_run = Run(

@@ -30,6 +30,7 @@ from .._client.endpoint import Simulator, use_simulator
 from .._client.retry import retry_delay
 from .._core.errors import (
     AuthenticationError,
+    ConfigurationError,
     NitoError,
     PaymentRequiredError,
     RateLimitError,
@@ -43,6 +44,7 @@ from .._stream import AsyncStream, Stream
 from .._stream_source import source_of
 from .backoff import Backoff
 from .gate import Gate
+from .images import read_again
 from .plan import Request
 from .results import Finished
 from .writer import BATCH_SECONDS
@@ -315,6 +317,22 @@ class Dispatcher:
 
             await send_remote(self, self.engine, request, started, timing)
             return
+        images = None
+        if request.images:  # read once for all its attempts; checked against the key's bytes
+            try:
+                images = await read_again(request.images)
+            except ConfigurationError as exc:  # changed or gone since the run was planned
+                from .ray import unsent_stream
+
+                failed = unsent_stream(
+                    request.model,
+                    request.messages,
+                    request.params,
+                    str(exc),
+                    exception="ConfigurationError",
+                )
+                self.finish(request, failed, 0, started, timing)
+                return
         while True:
             asked = self.now()
             await self.gate.acquire()
@@ -333,6 +351,7 @@ class Dispatcher:
                     request.messages,
                     model=request.model,
                     raise_errors=False,
+                    images=images,
                     **self._connection,
                     **request.params,
                 )

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._client import as_messages
 from .._client.request_check import checked_counts
+from .._core.attachments import PlannedImage, keyed_messages
 from .._core.counts import whole
 from .._core.errors import ConfigurationError
 from .._interpolate import interpolate
@@ -35,6 +36,14 @@ class Request:
     repeat: int
     messages: list[dict[str, Any]]
     params: dict[str, Any]
+    #: its row's images (``images=``), read again where it is sent; the key hashes their bytes
+    images: tuple[PlannedImage, ...] = ()
+
+    @property
+    def call(self) -> dict[str, Any]:
+        """The keywords of its ``stream()`` call besides the messages and the model: its body's
+        parameters, and its images (a worker process reads them where it sends)."""
+        return {**self.params, "images": list(self.images)} if self.images else self.params
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +180,13 @@ def plan(
     repeats: int,
     params: Mapping[str, Any],
     system: str | None = None,
+    images: Sequence[tuple[PlannedImage, ...]] | None = None,
 ) -> Plan:
     """Every prompt × model × repeat, in that order (row-major: a row's models are together).
 
     The same request twice (two rows with the same text, say) has one key and is sent once.
+    ``images``: each row's (``_runs/images.py``), in the input's order; the key hashes their
+    descriptors (the bytes' sha256), so a changed image is a new request.
     """
     repeats = whole("repeats", repeats)
     if not models or not all(isinstance(m, str) and m for m in models):
@@ -193,16 +205,18 @@ def plan(
     requests: list[Request] = []
     cells: list[tuple[Any, str, int, str]] = []
     seen: set[str] = set()
-    for label, prompt in _prompts(prompts, template):
+    for index, (label, prompt) in enumerate(_prompts(prompts, template)):
         messages = as_messages(prompt)
         if system:
             messages = [{"role": "system", "content": system}, *messages]
+        row_images = images[index] if images is not None else ()
+        keyed = keyed_messages(messages, [image.descriptor for image in row_images])
         for model in models:
             for repeat in range(repeats):
-                key = request_key(model, messages, params, repeat)
+                key = request_key(model, keyed, params, repeat)
                 cells.append((label, model, repeat, key))
                 if key in seen:
                     continue
                 seen.add(key)
-                requests.append(Request(key, label, model, repeat, messages, params))
+                requests.append(Request(key, label, model, repeat, messages, params, row_images))
     return Plan(requests, cells)

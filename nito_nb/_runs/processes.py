@@ -371,7 +371,7 @@ class ProcessEngine:
         try:
             try:
                 worker.conn.send(
-                    (rid, request.messages, request.model, dict(request.params), send_at_ns)
+                    (rid, request.messages, request.model, dict(request.call), send_at_ns)
                 )
             except (OSError, ValueError) as exc:  # the pipe broke: the worker is gone
                 with worker.lock:

@@ -198,7 +198,15 @@ async def worker_stream(
     from .._stream import AsyncStream
     from .._stream_source import source_of
 
-    stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
+    try:
+        if params.get("images"):  # read again here, off the loop (images.py)
+            from .images import read_again
+
+            params = {**params, "images": await read_again(params["images"])}
+        stream = client.stream(messages, model=model, raise_errors=False, **connection, **params)
+    except ConfigurationError as exc:  # an image of its row changed or went since it was planned
+        body = {name: value for name, value in params.items() if name != "images"}
+        return unsent_stream(model, messages, body, str(exc), exception="ConfigurationError")
     if send_at_ns is not None:
         source_of(stream).send_at(loop_time(send_at_ns))
     try:
@@ -363,7 +371,7 @@ class RayEngine:
         call_id, actor = self._next_id, self._actors[name]
         try:
             ref = actor.send.remote(
-                request.messages, request.model, dict(request.params), send_at_ns, call_id
+                request.messages, request.model, dict(request.call), send_at_ns, call_id
             )
             try:
                 sent, worker_offset, health = await ref

@@ -83,7 +83,7 @@ def _load_requests(plan: Plan, n: int, run_id: str) -> list[Request]:
         key = request_key(
             r.model, r.messages, {"params": r.params, "load_run": run_id, "seq": i}, turn
         )
-        out.append(Request(key, r.row, r.model, turn, r.messages, r.params))
+        out.append(Request(key, r.row, r.model, turn, r.messages, r.params, r.images))
     return out
 
 
