@@ -14,6 +14,7 @@ from .._core.attachments import (
     check_max_image_size,
     from_bytes,
     from_url,
+    shown_name,
     too_big,
 )
 from .._core.errors import ConfigurationError
@@ -70,7 +71,7 @@ def _read_planned(item: PlannedImage, detail: str) -> Attachment:
     attachment = _one(item.source, 0, descriptor.get("detail", detail), item.max_size)
     if attachment.descriptor["sha256"] != descriptor["sha256"]:
         raise ConfigurationError(
-            f"image {repr(item.source)[:80]} changed since the run was planned (its request's key "
+            f"image {shown_name(item.source)} changed since the run was planned (its request's key "
             "is made from the bytes it had): run again to send the new one."
         )
     return attachment
@@ -95,7 +96,7 @@ def _one(item: Any, index: int, detail: str, max_size: int) -> Attachment:
             f"images[{index}] is a {type(item).__name__}: give a path, an http(s) URL or bytes."
         )
     path = Path(item).expanduser()
-    shown = repr(str(item))[:80]
+    shown = shown_name(item)
     try:
         size = path.stat().st_size
         if size > max_size:  # refused before it is read: a 4 GB file is not loaded to be refused

@@ -40,6 +40,7 @@ __all__ = [
     "note",
     "resend_history",
     "resend_key",
+    "shown_name",
     "sniff",
     "too_big",
     "with_attachments",
@@ -148,6 +149,13 @@ def keyed_messages(
     return with_attachments(messages, [Attachment(part, {}) for part in parts])[1]
 
 
+def shown_name(name: object) -> str:
+    """A file's name as an error line shows it: quoted (``repr``), and when long, its start and its
+    end with the middle cut, since the end of a path is the file's own name."""
+    text = repr(str(name))
+    return text if len(text) <= 80 else f"{text[:30]}…{text[-49:]}"
+
+
 def _size(n: int) -> str:
     return f"{n / 1024 / 1024:.1f} MB" if n >= 1024 * 1024 else f"{n:,} bytes"
 
@@ -155,7 +163,7 @@ def _size(n: int) -> str:
 def too_big(name: str, size: int, max_size: int) -> str:
     """The one line of a file over the limit (a shell refuses one by its size before reading it)."""
     return (
-        f"image {repr(name)[:80]} is {_size(size)}, over the limit of {_size(max_size)}: make it "
+        f"image {shown_name(name)} is {_size(size)}, over the limit of {_size(max_size)}: make it "
         "smaller or raise max_image_size=."
     )
 
@@ -179,7 +187,7 @@ def from_bytes(
 ) -> Attachment:
     """The attachment of a local file's bytes (``name``: what the user called it, shown in the
     error lines and kept in the descriptor; never used to guess the type)."""
-    shown = repr(name)[:80]
+    shown = shown_name(name)
     if len(data) > max_size:
         raise ConfigurationError(too_big(name, len(data), max_size))
     media_type = sniff(data)
