@@ -34,6 +34,7 @@ WORDS = [
     "word", " ", "  ", "**b**", "*e*", "_u_", "`c`", "~~s~~", "[l](http://x.org)", "[r][a]",
     "![i](http://x.org/i.png)", "<b>x</b>", "&", "&amp;", '"q"', "'", "\\*", "\\", "$x$", "$5",
     "| ", "http://x.org", "www.x.org", "a@b.co", "  \n", "\\\n", "\u00a0", "\x00", "\r", "<http://x.org>",
+    "**", "**.", ".**", " **", "\u2026**", "\u00e9**",
 ]  # fmt: skip
 
 line = st.tuples(st.sampled_from(STARTS), st.lists(st.sampled_from(WORDS), max_size=6)).map(
@@ -86,7 +87,11 @@ def test_what_the_fast_path_leaves_to_markdown_it() -> None:
     ]:  # fmt: skip
         assert markdown_module._one_paragraph(text) is None, text
         assert markdown_to_html(text) == the_long_way(text)
-    for text in ['Plain "quoted" words\n   and more\n\n', "One line.", "Caf\u00e9 3D 2024 it's\n"]:
+    for text in [
+        'Plain "quoted" words\n   and more\n\n', "One line.", "Caf\u00e9 3D 2024 it's\n",
+        "**Part 1.**\n\n", "  **a b**", "**a **\n", "**a** b", "**a*b**", "**\u00e9\u2026**",
+        "**1)**", "**a.**.", "**a**\n**b**", "**a\u00a0**", "**a\u3000**", '**"q"**', "****",
+    ]:  # fmt: skip
         assert markdown_to_html(text) == the_long_way(text)
     assert markdown_module._one_paragraph(" A **b** `c` [d](http://x.org).\n  e\n\n") == (
         "A **b** `c` [d](http://x.org).\n  e"

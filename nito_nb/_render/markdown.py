@@ -218,11 +218,17 @@ def markdown_to_html(text: str, *, highlight: bool = True) -> str:
     content = _one_paragraph(text)
     if content is None:
         return md.render(text)
-    if (
-        linkable
-        or " \n" in content
-        or md.inline.terminator_re.search(content.replace("\n", "")) is not None
-    ):
+    if linkable or " \n" in content:
+        return f"<p>{md.renderInline(content)}</p>\n"
+    stops = md.inline.terminator_re
+    if content.startswith("**") and content.endswith("**") and "\n" not in content:
+        # A line in bold and nothing else (a model's usual heading): the inner text starts with
+        # a letter or digit (_PLAIN_LINE_START_RE) and does not end in a blank, so both runs of
+        # "**" are delimiters that match, as CommonMark's flanking rules say.
+        inner = content[2:-2]
+        if inner and not inner[-1].isspace() and stops.search(inner) is None:
+            return f"<p><strong>{escapeHtml(inner)}</strong></p>\n"
+    if stops.search(content.replace("\n", "")) is not None:
         return f"<p>{md.renderInline(content)}</p>\n"
     # No character the inline pass stops at (its text rule's terminators, the plugins' included):
     # it would escape the text, and drop the spaces that start a line (a line that ends in
