@@ -4,12 +4,13 @@
     .venv/bin/python bench/bench_magic_store.py --model sim/echo --n 40
 
 Streams of ``--model`` on the embedded simulator at ``tps 0``, then, per stream (median and max,
-the first write left out):
+the first write left out), the two contenders interleaved (one stream each in turn):
 
-- open + write + close: ``runs/_store.write_streams``, what the magic does at the end of a cell;
+- open + write + close: the steps of ``_runs/store.write_streams``, what the magic does at the end
+  of a cell (a ``StoreWriter`` opened, ``result_rows`` + ``write``, closed), each step timed;
 - kept writer: one ``StoreWriter`` open throughout, ``result_rows`` + ``write`` per stream (what
   sharing one connection would cost);
-- result rows alone: the metrics of the stream from its snapshot (``runs/_results.result_rows``),
+- result rows alone: the metrics of the stream from its snapshot (``_runs/results.result_rows``),
   which both pay (the events file, built from the log, is part of each write);
 
 and the time to rebuild every stored stream (``Store.streams``), what ``%nito history`` pays per
@@ -30,7 +31,12 @@ os.environ.setdefault("NITO_SIM_TTFT_MS", "0")
 import nito_nb
 from nito_nb._runs.plan import Request
 from nito_nb._runs.results import Finished, result_rows
-from nito_nb._runs.store import Store, StoreWriter, stream_key, write_streams
+from nito_nb._runs.store import Store, StoreWriter, stream_key
+
+
+def keys_of(path: str) -> set[str]:
+    with Store(path, shared=True) as store:
+        return {key for (key,) in store.con.execute("SELECT key FROM requests").fetchall()}
 
 
 def _ms(values: list[float]) -> str:
@@ -50,21 +56,32 @@ def main() -> None:
     def finished(s: nito_nb.Stream) -> list[Finished]:
         return [Finished(Request(stream_key(s), None, args.model, 0, [], {}), s, 1, s.t0_wall)]
 
-    per_write = []
-    for s in streams[: args.n]:
-        t = time.perf_counter()
-        write_streams(folder + "/per-write", [s], "magic-bench")
-        per_write.append(time.perf_counter() - t)
-    kept, rows_only = [], []
+    # Interleaved, one stream each in turn, so that a busy moment slows both alike; the per-write
+    # side timed in its three steps (the magic's: StoreWriter(), write, close).
+    opened, wrote, closed, per_write, kept = [], [], [], [], []
     writer = StoreWriter(folder + "/kept")
     try:
-        for s in streams[args.n :]:
+        for own, shared in zip(streams[: args.n], streams[args.n :], strict=True):
             t = time.perf_counter()
-            items = finished(s)
+            single = StoreWriter(folder + "/per-write")
+            t1 = time.perf_counter()
+            items = finished(own)
+            single.write(items, result_rows(items, "magic-bench"))
+            t2 = time.perf_counter()
+            single.close()
+            t3 = time.perf_counter()
+            opened.append(t1 - t)
+            wrote.append(t2 - t1)
+            closed.append(t3 - t2)
+            per_write.append(t3 - t)
+            t = time.perf_counter()
+            items = finished(shared)
             writer.write(items, result_rows(items, "magic-bench"))
             kept.append(time.perf_counter() - t)
     finally:
         writer.close()
+    assert keys_of(folder + "/per-write") == {stream_key(s) for s in streams[: args.n]}
+    rows_only = []
     for s in streams[args.n :]:
         t = time.perf_counter()
         result_rows(finished(s), "magic-bench")
@@ -75,9 +92,16 @@ def main() -> None:
         for key in keys:
             store.streams(key)
     rebuild = (time.perf_counter() - t) / len(keys)
-    print(f"{args.model}, {args.n} streams each")
+    ratios = [a / b for a, b in zip(per_write[1:], kept[1:], strict=True)]
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{args.model}, {args.n} streams each, interleaved; load average {load}")
     print(f"  open + write + close per stream: {_ms(per_write[1:])}")
+    print(f"    of which open {_ms(opened[1:])}; write {_ms(wrote[1:])}; close {_ms(closed[1:])}")
     print(f"  kept writer, write per stream:   {_ms(kept[1:])}")
+    print(
+        f"  open + write + close / kept:     {statistics.median(per_write[1:]) / statistics.median(kept[1:]):.1f}x "
+        f"(per stream {min(ratios):.1f}-{max(ratios):.1f}x)"
+    )
     print(f"  result rows alone:               {_ms(rows_only[1:])}")
     print(f"  rebuild a stored stream:         {rebuild * 1000:.1f} ms")
 

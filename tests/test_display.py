@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from nito_nb._core.printable import printable
 from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
-from nito_nb._render import status_text
+from nito_nb._render import final_bundle, status_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,6 +121,31 @@ def test_traffic_is_linear() -> None:
     print(f"\n200 KB answer, 50,000 chunks, 2.5 s: {display.n_updates} updates, "
           f"{display.n_messages} messages, {display.bytes_sent:,} bytes, factor {factor:.2f}")  # fmt: skip
     assert display.bytes_sent <= 4 * len(answer.encode()) + 64_000
+
+
+def short_paragraphs(size: int) -> str:
+    """An answer of short paragraphs and headings, as ``sim/long`` writes (thousands of blocks)."""
+    out, n = [], 0
+    while sum(map(len, out)) < size:
+        out.append(f"## Step {n}\n\n" if n % 7 == 0 else f"**Part {n}.**\n\n")
+        out.append(" One map new run. Key sum gap key sum bit sum sse end. Row row and end.\n\n")
+        n += 1
+    return "".join(out)
+
+
+def test_bytes_sent_stay_near_one_render_of_the_answer() -> None:
+    # What any view must send is the final HTML and text once (final_bundle: one render, one
+    # wrapper); a live view adds only its re-sent tails and status lines. Each block in its own
+    # 40-byte wrapper made it 1.58x that here (1.23x for sim/long, bench/bench_display.py).
+    answer = short_paragraphs(100_000)
+    display, fake, state, _ = run_stream(answer, 25_000, 2.5)
+    assert answer_text(fake) == answer
+    floor = sum(len(v.encode()) for v in final_bundle(state).values())
+    assert display.bytes_sent <= 1.25 * floor, (display.bytes_sent, floor)
+    # The page still has one answer wrapper per output, and each heading its own element.
+    html = "".join(h.last["text/html"] for h in fake.handles[1:])
+    assert html.count('class="nito-out nito-answer"') == len(fake.handles) - 1
+    assert html.count("<div><h2>") + html.count('nito-answer"><h2>') == answer.count("## Step")
 
 
 def test_one_huge_block_stays_linear() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._render import Part
+from .._render import Part, join_answer_blocks
 
 __all__ = ["Slot", "Slots"]
 
@@ -76,6 +76,8 @@ class Slot:
         self.dirty = True
 
     def html(self) -> str:
+        if len(self.keys) > 1 and self.all_final_answer:
+            return join_answer_blocks([self.parts[key] for key in self.keys])
         return "".join(self.parts[key].html for key in self.keys)
 
     def bundle(self) -> dict[str, str]:

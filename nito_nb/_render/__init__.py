@@ -38,6 +38,7 @@ from .parts import (
     bundle,
     check_format,
     final_bundle,
+    join_answer_blocks,
     join_parts,
     render_parts,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "bundle",
     "check_format",
     "final_bundle",
+    "join_answer_blocks",
     "join_parts",
     "markdown_to_html",
     "render_parts",

@@ -404,8 +404,8 @@ def write_streams(
 
     The store is opened for this write and closed after it, so that between two cells nothing
     holds its lock: another process (another kernel, ``open_store``) can read or write it. That
-    costs about 2.3 times a write on a kept connection (bench/bench_magic_store.py), once per
-    cell, which is the price of not locking everyone else out of the store. A run
+    costs a few times a write on a kept connection (bench/bench_magic_store.py; docs/RUNS.md),
+    once per cell, which is the price of not locking everyone else out of the store. A run
     of this process writing the same store meanwhile is no obstacle: DuckDB gives a second
     connection with the same settings to the same open database (the run's writer keeps going)."""
     items = [
