@@ -175,7 +175,9 @@ def test_send_streams_an_answer_into_the_transcript(widgets: Any, comms: list[An
     assert "".join(p.text for p in view.parts if p.key.startswith("answer-")) == stream.content
     assert "TTFT" in view.parts[0].text and "finish: stop" in view.parts[0].text
     # What the browser holds: the last value sent for every widget of the view is the final render.
-    assert _unwrapped("".join(_html_values(view))) == _unwrapped("".join(p.html for p in view.parts))
+    assert _unwrapped("".join(_html_values(view))) == _unwrapped(
+        "".join(p.html for p in view.parts)
+    )
 
     assert w.messages == [
         {"role": "user", "content": "Explain SSE"},
@@ -383,7 +385,9 @@ def test_update_rate_is_bounded_and_the_final_update_is_sent(
     assert 10 <= busiest <= 21, busiest
     assert len(comms) < stream.n_chunks / 2  # far fewer messages than chunks
     # The final state reached the front end: the last value sent to each widget is the final render.
-    assert _unwrapped("".join(_html_values(view))) == _unwrapped("".join(p.html for p in view.parts))
+    assert _unwrapped("".join(_html_values(view))) == _unwrapped(
+        "".join(p.html for p in view.parts)
+    )
     assert view.parts[0].text.startswith("✓ done")
 
 
