@@ -315,6 +315,13 @@ class AsyncStream(StreamResults):
             if not opened.done():  # cancelled while connecting
                 opened.set_result(None)
             out.put_nowait(_END)
+            # Read to its end: let go of the body (its network stream, socket, buffers and
+            # futures) and, once the Stream has finished, of this task (a finished Stream starts
+            # none again: ``_astart``). An ended Stream kept them all, about 4 KiB each, and a
+            # run keeps thousands (bench/bench_runs_floor.py's memory per kept request).
+            self._body = self._opener = None
+            if self.finished:
+                self._task = self._opened = None
 
     async def _aread(self, out: Any) -> None:
         assert self._body is not None

@@ -58,6 +58,10 @@ def register_default_starts(sync: Callable[..., Any], async_: Callable[..., Any]
     _default_starts[True] = async_
 
 
+#: The ``_settled`` of every Stream whose callbacks have run: set once, shared (``_run_callbacks``).
+_SETTLED = threading.Event()
+_SETTLED.set()
+
 #: Who hears of every request of this process as it ends, whoever sent it (the client, the magic,
 #: the widget, a run, capture, watch, a user's StreamSource that called ``start()``): what
 #: ``nito_nb.otel.instrument()`` listens with. A recording (``load``, ``read_sse``, a replay) sent
@@ -118,9 +122,8 @@ class StreamResults:
             self._state = state
             state.adopt(self)
         self.raise_errors = raise_errors
-        self._settled = threading.Event()  # finished and its on_done callbacks have run
-        if state is not None:
-            self._settled.set()
+        # finished and its on_done callbacks have run (then the shared one that is set: below)
+        self._settled = threading.Event() if state is None else _SETTLED
         self._callback_thread: int | None = None  # the thread running the callbacks, meanwhile
         self._consumed = False  # iterated or waited for: results are then what arrived so far
         # A request this process sent (its producer called start()), and whether the end listeners
@@ -503,6 +506,10 @@ class StreamResults:
         finally:
             self._callback_thread = None
             self._settled.set()
+            # Its waiters are woken; later ones find the shared Event that is always set. An Event
+            # is a Condition, a Lock and a deque (about 1 KiB), kept by every ended Stream: a run
+            # keeps thousands (bench/bench_runs_floor.py's memory per kept request).
+            self._settled = _SETTLED
 
     def _transport_error(self, exc: BaseException) -> NitoError | None:
         """The typed error for a failure of the byte source during the body, or None (a bug)."""

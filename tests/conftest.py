@@ -272,3 +272,30 @@ def _fast_tier_starts_no_process(request: pytest.FixtureRequest) -> Iterator[Non
         yield
     finally:
         subprocess.Popen.__init__ = real_init  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def bodies_read() -> Iterator[Any]:
+    """``body_read(stream)``: the body an AsyncStream read (a PushedBody, or httpx's reads), kept
+    as it started: an ended AsyncStream lets go of it (``_stream.py``)."""
+    import weakref
+
+    from nito_nb._stream import AsyncStream
+
+    bodies: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+    read = AsyncStream._aread
+
+    async def _aread(self: AsyncStream, out: Any) -> None:
+        bodies[self] = self._body
+        await read(self, out)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AsyncStream, "_aread", _aread)
+        yield bodies.get
+
+
+@pytest.fixture
+def body_read() -> Iterator[Any]:
+    """:func:`bodies_read` for the test."""
+    with bodies_read() as body_read:
+        yield body_read

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ import pytest
 
 import nito_nb
 from nito_nb import _last as nito_nb_last
+from nito_nb import _stream_results
 
 FAST = {"sim": {"tps": 0, "ttft_ms": 0}}
 
@@ -136,3 +139,50 @@ def test_a_run_that_fails_to_start_gives_everything_back() -> None:
     with pytest.raises(nito_nb.ConfigurationError):
         nito_nb.run(["x"], model="sim/echo", concurrency=0, progress=False)
     assert gc.get_freeze_count() == 0
+
+
+def _held_by(root: object, skip: tuple[object, ...]) -> list[object]:
+    """Every object ``root`` holds, through anything but modules, types, functions and ``skip``
+    (what many requests share: the run's client, the event loop)."""
+    import types
+
+    seen: set[int] = {id(s) for s in skip}
+    out: list[object] = []
+    todo = [root]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(
+            obj, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+        ):
+            continue
+        seen.add(id(obj))
+        out.append(obj)
+        todo.extend(gc.get_referents(obj))
+    return out
+
+
+def test_a_kept_request_holds_its_log_and_answer_not_its_transport() -> None:
+    # A run without a store keeps every Stream for run.frame(): each held its network stream,
+    # pushed body, reader task and futures, a threading.Event and its log's room to grow, 1.6x
+    # its body per request in all (bench/bench_runs_floor.py; the target is 1.2x).
+    run = nito_nb.run(
+        [f"q{i}" for i in range(4)], model="sim/chat", concurrency=2, progress=False, **FAST
+    )
+    run.wait(timeout=60)
+    assert run.results()["status"].eq("done").all()
+    kept = run._writer.kept_streams()
+    assert len(kept) == 4
+    for stream in kept.values():
+        # shared by every request: the run's client, and the Event every settled Stream shares
+        shared = (stream._route.client, _stream_results._SETTLED)
+        held = _held_by(stream, shared)
+        names = {type(o).__module__ + "." + type(o).__qualname__ for o in held}
+        transport = sorted(
+            n for n in names if n.startswith(("httpx.", "httpcore.", "h11.", "nito_nb._transport."))
+        )
+        assert not transport, transport
+        assert not [o for o in held if isinstance(o, (asyncio.Future, threading.Condition))]
+        raw = stream.log.body  # what the log holds: its bytes, without room to grow
+        grown = [o for o in held if isinstance(o, bytearray) and sys.getsizeof(o) > len(o) + 64]
+        assert not grown, [(len(o), sys.getsizeof(o)) for o in grown]
+        assert len(raw) > 1000

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import HELLO, KEY, chunk_line
+from conftest import HELLO, KEY, bodies_read, chunk_line
 from scripted_server import Script, ScriptedServer
 
 import nito_nb
@@ -39,9 +39,10 @@ def both(base: str, **options: Any) -> dict[str, Any]:
             if http is not None:
                 await http.aclose()
 
-    out = {"pushed": asyncio.run(one(True)), "httpx": asyncio.run(one(False))}
-    assert isinstance(out["pushed"]._body, PushedBody)
-    assert not isinstance(out["httpx"]._body, PushedBody)
+    with bodies_read() as body_read:
+        out = {"pushed": asyncio.run(one(True)), "httpx": asyncio.run(one(False))}
+    assert isinstance(body_read(out["pushed"]), PushedBody)
+    assert not isinstance(body_read(out["httpx"]), PushedBody)
     return out
 
 
@@ -119,7 +120,7 @@ def test_an_event_past_max_event_size(scripted: ScriptedServer) -> None:
     assert s.content == "Hel"
 
 
-def test_stopping_mid_stream_keeps_what_arrived(scripted: ScriptedServer) -> None:
+def test_stopping_mid_stream_keeps_what_arrived(scripted: ScriptedServer, body_read: Any) -> None:
     base = scripted.add("slow", Script(parts=HELLO, delays=[0, 0, 5, 0, 0, 0]))
 
     async def main() -> Any:
@@ -131,12 +132,12 @@ def test_stopping_mid_stream_keeps_what_arrived(scripted: ScriptedServer) -> Non
         return stream
 
     s = asyncio.run(main())
-    assert isinstance(s._body, PushedBody)
+    assert isinstance(body_read(s), PushedBody)
     assert s.status == "stopped" and s.content == "Hel" and s.exception is None
 
 
 @pytest.mark.parametrize("ending", ["close", "cut"])
-def test_a_body_that_ends_with_the_connection(ending: str) -> None:
+def test_a_body_that_ends_with_the_connection(ending: str, body_read: Any) -> None:
     # No length, not chunked (HTTP/1.0 style): the body is everything until the server closes.
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -180,7 +181,7 @@ def test_a_body_that_ends_with_the_connection(ending: str) -> None:
             await server.wait_closed()
 
     pushed, read = asyncio.run(main(True)), asyncio.run(main(False))
-    assert isinstance(pushed._body, PushedBody)
+    assert isinstance(body_read(pushed), PushedBody)
     assert pushed.status == read.status and pushed.content == read.content
     assert type(pushed.exception) is type(read.exception)
     if ending == "close":

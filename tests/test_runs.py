@@ -672,3 +672,34 @@ def test_several_models_in_one_string_as_in_the_magic() -> None:
     ) == {"done"}
     with pytest.raises(nito_nb.ConfigurationError, match="map takes one model"):
         nito_nb.map(["hi"], model="sim/echo,sim/chat")
+
+
+def test_the_writer_thread_is_woken_per_batch_not_per_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each finished request woke the writer's thread (a queue.SimpleQueue put): a thread switch
+    # and two GIL hand-overs on the sending loop's thread, per request. Its thread goes round
+    # once per wake (and settles the collector each time): count the rounds.
+    from nito_nb._runs import gc as run_gc
+
+    rounds = 0
+    settle = run_gc.settle
+
+    def counted() -> None:
+        nonlocal rounds
+        rounds += 1
+        settle()
+
+    monkeypatch.setattr(run_gc, "settle", counted)
+    run = nito_nb.run(
+        [f"q{i}" for i in range(120)],
+        model="sim/chat",
+        concurrency=16,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+    )
+    run.wait(timeout=120)
+    results = run.results()
+    assert len(results) == 120 and results["status"].eq("done").all()
+    # before: one round per request (121); now one per batch or WAKE_SECONDS (below 30 s)
+    assert rounds < len(results), rounds

@@ -113,7 +113,7 @@ def test_an_async_consumer_that_blocks_its_loop_keeps_the_arrival_times() -> Non
     )
 
 
-def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
+def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own(body_read: Any) -> None:
     async def main(stamping: bool) -> Any:
         http = None if stamping else httpx.AsyncClient()
         client = AsyncClient(http_client=http)
@@ -125,7 +125,7 @@ def test_the_stamping_transport_gives_the_same_stream_as_httpxs_own() -> None:
                 stream_options={"include_usage": True},
             )
             await stream.wait()
-            return stream, stream._body
+            return stream, body_read(stream)
         finally:
             if http is not None:
                 await http.aclose()
@@ -371,7 +371,7 @@ def test_a_pushed_read_is_at_most_read_size() -> None:
     assert max(sizes) <= READ_SIZE and len(sizes) > 5
 
 
-def test_a_host_name_is_resolved_and_connected(scripted: Any) -> None:
+def test_a_host_name_is_resolved_and_connected(scripted: Any, body_read: Any) -> None:
     from conftest import KEY, chunk_line
     from scripted_server import Script
 
@@ -386,7 +386,7 @@ def test_a_host_name_is_resolved_and_connected(scripted: Any) -> None:
         return await stream.wait()
 
     stream = asyncio.run(main())
-    assert stream.content == "hi" and isinstance(stream._body, PushedBody)
+    assert stream.content == "hi" and isinstance(body_read(stream), PushedBody)
 
 
 def test_the_ca_file_is_loaded_when_the_client_is_made_not_at_its_first_send() -> None:

@@ -18,7 +18,7 @@ request that was answered (they were empty after a full disk).
 
 from __future__ import annotations
 
-import queue
+import collections
 import sys
 import threading
 import time
@@ -50,6 +50,9 @@ BATCH_SECONDS = 1.0
 #: When this many finished requests wait for the writer, the workers wait too before taking the
 #: next request (back-pressure, ``full``): memory stays bounded when the writer is the slower side.
 MAX_WAITING = 2 * BATCH_SIZE
+#: How often the writer's thread looks for finished requests when no batch filled meanwhile
+#: (seconds): rows and progress are at most this late, besides BATCH_SECONDS.
+WAKE_SECONDS = BATCH_SECONDS / 4
 #: Put on the queue by ``end()``: the loop thread has ended.
 _END = object()
 
@@ -74,7 +77,12 @@ class RunWriter:
         #: The store's failure (a full disk...), once it failed: the rest stays in memory.
         self.store_failure: BaseException | None = None
         self._lock = threading.Lock()  # the rows and Streams: written here, copied by readers
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # The finished requests the writer has not taken, and what wakes it: a batch is full, or
+        # the end. Not a queue.SimpleQueue, whose put woke the writer's thread for every request:
+        # a thread switch and two GIL hand-overs each, on the sending loop's thread
+        # (bench/bench_runs_floor.py). The writer also looks every WAKE_SECONDS.
+        self._waiting: collections.deque[Any] = collections.deque()
+        self._wake = threading.Event()
         self._rows: list[dict[str, Any]] = []
         # key -> Stream, without a store or once it failed
         self._streams: dict[str, StreamResults] = {}
@@ -133,20 +141,30 @@ class RunWriter:
 
     def put(self, item: Finished) -> None:
         """A request ended: its result is written with the next batch."""
-        self._queue.put(item)
+        if self.store is None:
+            # Kept until the run is dropped, and ended: its log gives back its room to grow
+            # (about 4% of the body). Here, on the thread that filled it, so that the room goes
+            # back to the allocator's arena where the next streams grow: compacted in the
+            # writer's thread, a run still kept 78.7 KiB per sim/chat request, here 74.7
+            # (bench/bench_runs_floor.py's memory; 83.3 before).
+            item.stream.log.compact()
+        self._waiting.append(item)
+        if len(self._waiting) >= BATCH_SIZE:
+            self._wake.set()
 
     def end(self) -> None:
         """No request will end any more: the last batch is written and the thread ends."""
-        self._queue.put(_END)
+        self._waiting.append(_END)
+        self._wake.set()
 
     @property
     def waiting(self) -> int:
         """Finished requests not yet taken by the writer's thread."""
-        return self._queue.qsize()
+        return len(self._waiting)
 
     def full(self) -> bool:
         """Whether the sender should wait before taking another request (``MAX_WAITING``)."""
-        return self._queue.qsize() > MAX_WAITING
+        return len(self._waiting) > MAX_WAITING
 
     # -- the readers' side -----------------------------------------------------------------------
 
@@ -180,20 +198,16 @@ class RunWriter:
         over = False
         try:
             while not over:
-                try:
-                    item = self._queue.get(timeout=BATCH_SECONDS / 2)
-                except queue.Empty:
-                    item = None
-                if item is _END:
-                    over = True
-                elif item is not None:
-                    if not batch:
-                        first = time.monotonic()
-                    batch.append(item)
+                if not self._waiting:
+                    self._wake.wait(WAKE_SECONDS)
+                self._wake.clear()  # before taking: what is put after it is seen next time round
+                over = self._take(batch)
+                if batch and not first:
+                    first = time.monotonic()
                 now = time.monotonic()
                 if batch and (over or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                     self._flush(batch, fail)
-                    batch = []
+                    batch, first = [], 0.0
                 _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
                 if progress is not None:
                     progress.update()  # throttled by the display itself (progress.MAX_UPDATES_PER_S)
@@ -202,8 +216,11 @@ class RunWriter:
             fail(exc)
             # Let the loop thread end; the failure may come from the last flush, after its end()
             # (waiting for a second one hung the run forever).
-            while not over and self._queue.get() is not _END:
-                pass
+            while not over:
+                if not self._waiting:
+                    self._wake.wait(WAKE_SECONDS)
+                self._wake.clear()
+                over = self._take([])
         finally:
             _gc.end()
             if self.store is not None:
@@ -212,6 +229,17 @@ class RunWriter:
                 except Exception as exc:  # the run must still end (its waiters): say it instead
                     fail(self.store_failed(exc))
             ended()
+
+    def _take(self, batch: list[Finished]) -> bool:
+        """Move the finished requests waiting into ``batch``, up to BATCH_SIZE; True once the
+        end was among them."""
+        waiting = self._waiting
+        while waiting and len(batch) < BATCH_SIZE:
+            item = waiting.popleft()
+            if item is _END:
+                return True
+            batch.append(item)
+        return False
 
     def _flush(self, batch: list[Finished], fail: Callable[[BaseException], None]) -> None:
         with loop_first():  # the sending loop keeps its turns while the rows are made (gil.py)
