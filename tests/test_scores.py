@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import nito_nb
@@ -96,3 +99,215 @@ def test_the_magic_form_is_parsed_never_evaluated() -> None:
 
 def test_scores_is_a_public_submodule() -> None:
     assert "scores" in dir(nito_nb) and nito_nb.scores is scores
+
+
+# -- a run graded over HTTP, on the simulator ---------------------------------------------------
+
+SIM = {"tps": 0, "ttft_ms": 0}
+HOSTILE = '<img src=x onerror="alert(1)">'
+
+
+def _questions() -> pd.DataFrame:
+    # sim/echo answers the prompt itself: the truth of row 0 and 2 is the answer, row 1's is not
+    return pd.DataFrame(
+        {"q": ["Paris", "see https://x.org", "Rome"], "truth": ["Paris", "Madrid", " Rome "]}
+    )
+
+
+def test_each_finished_row_is_scored_on_the_writer_path() -> None:
+    calls: list[str] = []
+
+    def length(row: Any, stream: Any) -> float:
+        calls.append(threading.current_thread().name)
+        assert stream.content == row["content"]  # the request's own Stream
+        return float(len(stream.content))
+
+    run = nito_nb.run(
+        _questions(),
+        template="{q}",
+        model=["sim/echo", "sim/chat"],
+        progress=False,
+        sim=SIM,
+        score={
+            "exact": scores.equals("content", column="truth"),
+            "src": scores.regex(r"https?://"),
+            "fast": scores.under("ttft", 5.0),
+            "length": length,
+        },
+    ).wait()
+    results = run.results()
+    assert set(results["status"]) == {"done"}
+    echo = results[results["model"] == "sim/echo"].set_index("row")
+    assert echo["score.exact"].tolist() == [True, False, True]  # " Rome " stripped
+    assert echo["score.src"].tolist() == [False, True, False]
+    assert echo["score.fast"].all()
+    assert echo["score.length"].tolist() == [5.0, 17.0, 4.0]
+    assert str(results["score.exact"].dtype) == "boolean"
+    assert str(results["score.length"].dtype) == "Float64"
+    assert results["score_errors"].isna().all()
+    # scored once each, as the rows were written, never again when results() is read
+    run.results()
+    assert len(calls) == 6 and set(calls) == {"nito_nb-run-writer"}
+
+
+def test_a_failing_score_is_na_with_its_reason_and_the_run_finishes() -> None:
+    def picky(row: Any, stream: Any) -> Any:
+        if row["input.q"] == "Rome":
+            raise ValueError("no Rome here")
+        if row["input.q"] == "Paris":
+            return ["not", "a", "value"]
+        return "ok"
+
+    run = nito_nb.run(
+        _questions(),
+        template="{q}",
+        model="sim/echo",
+        progress=False,
+        sim=SIM,
+        score={"picky": picky, "exact": scores.equals("missing_field", column="truth")},
+    ).wait()
+    results = run.results().set_index("row")
+    assert run.error is None and set(results["status"]) == {"done"}
+    assert results["score.picky"].isna().tolist() == [True, False, True]
+    assert str(results["score.picky"].dtype) == "string"
+    errors = results["score_errors"].tolist()
+    assert errors[2].startswith("picky: ValueError: no Rome here; exact: KeyError: the row has no")
+    assert errors[0].startswith(
+        "picky: TypeError: a score returns bool, float, str or None, not list"
+    )
+
+
+def test_summary_gives_each_scores_mean_per_model() -> None:
+    run = nito_nb.run(
+        _questions(),
+        template="{q}",
+        model=["sim/echo", "sim/chat"],
+        progress=False,
+        sim=SIM,
+        score={"exact": scores.equals("content", column="truth"), "n": lambda r, s: 2.0},
+    ).wait()
+    summary = run.summary()
+    assert summary.loc["sim/echo", "score.exact"] == pytest.approx(2 / 3)
+    assert summary.loc["sim/chat", "score.exact"] == 0.0
+    assert summary.loc["sim/echo", "score.n"] == 2.0
+    assert "ttft_p50" in summary.columns and "cost" in summary.columns
+
+
+def test_compare_marks_the_best_and_escapes_every_string() -> None:
+    run = nito_nb.run(
+        pd.DataFrame({"q": [HOSTILE, "plain"], "truth": [HOSTILE, "no"]}),
+        template="{q}",
+        model=["sim/echo", "sim/chat"],
+        progress=False,
+        sim=SIM,
+        score={
+            "exact": scores.equals("content", column="truth"),
+            HOSTILE: lambda r, s: 1.0,
+            "said": lambda r, s: HOSTILE,  # a text score: its most frequent value is shown
+        },
+    ).wait()
+    results = run.results()
+    assert (results["content"] == HOSTILE).any()  # the model's answer is hostile too
+    comparison = run.compare()
+    page = comparison._repr_html_()
+    assert "<img" not in page
+    assert page.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") == 3  # a header, 2 values
+    frame = comparison.frame
+    assert frame.loc["sim/echo", "exact"] == 0.5 and frame.loc["sim/chat", "exact"] == 0.0
+    assert frame.loc["sim/echo", "exact_low"] < 0.5 < frame.loc["sim/echo", "exact_high"]
+    assert {"ttft_p50", "ttft_p90", "e2e_p50", "e2e_p90", "cost_per_request"} <= set(frame.columns)
+    # the best score of a column is marked: echo's exact
+    echo_row = page.split("<th>sim/echo</th>")[1].split("</tr>")[0]
+    assert echo_row.count("★") >= 1 and "0.5" in echo_row.split("★")[0]
+    assert "sim/echo" in repr(comparison) and " *" in repr(comparison)
+
+
+def test_compare_escapes_a_hostile_model_name() -> None:
+    # Model names come from users: a results frame whose model is markup (no gateway needed).
+    from nito_nb._runs.compare import compare
+
+    results = pd.DataFrame(
+        {
+            "model": [HOSTILE, HOSTILE, "b"],
+            "ttft": [0.1, 0.2, 0.3],
+            "e2e": [1.0, 1.0, 2.0],
+            "cost": [0.1, 0.1, 0.2],
+            "score.ok": pd.array([True, False, True], dtype="boolean"),
+        }
+    )
+    page = compare(results, ["ok"])._repr_html_()
+    assert "<img" not in page and "&lt;img" in page
+
+
+def test_compare_plots_a_score_against_cost_or_latency() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    run = nito_nb.run(
+        _questions(),
+        template="{q}",
+        model=["sim/echo", "sim/chat"],
+        progress=False,
+        sim=SIM,
+        score={"exact": scores.equals("content", column="truth")},
+    ).wait()
+    comparison = run.compare()
+    for x in ("cost", "e2e", "ttft"):
+        ax = comparison.plot(x=x, y="exact")
+        assert [t.get_text() for t in ax.texts] == ["sim/chat", "sim/echo"]
+        assert ax.get_ylabel() == "exact"
+    with pytest.raises(ConfigurationError, match=r"plot\(x=\.\.\.\)"):
+        comparison.plot(x="speed", y="exact")
+    with pytest.raises(ConfigurationError, match="'exact'"):
+        comparison.plot(x="cost", y="nope")
+
+
+class _Grader:
+    """A batch score: every row at once, with a Run of its own (as a judge has)."""
+
+    def __init__(self, pause: float = 0.0) -> None:
+        self.pause = pause
+        self.contexts: list[Any] = []
+
+    def describe(self) -> str:
+        return "grader()"
+
+    def score_rows(self, rows: Any, streams: Any, context: Any) -> list[Any]:
+        self.contexts.append(context)
+        keys = [row["key"] for row in rows]
+        graded = nito_nb.run(
+            pd.Series([f"grade {row['content']}" for row in rows], index=keys),
+            model="sim/echo",
+            progress=False,
+            sim=SIM,
+            run_id=f"{context.run_id}.{context.name}",
+        )
+        context.keep(graded)
+        graded.wait()
+        time.sleep(self.pause)
+        return [ValueError("cannot grade") if "Rome" in row["content"] else 0.5 for row in rows]
+
+
+def test_a_batch_score_runs_once_at_the_end_and_its_cost_is_apart() -> None:
+    grader = _Grader(pause=0.5)
+    run = nito_nb.run(
+        _questions(),
+        template="{q}",
+        model=["sim/echo", "sim/chat"],
+        progress=False,
+        sim=SIM,
+        score={"graded": grader, "exact": scores.equals("content", column="truth")},
+    )
+    run.wait()
+    assert len(grader.contexts) == 1  # once, after the graded requests
+    context = grader.contexts[0]
+    assert context.name == "graded" and context.run_id == run.run_id and context.store is None
+    assert set(run.score_runs) == {"graded"} and run.score_runs["graded"].done
+    results = run.results()
+    echo = results[results["model"] == "sim/echo"].set_index("row")
+    assert echo["score.graded"].isna().tolist() == [False, False, True]
+    assert echo.loc[2, "score_errors"] == "graded: ValueError: cannot grade"
+    summary = run.summary()
+    judged = run.score_runs["graded"].results()["cost"].astype(float).sum()
+    assert judged > 0 and summary["score_cost"].sum() == pytest.approx(judged)
+    assert summary["cost"].sum() == pytest.approx(results["cost"].astype(float).sum())

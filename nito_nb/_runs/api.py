@@ -53,6 +53,7 @@ def run(
     api_key: str | None = None,
     base_url: str | None = None,
     timeout: Any = None,
+    score: dict[str, Any] | None = None,
     **params: Any,
 ) -> Run:
     """Send every prompt × model × repeat, ``concurrency`` at a time, in the background.
@@ -80,6 +81,10 @@ def run(
     cluster; ``ray.init(address=...)`` first for a cluster, else a local one is started), each
     with at most ``per_worker`` streams in flight (default 1,000); the results gain their ``worker`` and ``node``.
     ``engine="processes"``: the same with ``workers`` local processes (default: one per core).
+
+    ``score={name: score}`` grades each answer as it finishes (docs/SCORES.md): a callable
+    ``(row, stream) -> bool | float | str`` or a built-in of ``nito_nb.scores``; results() gets a
+    ``score.<name>`` column each and ``score_errors``; summary() each score's mean.
     """
     check_keywords(params, keyword_options(run), "nito_nb.run()")  # concurency=4 is no body field
     # A string ("a,b" names two, as in %%nito -m a,b), or any iterable of them (a list, a Series,
@@ -144,6 +149,7 @@ def run(
         progress=progress,
         run_id=run_id,
         schema=schema,
+        score=score,
     )
     remember(the_run)
     return the_run
