@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -311,3 +312,43 @@ def test_a_batch_score_runs_once_at_the_end_and_its_cost_is_apart() -> None:
     judged = run.score_runs["graded"].results()["cost"].astype(float).sum()
     assert judged > 0 and summary["score_cost"].sum() == pytest.approx(judged)
     assert summary["cost"].sum() == pytest.approx(results["cost"].astype(float).sum())
+
+
+# -- the magic's form, in a real kernel -----------------------------------------------------------
+
+
+def _cell_text(cell: Any) -> str:
+    out = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            out.append(output["text"])
+        elif output.get("output_type") in ("display_data", "execute_result"):
+            out.append(str(output["data"].get("text/plain", "")))
+    return "".join(out)
+
+
+@pytest.mark.spawns
+def test_the_magic_grades_over_with_score_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import execute_cells
+
+    monkeypatch.setenv("NITO_SIM_TPS", "0")
+    monkeypatch.setenv("NITO_SIM_TTFT_MS", "0")
+    cells = [
+        "import nito_nb, pandas as pd\n%load_ext nito_nb\n"
+        "df = pd.DataFrame({'q': ['Paris', 'see https://x.org'], 'truth': ['Paris', 'Rome']})",
+        "%%nito --over df -m sim/echo --score exact=equals:truth --score src=regex:https?:// "
+        "--score fast=under:ttft:30 --score ok=json_valid\n{q}",
+        "r = _nito.results()\nprint(r['score.exact'].tolist(), r['score.src'].tolist(), "
+        "r['score.fast'].tolist(), r['score.ok'].tolist())",
+        "%%nito --over df -m sim/echo --score 'exact=__import__(\"os\")'\n{q}",
+        "%%nito -m sim/echo --score ok=json_valid\nhi",
+    ]
+    nb = execute_cells(cells, tmp_path, timeout=180)
+    c = nb.cells
+    assert _cell_text(c[2]).strip() == "[True, False] [False, True] [True, True] [False, False]"
+    bad = _cell_text(c[3])
+    assert bad.strip().startswith("UsageError: --score 'exact=__import__(\"os\")': no built-in")
+    assert "Traceback" not in str(c[3].outputs) and len(bad.strip().splitlines()) == 1
+    assert "UsageError: --score grades the rows of a run: add --over VAR" in _cell_text(c[4])

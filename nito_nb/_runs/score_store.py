@@ -2,8 +2,8 @@
 
 ``key``, ``run_id``, ``name``; ``value`` as JSON text and its ``type`` (``boolean``, ``float``,
 ``string``; NULL for NA), so that a value reads back as the type it was; ``error`` (the score's
-exception, one line, or NULL) and ``describe`` (what the score is: ``equals('content',
-column='truth')``). Written in the transaction of the rows it grades; a key graded again by a
+exception, one line, or NULL) and ``score`` (what the score is, its ``describe()``:
+``equals('content', column='truth')``). Written in the transaction of the rows it grades; a key graded again by a
 score of the same name replaces its row. A resumed run reads them back for the requests it
 skips (no score is computed again unless ``run.rescore`` asks).
 """
@@ -29,7 +29,7 @@ _COLUMNS = {
     "value": "VARCHAR",
     "type": "VARCHAR",
     "error": "VARCHAR",
-    "describe": "VARCHAR",
+    "score": "VARCHAR",
 }
 
 
@@ -98,7 +98,7 @@ def read_scores(
     where, params = ("", []) if keys is None else (" WHERE list_contains(?, key)", [keys])
     out: dict[str, dict[str, tuple[Any, str | None, str]]] = {}
     for key, name, text, kind, error, what in con.execute(
-        f'SELECT key, name, value, type, error, "describe" FROM {TABLE}{where} ORDER BY name',
+        f"SELECT key, name, value, type, error, score FROM {TABLE}{where} ORDER BY name",
         params,
     ).fetchall():
         out.setdefault(key, {})[name] = (_read(text, kind), error, what or "")
