@@ -216,6 +216,15 @@ class NitoMagics(Magics):
         "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)",
     )
     @argument(
+        "--score",
+        action="append",
+        default=[],
+        metavar="NAME=EXPR",
+        help="grade each row of --over with a built-in score, e.g. exact=equals:truth, "
+        "src=regex:https?://, fast=under:ttft:1.0, ok=json_valid, cheap=cost_under:0.01; "
+        "repeatable (docs/SCORES.md)",
+    )
+    @argument(
         "--chat",
         action=_Once,
         metavar="NAME",
@@ -443,6 +452,8 @@ class NitoMagics(Magics):
                 raise UsageError(f"--save {args.save!r}: {why}")
         if args.image and args.over:
             raise UsageError("--image goes with one prompt, not with --over")
+        if args.score and not args.over:
+            raise UsageError("--score grades the rows of a run: add --over VAR")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -508,12 +519,14 @@ class NitoMagics(Magics):
                 "the cell is empty: write the template below the %%nito line, e.g. Summarise: {text}"
             )
         system = args.system if args.system is not None else self.settings.system
+        score = _scores(args.score)
         try:
             run = start_run(
                 self.namespace[args.over],
                 template=template,
                 model=models,
                 system=system or None,
+                score=score or None,
                 **self._connection(),
                 **self._params(args),
             )
@@ -767,3 +780,19 @@ def load_ipython_extension(ipython: Any) -> None:
         old.close()
         ipython.configurables.remove(old)
     ipython.register_magics(magics)
+
+
+def _scores(exprs: list[str]) -> dict[str, Any]:
+    """``--score NAME=EXPR`` (repeatable): the built-in scores, parsed, never evaluated."""
+    from ..scores import parse_score
+
+    out: dict[str, Any] = {}
+    for expr in exprs:
+        try:
+            name, score = parse_score(expr)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+        if name in out:
+            raise UsageError(f"--score {expr!r}: the name {name!r} is given twice")
+        out[name] = score
+    return out
