@@ -7,7 +7,11 @@ rows finish), interleaved in every round, with and without a store.
     .venv/bin/python bench/bench_scores.py --requests 2000 --rounds 7
 
 Printed: the median requests/s of each contender with its spread, and the median and spread of
-the per-round ratios scored / plain (1.00: no cost).
+the per-round ratios scored / plain (1.00: no cost). On a machine shared with other work the
+requests/s swing with the load, so the script also measures what grading adds where it runs: the
+writer thread's CPU time (``time.thread_time``) to make a batch's result rows
+(``results.result_rows``) with and without grading them, on the Streams of a finished run,
+interleaved.
 """
 
 from __future__ import annotations
@@ -55,6 +59,40 @@ def one(
     return elapsed
 
 
+def writer_cost(base_url: str, n: int, rounds: int) -> None:
+    """The writer's CPU time per row: result rows alone, and result rows then graded."""
+    from datetime import datetime, timezone
+
+    from nito_nb._runs.results import Finished, result_rows
+    from nito_nb._runs.scoring import Scorer
+
+    run = nito_nb.run(
+        prompts(n, "writer"), model="sim/chat", base_url=base_url, api_key=KEY, progress=False
+    ).wait()
+    kept = run._writer.kept_streams()  # a run without a store keeps its Streams
+    now = datetime.now(timezone.utc)
+    items = [Finished(r, kept[r.key], 1, now) for r in run.plan.requests]
+    scorer = Scorer(CHEAP, run.plan.inputs, None)
+    plain: list[float] = []
+    graded: list[float] = []
+    for _ in range(rounds):
+        start = time.thread_time()
+        result_rows(items, "bench")
+        plain.append(time.thread_time() - start)
+        start = time.thread_time()
+        rows = result_rows(items, "bench")
+        scorer.grade(rows, [item.stream for item in items], scorer.plain)
+        graded.append(time.thread_time() - start)
+    p, g = statistics.median(plain), statistics.median(graded)
+    print(
+        f"  the writer's CPU per row ({len(items):,} rows, median of {rounds}): result rows "
+        f"{p / len(items) * 1e6:.1f} µs, with the two scores {g / len(items) * 1e6:.1f} µs "
+        f"(+{(g - p) / p:.0%}; spread of the graded/plain ratios "
+        f"{min(b / a for a, b in zip(plain, graded, strict=True)):.2f}–"
+        f"{max(b / a for a, b in zip(plain, graded, strict=True)):.2f})"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1000)
@@ -65,6 +103,7 @@ def main() -> int:
     proc, base_url = start_simulator()
     seconds: dict[str, list[float]] = {}
     try:
+        writer_cost(base_url, n, args.rounds)
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
         for round_ in range(args.rounds):
             for store in (False, True):
