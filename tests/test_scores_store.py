@@ -150,3 +150,19 @@ def test_rescore_waits_for_the_end(counted: tuple[str, _Counting]) -> None:
     with pytest.raises(ConfigurationError, match=r"run\.wait\(\) first"):
         run.rescore({"x": scores.json_valid()})
     run.wait()
+
+
+def test_rescore_says_in_one_line_when_the_store_cannot_take_the_scores(
+    tmp_path: Path, counted: tuple[str, _Counting]
+) -> None:
+    base_url, _ = counted
+    store = tmp_path / "runs"
+    run = _run(base_url, store)
+    with nito_nb.open_store(store):  # read-only in this process: DuckDB gives the run that mode
+        with pytest.raises(nito_nb.StoreError) as info:
+            run.rescore({"ok": scores.json_valid()})
+    assert "close any Store of it" in str(info.value) and "\n" not in str(info.value)
+    assert run.results()["score.ok"].tolist() == [False, False, False]  # kept meanwhile
+    run.rescore({"ok": scores.json_valid()})  # once it is closed
+    with nito_nb.open_store(store) as opened:
+        assert opened.results()["score.ok"].tolist() == [False, False, False]

@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
@@ -46,7 +47,7 @@ from .score_context import ScoreContext
 from .score_store import store_scores
 from .scoring import SCORES, Scorer, check_scores, streams_of, with_scores
 from .stats import RunStats
-from .store import Store
+from .store import Store, StoreError
 from .writer import RunWriter, frame_of
 
 if TYPE_CHECKING:
@@ -98,7 +99,8 @@ class Run:
 
     ``run.wait()`` (or ``await run``) waits for the end; ``results()``, ``summary()``, ``frame()``
     give what has finished so far; ``stop()`` ends it (in-flight requests are recorded as
-    stopped, the others are not sent: running the same call on the same store resumes).
+    stopped, the others are not sent: running the same call on the same store resumes). A run
+    with ``score=`` also has ``compare()`` and ``rescore()`` (docs/SCORES.md).
     """
 
     def __init__(
@@ -449,7 +451,11 @@ class Run:
             return
         self._writer.set_scores(graded)
         opener = self._open_store()
-        if opener is not None:
+        if opener is None:
+            return
+        import duckdb
+
+        try:
             with opener() as store:
                 store_scores(
                     store.con,
@@ -459,6 +465,14 @@ class Run:
                         if r["key"] in graded
                     ],
                 )
+        except duckdb.Error as exc:  # a Store of it open read-only in this process, a full disk
+            path = str(self.store_path)
+            raise StoreError(
+                f"the scores could not be written to the store {path!r} ({one_line(exc)}); "
+                "run.results() has them meanwhile: close any Store of it (nito_nb.open_store), "
+                "then rescore again",
+                path=Path(path),
+            ) from None
 
     def _open_store(self) -> Callable[[], Store] | None:
         """How the run's store is opened once the run has ended (to rebuild its Streams, to write
