@@ -352,3 +352,23 @@ def test_the_magic_grades_over_with_score_options(
     assert bad.strip().startswith("UsageError: --score 'exact=__import__(\"os\")': no built-in")
     assert "Traceback" not in str(c[3].outputs) and len(bad.strip().splitlines()) == 1
     assert "UsageError: --score grades the rows of a run: add --over VAR" in _cell_text(c[4])
+
+
+def test_live_results_show_the_scores_of_the_rows_finished_so_far() -> None:
+    # A one-word answer ends at once, a 120-word one takes 6 s at 20 tokens/s: meanwhile,
+    # results() has the first row, already graded.
+    run = nito_nb.run(
+        ["short", " ".join(["word"] * 120)],
+        model="sim/echo",
+        progress=False,
+        sim={"tps": 20, "ttft_ms": 0},
+        score={"short": lambda row, stream: len(row["content"]) < 10},
+    )
+    deadline = time.monotonic() + 10
+    live = run.results()
+    while len(live) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = run.results()
+    assert not run.done and len(live) == 1
+    assert live["score.short"].tolist() == [True]
+    assert run.wait().results()["score.short"].tolist() == [True, False]
