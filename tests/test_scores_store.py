@@ -66,6 +66,7 @@ def _run(base_url: str, store: Path, **score: Any) -> nito_nb.Run:
     ).wait()
 
 
+@pytest.mark.spawns  # a store's events are written by a helper process
 def test_scores_are_stored_and_a_resumed_run_keeps_them(
     tmp_path: Path, counted: tuple[str, _Counting]
 ) -> None:
@@ -96,6 +97,7 @@ def test_scores_are_stored_and_a_resumed_run_keeps_them(
     assert calls == []  # a done row is not graded again unless asked (rescore)
 
 
+@pytest.mark.spawns  # a store's events are written by a helper process
 def test_rescore_sends_no_request_and_replaces_or_adds_columns(
     tmp_path: Path, counted: tuple[str, _Counting]
 ) -> None:
@@ -152,6 +154,7 @@ def test_rescore_waits_for_the_end(counted: tuple[str, _Counting]) -> None:
     run.wait()
 
 
+@pytest.mark.spawns  # a store's events are written by a helper process
 def test_rescore_says_in_one_line_when_the_store_cannot_take_the_scores(
     tmp_path: Path, counted: tuple[str, _Counting]
 ) -> None:
