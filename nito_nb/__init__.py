@@ -203,8 +203,9 @@ _MARIMO = ("marimo_chat",)
 _RUNS = ("Run", "Store", "StoreBusy", "StoreError", "Sweep", "map", "open_store", "run", "sweep")
 # The public submodules, imported on first use too (the simulator brings starlette and uvicorn):
 # ``nito_nb.sim.ensure_server()`` works without its own import; ``nito_nb.otel`` imports
-# OpenTelemetry only when it exports. Every other module is private.
-_SUBMODULES = ("otel", "sim", "tools")
+# OpenTelemetry only when it exports; ``nito_nb.scores`` grades a run's answers. Every other
+# module is private.
+_SUBMODULES = ("otel", "scores", "sim", "tools")
 # Capture on httpx2 (the openai SDK's stack): httpx2 is optional, imported when one is asked for.
 _HTTPX2 = (
     "AsyncHttpx2CaptureTransport",

@@ -185,6 +185,8 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
                 "nito_nb._live",
             ),
             ("nito_nb._marimo_chat",),
+            # docs/SCORES.md: graders of a run's rows; the run only calls them (duck-typed)
+            ("nito_nb.scores",),
         ),
     ),
     ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel", "nito_nb.scores"),)),
@@ -196,6 +198,7 @@ SIDEWAYS = {
         "nito_nb._runs",
     ): "--over is a run (nito_nb.run); Nito.store writes the cell's streams to a run store",
     ("nito_nb._magic", "nito_nb._capture"): "%nito history lists the streams that capture kept",
+    ("nito_nb._magic", "nito_nb.scores"): "--score NAME=EXPR parses a built-in score",
 }
 #: The simulator stands beside the layers: it imports the core only; the root registers it, and
 #: the magic and the widget list its models (``SIM_MODELS``, a constant of a pure module).

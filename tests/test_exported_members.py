@@ -84,7 +84,7 @@ PUBLIC = {
 }
 
 #: The modules a user imports besides the root (every other one is private: a leading underscore).
-SUBMODULES = {"otel", "sim", "tools"}
+SUBMODULES = {"otel", "scores", "sim", "tools"}  # issue 34: scores
 
 #: What a user reads of a Stream and does with it (issue 29). A producer's call (feed, end,
 #: set_response, an opener, a send time...) belongs on its producer (``nito_nb.StreamSource``,

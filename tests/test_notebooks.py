@@ -65,6 +65,7 @@ EXPECTED = {
         "gen_ai.client.operation.time_per_output_chunk",
         "Verdict(label=",  # structured output (docs/STRUCTURED.md)
         "valid_share",
+        "mentions_sse (95% interval)",  # a run graded three ways, compared (docs/SCORES.md)
         "below p=0.5",  # token confidence
     ],
     "tools": [

@@ -219,6 +219,15 @@ class NitoMagics(Magics):
         "(nito_nb.run: a progress panel, the Run in _nito / -o VAR)",
     )
     @argument(
+        "--score",
+        action="append",
+        default=[],
+        metavar="NAME=EXPR",
+        help="grade each row of --over with a built-in score, e.g. exact=equals:truth, "
+        "src=regex:https?://, fast=under:ttft:1.0, ok=json_valid, cheap=cost_under:0.01; "
+        "repeatable (docs/SCORES.md)",
+    )
+    @argument(
         "--chat",
         action=_Once,
         metavar="NAME",
@@ -457,6 +466,8 @@ class NitoMagics(Magics):
             why = save_problem(args.save)
             if why:
                 raise UsageError(f"--save {args.save!r}: {why}")
+        if args.score and not args.over:
+            raise UsageError("--score grades the rows of a run: add --over VAR")
         if args.over:
             self._run_over(args, cell, models)
             return
@@ -529,6 +540,7 @@ class NitoMagics(Magics):
         system = args.system if args.system is not None else self.settings.system
         rows = self.namespace[args.over]
         images = self._over_images(args, rows)
+        score = _scores(args.score)
         try:
             run = start_run(
                 rows,
@@ -536,6 +548,7 @@ class NitoMagics(Magics):
                 model=models,
                 system=system or None,
                 images=images,
+                score=score or None,
                 **self._connection(),
                 **self._params(args),
             )
@@ -815,3 +828,19 @@ def load_ipython_extension(ipython: Any) -> None:
         old.close()
         ipython.configurables.remove(old)
     ipython.register_magics(magics)
+
+
+def _scores(exprs: list[str]) -> dict[str, Any]:
+    """``--score NAME=EXPR`` (repeatable): the built-in scores, parsed, never evaluated."""
+    from ..scores import parse_score
+
+    out: dict[str, Any] = {}
+    for expr in exprs:
+        try:
+            name, score = parse_score(expr)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+        if name in out:
+            raise UsageError(f"--score {expr!r}: the name {name!r} is given twice")
+        out[name] = score
+    return out

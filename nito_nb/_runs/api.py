@@ -57,6 +57,7 @@ def run(
     images: str | None = None,
     image_detail: str = "auto",
     max_image_size: int = DEFAULT_MAX_IMAGE_SIZE,
+    score: dict[str, Any] | None = None,
     **params: Any,
 ) -> Run:
     """Send every prompt × model × repeat, ``concurrency`` at a time, in the background.
@@ -89,6 +90,9 @@ def run(
     an http(s) URL, a list of them, or empty), sent as ``stream(images=...)`` sends them, with
     ``image_detail`` and ``max_image_size``; every row's are checked before anything is sent, and
     the key hashes their bytes. The store keeps their descriptors, never their data.
+    ``score={name: score}`` grades each answer as it finishes (docs/SCORES.md): a callable
+    ``(row, stream) -> bool | float | str`` or a built-in of ``nito_nb.scores``; results() gets a
+    ``score.<name>`` column each and ``score_errors``; summary() each score's mean.
     """
     check_keywords(params, keyword_options(run), "nito_nb.run()")  # concurency=4 is no body field
     # A string ("a,b" names two, as in %%nito -m a,b), or any iterable of them (a list, a Series,
@@ -164,6 +168,7 @@ def run(
         progress=progress,
         run_id=run_id,
         schema=schema,
+        score=score,
     )
     remember(the_run)
     return the_run

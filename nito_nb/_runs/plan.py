@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._client import as_messages
@@ -49,10 +49,14 @@ class Request:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """The distinct requests to send, and every (row label, model, repeat, key) of the input,
-    duplicates included (two rows with the same text share one request)."""
+    duplicates included (two rows with the same text share one request); ``inputs``: each
+    request's input row (a DataFrame's columns; ``value`` and a Series' name for a list or a
+    Series), by key, that a run's scores read (docs/SCORES.md). Two rows that share a request
+    share the first one's."""
 
     requests: list[Request]
     cells: list[tuple[Any, str, int, str]]
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def request_key(
@@ -100,8 +104,8 @@ def missing_fields(template: str, names: Sequence[str]) -> list[str]:
     return recorder.missing
 
 
-def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
-    """(row label, prompt: a string or a message list) for every input row."""
+def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """(row label, prompt: a string or a message list, the row's columns) for every input row."""
     if template is not None and not isinstance(template, str):
         raise ConfigurationError(
             f"template= is a string with {{fields}}, like 'Summarise: {{text}}', not {template!r}"
@@ -121,7 +125,8 @@ def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
         )
         rows = []
         for label, record in zip(prompts.index, prompts.to_dict("records"), strict=True):
-            rows.append((label, interpolate(template, {str(k): v for k, v in record.items()})))
+            values = {str(k): v for k, v in record.items()}
+            rows.append((label, interpolate(template, values), values))
         return rows
     if pd is not None and isinstance(prompts, pd.Series):
         items = list(zip(prompts.index, prompts.tolist(), strict=True))
@@ -143,9 +148,9 @@ def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
         )
     if not items:
         raise ConfigurationError("no prompts: the input is empty")
-    if template is None:
-        return items
     names = ["value", *([name] if name else [])]
+    if template is None:
+        return [(label, value, {n: value for n in names}) for label, value in items]
     _check(
         template,
         names,
@@ -159,7 +164,8 @@ def _prompts(prompts: Any, template: str | None) -> list[tuple[Any, Any]]:
                 f"template= fills strings; row {label!r} is a {type(value).__name__} (send message "
                 "lists without a template)"
             )
-        rows.append((label, interpolate(template, {n: value for n in names})))
+        values = {n: value for n in names}
+        rows.append((label, interpolate(template, values), values))
     return rows
 
 
@@ -205,7 +211,8 @@ def plan(
     requests: list[Request] = []
     cells: list[tuple[Any, str, int, str]] = []
     seen: set[str] = set()
-    for index, (label, prompt) in enumerate(_prompts(prompts, template)):
+    inputs: dict[str, dict[str, Any]] = {}
+    for index, (label, prompt, columns) in enumerate(_prompts(prompts, template)):
         messages = as_messages(prompt)
         if system:
             messages = [{"role": "system", "content": system}, *messages]
@@ -218,5 +225,6 @@ def plan(
                 if key in seen:
                     continue
                 seen.add(key)
+                inputs[key] = columns
                 requests.append(Request(key, label, model, repeat, messages, params, row_images))
-    return Plan(requests, cells)
+    return Plan(requests, cells, inputs)

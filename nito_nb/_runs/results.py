@@ -36,6 +36,8 @@ __all__ = [
     "ON_TIME_QUANTILE",
     "RESULTS_ADDED",
     "RESULT_COLUMNS",
+    "SCORE_ERRORS",
+    "SCORE_PREFIX",
     "STRUCTURED_COLUMNS",
     "Finished",
     "LoadInfo",
@@ -44,6 +46,7 @@ __all__ = [
     "result_rows",
     "results_frame",
     "stream_metrics",
+    "structured_of",
     "summary",
     "with_structured",
 ]
@@ -89,9 +92,20 @@ STRUCTURED_COLUMNS: dict[str, str] = {
 #: Then one column per top-level field the schema declares, ``out.<field>``: its value in the valid
 #: answers (NA elsewhere), typed by pandas' ``convert_dtypes`` (a list or an object stays object).
 FIELD_PREFIX = "out."
-#: What ``run.results()`` adds to ``RESULT_COLUMNS`` without storing it, in order (docs/RUNS.md
-#: lists them): whether a resume found the request done, then a schema run's columns.
-RESULTS_ADDED: tuple[str, ...] = ("done_before", *STRUCTURED_COLUMNS, FIELD_PREFIX + "<field>")
+#: A run with ``score=`` (docs/SCORES.md): one column per score, ``score.<name>``, and the column
+#: that says why a row's scores failed. Stored in the store's ``scores`` table, not in ``requests``.
+SCORE_PREFIX = "score."
+SCORE_ERRORS = "score_errors"
+#: What ``run.results()`` adds to ``RESULT_COLUMNS`` without storing it in ``requests``, in order
+#: (docs/RUNS.md lists them): whether a resume found the request done, a schema run's columns,
+#: then a scored run's.
+RESULTS_ADDED: tuple[str, ...] = (
+    "done_before",
+    *STRUCTURED_COLUMNS,
+    FIELD_PREFIX + "<field>",
+    SCORE_PREFIX + "<name>",
+    SCORE_ERRORS,
+)
 
 _METRICS = tuple(RESULT_METRICS)
 
@@ -259,19 +273,11 @@ def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
     for status, content in zip(
         df["status"].astype(object), df["content"].astype(object), strict=True
     ):
-        checked = schema.check(content if isinstance(content, str) else "")
-        ok = checked.error is None and status == Status.DONE
-        parsed.append(checked.value if ok else None)
+        one, ok, error, fields = structured_of(status, content, schema)
+        parsed.append(one)
         valid.append(ok)
-        if checked.error is not None:
-            errors.append(str(checked.error))
-        else:
-            errors.append(None if ok else f"(root): the request ended {status}")
-        value = checked.value
-        # a pydantic model: its fields, as dicts
-        if ok and callable(getattr(value, "model_dump", None)):
-            value = value.model_dump()
-        objects.append(value if ok and isinstance(value, dict) else None)
+        errors.append(error)
+        objects.append(fields)
     df = df.copy()
     df["parsed"] = pd.Series(parsed, index=df.index, dtype="object")
     df["valid"] = pd.Series(valid, index=df.index, dtype="boolean")
@@ -286,6 +292,30 @@ def with_structured(df: pd.DataFrame, schema: Any) -> pd.DataFrame:
     return df
 
 
+def structured_of(
+    status: Any, content: Any, schema: Any
+) -> tuple[Any, bool, str | None, dict[str, Any] | None]:
+    """One answer checked against ``schema``: (the object or None, valid, why not, its fields as
+    a dict or None). The rule of ``with_structured``, and of the rows a run's scores read."""
+    checked = schema.check(content if isinstance(content, str) else "")
+    ok = checked.error is None and status == Status.DONE
+    error: str | None
+    if checked.error is not None:
+        error = str(checked.error)
+    else:
+        error = None if ok else f"(root): the request ended {status}"
+    value = checked.value
+    # a pydantic model: its fields, as dicts
+    if ok and callable(getattr(value, "model_dump", None)):
+        value = value.model_dump()
+    return (
+        (checked.value if ok else None),
+        ok,
+        error,
+        (value if ok and isinstance(value, dict) else None),
+    )
+
+
 def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame:
     """One row per model: ``n``, ``ok`` (status done), one ``n_<status>`` column per other
     status, p50/p90/p99 of ``ttft``, ``itl`` and ``e2e``, mean ``output_tps`` (over the requests
@@ -295,7 +325,9 @@ def summary(results: pd.DataFrame, load: LoadInfo | None = None) -> pd.DataFrame
     With ``load`` (an open-loop run), only the requests of the ``measure`` phase count, and
     the row gains the load columns of docs/LOAD.md. Results of a run with ``schema=`` (a
     ``valid`` column) give ``valid_share``: the share of the model's requests whose answer
-    validated (docs/STRUCTURED.md)."""
+    validated (docs/STRUCTURED.md). Results with scores (``score.<name>`` columns) give each
+    one's mean over the requests that have it (a boolean's: the share of True; a text score has
+    none: docs/SCORES.md)."""
     import pandas as pd
 
     if load is not None:
@@ -333,6 +365,10 @@ def _summary_row(model: Any, group: pd.DataFrame, load: LoadInfo | None) -> dict
         row["valid_share"] = (
             float(group["valid"].fillna(False).astype(bool).mean()) if len(group) else math.nan
         )
+    for name in group.columns:  # issue 34: each score's mean (a boolean's: the share of True)
+        if name.startswith(SCORE_PREFIX) and str(group[name].dtype) in ("boolean", "Float64"):
+            values = group[name].astype("Float64").dropna()
+            row[name] = float(values.mean()) if len(values) else math.nan
     if load is not None:
         row.update(_load_columns(group, load))
     return row

@@ -26,13 +26,14 @@ import datetime as _dt
 import sys
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncClient, BaseClient
 from .._client.endpoint import is_embedded, simulator_apart
 from .._core.counts import whole
-from .._core.errors import ConfigurationError, shown_as_line
+from .._core.errors import ConfigurationError, one_line, shown_as_line
 from .._core.fields import SLO
 from .._core.status import Status
 from .._core.waiting import wait_or_stop
@@ -42,13 +43,19 @@ from .dispatch import Dispatcher, check_requests, start_engine
 from .plan import Plan, Request, request_key
 from .results import LoadInfo, results_frame, summary, with_structured
 from .schedule import Schedule
+from .score_context import ScoreContext
+from .score_store import store_scores
+from .scoring import SCORES, Scorer, check_scores, streams_of, with_scores
 from .stats import RunStats
+from .store import Store, StoreError
 from .writer import RunWriter, frame_of
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Run", "runs_frame"]
+    from .compare import Comparison
+
+__all__ = ["Run", "runs_frame", "score_cost"]
 
 #: An open-loop run keeps at most this many requests in flight unless ``concurrency`` says less.
 OPEN_LOOP_MAX_IN_FLIGHT = 100_000
@@ -92,7 +99,8 @@ class Run:
 
     ``run.wait()`` (or ``await run``) waits for the end; ``results()``, ``summary()``, ``frame()``
     give what has finished so far; ``stop()`` ends it (in-flight requests are recorded as
-    stopped, the others are not sent: running the same call on the same store resumes).
+    stopped, the others are not sent: running the same call on the same store resumes). A run
+    with ``score=`` also has ``compare()`` and ``rescore()`` (docs/SCORES.md).
     """
 
     def __init__(
@@ -113,6 +121,7 @@ class Run:
         progress: bool | None = None,
         run_id: str | None = None,
         schema: Any = None,
+        score: Any = None,
     ) -> None:
         # closed loop: 16 at a time; open loop: as many as the schedule asks
         if concurrency is None:
@@ -141,6 +150,10 @@ class Run:
         #: against it (its requests carry its response_format). None: free answers.
         self.schema = schema
         self.concurrency = concurrency
+        #: The run's ``score=`` (docs/SCORES.md): name -> score; ``rescore`` adds to it.
+        self.scores: dict[str, Any] = check_scores(score)
+        #: The Runs that the batch scores (a judge) started, by score name: their cost is theirs.
+        self.score_runs: dict[str, Run] = {}
         self.schedule = schedule
         self._offsets: list[float] = schedule.offsets() if schedule is not None else []
         phases = self.load_info(client=False)  # the measured window, for each row's phase
@@ -164,14 +177,29 @@ class Run:
             # (per_worker was taken and ignored: a run that meant a worker engine got none)
             name = "workers" if workers is not None else "per_worker"
             raise ConfigurationError(f"{name}= is for engine='processes' or engine='ray'")
-        writer = RunWriter(store, self.run_id, phases, resumable=schedule is None)
-        # A load run measures; it never resumes (its keys hold its run id: see _load_requests).
-        skipped = writer.done_keys() if schedule is None else set()
         requests = (
             plan.requests
             if schedule is None
             else _load_requests(plan, len(self._offsets), self.run_id)
         )
+        inputs = plan.inputs
+        if schedule is not None and plan.requests:  # each load request reads its plan row's input
+            inputs = {
+                r.key: plan.inputs.get(plan.requests[i % len(plan.requests)].key, {})
+                for i, r in enumerate(requests)
+            }
+        # What a batch score's context says of this run (score_context.py); the key stays here.
+        self._score_options = (connection, max_retries, progress)
+        self._scorer = Scorer(self.scores, inputs, schema)
+        writer = RunWriter(
+            store,
+            self.run_id,
+            phases,
+            resumable=schedule is None,
+            scorer=self._scorer if self.scores else None,
+        )
+        # A load run measures; it never resumes (its keys hold its run id: see _load_requests).
+        skipped = writer.done_keys() if schedule is None else set()
         self.skipped = [r for r in requests if r.key in skipped]
         writer.keep_done_before(self.skipped)  # results() and summary() cover every key of the plan
         todo = [r for r in requests if r.key not in skipped]
@@ -237,7 +265,14 @@ class Run:
         self._dispatcher.cancel()
 
     def _writer_ended(self) -> None:
-        # On the writer's thread, after its last batch: the run has ended.
+        # On the writer's thread, after its last batch: the batch scores grade what ended (a
+        # score's failure is its rows' error, never the run's: wait() must end), then the run
+        # has ended.
+        if self._scorer.batch:
+            try:
+                self._grade_batches(self._scorer, self._writer.rows(), only_missing=True)
+            except Exception as exc:
+                print(f"nito: the run's batch scores failed: {one_line(exc)}", file=sys.stderr)
         self.ended = time.monotonic()
         if self.progress is not None:
             self.progress.finish()
@@ -325,13 +360,127 @@ class Run:
         rows.sort(key=lambda row: order[row["key"]])
         df = results_frame(rows)
         df["done_before"] = df["key"].isin([r.key for r in self.skipped]).astype(bool)
-        return df if self.schema is None else with_structured(df, self.schema)
+        if self.schema is not None:
+            df = with_structured(df, self.schema)
+        return with_scores(df, [row.get(SCORES) for row in rows], list(self.scores))
 
     def summary(self) -> pd.DataFrame:
         """One row per model: counts by status, p50/p90/p99 of ttft, itl, e2e, tokens, cost. A
         load run (``rate=``) summarises only the requests scheduled between warmup and cooldown
-        and adds the achieved rate, throughput, goodput, send delay and the client's health."""
-        return summary(self.results(), load=self.load_info())
+        and adds the achieved rate, throughput, goodput, send delay and the client's health.
+        A scored run adds each score's mean (a boolean's: the share of True) and, when a batch
+        score started runs of its own (a judge), their cost apart: ``score_cost``, never in
+        ``cost`` (docs/SCORES.md)."""
+        results = self.results()
+        out = summary(results, load=self.load_info())
+        if self.score_runs:
+            out["score_cost"] = score_cost(results, self.score_runs).reindex(out.index)
+        return out
+
+    def compare(self) -> Comparison:
+        """The models side by side: each score's mean with its 95% interval, p50 and p90 of ttft
+        and e2e, cost per request, the best value of each column marked; ``.frame``,
+        ``.plot(x="cost", y="exact")`` (docs/SCORES.md)."""
+        from .compare import compare
+
+        results = self.results()
+        costs = score_cost(results, self.score_runs) if self.score_runs else None
+        return compare(results, list(self.scores), costs)
+
+    def rescore(self, score: dict[str, Any]) -> Run:
+        """Grade the run's rows again with ``score`` (name -> score, as ``score=`` takes), from
+        the Streams it kept or its store, without sending any request: a score of a name the
+        run has is replaced, a new one added (its column, its stored rows). Returns the Run."""
+        if not self.done:
+            raise ConfigurationError("run.rescore() grades a run that has ended: run.wait() first")
+        scores = check_scores(score)
+        if not scores:
+            raise ConfigurationError(
+                "run.rescore() takes the scores to compute, like run.rescore({'exact': "
+                "nito_nb.scores.equals('content', column='truth')})"
+            )
+        self.scores.update(scores)
+        inputs = self._scorer.inputs
+        self._scorer = Scorer(self.scores, inputs, self.schema)
+        scorer = Scorer(scores, inputs, self.schema)
+        rows = self._writer.rows()
+        graded: dict[str, dict[str, Any]] = {}
+        if scorer.plain:
+            copies = [{**row, SCORES: {}} for row in rows]
+            keys = [row["key"] for row in rows]
+            with streams_of(keys, self._writer.kept_streams(), self._open_store()) as streams:
+                scorer.grade(copies, streams, scorer.plain)
+            graded = {row["key"]: row[SCORES] for row in copies}
+        self._keep_scores(rows, graded)
+        if scorer.batch:
+            self._grade_batches(scorer, rows, only_missing=False)
+        return self
+
+    def _grade_batches(
+        self, scorer: Scorer, rows: list[dict[str, Any]], *, only_missing: bool
+    ) -> None:
+        """Each batch score of ``scorer``, once, over ``rows`` (``only_missing``: those that do
+        not have it yet: a resumed run's stored ones are kept); their Runs kept in ``score_runs``."""
+        connection, max_retries, progress = self._score_options
+        for name, score in scorer.batch.items():
+            todo = [r for r in rows if not only_missing or name not in (r.get(SCORES) or {})]
+            if not todo:
+                continue
+
+            def keep(run: Any, name: str = name) -> None:
+                self.score_runs[name] = run
+
+            context = ScoreContext(
+                run_id=self.run_id,
+                name=name,
+                store=self.store_path,
+                connection=connection,
+                concurrency=None if self.schedule is not None else self.concurrency,
+                max_retries=max_retries,
+                progress=progress,
+                keep=keep,
+            )
+            keys = [r["key"] for r in todo]
+            with streams_of(keys, self._writer.kept_streams(), self._open_store()) as streams:
+                graded = scorer.grade_batch(name, score, todo, streams, context)
+            self._keep_scores(todo, {key: {name: triple} for key, triple in graded.items()})
+
+    def _keep_scores(self, rows: list[dict[str, Any]], graded: dict[str, dict[str, Any]]) -> None:
+        """Scores computed after the rows were written: in the rows, and in the store."""
+        if not graded:
+            return
+        self._writer.set_scores(graded)
+        opener = self._open_store()
+        if opener is None:
+            return
+        import duckdb
+
+        try:
+            with opener() as store:
+                store_scores(
+                    store.con,
+                    [
+                        {"key": r["key"], "run_id": r.get("run_id"), SCORES: graded[r["key"]]}
+                        for r in rows
+                        if r["key"] in graded
+                    ],
+                )
+        except duckdb.Error as exc:  # a Store of it open read-only in this process, a full disk
+            path = str(self.store_path)
+            raise StoreError(
+                f"the scores could not be written to the store {path!r} ({one_line(exc)}); "
+                "run.results() has them meanwhile: close any Store of it (nito_nb.open_store), "
+                "then rescore again",
+                path=Path(path),
+            ) from None
+
+    def _open_store(self) -> Callable[[], Store] | None:
+        """How the run's store is opened once the run has ended (to rebuild its Streams, to write
+        scores), with the writer's settings: None without a store."""
+        path = self.store_path
+        if path is None:
+            return None
+        return lambda: Store(path, shared=True)
 
     def load_info(self, client: bool = True) -> LoadInfo | None:
         """What the summary of a load run needs: the measured window, the SLO, the client."""
@@ -401,3 +550,22 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """The chunk-level frame of the finished streams of ``runs`` (one run's, or a sweep's): the
     writers' ``frame_of``, the one rule of ``Run.frame()`` and ``Sweep.frame()``."""
     return frame_of([run._writer for run in runs])
+
+
+def score_cost(results: pd.DataFrame, score_runs: dict[str, Run]) -> pd.Series:
+    """The cost of the runs that the batch scores started (a judge's), per graded model: a score
+    run's request is put on the model of the graded request whose key is its row label (how a
+    judge labels what it grades); its cost never counts in the graded run's ``cost``."""
+    import pandas as pd
+
+    model_of = dict(
+        zip(results["key"].astype(object), results["model"].astype(object), strict=True)
+    )
+    totals: dict[Any, float] = {model: 0.0 for model in model_of.values()}
+    for run in score_runs.values():
+        theirs = run.results()
+        for label, cost in zip(theirs["row"], theirs["cost"].astype("float64"), strict=True):
+            model = model_of.get(label)
+            if model is not None and cost == cost:
+                totals[model] += float(cost)
+    return pd.Series(totals, dtype="float64", name="score_cost")

@@ -41,6 +41,7 @@ from .events import (
 )
 from .plan import Request, request_key
 from .results import RESULT_COLUMNS, Finished, result_rows, results_frame, summary
+from .score_store import prepare_scores, read_scores, write_scores
 from .store_errors import StoreBusy, StoreError, at_open, cannot_open, cannot_write, cause_of
 
 if TYPE_CHECKING:
@@ -225,6 +226,7 @@ class StoreWriter:
             **_REBUILD_COLUMNS,
         }.items():
             self.con.execute(f'ALTER TABLE requests ADD COLUMN IF NOT EXISTS "{name}" {sql_type}')
+        prepare_scores(self.con)
         prepare(self.path, self.con)
         #: A store written before the events left the database keeps its table (read by the view).
         self._legacy = legacy_events(self.con)
@@ -254,6 +256,10 @@ class StoreWriter:
             .to_dict("records")
         )
         return df.astype(object).where(df.notna(), None).to_dict("records")
+
+    def scores_of(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored scores of ``keys`` (``score_store.read_scores``): a resume keeps them."""
+        return read_scores(self.con, keys)
 
     def write(self, items: list[Finished], rows: list[dict[str, Any]]) -> None:
         """The batch's events file, then its request rows in one transaction, replacing a re-run
@@ -286,6 +292,7 @@ class StoreWriter:
                         )
                     con.execute("DELETE FROM requests WHERE list_contains(?, key)", [stale])
                 con.execute("INSERT INTO requests BY NAME SELECT * FROM batch_requests")
+                write_scores(con, rows)  # the rows' scores, with them (docs/SCORES.md)
             except BaseException:
                 rollback(con)
                 raise
@@ -502,7 +509,8 @@ class Store:
         return f"request, http_status, headers_dt_ns, started_at, {_read_column('connect', self._present)}"
 
     def results(self, run_id: str | None = None) -> pd.DataFrame:
-        """One row per request (``Run.results()``'s columns; ``row`` as text), in key order."""
+        """One row per request (``Run.results()``'s columns; ``row`` as text), in key order; a
+        ``score.<name>`` column per stored score and ``score_errors`` (docs/SCORES.md)."""
         if run_id is not None:
             run_id = _text_arg(run_id, "run_id", "results()['run_id'] (or run.run_id)")
         present = self._present
@@ -512,7 +520,11 @@ class Store:
             f"SELECT {columns} FROM requests{where} ORDER BY started_at, key",
             [run_id] if run_id else [],
         ).df()
-        return results_frame(df.to_dict("records"))
+        from .scoring import with_scores
+
+        graded = read_scores(self.con)
+        out = results_frame(df.to_dict("records"))
+        return with_scores(out, [graded.get(key) for key in out["key"].astype(object)], [])
 
     def summary(self, run_id: str | None = None) -> pd.DataFrame:
         """One row per model: see ``Run.summary()``."""

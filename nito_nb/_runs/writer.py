@@ -29,6 +29,7 @@ from .._core.errors import ConfigurationError, one_line
 from . import gc as _gc
 from .gil import loop_first
 from .results import Finished, LoadInfo, result_rows
+from .scoring import SCORES
 from .store_errors import StoreError, cannot_write, cause_of
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from .._display.sink import LiveOutput
     from .._stream_results import StreamResults
     from .plan import Request
+    from .scoring import Scorer
     from .store import StoreWriter
 
 __all__ = ["BATCH_SECONDS", "BATCH_SIZE", "MAX_WAITING", "RunWriter", "frame_of"]
@@ -60,12 +62,19 @@ _END = object()
 class RunWriter:
     """The results of one run. ``store``: the store's folder, opened now (None: in memory only);
     ``phases``: a load run's measured window (each row's phase); ``resumable``: a run the same
-    call resumes (a load run is not: what a failed store's message says)."""
+    call resumes (a load run is not: what a failed store's message says); ``scorer``: the run's
+    scores, each row graded as it is written (``scoring.py``)."""
 
     def __init__(
-        self, store: str | None, run_id: str, phases: LoadInfo | None, resumable: bool
+        self,
+        store: str | None,
+        run_id: str,
+        phases: LoadInfo | None,
+        resumable: bool,
+        scorer: Scorer | None = None,
     ) -> None:
         self.run_id = run_id
+        self.scorer = scorer
         self.phases = phases
         self.resumable = resumable
         self.store_path = store
@@ -111,8 +120,14 @@ class RunWriter:
         except BaseException:
             self.close()
             raise
+        try:
+            graded = self.store.scores_of(list(by_key))  # kept: not graded again (docs/SCORES.md)
+        except BaseException:
+            self.close()
+            raise
         for row in rows:
             row["row"] = by_key[row["key"]].row  # the input's label, as this run's rows have it
+            row[SCORES] = graded.get(row["key"])
         with self._lock:
             self._rows.extend(rows)
 
@@ -179,6 +194,16 @@ class RunWriter:
         with self._lock:
             return dict(self._streams)
 
+    def set_scores(self, graded: dict[str, dict[str, Any]]) -> None:
+        """Put scores in the rows of their keys (``{key: {name: (value, error, describe)}}``),
+        beside those they have: a batch score's at the end of the run, or a rescore's. Each row's
+        scores are replaced by a new dict, never changed in place (a reader holds the old one)."""
+        with self._lock:
+            for row in self._rows:
+                new = graded.get(row["key"])
+                if new:
+                    row[SCORES] = {**(row.get(SCORES) or {}), **new}
+
     @property
     def n_rows(self) -> int:
         """How many requests have their result row."""
@@ -244,6 +269,8 @@ class RunWriter:
     def _flush(self, batch: list[Finished], fail: Callable[[BaseException], None]) -> None:
         with loop_first():  # the sending loop keeps its turns while the rows are made (gil.py)
             rows = result_rows(batch, self.run_id, self.phases)
+            if self.scorer is not None and self.scorer.plain:  # docs/SCORES.md: as they finish
+                self.scorer.grade(rows, [item.stream for item in batch], self.scorer.plain)
         failed = None
         if self.store is not None and self.store_failure is None:
             try:
