@@ -189,7 +189,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
             ("nito_nb.scores",),
         ),
     ),
-    ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel", "nito_nb.scores"),)),
+    ("root", (("nito_nb", "nito_nb.demo", "nito_nb.otel"),)),
 )
 #: Edges between groups of one layer, each a decision (docs/ARCHITECTURE.md says why).
 SIDEWAYS = {
@@ -199,6 +199,7 @@ SIDEWAYS = {
     ): "--over is a run (nito_nb.run); Nito.store writes the cell's streams to a run store",
     ("nito_nb._magic", "nito_nb._capture"): "%nito history lists the streams that capture kept",
     ("nito_nb._magic", "nito_nb.scores"): "--score NAME=EXPR parses a built-in score",
+    ("nito_nb.scores", "nito_nb._runs"): "a judge's requests are a run of their own (nito_nb.run)",
 }
 #: The simulator stands beside the layers: it imports the core only; the root registers it, and
 #: the magic and the widget list its models (``SIM_MODELS``, a constant of a pure module).
