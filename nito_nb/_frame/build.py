@@ -36,7 +36,7 @@ from .._core.printable import printable
 from .._core.tool_index import ToolIndexer
 from .._core.units import to_seconds
 from .chunks import _ChunkInfo, read_chunk
-from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
+from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, _column_of, restore
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 from .plan import _Planner
 
@@ -113,6 +113,10 @@ class _Builder(_Planner):
         self.ignored: list[np.ndarray] = []
         # Mostly-empty columns as {row: value}: most rows have no value in most of them.
         self.cols: dict[str, dict[int, Any]] = {name: {} for name in _SPARSE}
+        # ... and the values placed at once (plan.py: the chunks that share a skeleton)
+        self.bulk: dict[str, list[tuple[np.ndarray, np.ndarray, Any]]] = {
+            name: [] for name in _SPARSE
+        }
         # Further parts of chunks: (row of part 0, part, {column: value}).
         self.parts: list[tuple[int, int, dict[str, Any]]] = []
         # What each parsed chunk (or chunk skeleton) says; skeletons are shared by all streams.
@@ -391,9 +395,17 @@ class _Builder(_Planner):
                 if None in present:  # a None value is a missing one
                     keep = [i for i, value in enumerate(present) if value is not None]
                     keys, present = keys[keep], [present[i] for i in keep]
+                bulk = self.bulk[name]
+                placed = None  # the rows before parts were inserted: the order they were placed in
+                if bulk and where is not None:
+                    placed = np.concatenate([keys] + [rows[codes >= 0] for rows, codes, _ in bulk])
+                    bulk = [(where[rows], codes, values) for rows, codes, values in bulk]
                 if where is not None:
                     keys = where[keys]
-                data[name] = _column(n, keys, present, COLUMNS[name], name)
+                if bulk:
+                    data[name] = _column_of(n, keys, present, bulk, COLUMNS[name], name, placed)
+                else:
+                    data[name] = _column(n, keys, present, COLUMNS[name], name)
         return pd.DataFrame(data, copy=False)
 
 

@@ -15,24 +15,26 @@ import numpy as np
 from .._core.errors import error_details
 from .._core.log import CHUNK, COMMENT, HTTP_ERROR
 from .chunks import (
-    _PADDING,
     _PADDING_MARK,
     _PADDING_MARK_TEXT,
     _PLACEHOLDER,
     _PLACEHOLDER_TEXT,
-    _SLOTS,
     _chunk_data,
     _ChunkInfo,
-    _json_string,
     _parse_chunks,
     _read_chunk,
 )
+from .cuts import cut_all
+from .dtypes import _arrow
+from .pieces import _Pieces
 
 
 class _Planner:
     """Reads the chunks of each log added to a builder; the builder owns the columns."""
 
     cols: dict[str, dict[int, Any]]
+    # Columns filled at once: (rows, each row's value as a position in values or -1, values)
+    bulk: dict[str, list[tuple[np.ndarray, np.ndarray, Any]]]
     _infos: list[_ChunkInfo | None]
     _skeletons: dict[bytes, int]
 
@@ -48,142 +50,71 @@ class _Planner:
         """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
 
         Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
-        only in the text of ``delta.content``, so a chunk whose content string is cut out (its
-        "skeleton") is usually one already read: each skeleton is parsed and read once, and each
-        chunk only decodes its own content string. A skeleton whose reading does not put the
-        cut-out string back in choice 0's ``delta.content`` (the cut was elsewhere) is not
-        trusted: those chunks are parsed whole, and so is any chunk without such a string. The
-        result is the same either way (tested on every recording). ``str.find`` rather than a
-        regex (4 us a chunk), slices of the whole body rather than one bytes object per event,
-        and placing plain content chunks right here all count: see bench/bench_frame.py.
+        only in their text string (``delta.content``, a reasoning string, a tool fragment's
+        arguments) and OpenAI's padding, so a chunk with those cut out (its "skeleton") is
+        usually one already read: each skeleton is parsed and read once. A skeleton whose
+        reading does not put the cut-out string back where the row's text goes (the cut was
+        elsewhere) is not trusted: those chunks are parsed whole, and so is any chunk without
+        such a string. The result is the same either way (tests/test_frame_bulk.py, on every
+        recording).
 
-        Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, content
-        text or None) for the chunks not placed here, and where the chunks parsed whole start in
+        Nothing here loops over the chunks in Python: the cuts are found for all chunks at once
+        (``cuts.py``), the chunks grouped by skeleton and their texts decoded at once
+        (``pieces.py``), and the plain content chunks' columns given in bulk (``self.bulk``).
+        A Python loop over 100,000 chunks cost most of a frame (docs/BENCHMARKS.md).
+
+        Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, text
+        or None) for the chunks not placed here, and where the chunks parsed whole start in
         ``self._infos``.
         """
         cols = self.cols
-        skeletons = self._skeletons
         infos: list[Any] = self._infos  # the skeleton entries it reads are never None
-        contents = cols["content"]
         pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
         pending_names: list[str | None] = []
         plan: list[tuple[int, int, str | None]] = []
-        groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
-        token_rows: list[int] = []
-        escaped_rows: list[int] = []
-        escaped: list[bytes] = []
-        find = body.find
-        startswith = body.startswith
-        prev_head = prev_tail = prev_rest = (
-            b"\xff"  # matches no chunk: the first one reads its skeleton
-        )
-        prev_plain = True
-        prev_index = -1
-        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
-        for seq, first, last in zip(
-            chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
-        ):
-            found = find(b'"content":"', first, last)
-            start = found + 11
-            if found < 0:  # reasoning and tool-call chunks: their one text string instead
-                for slot in _SLOTS:
-                    found = find(slot, first, last)
-                    if found >= 0:
-                        start = found + len(slot)
-                        # cut off, or an empty string (no piece)
-                        if start >= last or body[start] == 0x22:
-                            found = -1
-                        break
-            if found >= 0:
-                end = find(b'"', start, last)
-                # A quote after a backslash ends nothing, unless the backslash is itself escaped.
-                while end >= 0 and body[end - 1] == 0x5C:
-                    before = end - 2
-                    while body[before] == 0x5C:
-                        before -= 1
-                    if (end - 1 - before) % 2 == 0:
-                        break
-                    end = find(b'"', end + 1, last)
-                # The padding after the content, when it is as sent (letters and digits): its
-                # place in the chunk is part of the skeleton, its value is the row's own.
-                pad_start = pad_end = last
-                padding = None
-                if end >= 0:
-                    at = find(_PADDING, end, last)
-                    if at >= 0:
-                        pad_start = at + len(_PADDING)
-                        pad_end = find(b'"', pad_start, last)
-                        padding = body[pad_start:pad_end]
-                        if pad_end < 0 or (padding and not padding.isalnum()):
-                            end = -1  # not as sent: parsed whole
-                if end >= 0:
-                    # Usually the same skeleton as the chunk before: compared in place, no copy.
-                    if (
-                        start - first == len(prev_head)
-                        and pad_start - end == len(prev_tail)
-                        and last - pad_end == len(prev_rest)
-                        and (padding is None) is prev_plain
-                        and startswith(prev_head, first)
-                        and startswith(prev_tail, end)
-                        and startswith(prev_rest, pad_end)
-                    ):
-                        index = prev_index
-                    else:
-                        prev_head, prev_tail, prev_rest = (
-                            body[first:start],
-                            body[end:pad_start],
-                            body[pad_end:last],
-                        )
-                        prev_plain = padding is None
-                        key = prev_head + _PLACEHOLDER + prev_tail
-                        if padding is not None:
-                            key += _PADDING_MARK + prev_rest
-                        known = skeletons.get(key)
-                        if known is None:
-                            known = skeletons[key] = self._skeleton(key, padding is not None)
-                        index = prev_index = known
-                    if index >= 0:
-                        if padding is not None:
-                            paddings.append((base + seq, index, padding))
-                        content = body[start:end]
-                        if infos[index].targets is None:  # fragments or reasoning: add() places it
-                            plan.append((seq, index, _json_string(content)))
-                            continue
-                        # Placed in bulk after the loop: rows grouped by skeleton, token rows,
-                        # and strings with escapes decoded by one json.loads.
-                        row = base + seq
-                        group = groups.get(index)
-                        if group is None:
-                            group = groups[index] = []
-                        group.append(row)
-                        if b"\\" in content:
-                            escaped_rows.append(row)
-                            escaped.append(content)
-                        else:
-                            contents[row] = content.decode("utf-8", "replace")
-                        if content:
-                            token_rows.append(seq + 1)
-                        continue
-            data, event_name = _chunk_data(body[first:last])
+        firsts, lasts = starts[chunk_seqs], ends[chunk_seqs]
+        cut = cut_all(body, firsts, lasts)
+        pieces = _Pieces(body, firsts, lasts, cut)
+        index = np.full(len(chunk_seqs), -1, dtype=np.int64)  # each chunk's skeleton, or -1
+        if pieces.rows is not None:
+            known = []
+            for row, padded in zip(
+                pieces.representatives.tolist(), pieces.padded.tolist(), strict=True
+            ):
+                start, end, pad_start, pad_end = cut[row].tolist()
+                key = body[int(firsts[row]) : start] + _PLACEHOLDER + body[end:pad_start]
+                if padded:
+                    key += _PADDING_MARK + body[pad_end : int(lasts[row])]
+                found = self._skeletons.get(key)
+                if found is None:
+                    found = self._skeletons[key] = self._skeleton(key, padded)
+                known.append(found)
+            index[pieces.rows] = np.array(known, dtype=np.int64)[pieces.group]
+        plain = np.zeros(len(index), dtype=bool)
+        usable = np.flatnonzero(index >= 0)
+        if len(usable):
+            skeletons, which = np.unique(index[usable], return_inverse=True)
+            targets = [infos[k].targets is not None for k in skeletons.tolist()]
+            plain[usable] = np.array(targets, dtype=bool)[which]
+        padded_rows = usable[cut[usable, 2] < lasts[usable]]
+        if len(padded_rows):
+            self._bulk_extras(pieces, padded_rows, index, base + chunk_seqs)
+        rows = np.flatnonzero(plain)
+        if len(rows):
+            self._bulk_plain(pieces, rows, index, base + chunk_seqs, cut, chunk_seqs, token)
+            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
+        slot_texts = iter(pieces.texts(np.flatnonzero((index >= 0) & ~plain)))
+        for at in np.flatnonzero(~plain).tolist():
+            seq = int(chunk_seqs[at])
+            if index[at] >= 0:  # fragments or reasoning: add() places it
+                plan.append((seq, int(index[at]), next(slot_texts)))
+                continue
+            data, event_name = _chunk_data(body[int(firsts[at]) : int(lasts[at])])
             plan.append((seq, -1 - len(pending), None))
             pending.append(data)
             pending_names.append(event_name)
-        if escaped:
-            texts = json.loads('["' + b'","'.join(escaped).decode("utf-8", "replace") + '"]')
-            contents.update(zip(escaped_rows, texts, strict=True))
-        for index, rows in groups.items():
-            for column, value in infos[index].targets:
-                column.update(dict.fromkeys(rows, value))
-        if paddings:  # each padded row's extras: its skeleton's, with the row's own padding
-            extras = cols["extras"]
-            for row, index, padding in paddings:
-                before, after = infos[index].extras
-                extras[row] = before + padding.decode("ascii") + after
-        if token_rows:
-            token[token_rows] = True
-            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
         for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
             raw = body[int(starts[seq]) : int(ends[seq])]
             if kinds[seq] == COMMENT:
@@ -197,6 +128,64 @@ class _Planner:
         for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
             infos.append(_read_chunk(value, event_name))
         return plan, pending_base
+
+    def _bulk_plain(
+        self,
+        pieces: _Pieces,
+        chunks: np.ndarray,
+        index: np.ndarray,
+        rows: np.ndarray,
+        cut: np.ndarray,
+        seqs: np.ndarray,
+        token: np.ndarray,
+    ) -> None:
+        """The plain content chunks ``chunks``: their skeleton's values and their own text, as
+        columns at once (``_Builder.bulk``); ``token`` where the text is not empty."""
+        where = rows[chunks]
+        skeletons, which = np.unique(index[chunks], return_inverse=True)
+        columns: dict[str, tuple[np.ndarray, list[Any]]] = {}
+        for number, skeleton in enumerate(skeletons.tolist()):
+            info = self._infos[skeleton]
+            assert info is not None
+            for name, value in dict(info.values).items():
+                if value is None:  # a None value is a missing one
+                    continue
+                if name not in columns:
+                    columns[name] = (np.full(len(skeletons), -1, dtype=np.int64), [])
+                codes, values = columns[name]
+                codes[number] = len(values)
+                values.append(value)
+        for name, (codes, values) in columns.items():
+            self.bulk[name].append((where, codes[which], values))
+        self.bulk["content"].append(
+            (where, np.arange(len(chunks), dtype=np.int64), pieces.text_column(chunks))
+        )
+        token[seqs[chunks[cut[chunks, 1] > cut[chunks, 0]]] + 1] = True
+
+    def _bulk_extras(
+        self, pieces: _Pieces, chunks: np.ndarray, index: np.ndarray, rows: np.ndarray
+    ) -> None:
+        """Each padded chunk's extras: its skeleton's, with the chunk's own padding."""
+        skeletons, which = np.unique(index[chunks], return_inverse=True)
+        around = [self._infos[k].extras for k in skeletons.tolist()]
+        before = [b for b, _ in around]
+        after = [a for _, a in around]
+        paddings = pieces.paddings(chunks)
+        arrow = _arrow()
+        if arrow is not None:
+            pick = arrow.array(which)
+            text = arrow.compute.binary_join_element_wise(
+                arrow.array(before, type=arrow.large_string()).take(pick),
+                paddings,
+                arrow.array(after, type=arrow.large_string()).take(pick),
+                arrow.scalar("", type=arrow.large_string()),
+            )
+        else:
+            text = [
+                before[k] + padding + after[k]
+                for k, padding in zip(which.tolist(), paddings, strict=True)
+            ]
+        self.bulk["extras"].append((rows[chunks], np.arange(len(chunks), dtype=np.int64), text))
 
     def _skeleton(self, key: bytes, padded: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
