@@ -161,7 +161,7 @@ class _Builder(_Planner):
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
-        plan, pending_base = self._plan(log.body, kinds, ends, base, first_done, token)
+        plan, pending_base, groups = self._plan(log.body, kinds, ends, base, first_done, token)
         _unread_error_body(cols, log, kinds, ends, base)
 
         infos = self._infos
@@ -170,8 +170,25 @@ class _Builder(_Planner):
         has_readable = False
         plain_sources: set[str] = set()
         tools = ToolIndexer()
+        # The chunks placed in bulk count as the others do, at their first row before [DONE]:
+        # their reasoning's source, and their tool fragment for the numbering of later ones.
+        turns: list[tuple[int, dict[str, Any]]] = []
+        for skeleton, seqs, _ in groups:
+            info = infos[skeleton]
+            assert info is not None
+            live = seqs[seqs <= first_done]
+            if len(live) and info.items:
+                has_readable = has_readable or info.readable
+                plain_sources.update(info.plain)
+            if len(live) and info.fragments:
+                turns.append((int(live[0]), info.fragments[0][0]))
+        turns.sort(key=lambda turn: turn[0])
+        turn = 0
         other_choices: list[tuple[int, int, bool, _ChunkInfo]] = []  # (seq, row, dropped, info)
         for seq, info_index, text in plan:
+            while turn < len(turns) and turns[turn][0] < seq:
+                tools.index(turns[turn][1])
+                turn += 1
             info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
             if info is None:
                 continue
@@ -217,6 +234,8 @@ class _Builder(_Planner):
         # Readable reasoning, as the accumulator shows it (the one rule: plain_reasoning_source):
         # details when there are readable ones, else the plain strings of one source.
         plain = plain_reasoning_source(has_readable, plain_sources)
+        for skeleton, seqs, texts in groups:
+            self._place_group(infos[skeleton], base, seqs, seqs <= first_done, texts, plain, token)
         for row, items in reasoning_items:
             self._put_parts(
                 row,
@@ -242,6 +261,47 @@ class _Builder(_Planner):
         self.nbytes.append(nbytes)
         self.token.append(token)
         self.ignored.append(ignored)
+
+    def _place_group(
+        self,
+        info: _ChunkInfo | None,
+        base: int,
+        seqs: np.ndarray,
+        live: np.ndarray,
+        texts: Any,
+        plain: str | None,
+        token: np.ndarray,
+    ) -> None:
+        """The chunks of one skeleton that holds one reasoning piece or one tool fragment, in
+        bulk: what add() does for each of them (its values, content, then its piece's columns,
+        later ones winning), with each chunk's own text. ``seqs``: the chunks; ``live``: those
+        before [DONE]."""
+        assert info is not None
+        rows = base + seqs
+        values: dict[str, Any] = dict(info.values)
+        if info.content is not None:
+            values["content"] = info.content
+        carried = info.carried or bool(info.content)
+        every = np.arange(len(rows), dtype=np.int64)
+        if info.items:
+            type_, number, _ = info.items[0]
+            if number is not None or type_ == plain:
+                values["reasoning_type"] = type_
+                values["reasoning_index"] = number
+                values.pop("reasoning", None)
+                self.bulk["reasoning"].append((rows, every, texts))
+        else:
+            fragment, part = info.fragments[0]
+            values.update(part)
+            values.pop("tool_args", None)
+            values["tool_index"] = fragment["index"]  # its own, before [DONE] and after
+            self.bulk["tool_args"].append((rows, every, texts))
+        same = np.zeros(len(rows), dtype=np.int64)
+        for name, value in values.items():
+            if value is not None:  # a None value is a missing one
+                self.bulk[name].append((rows, same, [value]))
+        if carried:
+            token[seqs[live] + 1] = True
 
     def _place_choices(
         self, chunks: list[tuple[int, int, bool, _ChunkInfo]], choice: np.ndarray, token: np.ndarray

@@ -46,7 +46,7 @@ class _Planner:
         base: int,
         first_done: int,
         token: np.ndarray,
-    ) -> tuple[list[tuple[int, int, str | None]], int]:
+    ) -> tuple[list[tuple[int, int, str | None]], int, list[tuple[int, np.ndarray, Any]]]:
         """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
 
         Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
@@ -64,8 +64,9 @@ class _Planner:
         A Python loop over 100,000 chunks cost most of a frame (docs/BENCHMARKS.md).
 
         Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, text
-        or None) for the chunks not placed here, and where the chunks parsed whole start in
-        ``self._infos``.
+        or None) for the chunks not placed here, where the chunks parsed whole start in
+        ``self._infos``, and the reasoning and tool-argument chunks whose skeleton holds only
+        that piece, for add() to place in bulk: (skeleton, their seqs, their texts).
         """
         cols = self.cols
         infos: list[Any] = self._infos  # the skeleton entries it reads are never None
@@ -105,8 +106,22 @@ class _Planner:
         if len(rows):
             self._bulk_plain(pieces, rows, index, base + chunk_seqs, cut, chunk_seqs, token)
             token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
-        slot_texts = iter(pieces.texts(np.flatnonzero((index >= 0) & ~plain)))
-        for at in np.flatnonzero(~plain).tolist():
+        # Reasoning and tool-argument chunks: in bulk when their skeleton holds that one piece,
+        # else one by one (add() places both).
+        slots = np.flatnonzero((index >= 0) & ~plain)
+        groups: list[tuple[int, np.ndarray, Any]] = []  # (skeleton, seqs, their texts)
+        alone = np.ones(len(index), dtype=bool)
+        if len(slots):
+            skeletons, which = np.unique(index[slots], return_inverse=True)
+            order = np.argsort(which, kind="stable")
+            bounds = np.searchsorted(which[order], np.arange(len(skeletons) + 1))
+            for number, skeleton in enumerate(skeletons.tolist()):
+                if _in_bulk(infos[skeleton]):
+                    chunks = slots[order[bounds[number] : bounds[number + 1]]]
+                    groups.append((skeleton, chunk_seqs[chunks], pieces.text_column(chunks)))
+                    alone[chunks] = False
+        slot_texts = iter(pieces.texts(slots[alone[slots]]))
+        for at in np.flatnonzero(~plain & alone).tolist():
             seq = int(chunk_seqs[at])
             if index[at] >= 0:  # fragments or reasoning: add() places it
                 plan.append((seq, int(index[at]), next(slot_texts)))
@@ -127,7 +142,7 @@ class _Planner:
         pending_base = len(infos)
         for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
             infos.append(_read_chunk(value, event_name))
-        return plan, pending_base
+        return plan, pending_base, groups
 
     def _bulk_plain(
         self,
@@ -244,3 +259,18 @@ class _Planner:
             info.targets = [(self.cols[name], value) for name, value in info.values]
         self._infos.append(info)
         return len(self._infos) - 1
+
+
+def _in_bulk(info: _ChunkInfo) -> bool:
+    """Whether the chunks of a skeleton whose cut string is a reasoning text or tool arguments
+    can be placed in bulk: one reasoning piece, or one tool fragment with its call's index (its
+    index is then its own, whatever came before: ``ToolIndexer``), and one choice."""
+    if info.choices is not None or info.slot is None:
+        return False
+    if info.slot[0] == "item":
+        return len(info.items) == 1 and not info.fragments
+    return (
+        len(info.fragments) == 1
+        and not info.items
+        and isinstance(info.fragments[0][0].get("index"), int)
+    )
