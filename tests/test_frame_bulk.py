@@ -117,3 +117,33 @@ def test_many_streams_share_skeletons_and_keep_their_own_rows() -> None:
     alone = pd.concat([nito_nb.frame(s) for s in streams], ignore_index=True)
     for column in ("content", "extras", "id", "model", "reasoning", "tool_args"):
         assert together[column].tolist() == alone[column].tolist(), column
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+def test_the_guessed_cuts_once_checked_are_the_rule_of_one_chunk(name: str) -> None:
+    # The frame guesses where most chunks' strings are (cuts.guess_all) and checks one chunk of
+    # each skeleton: what it then uses is cut_one's, chunk by chunk.
+    body, firsts, lasts = _chunks(nito_nb.read_sse(BODIES[name]))
+    found, _ = pieces.pieces_of(body, firsts, lasts)
+    for row, (first, last) in enumerate(zip(firsts.tolist(), lasts.tolist(), strict=True)):
+        one = cuts.cut_one(body, first, last)
+        assert tuple(found[row]) == ((-1, -1, -1, -1) if one is None else one), (name, row)
+
+
+def test_a_chunk_unlike_the_guess_is_cut_by_the_rule() -> None:
+    # Chunks whose content sits where the first one's does, but with a "content" key earlier in
+    # the chunk (inside another field's object, the same size), and chunks with a padding.
+    same = 'data: {"id":"c","x":{"a":"bbbbbbbbbbbbbb"},"choices":[{"delta":{"content":"%s"}}]}\n\n'
+    other = 'data: {"id":"c","x":{"content":"bbbbbbbb"},"choices":[{"delta":{"content":"%s"}}]}\n\n'
+    padded = 'data: {"id":"c","obfuscation":"ab","choices":[{"delta":{"content":"%s"}}]}\n\n'
+    kinds = (padded, same, other)  # the first chunk (a same) is the first guess
+    lines = [kinds[i % 3] % f"w{i}" for i in range(1, 60)]
+    stream = nito_nb.read_sse(("".join(lines) + "data: [DONE]\n\n").encode())
+    body, firsts, lasts = _chunks(stream)
+    guess, _ = cuts.guess_all(body, firsts, lasts)
+    found, _ = pieces.pieces_of(body, firsts, lasts)
+    assert (guess != found).any()  # some guesses were wrong, and the check found them
+    for row, (first, last) in enumerate(zip(firsts.tolist(), lasts.tolist(), strict=True)):
+        one = cuts.cut_one(body, first, last)
+        assert tuple(found[row]) == ((-1, -1, -1, -1) if one is None else one), row
+    pd.testing.assert_frame_equal(nito_nb.frame(stream), _slow(stream))

@@ -191,3 +191,89 @@ def _is_alnum(byte: np.ndarray) -> np.ndarray:
     """ASCII letters and digits (``bytes.isalnum``)."""
     lower = byte | 0x20
     return ((byte >= 0x30) & (byte <= 0x39)) | ((lower >= 0x61) & (lower <= 0x7A))
+
+
+# Chunks read by cut_one whose places are tried on all the others (guess_all).
+_REFERENCES = 8
+
+
+def guess_all(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cut_all`'s result, found without searching the whole body where the chunks are
+    shaped like one of a few that :func:`cut_one` reads: a stream's chunks mostly have their text
+    the same number of bytes after their start, and their padding the same number after their
+    text. Each such place is checked (the pattern is there), the string's end found as cut_all
+    finds it; ``guessed`` says which cuts are guesses. A guess is right when nothing before it
+    in the chunk holds the pattern: true of every chunk whose bytes around its text are those of
+    a chunk cut_one read, which the caller checks once per skeleton (``pieces.pieces_of``)."""
+    n = len(firsts)
+    out = np.full((n, 4), -1, dtype=np.int64)
+    guessed = np.zeros(n, dtype=bool)
+    if not n:
+        return out, guessed
+    data = np.frombuffer(body, dtype=np.uint8)
+    todo = np.arange(n)
+    start = np.full(n, -1, dtype=np.int64)
+    reference = np.full(n, -1, dtype=np.int64)
+    tails: list[int | None] = []  # each reference's bytes from its text's end to its padding
+    for _ in range(_REFERENCES):
+        if not len(todo):
+            break
+        first, last = int(firsts[todo[0]]), int(lasts[todo[0]])
+        one = cut_one(body, first, last)
+        if one is None:
+            todo = todo[1:]  # nothing to cut: what cut_one says
+            continue
+        begin, text_end, pad_start, _ = one
+        pattern = next(p for p in (_CONTENT, *_SLOTS) if body.startswith(p, begin - len(p)))
+        at = firsts[todo] + (begin - first)
+        match = at < lasts[todo]
+        view = np.lib.stride_tricks.sliding_window_view(data, len(pattern))
+        match[match] = (
+            view[at[match] - len(pattern)] == np.frombuffer(pattern, dtype=np.uint8)
+        ).all(axis=1)
+        if pattern != _CONTENT:  # an empty reasoning or arguments string: nothing to cut
+            match[match] = data[at[match]] != _QUOTE
+        rows = todo[match]
+        start[rows] = at[match]
+        reference[rows] = len(tails)
+        tails.append(None if pad_start == last else pad_start - text_end)
+        todo = todo[~match]
+    rows = np.flatnonzero(start >= 0)
+    slow: list[int] = []
+    for block in range(0, len(rows), _BLOCK):
+        some = rows[block : block + _BLOCK]
+        end, _ = _quotes(data, start[some], lasts[some], escapes=True)
+        slow += some[end < 0].tolist()
+        ok = end >= 0
+        some, end = some[ok], end[ok]
+        pad_start = lasts[some].copy()
+        pad_end = pad_start.copy()
+        tail = np.array([-1 if t is None else t for t in tails], dtype=np.int64)[reference[some]]
+        at = end + tail
+        padded = np.flatnonzero((tail >= 0) & (at < lasts[some]))
+        view = np.lib.stride_tricks.sliding_window_view(data, len(_PADDING))
+        there = (view[at[padded] - len(_PADDING)] == np.frombuffer(_PADDING, dtype=np.uint8)).all(
+            axis=1
+        )
+        padded = padded[there]
+        if len(padded):
+            pad_start[padded] = at[padded]
+            quote, alnum = _quotes(data, at[padded], lasts[some][padded], escapes=False)
+            pad_end[padded] = quote
+            bad = padded[(quote < 0) | ~alnum]
+            slow += some[bad].tolist()
+            keep = np.ones(len(some), dtype=bool)
+            keep[bad] = False
+            some, end, pad_start, pad_end = some[keep], end[keep], pad_start[keep], pad_end[keep]
+        out[some] = np.stack([start[some], end, pad_start, pad_end], axis=1)
+        guessed[some] = True
+    for row in slow:
+        cut = cut_one(body, int(firsts[row]), int(lasts[row]))
+        out[row] = (-1, -1, -1, -1) if cut is None else cut
+    if len(todo) * 16 < n:
+        for row in todo.tolist():
+            cut = cut_one(body, int(firsts[row]), int(lasts[row]))
+            out[row] = (-1, -1, -1, -1) if cut is None else cut
+    else:
+        out[todo] = cut_all(body, firsts[todo], lasts[todo])
+    return out, guessed

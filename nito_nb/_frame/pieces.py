@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .cuts import cut_all, cut_one, guess_all
 from .dtypes import _arrow
 
 # The pieces of one chunk, in order: before its text, the text, up to the padding, the padding,
@@ -154,3 +155,27 @@ class _Pieces:
             body[a:b].decode("ascii")
             for a, b in self.bounds[self._positions(chunks)][:, 3:5].tolist()
         ]
+
+
+def pieces_of(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, _Pieces]:
+    """The cuts of the chunks ``body[firsts[i]:lasts[i]]`` (``cuts.cut_all``'s) and their pieces.
+
+    The cuts are guessed where they can be (``cuts.guess_all``: no search of the whole body),
+    then one chunk of each skeleton is cut by the rule (``cuts.cut_one``): its chunks share all
+    their bytes but the text and padding, so where it agrees every one of them does; where it
+    does not, those chunks are cut by ``cuts.cut_all`` and grouped again."""
+    cut, guessed = guess_all(body, firsts, lasts)
+    pieces = _Pieces(body, firsts, lasts, cut)
+    if pieces.rows is None or not guessed.any():
+        return cut, pieces
+    wrong = []
+    for number, row in enumerate(pieces.representatives.tolist()):
+        if guessed[row]:
+            one = cut_one(body, int(firsts[row]), int(lasts[row]))
+            if one is None or one != tuple(cut[row].tolist()):
+                wrong.append(number)
+    if wrong:
+        rows = pieces.rows[np.isin(pieces.group, wrong)]
+        cut[rows] = cut_all(body, firsts[rows], lasts[rows])
+        pieces = _Pieces(body, firsts, lasts, cut)
+    return cut, pieces

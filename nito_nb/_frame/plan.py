@@ -24,9 +24,8 @@ from .chunks import (
     _parse_chunks,
     _read_chunk,
 )
-from .cuts import cut_all
 from .dtypes import _arrow
-from .pieces import _Pieces
+from .pieces import _Pieces, pieces_of
 
 
 class _Planner:
@@ -76,8 +75,7 @@ class _Planner:
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
         firsts, lasts = starts[chunk_seqs], ends[chunk_seqs]
-        cut = cut_all(body, firsts, lasts)
-        pieces = _Pieces(body, firsts, lasts, cut)
+        cut, pieces = pieces_of(body, firsts, lasts)
         index = np.full(len(chunk_seqs), -1, dtype=np.int64)  # each chunk's skeleton, or -1
         if pieces.rows is not None:
             known = []
