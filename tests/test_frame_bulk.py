@@ -1,6 +1,7 @@
 """The frame's bulk path (``_frame/cuts.py``, ``_frame/pieces.py``) gives the frame of every chunk
 parsed whole, on every chunk shape of ``bench/shapes.py`` and every recording.
 
+A log of many chunks is planned in bulk, a short one chunk by chunk: each test runs on both.
 The cuts are found for all chunks at once with numpy; the rule is ``cuts.cut_one``, for one
 chunk, which the bulk search must agree with everywhere (strings longer than its windows, escapes
 across a window's end, padding as sent and not). The skeletons are grouped with pyarrow, or
@@ -56,6 +57,14 @@ def _long_texts() -> bytes:
 
 
 BODIES["long-texts"] = _long_texts()
+
+
+@pytest.fixture(autouse=True, params=["in bulk", "one by one"])
+def _planned(request: pytest.FixtureRequest) -> Any:
+    """Every test on both paths: logs planned in bulk (any length), and one chunk at a time (the
+    path of short logs, below ``plan._BULK_FROM`` chunks)."""
+    with patch.object(plan, "_BULK_FROM", 0 if request.param == "in bulk" else 10**9):
+        yield
 
 
 def _chunks(stream: nito_nb.Stream) -> tuple[bytes, np.ndarray, np.ndarray]:

@@ -21,11 +21,16 @@ from .chunks import (
     _PLACEHOLDER_TEXT,
     _chunk_data,
     _ChunkInfo,
+    _json_string,
     _parse_chunks,
     _read_chunk,
 )
+from .cuts import cut_one
 from .dtypes import _arrow
 from .pieces import _Pieces, pieces_of
+
+# Chunks from which a log is planned in bulk (_Planner._plan_bulk): below, one by one.
+_BULK_FROM = 1000
 
 
 class _Planner:
@@ -68,12 +73,156 @@ class _Planner:
         that piece, for add() to place in bulk: (skeleton, their seqs, their texts).
         """
         cols = self.cols
-        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
+        infos = self._infos
         pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
         pending_names: list[str | None] = []
-        plan: list[tuple[int, int, str | None]] = []
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
+        groups: list[tuple[int, np.ndarray, Any]] = []
+        if len(chunk_seqs) >= _BULK_FROM:
+            plan, groups = self._plan_bulk(
+                body, starts, ends, chunk_seqs, base, first_done, token, pending, pending_names
+            )
+        else:
+            plan = self._plan_rows(
+                body, starts, ends, chunk_seqs, base, first_done, token, pending, pending_names
+            )
+        for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
+            raw = body[int(starts[seq]) : int(ends[seq])]
+            if kinds[seq] == COMMENT:
+                text = raw.strip(b"\r\n")[1:].decode("utf-8", "replace")
+                cols["comment"][base + seq] = text[1:] if text.startswith(" ") else text
+            else:
+                message, error_code, _ = error_details(raw.decode("utf-8", "replace"))
+                cols["error_message"][base + seq] = message
+                cols["error_code"][base + seq] = None if error_code is None else str(error_code)
+        pending_base = len(infos)
+        for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
+            infos.append(_read_chunk(value, event_name))
+        return plan, pending_base, groups
+
+    def _plan_rows(
+        self,
+        body: bytes,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        chunk_seqs: np.ndarray,
+        base: int,
+        first_done: int,
+        token: np.ndarray,
+        pending: list[bytes],
+        pending_names: list[str | None],
+    ) -> list[tuple[int, int, str | None]]:
+        """:meth:`_plan` of a short log, one chunk at a time (each skeleton compared in place
+        with the chunk before's): below ``_BULK_FROM`` chunks, cheaper than the bulk path's
+        fixed cost (a frame of 1,000 streams of 100 events: bench/bench_frame.py)."""
+        cols = self.cols
+        skeletons = self._skeletons
+        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
+        contents = cols["content"]
+        plan: list[tuple[int, int, str | None]] = []
+        groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
+        token_rows: list[int] = []
+        escaped_rows: list[int] = []
+        escaped: list[bytes] = []
+        startswith = body.startswith
+        prev_head = prev_tail = prev_rest = (
+            b"\xff"  # matches no chunk: the first one reads its skeleton
+        )
+        prev_plain = True
+        prev_index = -1
+        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
+        for seq, first, last in zip(
+            chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
+        ):
+            cut = cut_one(body, first, last)
+            if cut is not None:
+                start, end, pad_start, pad_end = cut
+                # The padding, when it is as sent: its place in the chunk is part of the
+                # skeleton, its value is the row's own.
+                padding = None if pad_start == last else body[pad_start:pad_end]
+                # Usually the same skeleton as the chunk before: compared in place, no copy.
+                if (
+                    start - first == len(prev_head)
+                    and pad_start - end == len(prev_tail)
+                    and last - pad_end == len(prev_rest)
+                    and (padding is None) is prev_plain
+                    and startswith(prev_head, first)
+                    and startswith(prev_tail, end)
+                    and startswith(prev_rest, pad_end)
+                ):
+                    index = prev_index
+                else:
+                    prev_head, prev_tail, prev_rest = (
+                        body[first:start],
+                        body[end:pad_start],
+                        body[pad_end:last],
+                    )
+                    prev_plain = padding is None
+                    key = prev_head + _PLACEHOLDER + prev_tail
+                    if padding is not None:
+                        key += _PADDING_MARK + prev_rest
+                    known = skeletons.get(key)
+                    if known is None:
+                        known = skeletons[key] = self._skeleton(key, padding is not None)
+                    index = prev_index = known
+                if index >= 0:
+                    if padding is not None:
+                        paddings.append((base + seq, index, padding))
+                    content = body[start:end]
+                    if infos[index].targets is None:  # fragments or reasoning: add() places it
+                        plan.append((seq, index, _json_string(content)))
+                        continue
+                    # Placed in bulk after the loop: rows grouped by skeleton, token rows,
+                    # and strings with escapes decoded by one json.loads.
+                    row = base + seq
+                    group = groups.get(index)
+                    if group is None:
+                        group = groups[index] = []
+                    group.append(row)
+                    if b"\\" in content:
+                        escaped_rows.append(row)
+                        escaped.append(content)
+                    else:
+                        contents[row] = content.decode("utf-8", "replace")
+                    if content:
+                        token_rows.append(seq + 1)
+                    continue
+            data, event_name = _chunk_data(body[first:last])
+            plan.append((seq, -1 - len(pending), None))
+            pending.append(data)
+            pending_names.append(event_name)
+        if escaped:
+            texts = json.loads('["' + b'","'.join(escaped).decode("utf-8", "replace") + '"]')
+            contents.update(zip(escaped_rows, texts, strict=True))
+        for index, rows in groups.items():
+            for column, value in infos[index].targets:
+                column.update(dict.fromkeys(rows, value))
+        if paddings:  # each padded row's extras: its skeleton's, with the row's own padding
+            extras = cols["extras"]
+            for row, index, padding in paddings:
+                before, after = infos[index].extras
+                extras[row] = before + padding.decode("ascii") + after
+        if token_rows:
+            token[token_rows] = True
+            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
+        return plan
+
+    def _plan_bulk(
+        self,
+        body: bytes,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        chunk_seqs: np.ndarray,
+        base: int,
+        first_done: int,
+        token: np.ndarray,
+        pending: list[bytes],
+        pending_names: list[str | None],
+    ) -> tuple[list[tuple[int, int, str | None]], list[tuple[int, np.ndarray, Any]]]:
+        """:meth:`_plan` of a long log, every chunk at once: no Python loop over the chunks."""
+        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
+        plan: list[tuple[int, int, str | None]] = []
         firsts, lasts = starts[chunk_seqs], ends[chunk_seqs]
         cut, pieces = pieces_of(body, firsts, lasts)
         index = np.full(len(chunk_seqs), -1, dtype=np.int64)  # each chunk's skeleton, or -1
@@ -128,19 +277,7 @@ class _Planner:
             plan.append((seq, -1 - len(pending), None))
             pending.append(data)
             pending_names.append(event_name)
-        for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
-            raw = body[int(starts[seq]) : int(ends[seq])]
-            if kinds[seq] == COMMENT:
-                text = raw.strip(b"\r\n")[1:].decode("utf-8", "replace")
-                cols["comment"][base + seq] = text[1:] if text.startswith(" ") else text
-            else:
-                message, error_code, _ = error_details(raw.decode("utf-8", "replace"))
-                cols["error_message"][base + seq] = message
-                cols["error_code"][base + seq] = None if error_code is None else str(error_code)
-        pending_base = len(infos)
-        for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
-            infos.append(_read_chunk(value, event_name))
-        return plan, pending_base, groups
+        return plan, groups
 
     def _bulk_plain(
         self,
