@@ -16,17 +16,20 @@
    Stream (raw bytes in its log) and includes decoding the JSON again.
 2. ``df.nito.metrics()`` over a frame of 1,000 streams of 100 events each.
 
-Each figure is the median (and spread) of several rounds, the two contenders interleaved so that a
-busy machine slows both alike. Targets (issues 4 and 32): frame() at most 0.2 s and at least 5x
-faster than json_normalize on every shape; metrics() over 1,000 streams under a second. The first
-line says where the text
-columns live: pyarrow, a dependency (``--without-pyarrow`` hides it, to measure the fallback on
-Python strings of an install made with ``--no-deps``).
+Each figure is the median (and spread) of several rounds, the contenders interleaved so that a
+busy machine slows all alike. Targets (issues 4 and 32): frame() at most 0.2 s and at least 5x
+faster than json_normalize on every shape (goal: within 2x of pyarrow's ``read_json`` of the
+same lines, the near-limit, timed beside them); metrics() over 1,000 streams under a second; the
+peak memory while framing each shape's log at most twice the log's bytes (a fresh process
+each). Each line says PASS or MISS against its target. The first line says where the text
+columns live: pyarrow, a dependency (``--without-pyarrow`` hides it, to measure the fallback
+on Python strings of an install made with ``--no-deps``).
 """
 
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import statistics
@@ -120,15 +123,31 @@ def simulated_stream(n_chunks: int) -> nito_nb.Stream:
         return s.wait()
 
 
+def read_json(lines: bytes) -> Callable[[], object] | None:
+    """pyarrow's JSON reader of the chunks' lines (the near-limit: C++ that parses and types
+    every field), None without pyarrow. One block: with several, a field that is null in the
+    first block and an object later (OpenAI's ``usage``) stops it."""
+    try:
+        import pyarrow.json
+    except ImportError:
+        return None
+    options = pyarrow.json.ReadOptions(block_size=len(lines) + 1)
+    return lambda: pyarrow.json.read_json(io.BytesIO(lines), read_options=options)
+
+
 def compare(title: str, stream: nito_nb.Stream, repeats: int) -> None:
     chunks = [json.loads(ev.data) for ev in stream.log if ev.kind == "chunk"]
+    lines = b"\n".join(ev.data.encode() for ev in stream.log if ev.kind == "chunk")
+    reader = read_json(lines)
     meta = ["id", "object", "created", "model"]
-    frame_times, normalize_times = [], []
-    for _ in range(repeats):  # interleaved: a busy machine slows both alike
+    frame_times, normalize_times, reader_times = [], [], []
+    for _ in range(repeats):  # interleaved: a busy machine slows all alike
         frame_times.append(timed_call(lambda: nito_nb.frame(stream)))
         normalize_times.append(
             timed_call(lambda: pd.json_normalize(chunks, record_path="choices", meta=meta))
         )
+        if reader is not None:
+            reader_times.append(timed_call(reader))
     df = nito_nb.frame(stream)
     assert df.nito.text().iloc[0] == stream.content
     ratios = [j / f for f, j in zip(frame_times, normalize_times, strict=True)]
@@ -145,6 +164,57 @@ def compare(title: str, stream: nito_nb.Stream, repeats: int) -> None:
         f"  ratio json_normalize / frame(): {spread(ratios)}x  (target >= 5x)  "
         f"{verdict(statistics.median(ratios) >= 5)}"
     )
+    if reader_times:
+        near = [f / r for f, r in zip(frame_times, reader_times, strict=True)]
+        print(
+            f"  pyarrow read_json of its lines: {spread(reader_times)} s  (the lines joined beforehand, not timed)"
+        )
+        print(
+            f"  ratio frame() / read_json:      {spread(near)}x  (goal <= 2x)  "
+            f"{verdict(statistics.median(near) <= 2)}"
+        )
+
+
+def memory(shape: str | None) -> None:
+    """Peak memory while framing a 100,000-event log, in a fresh process (its high-water mark
+    reset once the log is loaded: /proc/self/clear_refs), against the log's own bytes."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "body.sse"
+        path.write_bytes(body(100_000) if shape is None else shapes.build(shape, 100_000 - 3))
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    peak, log, frame = (int(x) for x in out[-3:])
+    ratio = peak / log
+    print(
+        f"{shape or 'synthetic'}: peak while framing {peak / 1e6:.1f} MB, the log {log / 1e6:.1f} MB "
+        f"({ratio:.2f}x; target <= 2x)  {verdict(ratio <= 2)}; the frame itself {frame / 1e6:.1f} MB"
+    )
+
+
+def _memory_child(path: str) -> None:
+    def kib(field: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(field)
+
+    stream = nito_nb.read_sse(Path(path).read_bytes())
+    nito_nb.frame(nito_nb.read_sse(Path(path).read_bytes()[:2000]))  # imports, first use
+    log = stream.log
+    log_bytes = len(log.body) + len(log) * (8 + 8 + 1)  # the body, times, offsets, kinds
+    gc.collect()
+    before = kib("VmRSS:")
+    Path("/proc/self/clear_refs").write_text("5")  # the high-water mark starts again here
+    df = nito_nb.frame(stream)
+    peak = kib("VmHWM:") - before
+    print(peak, log_bytes, int(df.memory_usage(deep=True).sum()))
 
 
 def spread(values: list[float]) -> str:
@@ -167,6 +237,9 @@ def main(repeats: int = 7) -> None:
             repeats,
         )
     compare("simulator stream (sim/long, real arrival times)", simulated_stream(n - 3), repeats)
+    print("memory (fresh processes):")
+    for shape in (None, *shapes.SHAPES):
+        memory(shape)
 
     streams = [timed_stream(100, 20_000_000 + 1000 * i) for i in range(1000)]
     build_times = [timed_call(lambda: nito_nb.frame(streams)) for _ in range(3)]
@@ -182,4 +255,7 @@ def main(repeats: int = 7) -> None:
 
 
 if __name__ == "__main__":
+    if "--memory-child" in sys.argv:
+        _memory_child(sys.argv[sys.argv.index("--memory-child") + 1])
+        sys.exit()
     main(int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7)

@@ -14,13 +14,15 @@ with one ``response`` row (its status, HTTP status and model), so that every met
 the columns alone. The columns and their dtypes are declared once, in ``nito_nb/_core/fields.py``
 (``_frame/dtypes.py`` ``COLUMNS``); what each holds: docs/METRICS.md, "The frame".
 
+Each chunk is read in ``chunks.py`` (the engine's one reader), the chunks sharing a skeleton are
+found in ``plan.py``; this module puts what they say in the columns.
+
 The metrics, tables and plots of ``df.nito`` are in ``accessor.py`` and ``plots.py``; every
 metric's definition is in ``nito_nb._core.metrics`` (docs/METRICS.md).
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,19 +30,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._core.choices import per_choice
-from .._core.chunk import as_error_event, plain_reasoning_source, read_chunk, usage_counts
-from .._core.fields import FROM_READING
-from .._core.http_errors import error_details
-from .._core.log import CHUNK, COMMENT, DONE, HTTP_ERROR
+from .._core.chunk import plain_reasoning_source
+from .._core.log import CHUNK, DONE, HTTP_ERROR
 from .._core.printable import printable
-from .._core.sse import SSEDecoder
 from .._core.tool_index import ToolIndexer
 from .._core.units import to_seconds
-from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, restore
+from .chunks import _ChunkInfo, read_chunk
+from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, _column_of, restore
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
+from .plan import _Planner
 
-__all__ = ["frame"]
+# read_chunk: the engine's one chunk reader, which chunks.py reads every chunk with (imported here
+# too: tests/test_architecture.py checks that the frame and the accumulator share it).
+__all__ = ["frame", "read_chunk"]
 
 # -- building a frame ----------------------------------------------------------------------------
 
@@ -94,176 +96,7 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     return df
 
 
-#: One encoder for every value: ``json.dumps`` with options builds a new encoder on each call,
-#: which cost more than the encoding of a chunk's small extras (one per row parsed whole).
-_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
-
-
-def _json(value: Any) -> str:
-    return _encode(value)
-
-
-def _parse_chunks(datas: list[bytes]) -> list[Any]:
-    """Parse many JSON texts at once: one ``json.loads`` over ``[a,b,...]`` is the fastest way with
-    the standard library (faster than one call per chunk: docs/BENCHMARKS.md)."""
-    if not datas:
-        return []
-    try:
-        values = json.loads(b"[" + b",".join(datas) + b"]")
-        if len(values) == len(datas):
-            return values
-    except ValueError:
-        pass
-    # Invalid UTF-8 (the decoder replaced it) or a data line the joined text misreads: one by one.
-    out = []
-    for data in datas:
-        try:
-            out.append(json.loads(data.decode("utf-8", "replace")))
-        except ValueError:
-            out.append(None)
-    return out
-
-
-# Put in place of a chunk's content string, to find chunks that differ only in it (_Builder._plan).
-_PLACEHOLDER = b"\\u0000nito_nb"
-_PLACEHOLDER_TEXT = "\x00nito_nb"
-# OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the skeleton
-# too (in its place a marker of letters, as the padding is), and put back into each row's extras.
-_PADDING = b'"obfuscation":"'
-# The text strings of chunks without a content string, tried in turn: DeepSeek's and OpenRouter's
-# reasoning, tool-call arguments. The skeleton's reading says where the string went (``slot``).
-_SLOTS = (b'"reasoning_content":"', b'"reasoning":"', b'"arguments":"')
-_PADDING_MARK = b"nitoNbPadding"
-_PADDING_MARK_TEXT = "nitoNbPadding"
-
-
-class _ChunkInfo:
-    """What one chunk says, as column values: the same for every chunk with the same bytes."""
-
-    __slots__ = (
-        "carried",
-        "choices",
-        "content",
-        "extras",
-        "fragments",
-        "has_zero",
-        "items",
-        "plain",
-        "readable",
-        "slot",
-        "targets",
-        "values",
-    )
-
-    def __init__(self) -> None:
-        self.values: list[tuple[str, Any]] = []  # (column, value) of the chunk's own row
-        self.content: str | None = None
-        self.carried = False  # reasoning, refusal or tool-argument text (content is judged per row)
-        self.fragments: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (fragment, its columns)
-        self.items: list[tuple[str, int | None, str | None]] = []  # (reasoning type, index, text)
-        self.readable = False  # a readable reasoning detail came
-        self.plain: tuple[str, ...] = ()  # the plain reasoning strings that came
-        self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
-        self.extras: tuple[str, str] | None = None  # a padded skeleton's extras, around its padding
-        # A skeleton whose cut string is not the content: ("item", k), the text of reasoning item
-        # k, or ("fragment", k), the arguments of tool fragment k.
-        self.slot: tuple[str, int] | None = None
-        # n > 1: what each other choice of the chunk says (its index, its reading), and whether
-        # the chunk holds choice 0 (the chunk's own row is choice 0's, else its first choice's).
-        self.choices: list[tuple[int, _ChunkInfo]] | None = None
-        self.has_zero = True
-
-
-def _json_string(content: bytes) -> str:
-    """The text of a JSON string's bytes (without its quotes)."""
-    if b"\\" in content:
-        return json.loads('"' + content.decode("utf-8", "replace") + '"')
-    return content.decode("utf-8", "replace")
-
-
-def _chunk_data(raw: bytes) -> tuple[bytes, str | None]:
-    """The data of a chunk event (its JSON text) and its event name."""
-    line = raw.strip(b"\r\n")
-    if line.startswith(b"data: ") and b"\n" not in line and b"\r" not in line:
-        return line[6:], None  # the one-line form every gateway sends
-    # Otherwise the SSE decoder reads it (multi-line data, event: fields, a byte-order mark).
-    decoder = SSEDecoder()
-    event = (decoder.decode(raw) + decoder.flush())[-1]
-    return event.data.encode("utf-8"), event.event
-
-
-def _read_chunk(chunk: Any, event_name: str | None) -> _ChunkInfo | None:
-    """One parsed chunk as column values: the engine's one reader (``_core.chunk.read_chunk``,
-    which the accumulator folds too) says what it holds; this only names the columns."""
-    chunk = as_error_event(chunk, event_name)
-    if not isinstance(chunk, dict):
-        return None
-    reading = read_chunk(chunk)
-    info = _ChunkInfo()
-    values = info.values
-    if reading.id is not None:
-        values.append(("id", reading.id if isinstance(reading.id, str) else str(reading.id)))
-    if isinstance(reading.model, str):
-        values.append(("model", reading.model))
-    error = reading.error
-    if error is not None:
-        message, code = error.get("message"), error.get("code")
-        values.append(("error_message", None if message is None else str(message)))
-        values.append(("error_code", None if code is None else str(code)))
-    if reading.usage is not None:
-        values.append(("usage", _json(reading.usage)))
-        values.extend(usage_counts(reading.usage).items())
-    for attribute, column, as_json in FROM_READING:  # refusal, audio (without its base64 data)...
-        value = getattr(reading, attribute)
-        if value is not None:
-            values.append((column, _json(value) if as_json else value))
-    if reading.has_web_search:
-        values.append(("web_search", _json(reading.web_search)))
-    if reading.has_free_tier:
-        values.append(("free_tier", _json(reading.free_tier)))
-    for finish in reading.finishes:
-        values.append(("finish_reason", finish))
-    if reading.role is not None:
-        values.append(("role", str(reading.role)))
-    info.content = reading.content
-    for fragment in reading.tools:
-        part: dict[str, Any] = {}
-        if fragment.id:
-            part["tool_id"] = str(fragment.id)
-        if fragment.name:
-            part["tool_name"] = str(fragment.name)
-        if fragment.type:  # "custom": its arguments are free text, not JSON (df.nito.tool_calls)
-            part["tool_type"] = str(fragment.type)
-        if fragment.arguments is not None:
-            part["tool_args"] = fragment.arguments
-        info.fragments.append((fragment.raw, part))
-    plain = []
-    for piece in reading.reasoning:
-        info.items.append((piece.type, piece.index, piece.text))
-        if piece.index is None:
-            plain.append(piece.type)
-        elif piece.readable:
-            info.readable = True
-    info.plain = tuple(plain)
-    info.carried = reading.carried_besides_content
-    if reading.extras:
-        values.append(("extras", _json(reading.extras)))
-    if reading.other_choices:
-        # The other choices, each read as if it were choice 0 of a chunk of its own (the rule of
-        # Stream.choices, _core/choices.py): the choices only, the chunk's own fields stay on its row.
-        info.choices = []
-        info.has_zero = False
-        for index, one in per_choice({"choices": chunk["choices"]}):
-            if index == 0:
-                info.has_zero = True
-            else:
-                read = _read_chunk(one, None)
-                if read is not None:
-                    info.choices.append((index, read))
-    return info
-
-
-class _Builder:
+class _Builder(_Planner):
     """Columns of many streams, built with plain lists and turned into a DataFrame once."""
 
     def __init__(self, labels: list[str]) -> None:
@@ -280,6 +113,10 @@ class _Builder:
         self.ignored: list[np.ndarray] = []
         # Mostly-empty columns as {row: value}: most rows have no value in most of them.
         self.cols: dict[str, dict[int, Any]] = {name: {} for name in _SPARSE}
+        # ... and the values placed at once (plan.py: the chunks that share a skeleton)
+        self.bulk: dict[str, list[tuple[np.ndarray, np.ndarray, Any]]] = {
+            name: [] for name in _SPARSE
+        }
         # Further parts of chunks: (row of part 0, part, {column: value}).
         self.parts: list[tuple[int, int, dict[str, Any]]] = []
         # What each parsed chunk (or chunk skeleton) says; skeletons are shared by all streams.
@@ -324,7 +161,7 @@ class _Builder:
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
-        plan, pending_base = self._plan(log.body, kinds, ends, base, first_done, token)
+        plan, pending_base, groups = self._plan(log.body, kinds, ends, base, first_done, token)
         _unread_error_body(cols, log, kinds, ends, base)
 
         infos = self._infos
@@ -333,8 +170,25 @@ class _Builder:
         has_readable = False
         plain_sources: set[str] = set()
         tools = ToolIndexer()
+        # The chunks placed in bulk count as the others do, at their first row before [DONE]:
+        # their reasoning's source, and their tool fragment for the numbering of later ones.
+        turns: list[tuple[int, dict[str, Any]]] = []
+        for skeleton, seqs, _ in groups:
+            info = infos[skeleton]
+            assert info is not None
+            live = seqs[seqs <= first_done]
+            if len(live) and info.items:
+                has_readable = has_readable or info.readable
+                plain_sources.update(info.plain)
+            if len(live) and info.fragments:
+                turns.append((int(live[0]), info.fragments[0][0]))
+        turns.sort(key=lambda turn: turn[0])
+        turn = 0
         other_choices: list[tuple[int, int, bool, _ChunkInfo]] = []  # (seq, row, dropped, info)
         for seq, info_index, text in plan:
+            while turn < len(turns) and turns[turn][0] < seq:
+                tools.index(turns[turn][1])
+                turn += 1
             info = infos[info_index if info_index >= 0 else pending_base - 1 - info_index]
             if info is None:
                 continue
@@ -380,6 +234,8 @@ class _Builder:
         # Readable reasoning, as the accumulator shows it (the one rule: plain_reasoning_source):
         # details when there are readable ones, else the plain strings of one source.
         plain = plain_reasoning_source(has_readable, plain_sources)
+        for skeleton, seqs, texts in groups:
+            self._place_group(infos[skeleton], base, seqs, seqs <= first_done, texts, plain, token)
         for row, items in reasoning_items:
             self._put_parts(
                 row,
@@ -406,225 +262,46 @@ class _Builder:
         self.token.append(token)
         self.ignored.append(ignored)
 
-    def _plan(
+    def _place_group(
         self,
-        body: bytes,
-        kinds: np.ndarray,
-        ends: np.ndarray,
+        info: _ChunkInfo | None,
         base: int,
-        first_done: int,
+        seqs: np.ndarray,
+        live: np.ndarray,
+        texts: Any,
+        plain: str | None,
         token: np.ndarray,
-    ) -> tuple[list[tuple[int, int, str | None]], int]:
-        """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
-
-        Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
-        only in the text of ``delta.content``, so a chunk whose content string is cut out (its
-        "skeleton") is usually one already read: each skeleton is parsed and read once, and each
-        chunk only decodes its own content string. A skeleton whose reading does not put the
-        cut-out string back in choice 0's ``delta.content`` (the cut was elsewhere) is not
-        trusted: those chunks are parsed whole, and so is any chunk without such a string. The
-        result is the same either way (tested on every recording). ``str.find`` rather than a
-        regex (4 us a chunk), slices of the whole body rather than one bytes object per event,
-        and placing plain content chunks right here all count: see bench/bench_frame.py.
-
-        Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, content
-        text or None) for the chunks not placed here, and where the chunks parsed whole start in
-        ``self._infos``.
-        """
-        cols = self.cols
-        skeletons = self._skeletons
-        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
-        contents = cols["content"]
-        pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
-        pending_names: list[str | None] = []
-        plan: list[tuple[int, int, str | None]] = []
-        groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
-        token_rows: list[int] = []
-        escaped_rows: list[int] = []
-        escaped: list[bytes] = []
-        find = body.find
-        startswith = body.startswith
-        prev_head = prev_tail = prev_rest = (
-            b"\xff"  # matches no chunk: the first one reads its skeleton
-        )
-        prev_plain = True
-        prev_index = -1
-        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
-        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
-        chunk_seqs = np.flatnonzero(kinds == CHUNK)
-        for seq, first, last in zip(
-            chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
-        ):
-            found = find(b'"content":"', first, last)
-            start = found + 11
-            if found < 0:  # reasoning and tool-call chunks: their one text string instead
-                for slot in _SLOTS:
-                    found = find(slot, first, last)
-                    if found >= 0:
-                        start = found + len(slot)
-                        # cut off, or an empty string (no piece)
-                        if start >= last or body[start] == 0x22:
-                            found = -1
-                        break
-            if found >= 0:
-                end = find(b'"', start, last)
-                # A quote after a backslash ends nothing, unless the backslash is itself escaped.
-                while end >= 0 and body[end - 1] == 0x5C:
-                    before = end - 2
-                    while body[before] == 0x5C:
-                        before -= 1
-                    if (end - 1 - before) % 2 == 0:
-                        break
-                    end = find(b'"', end + 1, last)
-                # The padding after the content, when it is as sent (letters and digits): its
-                # place in the chunk is part of the skeleton, its value is the row's own.
-                pad_start = pad_end = last
-                padding = None
-                if end >= 0:
-                    at = find(_PADDING, end, last)
-                    if at >= 0:
-                        pad_start = at + len(_PADDING)
-                        pad_end = find(b'"', pad_start, last)
-                        padding = body[pad_start:pad_end]
-                        if pad_end < 0 or (padding and not padding.isalnum()):
-                            end = -1  # not as sent: parsed whole
-                if end >= 0:
-                    # Usually the same skeleton as the chunk before: compared in place, no copy.
-                    if (
-                        start - first == len(prev_head)
-                        and pad_start - end == len(prev_tail)
-                        and last - pad_end == len(prev_rest)
-                        and (padding is None) is prev_plain
-                        and startswith(prev_head, first)
-                        and startswith(prev_tail, end)
-                        and startswith(prev_rest, pad_end)
-                    ):
-                        index = prev_index
-                    else:
-                        prev_head, prev_tail, prev_rest = (
-                            body[first:start],
-                            body[end:pad_start],
-                            body[pad_end:last],
-                        )
-                        prev_plain = padding is None
-                        key = prev_head + _PLACEHOLDER + prev_tail
-                        if padding is not None:
-                            key += _PADDING_MARK + prev_rest
-                        known = skeletons.get(key)
-                        if known is None:
-                            known = skeletons[key] = self._skeleton(key, padding is not None)
-                        index = prev_index = known
-                    if index >= 0:
-                        if padding is not None:
-                            paddings.append((base + seq, index, padding))
-                        content = body[start:end]
-                        if infos[index].targets is None:  # fragments or reasoning: add() places it
-                            plan.append((seq, index, _json_string(content)))
-                            continue
-                        # Placed in bulk after the loop: rows grouped by skeleton, token rows,
-                        # and strings with escapes decoded by one json.loads.
-                        row = base + seq
-                        group = groups.get(index)
-                        if group is None:
-                            group = groups[index] = []
-                        group.append(row)
-                        if b"\\" in content:
-                            escaped_rows.append(row)
-                            escaped.append(content)
-                        else:
-                            contents[row] = content.decode("utf-8", "replace")
-                        if content:
-                            token_rows.append(seq + 1)
-                        continue
-            data, event_name = _chunk_data(body[first:last])
-            plan.append((seq, -1 - len(pending), None))
-            pending.append(data)
-            pending_names.append(event_name)
-        if escaped:
-            texts = json.loads('["' + b'","'.join(escaped).decode("utf-8", "replace") + '"]')
-            contents.update(zip(escaped_rows, texts, strict=True))
-        for index, rows in groups.items():
-            for column, value in infos[index].targets:
-                column.update(dict.fromkeys(rows, value))
-        if paddings:  # each padded row's extras: its skeleton's, with the row's own padding
-            extras = cols["extras"]
-            for row, index, padding in paddings:
-                before, after = infos[index].extras
-                extras[row] = before + padding.decode("ascii") + after
-        if token_rows:
-            token[token_rows] = True
-            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
-        for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
-            raw = body[int(starts[seq]) : int(ends[seq])]
-            if kinds[seq] == COMMENT:
-                text = raw.strip(b"\r\n")[1:].decode("utf-8", "replace")
-                cols["comment"][base + seq] = text[1:] if text.startswith(" ") else text
-            else:
-                message, error_code, _ = error_details(raw.decode("utf-8", "replace"))
-                cols["error_message"][base + seq] = message
-                cols["error_code"][base + seq] = None if error_code is None else str(error_code)
-        pending_base = len(infos)
-        for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
-            infos.append(_read_chunk(value, event_name))
-        return plan, pending_base
-
-    def _skeleton(self, key: bytes, padded: bool = False) -> int:
-        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
-        ``padded``: the skeleton's padding is the marker, which must land in its extras only (a
-        top-level ``obfuscation``), once; its rows' extras are then that text around their own."""
-        data, event_name = _chunk_data(key)
-        if event_name == "error":
-            return -1
-        try:
-            value = json.loads(data)
-        except ValueError:
-            return -1
-        info = _read_chunk(value, None)
-        if info is None:
-            return -1
-        # Every string the reading put in a column: the placeholder (and the padding's marker)
-        # must each be in the one place the rows' own strings go.
-        texts = [v for _, v in info.values if isinstance(v, str)]
-        texts += [v for _, part in info.fragments for v in part.values() if isinstance(v, str)]
-        texts += [text for _, _, text in info.items if text is not None]
-        if info.content == _PLACEHOLDER_TEXT:
-            texts.append(info.content)
-        elif info.content:
-            return -1
-        else:  # the cut string is a reasoning text or a tool fragment's arguments
-            items = [k for k, (_, _, text) in enumerate(info.items) if text == _PLACEHOLDER_TEXT]
-            fragments = [
-                k
-                for k, (_, part) in enumerate(info.fragments)
-                if part.get("tool_args") == _PLACEHOLDER_TEXT
-            ]
-            if len(items) + len(fragments) != 1:
-                return -1
-            info.slot = ("item", items[0]) if items else ("fragment", fragments[0])
-        if sum(_PLACEHOLDER_TEXT in text for text in texts) != 1:
-            return -1
-        if padded:
-            marked = [
-                (name, v)
-                for name, v in info.values
-                if isinstance(v, str) and _PADDING_MARK_TEXT in v
-            ]
-            if (
-                value.get("obfuscation") != _PADDING_MARK_TEXT
-                or sum(_PADDING_MARK_TEXT in text for text in texts) != 1
-                or len(marked) != 1
-                or marked[0][0] != "extras"
-                or marked[0][1].count(_PADDING_MARK_TEXT) != 1
-            ):
-                return -1
-            before, after = marked[0][1].split(_PADDING_MARK_TEXT)
-            info.extras = (before, after)  # each row's extras: _plan puts its padding in between
-            info.values = [(name, v) for name, v in info.values if name != "extras"]
-        if not info.fragments and not info.items:
-            # Plain content chunks are placed by _plan straight from these (list, value) pairs.
-            info.targets = [(self.cols[name], value) for name, value in info.values]
-        self._infos.append(info)
-        return len(self._infos) - 1
+    ) -> None:
+        """The chunks of one skeleton that holds one reasoning piece or one tool fragment, in
+        bulk: what add() does for each of them (its values, content, then its piece's columns,
+        later ones winning), with each chunk's own text. ``seqs``: the chunks; ``live``: those
+        before [DONE]."""
+        assert info is not None
+        rows = base + seqs
+        values: dict[str, Any] = dict(info.values)
+        if info.content is not None:
+            values["content"] = info.content
+        carried = info.carried or bool(info.content)
+        every = np.arange(len(rows), dtype=np.int64)
+        if info.items:
+            type_, number, _ = info.items[0]
+            if number is not None or type_ == plain:
+                values["reasoning_type"] = type_
+                values["reasoning_index"] = number
+                values.pop("reasoning", None)
+                self.bulk["reasoning"].append((rows, every, texts))
+        else:
+            fragment, part = info.fragments[0]
+            values.update(part)
+            values.pop("tool_args", None)
+            values["tool_index"] = fragment["index"]  # its own, before [DONE] and after
+            self.bulk["tool_args"].append((rows, every, texts))
+        same = np.zeros(len(rows), dtype=np.int64)
+        for name, value in values.items():
+            if value is not None:  # a None value is a missing one
+                self.bulk[name].append((rows, same, [value]))
+        if carried:
+            token[seqs[live] + 1] = True
 
     def _place_choices(
         self, chunks: list[tuple[int, int, bool, _ChunkInfo]], choice: np.ndarray, token: np.ndarray
@@ -778,9 +455,17 @@ class _Builder:
                 if None in present:  # a None value is a missing one
                     keep = [i for i, value in enumerate(present) if value is not None]
                     keys, present = keys[keep], [present[i] for i in keep]
+                bulk = self.bulk[name]
+                placed = None  # the rows before parts were inserted: the order they were placed in
+                if bulk and where is not None:
+                    placed = np.concatenate([keys] + [rows[codes >= 0] for rows, codes, _ in bulk])
+                    bulk = [(where[rows], codes, values) for rows, codes, values in bulk]
                 if where is not None:
                     keys = where[keys]
-                data[name] = _column(n, keys, present, COLUMNS[name], name)
+                if bulk:
+                    data[name] = _column_of(n, keys, present, bulk, COLUMNS[name], name, placed)
+                else:
+                    data[name] = _column(n, keys, present, COLUMNS[name], name)
         return pd.DataFrame(data, copy=False)
 
 

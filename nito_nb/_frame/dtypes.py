@@ -115,6 +115,49 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     return pd.array(full, dtype=_TEXT)
 
 
+def _column_of(
+    n: int,
+    rows: np.ndarray,
+    values: list[Any],
+    bulk: list[tuple[np.ndarray, np.ndarray, Any]],
+    dtype: str,
+    name: str,
+    keys: np.ndarray | None = None,
+) -> Any:
+    """:func:`_column`, with more values given in bulk: ``(rows, each row's value as a position
+    in values or -1 for none, values)``, values a list or a pyarrow array (``plan.py``). Text
+    stays in pyarrow: one ``take`` spreads every piece. ``keys``: the order the rows were
+    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows."""
+    arrow = _arrow()
+    if dtype not in ("Int64", "float64", "category") and arrow is not None:
+        text = arrow.large_string()
+        parts = [arrow.array([*values, None], type=text)]
+        spread = np.full(n, len(values), dtype=np.int64)
+        spread[rows] = np.arange(len(values), dtype=np.int64)
+        size = len(values) + 1
+        for where, codes, more in bulk:
+            if not isinstance(more, arrow.Array):
+                more = arrow.array(more, type=text)
+            elif more.type != text:
+                more = more.cast(text)
+            has = codes >= 0
+            spread[where[has]] = size + codes[has]
+            parts.append(more)
+            size += len(more)
+        return pd.arrays.ArrowStringArray(arrow.concat_arrays(parts).take(arrow.array(spread)))
+    every_row, every_value = [rows], list(values)
+    for where, codes, more in bulk:
+        listed = more.to_pylist() if arrow is not None and isinstance(more, arrow.Array) else more
+        has = codes >= 0
+        every_row.append(where[has])
+        every_value += [listed[k] for k in codes[has].tolist()]
+    placed = np.concatenate(every_row)
+    # In row order, as when each row is placed in turn: a category's categories come in the order
+    # its values first appear.
+    order = np.argsort(placed if keys is None else keys, kind="stable")
+    return _column(n, placed[order], [every_value[k] for k in order.tolist()], dtype, name)
+
+
 def _ints(values: Any, name: str) -> Any:
     """Whole numbers (None or NA: missing) of column ``name`` as an ``Int64`` array.
 
@@ -152,6 +195,7 @@ def _arrow() -> Any:
     if _TEXT.storage != "pyarrow":
         return None
     import pyarrow
+    import pyarrow.compute  # the frame builder's kernels (pyarrow.compute)
 
     return pyarrow
 

@@ -1,0 +1,181 @@
+"""The pieces of a log's chunks once their text strings and paddings are found (``cuts.py``):
+which chunks share a skeleton, and their texts and paddings as columns.
+
+With pyarrow (a dependency), every chunk's five pieces (before the text, the text, between the
+text and the padding, the padding, after it) are one zero-copy array over the log's bytes, and
+one ``dictionary_encode`` groups them all: the chunks whose pieces around the text are the same
+share a skeleton, and each distinct text is decoded once. Without pyarrow (an install made with
+``--no-deps``), the same with Python bytes and dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .cuts import cut_all, cut_one, guess_all
+from .dtypes import _arrow
+
+# The pieces of one chunk, in order: before its text, the text, up to the padding, the padding,
+# after it, and the bytes up to the next chunk (other events).
+_HEAD, _TEXT, _TAIL, _PAD, _REST, _GAP = range(6)
+
+
+class _Pieces:
+    """The chunks ``body[firsts[i]:lasts[i]]`` cut at ``cut[i]`` (``cuts.cut_all``).
+
+    ``rows``: the chunks cut (their positions in ``firsts``), None when none is; ``group``: each
+    one's skeleton group; ``representatives``: the first chunk of each group; ``padded``: whether
+    the group's chunks have a padding."""
+
+    def __init__(self, body: bytes, firsts: np.ndarray, lasts: np.ndarray, cut: np.ndarray):
+        self.body = body
+        rows = np.flatnonzero(cut[:, 0] >= 0)
+        self.rows: np.ndarray | None = rows if len(rows) else None
+        self._codes: np.ndarray | None = None
+        self._dictionary: Any = None
+        self._texts: Any = None
+        self._text_of: np.ndarray | None = None
+        if self.rows is None:
+            return
+        bounds = np.empty((len(rows), 6), dtype=np.int64)
+        bounds[:, 0] = firsts[rows]
+        bounds[:, 1:5] = cut[rows]
+        bounds[:, 5] = lasts[rows]
+        self.bounds = bounds
+        padded = bounds[:, 3] < bounds[:, 5]
+        arrow = _arrow()
+        if arrow is not None:
+            offsets = np.append(bounds.ravel(), bounds[-1, 5])
+            pieces = arrow.Array.from_buffers(
+                arrow.large_binary(),
+                len(offsets) - 1,
+                [None, arrow.py_buffer(offsets), arrow.py_buffer(body)],
+            )
+            encoded = pieces.dictionary_encode()
+            codes = encoded.indices.to_numpy().astype(np.int64).reshape(-1, 6)
+            self._codes, self._dictionary = codes, encoded.dictionary
+            # One number per (before, between, after, padded): factorized in two steps, so that
+            # no product of codes overflows.
+            size = len(encoded.dictionary) + 1
+            pairs, _ = pd.factorize(codes[:, _HEAD] * size + codes[:, _TAIL])
+            keys = (pairs.astype(np.int64) * size + codes[:, _REST]) * 2 + padded
+            group, _ = pd.factorize(keys)
+        else:
+            found: dict[tuple[bytes, bytes, bytes, bool], int] = {}
+            group = np.array(
+                [
+                    found.setdefault(
+                        (body[a:b], body[c:d], body[e:f], bool(p)),
+                        len(found),
+                    )
+                    for (a, b, c, d, e, f), p in zip(
+                        bounds[:, [0, 1, 2, 3, 4, 5]].tolist(), padded.tolist(), strict=True
+                    )
+                ],
+                dtype=np.int64,
+            )
+        self.group = np.asarray(group, dtype=np.int64)
+        # factorize numbers groups in order of first appearance
+        _, first = np.unique(self.group, return_index=True)
+        self.representatives = rows[first]
+        self.padded = padded[first]
+
+    def _positions(self, chunks: np.ndarray) -> np.ndarray:
+        assert self.rows is not None
+        return np.searchsorted(self.rows, chunks)
+
+    def _decoded(self) -> tuple[Any, np.ndarray]:
+        """Each distinct text decoded once (JSON escapes, invalid UTF-8 replaced as
+        ``bytes.decode(errors="replace")`` does), and where each cut chunk's text is in it."""
+        if self._texts is None:
+            assert self._codes is not None
+            arrow = _arrow()
+            distinct, where = np.unique(self._codes[:, _TEXT], return_inverse=True)
+            raw = self._dictionary.take(arrow.array(distinct))
+            try:
+                texts = raw.cast(arrow.large_string())
+            except arrow.ArrowInvalid:  # invalid UTF-8: replaced
+                texts = arrow.array(
+                    [value.decode("utf-8", "replace") for value in raw.to_pylist()],
+                    type=arrow.large_string(),
+                )
+            escaped = np.flatnonzero(
+                arrow.compute.match_substring(texts, "\\").to_numpy(zero_copy_only=False)
+            )
+            if len(escaped):
+                # one json.loads for every string with escapes (faster than one each)
+                listed = raw.take(arrow.array(escaped)).to_pylist()
+                decoded = json.loads('["' + b'","'.join(listed).decode("utf-8", "replace") + '"]')
+                mask = np.zeros(len(texts), dtype=bool)
+                mask[escaped] = True
+                texts = arrow.compute.replace_with_mask(
+                    texts, arrow.array(mask), arrow.array(decoded, type=arrow.large_string())
+                )
+            self._texts, self._text_of = texts, where
+        assert self._text_of is not None
+        return self._texts, self._text_of
+
+    def text_column(self, chunks: np.ndarray) -> Any:
+        """The texts of the cut chunks ``chunks``, as a pyarrow array (a list without it)."""
+        if self._codes is None:
+            return self.texts(chunks)
+        texts, where = self._decoded()
+        return texts.take(_arrow().array(where[self._positions(chunks)]))
+
+    def texts(self, chunks: np.ndarray) -> list[str]:
+        """The texts of the cut chunks ``chunks``, as Python strings."""
+        if not len(chunks):
+            return []
+        if self._codes is not None:
+            return self.text_column(chunks).to_pylist()
+        bounds = self.bounds[self._positions(chunks)]
+        out = []
+        body = self.body
+        for start, end in bounds[:, 1:3].tolist():
+            text = body[start:end]
+            if b"\\" in text:
+                out.append(json.loads('"' + text.decode("utf-8", "replace") + '"'))
+            else:
+                out.append(text.decode("utf-8", "replace"))
+        return out
+
+    def paddings(self, chunks: np.ndarray) -> Any:
+        """The paddings of the cut chunks ``chunks`` (letters and digits), pyarrow strings when
+        there is pyarrow, else a list."""
+        if self._codes is not None:
+            arrow = _arrow()
+            codes = self._codes[self._positions(chunks), _PAD]
+            return self._dictionary.take(arrow.array(codes)).cast(arrow.large_string())
+        body = self.body
+        return [
+            body[a:b].decode("ascii")
+            for a, b in self.bounds[self._positions(chunks)][:, 3:5].tolist()
+        ]
+
+
+def pieces_of(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, _Pieces]:
+    """The cuts of the chunks ``body[firsts[i]:lasts[i]]`` (``cuts.cut_all``'s) and their pieces.
+
+    The cuts are guessed where they can be (``cuts.guess_all``: no search of the whole body),
+    then one chunk of each skeleton is cut by the rule (``cuts.cut_one``): its chunks share all
+    their bytes but the text and padding, so where it agrees every one of them does; where it
+    does not, those chunks are cut by ``cuts.cut_all`` and grouped again."""
+    cut, guessed = guess_all(body, firsts, lasts)
+    pieces = _Pieces(body, firsts, lasts, cut)
+    if pieces.rows is None or not guessed.any():
+        return cut, pieces
+    wrong = []
+    for number, row in enumerate(pieces.representatives.tolist()):
+        if guessed[row]:
+            one = cut_one(body, int(firsts[row]), int(lasts[row]))
+            if one is None or one != tuple(cut[row].tolist()):
+                wrong.append(number)
+    if wrong:
+        rows = pieces.rows[np.isin(pieces.group, wrong)]
+        cut[rows] = cut_all(body, firsts[rows], lasts[rows])
+        pieces = _Pieces(body, firsts, lasts, cut)
+    return cut, pieces

@@ -1,0 +1,411 @@
+"""Planning a frame's chunk rows: which chunks share a skeleton (the chunk without its text
+string and its padding), read once, and which are parsed whole.
+
+``_Planner`` is the part of the frame builder (``build._Builder``) that reads a log's bytes; the
+builder places what it returns in the columns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from .._core.http_errors import error_details
+from .._core.log import CHUNK, COMMENT, HTTP_ERROR
+from .chunks import (
+    _PADDING_MARK,
+    _PADDING_MARK_TEXT,
+    _PLACEHOLDER,
+    _PLACEHOLDER_TEXT,
+    _chunk_data,
+    _ChunkInfo,
+    _json_string,
+    _parse_chunks,
+    _read_chunk,
+)
+from .cuts import cut_one
+from .dtypes import _arrow
+from .pieces import _Pieces, pieces_of
+
+# Chunks from which a log is planned in bulk (_Planner._plan_bulk): below, one by one.
+_BULK_FROM = 1000
+
+
+class _Planner:
+    """Reads the chunks of each log added to a builder; the builder owns the columns."""
+
+    cols: dict[str, dict[int, Any]]
+    # Columns filled at once: (rows, each row's value as a position in values or -1, values)
+    bulk: dict[str, list[tuple[np.ndarray, np.ndarray, Any]]]
+    _infos: list[_ChunkInfo | None]
+    _skeletons: dict[bytes, int]
+
+    def _plan(
+        self,
+        body: bytes,
+        kinds: np.ndarray,
+        ends: np.ndarray,
+        base: int,
+        first_done: int,
+        token: np.ndarray,
+    ) -> tuple[list[tuple[int, int, str | None]], int, list[tuple[int, np.ndarray, Any]]]:
+        """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
+
+        Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
+        only in their text string (``delta.content``, a reasoning string, a tool fragment's
+        arguments) and OpenAI's padding, so a chunk with those cut out (its "skeleton") is
+        usually one already read: each skeleton is parsed and read once. A skeleton whose
+        reading does not put the cut-out string back where the row's text goes (the cut was
+        elsewhere) is not trusted: those chunks are parsed whole, and so is any chunk without
+        such a string. The result is the same either way (tests/test_frame_bulk.py, on every
+        recording).
+
+        Nothing here loops over the chunks in Python: the cuts are found for all chunks at once
+        (``cuts.py``), the chunks grouped by skeleton and their texts decoded at once
+        (``pieces.py``), and the plain content chunks' columns given in bulk (``self.bulk``).
+        A Python loop over 100,000 chunks cost most of a frame (docs/BENCHMARKS.md).
+
+        Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, text
+        or None) for the chunks not placed here, where the chunks parsed whole start in
+        ``self._infos``, and the reasoning and tool-argument chunks whose skeleton holds only
+        that piece, for add() to place in bulk: (skeleton, their seqs, their texts).
+        """
+        cols = self.cols
+        infos = self._infos
+        pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
+        pending_names: list[str | None] = []
+        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
+        chunk_seqs = np.flatnonzero(kinds == CHUNK)
+        groups: list[tuple[int, np.ndarray, Any]] = []
+        if len(chunk_seqs) >= _BULK_FROM:
+            plan, groups = self._plan_bulk(
+                body, starts, ends, chunk_seqs, base, first_done, token, pending, pending_names
+            )
+        else:
+            plan = self._plan_rows(
+                body, starts, ends, chunk_seqs, base, first_done, token, pending, pending_names
+            )
+        for seq in np.flatnonzero((kinds == COMMENT) | (kinds == HTTP_ERROR)).tolist():
+            raw = body[int(starts[seq]) : int(ends[seq])]
+            if kinds[seq] == COMMENT:
+                text = raw.strip(b"\r\n")[1:].decode("utf-8", "replace")
+                cols["comment"][base + seq] = text[1:] if text.startswith(" ") else text
+            else:
+                message, error_code, _ = error_details(raw.decode("utf-8", "replace"))
+                cols["error_message"][base + seq] = message
+                cols["error_code"][base + seq] = None if error_code is None else str(error_code)
+        pending_base = len(infos)
+        for value, event_name in zip(_parse_chunks(pending), pending_names, strict=True):
+            infos.append(_read_chunk(value, event_name))
+        return plan, pending_base, groups
+
+    def _plan_rows(
+        self,
+        body: bytes,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        chunk_seqs: np.ndarray,
+        base: int,
+        first_done: int,
+        token: np.ndarray,
+        pending: list[bytes],
+        pending_names: list[str | None],
+    ) -> list[tuple[int, int, str | None]]:
+        """:meth:`_plan` of a short log, one chunk at a time (each skeleton compared in place
+        with the chunk before's): below ``_BULK_FROM`` chunks, cheaper than the bulk path's
+        fixed cost (a frame of 1,000 streams of 100 events: bench/bench_frame.py)."""
+        cols = self.cols
+        skeletons = self._skeletons
+        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
+        contents = cols["content"]
+        plan: list[tuple[int, int, str | None]] = []
+        groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
+        token_rows: list[int] = []
+        escaped_rows: list[int] = []
+        escaped: list[bytes] = []
+        startswith = body.startswith
+        prev_head = prev_tail = prev_rest = (
+            b"\xff"  # matches no chunk: the first one reads its skeleton
+        )
+        prev_plain = True
+        prev_index = -1
+        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
+        for seq, first, last in zip(
+            chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
+        ):
+            cut = cut_one(body, first, last)
+            if cut is not None:
+                start, end, pad_start, pad_end = cut
+                # The padding, when it is as sent: its place in the chunk is part of the
+                # skeleton, its value is the row's own.
+                padding = None if pad_start == last else body[pad_start:pad_end]
+                # Usually the same skeleton as the chunk before: compared in place, no copy.
+                if (
+                    start - first == len(prev_head)
+                    and pad_start - end == len(prev_tail)
+                    and last - pad_end == len(prev_rest)
+                    and (padding is None) is prev_plain
+                    and startswith(prev_head, first)
+                    and startswith(prev_tail, end)
+                    and startswith(prev_rest, pad_end)
+                ):
+                    index = prev_index
+                else:
+                    prev_head, prev_tail, prev_rest = (
+                        body[first:start],
+                        body[end:pad_start],
+                        body[pad_end:last],
+                    )
+                    prev_plain = padding is None
+                    key = prev_head + _PLACEHOLDER + prev_tail
+                    if padding is not None:
+                        key += _PADDING_MARK + prev_rest
+                    known = skeletons.get(key)
+                    if known is None:
+                        known = skeletons[key] = self._skeleton(key, padding is not None)
+                    index = prev_index = known
+                if index >= 0:
+                    if padding is not None:
+                        paddings.append((base + seq, index, padding))
+                    content = body[start:end]
+                    if infos[index].targets is None:  # fragments or reasoning: add() places it
+                        plan.append((seq, index, _json_string(content)))
+                        continue
+                    # Placed in bulk after the loop: rows grouped by skeleton, token rows,
+                    # and strings with escapes decoded by one json.loads.
+                    row = base + seq
+                    group = groups.get(index)
+                    if group is None:
+                        group = groups[index] = []
+                    group.append(row)
+                    if b"\\" in content:
+                        escaped_rows.append(row)
+                        escaped.append(content)
+                    else:
+                        contents[row] = content.decode("utf-8", "replace")
+                    if content:
+                        token_rows.append(seq + 1)
+                    continue
+            data, event_name = _chunk_data(body[first:last])
+            plan.append((seq, -1 - len(pending), None))
+            pending.append(data)
+            pending_names.append(event_name)
+        if escaped:
+            texts = json.loads('["' + b'","'.join(escaped).decode("utf-8", "replace") + '"]')
+            contents.update(zip(escaped_rows, texts, strict=True))
+        for index, rows in groups.items():
+            for column, value in infos[index].targets:
+                column.update(dict.fromkeys(rows, value))
+        if paddings:  # each padded row's extras: its skeleton's, with the row's own padding
+            extras = cols["extras"]
+            for row, index, padding in paddings:
+                before, after = infos[index].extras
+                extras[row] = before + padding.decode("ascii") + after
+        if token_rows:
+            token[token_rows] = True
+            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
+        return plan
+
+    def _plan_bulk(
+        self,
+        body: bytes,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        chunk_seqs: np.ndarray,
+        base: int,
+        first_done: int,
+        token: np.ndarray,
+        pending: list[bytes],
+        pending_names: list[str | None],
+    ) -> tuple[list[tuple[int, int, str | None]], list[tuple[int, np.ndarray, Any]]]:
+        """:meth:`_plan` of a long log, every chunk at once: no Python loop over the chunks."""
+        infos: list[Any] = self._infos  # the skeleton entries it reads are never None
+        plan: list[tuple[int, int, str | None]] = []
+        firsts, lasts = starts[chunk_seqs], ends[chunk_seqs]
+        cut, pieces = pieces_of(body, firsts, lasts)
+        index = np.full(len(chunk_seqs), -1, dtype=np.int64)  # each chunk's skeleton, or -1
+        if pieces.rows is not None:
+            known = []
+            for row, padded in zip(
+                pieces.representatives.tolist(), pieces.padded.tolist(), strict=True
+            ):
+                start, end, pad_start, pad_end = cut[row].tolist()
+                key = body[int(firsts[row]) : start] + _PLACEHOLDER + body[end:pad_start]
+                if padded:
+                    key += _PADDING_MARK + body[pad_end : int(lasts[row])]
+                found = self._skeletons.get(key)
+                if found is None:
+                    found = self._skeletons[key] = self._skeleton(key, padded)
+                known.append(found)
+            index[pieces.rows] = np.array(known, dtype=np.int64)[pieces.group]
+        plain = np.zeros(len(index), dtype=bool)
+        usable = np.flatnonzero(index >= 0)
+        if len(usable):
+            skeletons, which = np.unique(index[usable], return_inverse=True)
+            targets = [infos[k].targets is not None for k in skeletons.tolist()]
+            plain[usable] = np.array(targets, dtype=bool)[which]
+        padded_rows = usable[cut[usable, 2] < lasts[usable]]
+        if len(padded_rows):
+            self._bulk_extras(pieces, padded_rows, index, base + chunk_seqs)
+        rows = np.flatnonzero(plain)
+        if len(rows):
+            self._bulk_plain(pieces, rows, index, base + chunk_seqs, cut, chunk_seqs, token)
+            token[first_done + 2 :] = False  # after [DONE]: the answer ignores them
+        # Reasoning and tool-argument chunks: in bulk when their skeleton holds that one piece,
+        # else one by one (add() places both).
+        slots = np.flatnonzero((index >= 0) & ~plain)
+        groups: list[tuple[int, np.ndarray, Any]] = []  # (skeleton, seqs, their texts)
+        alone = np.ones(len(index), dtype=bool)
+        if len(slots):
+            skeletons, which = np.unique(index[slots], return_inverse=True)
+            order = np.argsort(which, kind="stable")
+            bounds = np.searchsorted(which[order], np.arange(len(skeletons) + 1))
+            for number, skeleton in enumerate(skeletons.tolist()):
+                if _in_bulk(infos[skeleton]):
+                    chunks = slots[order[bounds[number] : bounds[number + 1]]]
+                    groups.append((skeleton, chunk_seqs[chunks], pieces.text_column(chunks)))
+                    alone[chunks] = False
+        slot_texts = iter(pieces.texts(slots[alone[slots]]))
+        for at in np.flatnonzero(~plain & alone).tolist():
+            seq = int(chunk_seqs[at])
+            if index[at] >= 0:  # fragments or reasoning: add() places it
+                plan.append((seq, int(index[at]), next(slot_texts)))
+                continue
+            data, event_name = _chunk_data(body[int(firsts[at]) : int(lasts[at])])
+            plan.append((seq, -1 - len(pending), None))
+            pending.append(data)
+            pending_names.append(event_name)
+        return plan, groups
+
+    def _bulk_plain(
+        self,
+        pieces: _Pieces,
+        chunks: np.ndarray,
+        index: np.ndarray,
+        rows: np.ndarray,
+        cut: np.ndarray,
+        seqs: np.ndarray,
+        token: np.ndarray,
+    ) -> None:
+        """The plain content chunks ``chunks``: their skeleton's values and their own text, as
+        columns at once (``_Builder.bulk``); ``token`` where the text is not empty."""
+        where = rows[chunks]
+        skeletons, which = np.unique(index[chunks], return_inverse=True)
+        columns: dict[str, tuple[np.ndarray, list[Any]]] = {}
+        for number, skeleton in enumerate(skeletons.tolist()):
+            info = self._infos[skeleton]
+            assert info is not None
+            for name, value in dict(info.values).items():
+                if value is None:  # a None value is a missing one
+                    continue
+                if name not in columns:
+                    columns[name] = (np.full(len(skeletons), -1, dtype=np.int64), [])
+                codes, values = columns[name]
+                codes[number] = len(values)
+                values.append(value)
+        for name, (codes, values) in columns.items():
+            self.bulk[name].append((where, codes[which], values))
+        self.bulk["content"].append(
+            (where, np.arange(len(chunks), dtype=np.int64), pieces.text_column(chunks))
+        )
+        token[seqs[chunks[cut[chunks, 1] > cut[chunks, 0]]] + 1] = True
+
+    def _bulk_extras(
+        self, pieces: _Pieces, chunks: np.ndarray, index: np.ndarray, rows: np.ndarray
+    ) -> None:
+        """Each padded chunk's extras: its skeleton's, with the chunk's own padding."""
+        skeletons, which = np.unique(index[chunks], return_inverse=True)
+        around = [self._infos[k].extras for k in skeletons.tolist()]
+        before = [b for b, _ in around]
+        after = [a for _, a in around]
+        paddings = pieces.paddings(chunks)
+        arrow = _arrow()
+        if arrow is not None:
+            pick = arrow.array(which)
+            text = arrow.compute.binary_join_element_wise(
+                arrow.array(before, type=arrow.large_string()).take(pick),
+                paddings,
+                arrow.array(after, type=arrow.large_string()).take(pick),
+                arrow.scalar("", type=arrow.large_string()),
+            )
+        else:
+            text = [
+                before[k] + padding + after[k]
+                for k, padding in zip(which.tolist(), paddings, strict=True)
+            ]
+        self.bulk["extras"].append((rows[chunks], np.arange(len(chunks), dtype=np.int64), text))
+
+    def _skeleton(self, key: bytes, padded: bool = False) -> int:
+        """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
+        ``padded``: the skeleton's padding is the marker, which must land in its extras only (a
+        top-level ``obfuscation``), once; its rows' extras are then that text around their own."""
+        data, event_name = _chunk_data(key)
+        if event_name == "error":
+            return -1
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return -1
+        info = _read_chunk(value, None)
+        if info is None:
+            return -1
+        # Every string the reading put in a column: the placeholder (and the padding's marker)
+        # must each be in the one place the rows' own strings go.
+        texts = [v for _, v in info.values if isinstance(v, str)]
+        texts += [v for _, part in info.fragments for v in part.values() if isinstance(v, str)]
+        texts += [text for _, _, text in info.items if text is not None]
+        if info.content == _PLACEHOLDER_TEXT:
+            texts.append(info.content)
+        elif info.content:
+            return -1
+        else:  # the cut string is a reasoning text or a tool fragment's arguments
+            items = [k for k, (_, _, text) in enumerate(info.items) if text == _PLACEHOLDER_TEXT]
+            fragments = [
+                k
+                for k, (_, part) in enumerate(info.fragments)
+                if part.get("tool_args") == _PLACEHOLDER_TEXT
+            ]
+            if len(items) + len(fragments) != 1:
+                return -1
+            info.slot = ("item", items[0]) if items else ("fragment", fragments[0])
+        if sum(_PLACEHOLDER_TEXT in text for text in texts) != 1:
+            return -1
+        if padded:
+            marked = [
+                (name, v)
+                for name, v in info.values
+                if isinstance(v, str) and _PADDING_MARK_TEXT in v
+            ]
+            if (
+                value.get("obfuscation") != _PADDING_MARK_TEXT
+                or sum(_PADDING_MARK_TEXT in text for text in texts) != 1
+                or len(marked) != 1
+                or marked[0][0] != "extras"
+                or marked[0][1].count(_PADDING_MARK_TEXT) != 1
+            ):
+                return -1
+            before, after = marked[0][1].split(_PADDING_MARK_TEXT)
+            info.extras = (before, after)  # each row's extras: _plan puts its padding in between
+            info.values = [(name, v) for name, v in info.values if name != "extras"]
+        if not info.fragments and not info.items:
+            # Plain content chunks are placed by _plan straight from these (list, value) pairs.
+            info.targets = [(self.cols[name], value) for name, value in info.values]
+        self._infos.append(info)
+        return len(self._infos) - 1
+
+
+def _in_bulk(info: _ChunkInfo) -> bool:
+    """Whether the chunks of a skeleton whose cut string is a reasoning text or tool arguments
+    can be placed in bulk: one reasoning piece, or one tool fragment with its call's index (its
+    index is then its own, whatever came before: ``ToolIndexer``), and one choice."""
+    if info.choices is not None or info.slot is None:
+        return False
+    if info.slot[0] == "item":
+        return len(info.items) == 1 and not info.fragments
+    return (
+        len(info.fragments) == 1
+        and not info.items
+        and isinstance(info.fragments[0][0].get("index"), int)
+    )
