@@ -156,3 +156,19 @@ def test_a_chunk_unlike_the_guess_is_cut_by_the_rule() -> None:
         one = cuts.cut_one(body, first, last)
         assert tuple(found[row]) == ((-1, -1, -1, -1) if one is None else one), row
     pd.testing.assert_frame_equal(nito_nb.frame(stream), _slow(stream))
+
+
+def test_a_refusal_beside_an_empty_content_carries_text_on_both_paths() -> None:
+    # The skeleton's own text counts as the chunk's (hypothesis found it: the frame's token was
+    # False where the chunk read whole says True).
+    def chunk(delta: dict[str, Any]) -> bytes:
+        body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}], "usage": None,
+                "obfuscation": ""}  # fmt: skip
+        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+    body = b"".join([chunk({"content": "", "refusal": ":"}), chunk({"content": "x"})] * 3)
+    stream = nito_nb.read_sse(body + b"data: [DONE]\n\n")
+    fast = nito_nb.frame(stream)
+    pd.testing.assert_frame_equal(fast, _slow(stream))
+    assert fast["token"].tolist()[1:7] == [True] * 6  # row 0: the response

@@ -13,7 +13,7 @@ import json
 from typing import Any
 from unittest.mock import patch
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nito_nb._core.accumulate import Accumulator
@@ -208,6 +208,22 @@ def test_obfuscated_chunks_share_one_layout() -> None:
 
 
 @given(stream(), st.booleans())
+@example(  # found by hypothesis: a refusal beside an empty content is text the skeleton carries
+    [
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-5",
+            "choices": [
+                {"index": 0, "delta": {"content": "", "refusal": ":"}, "finish_reason": None}
+            ],
+            "usage": None,
+            "obfuscation": "",
+        }
+    ],
+    False,
+)
 @settings(max_examples=150, deadline=None)
 def test_a_random_field_in_every_chunk_frames_like_the_slow_path(
     values: list[dict[str, Any]], spaced: bool

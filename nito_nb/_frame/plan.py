@@ -185,7 +185,8 @@ class _Planner:
                         escaped.append(content)
                     else:
                         contents[row] = content.decode("utf-8", "replace")
-                    if content:
+                    # the skeleton's own text (a refusal beside an empty content) counts too
+                    if content or infos[index].carried:
                         token_rows.append(seq + 1)
                     continue
             data, event_name = _chunk_data(body[first:last])
@@ -310,7 +311,10 @@ class _Planner:
         self.bulk["content"].append(
             (where, np.arange(len(chunks), dtype=np.int64), pieces.text_column(chunks))
         )
-        token[seqs[chunks[cut[chunks, 1] > cut[chunks, 0]]] + 1] = True
+        # Where the text is not empty, or the skeleton itself carries text (a refusal beside an
+        # empty content): the rule of the chunk read whole.
+        carried = np.array([self._infos[k].carried for k in skeletons.tolist()], dtype=bool)
+        token[seqs[chunks[(cut[chunks, 1] > cut[chunks, 0]) | carried[which]]] + 1] = True
 
     def _bulk_extras(
         self, pieces: _Pieces, chunks: np.ndarray, index: np.ndarray, rows: np.ndarray
