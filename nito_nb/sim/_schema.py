@@ -560,8 +560,9 @@ def breaking(schema: Any, value: Any, rng: random.Random) -> tuple[bool, Any]:
     and `value` when every JSON value conforms (then only text that is not JSON breaks it).
 
     The change is one that fails both a JSON-schema validator and pydantic: a property of the
-    top object given a value of a type its schema does not allow, else one of its required
-    properties (without a default) left out, else the whole value of another type.
+    top object given a value its schema refuses (`_wrong`), else one of its required properties
+    (without a default) left out, else the whole value of another type. Only for a schema that
+    allows every type but boolean is it `true`, which pydantic's lax mode may read as a number.
     """
     document = _Schema(schema)
     root = document.view(document.follow(schema))
