@@ -541,15 +541,17 @@ def instance(schema: Any, rng: random.Random) -> Any:
         raise SchemaError("the schema nests too deep") from None
 
 
-#: A value of each JSON type, for a schema that does not allow that type: first the containers,
-#: which pydantic's lax mode does not take for a scalar either (it reads a number as a date, a
-#: digit string as a number, `true` as an integer).
-_WRONG: tuple[tuple[frozenset[str], Any], ...] = (
-    (frozenset({"array"}), ["not", "this"]),
-    (frozenset({"object"}), {"not": "this"}),
-    (frozenset({"string"}), "not what the schema asks for"),
-    (frozenset({"number"}), 4.5),
-    (frozenset({"null"}), None),
+#: A value of each JSON type, tried in this order on a schema: first the containers, which
+#: pydantic's lax mode does not take for a scalar either (it reads a number as a date, a digit
+#: string as a number, `true` as an integer); `true` last, for a schema that allows every other
+#: type (then no JSON value but `true` breaks it, even where pydantic reads it as a number).
+_WRONG: tuple[Any, ...] = (
+    ["not", "this"],
+    {"not": "this"},
+    "not what the schema asks for",
+    4.5,
+    None,
+    True,
 )
 
 
@@ -558,8 +560,9 @@ def breaking(schema: Any, value: Any, rng: random.Random) -> tuple[bool, Any]:
     and `value` when every JSON value conforms (then only text that is not JSON breaks it).
 
     The change is one that fails both a JSON-schema validator and pydantic: a property of the
-    top object given a value of a type its schema does not allow, else one of its required
-    properties (without a default) left out, else the whole value of another type.
+    top object given a value its schema refuses (`_wrong`), else one of its required properties
+    (without a default) left out, else the whole value of another type. Only for a schema that
+    allows every type but boolean is it `true`, which pydantic's lax mode may read as a number.
     """
     document = _Schema(schema)
     root = document.view(document.follow(schema))
@@ -593,8 +596,7 @@ def _wrong(document: _Schema, node: Any) -> tuple[Any] | None:
     node = document.view(document.follow(node))
     if isinstance(node, dict) and isinstance(node.get("enum"), list) and "type" not in node:
         return (_outside(node["enum"]),)
-    allowed = _allowed(document, node, 0)
-    choices = [v for types, v in _WRONG if not types & allowed]
+    choices = [v for v in _WRONG if _refuses(document, node, v, 0)]
     if isinstance(node, dict) and isinstance(node.get("enum"), list):
         return (choices[0] if choices else _outside(node["enum"]),)
     return (choices[0],) if choices else None
@@ -606,23 +608,26 @@ def _outside(values: list[Any]) -> str:
     return text if text not in values else text + "!"
 
 
-def _allowed(document: _Schema, node: Any, depth: int) -> frozenset[str]:
-    """Every JSON type a value of the node may have (a superset; "number" includes integers)."""
+def _refuses(document: _Schema, node: Any, value: Any, depth: int) -> bool:
+    """Whether the node certainly refuses `value` (one of `_WRONG`): by its type, by an enum or
+    const that does not hold it, or in every branch of an anyOf/oneOf (so a string breaks
+    `anyOf: [{enum: ["a", null, 1.5]}, {type: array}, {type: object}]`, which leaves out no type
+    but boolean)."""
     node = document.view(document.follow(node))
     if node is False:
-        return frozenset()
+        return True
     if not isinstance(node, dict) or depth > 32:
-        return frozenset(TYPES)
+        return False
     if "const" in node or isinstance(node.get("enum"), list):
-        values = [node["const"]] if "const" in node else node["enum"]
-        return frozenset(t for v in values for t in _types_of_value(v))
+        # Python's == takes `true` for 1: then the value is kept, never wrongly called refused.
+        return value not in ([node["const"]] if "const" in node else node["enum"])
     branches = _branches(node)
     if branches is not None:
-        return frozenset(t for b in branches for t in _allowed(document, b, depth + 1))
+        return all(_refuses(document, b, value, depth + 1) for b in branches)
     kinds = set(types_of(node))
     if "number" in kinds:
         kinds.add("integer")
-    return frozenset(kinds)
+    return not kinds & set(_types_of_value(value))
 
 
 def _types_of_value(value: Any) -> tuple[str, ...]:
