@@ -5,14 +5,16 @@ created, provider..., one choice whose delta holds only ``content``. ``json.load
 the engine's cost per chunk (bench/bench_stream.py). :class:`ChunkParser` remembers each such
 layout the first time ``json.loads`` has parsed it, keyed by the exact text around the content
 string; a later chunk with the same text around its content is rebuilt from that template with its
-own content, without parsing. The result is equal to ``json.loads(data)``: only the content differs
-between chunks of one layout, and only chunks whose other values are all scalars are templates, so
-no nested object is shared between two results. OpenAI's and Azure's ``"obfuscation"`` padding, a
-string of random length in every chunk, is cut out of the key and put back, so such chunks share
-a layout too (tests/test_varying_layout.py checks every shortcut against the slow path with a
-random-length field in every chunk). Anything else goes to ``json.loads``: among
-others Mistral's chunks whose ``delta.content`` is a list of parts (its text is not a string there,
-so no template ever matches them; ``test_protocol.py`` checks it).
+own content, without parsing (:meth:`ChunkParser.parse_lazy` hands back the template and text
+instead, and the state builds the chunk only when someone reads it: ``state.Chunks``). The
+result is equal to ``json.loads(data)``: only the content differs between chunks of one layout,
+and only chunks whose other values are all scalars are templates, so no nested object is shared
+between two results. OpenAI's and Azure's ``"obfuscation"`` padding, a string of random length
+in every chunk, is cut out of the key and put back, so such chunks share a layout too
+(tests/test_varying_layout.py checks every shortcut against the slow path with a random-length
+field in every chunk). Anything else goes to ``json.loads``: among others Mistral's chunks whose
+``delta.content`` is a list of parts (its text is not a string there, so no template ever matches
+them; ``test_protocol.py`` checks it).
 """
 
 from __future__ import annotations
