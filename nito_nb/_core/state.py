@@ -463,8 +463,22 @@ class StreamState:
                 continue
             if template is not None:
                 # A kept layout: the chunk is built only if something needs it whole (below, or
-                # whoever reads the chunks returned); the accumulator takes its text alone.
-                if name == "error" or acc.done or redactor is not None:
+                # whoever reads the chunks returned); the accumulator takes its text alone. The
+                # redactor needs it where it is called below: for every chunk but plain content
+                # that cannot matter to it (the same test).
+                if (
+                    name == "error"
+                    or acc.done
+                    or (
+                        redactor is not None
+                        and (
+                            slot is not CONTENT
+                            or pending
+                            or (first in content and content[-1:] in ends)  # type: ignore[operator,index]
+                            or "\\" in data
+                        )
+                    )
+                ):
                     chunk = rebuild(template, content, padding)  # type: ignore[arg-type]
                     template = None
                 else:
