@@ -267,16 +267,20 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
 
 
 @pytest.mark.parametrize("protected", [False, True])
-def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool) -> None:
+@pytest.mark.parametrize("slot", ["content", "reasoning_content"])
+def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) -> None:
     # A run that only waits for its streams never reads their chunks: a chunk of a kept layout is
     # held as its template and text, and built when read (each read's chunk dicts, alive when the
     # collector's young passes ran, were promoted and made a full pass every ~25,000 chunks).
     from nito_nb._core import layout
     from nito_nb._core import state as state_module
 
+    delta = '"content":"%s"' if slot == "content" else '"content":null,"reasoning_content":"%s"'
     base = (
         '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
-        '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null,"obfuscation":"%s"}'
+        '"choices":[{"index":0,"delta":{'
+        + delta
+        + '},"finish_reason":null}],"usage":null,"obfuscation":"%s"}'
     )
     datas = [base % (f"w{i}", "x" * (i % 16)) for i in range(200)]
     body = "".join(f"data: {d}\n\n" for d in datas).encode() + b"data: [DONE]\n\n"
@@ -289,11 +293,12 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool) -> None:
 
     with patch.object(layout, "rebuild", counted), patch.object(state_module, "rebuild", counted):
         state = StreamState()
-        if protected:  # a key taken out of the text: plain content that cannot start it is left be
+        if protected:  # a key taken out of the text: a text that cannot start it is left be
             state.protect("sk-test-SECRET123")
         reads = [state.feed(body[i : i + 4096], 0) for i in range(0, len(body), 4096)]
         state.end(0)
         assert len(built) <= 1  # the template's own check, once
-        assert state.acc.content == "".join(f"w{i}" for i in range(200))
+        text = state.acc.content if slot == "content" else state.acc.reasoning
+        assert text == "".join(f"w{i}" for i in range(200))
         assert [chunk for read in reads for chunk in read] == [json.loads(d) for d in datas]
     assert len(built) >= 199  # built when read

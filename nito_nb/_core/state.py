@@ -464,15 +464,17 @@ class StreamState:
             if template is not None:
                 # A kept layout: the chunk is built only if something needs it whole (below, or
                 # whoever reads the chunks returned); the accumulator takes its text alone. The
-                # redactor needs it where it is called below: for every chunk but plain content
-                # that cannot matter to it (the same test).
+                # redactor needs it for every chunk that can matter to it: a key's start pending,
+                # a text whose end could start one, an escape, or a tool fragment (its indexer
+                # follows every one). Otherwise its bytes are its one text and hold no key (the
+                # whole read was searched): what redactor.take's first test says of content.
                 if (
                     name == "error"
                     or acc.done
                     or (
                         redactor is not None
                         and (
-                            slot is not CONTENT
+                            slot == "arguments"
                             or pending
                             or (first in content and content[-1:] in ends)  # type: ignore[operator,index]
                             or "\\" in data
