@@ -267,7 +267,7 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
 
 
 @pytest.mark.parametrize("protected", [False, True])
-@pytest.mark.parametrize("slot", ["content", "reasoning_content"])
+@pytest.mark.parametrize("slot", ["content", "reasoning_content", "arguments"])
 def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) -> None:
     # A run that only waits for its streams never reads their chunks: a chunk of a kept layout is
     # held as its template and text, and built when read (each read's chunk dicts, alive when the
@@ -275,7 +275,11 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
     from nito_nb._core import layout
     from nito_nb._core import state as state_module
 
-    delta = '"content":"%s"' if slot == "content" else '"content":null,"reasoning_content":"%s"'
+    delta = {
+        "content": '"content":"%s"',
+        "reasoning_content": '"content":null,"reasoning_content":"%s"',
+        "arguments": '"tool_calls":[{"index":0,"function":{"arguments":"%s"}}]',
+    }[slot]
     base = (
         '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
         '"choices":[{"index":0,"delta":{'
@@ -283,6 +287,9 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
         + '},"finish_reason":null}],"usage":null,"obfuscation":"%s"}'
     )
     datas = [base % (f"w{i}", "x" * (i % 16)) for i in range(200)]
+    if slot == "arguments":  # the call opens with its id and name, then its fragments
+        opening = '"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"%s"}}]'
+        datas.insert(0, base.replace(delta, opening) % ("", ""))
     body = "".join(f"data: {d}\n\n" for d in datas).encode() + b"data: [DONE]\n\n"
     built = []
     original = layout.rebuild
@@ -297,8 +304,13 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
             state.protect("sk-test-SECRET123")
         reads = [state.feed(body[i : i + 4096], 0) for i in range(0, len(body), 4096)]
         state.end(0)
-        assert len(built) <= 1  # the template's own check, once
-        text = state.acc.content if slot == "content" else state.acc.reasoning
+        # the templates' own checks, once each (and the opening call, read by the full rules)
+        assert len(built) <= (1 if slot != "arguments" else 3)
+        text = {
+            "content": state.acc.content,
+            "reasoning_content": state.acc.reasoning,
+            "arguments": "".join(call.arguments for call in state.acc.tool_calls),
+        }[slot]
         assert text == "".join(f"w{i}" for i in range(200))
         assert [chunk for read in reads for chunk in read] == [json.loads(d) for d in datas]
     assert len(built) >= 199  # built when read

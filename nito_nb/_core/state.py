@@ -465,25 +465,31 @@ class StreamState:
                 # A kept layout: the chunk is built only if something needs it whole (below, or
                 # whoever reads the chunks returned); the accumulator takes its text alone. The
                 # redactor needs it for every chunk that can matter to it: a key's start pending,
-                # a text whose end could start one, an escape, or a tool fragment (its indexer
-                # follows every one). Otherwise its bytes are its one text and hold no key (the
-                # whole read was searched): what redactor.take's first test says of content.
+                # a text whose end could start one, an escape. Otherwise its bytes are its one
+                # text and hold no key (the whole read was searched): what redactor.take's first
+                # test says of content. Tool arguments are JSON, full of escaped quotes: a
+                # fragment is left unbuilt when no escape spells a character of the key, and the
+                # redactor indexes its call (as take would: the fragments after it need that).
                 if (
                     name == "error"
                     or acc.done
                     or (
                         redactor is not None
                         and (
-                            slot == "arguments"
-                            or pending
+                            pending
                             or (first in content and content[-1:] in ends)  # type: ignore[operator,index]
-                            or "\\" in data
+                            or (
+                                "\\" in data
+                                and (slot != "arguments" or redactor.secret.escaped_in(raw))
+                            )
                         )
                     )
                 ):
                     chunk = rebuild(template, content, padding)  # type: ignore[arg-type]
                     template = None
                 else:
+                    if redactor is not None and slot == "arguments":
+                        redactor.skip_tool_fragment(template[4])
                     kinds.append(CHUNK)
                     carried = acc.add_text(
                         template[1].get("id"),
