@@ -18,7 +18,7 @@ to each client, the clients and the shapes interleaved within every round:
 It prints, per shape, the median chunks/s of each with the spread over the rounds, and the ratio
 of each round's times (median and spread), with PASS/MISS against the targets: nito_nb >= 1.0x the
 floor, >= 30x the openai helper. Then the long-stream check: the engine's cost per chunk
-(``StreamState.feed`` of 64 KB reads, in this process) at 1,000,000 chunks against 10,000
+(``StreamState.feed`` of 64 KB reads, in this process, CPU time) at 1,000,000 chunks against 10,000
 (<= 1.2x: nothing may grow with the stream, the garbage collector's passes included), and the
 memory of the log against the body's raw bytes (<= 3x).
 
@@ -134,13 +134,18 @@ def verdict(ok: bool) -> str:
 
 
 def engine_cost(body: bytes, chunks: int) -> float:
-    """Seconds per chunk of StreamState.feed over the body in 64 KB reads (this process)."""
+    """CPU seconds per chunk of StreamState.feed over the body in 64 KB reads (this process).
+
+    CPU time, not wall time: on a machine shared by other work, a wall-clock ratio of one long
+    run against short ones measured the scheduler (short runs of the same code 3.5 to 7.2 us a
+    chunk within one minute at load average 7); the collector's passes are CPU time of this
+    process and are counted."""
     state = StreamState({"model": "bench/model"})
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(0, len(body), 65536):
         state.feed(body[i : i + 65536], 0)
     state.end(0)
-    return (time.perf_counter() - start) / chunks
+    return (time.process_time() - start) / chunks
 
 
 def main() -> None:
@@ -239,7 +244,9 @@ def main() -> None:
         ours = times[f"{shape}/nito_nb"]
         floor_ratios = [f / o for f, o in zip(times[f"{shape}/floor"], ours, strict=True)]
         ok = statistics.median(floor_ratios) >= 1.0
-        print(f"  nito_nb / floor  = {spread(floor_ratios)}x  (target >= 1.0x)  {verdict(ok)}")
+        print(
+            f"  nito_nb / floor  = {spread(floor_ratios)}x  (target >= 1.0x, goal 1.5x)  {verdict(ok)}"
+        )
         if f"{shape}/openai" in times:
             openai_ratios = [f / o for f, o in zip(times[f"{shape}/openai"], ours, strict=True)]
             ok = statistics.median(openai_ratios) >= 30
@@ -248,7 +255,7 @@ def main() -> None:
     small, large = (int(x) for x in args.scale.split(","))
     print(
         f"long streams: the engine's cost per chunk at {large:,} chunks against {small:,} (StreamState.feed "
-        "in this process, 64 KB reads; 10 short runs and one long one a round, 3 rounds)"
+        "in this process, 64 KB reads, CPU time; 10 short runs and one long one a round, 3 rounds)"
     )
     for shape in names:
         short_body, long_body = shapes.build(shape, small), shapes.build(shape, large)

@@ -133,8 +133,9 @@ class Stream(StreamResults):
         return self._live
 
     def _iterate(self, raise_errors: bool) -> Iterator[dict[str, Any]]:
-        # The chunks the reader parsed, in order; the reader's items are lists of chunks (one per
-        # read), then _END. A KeyboardInterrupt lands here, in the blocking get().
+        # The chunks the reader parsed, in order; the reader's items are the chunks of a read
+        # (``Chunks``, each built as it is read), then _END. A KeyboardInterrupt lands here, in
+        # the blocking get().
         assert self._queue is not None
         get = self._queue.get
         try:
@@ -142,10 +143,9 @@ class Stream(StreamResults):
                 item = get()
                 if item is _END:
                     break
-                if type(item) is list:
-                    yield from item
-                else:
+                if isinstance(item, BaseException):
                     raise item  # not a transport failure: a bug, passed on as it is
+                yield from item
         except GeneratorExit:  # the consumer closed us (close(), or a with-block ended)
             self._stop(status=None if self._state.acc.done else Status.STOPPED)  # [DONE] came: done
             raise

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, overload
 
 from ._core.attachments import resend_key
@@ -82,9 +82,10 @@ class SourceBase:
         self._state.log.start(t_ns)
         self.stream._sent_here = True
 
-    def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+    def feed(self, data: bytes, t_ns: int) -> Sequence[dict[str, Any]]:
         """Fold one read of the body, arrived at ``t_ns`` (``time.perf_counter_ns()``), into the
-        Stream: decode its events, log them, accumulate them; return the chunks it completed.
+        Stream: decode its events, log them, accumulate them; return the chunks it completed (a
+        sequence whose chunks are built as they are read: none when nobody reads them).
 
         What the background reader does for each read, and what a replay, a capture or any other
         source of SSE bytes calls. Raises :class:`EventTooLargeError` when an event goes past

@@ -13,6 +13,7 @@ import json
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -167,10 +168,16 @@ def stream(draw: st.DrawFn) -> list[dict[str, Any]]:
     return values
 
 
-@given(stream(), st.booleans(), st.booleans(), st.lists(st.integers(0, 4000), max_size=8))
+@given(
+    stream(),
+    st.booleans(),
+    st.booleans(),
+    st.lists(st.integers(0, 4000), max_size=8),
+    st.booleans(),
+)
 @settings(max_examples=400, deadline=None)
 def test_a_random_field_in_every_chunk_reads_like_the_slow_path(
-    values: list[dict[str, Any]], spaced: bool, ascii_only: bool, cuts: list[int]
+    values: list[dict[str, Any]], spaced: bool, ascii_only: bool, cuts: list[int], protected: bool
 ) -> None:
     datas = [_encoded(v, spaced, ascii_only) for v in values]
     parser = ChunkParser()
@@ -182,15 +189,20 @@ def test_a_random_field_in_every_chunk_reads_like_the_slow_path(
             assert parsed["choices"][0]["delta"] == {"content": content}
     body = "".join(f"data: {d}\n\n" for d in datas).encode() + b"data: [DONE]\n\n"
     state = StreamState()
+    if protected:  # a key to take out (none of these chunks can spell it): the redactor's path
+        state.protect("sk-test-SECRET123")
     at = 0
+    returned = []  # the chunks each read hands over (built as they are read)
     for cut in [*sorted({min(c, len(body)) for c in cuts}), len(body)]:  # the body in reads
-        state.feed(body[at:cut], 0)
+        returned += list(state.feed(body[at:cut], 0))
         at = cut
     state.end(0)
     slow, carried = _slow(datas)
     assert _results(state.acc) == _results(slow)
     assert state.n_token_chunks == carried
     assert state.log.body == body
+    assert returned == [json.loads(d) for d in datas]
+    assert [list(c) for c in returned] == [list(json.loads(d)) for d in datas]  # keys as sent
 
 
 def test_obfuscated_chunks_share_one_layout() -> None:
@@ -268,3 +280,53 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
     assert df.extras.dropna().tolist() == [
         json.dumps({"service_tier": "default", "obfuscation": "x" * (i % 16)}) for i in range(50)
     ]
+
+
+@pytest.mark.parametrize("protected", [False, True])
+@pytest.mark.parametrize("slot", ["content", "reasoning_content", "arguments"])
+def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) -> None:
+    # A run that only waits for its streams never reads their chunks: a chunk of a kept layout is
+    # held as its template and text, and built when read (each read's chunk dicts, alive when the
+    # collector's young passes ran, were promoted and made a full pass every ~25,000 chunks).
+    from nito_nb._core import layout
+    from nito_nb._core import state as state_module
+
+    delta = {
+        "content": '"content":"%s"',
+        "reasoning_content": '"content":null,"reasoning_content":"%s"',
+        "arguments": '"tool_calls":[{"index":0,"function":{"arguments":"%s"}}]',
+    }[slot]
+    base = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
+        '"choices":[{"index":0,"delta":{'
+        + delta
+        + '},"finish_reason":null}],"usage":null,"obfuscation":"%s"}'
+    )
+    datas = [base % (f"w{i}", "x" * (i % 16)) for i in range(200)]
+    if slot == "arguments":  # the call opens with its id and name, then its fragments
+        opening = '"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"%s"}}]'
+        datas.insert(0, base.replace(delta, opening) % ("", ""))
+    body = "".join(f"data: {d}\n\n" for d in datas).encode() + b"data: [DONE]\n\n"
+    built = []
+    original = layout.rebuild
+
+    def counted(*args: Any) -> dict[str, Any]:
+        built.append(args[1])
+        return original(*args)
+
+    with patch.object(layout, "rebuild", counted), patch.object(state_module, "rebuild", counted):
+        state = StreamState()
+        if protected:  # a key taken out of the text: a text that cannot start it is left be
+            state.protect("sk-test-SECRET123")
+        reads = [state.feed(body[i : i + 4096], 0) for i in range(0, len(body), 4096)]
+        state.end(0)
+        # the templates' own checks, once each (and the opening call, read by the full rules)
+        assert len(built) <= (1 if slot != "arguments" else 3)
+        text = {
+            "content": state.acc.content,
+            "reasoning_content": state.acc.reasoning,
+            "arguments": "".join(call.arguments for call in state.acc.tool_calls),
+        }[slot]
+        assert text == "".join(f"w{i}" for i in range(200))
+        assert [chunk for read in reads for chunk in read] == [json.loads(d) for d in datas]
+    assert len(built) >= 199  # built when read

@@ -400,6 +400,50 @@ class Accumulator:
             return True
         return False
 
+    def add_text(
+        self, chunk_id: Any, slot: str, text: str, fragment: dict[str, Any] | None
+    ) -> bool | None:
+        """:meth:`add_content` (``slot`` "content") or :meth:`add_slot` of a chunk the parser has
+        not built (its layout's, ``ChunkParser.parse_lazy``): ``chunk_id`` its id, ``fragment``
+        its tool-call fragment for "arguments" (only its keys are read). None, with nothing
+        folded, when the chunk has something to note: the caller then builds it and calls
+        :meth:`add_content` or :meth:`add_slot`, which take the full rules."""
+        if self.done or self.model is None or chunk_id != self.id:
+            return None
+        if slot == "content":
+            if self.finish_reason is not None:
+                return None
+            self.n_chunks += 1
+            if text:
+                parts = self._content
+                parts.append(text)
+                if len(parts) > JOIN_AT:
+                    parts[:] = ["".join(parts)]
+                return True
+            return False
+        if slot == "arguments":
+            assert fragment is not None
+            index = fragment.get("index")
+            call = (
+                self._tools_by_index.get(index)
+                if type(index) is int and len(fragment) == 2
+                else None
+            )
+            if call is None or len(fragment["function"]) != 1:
+                return None
+            self.n_chunks += 1
+            call.n_fragments += 1
+            parts = call._parts
+        else:
+            self.n_chunks += 1
+            parts = self._reasoning_strings[slot]
+        if not text:
+            return False
+        parts.append(text)
+        if len(parts) > JOIN_AT:
+            parts[:] = ["".join(parts)]
+        return True
+
     def add_slot(self, chunk: dict[str, Any], slot: str, text: str, seq: int = 0) -> bool:
         """:meth:`add` for a chunk known to be one plain reasoning string (``slot`` its name) or
         one tool-call fragment's arguments (``slot`` "arguments") and nothing else meaningful

@@ -157,6 +157,12 @@ class StreamRedactor:
             edits = [edit for edit in edits if edit.seq != seq]
         return changed, edits
 
+    def skip_tool_fragment(self, fragment: dict[str, Any]) -> None:
+        """A plain tool fragment :meth:`take` is not handed (nothing pending, no escape that
+        spells the key, an end that cannot start it: take would only index it): its call is
+        indexed all the same, so that the fragments after it find their channel."""
+        self._tools.index(fragment)
+
     def held_token(self, choice: int = 0, channel: str = "content") -> tuple[int, int] | None:
         """Where the end of a logprobs token sequence that could still start the key begins:
         (seq, slot) of its first token, or None. What a reader sees of the tokens while the stream

@@ -15,7 +15,7 @@ import dataclasses
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,14 +36,58 @@ from .errors import (
     redact_events,
 )
 from .http_errors import api_error, retry_after_of
-from .layout import CONTENT, ChunkParser
+from .layout import CONTENT, ChunkParser, rebuild
 from .log import BAD_DATA, CHUNK, COMMENT, COMMENT_RUN, DONE, EMPTY, HTTP_ERROR, OTHER, ChunkLog
 from .metrics import n_output_tokens, output_chunks_per_s, output_tps
 from .redaction import Edit, StreamRedactor, encode, redact_body, rewrite_event, with_data
 from .sse import EventTooLarge, ServerSentEvent, SSEDecoder
 from .status import RUNNING, Status
 
-__all__ = ["StreamSnapshot", "StreamState", "frozen_tool_call"]
+__all__ = ["Chunks", "StreamSnapshot", "StreamState", "frozen_tool_call"]
+
+
+class Chunks(Sequence[dict[str, Any]]):
+    """The chunks one read completed, in order (what :meth:`StreamState.feed` returns).
+
+    A chunk of a layout the parser keeps (``_core/layout.py``) is held as its template, text and
+    padding, and built when read: a run that only waits for its streams never builds one, and a
+    chunk that a loop reads and drops dies young. Built on the reader's side, every read's chunk
+    dicts were alive when the collector's young passes ran and were promoted, which made a full
+    pass every ~25,000 chunks (docs/BENCHMARKS.md). Each reading builds a new, equal dict.
+    """
+
+    __slots__ = ("_made", "_pads", "_texts")
+
+    def __init__(self, made: list[Any], texts: list[str | None], pads: list[str | None]) -> None:
+        self._made, self._texts, self._pads = made, texts, pads  # a dict, or a template
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        made = self._made[i]
+        return made if type(made) is dict else rebuild(made, self._texts[i], self._pads[i])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for made, text, padding in zip(self._made, self._texts, self._pads, strict=True):
+            yield made if type(made) is dict else rebuild(made, text, padding)  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Chunks):
+            other = list(other)
+        return list(self) == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Chunks({list(self)!r})"
+
+    def extend(self, other: Chunks) -> None:
+        self._made += other._made
+        self._texts += other._texts
+        self._pads += other._pads
 
 
 @dataclass(frozen=True)
@@ -278,14 +322,14 @@ class StreamState:
 
     # -- the source operations ---------------------------------------------------------------
 
-    def feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+    def feed(self, data: bytes, t_ns: int) -> Chunks:
         """Fold one read of the body, arrived at ``t_ns``: decode its events, log them, accumulate
         them; return the chunks it completed. Raises :class:`EventTooLargeError` when an event
         goes past ``max_event_size`` (the events before it are kept)."""
         with self.lock:
             return self._feed(data, t_ns)
 
-    def feed_live(self, data: bytes, t_ns: int) -> list[dict[str, Any]] | None:
+    def feed_live(self, data: bytes, t_ns: int) -> Chunks | None:
         """:meth:`feed`, unless the stream has already ended (closed meanwhile): then None, and
         nothing is fed. The live reader's one call per read."""
         with self.lock:
@@ -293,7 +337,7 @@ class StreamState:
                 return None
             return self._feed(data, t_ns)
 
-    def _feed(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+    def _feed(self, data: bytes, t_ns: int) -> Chunks:
         if self.status is Status.WAITING:
             self.status = Status.STREAMING
         body = self.body
@@ -301,10 +345,10 @@ class StreamState:
             if body.decoder is None and len(data) <= PIECE:  # the usual read: no copy, no generator
                 body.count(len(data))
                 return self._decode(data, t_ns)
-            chunks: list[dict[str, Any]] = []
+            chunks = Chunks([], [], [])
             # decoded (or cut) in bounded pieces, all of this read's time
             for piece in body.pieces(data):
-                chunks += self._decode(piece, t_ns)
+                chunks.extend(self._decode(piece, t_ns))
             return chunks
         except TooLarge as too_large:
             raise self._too_large(too_large) from None
@@ -339,7 +383,7 @@ class StreamState:
             stream=self.owner,
         )
 
-    def _decode(self, data: bytes, t_ns: int) -> list[dict[str, Any]]:
+    def _decode(self, data: bytes, t_ns: int) -> Chunks:
         """Decode, log and fold one piece of the body."""
         try:
             events = self.decoder.decode(data)
@@ -368,15 +412,19 @@ class StreamState:
             ) from None
         return self._take(events, t_ns)
 
-    def _take(self, events: list[ServerSentEvent], t_ns: int) -> list[dict[str, Any]]:
+    def _take(self, events: list[ServerSentEvent], t_ns: int) -> Chunks:
         # The hot path (one pass per network read): every event is classified, logged and folded.
         redactor = self.redactor
         if redactor is not None:  # the one door of the body: the gateway may echo the key
             events = redact_events(events, redactor.secret)
             rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by their seq
             first, ends, pending = redactor.first, redactor.ends, redactor.pending
-        chunks: list[dict[str, Any]] = []
-        acc, parse = self.acc, self.parser.parse_slot
+        # The chunks of this read: each one built, or its layout's template with its text and
+        # padding (Chunks builds it when read).
+        made: list[Any] = []
+        texts: list[str | None] = []
+        pads: list[str | None] = []
+        acc, parse = self.acc, self.parser.parse_lazy
         first_seq = len(self.log)
         kinds = bytearray()
         skipped: set[int] | None = None
@@ -407,11 +455,65 @@ class StreamState:
                 kinds.append(EMPTY)
                 continue
             try:
-                chunk, content, slot = parse(data)
+                chunk, content, slot, template, padding = parse(data)
             except ValueError:
                 kinds.append(BAD_DATA)
                 acc.note("bad-data", f"a data line is not JSON: {data[:80]!r}", first_seq + i)
                 continue
+            if template is not None:
+                # A kept layout: the chunk is built only if something needs it whole (below, or
+                # whoever reads the chunks returned); the accumulator takes its text alone. The
+                # redactor needs it for every chunk that can matter to it: a key's start pending,
+                # a text whose end could start one, an escape. Otherwise its bytes are its one
+                # text and hold no key (the whole read was searched): what redactor.take's first
+                # test says of content. Tool arguments are JSON, full of escaped quotes: a
+                # fragment is left unbuilt when no escape spells a character of the key, and the
+                # redactor indexes its call (as take would: the fragments after it need that).
+                if (
+                    name == "error"
+                    or acc.done
+                    or (
+                        redactor is not None
+                        and (
+                            pending
+                            or (first in content and content[-1:] in ends)  # type: ignore[operator,index]
+                            or (
+                                "\\" in data
+                                and (slot != "arguments" or redactor.secret.escaped_in(raw))
+                            )
+                        )
+                    )
+                ):
+                    chunk = rebuild(template, content, padding)  # type: ignore[arg-type]
+                    template = None
+                else:
+                    if redactor is not None and slot == "arguments":
+                        redactor.skip_tool_fragment(template[4])
+                    kinds.append(CHUNK)
+                    carried = acc.add_text(
+                        template[1].get("id"),
+                        slot,  # type: ignore[arg-type]
+                        content,  # type: ignore[arg-type]
+                        template[4] if slot == "arguments" else None,
+                    )
+                    if carried is None:  # something to note: the full rules, on the chunk built
+                        chunk = rebuild(template, content, padding)  # type: ignore[arg-type]
+                        carried = (
+                            acc.add_content(chunk, content, first_seq + i)  # type: ignore[arg-type]
+                            if slot is CONTENT
+                            else acc.add_slot(chunk, slot, content, first_seq + i)  # type: ignore[arg-type]
+                        )
+                        made.append(chunk)
+                    else:
+                        made.append(template)
+                    texts.append(content)
+                    pads.append(padding)
+                    if carried:
+                        self.n_token_chunks += 1
+                        self.last_token_ns = t_ns
+                        if self.first_token_ns is None:
+                            self.first_token_ns = t_ns
+                    continue
             if type(chunk) is not dict:
                 kinds.append(OTHER)
                 acc.note(
@@ -458,7 +560,9 @@ class StreamState:
                 self.last_token_ns = t_ns
                 if self.first_token_ns is None:
                     self.first_token_ns = t_ns
-            chunks.append(chunk)
+            made.append(chunk)
+            texts.append(None)
+            pads.append(None)
         if skipped is not None:
             events = [event for i, event in enumerate(events) if i not in skipped]
         if events:
@@ -468,7 +572,7 @@ class StreamState:
             else:
                 raws = [event.raw for event in events]
             self.log.extend(t_ns, kinds, raws)
-        return chunks
+        return Chunks(made, texts, pads)
 
     def _rewrite_earlier(
         self,
