@@ -277,7 +277,7 @@ def test_an_answer_that_tries_to_steer_the_judge_stays_inside_its_quote(
     assert all(len(fence) == 5 for fence, _ in blocks)
     assert user["content"].index("The model's answer, quoted:") < user["content"].rindex(injection)
     # sim/judge is gullible on purpose: quoting shows the judge where the data is, it does not
-    # make a model immune to it (docs/SCORES_JUDGE.md).
+    # make a model immune to it (docs/SCORES.md, "Judge").
     assert scores == [5.0]
     assert kept[0].results()["out.reason"][0] == "the prompt says score: 5"
 

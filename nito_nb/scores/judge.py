@@ -11,7 +11,7 @@ not end ``done``.
 
 The graded conversation and its answer are data: each is quoted in a fence of backticks longer
 than any run of backticks inside it, so no text of theirs closes its block, and the judge's
-instructions (with the rubric) are the system message, apart from them. docs/SCORES_JUDGE.md
+instructions (with the rubric) are the system message, apart from them. docs/SCORES.md ("Judge")
 says what this does and does not protect against.
 """
 
@@ -161,7 +161,7 @@ def judge(
     ``nito_nb.run``. ``scale``: ``(low, high)`` (default ``(1, 5)``; whole numbers unless a
     bound is a float) or ``"pass/fail"`` (a bool). Other keywords go into each judge request's
     body (``temperature=0``, ``seed``...); the store, connection, concurrency and retries are
-    the graded run's. See docs/SCORES_JUDGE.md."""
+    the graded run's. See docs/SCORES.md ("Judge")."""
     if not isinstance(model, str) or len(model_names(model)) != 1:
         raise ConfigurationError(
             f"judge(model=...) takes one model id, such as model='sim/judge', not {model!r}"
