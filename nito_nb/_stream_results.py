@@ -284,8 +284,8 @@ class StreamResults:
         (``logprobs=True, top_logprobs=K``): ``{"token", "logprob", "bytes", "top_logprobs"}``
         each, accumulated across chunks (choice 0's ``logprobs.content``; a refusal's tokens are
         in ``frame().nito.tokens()``). Empty when none came."""
-        from ._core.chunk import text_slots
         from ._core.logprobs import logprobs_of
+        from ._core.text_slots import text_slots
 
         state = self._answer()  # one rule with content: a broken unread stream raises
         # While the stream runs, the tokens that could still start the key are held back, as the

@@ -19,14 +19,12 @@ from .chunk import (
     Reading,
     ReasoningPiece,
     ToolFragment,
-    plain_choice,
-    plain_reasoning,
     plain_reasoning_source,
-    plain_tool_fragments,
     read_chunk,
     read_content_parts,
     usage_counts,
 )
+from .plain_chunks import plain_choice, plain_reasoning, plain_tool_fragments
 from .tool_index import ToolIndexer
 
 __all__ = [
@@ -332,7 +330,7 @@ class Accumulator:
             )
 
     def replace_tail(self, channel: tuple[str, Any], old: str, new: str) -> None:
-        """The end ``old`` of a channel's text (``chunk.text_slots``' channels) becomes ``new``:
+        """The end ``old`` of a channel's text (``text_slots.text_slots``' channels) becomes ``new``:
         a key that a later chunk completed, taken out of the text the chunks before it added
         (``_core/redaction.py``). A channel whose text does not end so is left alone."""
         name, sub = channel

@@ -10,6 +10,10 @@ folder's, with the rules of ``tools.py`` and :func:`plain_reasoning_source`.
 Every field a chunk may carry is either read into the Reading or kept in ``extras`` (vendor
 fields, as sent); a field of an unexpected shape is reported in ``problems``, never dropped
 silently.
+
+Two modules beside it follow its reading without being a reader: ``plain_chunks.py`` says when a
+chunk may skip it (the shortcuts), ``text_slots.py`` says where each text it reads sits in the chunk
+(for the redaction, which rewrites them in place).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fields import DELTA_KEYS
-from .logprobs import CHANNELS as TOKEN_CHANNELS
 
 __all__ = [
     "PAYLOAD_KEY",
@@ -31,15 +34,9 @@ __all__ = [
     "ReasoningPiece",
     "ToolFragment",
     "as_error_event",
-    "plain_choice",
-    "plain_content",
-    "plain_content_slot",
-    "plain_reasoning",
     "plain_reasoning_source",
-    "plain_tool_fragments",
     "read_chunk",
     "read_content_parts",
-    "text_slots",
     "usage_counts",
 ]
 
@@ -51,10 +48,6 @@ CHUNK_KEYS = frozenset(
 CHOICE_KEYS = frozenset({"index", "delta", "finish_reason", "usage"})
 #: The delta keys are declared with their fields (``fields.py``; tests/test_delta_fields.py checks
 #: that each reaches the Stream, a frame column and the view).
-#: Keys whose mere presence means something: a chunk with one of them is never "plain content".
-MEANINGFUL = frozenset({"error", "usage", "web_search", "free_tier", "x_groq"})
-#: Those of them whose null says nothing (``read_chunk`` reads it as absent).
-_NULL_IS_ABSENT = frozenset({"error", "usage", "x_groq"})
 
 #: Reasoning detail types whose payload is readable text (rule 4); the key of each type's payload.
 READABLE = ("reasoning.text", "reasoning.summary")
@@ -223,92 +216,6 @@ def as_error_event(chunk: Any, event_name: str | None) -> Any:
     if event_name == "error" and type(chunk) is dict and "error" not in chunk:
         return {"error": chunk}
     return chunk
-
-
-def plain_choice(chunk: Any) -> dict[str, Any] | None:
-    """Choice 0 of a chunk that has that one choice, unfinished and without a usage of its own,
-    and no key that means something beside it (a null ``usage``, ``error`` or ``x_groq`` says
-    nothing: :func:`read_chunk` reads it as absent, and OpenAI sends ``"usage":null`` in every
-    chunk); else None. The first half of every plain-chunk test below."""
-    if type(chunk) is not dict:
-        return None
-    if not MEANINGFUL.isdisjoint(chunk):
-        for key in MEANINGFUL.intersection(chunk):
-            if key not in _NULL_IS_ABSENT or chunk[key] is not None:
-                return None
-    choices = chunk.get("choices")
-    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
-        return None
-    choice = choices[0]
-    if choice.get("finish_reason") is not None or choice.get("index", 0) != 0 or "usage" in choice:
-        return None  # usage inside the choice (Moonshot): read_chunk reads it
-    if choice.get("logprobs") is not None:
-        # Its tokens spell the same text again: a text of their own, which the redactor reads
-        # only on the full path (a shortcut let a key echoed in them through).
-        return None
-    return choice
-
-
-def plain_content(chunk: Any) -> str | None:
-    """The content of a chunk that is nothing but one content fragment of choice 0 (not finished,
-    no meaningful key, every other value a scalar); else None. The one test behind both
-    shortcuts (the accumulator's and the parser's layout cache): such a chunk reads as its text."""
-    choice = plain_choice(chunk)
-    if choice is None:
-        return None
-    delta = choice.get("delta")
-    if type(delta) is not dict or len(delta) != 1:
-        return None
-    content = delta.get("content")
-    return content if type(content) is str else None
-
-
-def plain_reasoning(delta: dict[str, Any]) -> list[ReasoningPiece] | None:
-    """The reasoning pieces of the delta of a :func:`plain_choice` that holds nothing but plain
-    reasoning strings (``reasoning``, ``reasoning_content``) beside a null or empty content, as
-    :func:`read_chunk` reads them (in the same order); else None. DeepSeek's and vLLM's reasoning
-    chunks: the accumulator folds them without reading the whole chunk."""
-    pieces = []
-    for name, value in delta.items():
-        if name == "reasoning" or name == "reasoning_content":
-            if type(value) is not str:
-                if value is not None:
-                    return None  # a problem to note: the full reading
-                continue
-        elif name != "content" or value:  # "content": null or "" beside the reasoning
-            return None
-    for name in ("reasoning", "reasoning_content"):
-        text = delta.get(name)
-        if text:
-            pieces.append(ReasoningPiece(name, None, text, None))
-    return pieces
-
-
-def plain_tool_fragments(delta: dict[str, Any]) -> list[ToolFragment] | None:
-    """The fragments of the delta of a :func:`plain_choice` that holds nothing but tool-call
-    fragments with a ``function`` object and string (or absent) arguments, beside a null
-    content, as :func:`read_chunk` reads them; else None. Every tool-call argument chunk of
-    OpenAI's: the accumulator folds them without reading the whole chunk."""
-    calls = None
-    for name, value in delta.items():
-        if name == "tool_calls":
-            calls = value
-        elif name != "content" or value is not None:
-            return None
-    if type(calls) is not list or not calls:
-        return None
-    fragments = []
-    for fragment in calls:
-        if type(fragment) is not dict:
-            return None
-        function = fragment.get("function")
-        if type(function) is not dict:
-            return None
-        arguments = function.get("arguments")
-        if arguments is not None and type(arguments) is not str:
-            return None
-        fragments.append(ToolFragment(fragment, function.get("name"), arguments))
-    return fragments
 
 
 def read_chunk(chunk: dict[str, Any]) -> Reading:
@@ -519,171 +426,6 @@ def _read_function_call(legacy: Any, reading: Reading) -> None:
             "the deprecated delta.function_call was read as tool call 0; the message sends it back as function_call",
         )
     )
-
-
-#: A place in a chunk where answer text arrives: (channel, sub, holder, key), the text being
-#: ``holder[key]``. The channel names the text it adds to (``content``, ``thinking``, ``refusal``,
-#: ``transcript``, ``reasoning``, ``reasoning_content``, ``detail`` with sub ``(index, type)``,
-#: ``tool`` with sub the fragment, whose call :class:`~nito_nb._core.tool_index.ToolIndexer` tells,
-#: ``error`` for an error's message). Every tool-call fragment has one, its holder and key None
-#: when it carries no text: the calls are told apart by the fragments in order. The tokens of
-#: ``logprobs`` too: ``token`` with sub ``(choice index, "content" or "refusal")`` for each token
-#: sent (their sequence adds up to that choice's text), each preceded by an ``alternative`` slot
-#: of the same sub per entry of its ``top_logprobs`` (read in the token's place, not in sequence).
-TextSlot = tuple[str, Any, Any, Any]
-
-
-def text_slots(chunk: Any) -> list[TextSlot]:
-    """Every string of a chunk (as :func:`as_error_event` gives it) that :func:`read_chunk`
-    reads as text that adds up over the chunks (content, reasoning, refusal, tool-call
-    arguments, audio transcript) or as an error's message, where it is in the chunk, in a fixed
-    order. The redaction of a key split across chunks follows each channel and rewrites these
-    strings (``_core/redaction.py``); they are read here as :func:`read_chunk` reads them."""
-    if type(chunk) is not dict:
-        return []
-    slots: list[TextSlot] = []
-    error = chunk.get("error")
-    if error is None:
-        pass
-    elif isinstance(error, dict):
-        if isinstance(error.get("message"), str):
-            slots.append(("error", None, error, "message"))
-    elif isinstance(error, str):
-        slots.append(("error", None, chunk, "error"))
-    choices = chunk.get("choices")
-    if not choices or not isinstance(choices, list):
-        return slots
-    for position, choice in enumerate(choices):
-        if not isinstance(choice, dict):
-            continue
-        index = choice.get("index", position)
-        delta = choice.get("delta")
-        if delta and isinstance(delta, dict):
-            if index == 0:
-                _delta_slots(delta, slots)
-            else:  # n > 1: s.choices reads it, so its key is followed too, on channels of its own
-                _other_choice_slots(index if type(index) is int else position, delta, slots)
-        logprobs = choice.get("logprobs")
-        if logprobs and isinstance(logprobs, dict):  # every choice's: s.choices shows them all
-            _token_slots(index if type(index) is int else position, logprobs, slots)
-    return slots
-
-
-def _other_choice_slots(index: int, delta: dict[str, Any], slots: list[TextSlot]) -> None:
-    """The text slots of choice ``index`` (not 0) as ``("choice", (index, name, sub), ...)``:
-    a channel per choice and text, apart from choice 0's, which the accumulator folds. A tool
-    call's channel is its ``index`` as sent (choice 0's go through the accumulator's own
-    reckoning of which call a fragment continues; no accumulator folds the others live)."""
-    own: list[TextSlot] = []
-    _delta_slots(delta, own)
-    for name, sub, holder, key in own:
-        if name == "tool":
-            if holder is None:
-                continue
-            call = sub.get("index")
-            sub = call if type(call) is int else 0
-        slots.append(("choice", (index, name, sub), holder, key))
-
-
-def plain_content_slot(chunk: dict[str, Any]) -> TextSlot:
-    """The one text slot of a chunk :func:`plain_content` reads as content (``text_slots`` of it)."""
-    return ("content", None, chunk["choices"][0]["delta"], "content")
-
-
-def _delta_slots(delta: dict[str, Any], slots: list[TextSlot]) -> None:
-    # One pass over the delta's own keys (one or two, on most chunks), in the order they came;
-    # the deprecated function_call after the tool calls, as read_chunk reads it.
-    legacy = None
-    for name, value in delta.items():
-        if name == "content":
-            if isinstance(value, str):
-                slots.append(("content", None, delta, "content"))
-            elif isinstance(value, list):  # Mistral's parts, as read_content_parts reads them
-                _part_slots(value, slots)
-        elif name == "reasoning" or name == "reasoning_content":
-            if isinstance(value, str):
-                slots.append((name, None, delta, name))
-        elif name == "reasoning_details":
-            if value and isinstance(value, list):
-                _detail_slots(value, slots)
-        elif name == "tool_calls":
-            if value and isinstance(value, list):
-                _tool_slots(value, slots)
-        elif name == "refusal":
-            if isinstance(value, str):
-                slots.append(("refusal", None, delta, "refusal"))
-        elif name == "audio":
-            if isinstance(value, dict) and isinstance(value.get("transcript"), str):
-                slots.append(("transcript", None, value, "transcript"))
-        elif name == "function_call":
-            legacy = value
-    if isinstance(legacy, dict):  # tool call 0, as read_chunk reads it
-        if isinstance(legacy.get("arguments"), str):
-            slots.append(("tool", {"index": 0}, legacy, "arguments"))
-        else:
-            slots.append(("tool", {"index": 0}, None, None))
-
-
-def _token_slots(index: int, logprobs: dict[str, Any], slots: list[TextSlot]) -> None:
-    # The entries logprobs.logprobs_of reads (those whose token is a string), in order.
-    for name in TOKEN_CHANNELS:
-        entries = logprobs.get(name)
-        if not entries or not isinstance(entries, list):
-            continue
-        sub = (index, name)
-        for entry in entries:
-            if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
-                continue
-            top = entry.get("top_logprobs")
-            if top and isinstance(top, list):
-                for alternative in top:
-                    if isinstance(alternative, dict) and isinstance(alternative.get("token"), str):
-                        slots.append(("alternative", sub, alternative, "token"))
-            slots.append(("token", sub, entry, "token"))
-
-
-def _part_slots(parts: list[Any], slots: list[TextSlot]) -> None:
-    for part in parts:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
-            slots.append(("content", None, part, "text"))
-        elif kind == "thinking" and isinstance(part.get("thinking"), list):
-            for piece in part["thinking"]:
-                if (
-                    isinstance(piece, dict)
-                    and isinstance(piece.get("text"), str)
-                    and piece.get("type") == "text"
-                ):
-                    slots.append(("thinking", None, piece, "text"))
-
-
-def _tool_slots(calls: list[Any], slots: list[TextSlot]) -> None:
-    for fragment in calls:
-        if not isinstance(fragment, dict):
-            continue
-        holder = key = None  # a fragment without text has a slot too: it may start a call
-        function = fragment.get("function")
-        if isinstance(function, dict):
-            if isinstance(function.get("arguments"), str):
-                holder, key = function, "arguments"
-        elif "custom" in fragment:
-            custom = fragment["custom"]
-            if isinstance(custom, dict) and isinstance(custom.get("input"), str):
-                holder, key = custom, "input"
-        slots.append(("tool", fragment, holder, key))
-
-
-def _detail_slots(details: list[Any], slots: list[TextSlot]) -> None:
-    for detail in details:
-        if not isinstance(detail, dict):
-            continue
-        type_ = str(detail.get("type") or "reasoning.text")
-        if type_ == "reasoning.encrypted":  # opaque data, never shown as text
-            continue
-        key = PAYLOAD_KEY.get(type_, "text")
-        if isinstance(detail.get(key), str):
-            index = detail.get("index")
-            slots.append(("detail", (index if isinstance(index, int) else 0, type_), detail, key))
 
 
 def plain_reasoning_source(has_readable_details: bool, present: Iterable[str]) -> str | None:

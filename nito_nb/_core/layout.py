@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .chunk import plain_choice, plain_content, plain_reasoning, plain_tool_fragments
+from .plain_chunks import plain_choice, plain_content, plain_reasoning, plain_tool_fragments
 
 __all__ = ["ChunkParser", "rebuild"]
 
@@ -44,8 +44,8 @@ class ChunkParser:
 
     :meth:`parse_slot` also knows two more kinds of chunk by their layout: one plain reasoning
     string (DeepSeek's ``reasoning_content``, ``reasoning``) and one tool-call fragment's
-    arguments (OpenAI's), each a chunk :func:`chunk.plain_reasoning` or
-    :func:`chunk.plain_tool_fragments` reads as that text alone."""
+    arguments (OpenAI's), each a chunk :func:`plain_chunks.plain_reasoning` or
+    :func:`plain_chunks.plain_tool_fragments` reads as that text alone."""
 
     def __init__(self) -> None:
         self._templates: dict[tuple[str, str], tuple[Any, ...]] = {}

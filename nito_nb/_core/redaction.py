@@ -7,7 +7,7 @@ state hands every chunk to a :class:`StreamRedactor`, which reads its decoded st
 
 - An event whose decoded strings hold the key (escapes) has every string redacted, and its raw
   bytes are written again from the redacted JSON.
-- Each text channel (``chunk.text_slots``: content, reasoning, refusal, each tool call's
+- Each text channel (``text_slots.text_slots``: content, reasoning, refusal, each tool call's
   arguments, the audio transcript, error messages, and the tokens of each choice's ``logprobs``)
   keeps a key's worth of lookbehind: the end of its text that could still start the key, and
   which events it came from. When a later event
@@ -37,9 +37,10 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from .chunk import as_error_event, plain_content_slot, text_slots
+from .chunk import as_error_event
 from .errors import REDACTED, Secret, redact
 from .sse import SSEDecoder
+from .text_slots import plain_content_slot, text_slots
 from .tool_index import ToolIndexer
 
 __all__ = ["Edit", "StreamRedactor", "encode", "redact_body", "rewrite_event", "with_data"]
