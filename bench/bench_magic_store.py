@@ -6,7 +6,7 @@
 Streams of ``--model`` on the embedded simulator at ``tps 0``, then, per stream (median and max,
 the first write left out), the two contenders interleaved (one stream each in turn):
 
-- open + write + close: the steps of ``_runs/store.write_streams``, what the magic does at the end
+- open + write + close: the steps of ``_runs/store_writer.write_streams``, what the magic does at the end
   of a cell (a ``StoreWriter`` opened, ``result_rows`` + ``write``, closed), each step timed;
 - kept writer: one ``StoreWriter`` open throughout, ``result_rows`` + ``write`` per stream (what
   sharing one connection would cost);
@@ -31,7 +31,8 @@ os.environ.setdefault("NITO_SIM_TTFT_MS", "0")
 import nito_nb
 from nito_nb._runs.plan import Request
 from nito_nb._runs.results import Finished, result_rows
-from nito_nb._runs.store import Store, StoreWriter, stream_key
+from nito_nb._runs.store import Store
+from nito_nb._runs.store_writer import StoreWriter, stream_key
 
 
 def keys_of(path: str) -> set[str]:

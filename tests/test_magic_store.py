@@ -22,7 +22,7 @@ from scripted_server import Script, ScriptedServer
 
 import nito_nb
 from nito_nb import _magic as _magic
-from nito_nb._runs.store import DB_NAME
+from nito_nb._runs.store_open import DB_NAME
 from nito_nb.sim import SimServer
 
 KEY = "sk-test-STORESECRET-0123456789"
@@ -86,7 +86,7 @@ def test_every_kind_of_stream_is_written_with_the_runs_result_row(
     # The same row as a run would write: the same code (_runs/results.py) on the same Stream.
     from nito_nb._runs.plan import Request
     from nito_nb._runs.results import Finished, result_rows
-    from nito_nb._runs.store import stream_key
+    from nito_nb._runs.store_writer import stream_key
 
     key = stream_key(one)
     expected = result_rows(
@@ -172,7 +172,7 @@ def test_a_store_held_by_another_process_is_one_line_and_the_answer_stays(
         [
             sys.executable,
             "-c",
-            "import sys, time; from nito_nb._runs.store import StoreWriter; w = StoreWriter(sys.argv[1]); "
+            "import sys, time; from nito_nb._runs.store_writer import StoreWriter; w = StoreWriter(sys.argv[1]); "
             "print('holding', flush=True); time.sleep(60)",
             str(path),
         ],

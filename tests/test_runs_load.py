@@ -737,7 +737,7 @@ def test_a_schedule_too_large_to_compute_up_front_is_refused() -> None:
 
 @pytest.mark.spawns
 def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> None:
-    from nito_nb._runs.store import StoreWriter
+    from nito_nb._runs.store_writer import StoreWriter
 
     path = tmp_path / "old"
     writer = StoreWriter(path)
@@ -758,7 +758,7 @@ def test_a_store_written_before_the_load_columns_gains_them(tmp_path: Any) -> No
 def test_a_store_failing_on_the_last_batch_ends_the_run_with_its_message(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nito_nb._runs.store import StoreWriter
+    from nito_nb._runs.store_writer import StoreWriter
 
     def broken(self: Any, *args: Any) -> None:
         raise OSError("disk full")

@@ -190,7 +190,7 @@ def test_a_store_written_before_the_units_were_told_apart_reads_in_the_new_units
     # One request with usage, one without; then the requests table is put back the way it was
     # written before the rename (CHANGELOG.md): K in `n_chunks`, no new
     # columns, and the chunk figures that `tpot` and `output_tps` held without usage.
-    from nito_nb._runs.store import StoreWriter
+    from nito_nb._runs.store_writer import StoreWriter
 
     path = tmp_path / "old"
     for usage in (True, False):
@@ -250,7 +250,7 @@ def test_a_store_whose_events_files_lack_a_newer_column_still_opens(tmp_path: Pa
     # it: the view named the column and failed to bind, so the store did not open at all.
     import pyarrow.parquet as pq
 
-    from nito_nb._runs.store import StoreWriter
+    from nito_nb._runs.store_writer import StoreWriter
 
     path = tmp_path / "old"
     run = nito_nb.run(

@@ -15,7 +15,7 @@ import pytest
 import nito_nb
 from nito_nb._runs import events as _events
 from nito_nb._runs import writer as _record
-from nito_nb._runs.store import StoreWriter
+from nito_nb._runs.store_writer import StoreWriter
 
 #: Every test here starts a kernel or another process: `make check` leaves them to `make test`.
 pytestmark = pytest.mark.spawns
@@ -166,7 +166,7 @@ def test_a_merge_that_fails_is_a_warning_and_the_store_stays_readable(
     def fails(folder: Path, con: Any, *skip: Any) -> tuple[int, int]:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr("nito_nb._runs.store.compact", fails)
+    monkeypatch.setattr("nito_nb._runs.store_writer.compact", fails)
     with pytest.warns(UserWarning, match="not merged.*No space left"):
         StoreWriter(store).close()
     for old, new in zip(shown, _shown(store), strict=True):

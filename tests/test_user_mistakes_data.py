@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 import nito_nb
-from nito_nb._runs.store import Store, StoreWriter, write_streams
+from nito_nb._runs.store import Store
+from nito_nb._runs.store_writer import StoreWriter, write_streams
 
 FAST = {"sim": {"tps": 0, "ttft_ms": 0}}
 BIG = 2**70  # past 64 bits

@@ -20,7 +20,7 @@ from .._core.attachments import DEFAULT_IMAGES_BACK
 from .._core.errors import ConfigurationError
 from .._core.spelling import did_you_mean
 from .._display.throttle import MAX_RATE
-from .._runs.store import DB_NAME
+from .._runs.store_open import DB_NAME
 
 __all__ = [
     "REASONING_EFFORTS",

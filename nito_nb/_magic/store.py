@@ -1,7 +1,7 @@
 """``%config Nito.store = "PATH"``: the magic's streams written to a run store, and read back.
 
 Every Stream the magic keeps is written when it ends, with the run's own writer and result rows
-(``runs/_store.write_streams``), under the run id ``magic-<session>``; ``%nito history``, ``cost``
+(``_runs/store_writer.write_streams``), under the run id ``magic-<session>``; ``%nito history``, ``cost``
 and ``last`` read the magic's streams of earlier sessions (earlier kernels) back, rebuilt from
 their events (``Store.streams``). The store is never what loses a cell: a failure to write or to
 read it is one line on stderr, and the answer is shown and kept anyway.
@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .._core.errors import one_line
-from .._runs.store import DB_NAME, Store, write_streams
+from .._runs.store import Store
+from .._runs.store_open import DB_NAME
+from .._runs.store_writer import write_streams
 
 __all__ = ["RUN_ID_PREFIX", "earlier_streams", "last_stream", "new_session", "write"]
 

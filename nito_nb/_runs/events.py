@@ -71,7 +71,7 @@ _SCHEMA_FILE = "_columns.parquet"
 #: request's ``body`` (a number per row rather than a blob per row: ten times cheaper to write).
 _EVENT_EXTRA = {"dt_ns": "BIGINT", "raw_end": "BIGINT", "run_id": "VARCHAR", "batch": "VARCHAR"}
 #: The SQL type of each pandas dtype of the frame and of the result rows: the store's one mapping
-#: (``requests``, in ``_store.py``, and the events files).
+#: (``requests``, in ``store_writer.py``, and the events files).
 SQL_TYPES = {
     "string": "VARCHAR",
     "object": "VARCHAR",

@@ -47,7 +47,8 @@ from .score_context import ScoreContext
 from .score_store import store_scores
 from .scoring import SCORES, Scorer, check_scores, streams_of, with_scores
 from .stats import RunStats
-from .store import Store, StoreError
+from .store import Store
+from .store_errors import StoreError
 from .writer import RunWriter, frame_of
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ memory, the store's writer and its failure. The sender (``dispatch.py``, on the 
 ``put``s each finished request (a ``Finished``) and says ``end()`` once it is done; the writer's
 thread takes them in batches of at most ``BATCH_SIZE`` or ``BATCH_SECONDS``, turns each batch
 into result rows (``results.py``: the frame's own metrics), writes them to the store when there
-is one (``store.py``; the Streams are then dropped, else kept for ``run.frame()``) and updates
+is one (``store_writer.py``; the Streams are then dropped, else kept for ``run.frame()``) and updates
 the progress display (a live output: its own throttle says when it renders). Whoever reads
 takes a copy (``rows``, ``kept_streams``); ``frame_of`` makes the chunk-level frame of what one
 run or several (a sweep's) kept.
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .._stream_results import StreamResults
     from .plan import Request
     from .scoring import Scorer
-    from .store import StoreWriter
+    from .store_writer import StoreWriter
 
 __all__ = ["BATCH_SECONDS", "BATCH_SIZE", "MAX_WAITING", "RunWriter", "frame_of"]
 
@@ -80,7 +80,7 @@ class RunWriter:
         self.store_path = store
         self.store: StoreWriter | None = None
         if store is not None:
-            from .store import StoreWriter
+            from .store_writer import StoreWriter
 
             self.store = StoreWriter(store, helper=True)  # events built beside, not under the GIL
         #: The store's failure (a full disk...), once it failed: the rest stays in memory.
