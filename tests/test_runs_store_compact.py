@@ -5,6 +5,8 @@ Real files, real DuckDB, the simulator."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,7 @@ def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(
         (store / "events" / files[0]).read_bytes()
     )
     (store / "events" / "fedcba.partial").write_bytes(b"cut")
+    _age(store / "events")  # left long ago
 
     class CutBeforeTheRowsNameIt:  # the merge is cut after its file is in place
         def __init__(self, con: Any) -> None:
@@ -150,7 +153,10 @@ def test_files_no_row_names_are_deleted_and_a_cut_merge_changes_nothing(
     for old, new in zip(shown, _shown(store), strict=True):  # nothing shown twice, nothing lost
         pd.testing.assert_frame_equal(old, new)
     monkeypatch.setattr(_events, "COMPACT_AT", 10_000)
-    StoreWriter(store).close()  # no merge now, but what no row names goes
+    StoreWriter(store).close()  # a file no row names may be another writer's, under way: it stays
+    assert set(files) < set(_files(store))
+    _age(store / "events")
+    StoreWriter(store).close()  # no merge now, but what no row names, once stale, goes
     assert _files(store) == files
     for old, new in zip(shown, _shown(store), strict=True):
         pd.testing.assert_frame_equal(old, new)
@@ -171,3 +177,27 @@ def test_a_merge_that_fails_is_a_warning_and_the_store_stays_readable(
         StoreWriter(store).close()
     for old, new in zip(shown, _shown(store), strict=True):
         pd.testing.assert_frame_equal(old, new)
+
+
+def _age(events: Path) -> None:
+    """Every file of the folder written ``STALE_AFTER`` ago."""
+    old = time.time() - _events.STALE_AFTER - 1
+    for path in events.iterdir():
+        os.utime(path, (old, old))
+
+
+def test_another_writers_file_under_way_is_not_deleted(tmp_path: Path) -> None:
+    # A run and the magic's cells in one process share the store: one may close (and tidy up)
+    # while the other has written a batch's file and not yet the rows that name it.
+    store = tmp_path / "runs"
+    _run(store, ["s0", "s1"])
+    files = _files(store)
+    under_way = store / "events" / "0123456789abcdef.parquet"
+    under_way.write_bytes((store / "events" / files[0]).read_bytes())
+    partial = store / "events" / "fedcba9876543210.partial"
+    partial.write_bytes(b"being written")
+    StoreWriter(store).close()
+    assert under_way.exists() and partial.exists()
+    _age(store / "events")
+    StoreWriter(store).close()
+    assert not under_way.exists() and not partial.exists() and _files(store) == files

@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 import warnings
 from collections.abc import Collection, Mapping
@@ -162,15 +163,24 @@ COMPACT_AT = 64
 COMPACT_BELOW = 32 << 20
 
 
+#: A file no row names is deleted only once it is this old (seconds since it was written). A run
+#: and the magic's cells in one process write the same store through one DuckDB instance, so
+#: one of them may be between writing a batch's file and the rows that name it while the other
+#: closes its writer and tidies up: deleting that file then broke the write (a `.partial` renamed
+#: after it was gone). What a killed process left is deleted by a later close.
+STALE_AFTER = 600.0
+
+
 def compact(
     folder: Path, con: duckdb.DuckDBPyConnection, skip: Collection[str] = ()
 ) -> tuple[int, int]:
     """Merge the store's small events files into one, and delete the files no request row names
     (the batch of a process killed before its rows committed, a merge's sources, a stale
-    ``.partial``). Returns (files merged, files deleted). Crash-safe at every step, as the view
-    shows a file's rows only for the requests whose row names its batch: the merged file is
-    written whole (renamed into place), then the rows name it in one transaction, then the
-    sources go; a crash in between leaves a file no row names, deleted when a writer next closes.
+    ``.partial``) once they are ``STALE_AFTER`` old. Returns (files merged, files deleted).
+    Crash-safe at every step, as the view shows a file's rows only for the requests whose row
+    names its batch: the merged file is written whole (renamed into place), then the rows name it
+    in one transaction, then the sources go; a crash in between leaves a file no row names,
+    deleted when a writer closes once it is stale.
     The caller holds the store's write lock (a ``StoreWriter``), with no batch under way.
     ``skip``: batches whose files cannot be read (``events_view``): left as they are, for the
     user to see, rather than failing every merge."""
@@ -183,12 +193,18 @@ def compact(
     }
     small: list[Path] = []
     deleted = 0
+    now = time.time()
     for path in sorted(events.iterdir()):
         if path.name == _SCHEMA_FILE:
             continue
         if path.suffix == ".partial" or (path.suffix == ".parquet" and path.stem not in named):
-            path.unlink(missing_ok=True)
-            deleted += 1
+            try:
+                stale = now - path.stat().st_mtime >= STALE_AFTER
+            except FileNotFoundError:  # its writer renamed or removed it meanwhile
+                continue
+            if stale:
+                path.unlink(missing_ok=True)
+                deleted += 1
         elif (
             path.suffix == ".parquet"
             and path.stat().st_size < COMPACT_BELOW
