@@ -288,8 +288,7 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
     # A run that only waits for its streams never reads their chunks: a chunk of a kept layout is
     # held as its template and text, and built when read (each read's chunk dicts, alive when the
     # collector's young passes ran, were promoted and made a full pass every ~25,000 chunks).
-    from nito_nb._core import layout
-    from nito_nb._core import state as state_module
+    from nito_nb._core import folding, layout
 
     delta = {
         "content": '"content":"%s"',
@@ -314,7 +313,7 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
         built.append(args[1])
         return original(*args)
 
-    with patch.object(layout, "rebuild", counted), patch.object(state_module, "rebuild", counted):
+    with patch.object(layout, "rebuild", counted), patch.object(folding, "rebuild", counted):
         state = StreamState()
         if protected:  # a key taken out of the text: a text that cannot start it is left be
             state.protect("sk-test-SECRET123")

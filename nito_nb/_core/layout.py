@@ -6,7 +6,7 @@ the engine's cost per chunk (bench/bench_stream.py). :class:`ChunkParser` rememb
 layout the first time ``json.loads`` has parsed it, keyed by the exact text around the content
 string; a later chunk with the same text around its content is rebuilt from that template with its
 own content, without parsing (:meth:`ChunkParser.parse_lazy` hands back the template and text
-instead, and the state builds the chunk only when someone reads it: ``state.Chunks``). The
+instead, and the state builds the chunk only when someone reads it: ``folding.Chunks``). The
 result is equal to ``json.loads(data)``: only the content differs between chunks of one layout,
 and only chunks whose other values are all scalars are templates, so no nested object is shared
 between two results. OpenAI's and Azure's ``"obfuscation"`` padding, a string of random length
