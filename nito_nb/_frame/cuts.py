@@ -23,7 +23,7 @@ _WINDOWS = (32, 1024)
 _BLOCK = 32768
 
 
-def cut_one(body: bytes, first: int, last: int) -> tuple[int, int, int, int] | None:
+def cut_one(body: bytes | bytearray, first: int, last: int) -> tuple[int, int, int, int] | None:
     """``(start, end, pad_start, pad_end)`` of the chunk ``body[first:last]``: its text string is
     ``body[start:end]``, its padding ``body[pad_start:pad_end]`` (both ``last`` when it has
     none); None when nothing can be cut (the chunk is parsed whole).
@@ -65,7 +65,7 @@ def cut_one(body: bytes, first: int, last: int) -> tuple[int, int, int, int] | N
     return start, end, pad_start, pad_end
 
 
-def _occurrences(body: bytes, pattern: bytes) -> np.ndarray:
+def _occurrences(body: bytes | bytearray, pattern: bytes) -> np.ndarray:
     """Every position of ``pattern`` in ``body``, in order: ``bytes.split`` finds them all in C."""
     pieces = body.split(pattern)
     if len(pieces) == 1:
@@ -134,7 +134,7 @@ def _quotes(
     return end, alnum
 
 
-def cut_all(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+def cut_all(body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
     """:func:`cut_one` of every chunk ``body[firsts[i]:lasts[i]]``, as an ``(n, 4)`` array of
     ``(start, end, pad_start, pad_end)``, ``start`` -1 where nothing can be cut."""
     n = len(firsts)
@@ -197,7 +197,9 @@ def _is_alnum(byte: np.ndarray) -> np.ndarray:
 _REFERENCES = 8
 
 
-def guess_all(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def guess_all(
+    body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`cut_all`'s result, found without searching the whole body where the chunks are
     shaped like one of a few that :func:`cut_one` reads: a stream's chunks mostly have their text
     the same number of bytes after their start, and their padding the same number after their
