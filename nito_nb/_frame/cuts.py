@@ -106,20 +106,27 @@ def _quotes(
         block = np.lib.stride_tricks.sliding_window_view(data, window)[begin]
         inside = np.arange(window) < (lasts[todo] - begin)[:, None]
         quote = (block == _QUOTE) & inside
-        if escapes:
-            rows, cols = np.nonzero(quote)
-            at = begin[rows] + cols
-            # A quote after an odd number of backslashes is part of the string.
-            odd = np.zeros(len(at), dtype=bool)
-            live = np.flatnonzero(data[at - 1] == _BACKSLASH)
-            back = 1
-            while len(live):
-                odd[live] = ~odd[live]
-                back += 1
-                live = live[data[at[live] - back] == _BACKSLASH]
-            quote[rows[odd], cols[odd]] = False
         found = quote.any(axis=1)
         column = quote.argmax(axis=1)
+        if escapes:
+            # A quote after an odd number of backslashes is part of the string: only each row's
+            # first quote is checked (the window goes on past the string, through the quotes of
+            # the chunk's next keys), and the rows whose first one was escaped look again.
+            rows = np.flatnonzero(found)
+            while len(rows):
+                at = begin[rows] + column[rows]
+                odd = np.zeros(len(rows), dtype=bool)
+                live = np.flatnonzero(data[at - 1] == _BACKSLASH)
+                back = 1
+                while len(live):
+                    odd[live] = ~odd[live]
+                    back += 1
+                    live = live[data[at[live] - back] == _BACKSLASH]
+                rows = rows[odd]
+                quote[rows, column[rows]] = False
+                found[rows] = quote[rows].any(axis=1)
+                column[rows] = quote[rows].argmax(axis=1)
+                rows = rows[found[rows]]
         if not escapes:
             other = ~_is_alnum(block) & inside
             # the quote is the first byte that is not a letter or digit
