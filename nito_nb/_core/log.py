@@ -296,6 +296,14 @@ class ChunkLog:
         a counted run of comments once: ``Event.repeat``)."""
         return bytes(self._raw)
 
+    def body_buffer(self) -> bytearray:
+        """The body itself, not a copy: :attr:`body` copies it (``bytes`` must not change under
+        its reader), a log-sized allocation that a frame of a long log could not afford (its
+        peak memory: docs/BENCHMARKS.md). Only for a log that takes no more events (an ended
+        stream's), read and never changed; while a buffer view of it is held (``memoryview``,
+        ``np.frombuffer``), an event appended raises BufferError."""
+        return self._raw
+
     @property
     def nbytes(self) -> int:
         """Memory held by the log's columns."""

@@ -161,7 +161,13 @@ class _Builder(_Planner):
         done_positions = np.flatnonzero(kinds == DONE)
         first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
-        plan, pending_base, groups = self._plan(log.body, kinds, ends, base, first_done, token)
+        # An ended stream's log takes no more events: its bytes are read in place, without the
+        # log-sized copy of ``log.body`` (which a live Stream's log needs: it grows meanwhile,
+        # and a view of it would make its next append raise BufferError). Nothing here keeps a
+        # view of it once add() returns.
+        ended = getattr(stream, "finished", True)  # an EndedStream has no such flag: ended
+        body = log.body_buffer() if ended else log.body
+        plan, pending_base, groups = self._plan(body, kinds, ends, base, first_done, token)
         _unread_error_body(cols, log, kinds, ends, base)
 
         infos = self._infos

@@ -93,21 +93,21 @@ class _ChunkInfo:
         self.has_zero = True
 
 
-def _json_string(content: bytes) -> str:
+def _json_string(content: bytes | bytearray) -> str:
     """The text of a JSON string's bytes (without its quotes)."""
     if b"\\" in content:
         return json.loads('"' + content.decode("utf-8", "replace") + '"')
     return content.decode("utf-8", "replace")
 
 
-def _chunk_data(raw: bytes) -> tuple[bytes, str | None]:
+def _chunk_data(raw: bytes | bytearray) -> tuple[bytes, str | None]:
     """The data of a chunk event (its JSON text) and its event name."""
     line = raw.strip(b"\r\n")
     if line.startswith(b"data: ") and b"\n" not in line and b"\r" not in line:
-        return line[6:], None  # the one-line form every gateway sends
+        return bytes(line[6:]), None  # the one-line form every gateway sends
     # Otherwise the SSE decoder reads it (multi-line data, event: fields, a byte-order mark).
     decoder = SSEDecoder()
-    event = (decoder.decode(raw) + decoder.flush())[-1]
+    event = (decoder.decode(bytes(raw)) + decoder.flush())[-1]
     return event.data.encode("utf-8"), event.event
 
 

@@ -23,7 +23,7 @@ _WINDOWS = (32, 1024)
 _BLOCK = 32768
 
 
-def cut_one(body: bytes, first: int, last: int) -> tuple[int, int, int, int] | None:
+def cut_one(body: bytes | bytearray, first: int, last: int) -> tuple[int, int, int, int] | None:
     """``(start, end, pad_start, pad_end)`` of the chunk ``body[first:last]``: its text string is
     ``body[start:end]``, its padding ``body[pad_start:pad_end]`` (both ``last`` when it has
     none); None when nothing can be cut (the chunk is parsed whole).
@@ -65,7 +65,7 @@ def cut_one(body: bytes, first: int, last: int) -> tuple[int, int, int, int] | N
     return start, end, pad_start, pad_end
 
 
-def _occurrences(body: bytes, pattern: bytes) -> np.ndarray:
+def _occurrences(body: bytes | bytearray, pattern: bytes) -> np.ndarray:
     """Every position of ``pattern`` in ``body``, in order: ``bytes.split`` finds them all in C."""
     pieces = body.split(pattern)
     if len(pieces) == 1:
@@ -106,20 +106,27 @@ def _quotes(
         block = np.lib.stride_tricks.sliding_window_view(data, window)[begin]
         inside = np.arange(window) < (lasts[todo] - begin)[:, None]
         quote = (block == _QUOTE) & inside
-        if escapes:
-            rows, cols = np.nonzero(quote)
-            at = begin[rows] + cols
-            # A quote after an odd number of backslashes is part of the string.
-            odd = np.zeros(len(at), dtype=bool)
-            live = np.flatnonzero(data[at - 1] == _BACKSLASH)
-            back = 1
-            while len(live):
-                odd[live] = ~odd[live]
-                back += 1
-                live = live[data[at[live] - back] == _BACKSLASH]
-            quote[rows[odd], cols[odd]] = False
         found = quote.any(axis=1)
         column = quote.argmax(axis=1)
+        if escapes:
+            # A quote after an odd number of backslashes is part of the string: only each row's
+            # first quote is checked (the window goes on past the string, through the quotes of
+            # the chunk's next keys), and the rows whose first one was escaped look again.
+            rows = np.flatnonzero(found)
+            while len(rows):
+                at = begin[rows] + column[rows]
+                odd = np.zeros(len(rows), dtype=bool)
+                live = np.flatnonzero(data[at - 1] == _BACKSLASH)
+                back = 1
+                while len(live):
+                    odd[live] = ~odd[live]
+                    back += 1
+                    live = live[data[at[live] - back] == _BACKSLASH]
+                rows = rows[odd]
+                quote[rows, column[rows]] = False
+                found[rows] = quote[rows].any(axis=1)
+                column[rows] = quote[rows].argmax(axis=1)
+                rows = rows[found[rows]]
         if not escapes:
             other = ~_is_alnum(block) & inside
             # the quote is the first byte that is not a letter or digit
@@ -134,7 +141,7 @@ def _quotes(
     return end, alnum
 
 
-def cut_all(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+def cut_all(body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
     """:func:`cut_one` of every chunk ``body[firsts[i]:lasts[i]]``, as an ``(n, 4)`` array of
     ``(start, end, pad_start, pad_end)``, ``start`` -1 where nothing can be cut."""
     n = len(firsts)
@@ -197,7 +204,9 @@ def _is_alnum(byte: np.ndarray) -> np.ndarray:
 _REFERENCES = 8
 
 
-def guess_all(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def guess_all(
+    body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`cut_all`'s result, found without searching the whole body where the chunks are
     shaped like one of a few that :func:`cut_one` reads: a stream's chunks mostly have their text
     the same number of bytes after their start, and their padding the same number after their

@@ -31,7 +31,9 @@ class _Pieces:
     one's skeleton group; ``representatives``: the first chunk of each group; ``padded``: whether
     the group's chunks have a padding."""
 
-    def __init__(self, body: bytes, firsts: np.ndarray, lasts: np.ndarray, cut: np.ndarray):
+    def __init__(
+        self, body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray, cut: np.ndarray
+    ):
         self.body = body
         rows = np.flatnonzero(cut[:, 0] >= 0)
         self.rows: np.ndarray | None = rows if len(rows) else None
@@ -69,7 +71,7 @@ class _Pieces:
             group = np.array(
                 [
                     found.setdefault(
-                        (body[a:b], body[c:d], body[e:f], bool(p)),
+                        (bytes(body[a:b]), bytes(body[c:d]), bytes(body[e:f]), bool(p)),
                         len(found),
                     )
                     for (a, b, c, d, e, f), p in zip(
@@ -157,7 +159,9 @@ class _Pieces:
         ]
 
 
-def pieces_of(body: bytes, firsts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, _Pieces]:
+def pieces_of(
+    body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray
+) -> tuple[np.ndarray, _Pieces]:
     """The cuts of the chunks ``body[firsts[i]:lasts[i]]`` (``cuts.cut_all``'s) and their pieces.
 
     The cuts are guessed where they can be (``cuts.guess_all``: no search of the whole body),

@@ -44,7 +44,7 @@ class _Planner:
 
     def _plan(
         self,
-        body: bytes,
+        body: bytes | bytearray,
         kinds: np.ndarray,
         ends: np.ndarray,
         base: int,
@@ -103,7 +103,7 @@ class _Planner:
 
     def _plan_rows(
         self,
-        body: bytes,
+        body: bytes | bytearray,
         starts: np.ndarray,
         ends: np.ndarray,
         chunk_seqs: np.ndarray,
@@ -124,14 +124,18 @@ class _Planner:
         groups: dict[int, list[int]] = {}  # skeleton index: rows of plain content chunks
         token_rows: list[int] = []
         escaped_rows: list[int] = []
-        escaped: list[bytes] = []
+        escaped: list[bytes | bytearray] = []
         startswith = body.startswith
+        prev_head: bytes | bytearray
+        prev_tail: bytes | bytearray
+        prev_rest: bytes | bytearray
         prev_head = prev_tail = prev_rest = (
             b"\xff"  # matches no chunk: the first one reads its skeleton
         )
         prev_plain = True
         prev_index = -1
-        paddings: list[tuple[int, int, bytes]] = []  # (row, skeleton, padding) of padded chunks
+        # (row, skeleton, padding) of padded chunks
+        paddings: list[tuple[int, int, bytes | bytearray]] = []
         for seq, first, last in zip(
             chunk_seqs.tolist(), starts[chunk_seqs].tolist(), ends[chunk_seqs].tolist(), strict=True
         ):
@@ -159,7 +163,8 @@ class _Planner:
                         body[pad_end:last],
                     )
                     prev_plain = padding is None
-                    key = prev_head + _PLACEHOLDER + prev_tail
+                    # bytes: the body may be the log's bytearray (build.py), unhashable
+                    key = bytes(prev_head + _PLACEHOLDER + prev_tail)
                     if padding is not None:
                         key += _PADDING_MARK + prev_rest
                     known = skeletons.get(key)
@@ -211,7 +216,7 @@ class _Planner:
 
     def _plan_bulk(
         self,
-        body: bytes,
+        body: bytes | bytearray,
         starts: np.ndarray,
         ends: np.ndarray,
         chunk_seqs: np.ndarray,
@@ -233,7 +238,8 @@ class _Planner:
                 pieces.representatives.tolist(), pieces.padded.tolist(), strict=True
             ):
                 start, end, pad_start, pad_end = cut[row].tolist()
-                key = body[int(firsts[row]) : start] + _PLACEHOLDER + body[end:pad_start]
+                # bytes: the body may be the log's bytearray (build.py), unhashable
+                key = bytes(body[int(firsts[row]) : start] + _PLACEHOLDER + body[end:pad_start])
                 if padded:
                     key += _PADDING_MARK + body[pad_end : int(lasts[row])]
                 found = self._skeletons.get(key)
