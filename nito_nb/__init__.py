@@ -25,7 +25,7 @@ from ._capture_httpx import (
     httpx_client,
 )
 from ._client import AsyncClient, Client, Timeout
-from ._core.accumulate import Anomaly, ToolCall
+from ._core.answer_parts import Anomaly, ToolCall
 from ._core.errors import (
     APIError,
     AuthenticationError,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._core.accumulate import Anomaly, ToolCall
+from ._core.answer_parts import Anomaly, ToolCall
 from ._core.attachments import Attachment, check_images_back, image_list, resend_history
 from ._core.deadlines import Deadlines
 from ._core.errors import NitoError, StreamError, one_line

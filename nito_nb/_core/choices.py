@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .accumulate import Accumulator, ToolCall
+from .accumulate import Accumulator
+from .answer_parts import ToolCall
 from .chunk import read_chunk
 from .logprobs import logprobs_of
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import metrics
-from .accumulate import Accumulator, Anomaly, ToolCall
+from .accumulate import Accumulator
+from .answer_parts import Anomaly, ToolCall
 from .encoding import BOMB_RATIO, PIECE, BodyBounds, TooLarge
 from .errors import (
     APIError,

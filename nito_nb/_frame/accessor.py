@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._core import metrics
-from .._core.accumulate import _parse_arguments
+from .._core.answer_parts import parse_arguments
 from .._core.errors import ConfigurationError
 from .._core.fields import METRICS
 from .._core.status import STATUSES
@@ -335,7 +335,7 @@ class NitoAccessor:
             arguments = "".join(call["parts"])
             # The accumulator's rule (ToolCall.custom): a custom tool's input is not JSON.
             parsed, error = (
-                (arguments, None) if call["type"] == "custom" else _parse_arguments(arguments)
+                (arguments, None) if call["type"] == "custom" else parse_arguments(arguments)
             )
             records.append(
                 {
