@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import socket
 import ssl
@@ -25,7 +26,7 @@ from .._core.errors import ConfigurationError, NitoError
 from .._core.status import Status
 from .._stream import AsyncStream, Stream
 from .._stream_source import AsyncStreamSource, StreamSource
-from .._transport import StampingTransport, arrival_clock, pushed_body, stamping_allowed
+from .._transport import StampingTransport, arrival_clock, direct, pushed_body, stamping_allowed
 from .._transport.deadlines import keep_deadlines, reading_for, reads_for
 from .._transport.streams import within
 from .attachments import read_images
@@ -302,6 +303,9 @@ class AsyncClient(BaseClient):
         # which holds the stream that holds this: a stream never used would be a cycle.
         async def open_stream(source: AsyncStreamSource) -> None:
             source.set_opener(None)
+            if self._stamping:  # its own connection, without an httpx client (_transport/direct.py)
+                await connect(source, None)
+                return
             http = self._http or self._new_http()
             try:
                 await connect(source, http)
@@ -312,12 +316,14 @@ class AsyncClient(BaseClient):
             if http is not self._http:
                 source.close_also(http.aclose)
 
-        async def connect(source: AsyncStreamSource, http: httpx.AsyncClient) -> None:
+        async def connect(source: AsyncStreamSource, http: httpx.AsyncClient | None) -> None:
+            content = b"" if http is not None else _json_body(body)
             for attempt in range(self.max_retries + 1):
-                request = http.build_request(
-                    "POST", _parsed_url(url), json=body, headers=headers, timeout=limits.httpx()
-                )
-                trace_connect(request, source, asynchronous=True)
+                if http is not None:
+                    request = http.build_request(
+                        "POST", _parsed_url(url), json=body, headers=headers, timeout=limits.httpx()
+                    )
+                    trace_connect(request, source, asynchronous=True)
                 if attempt:  # one clock per Stream, as in Client.stream
                     source.new_attempt()
                 else:  # built ahead of a schedule's send time: the send itself is all that is left
@@ -327,7 +333,16 @@ class AsyncClient(BaseClient):
                 deadlines.sent(sent)
                 try:  # the first_byte (or total) deadline, whatever the headers' reads do
                     response = await within(
-                        http.send(request, stream=True, follow_redirects=False),  # as Client's
+                        http.send(request, stream=True, follow_redirects=False)  # as Client's
+                        if http is not None
+                        else direct.send(
+                            _parsed_url(url),
+                            headers,
+                            content,
+                            timeout=limits.httpx(),
+                            ssl_context=_ssl_context(),
+                            on_connected=source.set_connect,
+                        ),
                         max(deadlines.left(sent), 0.0),
                     )
                 except httpx.HTTPError as exc:
@@ -512,6 +527,11 @@ def _parsed_url(url: str) -> httpx.URL:
     """``url`` parsed by httpx (immutable), once: a run sends every request to the same URL, and
     httpx parsing it again was half of ``build_request`` (125 -> 62 us a request)."""
     return httpx.URL(url)
+
+
+def _json_body(body: dict[str, Any]) -> bytes:
+    """The request's JSON as httpx writes it for ``json=`` (compact, UTF-8, no NaN)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,10 +24,12 @@ from .._core.errors import Secret, redact
 
 __all__ = ["LOGGERS", "protect_in_logs"]
 
-#: The loggers that can show what a server sent back: httpx's, httpcore's (one per module: a
-#: filter is not inherited by a logger's children), hpack's; and httpx2's and httpcore2's, which a
-#: capturing httpx2 client uses (naming a logger imports nothing).
+#: The loggers that can show what a server sent back: nito_nb's own (``_transport/direct.py``),
+#: httpx's, httpcore's (one per module: a filter is not inherited by a logger's children), hpack's;
+#: and httpx2's and httpcore2's, which a capturing httpx2 client uses (naming a logger imports
+#: nothing).
 LOGGERS = (
+    "nito_nb.http",
     "httpx",
     "httpcore.connection",
     "httpcore.http11",

@@ -33,7 +33,8 @@ earlier bytes of the body still wait for their turn (``pump.py``).
 Modules: ``streams.py`` (the stamped socket, and TLS over it), ``framing.py`` (HTTP/1.1
 header end and body framing, I/O-free), ``pushed.py`` (the pushed body), ``pump.py`` (how much of
 the pushed bodies is parsed per turn of the loop), ``transport.py`` (the
-httpcore backend and httpx transport).
+httpcore backend and httpx transport), ``direct.py`` (a request sent and its head read with h11
+alone, without httpx's client: ``AsyncClient`` uses it when it makes its own connection).
 """
 
 from .pushed import PushedBody, pushed_body

@@ -1,0 +1,217 @@
+"""One request on a connection of its own, written and its response's head read with h11 itself,
+without httpx's client, transport and pool, and without httpcore's connection.
+
+Why: in a run every request opens its own connection (``transport.py``), so httpx's layers run
+once per request, and they were the client's second cost after parsing. Sampled with py-spy over
+4,000 ``sim/chat`` requests at 64 in flight (docs/BENCHMARKS.md), httpx and httpcore took 35% of
+the run's loop thread: making an ``httpx.AsyncClient`` per stream, building the request, the
+redirect, auth and cookie layers, httpcore's connection and its anyio locks, closing all of it;
+h11's own work, kept here, was about 4%. What is left to this module is what they did for one
+request: connect (the stamping backend, TLS included), send the request h11 writes (h11 checks
+every header, a key with a line break in it included), read the head with h11 (informational
+answers skipped, a malformed head refused as httpx refused it), and hand back an
+``httpx.Response`` (the client's code reads its status and headers as before). The body is not
+read here: ``pushed.py`` reads it from the socket's callback, as it did behind httpx; when its
+framing is one ``pushed.py`` does not read, or for an error page, the response's stream reads it
+through h11.
+
+Errors are httpx's (``httpx.ConnectError``, ``httpx.ReadTimeout``, ``httpx.RemoteProtocolError``...),
+mapped from httpcore's and h11's as httpx maps them, so the client's messages do not change.
+
+Used by ``AsyncClient`` when it makes its own connections (no httpx client of the user's, no
+proxy in the environment: ``stamping_allowed``); otherwise httpx serves, with this package's
+transport or without.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import h11
+import httpcore
+import httpx
+
+from .streams import READ_SIZE, StampedSocketStream, StampedTLSStream
+from .transport import StampingBackend
+
+__all__ = ["MAX_HEAD", "send"]
+
+#: The largest response head read (status line and headers): httpcore's limit, so that a server
+#: httpx took is taken.
+MAX_HEAD = 100 * 1024
+
+_USER_AGENT = f"python-httpx/{httpx.__version__}"  # what httpx sent: servers see no change
+
+# httpcore's errors (raised by the stamping backend and its streams) as httpx maps them
+_MAPPED: dict[type[Exception], type[httpx.HTTPError]] = {
+    httpcore.ConnectTimeout: httpx.ConnectTimeout,
+    httpcore.ReadTimeout: httpx.ReadTimeout,
+    httpcore.WriteTimeout: httpx.WriteTimeout,
+    httpcore.PoolTimeout: httpx.PoolTimeout,
+    httpcore.ConnectError: httpx.ConnectError,
+    httpcore.ReadError: httpx.ReadError,
+    httpcore.WriteError: httpx.WriteError,
+    httpcore.RemoteProtocolError: httpx.RemoteProtocolError,
+    httpcore.LocalProtocolError: httpx.LocalProtocolError,
+    h11.RemoteProtocolError: httpx.RemoteProtocolError,
+    h11.LocalProtocolError: httpx.LocalProtocolError,
+}
+
+_backend = StampingBackend()
+
+#: Where each request and its response's head are logged (DEBUG), as httpx and httpcore log theirs
+#: (``_client/logs.py`` takes the keys out of its records: a server can echo one in a header).
+log = logging.getLogger("nito_nb.http")
+
+Network = StampedSocketStream | StampedTLSStream
+
+
+def _mapped(exc: Exception) -> httpx.HTTPError | None:
+    for kind, mapped in _MAPPED.items():
+        if isinstance(exc, kind):
+            return mapped(str(exc))
+    return None
+
+
+async def send(
+    url: httpx.URL,
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    timeout: httpx.Timeout,
+    ssl_context: Any,
+    on_connected: Callable[[int], None] | None = None,
+) -> httpx.Response:
+    """POST ``body`` to ``url`` on a new connection; the response once its head is read. Its
+    ``extensions["network_stream"]`` is the stamped stream (``pushed_body`` and
+    ``arrival_clock`` read it); closing the response closes the connection. ``on_connected`` gets
+    the nanoseconds the connection took to open (TCP, and TLS for https). Raises httpx's errors."""
+    try:
+        return await _send(url, headers, body, timeout, ssl_context, on_connected)
+    except (
+        httpcore.NetworkError,
+        httpcore.TimeoutException,
+        httpcore.ProtocolError,
+        h11.ProtocolError,
+    ) as exc:
+        mapped = _mapped(exc)
+        if mapped is None:  # pragma: no cover - every error above is mapped
+            raise
+        raise mapped from exc
+
+
+async def _send(
+    url: httpx.URL,
+    headers: dict[str, str],
+    body: bytes,
+    timeout: httpx.Timeout,
+    ssl_context: Any,
+    on_connected: Callable[[int], None] | None,
+) -> httpx.Response:
+    if url.scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"the URL {url} has no http or https scheme")
+    # checked and written before the connection opens: a bad header costs no connection
+    connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+    sent = [
+        (b"Host", url.netloc),
+        (b"User-Agent", _USER_AGENT.encode()),
+        *((name.encode(), value.encode()) for name, value in headers.items()),
+        (b"Content-Length", b"%d" % len(body)),
+        # one request per connection (transport.py): the server may close at the body's end
+        (b"Connection", b"close"),
+    ]
+    request_bytes = connection.send(h11.Request(method=b"POST", target=url.raw_path, headers=sent))
+    request_bytes += connection.send(h11.Data(data=body)) or b""
+    request_bytes += connection.send(h11.EndOfMessage()) or b""
+
+    host = url.raw_host.decode("ascii")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    started = time.perf_counter_ns()
+    network: Any = await _backend.connect_tcp(host, port, timeout=timeout.connect)
+    try:
+        if url.scheme == "https":
+            network = await network.start_tls(
+                ssl_context, server_hostname=host, timeout=timeout.connect
+            )
+        if on_connected is not None:
+            on_connected(time.perf_counter_ns() - started)
+        await network.write(request_bytes, timeout=timeout.write)
+        while True:
+            event = connection.next_event()
+            if event is h11.NEED_DATA:
+                # the stream returns no byte past the head (streams.py): the body stays for pushed.py
+                data = await network.read(READ_SIZE, timeout=timeout.read)
+                if not data:  # httpcore's words
+                    raise httpx.RemoteProtocolError(
+                        "Server disconnected without sending a response."
+                    )
+                connection.receive_data(data)
+            elif isinstance(event, h11.Response):
+                break
+            elif not isinstance(event, h11.InformationalResponse):  # pragma: no cover - h11's
+                raise httpx.RemoteProtocolError(
+                    f"unexpected {type(event).__name__} before the headers"
+                )
+    except BaseException:
+        await network.aclose()
+        raise
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "POST %s: HTTP/%s %d %s %r",
+            url,
+            event.http_version.decode(),
+            event.status_code,
+            event.reason.decode("latin-1"),
+            event.headers.raw_items(),
+        )
+    request = httpx.Request("POST", url, headers=sent, extensions={"timeout": timeout.as_dict()})
+    return httpx.Response(
+        event.status_code,
+        headers=event.headers.raw_items(),
+        stream=_Body(network, connection, request),
+        request=request,
+        extensions={
+            "network_stream": network,
+            "http_version": b"HTTP/" + event.http_version,
+            "reason_phrase": event.reason,
+        },
+    )
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response's body read through h11 (an error page, or a framing ``pushed.py`` leaves to
+    others); closing it closes the connection. The read timeout is the request's at the time the
+    reading starts (the client switches it once the headers are in, as httpcore reads it)."""
+
+    def __init__(
+        self, network: Network, connection: h11.Connection, request: httpx.Request
+    ) -> None:
+        self._network = network
+        self._connection = connection
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read_timeout = self._request.extensions.get("timeout", {}).get("read")
+        connection = self._connection
+        try:
+            while True:
+                event = connection.next_event()
+                if event is h11.NEED_DATA:
+                    connection.receive_data(
+                        await self._network.read(READ_SIZE, timeout=read_timeout)
+                    )
+                elif isinstance(event, h11.Data):
+                    yield bytes(event.data)
+                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                    return
+        except (httpcore.NetworkError, httpcore.TimeoutException, h11.ProtocolError) as exc:
+            mapped = _mapped(exc)
+            if mapped is None:  # pragma: no cover
+                raise
+            raise mapped from exc
+
+    async def aclose(self) -> None:
+        await self._network.aclose()
