@@ -34,6 +34,8 @@ import h11
 import httpcore
 import httpx
 
+from .framing import Chunked, FramingError, Length, UntilClose, body_framing
+from .head import Head, request_head, response_head
 from .streams import READ_SIZE, StampedSocketStream, StampedTLSStream
 from .transport import StampingBackend
 
@@ -113,19 +115,20 @@ async def _send(
 ) -> httpx.Response:
     if url.scheme not in ("http", "https"):
         raise httpx.UnsupportedProtocol(f"the URL {url} has no http or https scheme")
-    # checked and written before the connection opens: a bad header costs no connection
-    connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
     sent = [
-        (b"Host", url.netloc),
-        (b"User-Agent", _USER_AGENT.encode()),
-        *((name.encode(), value.encode()) for name, value in headers.items()),
-        (b"Content-Length", b"%d" % len(body)),
+        ("User-Agent", _USER_AGENT),
+        *headers.items(),
+        ("Content-Length", str(len(body))),
         # one request per connection (transport.py): the server may close at the body's end
-        (b"Connection", b"close"),
+        ("Connection", "close"),
     ]
-    request_bytes = connection.send(h11.Request(method=b"POST", target=url.raw_path, headers=sent))
-    request_bytes += connection.send(h11.Data(data=body)) or b""
-    request_bytes += connection.send(h11.EndOfMessage()) or b""
+    # checked and written before the connection opens: a bad header costs no connection
+    head = request_head(url.raw_path, url.netloc, sent)
+    connection: h11.Connection | None = None
+    if head is None:  # h11 writes it, or says what is wrong with it
+        connection, request_bytes = _h11_sent(url, sent, body)
+    else:
+        request_bytes = head + body
 
     host = url.raw_host.decode("ascii")
     port = url.port or (443 if url.scheme == "https" else 80)
@@ -139,79 +142,136 @@ async def _send(
         if on_connected is not None:
             on_connected(time.perf_counter_ns() - started)
         await network.write(request_bytes, timeout=timeout.write)
-        while True:
-            event = connection.next_event()
-            if event is h11.NEED_DATA:
-                # the stream returns no byte past the head (streams.py): the body stays for pushed.py
-                data = await network.read(READ_SIZE, timeout=timeout.read)
-                if not data:  # httpcore's words
-                    raise httpx.RemoteProtocolError(
-                        "Server disconnected without sending a response."
-                    )
-                connection.receive_data(data)
-            elif isinstance(event, h11.Response):
-                break
-            elif not isinstance(event, h11.InformationalResponse):  # pragma: no cover - h11's
-                raise httpx.RemoteProtocolError(
-                    f"unexpected {type(event).__name__} before the headers"
-                )
+        # The stream returns no byte past the final head (streams.py): the body stays for
+        # pushed.py, and a read that ends with a blank line ends a head.
+        data = bytearray()
+        while not data.endswith((b"\n\n", b"\n\r\n")) and len(data) <= MAX_HEAD:
+            read = await network.read(READ_SIZE, timeout=timeout.read)
+            if not read:  # httpcore's words
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            data += read
+        parsed = response_head(data) if connection is None else None
+        if parsed is None:  # h11 reads it, from its first byte
+            if connection is None:
+                connection = _h11_sent(url, sent, body)[0]
+            parsed = await _h11_response(connection, network, bytes(data), timeout.read)
     except BaseException:
         await network.aclose()
         raise
+    status, reason, raw_headers = parsed
     if log.isEnabledFor(logging.DEBUG):
-        log.debug(
-            "POST %s: HTTP/%s %d %s %r",
-            url,
-            event.http_version.decode(),
-            event.status_code,
-            event.reason.decode("latin-1"),
-            event.headers.raw_items(),
+        log.debug("POST %s: HTTP/1.1 %d %s %r", url, status, reason.decode("latin-1"), raw_headers)
+    request = httpx.Request("POST", url, extensions={"timeout": timeout.as_dict()})
+    framing = None
+    if connection is None:  # framing.py unframes the body, as h11 would have
+        headers_read = httpx.Headers(raw_headers)
+        framing = (
+            Length(0)  # no body after these, whatever the headers say (h11's rule)
+            if status in (204, 304)
+            else body_framing(
+                headers_read.get("transfer-encoding"), headers_read.get("content-length")
+            )
         )
-    request = httpx.Request("POST", url, headers=sent, extensions={"timeout": timeout.as_dict()})
     return httpx.Response(
-        event.status_code,
-        headers=event.headers.raw_items(),
-        stream=_Body(network, connection, request),
+        status,
+        headers=raw_headers,
+        stream=_Body(network, connection, framing, request),
         request=request,
         extensions={
             "network_stream": network,
-            "http_version": b"HTTP/" + event.http_version,
-            "reason_phrase": event.reason,
+            "http_version": b"HTTP/1.1",
+            "reason_phrase": reason,
         },
     )
 
 
+def _h11_sent(
+    url: httpx.URL, sent: list[tuple[str, str]], body: bytes
+) -> tuple[h11.Connection, bytes]:
+    """An h11 connection that has sent the request (it raises for a header it refuses), and the
+    bytes it wrote."""
+    connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+    host = url.netloc.decode("ascii")
+    written = connection.send(
+        h11.Request(method=b"POST", target=url.raw_path, headers=[("Host", host), *sent])
+    )
+    written += connection.send(h11.Data(data=body)) or b""
+    written += connection.send(h11.EndOfMessage()) or b""
+    return connection, written
+
+
+async def _h11_response(
+    connection: h11.Connection, network: Network, data: bytes, read_timeout: float | None
+) -> Head:
+    """The final head, read by h11 from ``data`` on (informational answers skipped)."""
+    connection.receive_data(data)
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            read = await network.read(READ_SIZE, timeout=read_timeout)
+            if not read:
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            connection.receive_data(read)
+        elif isinstance(event, h11.Response):
+            return event.status_code, event.reason, list(event.headers.raw_items())
+        elif not isinstance(event, h11.InformationalResponse):  # pragma: no cover - h11's
+            raise httpx.RemoteProtocolError(f"unexpected {type(event).__name__} before the headers")
+
+
 class _Body(httpx.AsyncByteStream):
-    """A response's body read through h11 (an error page, or a framing ``pushed.py`` leaves to
-    others); closing it closes the connection. The read timeout is the request's at the time the
-    reading starts (the client switches it once the headers are in, as httpcore reads it)."""
+    """A response's body read here (an error page, or a framing ``pushed.py`` leaves to others),
+    unframed by h11 when h11 read the head, else by ``framing.py`` (h11's rules); closing it
+    closes the connection. The read timeout is the request's when the reading starts (the client
+    switches it once the headers are in, as httpcore reads it)."""
 
     def __init__(
-        self, network: Network, connection: h11.Connection, request: httpx.Request
+        self,
+        network: Network,
+        connection: h11.Connection | None,
+        framing: Chunked | Length | UntilClose | None,
+        request: httpx.Request,
     ) -> None:
         self._network = network
         self._connection = connection
+        self._framing = framing
         self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         read_timeout = self._request.extensions.get("timeout", {}).get("read")
-        connection = self._connection
         try:
-            while True:
-                event = connection.next_event()
-                if event is h11.NEED_DATA:
-                    connection.receive_data(
-                        await self._network.read(READ_SIZE, timeout=read_timeout)
-                    )
-                elif isinstance(event, h11.Data):
-                    yield bytes(event.data)
-                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+            if self._connection is not None:
+                async for data in self._h11(self._connection, read_timeout):
+                    yield data
+                return
+            framing = self._framing
+            assert framing is not None  # response_head takes only the framings framing.py reads
+            while not framing.done:
+                read = await self._network.read(READ_SIZE, timeout=read_timeout)
+                if not read:
+                    framing.end()
                     return
+                data = framing.feed(read)
+                if data:
+                    yield data
+        except FramingError as exc:
+            raise httpx.RemoteProtocolError(str(exc)) from exc
         except (httpcore.NetworkError, httpcore.TimeoutException, h11.ProtocolError) as exc:
             mapped = _mapped(exc)
             if mapped is None:  # pragma: no cover
                 raise
             raise mapped from exc
+
+    async def _h11(
+        self, connection: h11.Connection, read_timeout: float | None
+    ) -> AsyncIterator[bytes]:
+        while True:
+            event = connection.next_event()
+            if event is h11.NEED_DATA:
+                connection.receive_data(await self._network.read(READ_SIZE, timeout=read_timeout))
+            elif isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                return
 
     async def aclose(self) -> None:
         await self._network.aclose()
