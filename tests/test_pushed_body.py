@@ -210,6 +210,7 @@ SLICE = 4096
 def _slices_smaller_than_a_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pushed, "SLICE", SLICE)
 
+
 MANY = [chunk_line({"content": f"w{i:03d} é "}) for i in range(120)]  # about 24 KB: several slices
 
 
