@@ -30,3 +30,17 @@ def test_frame_of_an_ended_stream_leaves_its_log_growable_and_equal() -> None:
     assert log.body == before + b"data: {}\n\n"
     # and reading in place gives the frame of the copied bytes
     pd.testing.assert_frame_equal(nito_nb.frame(nito_nb.read_sse(before)), df, check_like=False)
+
+
+def test_text_columns_without_values_stay_apart_when_one_is_set() -> None:
+    # The text columns without values share one all-null array (dtypes.py _nulls): setting a
+    # value in one, through the frame or through its array, leaves the others missing.
+    df = nito_nb.frame(nito_nb.read_sse(_body(1500)))
+    empty = ["refusal", "tool_name", "tool_args", "comment", "error_message", "audio"]
+    assert all(df[name].isna().all() for name in empty)
+    df.loc[3, "tool_name"] = "lookup"
+    df["comment"].array[4] = "note"
+    assert df.loc[3, "tool_name"] == "lookup" and df["tool_name"].notna().sum() == 1
+    for name in ("refusal", "tool_args", "error_message", "audio"):
+        assert df[name].isna().all(), name
+    assert str(df["tool_name"].dtype) == "string" and str(df["refusal"].dtype) == "string"

@@ -36,7 +36,15 @@ from .._core.printable import printable
 from .._core.tool_index import ToolIndexer
 from .._core.units import to_seconds
 from .chunks import _ChunkInfo, read_chunk
-from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, _column_of, restore
+from .dtypes import (
+    _SPARSE,
+    COLUMNS,
+    KIND_CATEGORIES,
+    _column,
+    _column_of,
+    _nulls,
+    restore,
+)
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 from .plan import _Planner
 
@@ -386,7 +394,13 @@ class _Builder(_Planner):
 
     def build(self) -> pd.DataFrame:
         def cat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
-            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+            # One stream's column is its own array, not a copy; the builder lets go of its arrays
+            # as they are joined, so that no column is held twice.
+            if len(arrays) == 1:
+                return arrays.pop()
+            joined = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+            arrays.clear()
+            return joined
 
         dense: dict[str, np.ndarray] = {
             "stream": cat(self.codes, np.int32),
@@ -438,6 +452,8 @@ class _Builder(_Planner):
             where[order] = np.arange(n, dtype=np.int64)
 
         data: dict[str, Any] = {}
+        # one all-null array, shared by every text column without values
+        nulls = _nulls(n)
         for name in COLUMNS:
             if name == "stream":
                 data[name] = pd.Categorical.from_codes(
@@ -471,7 +487,7 @@ class _Builder(_Planner):
                 if bulk:
                     data[name] = _column_of(n, keys, present, bulk, COLUMNS[name], name, placed)
                 else:
-                    data[name] = _column(n, keys, present, COLUMNS[name], name)
+                    data[name] = _column(n, keys, present, COLUMNS[name], name, nulls)
         return pd.DataFrame(data, copy=False)
 
 

@@ -63,12 +63,15 @@ _DENSE = ("stream", "seq", "part", "choice", "t", "gap", "kind", "bytes", "token
 _SPARSE = tuple(name for name in COLUMNS if name not in _DENSE)
 
 
-def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) -> Any:
+def _column(
+    n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str, nulls: Any = None
+) -> Any:
     """A column of ``n`` rows holding ``values`` at ``rows`` and nothing elsewhere.
 
     Text goes through pyarrow when pandas keeps its strings there: ``pa.array`` then ``take``
     spreads them far faster than ``pd.array(..., dtype="string")`` of a mostly-None list, and a
-    frame has 13 text columns (bench/bench_frame.py; docs/BENCHMARKS.md)."""
+    frame has 13 text columns (bench/bench_frame.py; docs/BENCHMARKS.md). ``nulls``: an all-null
+    text array of ``n`` rows (:func:`_nulls`) for a text column without values to share."""
     if dtype in ("Int64", "float64"):
         numbers = np.zeros(n, dtype=np.int64) if dtype == "Int64" else np.full(n, np.nan)
         if values:
@@ -101,7 +104,7 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     if arrow is not None:
         # large_string: what pandas keeps its strings in (a plain string array would be cast).
         if not values:
-            return pd.arrays.ArrowStringArray(arrow.nulls(n, type=arrow.large_string()))
+            return pd.arrays.ArrowStringArray(_nulls(n) if nulls is None else nulls)
         texts = arrow.array(values, type=arrow.large_string())
         if len(values) == n and (rows == np.arange(n)).all():
             return pd.arrays.ArrowStringArray(texts)  # a value on every row, in order
@@ -113,6 +116,16 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     for row, value in zip(rows.tolist(), values, strict=True):
         full[row] = value
     return pd.array(full, dtype=_TEXT)
+
+
+def _nulls(n: int) -> Any:
+    """An all-null text array of ``n`` rows (None without pyarrow). Most text columns of a frame
+    are missing on every row (a plain answer has no tool, reasoning or error text), and each such
+    array costs 8 bytes a row (its offsets, all zero): the columns of one frame share one
+    (pyarrow arrays are never changed in place; pandas replaces a column's array when a value is
+    set)."""
+    arrow = _arrow()
+    return None if arrow is None else arrow.nulls(n, type=arrow.large_string())
 
 
 def _column_of(
