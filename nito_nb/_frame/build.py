@@ -289,27 +289,26 @@ class _Builder(_Planner):
         """The chunks of one skeleton that holds one reasoning piece or one tool fragment, in
         bulk: what add() does for each of them (its values, content, then its piece's columns,
         later ones winning), with each chunk's own text. ``seqs``: the chunks; ``live``: those
-        before [DONE]."""
+        before [DONE]; ``texts``: their texts as ``(codes, values)`` (``pieces.text_codes``)."""
         assert info is not None
         rows = base + seqs
         values: dict[str, Any] = dict(info.values)
         if info.content is not None:
             values["content"] = info.content
         carried = info.carried or bool(info.content)
-        every = np.arange(len(rows), dtype=np.int64)
         if info.items:
             type_, number, _ = info.items[0]
             if number is not None or type_ == plain:
                 values["reasoning_type"] = type_
                 values["reasoning_index"] = number
                 values.pop("reasoning", None)
-                self.bulk["reasoning"].append((rows, every, texts))
+                self.bulk["reasoning"].append((rows, *texts))
         else:
             fragment, part = info.fragments[0]
             values.update(part)
             values.pop("tool_args", None)
             values["tool_index"] = fragment["index"]  # its own, before [DONE] and after
-            self.bulk["tool_args"].append((rows, every, texts))
+            self.bulk["tool_args"].append((rows, *texts))
         same = np.zeros(len(rows), dtype=np.int64)
         for name, value in values.items():
             if value is not None:  # a None value is a missing one

@@ -128,6 +128,15 @@ class _Pieces:
         texts, where = self._decoded()
         return texts.take(_arrow().array(where[self._positions(chunks)]))
 
+    def text_codes(self, chunks: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The texts of the cut chunks ``chunks`` as ``(codes, values)``: chunk i's text is
+        ``values[codes[i]]``. With pyarrow, ``values`` are the distinct texts, so the text column
+        is spread from them once (``dtypes._column_of``), not first copied in chunk order."""
+        if self._codes is None:
+            return np.arange(len(chunks), dtype=np.int64), self.texts(chunks)
+        texts, where = self._decoded()
+        return where[self._positions(chunks)], texts
+
     def texts(self, chunks: np.ndarray) -> list[str]:
         """The texts of the cut chunks ``chunks``, as Python strings."""
         if not len(chunks):

@@ -70,7 +70,8 @@ class _Planner:
         Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, text
         or None) for the chunks not placed here, where the chunks parsed whole start in
         ``self._infos``, and the reasoning and tool-argument chunks whose skeleton holds only
-        that piece, for add() to place in bulk: (skeleton, their seqs, their texts).
+        that piece, for add() to place in bulk: (skeleton, their seqs, their texts as
+        ``(codes, values)``: ``pieces._Pieces.text_codes``).
         """
         cols = self.cols
         infos = self._infos
@@ -263,7 +264,7 @@ class _Planner:
         # Reasoning and tool-argument chunks: in bulk when their skeleton holds that one piece,
         # else one by one (add() places both).
         slots = np.flatnonzero((index >= 0) & ~plain)
-        groups: list[tuple[int, np.ndarray, Any]] = []  # (skeleton, seqs, their texts)
+        groups: list[tuple[int, np.ndarray, Any]] = []  # (skeleton, seqs, (codes, texts))
         alone = np.ones(len(index), dtype=bool)
         if len(slots):
             skeletons, which = np.unique(index[slots], return_inverse=True)
@@ -272,7 +273,7 @@ class _Planner:
             for number, skeleton in enumerate(skeletons.tolist()):
                 if _in_bulk(infos[skeleton]):
                     chunks = slots[order[bounds[number] : bounds[number + 1]]]
-                    groups.append((skeleton, chunk_seqs[chunks], pieces.text_column(chunks)))
+                    groups.append((skeleton, chunk_seqs[chunks], pieces.text_codes(chunks)))
                     alone[chunks] = False
         slot_texts = iter(pieces.texts(slots[alone[slots]]))
         for at in np.flatnonzero(~plain & alone).tolist():
@@ -314,9 +315,7 @@ class _Planner:
                 values.append(value)
         for name, (codes, values) in columns.items():
             self.bulk[name].append((where, codes[which], values))
-        self.bulk["content"].append(
-            (where, np.arange(len(chunks), dtype=np.int64), pieces.text_column(chunks))
-        )
+        self.bulk["content"].append((where, *pieces.text_codes(chunks)))
         # Where the text is not empty, or the skeleton itself carries text (a refusal beside an
         # empty content): the rule of the chunk read whole.
         carried = np.array([self._infos[k].carried for k in skeletons.tolist()], dtype=bool)
