@@ -476,7 +476,8 @@ class _Builder(_Planner):
                 if None in present:  # a None value is a missing one
                     keep = [i for i, value in enumerate(present) if value is not None]
                     keys, present = keys[keep], [present[i] for i in keep]
-                bulk = self.bulk[name]
+                # taken from the builder: _column_of lets go of each piece once it is copied
+                bulk = self.bulk.pop(name)
                 placed = None  # the rows before parts were inserted: the order they were placed in
                 if bulk and where is not None:
                     placed = np.concatenate([keys] + [rows[codes >= 0] for rows, codes, _ in bulk])

@@ -140,7 +140,11 @@ def _column_of(
     """:func:`_column`, with more values given in bulk: ``(rows, each row's value as a position
     in values or -1 for none, values)``, values a list or a pyarrow array (``plan.py``). Text
     stays in pyarrow: one ``take`` spreads every piece. ``keys``: the order the rows were
-    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows."""
+    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows.
+
+    ``bulk`` is emptied: a piece of text is let go of once it is copied, so that the column is
+    held at most twice while it is built (a frame's ``extras`` can be as large as its log's
+    text: OpenAI's ``obfuscation``)."""
     arrow = _arrow()
     if dtype not in ("Int64", "float64", "category") and arrow is not None:
         text = arrow.large_string()
@@ -157,7 +161,11 @@ def _column_of(
             spread[where[has]] = size + codes[has]
             parts.append(more)
             size += len(more)
-        return pd.arrays.ArrowStringArray(arrow.concat_arrays(parts).take(arrow.array(spread)))
+        bulk.clear()
+        more = None
+        joined = arrow.concat_arrays(parts)
+        del parts
+        return pd.arrays.ArrowStringArray(joined.take(arrow.array(spread)))
     every_row, every_value = [rows], list(values)
     for where, codes, more in bulk:
         listed = more.to_pylist() if arrow is not None and isinstance(more, arrow.Array) else more

@@ -327,24 +327,27 @@ class _Planner:
         """Each padded chunk's extras: its skeleton's, with the chunk's own padding."""
         skeletons, which = np.unique(index[chunks], return_inverse=True)
         around = [self._infos[k].extras for k in skeletons.tolist()]
-        before = [b for b, _ in around]
-        after = [a for _, a in around]
-        paddings = pieces.paddings(chunks)
         arrow = _arrow()
-        if arrow is not None:
-            pick = arrow.array(which)
-            text = arrow.compute.binary_join_element_wise(
-                arrow.array(before, type=arrow.large_string()).take(pick),
-                paddings,
-                arrow.array(after, type=arrow.large_string()).take(pick),
-                arrow.scalar("", type=arrow.large_string()),
-            )
-        else:
+        if arrow is None:
+            paddings = pieces.paddings(chunks)
             text = [
-                before[k] + padding + after[k]
+                around[k][0] + padding + around[k][1]
                 for k, padding in zip(which.tolist(), paddings, strict=True)
             ]
-        self.bulk["extras"].append((rows[chunks], np.arange(len(chunks), dtype=np.int64), text))
+            self.bulk["extras"].append((rows[chunks], np.arange(len(chunks), dtype=np.int64), text))
+            return
+        # One skeleton's chunks at a time, its text before and after the padding given once (a
+        # scalar): spread to every chunk first, they cost as much as the extras themselves.
+        string = arrow.large_string()
+        for number, (before, after) in enumerate(around):
+            some = chunks if len(around) == 1 else chunks[which == number]
+            text = arrow.compute.binary_join_element_wise(
+                arrow.scalar(before, type=string),
+                pieces.paddings(some),
+                arrow.scalar(after, type=string),
+                arrow.scalar("", type=string),
+            )
+            self.bulk["extras"].append((rows[some], np.arange(len(some), dtype=np.int64), text))
 
     def _skeleton(self, key: bytes, padded: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
