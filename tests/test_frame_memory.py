@@ -3,10 +3,16 @@ log-sized copy, and no view of them kept once the frame is built, so the log can
 
 from __future__ import annotations
 
+import random
+from unittest.mock import patch
+
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 import nito_nb
 from nito_nb._core.log import CHUNK
+from nito_nb._frame import dtypes
 
 
 def _body(n: int) -> bytes:
@@ -44,3 +50,40 @@ def test_text_columns_without_values_stay_apart_when_one_is_set() -> None:
     for name in ("refusal", "tool_args", "error_message", "audio"):
         assert df[name].isna().all(), name
     assert str(df["tool_name"].dtype) == "string" and str(df["refusal"].dtype) == "string"
+
+
+def test_a_text_column_spread_run_by_run_equals_one_concatenation_and_take() -> None:
+    # dtypes._spread copies a piece placed in order (a padded chunk's extras) run by run of rows;
+    # whatever the runs, its column is the pieces concatenated and taken at the rows' positions.
+    text = pa.large_string()
+    for seed in range(200):
+        rng = random.Random(seed)
+        values = [f"v{i}" for i in range(rng.randrange(4))]
+        parts = [pa.array([*values, None], type=text)]
+        parts += [
+            pa.array(
+                [f"p{k}-{i}" * rng.randrange(3) for i in range(rng.randrange(1, 400))], type=text
+            )
+            for k in range(rng.randrange(1, 4))
+        ]
+        starts = np.cumsum([0] + [len(p) for p in parts])
+        n = rng.randrange(1, 3000)
+        spread = np.full(n, len(values), dtype=np.int64)
+        row = 0
+        while row < n:  # runs in order, scattered rows and missing ones, in any mix
+            length = min(n - row, rng.randrange(1, 200))
+            how = rng.random()
+            if how < 0.5:
+                part = rng.randrange(1, len(parts))
+                first = int(starts[part]) + rng.randrange(len(parts[part]))
+                spread[row : row + length] = np.minimum(
+                    np.arange(first, first + length), starts[-1] - 1
+                )
+            elif how < 0.7:
+                spread[row : row + length] = [rng.randrange(starts[-1]) for _ in range(length)]
+            row += length
+        expected = pa.concat_arrays(parts).take(pa.array(spread))
+        for runs_per_row in (1.0, 0.0):  # slice by slice whatever the runs; never
+            with patch.object(dtypes, "_RUNS_PER_ROW", runs_per_row):
+                got = dtypes._spread(pa, list(parts), spread, len(values))
+            assert got.equals(expected), (seed, runs_per_row)

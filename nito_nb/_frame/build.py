@@ -485,7 +485,9 @@ class _Builder(_Planner):
                 if where is not None:
                     keys = where[keys]
                 if bulk:
-                    data[name] = _column_of(n, keys, present, bulk, COLUMNS[name], name, placed)
+                    data[name] = _column_of(
+                        n, keys, present, bulk, COLUMNS[name], name, placed, nulls
+                    )
                 else:
                     data[name] = _column(n, keys, present, COLUMNS[name], name, nulls)
         return pd.DataFrame(data, copy=False)

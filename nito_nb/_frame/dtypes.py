@@ -3,6 +3,7 @@ gets them back (``nito_nb.frame(df)``)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -136,15 +137,17 @@ def _column_of(
     dtype: str,
     name: str,
     keys: np.ndarray | None = None,
+    nulls: Any = None,
 ) -> Any:
     """:func:`_column`, with more values given in bulk: ``(rows, each row's value as a position
     in values or -1 for none, values)``, values a list or a pyarrow array (``plan.py``). Text
     stays in pyarrow: one ``take`` spreads every piece. ``keys``: the order the rows were
-    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows.
+    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows;
+    ``nulls``: :func:`_nulls` of ``n`` rows, to share.
 
-    ``bulk`` is emptied: a piece of text is let go of once it is copied, so that the column is
-    held at most twice while it is built (a frame's ``extras`` can be as large as its log's
-    text: OpenAI's ``obfuscation``)."""
+    ``bulk`` is emptied: a text column is copied once from its pieces (:func:`_spread`), and
+    each piece is let go of once copied (a frame's ``extras`` can be as large as its log's text:
+    OpenAI's ``obfuscation``)."""
     arrow = _arrow()
     if dtype not in ("Int64", "float64", "category") and arrow is not None:
         text = arrow.large_string()
@@ -163,9 +166,7 @@ def _column_of(
             size += len(more)
         bulk.clear()
         more = None
-        joined = arrow.concat_arrays(parts)
-        del parts
-        return pd.arrays.ArrowStringArray(joined.take(arrow.array(spread)))
+        return pd.arrays.ArrowStringArray(_spread(arrow, parts, spread, len(values), nulls))
     every_row, every_value = [rows], list(values)
     for where, codes, more in bulk:
         listed = more.to_pylist() if arrow is not None and isinstance(more, arrow.Array) else more
@@ -177,6 +178,50 @@ def _column_of(
     # its values first appear.
     order = np.argsort(placed if keys is None else keys, kind="stable")
     return _column(n, placed[order], [every_value[k] for k in order.tolist()], dtype, name)
+
+
+# Runs of rows (_spread) from which a column is copied slice by slice, per row: past this, one
+# concatenation and one take.
+_RUNS_PER_ROW = 1 / 64
+
+
+def _spread(
+    arrow: Any, parts: list[Any], spread: np.ndarray, missing: int, nulls: Any = None
+) -> Any:
+    """The text array whose row i is row ``spread[i]`` of the ``parts`` placed end to end
+    (``missing``: the position of parts[0]'s null; ``nulls``: :func:`_nulls` of as many rows,
+    if there is one already). ``parts`` is emptied.
+
+    A piece placed in order on most rows (a padded chunk's ``extras``: one per chunk) is copied
+    once, run by run of rows that follow one another in it, rather than concatenated with the
+    others and then taken (two copies of it at once). Pieces taken out of order (each chunk's
+    text, as codes into the distinct texts) are small: they are concatenated and taken."""
+    n = len(spread)
+    starts = np.cumsum([0] + [len(part) for part in parts])
+    if n > 1:
+        gone = spread == missing
+        # a run goes on where the next row is missing as this one is, or is the next row of
+        # the same piece
+        step = (spread[1:] - spread[:-1] == 1) & ~np.isin(spread[1:], starts[1:-1])
+        goes_on = np.where(gone[1:], gone[:-1], step & ~gone[:-1])
+        begins = np.flatnonzero(~goes_on) + 1
+        if len(begins) <= n * _RUNS_PER_ROW:
+            bounds = [0, *begins.tolist(), n]
+            slices = []
+            for begin, end in itertools.pairwise(bounds):
+                at = int(spread[begin])
+                if at == missing:
+                    if nulls is None:
+                        nulls = _nulls(n)
+                    slices.append(nulls.slice(0, end - begin))
+                else:
+                    part = int(np.searchsorted(starts, at, side="right")) - 1
+                    slices.append(parts[part].slice(at - int(starts[part]), end - begin))
+            parts.clear()
+            return arrow.concat_arrays(slices)
+    joined = arrow.concat_arrays(parts)
+    parts.clear()
+    return joined.take(arrow.array(spread))
 
 
 def _ints(values: Any, name: str) -> Any:
