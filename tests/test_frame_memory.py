@@ -3,16 +3,28 @@ log-sized copy, and no view of them kept once the frame is built, so the log can
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 
 import nito_nb
 from nito_nb._core.log import CHUNK
 from nito_nb._frame import dtypes
+
+BENCH = Path(__file__).parent.parent / "bench"
+_spec = importlib.util.spec_from_file_location("bench_shapes", BENCH / "shapes.py")
+assert _spec is not None and _spec.loader is not None
+shapes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(shapes)
 
 
 def _body(n: int) -> bytes:
@@ -87,3 +99,25 @@ def test_a_text_column_spread_run_by_run_equals_one_concatenation_and_take() -> 
             with patch.object(dtypes, "_RUNS_PER_ROW", runs_per_row):
                 got = dtypes._spread(pa, list(parts), spread, len(values))
             assert got.equals(expected), (seed, runs_per_row)
+
+
+@pytest.mark.spawns
+@pytest.mark.skipif(
+    not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's /proc/self/clear_refs"
+)
+@pytest.mark.parametrize("shape", shapes.SHAPES)
+def test_framing_100k_events_peaks_at_most_twice_the_log(tmp_path: Path, shape: str) -> None:
+    # issue 32: the peak memory while framing a 100,000-event log, in a fresh process, at most
+    # twice the log's bytes, on each chunk shape real gateways send; measured as the benchmark
+    # measures it (bench/bench_frame.py --memory-child: the high-water mark from the loaded log).
+    path = tmp_path / "body.sse"
+    path.write_bytes(shapes.build(shape, 100_000 - 3))
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "bench_frame.py"), "--memory-child", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    ).stdout.split()
+    peak, log_bytes, _ = (int(x) for x in out[-3:])
+    assert peak <= 2 * log_bytes, f"{shape}: peak {peak / log_bytes:.2f}x the log"
