@@ -52,9 +52,10 @@ class _Pieces:
         bounds[:, 5] = lasts[rows]
         offsets[-1] = bounds[-1, 5]
         padded = bounds[:, 3] < bounds[:, 5]
-        self._pads = bounds[:, 3:5].copy()  # each cut chunk's padding (paddings())
+        self._pads = bounds[:, 3:5]  # each cut chunk's padding (paddings())
         arrow = _arrow()
         if arrow is not None:
+            self._pads = self._pads.copy()  # the bounds are let go of below
             # Only the pieces that name a skeleton, and the texts, are encoded: the paddings
             # (random, nearly all distinct: OpenAI's) and the bytes between chunks are null to
             # dictionary_encode, whose table of distinct values would cost more than the log.
