@@ -214,7 +214,25 @@ def _memory_child(path: str) -> None:
     Path("/proc/self/clear_refs").write_text("5")  # the high-water mark starts again here
     df = nito_nb.frame(stream)
     peak = kib("VmHWM:") - before
-    print(peak, log_bytes, int(df.memory_usage(deep=True).sum()))
+    print(peak, log_bytes, frame_bytes(df))
+
+
+def frame_bytes(df: pd.DataFrame) -> int:
+    """The frame's bytes, each buffer once: its text columns without values share one all-null
+    array (``_frame/dtypes.py`` ``_nulls``), which ``memory_usage(deep=True)`` counts once per
+    column."""
+    buffers: dict[int, int] = {}
+    total = 0
+    for name in df.columns:
+        array = df[name].array
+        if isinstance(array, pd.arrays.ArrowExtensionArray):
+            for chunk in array.__arrow_array__().chunks:
+                for buffer in chunk.buffers():
+                    if buffer is not None:
+                        buffers[buffer.address] = max(buffers.get(buffer.address, 0), buffer.size)
+        else:
+            total += int(df[name].memory_usage(deep=True, index=False))
+    return total + sum(buffers.values())
 
 
 def spread(values: list[float]) -> str:

@@ -36,7 +36,15 @@ from .._core.printable import printable
 from .._core.tool_index import ToolIndexer
 from .._core.units import to_seconds
 from .chunks import _ChunkInfo, read_chunk
-from .dtypes import _SPARSE, COLUMNS, KIND_CATEGORIES, _column, _column_of, restore
+from .dtypes import (
+    _SPARSE,
+    COLUMNS,
+    KIND_CATEGORIES,
+    _column,
+    _column_of,
+    _nulls,
+    restore,
+)
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
 from .plan import _Planner
 
@@ -281,27 +289,26 @@ class _Builder(_Planner):
         """The chunks of one skeleton that holds one reasoning piece or one tool fragment, in
         bulk: what add() does for each of them (its values, content, then its piece's columns,
         later ones winning), with each chunk's own text. ``seqs``: the chunks; ``live``: those
-        before [DONE]."""
+        before [DONE]; ``texts``: their texts as ``(codes, values)`` (``pieces.text_codes``)."""
         assert info is not None
         rows = base + seqs
         values: dict[str, Any] = dict(info.values)
         if info.content is not None:
             values["content"] = info.content
         carried = info.carried or bool(info.content)
-        every = np.arange(len(rows), dtype=np.int64)
         if info.items:
             type_, number, _ = info.items[0]
             if number is not None or type_ == plain:
                 values["reasoning_type"] = type_
                 values["reasoning_index"] = number
                 values.pop("reasoning", None)
-                self.bulk["reasoning"].append((rows, every, texts))
+                self.bulk["reasoning"].append((rows, *texts))
         else:
             fragment, part = info.fragments[0]
             values.update(part)
             values.pop("tool_args", None)
             values["tool_index"] = fragment["index"]  # its own, before [DONE] and after
-            self.bulk["tool_args"].append((rows, every, texts))
+            self.bulk["tool_args"].append((rows, *texts))
         same = np.zeros(len(rows), dtype=np.int64)
         for name, value in values.items():
             if value is not None:  # a None value is a missing one
@@ -386,7 +393,13 @@ class _Builder(_Planner):
 
     def build(self) -> pd.DataFrame:
         def cat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
-            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+            # One stream's column is its own array, not a copy; the builder lets go of its arrays
+            # as they are joined, so that no column is held twice.
+            if len(arrays) == 1:
+                return arrays.pop()
+            joined = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+            arrays.clear()
+            return joined
 
         dense: dict[str, np.ndarray] = {
             "stream": cat(self.codes, np.int32),
@@ -438,6 +451,8 @@ class _Builder(_Planner):
             where[order] = np.arange(n, dtype=np.int64)
 
         data: dict[str, Any] = {}
+        # one all-null array, shared by every text column without values
+        nulls = _nulls(n)
         for name in COLUMNS:
             if name == "stream":
                 data[name] = pd.Categorical.from_codes(
@@ -461,7 +476,8 @@ class _Builder(_Planner):
                 if None in present:  # a None value is a missing one
                     keep = [i for i, value in enumerate(present) if value is not None]
                     keys, present = keys[keep], [present[i] for i in keep]
-                bulk = self.bulk[name]
+                # taken from the builder: _column_of lets go of each piece once it is copied
+                bulk = self.bulk.pop(name)
                 placed = None  # the rows before parts were inserted: the order they were placed in
                 if bulk and where is not None:
                     placed = np.concatenate([keys] + [rows[codes >= 0] for rows, codes, _ in bulk])
@@ -469,9 +485,11 @@ class _Builder(_Planner):
                 if where is not None:
                     keys = where[keys]
                 if bulk:
-                    data[name] = _column_of(n, keys, present, bulk, COLUMNS[name], name, placed)
+                    data[name] = _column_of(
+                        n, keys, present, bulk, COLUMNS[name], name, placed, nulls
+                    )
                 else:
-                    data[name] = _column(n, keys, present, COLUMNS[name], name)
+                    data[name] = _column(n, keys, present, COLUMNS[name], name, nulls)
         return pd.DataFrame(data, copy=False)
 
 

@@ -3,6 +3,7 @@ gets them back (``nito_nb.frame(df)``)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -63,12 +64,15 @@ _DENSE = ("stream", "seq", "part", "choice", "t", "gap", "kind", "bytes", "token
 _SPARSE = tuple(name for name in COLUMNS if name not in _DENSE)
 
 
-def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) -> Any:
+def _column(
+    n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str, nulls: Any = None
+) -> Any:
     """A column of ``n`` rows holding ``values`` at ``rows`` and nothing elsewhere.
 
     Text goes through pyarrow when pandas keeps its strings there: ``pa.array`` then ``take``
     spreads them far faster than ``pd.array(..., dtype="string")`` of a mostly-None list, and a
-    frame has 13 text columns (bench/bench_frame.py; docs/BENCHMARKS.md)."""
+    frame has 13 text columns (bench/bench_frame.py; docs/BENCHMARKS.md). ``nulls``: an all-null
+    text array of ``n`` rows (:func:`_nulls`) for a text column without values to share."""
     if dtype in ("Int64", "float64"):
         numbers = np.zeros(n, dtype=np.int64) if dtype == "Int64" else np.full(n, np.nan)
         if values:
@@ -101,7 +105,7 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     if arrow is not None:
         # large_string: what pandas keeps its strings in (a plain string array would be cast).
         if not values:
-            return pd.arrays.ArrowStringArray(arrow.nulls(n, type=arrow.large_string()))
+            return pd.arrays.ArrowStringArray(_nulls(n) if nulls is None else nulls)
         texts = arrow.array(values, type=arrow.large_string())
         if len(values) == n and (rows == np.arange(n)).all():
             return pd.arrays.ArrowStringArray(texts)  # a value on every row, in order
@@ -115,6 +119,16 @@ def _column(n: int, rows: np.ndarray, values: list[Any], dtype: str, name: str) 
     return pd.array(full, dtype=_TEXT)
 
 
+def _nulls(n: int) -> Any:
+    """An all-null text array of ``n`` rows (None without pyarrow). Most text columns of a frame
+    are missing on every row (a plain answer has no tool, reasoning or error text), and each such
+    array costs 8 bytes a row (its offsets, all zero): the columns of one frame share one
+    (pyarrow arrays are never changed in place; pandas replaces a column's array when a value is
+    set)."""
+    arrow = _arrow()
+    return None if arrow is None else arrow.nulls(n, type=arrow.large_string())
+
+
 def _column_of(
     n: int,
     rows: np.ndarray,
@@ -123,11 +137,17 @@ def _column_of(
     dtype: str,
     name: str,
     keys: np.ndarray | None = None,
+    nulls: Any = None,
 ) -> Any:
     """:func:`_column`, with more values given in bulk: ``(rows, each row's value as a position
     in values or -1 for none, values)``, values a list or a pyarrow array (``plan.py``). Text
     stays in pyarrow: one ``take`` spreads every piece. ``keys``: the order the rows were
-    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows."""
+    placed in (the rows of ``rows`` and of the bulk, concatenated), when not the rows;
+    ``nulls``: :func:`_nulls` of ``n`` rows, to share.
+
+    ``bulk`` is emptied: a text column is copied once from its pieces (:func:`_spread`), and
+    each piece is let go of once copied (a frame's ``extras`` can be as large as its log's text:
+    OpenAI's ``obfuscation``)."""
     arrow = _arrow()
     if dtype not in ("Int64", "float64", "category") and arrow is not None:
         text = arrow.large_string()
@@ -144,7 +164,9 @@ def _column_of(
             spread[where[has]] = size + codes[has]
             parts.append(more)
             size += len(more)
-        return pd.arrays.ArrowStringArray(arrow.concat_arrays(parts).take(arrow.array(spread)))
+        bulk.clear()
+        more = None
+        return pd.arrays.ArrowStringArray(_spread(arrow, parts, spread, len(values), nulls))
     every_row, every_value = [rows], list(values)
     for where, codes, more in bulk:
         listed = more.to_pylist() if arrow is not None and isinstance(more, arrow.Array) else more
@@ -156,6 +178,50 @@ def _column_of(
     # its values first appear.
     order = np.argsort(placed if keys is None else keys, kind="stable")
     return _column(n, placed[order], [every_value[k] for k in order.tolist()], dtype, name)
+
+
+# Runs of rows (_spread) from which a column is copied slice by slice, per row: past this, one
+# concatenation and one take.
+_RUNS_PER_ROW = 1 / 64
+
+
+def _spread(
+    arrow: Any, parts: list[Any], spread: np.ndarray, missing: int, nulls: Any = None
+) -> Any:
+    """The text array whose row i is row ``spread[i]`` of the ``parts`` placed end to end
+    (``missing``: the position of parts[0]'s null; ``nulls``: :func:`_nulls` of as many rows,
+    if there is one already). ``parts`` is emptied.
+
+    A piece placed in order on most rows (a padded chunk's ``extras``: one per chunk) is copied
+    once, run by run of rows that follow one another in it, rather than concatenated with the
+    others and then taken (two copies of it at once). Pieces taken out of order (each chunk's
+    text, as codes into the distinct texts) are small: they are concatenated and taken."""
+    n = len(spread)
+    starts = np.cumsum([0] + [len(part) for part in parts])
+    if n > 1:
+        gone = spread == missing
+        # a run goes on where the next row is missing as this one is, or is the next row of
+        # the same piece
+        step = (spread[1:] - spread[:-1] == 1) & ~np.isin(spread[1:], starts[1:-1])
+        goes_on = np.where(gone[1:], gone[:-1], step & ~gone[:-1])
+        begins = np.flatnonzero(~goes_on) + 1
+        if len(begins) <= n * _RUNS_PER_ROW:
+            bounds = [0, *begins.tolist(), n]
+            slices = []
+            for begin, end in itertools.pairwise(bounds):
+                at = int(spread[begin])
+                if at == missing:
+                    if nulls is None:
+                        nulls = _nulls(n)
+                    slices.append(nulls.slice(0, end - begin))
+                else:
+                    part = int(np.searchsorted(starts, at, side="right")) - 1
+                    slices.append(parts[part].slice(at - int(starts[part]), end - begin))
+            parts.clear()
+            return arrow.concat_arrays(slices)
+    joined = arrow.concat_arrays(parts)
+    parts.clear()
+    return joined.take(arrow.array(spread))
 
 
 def _ints(values: Any, name: str) -> Any:

@@ -37,36 +37,57 @@ class _Pieces:
         self.body = body
         rows = np.flatnonzero(cut[:, 0] >= 0)
         self.rows: np.ndarray | None = rows if len(rows) else None
-        self._codes: np.ndarray | None = None
+        self._text_codes: np.ndarray | None = None
         self._dictionary: Any = None
         self._texts: Any = None
         self._text_of: np.ndarray | None = None
         if self.rows is None:
             return
-        bounds = np.empty((len(rows), 6), dtype=np.int64)
+        n = len(rows)
+        # The pieces' bounds, one after another: piece k of chunk i is offsets[6i+k:6i+k+2].
+        offsets = np.empty(n * 6 + 1, dtype=np.int64)
+        bounds = offsets[:-1].reshape(n, 6)  # a view: the bounds are written in place
         bounds[:, 0] = firsts[rows]
         bounds[:, 1:5] = cut[rows]
         bounds[:, 5] = lasts[rows]
-        self.bounds = bounds
+        offsets[-1] = bounds[-1, 5]
         padded = bounds[:, 3] < bounds[:, 5]
+        self._pads = bounds[:, 3:5]  # each cut chunk's padding (paddings())
         arrow = _arrow()
         if arrow is not None:
-            offsets = np.append(bounds.ravel(), bounds[-1, 5])
+            self._pads = self._pads.copy()  # the bounds are let go of below
+            # Only the pieces that name a skeleton, and the texts, are encoded: the paddings
+            # (random, nearly all distinct: OpenAI's) and the bytes between chunks are null to
+            # dictionary_encode, whose table of distinct values would cost more than the log.
+            valid = np.ones((n, 6), dtype=bool)
+            valid[:, _PAD] = valid[:, _GAP] = False
             pieces = arrow.Array.from_buffers(
                 arrow.large_binary(),
                 len(offsets) - 1,
-                [None, arrow.py_buffer(offsets), arrow.py_buffer(body)],
+                [
+                    arrow.py_buffer(np.packbits(valid.ravel(), bitorder="little")),
+                    arrow.py_buffer(offsets),
+                    arrow.py_buffer(body),
+                ],
             )
+            del valid, bounds, offsets
             encoded = pieces.dictionary_encode()
-            codes = encoded.indices.to_numpy().astype(np.int64).reshape(-1, 6)
-            self._codes, self._dictionary = codes, encoded.dictionary
+            del pieces
+            # The codes as they are (int32; a null piece's code is any number, never read).
+            codes = np.frombuffer(
+                encoded.indices.buffers()[1], dtype=np.int32, count=n * 6
+            ).reshape(n, 6)
+            self._text_codes = codes[:, _TEXT].copy()
+            self._dictionary = encoded.dictionary
             # One number per (before, between, after, padded): factorized in two steps, so that
             # no product of codes overflows.
             size = len(encoded.dictionary) + 1
-            pairs, _ = pd.factorize(codes[:, _HEAD] * size + codes[:, _TAIL])
+            pairs, _ = pd.factorize(codes[:, _HEAD].astype(np.int64) * size + codes[:, _TAIL])
             keys = (pairs.astype(np.int64) * size + codes[:, _REST]) * 2 + padded
+            del codes, encoded, pairs
             group, _ = pd.factorize(keys)
         else:
+            self.bounds = bounds
             found: dict[tuple[bytes, bytes, bytes, bool], int] = {}
             group = np.array(
                 [
@@ -94,9 +115,9 @@ class _Pieces:
         """Each distinct text decoded once (JSON escapes, invalid UTF-8 replaced as
         ``bytes.decode(errors="replace")`` does), and where each cut chunk's text is in it."""
         if self._texts is None:
-            assert self._codes is not None
+            assert self._text_codes is not None
             arrow = _arrow()
-            distinct, where = np.unique(self._codes[:, _TEXT], return_inverse=True)
+            distinct, where = np.unique(self._text_codes, return_inverse=True)
             raw = self._dictionary.take(arrow.array(distinct))
             try:
                 texts = raw.cast(arrow.large_string())
@@ -123,16 +144,25 @@ class _Pieces:
 
     def text_column(self, chunks: np.ndarray) -> Any:
         """The texts of the cut chunks ``chunks``, as a pyarrow array (a list without it)."""
-        if self._codes is None:
+        if self._text_codes is None:
             return self.texts(chunks)
         texts, where = self._decoded()
         return texts.take(_arrow().array(where[self._positions(chunks)]))
+
+    def text_codes(self, chunks: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The texts of the cut chunks ``chunks`` as ``(codes, values)``: chunk i's text is
+        ``values[codes[i]]``. With pyarrow, ``values`` are the distinct texts, so the text column
+        is spread from them once (``dtypes._column_of``), not first copied in chunk order."""
+        if self._text_codes is None:
+            return np.arange(len(chunks), dtype=np.int64), self.texts(chunks)
+        texts, where = self._decoded()
+        return where[self._positions(chunks)], texts
 
     def texts(self, chunks: np.ndarray) -> list[str]:
         """The texts of the cut chunks ``chunks``, as Python strings."""
         if not len(chunks):
             return []
-        if self._codes is not None:
+        if self._text_codes is not None:
             return self.text_column(chunks).to_pylist()
         bounds = self.bounds[self._positions(chunks)]
         out = []
@@ -148,15 +178,21 @@ class _Pieces:
     def paddings(self, chunks: np.ndarray) -> Any:
         """The paddings of the cut chunks ``chunks`` (letters and digits), pyarrow strings when
         there is pyarrow, else a list."""
-        if self._codes is not None:
-            arrow = _arrow()
-            codes = self._codes[self._positions(chunks), _PAD]
-            return self._dictionary.take(arrow.array(codes)).cast(arrow.large_string())
+        pads = self._pads[self._positions(chunks)]
+        arrow = _arrow()
+        if arrow is not None and self._text_codes is not None:
+            # Copied straight from the log's bytes: the paddings are each chunk's own, and were
+            # not encoded (__init__). Entry 2k is padding k, entry 2k+1 the bytes up to the next.
+            offsets = np.ascontiguousarray(pads).ravel()
+            every = arrow.Array.from_buffers(
+                arrow.large_binary(),
+                len(offsets) - 1,
+                [None, arrow.py_buffer(offsets), arrow.py_buffer(self.body)],
+            )
+            picked = every.take(arrow.array(np.arange(0, len(offsets) - 1, 2)))
+            return picked.cast(arrow.large_string())
         body = self.body
-        return [
-            body[a:b].decode("ascii")
-            for a, b in self.bounds[self._positions(chunks)][:, 3:5].tolist()
-        ]
+        return [body[a:b].decode("ascii") for a, b in pads.tolist()]
 
 
 def pieces_of(

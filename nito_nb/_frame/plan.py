@@ -70,7 +70,8 @@ class _Planner:
         Returns (seq, index into ``self._infos`` or -1, -2... for the chunks parsed whole, text
         or None) for the chunks not placed here, where the chunks parsed whole start in
         ``self._infos``, and the reasoning and tool-argument chunks whose skeleton holds only
-        that piece, for add() to place in bulk: (skeleton, their seqs, their texts).
+        that piece, for add() to place in bulk: (skeleton, their seqs, their texts as
+        ``(codes, values)``: ``pieces._Pieces.text_codes``).
         """
         cols = self.cols
         infos = self._infos
@@ -263,7 +264,7 @@ class _Planner:
         # Reasoning and tool-argument chunks: in bulk when their skeleton holds that one piece,
         # else one by one (add() places both).
         slots = np.flatnonzero((index >= 0) & ~plain)
-        groups: list[tuple[int, np.ndarray, Any]] = []  # (skeleton, seqs, their texts)
+        groups: list[tuple[int, np.ndarray, Any]] = []  # (skeleton, seqs, (codes, texts))
         alone = np.ones(len(index), dtype=bool)
         if len(slots):
             skeletons, which = np.unique(index[slots], return_inverse=True)
@@ -272,7 +273,7 @@ class _Planner:
             for number, skeleton in enumerate(skeletons.tolist()):
                 if _in_bulk(infos[skeleton]):
                     chunks = slots[order[bounds[number] : bounds[number + 1]]]
-                    groups.append((skeleton, chunk_seqs[chunks], pieces.text_column(chunks)))
+                    groups.append((skeleton, chunk_seqs[chunks], pieces.text_codes(chunks)))
                     alone[chunks] = False
         slot_texts = iter(pieces.texts(slots[alone[slots]]))
         for at in np.flatnonzero(~plain & alone).tolist():
@@ -314,9 +315,7 @@ class _Planner:
                 values.append(value)
         for name, (codes, values) in columns.items():
             self.bulk[name].append((where, codes[which], values))
-        self.bulk["content"].append(
-            (where, np.arange(len(chunks), dtype=np.int64), pieces.text_column(chunks))
-        )
+        self.bulk["content"].append((where, *pieces.text_codes(chunks)))
         # Where the text is not empty, or the skeleton itself carries text (a refusal beside an
         # empty content): the rule of the chunk read whole.
         carried = np.array([self._infos[k].carried for k in skeletons.tolist()], dtype=bool)
@@ -328,24 +327,27 @@ class _Planner:
         """Each padded chunk's extras: its skeleton's, with the chunk's own padding."""
         skeletons, which = np.unique(index[chunks], return_inverse=True)
         around = [self._infos[k].extras for k in skeletons.tolist()]
-        before = [b for b, _ in around]
-        after = [a for _, a in around]
-        paddings = pieces.paddings(chunks)
         arrow = _arrow()
-        if arrow is not None:
-            pick = arrow.array(which)
-            text = arrow.compute.binary_join_element_wise(
-                arrow.array(before, type=arrow.large_string()).take(pick),
-                paddings,
-                arrow.array(after, type=arrow.large_string()).take(pick),
-                arrow.scalar("", type=arrow.large_string()),
-            )
-        else:
+        if arrow is None:
+            paddings = pieces.paddings(chunks)
             text = [
-                before[k] + padding + after[k]
+                around[k][0] + padding + around[k][1]
                 for k, padding in zip(which.tolist(), paddings, strict=True)
             ]
-        self.bulk["extras"].append((rows[chunks], np.arange(len(chunks), dtype=np.int64), text))
+            self.bulk["extras"].append((rows[chunks], np.arange(len(chunks), dtype=np.int64), text))
+            return
+        # One skeleton's chunks at a time, its text before and after the padding given once (a
+        # scalar): spread to every chunk first, they cost as much as the extras themselves.
+        string = arrow.large_string()
+        for number, (before, after) in enumerate(around):
+            some = chunks if len(around) == 1 else chunks[which == number]
+            text = arrow.compute.binary_join_element_wise(
+                arrow.scalar(before, type=string),
+                pieces.paddings(some),
+                arrow.scalar(after, type=string),
+                arrow.scalar("", type=string),
+            )
+            self.bulk["extras"].append((rows[some], np.arange(len(some), dtype=np.int64), text))
 
     def _skeleton(self, key: bytes, padded: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
