@@ -16,7 +16,11 @@ sending the same bytes to every contender (same model, same ``"sim"`` options):
 
 - ``sim/chat``: the simulator's uniform chunks (about 270 each);
 - ``openai``: ``sim/chat`` with ``"sim": {"obfuscation": true}``, OpenAI's random-length padding in
-  every chunk, so no two chunks share a byte layout.
+  every chunk, so no two chunks share a byte layout;
+- ``reasoning``: ``sim/reasoning``, reasoning chunks (``reasoning`` and ``reasoning_details``) then
+  the answer (about 140 events, 36 KiB);
+- ``tools``: ``sim/tools``, tool-call fragments (27 events, 6 KiB: the request's fixed costs weigh
+  most here).
 
 For each workload and concurrency (64 and 500), three contenders, interleaved in every round:
 the floor, ``nito_nb.run`` without a store, and with ``store=`` a fresh folder. Printed: the
@@ -53,7 +57,12 @@ import nito_nb  # noqa: E402
 
 KEY = "bench-key"  # an explicit base URL sends a key; the standalone simulator takes any
 CONCURRENCIES = (64, 500)
-WORKLOADS: dict[str, dict[str, Any]] = {"sim/chat": {}, "openai": {"sim": {"obfuscation": True}}}
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "sim/chat": {},
+    "openai": {"sim": {"obfuscation": True}},
+    "reasoning": {"model": "sim/reasoning"},
+    "tools": {"model": "sim/tools"},
+}
 TARGET_RUN, TARGET_STORE, TARGET_MEMORY = 0.8, 0.6, 1.2
 
 
@@ -61,10 +70,17 @@ def prompts(n: int, salt: str) -> list[str]:
     return [f"request {i} of {salt}" for i in range(n)]
 
 
+def _model(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A workload's model (``sim/chat`` unless it names one) and its other parameters."""
+    rest = dict(params)
+    return rest.pop("model", "sim/chat"), rest
+
+
 def body_of(prompt: str, params: dict[str, Any]) -> bytes:
     """The JSON body ``nito_nb.run`` sends for ``prompt`` (``_client/base.py`` ``_build``)."""
+    model, params = _model(params)
     body = {
-        "model": "sim/chat",
+        "model": model,
         "messages": [{"role": "user", "content": prompt}],
         **params,
         "stream": True,
@@ -107,9 +123,15 @@ async def _one(host: str, port: int, path: str, body: bytes) -> str:
                 if event.startswith(b"data: {"):
                     chunk = json.loads(event[6:])
                     for choice in chunk.get("choices") or ():
-                        content = (choice.get("delta") or {}).get("content")
-                        if content:
-                            parts.append(content)
+                        delta = choice.get("delta") or {}
+                        # the text of each shape: answer, reasoning, tool arguments
+                        for name in ("content", "reasoning"):
+                            if delta.get(name):
+                                parts.append(delta[name])
+                        for call in delta.get("tool_calls") or ():
+                            arguments = (call.get("function") or {}).get("arguments")
+                            if arguments:
+                                parts.append(arguments)
         return "".join(parts)
     finally:
         writer.close()
@@ -142,10 +164,11 @@ def floor(base_url: str, n: int, salt: str, concurrency: int, params: dict[str, 
 def with_run(
     base_url: str, n: int, salt: str, concurrency: int, params: dict[str, Any], store: str | None
 ) -> float:
+    model, params = _model(params)
     start = time.perf_counter()
     run = nito_nb.run(
         prompts(n, salt),
-        model="sim/chat",
+        model=model,
         concurrency=concurrency,
         base_url=base_url,
         api_key=KEY,
@@ -172,17 +195,19 @@ def memory_child(base_url: str, n: int, workload: str) -> None:
     of one request's body."""
     params = WORKLOADS[workload]
     url = urlsplit(base_url)
+    body = body_of("request 0 of memory", params)
+    model, params = _model(params)
     raw = asyncio.run(
         _raw_body(
             url.hostname or "127.0.0.1",
             url.port or 80,
             url.path.rstrip("/") + "/chat/completions",
-            body_of("request 0 of memory", params),
+            body,
         )
     )
     warm = nito_nb.run(
         prompts(50, "warm"),
-        model="sim/chat",
+        model=model,
         concurrency=64,
         base_url=base_url,
         api_key=KEY,
@@ -196,7 +221,7 @@ def memory_child(base_url: str, n: int, workload: str) -> None:
     before = _rss()
     run = nito_nb.run(
         prompts(n, "memory"),
-        model="sim/chat",
+        model=model,
         concurrency=64,
         base_url=base_url,
         api_key=KEY,
