@@ -1,9 +1,10 @@
 """How long an attempt spent opening its connection (docs/METRICS.md's ``connect``).
 
 Read from httpcore's trace events, through httpx's documented ``trace`` request extension: they
-come from httpcore's connection classes, so this works with the stamping transport (which opens
-its connections with httpcore's), with httpx's own transport (a proxy, Windows, the sync client)
-and with a user's own httpx client. The span runs from the first ``connect_tcp`` (or
+come from httpcore's connection classes, so this works with httpx's own transport (a proxy,
+Windows, the sync client) and with a user's own httpx client. A request on nito_nb's own
+connection (``_transport/direct.py``) goes through no httpcore connection: it times the same span
+around the connection it opens. The span runs from the first ``connect_tcp`` (or
 ``connect_unix_socket``) started to the last ``connect_tcp`` or ``start_tls`` completed: name
 lookup, TCP, TLS, and through a proxy its connection and tunnel. A request sent on a connection
 reused from a pool has no such event, and its ``connect`` stays None.
