@@ -1,19 +1,18 @@
-"""One request on a connection of its own, written and its response's head read with h11 itself,
-without httpx's client, transport and pool, and without httpcore's connection.
+"""One request on a connection of its own, written and its response's head read here, without
+httpx's client, transport and pool, and without httpcore's connection.
 
 Why: in a run every request opens its own connection (``transport.py``), so httpx's layers run
 once per request, and they were the client's second cost after parsing. Sampled with py-spy over
 4,000 ``sim/chat`` requests at 64 in flight (docs/BENCHMARKS.md), httpx and httpcore took 35% of
 the run's loop thread: making an ``httpx.AsyncClient`` per stream, building the request, the
-redirect, auth and cookie layers, httpcore's connection and its anyio locks, closing all of it;
-h11's own work, kept here, was about 4%. What is left to this module is what they did for one
-request: connect (the stamping backend, TLS included), send the request h11 writes (h11 checks
-every header, a key with a line break in it included), read the head with h11 (informational
-answers skipped, a malformed head refused as httpx refused it), and hand back an
-``httpx.Response`` (the client's code reads its status and headers as before). The body is not
-read here: ``pushed.py`` reads it from the socket's callback, as it did behind httpx; when its
-framing is one ``pushed.py`` does not read, or for an error page, the response's stream reads it
-through h11.
+redirect, auth and cookie layers, httpcore's connection and its anyio locks, closing all of it.
+What is left to this module is what they did for one request: connect (the stamping backend, TLS
+included), send the request, read its head (``head.py`` writes and reads the usual ones by hand;
+h11 every other, and refuses what it refused: a key with a line break in it, a malformed head),
+and hand back an ``httpx.Response`` (the client's code reads its status and headers as before).
+The body is not read here: ``pushed.py`` reads it from the socket's callback, as it did behind
+httpx; an error page, or a body whose framing ``pushed.py`` does not read, is read by the
+response's stream (``framing.py``'s readers, or h11's when h11 read the head).
 
 Errors are httpx's (``httpx.ConnectError``, ``httpx.ReadTimeout``, ``httpx.RemoteProtocolError``...),
 mapped from httpcore's and h11's as httpx maps them, so the client's messages do not change.
