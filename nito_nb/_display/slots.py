@@ -83,11 +83,12 @@ class Slot:
     def bundle(self) -> dict[str, str]:
         if len(self.keys) == 1:
             part = self.parts[self.keys[0]]
-            return {"text/html": part.html, "text/plain": part.text}
-        # Answer blocks carry their own line ends: joined they are the Markdown source again.
+            return {"text/html": part.html, "text/plain": part.plain or ""}
+        # Answer blocks carry their own line ends: joined they are the Markdown source again (or,
+        # past the head of a long answer, its share of the head and tail: _render/plain.py).
         return {
             "text/html": self.html(),
-            "text/plain": "".join(self.parts[key].text for key in self.keys),
+            "text/plain": "".join(self.parts[key].plain or "" for key in self.keys),
         }
 
 
