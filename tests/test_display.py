@@ -17,7 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nito_nb._core.printable import printable
-from nito_nb._display import LiveDisplay, TerminalDisplay, in_kernel, live_display
+from nito_nb._display import (
+    CLOCK_PERIOD,
+    LiveDisplay,
+    TerminalDisplay,
+    in_kernel,
+    live_display,
+)
 from nito_nb._render import final_bundle, status_text
 from nito_nb._render.plain import excerpt
 
@@ -115,6 +121,18 @@ def test_rate_is_bounded_and_final_flush_arrives() -> None:
     assert answer_text(fake) == excerpt(answer)
     assert display.n_messages == sum(len(h.history) for h in fake.handles)
     assert display.n_messages <= 4 * display.n_updates
+
+
+def test_the_status_line_is_sent_at_most_every_clock_period_while_live() -> None:
+    # Its counters change at every render, but each message costs the kernel a round trip to its
+    # IOPub thread (two flushes): the answer is re-rendered 20 times a second, the status line
+    # twice, and once more at the end.
+    _, fake, state, before_finish = run_stream(sample_answer(50_000), 10_000, 2.5)
+    status = fake.handles[0]
+    assert before_finish >= 40
+    assert len(status.history) <= 2.5 / CLOCK_PERIOD + 2, len(status.history)
+    assert status.last["text/plain"] == status_text(state)
+    assert status.last["text/plain"].startswith("✓ done")
 
 
 def test_traffic_is_linear() -> None:
