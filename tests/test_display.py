@@ -536,3 +536,34 @@ def test_due_in_is_the_one_rule_of_the_refresh_threads() -> None:
     assert due_in(throttle, fresh=False) == pytest.approx(CLOCK_PERIOD - 0.03)  # only the clock
     clock.now = 1.0
     assert due_in(throttle, fresh=True) == 0.0 and due_in(throttle, fresh=False) == 0.0
+
+
+def test_reconcile_skips_unchanged_parts_with_the_same_outcome() -> None:
+    # Slots.reconcile skips at C speed a run of the very parts of its last call (the finished
+    # blocks a live view's cache hands back); fed equal copies instead, it walks every part. Both
+    # must map the parts to the same outputs, dirty and moved alike, through new blocks, a
+    # reasoning part that takes its place above the answer, tool cards and the final render.
+    import dataclasses
+
+    from nito_nb._display import Slots
+    from nito_nb._render import RenderCache, render_parts
+
+    answer = sample_answer(30_000)
+    call = SimpleNamespace(index=0, id="c", name="f", arguments='{"a": 1}', valid_json=True)
+    fast, walked, cache = Slots(), Slots(), RenderCache()
+    for step, end in enumerate([*range(0, len(answer), 997), len(answer)]):
+        state = make_state(content=answer[:end], n_chunks=step)
+        if step >= 10:
+            state.reasoning = "thinking " * step
+        if step >= 20:
+            state.tool_calls = [call]
+        live = end < len(answer)
+        if not live:
+            state.status, state.done = "done", True
+        parts = render_parts(state, live=live, cache=cache)
+        outcome = fast.reconcile(parts)
+        copies = [dataclasses.replace(part) for part in parts]
+        assert all(c == p and c is not p for c, p in zip(copies, parts, strict=True))
+        expected = walked.reconcile(copies)
+        assert outcome[0] == expected[0] and len(outcome[1]) == len(expected[1])
+        assert [(s.keys, s.dirty) for s in fast] == [(s.keys, s.dirty) for s in walked]
