@@ -142,9 +142,9 @@ class Slots:
                     min(count, len(last)),
                 )
                 part = parts[end - 1]
-                slot = self._slot_of[part.key]
-                at = slots.index(slot) + 1
-                prev = (slot, part.key)
+                kept = self._slot_of[part.key]
+                at = slots.index(kept) + 1
+                prev = (kept, part.key)
                 index = end
                 continue
             index += 1
