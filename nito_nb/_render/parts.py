@@ -89,10 +89,13 @@ class Part:
     plain: str | None = None  # None: the same as text
 
     def __post_init__(self) -> None:
-        text = printable(self.text)
+        raw, plain = self.text, self.plain
+        text = printable(raw)
         object.__setattr__(self, "text", text)
-        plain = self.plain
-        object.__setattr__(self, "plain", text if plain is None else printable(plain))
+        # Most often the same characters (a block in the head of the answer): made printable once.
+        object.__setattr__(
+            self, "plain", text if plain is None or plain == raw else printable(plain)
+        )
 
 
 @dataclass
