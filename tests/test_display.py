@@ -130,9 +130,25 @@ def test_the_status_line_is_sent_at_most_every_clock_period_while_live() -> None
     _, fake, state, before_finish = run_stream(sample_answer(50_000), 10_000, 2.5)
     status = fake.handles[0]
     assert before_finish >= 40
-    assert len(status.history) <= 2.5 / CLOCK_PERIOD + 2, len(status.history)
+    assert len(status.history) <= 2.5 / CLOCK_PERIOD + 1, len(status.history)
     assert status.last["text/plain"] == status_text(state)
     assert status.last["text/plain"].startswith("✓ done")
+
+
+def test_the_status_line_says_at_once_when_the_stream_starts_streaming() -> None:
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state(status="waiting")
+    display = LiveDisplay(state, clock=clock, display=fake)
+    display.update()
+    assert fake.handles[0].last["text/plain"].startswith("⏳ waiting")
+    clock.now = 0.1
+    state.status, state.content, state.n_chunks = "streaming", "Hello", 1
+    display.update()
+    assert fake.handles[0].last["text/plain"].startswith("● streaming")  # not 0.4 s later
+    clock.now = 0.2
+    state.content, state.n_chunks = "Hello there", 2
+    display.update()
+    assert len(fake.handles[0].history) == 2  # the counters alone wait for CLOCK_PERIOD
 
 
 def test_traffic_is_linear() -> None:

@@ -89,6 +89,7 @@ class LiveDisplay(LiveSink):
         self._blank: set[int] = set()  # outputs below the last slot, emptied
         self._status_sent = -math.inf  # when the status line was last sent (the clock's time)
         self._status_stale = False  # the status line on the page is not the last one rendered
+        self._status_words = ""  # the state it said when last sent ("● streaming")
         self.n_updates = 0
         self.n_messages = 0
         self.bytes_sent = 0
@@ -124,14 +125,24 @@ class LiveDisplay(LiveSink):
         handles = self._handles
         now = self._clock()
         for position, slot in enumerate(self._page.slots):
-            if position == 0 and "status" in slot.parts and (moved is None or moved > 0):
-                # The status line (always the first part): at most every CLOCK_PERIOD while live.
-                if not (slot.dirty or self._status_stale):
+            if position == 0 and "status" in slot.parts:
+                # The status line (always the first part): at most every CLOCK_PERIOD while live,
+                # but at once when its output is new or the stream's state changes (waiting to
+                # streaming: its first words).
+                shown = moved != 0
+                if shown and not (slot.dirty or self._status_stale):
                     continue
-                if live and now - self._status_sent < CLOCK_PERIOD:
+                state_words = slot.parts["status"].text.partition(" · ")[0]
+                if (
+                    shown
+                    and live
+                    and state_words == self._status_words
+                    and now - self._status_sent < CLOCK_PERIOD
+                ):
                     self._status_stale = True
                     continue
                 self._status_sent, self._status_stale = now, False
+                self._status_words = state_words
             elif not slot.dirty and (moved is None or position < moved):
                 continue
             bundle = slot.bundle()
