@@ -15,7 +15,8 @@ one growing output is quadratic. So:
   clock keeps moving (twice a second). ``update()``, the thread and ``finish()`` share one lock.
   That lifecycle is ``sink.LiveSink``'s, shared by every live output (``sink.LiveOutput``);
 - the status line, which changes at every render (its counters, its clock), is re-sent at most
-  every ``CLOCK_PERIOD`` while the stream runs, and always at the end: each message costs the
+  every ``CLOCK_PERIOD`` while the stream runs, at once when the stream's state changes (waiting
+  to streaming), and always at the end: each message costs the
   kernel two flushes of stdout and stderr, each a round trip to its IOPub thread, and the answer
   under it is what a reader follows (bench/bench_magic.py --kernel; docs/JUPYTER.md).
 """
