@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +59,10 @@ def _recorded(name: str) -> list[dict[str, Any]]:
     return chunks
 
 
-def _uniform(n: int) -> bytes:
+def _uniform(n: int, pieces: Sequence[str] = WORDS) -> bytes:
     lines = []
     for i in range(n):
-        word = WORDS[i % len(WORDS)]
+        word = pieces[i % len(pieces)]
         delta = {"role": "assistant", "content": word} if i == 0 else {"content": word}
         lines.append(
             _compact(
@@ -129,34 +129,34 @@ def _delta(chunk: dict[str, Any]) -> dict[str, Any]:
     return delta if isinstance(delta, dict) else {}
 
 
-def _openai(n: int) -> bytes:
+def _openai(n: int, pieces: Sequence[str] = WORDS) -> bytes:
     def is_template(chunk: dict[str, Any]) -> bool:
         return set(_delta(chunk)) == {"content"}
 
     def fill(chunk: dict[str, Any], i: int) -> None:
-        chunk["choices"][0]["delta"]["content"] = WORDS[i % len(WORDS)]
+        chunk["choices"][0]["delta"]["content"] = pieces[i % len(pieces)]
 
     return _from_recording(n, "openai-content-1", is_template, fill)
 
 
-def _reasoning(n: int) -> bytes:
+def _reasoning(n: int, pieces: Sequence[str] = WORDS) -> bytes:
     def is_template(chunk: dict[str, Any]) -> bool:
         return bool(_delta(chunk).get("reasoning_content")) and "role" not in _delta(chunk)
 
     def fill(chunk: dict[str, Any], i: int) -> None:
-        chunk["choices"][0]["delta"]["reasoning_content"] = WORDS[i % len(WORDS)]
+        chunk["choices"][0]["delta"]["reasoning_content"] = pieces[i % len(pieces)]
 
     return _from_recording(n, "deepseek-reasoning-1", is_template, fill)
 
 
-def _tools(n: int) -> bytes:
+def _tools(n: int, pieces: Sequence[str] = ARGUMENT_PIECES) -> bytes:
     def is_template(chunk: dict[str, Any]) -> bool:
         calls = _delta(chunk).get("tool_calls")
         return bool(calls) and calls[0].get("index") == 0 and "id" not in calls[0]
 
     def fill(chunk: dict[str, Any], i: int) -> None:
-        chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = ARGUMENT_PIECES[
-            i % len(ARGUMENT_PIECES)
+        chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = pieces[
+            i % len(pieces)
         ]
 
     # The recording's first call opens the body (its name and id), its last chunks end it.
@@ -168,7 +168,7 @@ def _tools(n: int) -> bytes:
     return body[:first_line_end] + first_call + body[first_line_end:]
 
 
-BUILDERS: dict[str, Callable[[int], bytes]] = {
+BUILDERS: dict[str, Callable[..., bytes]] = {
     "uniform": _uniform,
     "openai": _openai,
     "reasoning": _reasoning,
@@ -176,10 +176,11 @@ BUILDERS: dict[str, Callable[[int], bytes]] = {
 }
 
 
-def build(shape: str, n: int) -> bytes:
+def build(shape: str, n: int, pieces: Sequence[str] | None = None) -> bytes:
     """A body of ``n`` chunks of ``shape`` (one of :data:`SHAPES`), then its last chunks and
-    ``[DONE]``."""
-    return BUILDERS[shape](n)
+    ``[DONE]``. ``pieces``: the text of the chunks, cycled (content, reasoning or tool arguments,
+    as the shape streams); by default a few words (tool arguments: fragments of JSON)."""
+    return BUILDERS[shape](n) if pieces is None else BUILDERS[shape](n, pieces)
 
 
 def answer_of(body: bytes) -> str:

@@ -221,6 +221,43 @@ def _interrupted(
     return msg_id, seen
 
 
+def test_a_long_answer_is_saved_whole_in_html_and_as_its_head_and_tail_in_text(
+    tmp_path: Path, kernel_env: None
+) -> None:
+    # The saved notebook of a long answer: its text/html holds all of it; its text/plain, read
+    # output by output, is the answer's head, one line for the rest, and its tail
+    # (_render/plain.py), not a second copy of the whole (docs/JUPYTER.md).
+    from conftest import execute_cells
+
+    from nito_nb._render.plain import excerpt
+
+    nb = execute_cells(
+        [
+            "%load_ext nito_nb",
+            "%%nito -m sim/long --param sim='{\"chunks\": 8000}'\nWrite a long answer.",
+            "import json; print(json.dumps(_nito.content))",
+        ],
+        tmp_path,
+    )
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    saved = nbformat.read(path, as_version=4)
+    content = json.loads(output_text(saved.cells[2]))
+    assert len(content) > 20_000
+    shown = [o for o in outputs_of(saved.cells[1]) if o["output_type"] == "display_data"]
+    assert shown[0]["data"]["text/plain"].startswith("✓ done")
+    plain = "".join(o["data"]["text/plain"] for o in shown[1:])
+    assert plain == excerpt(content)
+    assert "characters left out of this plain text; all of them: " in plain
+    assert "_nito.content" in plain
+    html_text = html.unescape(
+        re.sub(r"<[^>]+>", "", "".join(o["data"]["text/html"] for o in shown))
+    )
+    middle = content[len(content) // 2 :][:2000]
+    words = [w for w in re.findall(r"[A-Za-z]{4,}", middle)][:40]
+    assert words and " ".join(words) in " ".join(re.findall(r"[A-Za-z]{4,}", html_text))
+
+
 def test_kernel_interrupt_stops_keeps_partial_and_next_cell_runs(
     tmp_path: Path, kernel_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,9 @@ magic, ``ipywidgets.HTML`` children for the widget. ``Slots.reconcile(parts)`` k
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress
+from itertools import count as count_from
+from operator import is_not
 from typing import Any
 
 from .._render import Part, join_answer_blocks
@@ -83,11 +86,12 @@ class Slot:
     def bundle(self) -> dict[str, str]:
         if len(self.keys) == 1:
             part = self.parts[self.keys[0]]
-            return {"text/html": part.html, "text/plain": part.text}
-        # Answer blocks carry their own line ends: joined they are the Markdown source again.
+            return {"text/html": part.html, "text/plain": part.plain or ""}
+        # Answer blocks carry their own line ends: joined they are the Markdown source again (or,
+        # past the head of a long answer, its share of the head and tail: _render/plain.py).
         return {
             "text/html": self.html(),
-            "text/plain": "".join(self.parts[key].text for key in self.keys),
+            "text/plain": "".join(self.parts[key].plain or "" for key in self.keys),
         }
 
 
@@ -97,6 +101,7 @@ class Slots:
     def __init__(self) -> None:
         self.slots: list[Slot] = []
         self._slot_of: dict[str, Slot] = {}
+        self._last: Sequence[Part] = ()  # the parts of the last call, in order
 
     def __iter__(self) -> Any:
         return iter(self.slots)
@@ -123,7 +128,26 @@ class Slots:
         prev: tuple[Slot, str] | None = None
         at = 0  # where a new part goes: right after the slot of the part before it
         slots = self.slots
-        for part in parts:
+        last = self._last
+        index, count = 0, len(parts)
+        while index < count:
+            part = parts[index]
+            if index < len(last) and last[index] is part:
+                # A run of the very parts of the last call, in the same places (the finished
+                # blocks a live view's cache hands back, thousands of them): nothing to do but
+                # go on after their slot. Found at C speed: a loop over each of them was as long
+                # as rendering the answer (bench/bench_display.py).
+                end = next(
+                    compress(count_from(index), map(is_not, parts[index:], last[index:])),
+                    min(count, len(last)),
+                )
+                part = parts[end - 1]
+                kept = self._slot_of[part.key]
+                at = slots.index(kept) + 1
+                prev = (kept, part.key)
+                index = end
+                continue
+            index += 1
             slot = self._slot_of.get(part.key)
             if slot is not None:
                 if slot.parts[part.key] is not part and slot.parts[part.key] != part:
@@ -145,8 +169,10 @@ class Slots:
                 self._slot_of[part.key] = slot
                 at += 1
             prev = (slot, part.key)
+        self._last = list(parts)  # a copy: a caller may reuse its list
         removed: list[Slot] = []
-        gone = set(self._slot_of) - {p.key for p in parts}
+        # Every part's key is in _slot_of now: a key is gone only if there are more of them.
+        gone = set(self._slot_of) - {p.key for p in parts} if len(self._slot_of) > count else ()
         for key in gone:  # the renderer never drops a part today; be robust if it ever does
             slot = self._slot_of.pop(key)
             slot.remove(key)

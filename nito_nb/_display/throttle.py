@@ -23,14 +23,17 @@ class Throttle:
     """``ready()``: may a render start now? ``done()``: a render just ended. Not thread-safe on
     its own: a view calls it under its lock."""
 
-    __slots__ = ("_clock", "_last", "interval", "pending")
+    __slots__ = ("_last", "clock", "due", "interval", "pending")
 
     def __init__(self, max_rate: float, clock: Callable[[], float] = time.monotonic) -> None:
         if not (isinstance(max_rate, (int, float)) and math.isfinite(max_rate) and max_rate > 0):
             raise ValueError(f"max_rate must be positive, not {max_rate!r}")
         self.interval = 1.0 / max_rate
-        self._clock = clock
+        self.clock = clock
         self._last: float | None = None
+        #: The clock's time from which a render may start (``ready``): a caller that checks once
+        #: per chunk may compare ``clock()`` with it and skip a call (``LiveSink.update``).
+        self.due = -math.inf
         #: A render was refused since the last one: something may be waiting to be shown.
         self.pending = False
 
@@ -41,16 +44,17 @@ class Throttle:
 
     def ready(self) -> bool:
         """True if no render ended in the last ``interval`` seconds; else note a pending render."""
-        if self._last is not None and self._clock() - self._last < self.interval:
+        if self.clock() < self.due:
             self.pending = True
             return False
         return True
 
     def done(self) -> None:
         """Record the end of a render (a pending one is now shown)."""
-        self._last = self._clock()
+        self._last = self.clock()
+        self.due = self._last + self.interval
         self.pending = False
 
     def idle_for(self) -> float:
         """Seconds since the last render ended (infinite before the first)."""
-        return math.inf if self._last is None else self._clock() - self._last
+        return math.inf if self._last is None else self.clock() - self._last

@@ -10,6 +10,7 @@ answer is cut by ``blocks`` so a live display re-sends only its tail; the status
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -21,6 +22,7 @@ from .._core.printable import printable
 from .._core.status import BANNERS, RUNNING, SYMBOLS, Status
 from .blocks import _Block, _Fence, _Scan, _segment
 from .markdown import markdown_to_html
+from .plain import excerpt, piece
 from .status_line import _status, progress_text, status_text
 from .structured import structured_view
 from .styles import (
@@ -58,6 +60,8 @@ PROGRESS_AFTER_CHARS = 3000
 _MAX_ERROR_CHARS = 4000
 
 _RUNNING = RUNNING
+#: Where all of a long reasoning is (``plain.py``'s line).
+_REASONING = "the Stream's .reasoning (_nito.reasoning after %%nito)"
 
 
 # --- the view model ------------------------------------------------------------------------------
@@ -69,18 +73,29 @@ class Part:
 
     ``final`` is True when the part can no longer change while the stream goes on (a finished answer
     block, or anything once the stream has ended): a live display never needs to resend it.
-    ``text`` is printable whatever it was made of: its control characters (an ANSI escape, a lone
-    carriage return, a bidi override) are shown as escapes (``printable``), here, so that no
-    text/plain output of any part (a bundle, a live slot, the grid, the chat widget) can miss it.
+    ``plain`` is what the part's output carries as ``text/plain`` (``bundle``, a live slot): its
+    ``text``, or for a long answer, reasoning or tool call its share of the head and tail that
+    ``plain.py`` keeps (the HTML shows everything); ``text`` stays whole (a live column's window
+    is measured on it). Both are printable whatever they were made of: their control characters
+    (an ANSI escape, a lone carriage return, a bidi override) are shown as escapes
+    (``printable``), here, so that no text/plain output of any part (a bundle, a live slot, the
+    grid, the chat widget) can miss it.
     """
 
     key: str
     html: str
     text: str
     final: bool = False
+    plain: str | None = None  # None: the same as text
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "text", printable(self.text))
+        raw, plain = self.text, self.plain
+        text = printable(raw)
+        object.__setattr__(self, "text", text)
+        # Most often the same characters (a block in the head of the answer): made printable once.
+        object.__setattr__(
+            self, "plain", text if plain is None or plain == raw else printable(plain)
+        )
 
 
 @dataclass
@@ -137,7 +152,7 @@ def _with_progress(part: Part, state: Any) -> Part:
     # In the HTML only: the plain text of an answer part stays the answer's text (what a reader of
     # text/plain, or a copy of it, gets), and the footer goes when the block is finished.
     footer = f'<div class="nito-out nito-progress" style="{_PROGRESS_STYLE}">{_esc(progress_text(state))}</div>'
-    return Part(part.key, part.html + footer, part.text, part.final)
+    return dataclasses.replace(part, html=part.html + footer)
 
 
 def _status_part(state: Any, final: bool) -> Part:
@@ -167,7 +182,11 @@ def _reasoning_part(reasoning: str, growing: bool, thinking: bool) -> Part:
         f"<details{open_attr}><summary>{_esc(label)}</summary>"
         f'<pre style="{_PRE_STYLE} {_MUTED_STYLE}">{_esc(note + shown)}</pre></details>'
     )
-    return Part("reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing)
+    # Growing, it is a window already; whole, its text/plain keeps the head and the tail.
+    plain = None if growing else f"{label}:\n{excerpt(reasoning, _REASONING)}"
+    return Part(
+        "reasoning", _wrap("reasoning", inner), f"{label}:\n{note}{shown}", not growing, plain
+    )
 
 
 def _transcript_part(transcript: str, final: bool) -> Part:
@@ -241,7 +260,7 @@ def _answer_parts(
     parts = list(memo.parts) if memo is not None else []
     styled = memo.styled if memo is not None else False
 
-    def make(index: int, text: str, fence: _Fence | None, final: bool) -> Part:
+    def make(index: int, text: str, fence: _Fence | None, final: bool, plain: str) -> Part:
         nonlocal styled
         if format == "text":
             inner = f'<pre style="{_PRE_STYLE}">{_esc(text)}</pre>'
@@ -252,18 +271,27 @@ def _answer_parts(
         if not styled and _HIGHLIGHT_MARK in inner:
             inner = CODE_STYLESHEET + inner
             styled = True
-        return Part(f"answer-{index}", _wrap("answer", inner), text, final)
+        return Part(f"answer-{index}", _wrap("answer", inner), text, final, plain)
 
+    # Each block's text/plain is its share of the answer's (``plain.py``): the head's characters
+    # in it; the last part's also the line saying what was left out, and the tail.
     for index in range(len(parts), len(blocks)):
         block = blocks[index]
-        parts.append(make(index, content[block.start : block.end], block.fence, True))
+        share = piece(content, block.start, block.end, last=False)
+        parts.append(make(index, content[block.start : block.end], block.fence, True, share))
     if memo is not None:
         memo.parts, memo.styled = list(parts), styled
     # While growing, the tail stops where the text is settled (a last line that may yet start a
     # block of its own waits for the characters that decide it), so shown text never moves.
     end = settled if growing else len(content)
     if tail_start < end:
-        parts.append(make(len(blocks), content[tail_start:end], tail_fence, not growing))
+        share = piece(content, tail_start, end, last=True, growing=growing)
+        parts.append(make(len(blocks), content[tail_start:end], tail_fence, not growing, share))
+    elif not growing and blocks:
+        # The answer ends with a finished block: that one carries the tail (its output is sent
+        # once more). While growing, the next render's live tail will.
+        share = piece(content, blocks[-1].start, len(content), last=True)
+        parts[-1] = dataclasses.replace(parts[-1], plain=share)
     return parts
 
 
@@ -295,7 +323,10 @@ def _tool_part(call: Any, position: int, growing: bool) -> Part:
         inner += f'<div style="{_WARN_STYLE}">{_esc(warning)}</div>'
     inner += f'<pre style="{_PRE_STYLE}">{_esc(body)}</pre>'
     text = "\n".join(filter(None, [title, warning, body]))
-    return Part(f"tool-{index}", _wrap("tool", inner, _CARD_STYLE), text, not growing)
+    # Growing, the arguments are a window already; whole, the text/plain keeps their head and tail.
+    where = f"the Stream's .tool_calls[{position}].arguments"
+    plain = None if growing else "\n".join(filter(None, [title, warning, excerpt(body, where)]))
+    return Part(f"tool-{index}", _wrap("tool", inner, _CARD_STYLE), text, not growing, plain)
 
 
 def _structured_part(state: Any, structured: Any, status: str, growing: bool) -> Part | None:
@@ -423,14 +454,14 @@ def render_parts(
 
 def bundle(part: Part) -> dict[str, str]:
     """The mime bundle of one part: ``text/html`` and ``text/plain`` (never ``text/markdown``)."""
-    return {"text/html": part.html, "text/plain": part.text}
+    return {"text/html": part.html, "text/plain": part.plain or ""}
 
 
 def join_parts(parts: Iterable[Part]) -> dict[str, str]:
     """One mime bundle holding several parts, in order."""
     parts = list(parts)
     htmls = "".join(p.html for p in parts)
-    texts = "\n\n".join(p.text.rstrip("\n") for p in parts if p.text)
+    texts = "\n\n".join((p.plain or "").rstrip("\n") for p in parts if p.plain)
     return {"text/html": htmls, "text/plain": texts}
 
 
