@@ -119,3 +119,28 @@ def test_an_ended_state_forgets_its_layouts_and_its_chunks_still_build() -> None
     # the chunks handed out before the end hold their layouts themselves
     assert [c["choices"][0]["delta"]["content"] for c in chunks] == [f"w{i} " for i in range(20)]
     assert source.stream.content == "".join(f"w{i} " for i in range(20))
+
+
+def test_a_run_without_a_store_keeps_its_logs_packed_and_reads_them_whole() -> None:
+    run = nito_nb.run(
+        [f"request {i}" for i in range(12)],
+        model="sim/chat",
+        concurrency=4,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+        max_tokens=60,
+    )
+    run.wait(timeout=60)
+    kept = run._writer.kept_streams()
+    assert len(kept) == 12 and all(stream.log.packed for stream in kept.values())
+    bodies = sum(len(stream.log.body) for stream in kept.values())
+    assert sum(stream.log.nbytes for stream in kept.values()) < bodies / 5
+    results = run.results().set_index("key")
+    rows = {}
+    for key, stream in kept.items():
+        unpacked = from_log(stream.log)  # the same stream, its log rebuilt event by event
+        assert not unpacked.log.packed
+        assert_frame_equal(stream.frame(), unpacked.frame())
+        assert results.loc[key, "content"] == stream.content == unpacked.content
+        rows[key] = len(unpacked.frame())
+    assert run.frame().groupby("stream").size().to_dict() == rows
