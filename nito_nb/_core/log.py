@@ -282,21 +282,24 @@ class ChunkLog:
 
     def _unpack(self) -> None:
         """The packed columns back in place, for a write."""
-        self._times, self._ends, self._raw = self._columns()
+        times, ends, raw = self._columns()
+        self._times, self._ends, self._raw = times, ends, bytearray(raw)
         self._packed = None
 
-    def _columns(self, upto: int | None = None) -> tuple[array, array, bytearray]:
+    def _columns(self, upto: int | None = None) -> tuple[array, array, bytes | bytearray]:
         """The times, the offsets and the bytes (up to offset ``upto``; None: all): the log's
-        own when not packed, else decompressed."""
+        own when not packed, else decompressed (the bytes as they come out, not copied)."""
         packed = self._packed
         if packed is None:
             return self._times, self._ends, self._raw
         n = 8 * len(self._kinds)
-        data = zlib.decompressobj().decompress(packed, 0 if upto is None else 2 * n + upto)
+        unpacker = zlib.decompressobj()
+        head = memoryview(unpacker.decompress(packed, 2 * n))
         times, ends = array("q"), array("q")
-        times.frombytes(data[:n])
-        ends.frombytes(data[n : 2 * n])
-        return times, ends, bytearray(memoryview(data)[2 * n :])
+        times.frombytes(head[:n])
+        ends.frombytes(head[n:])
+        raw = unpacker.decompress(unpacker.unconsumed_tail, 0 if upto is None else upto)
+        return times, ends, raw
 
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
         self.status_code = status_code
@@ -314,14 +317,11 @@ class ChunkLog:
             seq += n
         if not 0 <= seq < n:
             raise IndexError(f"event {seq} of a log with {n} events")
-        if self._packed is None:
-            times, ends, raw = self._times, self._ends, self._raw
-        else:  # decompressed up to the event's end, which the offsets (before the bytes) say
-            ends = self.offsets()
-            times, ends, raw = self._columns(ends[seq])
-        return self._event(seq, times, ends, raw)
+        # a packed log's decompressed up to the event's end, which its offsets (first) say
+        upto = None if self._packed is None else self.offsets()[seq]
+        return self._event(seq, *self._columns(upto))
 
-    def _event(self, seq: int, times: array, ends: array, raw: bytearray) -> Event:
+    def _event(self, seq: int, times: array, ends: array, raw: bytes | bytearray) -> Event:
         start = ends[seq - 1] if seq else 0
         t_ns = times[seq]
         return Event(
@@ -378,13 +378,13 @@ class ChunkLog:
         a counted run of comments once: ``Event.repeat``)."""
         return bytes(self._columns()[2])
 
-    def body_buffer(self) -> bytearray:
+    def body_buffer(self) -> bytes | bytearray:
         """The body itself, not a copy: :attr:`body` copies it (``bytes`` must not change under
         its reader), a log-sized allocation that a frame of a long log could not afford (its
         peak memory: docs/BENCHMARKS.md). Only for a log that takes no more events (an ended
         stream's), read and never changed; while a buffer view of it is held (``memoryview``,
         ``np.frombuffer``), an event appended raises BufferError. A packed log's is decompressed
-        for this call: the body's one copy, which the log does not keep."""
+        for this call (``bytes``): the body's one copy, which the log does not keep."""
         return self._columns()[2]
 
     @property
