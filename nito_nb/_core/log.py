@@ -274,6 +274,7 @@ class ChunkLog:
         parts += [packer.compress(self._raw), packer.flush()]
         self._packed = b"".join(parts)
         self._times, self._ends, self._raw = array("q"), array("q"), bytearray()
+        self._kinds = bytearray(self._kinds)  # copied at its exact size: no room to grow
 
     @property
     def packed(self) -> bool:
