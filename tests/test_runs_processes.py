@@ -41,6 +41,34 @@ def test_a_processes_run_gives_the_same_results_with_worker_and_node() -> None:
     assert (r["ttft"] > 0).all() and (r["e2e"] >= r["ttft"]).all()
 
 
+def test_the_workers_states_are_kept_packed_and_read_as_the_threads_engine_reads_them() -> None:
+    # The driver keeps what the workers send back (their ended states) as it keeps its own
+    # streams: packed (ChunkLog.pack), and read whole again by the results and the frame.
+    from nito_nb._recordings import from_log
+
+    run = nito_nb.run(
+        [f"q{i}" for i in range(8)],
+        model="sim/chat",
+        engine="processes",
+        workers=2,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+        max_tokens=40,
+    )
+    run.wait(timeout=120)
+    assert run.error is None
+    kept = run._writer.kept_streams()
+    assert len(kept) == 8 and all(stream.log.packed for stream in kept.values())
+    results = run.results().set_index("key")
+    for key, stream in kept.items():
+        unpacked = from_log(stream.log)
+        assert results.loc[key, "content"] == stream.content == unpacked.content != ""
+        assert list(stream.log.times_ns()) == list(unpacked.log.times_ns())
+    assert run.frame().groupby("stream").size().to_dict() == {
+        key: len(from_log(stream.log).frame()) for key, stream in kept.items()
+    }
+
+
 def test_a_script_without_a_main_guard_runs_on_processes_and_its_workers_do_not_run_it_again(
     tmp_path: Path,
 ) -> None:

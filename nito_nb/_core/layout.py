@@ -53,6 +53,13 @@ class ChunkParser:
         # padding, the rest after the padding or None, template): most chunks repeat it.
         self._last: tuple[Any, ...] | None = None
 
+    def forget(self) -> None:
+        """Let go of the layouts learnt (about 2 KB for a stream of the simulator's chunks): a
+        stream that ended parses no more chunks, and a parser fed again learns them anew. The
+        chunks already handed out hold their templates themselves."""
+        self._templates = {}
+        self._last = None
+
     def parse(self, data: str) -> tuple[Any, str | None]:
         value, text, slot = self.parse_slot(data)
         return value, text if slot == CONTENT else None

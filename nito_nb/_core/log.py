@@ -12,6 +12,12 @@ raw bytes plus 17 bytes per event, where a list of event objects or parsed dicts
 several times the body (bench/bench_stream.py; docs/BENCHMARKS.md). Events are decoded again
 from their bytes when someone looks at them.
 
+A log that takes no more events and is kept long (a run's streams without a store) can be packed
+(:meth:`ChunkLog.pack`): its times, offsets and bytes held as one zlib stream, about a 25th of
+the body for the simulator's chunks, a 14th for OpenAI's; a run without a store otherwise kept
+1.45 times its bodies (docs/BENCHMARKS.md). Every reading gives the same values, decompressed
+for that reading and not kept.
+
 A run of identical comments that arrived together (one read, one time) is logged one by one up
 to ``COMMENT_RUN``, then counted on the last one logged (``Event.repeat``) instead of stored
 again: a server that sends keep-alives by the million, as a compression bomb does, would
@@ -27,6 +33,7 @@ import datetime as _dt
 import json
 import os
 import time
+import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -121,6 +128,10 @@ class Event:
 class ChunkLog:
     """Arrival times and raw bytes of every event, plus the request and response metadata."""
 
+    #: The times, offsets and bytes compressed together while the log is packed (:meth:`pack`),
+    #: else None. A class default: a log pickled before packing existed reads as not packed.
+    _packed: bytes | None = None
+
     def __init__(
         self,
         request: dict[str, Any] | None = None,
@@ -157,6 +168,8 @@ class ChunkLog:
     # -- writing -----------------------------------------------------------------------------
 
     def append(self, t_ns: int, kind: int, raw: bytes) -> None:
+        if self._packed is not None:
+            self._unpack()
         self._times.append(t_ns)
         self._raw += raw
         self._ends.append(len(self._raw))
@@ -164,6 +177,8 @@ class ChunkLog:
 
     def extend(self, t_ns: int, kinds: bytes | bytearray, raws: list[bytes]) -> None:
         """Several events that arrived with the same read (one call per read on the hot path)."""
+        if self._packed is not None:
+            self._unpack()
         ends, raw = self._ends, self._raw
         for piece in raws:
             raw += piece
@@ -175,6 +190,8 @@ class ChunkLog:
         """Event ``seq`` holds ``raw`` from now on, in place of its bytes: the key taken out of an
         event already logged, once a later event completes it (``_core/redaction.py``; the
         only change a logged event ever sees). Its time and kind stay."""
+        if self._packed is not None:
+            self._unpack()
         ends = self._ends
         start = ends[seq - 1] if seq else 0
         end = ends[seq]
@@ -190,11 +207,13 @@ class ChunkLog:
     def last_is(self, kind: int, t_ns: int, raw: bytes) -> bool:
         """Whether the last event logged is of ``kind``, arrived at ``t_ns``, with these bytes."""
         kinds = self._kinds
-        if not kinds or kinds[-1] != kind or self._times[-1] != t_ns:
+        if not kinds or kinds[-1] != kind:
             return False
-        ends = self._ends
+        times, ends, body = self._columns()
+        if times[-1] != t_ns:
+            return False
         start = ends[-2] if len(ends) > 1 else 0
-        return ends[-1] - start == len(raw) and self._raw[start : ends[-1]] == raw
+        return ends[-1] - start == len(raw) and body[start : ends[-1]] == raw
 
     def repeat(self, seq: int) -> int:
         """How many times event ``seq`` came in a row (1 but for a counted run of comments)."""
@@ -217,14 +236,12 @@ class ChunkLog:
         self.t0_ns += delta_ns
         if self.headers_ns is not None:
             self.headers_ns += delta_ns
+        packed = self._packed is not None
+        if packed:
+            self._unpack()
         self._times = array("q", [t + delta_ns for t in self._times])
-
-    def compact(self) -> None:
-        """Give back the room the columns kept to grow (up to an eighth of the raw bytes): for a
-        log that takes no more events, kept long (a run's streams). Its events are unchanged."""
-        self._raw = bytearray(self._raw)  # a copy is allocated at its exact size
-        self._times, self._ends = array("q", self._times), array("q", self._ends)
-        self._kinds = bytearray(self._kinds)
+        if packed:
+            self.pack()
 
     def without_events(self) -> ChunkLog:
         """A log with this one's request, response metadata and end, and no event: what a Stream
@@ -238,7 +255,50 @@ class ChunkLog:
             bytearray(),
         )
         empty._repeats = {}
+        empty._packed = None
         return empty
+
+    def pack(self) -> None:
+        """Hold the events' times, offsets and bytes compressed, for a log that takes no more
+        events and is kept long (a run's streams without a store: the module's docstring). Every
+        reading gives what it gave before, decompressed each time and not kept (a few tens of
+        µs for a 50 KB body); the metadata and the kinds stay as they are. Writing to a packed
+        log (an ended stream's never is) unpacks it first. Packing a packed log does nothing."""
+        if self._packed is not None or not self._kinds:
+            return
+        # zlib's fastest level: 40 µs for a 52 KB sim/chat body, which it takes to 1.9 KB (level 6:
+        # 150 µs for 1.7 KB). The times and offsets first, so that reading the times alone (a
+        # snapshot's last event) decompresses only them. One call, which lets go of the GIL once
+        # (a compressor object's calls did for each column).
+        self._packed = zlib.compress(b"".join((self._times, self._ends, self._raw)), 1)
+        self._times, self._ends, self._raw = array("q"), array("q"), bytearray()
+        self._kinds = bytearray(self._kinds)  # copied at its exact size: no room to grow
+
+    @property
+    def packed(self) -> bool:
+        """Whether the log is packed (:meth:`pack`)."""
+        return self._packed is not None
+
+    def _unpack(self) -> None:
+        """The packed columns back in place, for a write."""
+        times, ends, raw = self._columns()
+        self._times, self._ends, self._raw = times, ends, bytearray(raw)
+        self._packed = None
+
+    def _columns(self, upto: int | None = None) -> tuple[array, array, bytes | bytearray]:
+        """The times, the offsets and the bytes (up to offset ``upto``; None: all): the log's
+        own when not packed, else decompressed (the bytes as they come out, not copied)."""
+        packed = self._packed
+        if packed is None:
+            return self._times, self._ends, self._raw
+        n = 8 * len(self._kinds)
+        unpacker = zlib.decompressobj()
+        head = memoryview(unpacker.decompress(packed, 2 * n))
+        times, ends = array("q"), array("q")
+        times.frombytes(head[:n])
+        ends.frombytes(head[n:])
+        raw = unpacker.decompress(unpacker.unconsumed_tail, 0 if upto is None else upto)
+        return times, ends, raw
 
     def set_response(self, status_code: int, headers: Any, t_ns: int) -> None:
         self.status_code = status_code
@@ -256,23 +316,36 @@ class ChunkLog:
             seq += n
         if not 0 <= seq < n:
             raise IndexError(f"event {seq} of a log with {n} events")
-        start = self._ends[seq - 1] if seq else 0
-        t_ns = self._times[seq]
+        # a packed log's decompressed up to the event's end, which its offsets (first) say
+        upto = None if self._packed is None else self.offsets()[seq]
+        return self._event(seq, *self._columns(upto))
+
+    def _event(self, seq: int, times: array, ends: array, raw: bytes | bytearray) -> Event:
+        start = ends[seq - 1] if seq else 0
+        t_ns = times[seq]
         return Event(
             seq,
             t_ns,
             to_seconds(t_ns - self.t0_ns),
             KINDS[self._kinds[seq]],
-            bytes(self._raw[start : self._ends[seq]]),
+            bytes(raw[start : ends[seq]]),
             self._repeats.get(seq, 1),
         )
 
     def __iter__(self) -> Iterator[Event]:
+        times, ends, raw = self._columns()  # a packed log decompressed once, not once per event
         for seq in range(len(self._kinds)):
-            yield self[seq]
+            yield self._event(seq, times, ends, raw)
 
     def times_ns(self) -> array:
-        return self._times
+        """When each event arrived (``array('q')`` of ``perf_counter_ns`` readings, in order). A
+        packed log's are decompressed for this call: a new array each time."""
+        packed = self._packed
+        if packed is None:
+            return self._times
+        times = array("q")
+        times.frombytes(zlib.decompressobj().decompress(packed, 8 * len(self._kinds)))
+        return times
 
     def kind_codes(self) -> bytes:
         return bytes(self._kinds)
@@ -280,13 +353,21 @@ class ChunkLog:
     def offsets(self) -> array:
         """Where each event's raw bytes end in :attr:`body` (``array('q')``, one per event, in
         order; event ``i`` is ``body[offsets[i-1]:offsets[i]]``). The live array: copy what you
-        keep, a live Stream appends to it (and shifts it in the rare :meth:`rewrite`)."""
-        return self._ends
+        keep, a live Stream appends to it (and shifts it in the rare :meth:`rewrite`); a packed
+        log's is a new one each time."""
+        packed = self._packed
+        if packed is None:
+            return self._ends
+        n = 8 * len(self._kinds)
+        ends = array("q")
+        ends.frombytes(zlib.decompressobj().decompress(packed, 2 * n)[n:])
+        return ends
 
     def raw_slices(self) -> Iterator[bytes]:
         """The raw bytes of each event, in order (cheaper than building Events)."""
-        raw, start = self._raw, 0
-        for end in self._ends:
+        _, ends, raw = self._columns()
+        start = 0
+        for end in ends:
             yield bytes(raw[start:end])
             start = end
 
@@ -294,19 +375,22 @@ class ChunkLog:
     def body(self) -> bytes:
         """The body as it arrived (without bytes that made no event, such as trailing blank lines;
         a counted run of comments once: ``Event.repeat``)."""
-        return bytes(self._raw)
+        return bytes(self._columns()[2])
 
-    def body_buffer(self) -> bytearray:
+    def body_buffer(self) -> bytes | bytearray:
         """The body itself, not a copy: :attr:`body` copies it (``bytes`` must not change under
         its reader), a log-sized allocation that a frame of a long log could not afford (its
         peak memory: docs/BENCHMARKS.md). Only for a log that takes no more events (an ended
         stream's), read and never changed; while a buffer view of it is held (``memoryview``,
-        ``np.frombuffer``), an event appended raises BufferError."""
-        return self._raw
+        ``np.frombuffer``), an event appended raises BufferError. A packed log's is decompressed
+        for this call (``bytes``): the body's one copy, which the log does not keep."""
+        return self._columns()[2]
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the log's columns."""
+        """Memory held by the log's columns (packed: the compressed ones and the kinds)."""
+        if self._packed is not None:
+            return len(self._packed) + len(self._kinds)
         return (
             len(self._raw)
             + self._times.itemsize * len(self._times)
@@ -315,7 +399,8 @@ class ChunkLog:
         )
 
     def __repr__(self) -> str:
-        return f"<ChunkLog {len(self)} events, {len(self._raw):,} bytes>"
+        size = len(self._raw) if self._packed is None else (self.offsets()[-1:] or [0])[0]
+        return f"<ChunkLog {len(self)} events, {size:,} bytes>"
 
     # -- files -------------------------------------------------------------------------------
 
@@ -335,7 +420,7 @@ class ChunkLog:
         yield json.dumps(header, ensure_ascii=False)
         t0, repeats = self.t0_ns, self._repeats
         for seq, (t_ns, kind, raw) in enumerate(
-            zip(self._times, self._kinds, self.raw_slices(), strict=True)
+            zip(self.times_ns(), self._kinds, self.raw_slices(), strict=True)
         ):
             line: dict[str, Any] = {"dt_ns": t_ns - t0}
             if kind == HTTP_ERROR:

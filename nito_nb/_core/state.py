@@ -403,6 +403,8 @@ class StreamState(EventFolding):
                 )
             acc.release()  # nothing more can complete a key: what was held back shows
             acc.check_end(len(self.log))
+            # Only a live feed needs the layouts: an ended stream kept long (a run's) keeps none.
+            self.parser.forget()
             if status is None:
                 status = (
                     Status.ERROR
