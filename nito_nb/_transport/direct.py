@@ -163,13 +163,12 @@ async def _send(
     request = httpx.Request("POST", url, extensions={"timeout": timeout.as_dict()})
     framing = None
     if connection is None:  # framing.py unframes the body, as h11 would have
-        headers_read = httpx.Headers(raw_headers)
+        # head.py took at most one of these, each at most once
+        found = {name.lower(): value.decode("latin-1") for name, value in raw_headers}
         framing = (
             Length(0)  # no body after these, whatever the headers say (h11's rule)
             if status in (204, 304)
-            else body_framing(
-                headers_read.get("transfer-encoding"), headers_read.get("content-length")
-            )
+            else body_framing(found.get(b"transfer-encoding"), found.get(b"content-length"))
         )
     return httpx.Response(
         status,
