@@ -121,14 +121,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_simulator(replays: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_simulator(replays: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """The simulator in its own process at ``tps 0``, serving ``replays`` (a folder of recordings
+    for ``sim/replay``) when given; the other benches start it too."""
     port = free_port()
-    env = {
-        **os.environ,
-        "NITO_SIM_TPS": "0",
-        "NITO_SIM_TTFT_MS": "0",
-        "NITO_SIM_REPLAY_DIRS": str(replays),
-    }
+    env = {**os.environ, "NITO_SIM_TPS": "0", "NITO_SIM_TTFT_MS": "0"}
+    if replays is not None:
+        env["NITO_SIM_REPLAY_DIRS"] = str(replays)
     env.pop("NITO_SIM_API_KEY", None)
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
