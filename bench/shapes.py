@@ -12,6 +12,9 @@ is the case the engine's layout cache (``_core/layout.py``) is best at. Real gat
   ``delta.reasoning_content`` beside ``"content":null``, then the answer.
 - ``tools``: OpenAI's tool-call argument fragments with ``obfuscation``
   (``tests/data/real/openai-tools-parallel-1.sse``).
+- ``openrouter`` (not in :data:`SHAPES`, ``--shapes openrouter``): OpenRouter's reasoning chunks
+  (``tests/data/real/openrouter-reasoning-1.sse``, xAI's Grok through OpenRouter): each piece
+  twice, as ``delta.reasoning`` and in ``delta.reasoning_details`` (``"content":""`` beside them).
 
 Each body is built from one recorded chunk of the shape, its text (and obfuscation) replaced per
 chunk; the recording's first chunk opens it and its finish and usage chunks end it. The seed is
@@ -149,6 +152,18 @@ def _reasoning(n: int, pieces: Sequence[str] = WORDS) -> bytes:
     return _from_recording(n, "deepseek-reasoning-1", is_template, fill)
 
 
+def _openrouter(n: int, pieces: Sequence[str] = WORDS) -> bytes:
+    def is_template(chunk: dict[str, Any]) -> bool:
+        delta = _delta(chunk)
+        return bool(delta.get("reasoning")) and bool(delta.get("reasoning_details"))
+
+    def fill(chunk: dict[str, Any], i: int) -> None:
+        delta = chunk["choices"][0]["delta"]
+        delta["reasoning"] = delta["reasoning_details"][0]["summary"] = pieces[i % len(pieces)]
+
+    return _from_recording(n, "openrouter-reasoning-1", is_template, fill)
+
+
 def _tools(n: int, pieces: Sequence[str] = ARGUMENT_PIECES) -> bytes:
     def is_template(chunk: dict[str, Any]) -> bool:
         calls = _delta(chunk).get("tool_calls")
@@ -173,6 +188,7 @@ BUILDERS: dict[str, Callable[..., bytes]] = {
     "openai": _openai,
     "reasoning": _reasoning,
     "tools": _tools,
+    "openrouter": _openrouter,
 }
 
 
@@ -198,7 +214,7 @@ def answer_of(body: bytes) -> str:
 def floor_text(choice: dict[str, Any]) -> str:
     """What a floor client keeps of one choice: its content, reasoning or tool arguments."""
     delta = choice.get("delta") or {}
-    text = delta.get("content") or delta.get("reasoning_content") or ""
+    text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
     for call in delta.get("tool_calls") or ():
         text += (call.get("function") or {}).get("arguments") or ""
     return text
