@@ -33,8 +33,9 @@ earlier bytes of the body still wait for their turn (``pump.py``).
 Modules: ``streams.py`` (the stamped socket, and TLS over it), ``framing.py`` (HTTP/1.1
 header end and body framing, I/O-free), ``pushed.py`` (the pushed body), ``pump.py`` (how much of
 the pushed bodies is parsed per turn of the loop), ``transport.py`` (the
-httpcore backend and httpx transport), ``direct.py`` (a request sent and its head read with h11
-alone, without httpx's client: ``AsyncClient`` uses it when it makes its own connection).
+httpcore backend and httpx transport), ``direct.py`` (a request sent and its head read without
+httpx's client: ``AsyncClient`` uses it when it makes its own connection), ``head.py`` (the usual
+heads written and read by hand, h11 for the others).
 """
 
 from .pushed import PushedBody, pushed_body
