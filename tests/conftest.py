@@ -187,6 +187,21 @@ def switch_every_microsecond() -> Iterator[None]:
         sys.setswitchinterval(before)
 
 
+def start_tags(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Every start tag of ``html`` with its attributes, in order, as a browser's parser reads them
+    (for the tests that check what markup an output carries)."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found.append((tag, attrs))
+
+    Tags().feed(html)
+    return found
+
+
 def joined_text(pieces: list[tuple[bool, str]]) -> str:
     """The texts of a cell's outputs, in order, as one string: ``(is_stream, text)`` pieces joined
     by a newline, except one stream piece after another, which are joined as they are. A print can

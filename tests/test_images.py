@@ -322,8 +322,7 @@ def test_images_back_mistakes_in_the_magic_are_one_line(ip: Any) -> None:
 def test_the_grid_shows_the_prompts_images_once_above_it_escaped(
     ip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from html.parser import HTMLParser
-
+    from conftest import start_tags
     from test_magic import Recorder
 
     from nito_nb._display import notebook as _display
@@ -346,18 +345,9 @@ def test_the_grid_shows_the_prompts_images_once_above_it_escaped(
     assert f'<img src="data:image/png;base64,{base64.b64encode(PNG).decode()}"' in shown
     assert shown.count("<img") == 1 and "<script" not in shown  # the URL is an escaped link
 
-    class Tags(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            self.found.append((tag, attrs))
-
-    tags = Tags()
-    tags.feed(shown)
-    assert [tag for tag, _ in tags.found] == ["div", "img", "a"]
-    assert not [name for _, attrs in tags.found for name, _ in attrs if name.startswith("on")]
+    found = start_tags(shown)
+    assert [tag for tag, _ in found] == ["div", "img", "a"]
+    assert not [name for _, attrs in found for name, _ in attrs if name.startswith("on")]
     streams = ip.user_ns["_nito"]
     assert isinstance(streams, list) and len(streams) == 2
     assert _prefix(PNG) in streams[0].content  # sim/echo's column: the image went

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import sigint_after
+from conftest import sigint_after, start_tags
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
 
@@ -969,20 +969,10 @@ def test_the_live_view_shows_a_thumbnail_of_each_local_image_and_a_url_as_a_link
         '<a href="https://example.org/cat.jpg?a=&quot;&gt;&lt;script&gt;x&lt;/script&gt;"' in shown
     )
     assert "<script" not in shown
-    from html.parser import HTMLParser
-
-    class Tags(HTMLParser):  # the name is inside a quoted attribute: no tag has an on... attribute
-        def __init__(self) -> None:
-            super().__init__()
-            self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            self.found.append((tag, attrs))
-
-    tags = Tags()
-    tags.feed(shown)
-    assert [tag for tag, _ in tags.found] == ["div", "img", "a"]
-    assert not [name for _, attrs in tags.found for name, _ in attrs if name.startswith("on")]
+    # the name is inside a quoted attribute: no tag has an on... attribute
+    found = start_tags(shown)
+    assert [tag for tag, _ in found] == ["div", "img", "a"]
+    assert not [name for _, attrs in found for name, _ in attrs if name.startswith("on")]
     # as text
-    assert dict(tags.found[1][1])["alt"].startswith('<img src=x onerror="window.__xss=1">.png')
+    assert dict(found[1][1])["alt"].startswith('<img src=x onerror="window.__xss=1">.png')
     assert f"{hostile.name} (image/png, {len(png)} bytes)" in strips[0]["text/plain"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import html.parser
 import itertools
 import json
 import re
@@ -24,7 +23,7 @@ import comm
 import comm.base_comm
 import ipywidgets
 import pytest
-from conftest import sigint_after
+from conftest import sigint_after, start_tags
 
 import nito_nb
 from nito_nb._widget import ChatWidget, StreamView
@@ -87,20 +86,9 @@ def _html_values(widget: Any) -> list[str]:
     return out
 
 
-class _Tags(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
 def _assert_inert(values: list[str]) -> None:
     for value in values:
-        parser = _Tags()
-        parser.feed(value)
-        for tag, attrs in parser.tags:
+        for tag, attrs in start_tags(value):
             assert tag not in ("script", "img", "iframe", "object", "embed"), (tag, value)
             for name, attr in attrs:
                 assert not name.startswith("on"), (tag, name, value)
