@@ -63,6 +63,9 @@ _MAPPED: dict[type[Exception], type[httpx.HTTPError]] = {
 
 _backend = StampingBackend()
 
+#: A connection closed before the head: httpcore's words, so the client's message is as it was.
+_DISCONNECTED = "Server disconnected without sending a response."
+
 #: Where each request and its response's head are logged (DEBUG), as httpx and httpcore log theirs
 #: (``_client/logs.py`` takes the keys out of its records: a server can echo one in a header).
 log = logging.getLogger("nito_nb.http")
@@ -146,8 +149,8 @@ async def _send(
         data = bytearray()
         while not data.endswith((b"\n\n", b"\n\r\n")) and len(data) <= MAX_HEAD:
             read = await network.read(READ_SIZE, timeout=timeout.read)
-            if not read:  # httpcore's words
-                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            if not read:
+                raise httpx.RemoteProtocolError(_DISCONNECTED)
             data += read
         parsed = response_head(data) if connection is None else None
         if parsed is None:  # h11 reads it, from its first byte
@@ -161,19 +164,10 @@ async def _send(
     if log.isEnabledFor(logging.DEBUG):
         log.debug("POST %s: HTTP/1.1 %d %s %r", url, status, reason.decode("latin-1"), raw_headers)
     request = httpx.Request("POST", url, extensions={"timeout": timeout.as_dict()})
-    framing = None
-    if connection is None:  # framing.py unframes the body, as h11 would have
-        # head.py took at most one of these, each at most once
-        found = {name.lower(): value.decode("latin-1") for name, value in raw_headers}
-        framing = (
-            Length(0)  # no body after these, whatever the headers say (h11's rule)
-            if status in (204, 304)
-            else body_framing(found.get(b"transfer-encoding"), found.get(b"content-length"))
-        )
     return httpx.Response(
         status,
         headers=raw_headers,
-        stream=_Body(network, connection, framing, request),
+        stream=_Body(network, connection, status, raw_headers, request),
         request=request,
         extensions={
             "network_stream": network,
@@ -208,7 +202,7 @@ async def _h11_response(
         if event is h11.NEED_DATA:
             read = await network.read(READ_SIZE, timeout=read_timeout)
             if not read:
-                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+                raise httpx.RemoteProtocolError(_DISCONNECTED)
             connection.receive_data(read)
         elif isinstance(event, h11.Response):
             return event.status_code, event.reason, list(event.headers.raw_items())
@@ -226,12 +220,14 @@ class _Body(httpx.AsyncByteStream):
         self,
         network: Network,
         connection: h11.Connection | None,
-        framing: Chunked | Length | UntilClose | None,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
         request: httpx.Request,
     ) -> None:
         self._network = network
         self._connection = connection
-        self._framing = framing
+        self._status = status
+        self._headers = headers
         self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -241,8 +237,7 @@ class _Body(httpx.AsyncByteStream):
                 async for data in self._h11(self._connection, read_timeout):
                     yield data
                 return
-            framing = self._framing
-            assert framing is not None  # response_head takes only the framings framing.py reads
+            framing = self._framing()
             while not framing.done:
                 read = await self._network.read(READ_SIZE, timeout=read_timeout)
                 if not read:
@@ -258,6 +253,17 @@ class _Body(httpx.AsyncByteStream):
             if mapped is None:  # pragma: no cover
                 raise
             raise mapped from exc
+
+    def _framing(self) -> Chunked | Length | UntilClose:
+        """How the body ends, by h11's rules, from the head ``head.py`` read (made only when the
+        body is read here: a stream's body is read by ``pushed.py``)."""
+        if self._status in (204, 304):  # no body after these, whatever the headers say
+            return Length(0)
+        # head.py took at most one of these, each at most once
+        found = {name.lower(): value.decode("latin-1") for name, value in self._headers}
+        framing = body_framing(found.get(b"transfer-encoding"), found.get(b"content-length"))
+        assert framing is not None  # head.py takes only the framings framing.py reads
+        return framing
 
     async def _h11(
         self, connection: h11.Connection, read_timeout: float | None
