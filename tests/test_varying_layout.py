@@ -26,16 +26,60 @@ ALNUM = st.text(alphabet=st.sampled_from(list("abcXYZ019")), max_size=16)
 # Padding as sent (letters and digits), and padding no gateway sends (quotes, escapes, accents).
 PADDING = ALNUM | st.text(alphabet=st.sampled_from(list('a"\\\u00e9 /')), max_size=6)
 TEXT = st.text(alphabet=st.sampled_from(list('ab "\\\n\u00e9{}:,')), max_size=6)
+ABSENT = object()
 IDS = st.sampled_from(["chatcmpl-1"] * 6 + ["chatcmpl-2", ""])
+
+
+@st.composite
+def detailed_delta(draw: st.DrawFn, usual: bool = False) -> dict[str, Any]:
+    """OpenRouter's reasoning delta: the piece as ``reasoning`` and as its detail's text (a role
+    and an empty content beside them), with the fields and values around it drawn, those that
+    read otherwise too (another text in the detail, an encrypted detail, an index not an int).
+    ``usual``: only the values OpenRouter sends (the fast path's), so that a stream has some."""
+    delta: dict[str, Any] = {}
+
+    def sampled(values: list[Any], sent: list[Any]) -> Any:
+        return draw(st.sampled_from(sent if usual else values))
+
+    content = sampled(["", "", None, ABSENT, "x"], ["", None, ABSENT])
+    if content is not ABSENT:
+        delta["content"] = content
+    role = sampled(["assistant", "assistant", "assistant", ABSENT, None, 1], ["assistant", ABSENT])
+    if role is not ABSENT:
+        delta["role"] = role
+    text = draw(TEXT)
+    delta["reasoning"] = text
+    kind = sampled(
+        ["reasoning.text", "reasoning.summary"] * 2 + ["reasoning.encrypted"],
+        ["reasoning.text", "reasoning.summary"],
+    )
+    detail: dict[str, Any] = {"type": kind}
+    key = {"reasoning.summary": "summary", "reasoning.encrypted": "data"}.get(kind, "text")
+    detail[key] = sampled([text, text, text, text + "x", None], [text])
+    for name, values, sent in (  # each one of its values (those that read otherwise too), or absent
+        ("format", ["xai-responses-v1", "unknown", None, ABSENT], ["xai-responses-v1", ABSENT]),
+        ("index", [0, 0, 0, 1, "0", True, ABSENT], [0, 1]),
+        ("signature", [ABSENT, ABSENT, "", "sig"], [ABSENT, ""]),
+        ("id", [ABSENT, ABSENT, "rs_1", None], [ABSENT]),
+        ("extra", [ABSENT, ABSENT, ABSENT, 1, "e"], [ABSENT]),
+    ):
+        value = sampled(values, sent)
+        if value is not ABSENT:
+            detail[name] = value
+    delta["reasoning_details"] = sampled([[detail], [detail], [detail, detail], []], [[detail]])
+    return delta
 
 
 @st.composite
 def chunk(draw: st.DrawFn) -> dict[str, Any]:
     """A chunk of one of the shapes real gateways send (OpenAI content and tool-call fragments,
-    DeepSeek reasoning, the simulator's plain content), its fields drawn."""
-    shape = draw(st.sampled_from(["content", "content", "reasoning", "tools", "other"]))
+    DeepSeek reasoning, OpenRouter's reasoning with its detail, the simulator's plain content),
+    its fields drawn."""
+    shape = draw(st.sampled_from(["content", "content", "reasoning", "detailed", "tools", "other"]))
     if shape == "content":
         delta: dict[str, Any] = {"content": draw(TEXT)}
+    elif shape == "detailed":  # OpenRouter's: each piece as reasoning and as its detail's text
+        delta = draw(detailed_delta())
     elif shape == "reasoning":
         delta = {
             "content": draw(st.sampled_from([None, None, "", "x"])),
@@ -116,6 +160,9 @@ def _results(acc: Accumulator) -> tuple[Any, ...]:
     return (
         acc.content,
         acc.reasoning,
+        acc.reasoning_details,
+        # each plain reasoning string, though a readable detail hides it (rule 4)
+        {name: "".join(parts) for name, parts in acc._reasoning_strings.items()},
         acc.refusal,
         calls,
         acc.n_chunks,
@@ -126,6 +173,42 @@ def _results(acc: Accumulator) -> tuple[Any, ...]:
         acc.usage,
         anomalies,
     )
+
+
+def _new_texts(draw: st.DrawFn, delta: dict[str, Any]) -> None:
+    """A chunk of the same layout with texts of its own: a detail's is mostly the reasoning's."""
+    for name in ("content", "reasoning_content", "reasoning"):
+        if isinstance(delta.get(name), str) and (
+            name != "content" or "reasoning_details" not in delta
+        ):
+            delta[name] = draw(TEXT)
+    for detail in delta.get("reasoning_details") or ():
+        key = next((k for k in ("text", "summary", "data") if k in detail), None)
+        if key is not None and isinstance(detail[key], str):
+            detail[key] = draw(st.sampled_from([delta.get("reasoning")] * 3 + [draw(TEXT)]))
+
+
+@st.composite
+def openrouter_stream(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """OpenRouter's reasoning chunks as it sends them (no padding, no usage): each one of a few
+    layouts, with texts of its own (so that its fast path is taken, and left when it must be)."""
+    layouts = [draw(detailed_delta(usual=True)), *draw(st.lists(detailed_delta(), max_size=2))]
+    values = []
+    for _ in range(draw(st.integers(1, 20))):
+        delta = json.loads(json.dumps(draw(st.sampled_from(layouts))))
+        _new_texts(draw, delta)
+        choice = {"index": 0, "delta": delta, "finish_reason": None, "native_finish_reason": None}
+        values.append(
+            {
+                "id": "gen-1",
+                "object": "chat.completion.chunk",
+                "created": 1777319837,
+                "model": "x-ai/grok-4.1-fast",
+                "provider": "xAI",
+                "choices": [choice],
+            }
+        )
+    return values
 
 
 @st.composite
@@ -158,9 +241,7 @@ def stream(draw: st.DrawFn) -> list[dict[str, Any]]:
         if "obfuscation" in choice:
             choice["obfuscation"] = draw(PADDING)
         delta = choice["delta"]
-        for name in ("content", "reasoning_content", "reasoning"):
-            if isinstance(delta.get(name), str):
-                delta[name] = draw(TEXT)
+        _new_texts(draw, delta)
         for call in delta.get("tool_calls") or ():
             if isinstance(call["function"].get("arguments"), str):
                 call["function"]["arguments"] = draw(TEXT)
@@ -177,6 +258,26 @@ def stream(draw: st.DrawFn) -> list[dict[str, Any]]:
 )
 @settings(max_examples=400, deadline=None)
 def test_a_random_field_in_every_chunk_reads_like_the_slow_path(
+    values: list[dict[str, Any]], spaced: bool, ascii_only: bool, cuts: list[int], protected: bool
+) -> None:
+    _reads_like_the_slow_path(values, spaced, ascii_only, cuts, protected)
+
+
+@given(
+    openrouter_stream(),
+    st.booleans(),
+    st.lists(st.integers(0, 4000), max_size=8),
+    st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_openrouter_reasoning_reads_like_the_slow_path(
+    values: list[dict[str, Any]], spaced: bool, cuts: list[int], protected: bool
+) -> None:
+    # Each piece twice in one chunk (reasoning and its detail): its layout keeps both places.
+    _reads_like_the_slow_path(values, spaced, False, cuts, protected)
+
+
+def _reads_like_the_slow_path(
     values: list[dict[str, Any]], spaced: bool, ascii_only: bool, cuts: list[int], protected: bool
 ) -> None:
     datas = [_encoded(v, spaced, ascii_only) for v in values]
@@ -283,7 +384,7 @@ def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
 
 
 @pytest.mark.parametrize("protected", [False, True])
-@pytest.mark.parametrize("slot", ["content", "reasoning_content", "arguments"])
+@pytest.mark.parametrize("slot", ["content", "reasoning_content", "arguments", "detailed"])
 def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) -> None:
     # A run that only waits for its streams never reads their chunks: a chunk of a kept layout is
     # held as its template and text, and built when read (each read's chunk dicts, alive when the
@@ -294,6 +395,9 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
         "content": '"content":"%s"',
         "reasoning_content": '"content":null,"reasoning_content":"%s"',
         "arguments": '"tool_calls":[{"index":0,"function":{"arguments":"%s"}}]',
+        # OpenRouter's: the text twice (a stand-in for the padding, which it does not send)
+        "detailed": '"content":"","role":"assistant","reasoning":"%s","reasoning_details":'
+        '[{"type":"reasoning.summary","summary":"%s","format":"xai-responses-v1","index":0}]',
     }[slot]
     base = (
         '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","service_tier":"default",'
@@ -301,7 +405,11 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
         + delta
         + '},"finish_reason":null}],"usage":null,"obfuscation":"%s"}'
     )
-    datas = [base % (f"w{i}", "x" * (i % 16)) for i in range(200)]
+    if slot == "detailed":
+        base = base.replace(',"obfuscation":"%s"', "")
+        datas = [base % (f"w{i}", f"w{i}") for i in range(200)]
+    else:
+        datas = [base % (f"w{i}", "x" * (i % 16)) for i in range(200)]
     if slot == "arguments":  # the call opens with its id and name, then its fragments
         opening = '"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"%s"}}]'
         datas.insert(0, base.replace(delta, opening) % ("", ""))
@@ -320,10 +428,12 @@ def test_a_read_builds_no_chunk_that_nobody_reads(protected: bool, slot: str) ->
         reads = [state.feed(body[i : i + 4096], 0) for i in range(0, len(body), 4096)]
         state.end(0)
         # the templates' own checks, once each (and the opening call, read by the full rules)
-        assert len(built) <= (1 if slot != "arguments" else 3)
+        # (OpenRouter's: the first chunk's role, and its first repetition, by the full rules)
+        assert len(built) <= {"arguments": 3, "detailed": 2}.get(slot, 1)
         text = {
             "content": state.acc.content,
             "reasoning_content": state.acc.reasoning,
+            "detailed": state.acc.reasoning,
             "arguments": "".join(call.arguments for call in state.acc.tool_calls),
         }[slot]
         assert text == "".join(f"w{i}" for i in range(200))

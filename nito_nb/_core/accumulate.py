@@ -23,8 +23,11 @@ from .chunk import (
     read_content_parts,
     usage_counts,
 )
-from .plain_chunks import plain_choice, plain_reasoning, plain_tool_fragments
+from .plain_chunks import WITH_DETAIL, plain_choice, plain_reasoning, plain_tool_fragments
 from .tool_index import ToolIndexer
+
+#: A readable detail's fields that :meth:`Accumulator._detailed` reads as its text or its kind.
+_DETAIL_TEXTS = frozenset({"type", "index", "text", "summary", "data"})
 
 __all__ = [
     "PAYLOAD_KEY",
@@ -73,6 +76,8 @@ class Accumulator:
         self._details: list[ReasoningDetail] = []
         self._details_by_key: dict[tuple[int, str], ReasoningDetail] = {}
         self._tool_indexer = ToolIndexer()
+        # The layout _detailed() last took, with what it found: (delta, detail, role anomaly).
+        self._last_detailed: tuple[Any, ReasoningDetail, Anomaly | None] | None = None
         # Plain reasoning by where it came from; "thinking" is Mistral's thinking parts.
         self._reasoning_strings: dict[str, list[str]] = {name: [] for name in PLAIN_REASONING}
         self._refusal: list[str] = []
@@ -175,6 +180,7 @@ class Accumulator:
         """The stream ended: hold nothing back any more (what is left cannot be completed)."""
         self.hold = None
         self._error_trail = ""
+        self._last_detailed = None  # a layout of the parser's, which forgets them at the end
         for call in self.tool_calls:
             call._hold = None
 
@@ -280,9 +286,13 @@ class Accumulator:
         not built (its layout's, ``ChunkParser.parse_lazy``): ``chunk_id`` its id, ``fragment``
         its tool-call fragment for "arguments" (only its keys are read). None, with nothing
         folded, when the chunk has something to note: the caller then builds it and calls
-        :meth:`add_content` or :meth:`add_slot`, which take the full rules."""
+        :meth:`add_content` or :meth:`add_slot`, which take the full rules. For
+        :data:`~.plain_chunks.WITH_DETAIL`, ``fragment`` is the chunk's delta."""
         if self.done or self.model is None or chunk_id != self.id:
             return None
+        if slot is WITH_DETAIL:
+            assert fragment is not None
+            return self._detailed(fragment, text)
         if slot == "content":
             if self.finish_reason is not None:
                 return None
@@ -317,11 +327,56 @@ class Accumulator:
             parts[:] = ["".join(parts)]
         return True
 
+    def _detailed(self, delta: dict[str, Any], text: str) -> bool | None:
+        """:meth:`add_text` of OpenRouter's reasoning chunk (``plain_chunks.plain_detailed``):
+        what fold() does with its two pieces, the detail and the plain string, when they only
+        add text: the detail already known and every other field of it already taken, and a
+        role that is noted again only (None otherwise: the full rules). ``delta`` is its
+        layout's (the parser's template): what was found of one holds for the next chunks of it,
+        since a detail's fields, once set, and a noted anomaly stay."""
+        known = self._last_detailed
+        if known is not None and known[0] is delta:
+            detail, repeated = known[1], known[2]
+        else:
+            repeated = None
+            if "role" in delta:
+                repeated = self._anomaly_by_kind.get("role-repeated")
+                if repeated is None:  # the first role, or the first time it repeats: full rules
+                    return None
+            sent = delta["reasoning_details"][0]
+            found = self._details_by_key.get((sent["index"], sent["type"]))
+            if found is None:
+                return None
+            for name, value in sent.items():
+                if name in _DETAIL_TEXTS:
+                    continue
+                if name == "signature":
+                    if value:
+                        return None
+                elif name == "id" or name == "format":
+                    if value is not None and getattr(found, name) is None:
+                        return None
+                else:
+                    return None  # kept in the detail's extra: the full rules
+            detail = found
+            self._last_detailed = (delta, detail, repeated)
+        self.n_chunks += 1
+        if repeated is not None:
+            repeated.count += 1
+        if not text:
+            return False
+        for parts in (detail.parts, self._reasoning_strings["reasoning"]):
+            parts.append(text)
+            if len(parts) > JOIN_AT:
+                parts[:] = ["".join(parts)]
+        return True
+
     def add_slot(self, chunk: dict[str, Any], slot: str, text: str, seq: int = 0) -> bool:
         """:meth:`add` for a chunk known to be one plain reasoning string (``slot`` its name) or
         one tool-call fragment's arguments (``slot`` "arguments") and nothing else meaningful
-        (``ChunkParser.parse_slot``'s shortcut): what fold() does with its reading, in fewer steps."""
-        if self.done or self.model is None or chunk.get("id") != self.id:
+        (``ChunkParser.parse_slot``'s shortcut): what fold() does with its reading, in fewer steps.
+        OpenRouter's reasoning chunk (:data:`~.plain_chunks.WITH_DETAIL`) takes the full rules."""
+        if slot is WITH_DETAIL or self.done or self.model is None or chunk.get("id") != self.id:
             return self.add(chunk, seq)  # something to note: the full rules
         self.n_chunks += 1
         if slot == "arguments":

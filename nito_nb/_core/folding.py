@@ -20,6 +20,7 @@ from .chunk import as_error_event
 from .errors import redact_events
 from .layout import CONTENT, ChunkParser, rebuild
 from .log import BAD_DATA, CHUNK, COMMENT, COMMENT_RUN, DONE, EMPTY, OTHER, ChunkLog
+from .plain_chunks import WITH_DETAIL
 from .redaction import Edit, StreamRedactor, encode, rewrite_event, with_data
 from .sse import ServerSentEvent
 
@@ -165,7 +166,11 @@ class EventFolding:
                         template[1].get("id"),
                         slot,  # type: ignore[arg-type]
                         content,  # type: ignore[arg-type]
-                        template[4] if slot == "arguments" else None,
+                        template[4]
+                        if slot == "arguments"
+                        else template[3]  # OpenRouter's reasoning: its delta
+                        if slot is WITH_DETAIL
+                        else None,
                     )
                     if carried is None:  # something to note: the full rules, on the chunk built
                         chunk = rebuild(template, content, padding)  # type: ignore[arg-type]

@@ -12,9 +12,12 @@ and only chunks whose other values are all scalars are templates, so no nested o
 between two results. OpenAI's and Azure's ``"obfuscation"`` padding, a string of random length
 in every chunk, is cut out of the key and put back, so such chunks share a layout too
 (tests/test_varying_layout.py checks every shortcut against the slow path with a random-length
-field in every chunk). Anything else goes to ``json.loads``: among others Mistral's chunks whose
-``delta.content`` is a list of parts (its text is not a string there, so no template ever matches
-them; ``test_protocol.py`` checks it).
+field in every chunk). OpenRouter sends each reasoning fragment twice in one chunk, as
+``reasoning`` and as the text of its one ``reasoning_details`` entry (``"content":""`` before
+them): such a layout is kept with both places, the text found in the first and checked byte for
+byte in the second (slot :data:`~.plain_chunks.WITH_DETAIL`). Anything else goes to
+``json.loads``: among others Mistral's chunks whose ``delta.content`` is a list of parts (its text
+is not a string there, so no template ever matches them; ``test_protocol.py`` checks it).
 """
 
 from __future__ import annotations
@@ -22,13 +25,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .plain_chunks import plain_choice, plain_content, plain_reasoning, plain_tool_fragments
+from .chunk import PAYLOAD_KEY
+from .plain_chunks import (
+    WITH_DETAIL,
+    plain_choice,
+    plain_content,
+    plain_detailed,
+    plain_reasoning,
+    plain_tool_fragments,
+)
 
 __all__ = ["ChunkParser", "rebuild"]
 
 _CONTENT = '"delta":{"content":"'  # as gateways write it: compact JSON
 _CONTENT_SPACED = '"delta": {"content": "'
 _PADDING = '"obfuscation":"'
+_REASONING = '"reasoning":"'
+_DETAILS = '"reasoning_details":[{'
+_DETAIL_TEXTS = ('"text":"', '"summary":"')
 _SCALARS = (str, int, float, bool, type(None))
 _decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 _scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # (text, end + 1) of a JSON string
@@ -42,13 +56,14 @@ class ChunkParser:
     """``parse(data)`` returns ``(value, content)``: the parsed JSON value, and the delta's content
     when the value is a known content-only chunk (else None). Raises ValueError like json.loads.
 
-    :meth:`parse_slot` also knows two more kinds of chunk by their layout: one plain reasoning
-    string (DeepSeek's ``reasoning_content``, ``reasoning``) and one tool-call fragment's
+    :meth:`parse_slot` also knows three more kinds of chunk by their layout: one plain reasoning
+    string (DeepSeek's ``reasoning_content``, ``reasoning``), one tool-call fragment's
     arguments (OpenAI's), each a chunk :func:`plain_chunks.plain_reasoning` or
-    :func:`plain_chunks.plain_tool_fragments` reads as that text alone."""
+    :func:`plain_chunks.plain_tool_fragments` reads as that text alone, and OpenRouter's
+    reasoning, one text in two places (:func:`plain_chunks.plain_detailed`)."""
 
     def __init__(self) -> None:
-        self._templates: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._templates: dict[tuple[str, ...], tuple[Any, ...]] = {}
         # The layout that matched last (slot, text before the string, text after it up to the
         # padding, the rest after the padding or None, template): most chunks repeat it.
         self._last: tuple[Any, ...] | None = None
@@ -66,8 +81,8 @@ class ChunkParser:
 
     def parse_slot(self, data: str) -> tuple[Any, str | None, str | None]:
         """``(value, text, slot)``: ``slot`` is :data:`CONTENT`, ``"reasoning_content"``,
-        ``"reasoning"`` or ``"arguments"`` when the value is a known chunk of that one text
-        (``text``), else None (and ``text`` None)."""
+        ``"reasoning"``, ``"arguments"`` or :data:`~.plain_chunks.WITH_DETAIL` when the value is
+        a known chunk of that one text (``text``), else None (and ``text`` None)."""
         value, text, slot, template, padding = self.parse_lazy(data)
         if template is not None:
             value = rebuild(template, text, padding)  # type: ignore[arg-type]
@@ -98,6 +113,12 @@ class ChunkParser:
                         break
                 else:
                     return _decode(data), None, None, None, None
+        if slot is CONTENT and data.startswith('"', start):
+            # An empty content: OpenRouter's reasoning chunks open their delta with one, and
+            # their text is the reasoning after it.
+            found = data.find(_REASONING, start)
+            if found >= 0:
+                start, slot = found + len(_REASONING), "reasoning"
         end = data.find('"', start)
         text = data[start:end]
         # escapes (JSON arguments are full of \"): the C scanner reads it
@@ -112,28 +133,39 @@ class ChunkParser:
         # copying the text around the string into a key and hashing it (docs/BENCHMARKS.md).
         padding: str | None
         last = self._last
-        if (
-            last is not None
-            and last[0] == slot
-            and start == len(last[1])
-            and data.startswith(last[1])
-        ):
+        if last is not None and start == len(last[1]) and data.startswith(last[1]):
             head, tail, template = last[2], last[3], last[4]
-            if data.startswith(head, end):
-                if tail is None:
-                    if len(data) == end + len(head):
-                        return None, text, slot, template, None
-                else:
-                    cut = end + len(head)
-                    cut_end = data.find('"', cut)
-                    padding = data[cut:cut_end]
-                    if (
-                        cut_end >= 0
-                        and (not padding or (padding.isascii() and padding.isalnum()))
-                        and len(data) == cut_end + len(tail)
-                        and data.startswith(tail, cut_end)
-                    ):
-                        return None, text, slot, template, padding
+            if last[0] == slot:
+                if data.startswith(head, end):
+                    if tail is None:
+                        if len(data) == end + len(head):
+                            return None, text, slot, template, None
+                    else:
+                        cut = end + len(head)
+                        cut_end = data.find('"', cut)
+                        padding = data[cut:cut_end]
+                        if (
+                            cut_end >= 0
+                            and (not padding or (padding.isascii() and padding.isalnum()))
+                            and len(data) == cut_end + len(tail)
+                            and data.startswith(tail, cut_end)
+                        ):
+                            return None, text, slot, template, padding
+            elif last[0] is WITH_DETAIL and slot == "reasoning":
+                # OpenRouter's layout: the same text again, as sent, after the same ``head``
+                again = end + len(head)
+                size = end - start
+                if (
+                    len(data) == again + size + len(tail)
+                    and data.startswith(head, end)
+                    and data.startswith(tail, again + size)
+                    and data[again : again + size] == data[start:end]
+                ):
+                    return None, text, WITH_DETAIL, template, None
+        if slot == "reasoning":
+            again = _again(data, start, end)
+            if again >= 0:
+                return self._detailed(data, start, end, again, text)
         after = data[end:]
         # OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the
         # key, and put back into the rebuilt chunk, so that such chunks share a layout too.
@@ -169,6 +201,46 @@ class ChunkParser:
                 self._last = (slot, prefix, head, tail, template)
         return value, text, slot, None, None
 
+    def _detailed(
+        self, data: str, start: int, end: int, again: int, text: str
+    ) -> tuple[Any, str | None, str | None, tuple[Any, ...] | None, str | None]:
+        """:meth:`parse_lazy` of a chunk whose text is at ``start:end`` and again at ``again``
+        (OpenRouter's reasoning and its detail): its layout is the text around both places."""
+        prefix, head, tail = data[:start], data[end:again], data[again + end - start :]
+        key = (prefix, head, tail)
+        template = self._templates.get(key)
+        if template is not None:
+            self._last = (WITH_DETAIL, prefix, head, tail, template)
+            return None, text, WITH_DETAIL, template, None
+        value = _decode(data)
+        if not _reads_as(value, WITH_DETAIL, text):
+            return value, None, None, None, None
+        if len(self._templates) < MAX_TEMPLATES:
+            template = _template(value, WITH_DETAIL)
+            if template is not None and rebuild(template, text) == value:
+                self._templates[key] = template
+                self._last = (WITH_DETAIL, prefix, head, tail, template)
+        return value, text, WITH_DETAIL, None, None
+
+
+def _again(data: str, start: int, end: int) -> int:
+    """Where the text at ``start:end`` (a ``reasoning`` string) starts again as the text of the
+    ``reasoning_details`` entry after it, byte for byte; else -1."""
+    details = data.find(_DETAILS, end)
+    if details < 0:
+        return -1
+    again = -1  # the first of the detail's text or summary
+    for marker in _DETAIL_TEXTS:
+        place = data.find(marker, details)
+        if place >= 0 and (again < 0 or place + len(marker) < again):
+            again = place + len(marker)
+    if again < 0:
+        return -1
+    size = end - start
+    if data[again : again + size] == data[start:end] and data.startswith('"', again + size):
+        return again
+    return -1
+
 
 CONTENT = "content"
 _SLOTS = (
@@ -186,6 +258,8 @@ def _reads_as(value: Any, slot: str, text: str) -> bool:
     if choice is None or type(choice.get("delta")) is not dict:
         return False
     delta = choice["delta"]
+    if slot is WITH_DETAIL:
+        return plain_detailed(delta) == text
     if slot == "arguments":
         fragments = plain_tool_fragments(delta)
         return fragments is not None and len(fragments) == 1 and fragments[0].arguments == text
@@ -208,6 +282,11 @@ def _template(value: dict[str, Any], slot: str) -> tuple[Any, ...] | None:
     delta = choice["delta"]
     if slot == CONTENT:
         return (slot, dict(value), dict(choice))
+    if slot is WITH_DETAIL:
+        detail = delta["reasoning_details"][0]
+        if not (_scalars(delta, "reasoning_details") and _scalars(detail, "")):
+            return None
+        return (slot, dict(value), dict(choice), dict(delta), dict(detail))
     if slot != "arguments":
         return (slot, dict(value), dict(choice), dict(delta)) if _scalars(delta, slot) else None
     call = delta["tool_calls"][0]
@@ -227,6 +306,11 @@ def rebuild(template: tuple[Any, ...], text: str, padding: str | None = None) ->
     slot, top, choice = template[0], template[1].copy(), template[2].copy()
     if slot == CONTENT:
         choice["delta"] = {"content": text}
+    elif slot is WITH_DETAIL:  # the text in both places
+        delta, detail = template[3].copy(), template[4].copy()
+        delta["reasoning"] = detail[PAYLOAD_KEY.get(detail["type"], "text")] = text
+        delta["reasoning_details"] = [detail]
+        choice["delta"] = delta
     elif slot != "arguments":
         delta = template[3].copy()
         delta[slot] = text

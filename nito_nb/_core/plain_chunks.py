@@ -1,7 +1,8 @@
 """The plain chunks: the tests that let a chunk take a shortcut past :func:`~.chunk.read_chunk`.
 
 Most chunks of a stream are one fragment of text and nothing else: a content fragment, a plain
-reasoning string (DeepSeek, vLLM), tool-call arguments (OpenAI). The accumulator folds them without
+reasoning string (DeepSeek, vLLM), tool-call arguments (OpenAI), or OpenRouter's reasoning, one
+fragment sent twice (``reasoning`` and its one ``reasoning_details`` entry). The accumulator folds them without
 reading the whole chunk, and the parser's layout cache (``layout.py``) parses them by their layout;
 each test here says when a chunk is such a chunk, and what it reads as, exactly as ``read_chunk``
 would read it (``tests/test_varying_layout.py`` checks that both paths agree). Apart from the
@@ -12,9 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from .chunk import ReasoningPiece, ToolFragment
+from .chunk import PAYLOAD_KEY, READABLE, ReasoningPiece, ToolFragment
 
-__all__ = ["plain_choice", "plain_content", "plain_reasoning", "plain_tool_fragments"]
+__all__ = [
+    "WITH_DETAIL",
+    "plain_choice",
+    "plain_content",
+    "plain_detailed",
+    "plain_reasoning",
+    "plain_tool_fragments",
+]
+
+#: The slot of a chunk :func:`plain_detailed` reads: the parser's and the accumulator's name for it.
+WITH_DETAIL = "reasoning+detail"
 
 #: Keys whose mere presence means something: a chunk with one of them is never "plain content".
 MEANINGFUL = frozenset({"error", "usage", "web_search", "free_tier", "x_groq"})
@@ -79,6 +90,35 @@ def plain_reasoning(delta: dict[str, Any]) -> list[ReasoningPiece] | None:
         if text:
             pieces.append(ReasoningPiece(name, None, text, None))
     return pieces
+
+
+def plain_detailed(delta: dict[str, Any]) -> str | None:
+    """The text of the delta of a :func:`plain_choice` that is OpenRouter's reasoning chunk: a
+    ``reasoning`` string and one readable ``reasoning_details`` entry (``reasoning.text`` or
+    ``reasoning.summary``, an integer index) whose text is the same string, beside a null or empty
+    content and a role; else None. ``read_chunk`` reads it as two pieces of that text, the detail
+    and the plain string (which the answer shows only without readable details: rule 4)."""
+    text = delta.get("reasoning")
+    details = delta.get("reasoning_details")
+    if type(text) is not str or type(details) is not list or len(details) != 1:
+        return None
+    for name, value in delta.items():
+        if name == "content":
+            if value is not None and value != "":
+                return None
+        elif name == "role":
+            if type(value) is not str:
+                return None
+        elif name != "reasoning" and name != "reasoning_details":
+            return None
+    detail = details[0]
+    if type(detail) is not dict:
+        return None
+    kind = detail.get("type")
+    if kind not in READABLE or type(detail.get("index")) is not int:
+        return None
+    payload = detail.get(PAYLOAD_KEY.get(kind, "text"))
+    return text if type(payload) is str and payload == text else None
 
 
 def plain_tool_fragments(delta: dict[str, Any]) -> list[ToolFragment] | None:
