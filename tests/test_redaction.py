@@ -77,6 +77,19 @@ CHANNELS: dict[str, tuple[Callable[[str], dict[str, Any]], Callable[[Any], str],
         lambda s: s.reasoning,
         "reasoning",
     ),
+    # OpenRouter's: the piece twice, as reasoning and as its detail's (its own fast path)
+    "reasoning and detail": (
+        lambda p: {
+            "content": "",
+            "role": "assistant",
+            "reasoning": p,
+            "reasoning_details": [
+                {"type": "reasoning.summary", "summary": p, "format": "x", "index": 0}
+            ],
+        },
+        lambda s: s.reasoning,
+        "reasoning",
+    ),
     "refusal": (lambda p: {"refusal": p}, lambda s: s.refusal or "", "refusal"),
     "tool": (_tool, lambda s: s.tool_calls[0].arguments if s.tool_calls else "", "tool_args"),
     "custom tool": (

@@ -40,9 +40,9 @@ __all__ = ["ChunkParser", "rebuild"]
 _CONTENT = '"delta":{"content":"'  # as gateways write it: compact JSON
 _CONTENT_SPACED = '"delta": {"content": "'
 _PADDING = '"obfuscation":"'
-_REASONING = '"reasoning":"'
-_DETAILS = '"reasoning_details":[{'
-_DETAIL_TEXTS = ('"text":"', '"summary":"')
+_REASONING = ('"reasoning":"', '"reasoning": "')  # compact, and as Python's json.dumps writes
+_DETAILS = ('"reasoning_details":[{', '"reasoning_details": [{')
+_DETAIL_TEXTS = ('"text":"', '"summary":"', '"text": "', '"summary": "')
 _SCALARS = (str, int, float, bool, type(None))
 _decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 _scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # (text, end + 1) of a JSON string
@@ -116,9 +116,11 @@ class ChunkParser:
         if slot is CONTENT and data.startswith('"', start):
             # An empty content: OpenRouter's reasoning chunks open their delta with one, and
             # their text is the reasoning after it.
-            found = data.find(_REASONING, start)
-            if found >= 0:
-                start, slot = found + len(_REASONING), "reasoning"
+            for marker in _REASONING:
+                found = data.find(marker, start)
+                if found >= 0:
+                    start, slot = found + len(marker), "reasoning"
+                    break
         end = data.find('"', start)
         text = data[start:end]
         # escapes (JSON arguments are full of \"): the C scanner reads it
@@ -226,9 +228,11 @@ class ChunkParser:
 def _again(data: str, start: int, end: int) -> int:
     """Where the text at ``start:end`` (a ``reasoning`` string) starts again as the text of the
     ``reasoning_details`` entry after it, byte for byte; else -1."""
-    details = data.find(_DETAILS, end)
+    details = data.find(_DETAILS[0], end)
     if details < 0:
-        return -1
+        details = data.find(_DETAILS[1], end)
+        if details < 0:
+            return -1
     again = -1  # the first of the detail's text or summary
     for marker in _DETAIL_TEXTS:
         place = data.find(marker, details)
