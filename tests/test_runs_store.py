@@ -538,6 +538,32 @@ def test_the_next_store_run_takes_the_helper_the_last_one_left_until_it_idles_to
         assert set(opened.results()["status"]) == {"done"}
 
 
+def test_a_helper_whose_answer_was_not_taken_is_let_go_not_handed_on(tmp_path: Path) -> None:
+    # The next writer would read that answer as its own batch's, and commit its rows before
+    # their events file is in place.
+    import duckdb
+
+    from nito_nb._frame import EndedStream
+    from nito_nb._runs.events import prepare
+    from nito_nb._runs.events_helper import EventsHelper
+
+    prepare(tmp_path, duckdb.connect())
+    stream = nito_nb.stream("hello", model="sim/echo", **FAST)
+    stream.wait()
+    first = EventsHelper()
+    assert first._proc is not None
+    pid = first._proc.pid
+    first.submit(tmp_path, "one", "run", {"k": EndedStream.of(stream)})
+    first.close()  # its answer never taken
+    assert _ends(pid)
+    second = EventsHelper()
+    assert second._proc is not None and second._proc.pid != pid
+    second.submit(tmp_path, "two", "run", {"k": EndedStream.of(stream)})
+    second.wait()
+    assert (tmp_path / "events" / "two.parquet").is_file()
+    second.close()
+
+
 def test_an_events_file_without_committed_rows_is_never_seen(tmp_path: Path) -> None:
     # A process killed after writing a batch's events file but before its rows committed leaves
     # the file behind; a re-run key's old file stays too. The view shows neither.

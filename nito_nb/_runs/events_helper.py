@@ -129,11 +129,16 @@ def _take_idle() -> _Process | None:
 def _give_back(helper: _Process) -> None:
     """Keep ``helper`` for the next writer, for IDLE_SECONDS; a helper already kept goes."""
     global _idle
-    with _idle_lock:
-        other, _idle = _idle, helper
-        helper.expiry = threading.Timer(IDLE_SECONDS, _expire, (helper,))
-        helper.expiry.daemon = True
-        helper.expiry.start()
+    helper.expiry = threading.Timer(IDLE_SECONDS, _expire, (helper,))
+    helper.expiry.daemon = True
+    other: _Process | None
+    with _idle_lock:  # _expire waits for it: the helper is in place before it looks
+        try:
+            helper.expiry.start()
+        except RuntimeError:  # Python is exiting: no new thread, and no next writer either
+            other = helper
+        else:
+            other, _idle = _idle, helper
     if other is not None:
         if other.expiry is not None:
             other.expiry.cancel()
@@ -233,30 +238,33 @@ class EventsHelper:
                 messages = _dumps(self._job)  # pickled whole before a byte is written
             except Exception:  # a log that does not pickle: this batch is written here
                 messages = []
-            try:
-                for message in messages:
-                    self._helper.send.send_bytes(message)
-            except OSError as exc:
-                self._lost(f"the helper process ended ({exc})")
-            else:
-                if messages:
-                    self._sent = True
+            if messages:
+                # From the first byte on, the helper owes an answer: a writer stopped before it
+                # took it lets the helper go (close), never hands it on out of step.
+                self._sent = True
+                try:
+                    for message in messages:
+                        self._helper.send.send_bytes(message)
                     return
+                except OSError as exc:
+                    self._sent = False
+                    self._lost(f"the helper process ended ({exc})")
         self._write_here()
 
     def wait(self) -> None:
         """Return when the submitted batch's file is in place; raise what the helper raised."""
         job, self._job = self._job, None
-        sent, self._sent = self._sent, False
-        if job is None or not sent or self._helper is None:
+        if job is None or not self._sent or self._helper is None:
             return
         try:
             reply = self._helper.recv.recv()
         except (EOFError, OSError) as exc:
+            self._sent = False
             self._lost(f"the helper process ended ({type(exc).__name__})")
             self._job = job
             self._write_here()
             return
+        self._sent = False  # only now: stopped in recv, the answer is still owed (close)
         if reply is not None:
             raise OSError(f"writing the store's events: {reply}")
 
@@ -275,7 +283,7 @@ class EventsHelper:
             f"nito_nb: {why}: the run store's events are now written by this process (nothing is "
             "lost; the run is slower)",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=2,
         )
 
     def close(self) -> None:
