@@ -12,7 +12,7 @@ import pytest
 
 import nito_nb._frame
 from nito_nb._runs import gil as _gil
-from nito_nb._runs.events import EventsHelper
+from nito_nb._runs.events_helper import EventsHelper
 
 
 class _Stop(Exception):

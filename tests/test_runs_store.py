@@ -510,6 +510,60 @@ def test_the_events_are_written_by_a_helper_process_and_a_dead_helper_loses_noth
             assert opened.streams(key).content == results.set_index("key").loc[key, "content"]
 
 
+def test_the_next_store_run_takes_the_helper_the_last_one_left_until_it_idles_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Starting a helper costs about 0.7 s of CPU (its imports), which every run with a store paid
+    # again: a closed writer hands its helper to the next one (_runs/events_helper.py), and one
+    # left idle longer than IDLE_SECONDS ends.
+    helpers = []
+    for name in ("first", "second"):
+        run = nito_nb.run(_prompts(3), model="sim/echo", store=str(tmp_path / name), **FAST)
+        helpers.append(run._writer.store._events._proc.pid)
+        run.wait()
+        with nito_nb.open_store(tmp_path / name) as opened:
+            assert len(opened.sql("select distinct stream from events")) == 3
+    assert helpers[0] == helpers[1] and not _ends(helpers[0], within=0.5)
+    from nito_nb._runs import events_helper
+
+    monkeypatch.setattr(events_helper, "IDLE_SECONDS", 0.2)
+    third = nito_nb.run(_prompts(3), model="sim/echo", store=str(tmp_path / "third"), **FAST)
+    assert third._writer.store._events._proc.pid == helpers[0]
+    third.wait()
+    assert _ends(helpers[0])  # idle too long: let go (its pipe closed), and reaped
+    fourth = nito_nb.run(_prompts(3), model="sim/echo", store=str(tmp_path / "fourth"), **FAST)
+    assert fourth._writer.store._events._proc.pid != helpers[0]  # a new one, not the dead one
+    fourth.wait()
+    with nito_nb.open_store(tmp_path / "fourth") as opened:
+        assert set(opened.results()["status"]) == {"done"}
+
+
+def test_a_helper_whose_answer_was_not_taken_is_let_go_not_handed_on(tmp_path: Path) -> None:
+    # The next writer would read that answer as its own batch's, and commit its rows before
+    # their events file is in place.
+    import duckdb
+
+    from nito_nb._frame import EndedStream
+    from nito_nb._runs.events import prepare
+    from nito_nb._runs.events_helper import EventsHelper
+
+    prepare(tmp_path, duckdb.connect())
+    stream = nito_nb.stream("hello", model="sim/echo", **FAST)
+    stream.wait()
+    first = EventsHelper()
+    assert first._proc is not None
+    pid = first._proc.pid
+    first.submit(tmp_path, "one", "run", {"k": EndedStream.of(stream)})
+    first.close()  # its answer never taken
+    assert _ends(pid)
+    second = EventsHelper()
+    assert second._proc is not None and second._proc.pid != pid
+    second.submit(tmp_path, "two", "run", {"k": EndedStream.of(stream)})
+    second.wait()
+    assert (tmp_path / "events" / "two.parquet").is_file()
+    second.close()
+
+
 def test_an_events_file_without_committed_rows_is_never_seen(tmp_path: Path) -> None:
     # A process killed after writing a batch's events file but before its rows committed leaves
     # the file behind; a re-run key's old file stays too. The view shows neither.

@@ -12,33 +12,21 @@ Why not a DuckDB table, as at first: inserting a batch's event rows and DuckDB's
 cost over ten times the CPU of writing the same rows as Parquet files. Why a helper process:
 building those frames from the logs held the GIL that the run's sending loop needs, and a run with a
 store reached half the floor's rate (bench/bench_runs.py; both in docs/BENCHMARKS.md). The helper
-receives each batch as ``EndedStream`` records (the log and four facts: pickled, a Stream's lock
-cannot cross) and answers when the file is in place; the writer thread commits the rows only then.
-
-The helper is ``python -m nito_nb._runs.events_main`` over two pipes, not a ``multiprocessing``
-child: ``spawn`` re-imports the user's script, so a script without an ``if __name__ ==
-"__main__"`` guard would have run itself again. It ignores SIGINT (an interrupt in the notebook
-stops the run, not the writing of what finished) and ends when its pipe closes, also when the
-run's process is killed. Where it cannot run (Windows: no inherited pipe descriptors) or dies,
-the writer thread builds the files itself (``loop_first``), as the magic always does.
+(``events_helper.py``) receives each batch as ``EndedStream`` records and answers when the file
+is in place; the writer thread commits the rows only then.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 import warnings
 from collections.abc import Collection, Mapping
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core.errors import ConfigurationError
-from .gil import loop_first
 
 if TYPE_CHECKING:
     import duckdb
@@ -51,7 +39,6 @@ __all__ = [
     "COMPACT_BELOW",
     "EVENTS_DIR",
     "SQL_TYPES",
-    "EventsHelper",
     "compact",
     "event_columns",
     "events_of",
@@ -460,133 +447,3 @@ def legacy_events(con: duckdb.DuckDBPyConnection) -> str | None:
         [database],
     ).fetchone()
     return f'"{database}".main.events' if found else None
-
-
-class EventsHelper:
-    """The helper process of one store writer: one batch at a time, ``submit`` then ``wait``;
-    ``process=False``: no helper, ``submit`` writes the file.
-
-    If the helper cannot start or dies, the batch is written here instead (and so are the next
-    ones): nothing is lost, the run is only slower."""
-
-    def __init__(self, *, process: bool = True) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._send: Connection | None = None
-        self._recv: Connection | None = None
-        self._job: tuple[Any, ...] | None = None
-        self.failure: str | None = None  # why the batches are written here, when they are
-        if not process:  # the caller writes them (the magic: one stream per cell)
-            return
-        if sys.platform == "win32":
-            self.failure = "no helper process on Windows"
-            return
-        to_child, from_parent = os.pipe()
-        to_parent, from_child = os.pipe()
-        # it never sends anything
-        env = {k: v for k, v in os.environ.items() if k != "NITO_API_KEY"}
-        # The helper imports this very nito_nb: the parent's import path, first.
-        env["PYTHONPATH"] = os.pathsep.join(
-            [p for p in sys.path if p] + [env.get("PYTHONPATH", "")]
-        )
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "nito_nb._runs.events_main", str(to_child), str(from_child)],
-                pass_fds=(to_child, from_child),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # its stderr is this process's: a crash says why there
-            )
-        except OSError as exc:
-            self.failure = f"the helper process did not start ({exc})"
-            os.close(from_parent)
-            os.close(to_parent)
-            return
-        finally:
-            os.close(to_child)  # the helper's ends: its copies are its own
-            os.close(from_child)
-        self._send = Connection(from_parent, readable=False)
-        self._recv = Connection(to_parent, writable=False)
-
-    def submit(
-        self, folder: Path, batch: str, run_id: str | None, ended: Mapping[str, EndedStream]
-    ) -> None:
-        self._job = (str(folder), batch, run_id, dict(ended))
-        if self._send is not None:
-            try:
-                self._send.send(self._job)  # pickled whole before a byte is written
-                return
-            except OSError as exc:
-                self._lost(f"the helper process ended ({exc})")
-            except Exception:  # a log that does not pickle: this batch is written here
-                pass
-        self._write_here()
-
-    def wait(self) -> None:
-        """Return when the submitted batch's file is in place; raise what the helper raised."""
-        job, self._job = self._job, None
-        if job is None or self._recv is None:
-            return
-        try:
-            reply = self._recv.recv()
-        except (EOFError, OSError) as exc:
-            self._lost(f"the helper process ended ({type(exc).__name__})")
-            self._job = job
-            self._write_here()
-            return
-        if reply is not None:
-            raise OSError(f"writing the store's events: {reply}")
-
-    def _write_here(self) -> None:
-        assert self._job is not None
-        job, self._job = self._job, None
-        with loop_first():  # the sending loop keeps its turns meanwhile (_gil.py)
-            write_events(*job)
-
-    def _lost(self, why: str) -> None:
-        self.failure = why
-        self.close()
-        warnings.warn(
-            f"nito_nb: {why}: the run store's events are now written by this process (nothing is "
-            "lost; the run is slower)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-
-    def close(self) -> None:
-        for conn in (self._send, self._recv):
-            if conn is not None:
-                conn.close()
-        self._send = self._recv = None
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=10)  # it ends when its pipe closes
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
-
-
-def _serve(receive: Connection, reply: Connection) -> None:
-    """The helper: write each batch received, answer None or why it failed; end at EOF."""
-    while True:
-        try:
-            job = receive.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            write_events(*job)
-        except BaseException as exc:  # told to the writer thread, which stops the run with it
-            answer: str | None = f"{type(exc).__name__}: {exc}"
-        else:
-            answer = None
-        try:
-            reply.send(answer)
-        # the run's process exited meanwhile (a script ended mid-run): nobody to tell
-        except OSError:
-            return
-
-
-def main(argv: list[str]) -> None:
-    """The helper process (``python -m nito_nb._runs.events_main READ_FD WRITE_FD``)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False))

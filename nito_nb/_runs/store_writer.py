@@ -19,13 +19,13 @@ from .._core.errors import ConfigurationError
 from .._core.status import Status
 from .events import (
     SQL_TYPES,
-    EventsHelper,
     compact,
     events_view,
     legacy_events,
     new_batch,
     prepare,
 )
+from .events_helper import EventsHelper
 from .plan import Request, request_key
 from .results import RESULT_COLUMNS, Finished, result_rows, results_frame
 from .score_store import prepare_scores, read_scores, write_scores
