@@ -30,6 +30,7 @@ from typing import Any
 
 from .._render import RenderCache, check_format, render_parts
 from .._structured import structure_of
+from .iopub import quiet_flushes
 from .refresh import CLOCK_PERIOD
 from .sink import LiveSink, stream_mark
 from .slots import Slot, Slots
@@ -113,7 +114,8 @@ class LiveDisplay(LiveSink):
     def _draw(self, *, live: bool) -> None:
         started = time.perf_counter()
         try:
-            self._send(snapshot(self.state), live=live)
+            with quiet_flushes():  # nothing printed since the last message: no flush round trip
+                self._send(snapshot(self.state), live=live)
         finally:
             self.render_seconds += time.perf_counter() - started
 
