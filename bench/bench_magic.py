@@ -36,8 +36,9 @@ dozen objects for the collector: measured, not a cost that grows with the rounds
 
 Targets (issue 32), per shape: bytes sent <= 2x the text the
 model sent (content, reasoning, tool arguments); speed with display >= 0.8x the speed without;
-renders at most 20 a second, besides the first (at once) and the final one (the throttle's
-interval runs from the end of one render to the start of the next). The floor, one render of the
+renders at most 20 a second, besides the first (a quarter second after the view starts,
+``FIRST_RENDER_DELAY``: a stream that ends sooner has only its final render) and the final one (the
+throttle's interval runs from the end of one render to the start of the next). The floor, one render of the
 final answer (its HTML and its text/plain, JSON-escaped, ``final_bundle``), is printed beside the
 bytes.
 """

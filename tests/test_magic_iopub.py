@@ -11,6 +11,7 @@ before it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +65,9 @@ def test_the_live_view_makes_no_flush_when_nothing_was_printed(
         flushes, messages = _flushes_during(kc, f"%%nito -m sim/long --param sim='{sim}'\nGo.")
         shown = _display_messages(messages)
         assert len(shown) >= 10, [m["msg_type"] for m in messages]  # the view was live
-        assert "✓ done" in shown[-1]["content"]["data"]["text/plain"] or any(
-            "✓ done" in m["content"]["data"]["text/plain"] for m in shown
-        )
+        texts = [m["content"]["data"]["text/plain"] for m in shown]
+        assert any(text.startswith("● streaming") for text in texts)
+        assert any(text.startswith("✓ done") for text in texts)
         # Before: two flushes (stdout, stderr) per display message, each a round trip.
         assert flushes == baseline, (flushes, baseline, len(shown))
         # Something printed in the cell is flushed before the output that follows it: the error
@@ -76,6 +77,29 @@ def test_the_live_view_makes_no_flush_when_nothing_was_printed(
         assert "stream" in kinds and kinds.index("stream") > max(
             i for i, kind in enumerate(kinds) if kind.endswith("display_data")
         ), kinds
+
+
+def test_a_stream_that_ends_within_a_quarter_second_is_sent_once_final(
+    tmp_path: Path,
+    kernel_env: None,  # noqa: F811
+) -> None:
+    # A tenth of a second of sim/long: its live frames (waiting, the first words, a few more)
+    # would go by unread, each a message. Its outputs are sent once, with the final state.
+    sim = json.dumps({"chunks": 150, "tps": 1500, "ttft_ms": 0})
+    with _kernel(tmp_path) as (_, kc):
+        for _ in range(5):  # a busy machine may stretch a stream past the quarter second
+            messages = _execute(kc, f"%%nito -m sim/long --param sim='{sim}'\nGo.")
+            shown = _display_messages(messages)
+            texts = [m["content"]["data"]["text/plain"] for m in shown]
+            status = [text for text in texts if " · sim/long · " in text][-1]  # its last state
+            total = re.search(r"(\d+\.\d+) s total", status)
+            if total and float(total.group(1)) < 0.2:
+                break
+        else:
+            raise AssertionError(f"no stream ended within 0.2 s: {status}")
+        assert [m["msg_type"] for m in shown] == ["display_data"] * len(shown), shown
+        assert texts[0].startswith("✓ done"), texts  # the status line, final, first
+        assert len(shown) == 2 and len(texts[1]) > 100, texts  # then the whole answer
 
 
 def test_text_printed_between_tool_rounds_arrives_before_the_next_round(

@@ -9,8 +9,10 @@ sweep's ``SweepView``. A sink says only what it shows (``_draw``), what tells it
 new arrived (``_mark``) and, if its state ends by itself, when (``_ended``). The rules, in the
 manner of rich's ``Live`` (one lock, one refresh thread, a last render by the caller):
 
-- ``start()`` renders now and starts the sink's one refresh thread (``Refresher``), unless its
-  owner wakes it up anyway (``refreshes = False``: a run's writer thread, a sweep's thread);
+- ``start()`` renders now (a sink with a ``first_render_delay``: that long after, so that a state
+  which ends sooner is rendered once, final) and starts the sink's one refresh thread
+  (``Refresher``), unless its owner wakes it up anyway (``refreshes = False``: a run's writer
+  thread, a sweep's thread);
 - ``update()``, for whoever feeds the state, renders at most ``max_rate`` times a second; while
   it is being called the refresh thread stays out of the way (a fast stream is not rendered from
   two threads at once: it slowed the stream, bench/bench_magic.py; docs/BENCHMARKS.md);
@@ -81,6 +83,10 @@ class LiveSink:
     #: Whether ``start()`` gives the output a refresh thread; an output that its owner wakes up
     #: regularly anyway has none.
     refreshes = True
+    #: Seconds from ``start()`` to the first render (0: at once). A view that holds it back shows
+    #: a state that ends sooner only once, final; ``update()`` and the refresh thread render from
+    #: then on as the throttle allows.
+    first_render_delay = 0.0
     #: Whether the state says by itself when it has ended (``_ended``): then the first
     #: ``update()`` or tick that sees it renders the final state.
     ends_itself = False
@@ -128,14 +134,18 @@ class LiveSink:
     # -- the lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Any:
-        """Show the state now, and refresh it from a thread of its own until ``finish()``."""
+        """Show the state now (or ``first_render_delay`` later), and refresh it from a thread of its
+        own until ``finish()``."""
         with self._lock:
             if self._over or self._refresher is not None:
                 return self
             if self.ends_itself and self._ended():
                 self._finish_once()
                 return self
-            self._render(live=True)
+            if self.first_render_delay > 0:
+                self._throttle.hold(self.first_render_delay)  # the refresh thread renders then
+            else:
+                self._render(live=True)
             if self.refreshes:
                 self._refresher = Refresher(
                     self._tick, self.refresh_period, self.refresher_name
