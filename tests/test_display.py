@@ -227,6 +227,33 @@ def test_throttled_update_does_not_render() -> None:
     assert Watched.reads == reads
 
 
+def test_feed_renders_as_update_after_each_chunk_would() -> None:
+    # The magic iterates a stream's chunks through feed(): the same renders, at the same chunks,
+    # as a call to update() after each one, and the refresh thread is told the feeder is active.
+    answer = sample_answer(20_000)
+
+    def chunks(state: SimpleNamespace, clock: FakeClock) -> Any:
+        for i in range(2_000):
+            state.content = answer[: (i + 1) * 10]
+            state.n_chunks = i + 1
+            clock.now = state.elapsed = (i + 1) * 0.001  # 2 s: about 40 renders
+            yield i
+
+    seen = []
+    for way in ("update", "feed"):
+        clock, fake = FakeClock(), FakeDisplay()
+        state = make_state(status="streaming")
+        display = LiveDisplay(state, clock=clock, display=fake)
+        if way == "update":
+            for _ in chunks(state, clock):
+                display.update()
+        else:
+            display.feed(chunks(state, clock))
+            assert display._fed and display._throttle.pending
+        seen.append((display.n_updates, display.n_messages, [h.history for h in fake.handles]))
+    assert seen[0] == seen[1] and 30 <= seen[0][0] <= 41
+
+
 def test_the_first_render_waits_a_quarter_second_after_start() -> None:
     # A stream that ends within FIRST_RENDER_DELAY is sent once, final; a longer one is shown
     # once the delay has passed, by update() or by the refresh thread, then throttled as before.
