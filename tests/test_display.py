@@ -24,6 +24,7 @@ from nito_nb._display import (
     in_kernel,
     live_display,
 )
+from nito_nb._display.notebook import FIRST_RENDER_DELAY
 from nito_nb._render import final_bundle, status_text
 from nito_nb._render.plain import excerpt
 
@@ -224,6 +225,81 @@ def test_throttled_update_does_not_render() -> None:
     for _ in range(1000):
         display.update()
     assert Watched.reads == reads
+
+
+def test_feed_renders_as_update_after_each_chunk_would() -> None:
+    # The magic iterates a stream's chunks through feed(): the same renders, at the same chunks,
+    # as a call to update() after each one, and the refresh thread is told the feeder is active.
+    answer = sample_answer(20_000)
+
+    def chunks(state: SimpleNamespace, clock: FakeClock) -> Any:
+        for i in range(2_000):
+            state.content = answer[: (i + 1) * 10]
+            state.n_chunks = i + 1
+            clock.now = state.elapsed = (i + 1) * 0.001  # 2 s: about 40 renders
+            yield i
+
+    seen = []
+    for way in ("update", "feed"):
+        clock, fake = FakeClock(), FakeDisplay()
+        state = make_state(status="streaming")
+        display = LiveDisplay(state, clock=clock, display=fake)
+        if way == "update":
+            for _ in chunks(state, clock):
+                display.update()
+        else:
+            display.feed(chunks(state, clock))
+            assert display._fed and display._throttle.pending
+        seen.append((display.n_updates, display.n_messages, [h.history for h in fake.handles]))
+    assert seen[0] == seen[1] and 30 <= seen[0][0] <= 41
+
+
+def test_the_first_render_waits_a_quarter_second_after_start() -> None:
+    # A stream that ends within FIRST_RENDER_DELAY is sent once, final; a longer one is shown
+    # once the delay has passed, by update() or by the refresh thread, then throttled as before.
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state(status="streaming", content="Hello")
+    display = LiveDisplay(state, clock=clock, display=fake).start()
+    try:
+        assert FIRST_RENDER_DELAY == 0.25
+        for step in range(24):  # 0.01 .. 0.24 s
+            clock.now = (step + 1) / 100
+            state.content += " more"
+            display.update()
+        assert display.n_messages == 0 and not fake.handles
+        clock.now = 0.25
+        display.update()  # or the refresh thread, whichever comes first: one render
+        assert display.n_updates == 1
+        assert fake.handles[0].last["text/plain"].startswith("● streaming")
+    finally:
+        display.close()
+    clock, fake = FakeClock(), FakeDisplay()
+    state = make_state(status="streaming", content="Hello\n\nworld")
+    display = LiveDisplay(state, clock=clock, display=fake).start()
+    clock.now = 0.2
+    display.update()
+    state.status, state.done = "done", True
+    display.finish()
+    assert display.n_updates == 1  # the final render only
+    assert all(len(handle.history) == 1 for handle in fake.handles)
+    assert fake.handles[0].last["text/plain"].startswith("✓ done")
+    assert answer_text(fake) == "Hello\n\nworld"
+
+
+def test_the_refresh_thread_shows_the_state_once_the_first_render_is_due() -> None:
+    # Nothing feeds the view (a slow first token): the waiting line comes at the quarter second.
+    fake = FakeDisplay()
+    state = make_state(status="waiting")
+    display = LiveDisplay(state, display=fake).start()
+    try:
+        time.sleep(0.1)
+        assert not fake.handles
+        deadline = time.monotonic() + 5
+        while not fake.handles and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert fake.handles and fake.handles[0].last["text/plain"].startswith("⏳ waiting")
+    finally:
+        display.close()
 
 
 def test_finish_is_idempotent_and_ends_updates() -> None:

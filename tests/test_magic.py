@@ -559,6 +559,10 @@ class InterruptingDisplay:
         if self.updates == self.after:
             raise KeyboardInterrupt
 
+    def feed(self, items: Any) -> None:
+        for _ in items:
+            self.update()
+
     def finish(self) -> None:
         self.finished = True
 

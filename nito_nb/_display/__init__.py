@@ -4,6 +4,8 @@
 - ``slots.Slots``: the one reconciler from rendered parts to outputs;
 - ``refresh.Refresher``: the one refresh thread of a live view (stalls stay visible);
 - ``snapshots.snapshot``: what a renderer reads (a consistent copy of the stream's state);
+- ``iopub.quiet_flushes``: a live view's messages in a kernel, without ipykernel's flushes of
+  stdout and stderr when nothing was printed (each a round trip to the IOPub thread);
 - ``sink.LiveOutput``: what every live output offers (start, update, finish, close), and
   ``sink.LiveSink``: the one lifecycle they all share (one lock, one refresh thread, the final
   render once, in the caller's thread) around those pieces;

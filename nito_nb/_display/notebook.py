@@ -10,6 +10,8 @@ one growing output is quadratic. So:
   is sent once and never again, only the small live tail and the status line are re-sent;
 - outputs can only be appended: a part that belongs above others (reasoning after the first answer
   text) takes its place and the outputs below it are re-sent one further down;
+- its first render waits ``FIRST_RENDER_DELAY`` (a quarter second) after ``start()``: a stream
+  that ends sooner sends only its final state, one message per output;
 - ``start()`` adds the view's refresh thread (``Refresher``): during a stall the text that came in
   the last ``1 / max_rate`` seconds is shown as soon as the throttle allows, and the status line's
   clock keeps moving (twice a second). ``update()``, the thread and ``finish()`` share one lock.
@@ -30,6 +32,7 @@ from typing import Any
 
 from .._render import RenderCache, check_format, render_parts
 from .._structured import structure_of
+from .iopub import quiet_flushes
 from .refresh import CLOCK_PERIOD
 from .sink import LiveSink, stream_mark
 from .slots import Slot, Slots
@@ -37,9 +40,23 @@ from .snapshots import snapshot
 from .terminal import TerminalDisplay
 from .throttle import MAX_RATE
 
-__all__ = ["CLOCK_PERIOD", "LiveDisplay", "TerminalDisplay", "in_kernel", "live_display"]
+__all__ = [
+    "CLOCK_PERIOD",
+    "FIRST_RENDER_DELAY",
+    "LiveDisplay",
+    "TerminalDisplay",
+    "in_kernel",
+    "live_display",
+]
 
 DisplayFunction = Callable[..., Any]
+
+#: Seconds from ``start()`` to a live view's first render. A stream that ends sooner (a short
+#: answer, a recording, a fast simulator) is shown once, final: its live frames would go by
+#: faster than anyone reads them, and in a kernel each message costs more than its bytes (a
+#: ``sim/long`` cell of 0.2 s sent ten; bench/bench_magic.py --kernel). A longer one is on the page
+#: a quarter second after its cell starts, then refreshed as before.
+FIRST_RENDER_DELAY = 0.25
 
 
 def _bundle_size(bundle: dict[str, str]) -> int:
@@ -50,9 +67,11 @@ class LiveDisplay(LiveSink):
     """Show a growing Stream (or any object with its attributes) in a notebook output, live.
 
     Call ``update()`` after every chunk and ``finish()`` once at the end (or use ``with``); call
-    ``start()`` to show the state at once and keep the view fresh during stalls (its refresh
-    thread). Without ``start()`` nothing is shown before the first ``update()`` and nothing
-    refreshes between calls. ``clock`` and ``display`` can be replaced (tests, benchmarks):
+    ``start()`` to show the state ``FIRST_RENDER_DELAY`` seconds later (a stream that ends sooner
+    shows only its final state, at ``finish()``) and keep the view fresh during stalls (its refresh
+    thread). Without
+    ``start()`` nothing is shown before the first ``update()`` and nothing refreshes between calls.
+    ``clock`` and ``display`` can be replaced (tests, benchmarks):
     ``display(bundle, raw=True, display_id=True)`` must return a handle with
     ``update(bundle, raw=True)``.
 
@@ -62,6 +81,7 @@ class LiveDisplay(LiveSink):
     """
 
     refresher_name = "nito_nb-live-display"
+    first_render_delay = FIRST_RENDER_DELAY
 
     def __init__(
         self,
@@ -113,7 +133,8 @@ class LiveDisplay(LiveSink):
     def _draw(self, *, live: bool) -> None:
         started = time.perf_counter()
         try:
-            self._send(snapshot(self.state), live=live)
+            with quiet_flushes():  # nothing printed since the last message: no flush round trip
+                self._send(snapshot(self.state), live=live)
         finally:
             self.render_seconds += time.perf_counter() - started
 

@@ -34,7 +34,10 @@ CLOCK_PERIOD = 0.5
 def due_in(throttle: Throttle, fresh: bool) -> float:
     """Seconds until a live view's refresh thread should render (0: now). ``fresh``: something
     arrived since the last render; it is shown as soon as the throttle allows. Otherwise only the
-    status line's clock moves, every ``CLOCK_PERIOD``."""
+    status line's clock moves, every ``CLOCK_PERIOD``. Before the first render: as soon as the
+    throttle allows (a view may hold its first render back: ``Throttle.hold``)."""
+    if throttle.last is None:
+        return max(0.0, throttle.due - throttle.clock())
     wait = throttle.interval if fresh else CLOCK_PERIOD
     return max(0.0, wait - throttle.idle_for())
 

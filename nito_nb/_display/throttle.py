@@ -49,6 +49,12 @@ class Throttle:
             return False
         return True
 
+    def hold(self, seconds: float) -> None:
+        """No render starts before ``seconds`` from now (a live view's first render:
+        ``LiveSink.first_render_delay``); one is pending meanwhile."""
+        self.due = max(self.due, self.clock() + seconds)
+        self.pending = True
+
     def done(self) -> None:
         """Record the end of a render (a pending one is now shown)."""
         self._last = self.clock()

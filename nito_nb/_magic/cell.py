@@ -169,8 +169,7 @@ def _stream_one(
     try:
         chunks = iter(stream)  # iterated from here on: the view reads what arrived so far
         start_view(display)
-        for _ in chunks:
-            display.update()
+        display.feed(chunks)  # update() after each chunk
     except BaseException:
         # The interrupt may land outside the engine's own iteration (in update(), say): close
         # the stream here so it is marked stopped and its connection released.

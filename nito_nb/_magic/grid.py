@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import MissingAPIKeyError, NitoError
+from .._display.iopub import quiet_flushes
 from .._display.sink import LiveSink
 from .history import comparison_table
 from .output import NO_KEY, error_line, in_kernel, show_attachments
@@ -99,10 +100,11 @@ class Grid(LiveSink):
         if bundle == self._sent:  # a stall: nothing new to send
             return
         self._sent = bundle
-        if self.handle is None:
-            self.handle = display(bundle, raw=True, display_id=True)
-        else:
-            self.handle.update(bundle, raw=True)
+        with quiet_flushes():  # nothing printed since the last message: no flush round trip
+            if self.handle is None:
+                self.handle = display(bundle, raw=True, display_id=True)
+            else:
+                self.handle.update(bundle, raw=True)
         self.n_messages += 1
 
 
