@@ -154,3 +154,52 @@ def test_connect_and_write_still_time_out_and_say_what_asyncio_said() -> None:
 
         with pytest.raises(httpcore.WriteTimeout):
             asyncio.run(stuck())
+
+
+def test_the_response_records_its_request_as_httpx_did_without_working_it_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+    from httpx import _models
+
+    from nito_nb._transport import direct
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 0\r\n\r\n"
+        )
+        await writer.drain()
+        writer.close()
+
+    async def main() -> tuple[httpx.Request, httpx.Request]:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        url = httpx.URL(f"http://127.0.0.1:{port}/v1/chat/completions")
+        timeout = httpx.Timeout(5.0)
+        expected = httpx.Request("POST", url, extensions={"timeout": timeout.as_dict()})
+
+        def refused(**_: Any) -> Any:
+            raise AssertionError("httpx worked the request's record out again")
+
+        try:
+            with monkeypatch.context() as patched:
+                # httpx's own making of a request's headers and body from its content: 9-30 µs
+                patched.setattr(_models, "encode_request", refused)
+                response = await direct.send(
+                    url, {"Accept": "text/event-stream"}, b"{}", timeout=timeout, ssl_context=None
+                )
+            await response.aclose()
+        finally:
+            server.close()
+            await server.wait_closed()
+        return response.request, expected
+
+    got, expected = asyncio.run(main())
+    assert (got.method, got.url, got.headers.raw, got.content, got.extensions) == (
+        expected.method,
+        expected.url,
+        expected.headers.raw,
+        expected.content,
+        expected.extensions,
+    )
