@@ -203,3 +203,31 @@ def test_the_response_records_its_request_as_httpx_did_without_working_it_out(
         expected.content,
         expected.extensions,
     )
+
+
+def test_a_connection_already_open_is_not_polled_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On loopback the handshake is done when connect() returns EINPROGRESS: asking again says so,
+    # without an add_writer, a turn of the loop and a remove_writer.
+    from nito_nb._transport.transport import StampingBackend
+
+    polled: list[int] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            add_writer = loop._add_writer  # type: ignore[attr-defined]
+
+            def counted(fd: int, *args: Any) -> Any:
+                polled.append(fd)
+                return add_writer(fd, *args)
+
+            # where both loop.add_writer and loop.sock_connect go (asyncio's selector loop)
+            monkeypatch.setattr(loop, "_add_writer", counted)
+            for _ in range(5):
+                network = await StampingBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+                await network.aclose()
+                server.accept()[0].close()
+
+        asyncio.run(main())
+    assert polled == []

@@ -4,6 +4,7 @@ connection per request, and what the client asks of a response (its arrival cloc
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import socket
 import ssl
@@ -43,10 +44,18 @@ async def _connect(
     of each request's fixed work in a run, for a connection that opens at the loop's next turn.
     One timer on the loop's heap instead, cancelled with the wait."""
     try:
-        sock.connect(address)  # refused at once on loopback; EINPROGRESS otherwise
+        sock.connect(address)
         return
     except (BlockingIOError, InterruptedError):
         pass
+    # On loopback (and to a near host) the handshake is done by now: a second connect says so (0,
+    # or EISCONN), without polling the socket for it, a turn of the loop and two epoll calls;
+    # EALREADY: still under way.
+    error = sock.connect_ex(address)
+    if error in (0, errno.EISCONN):
+        return
+    if error not in (errno.EALREADY, errno.EINPROGRESS, errno.EINTR):
+        raise OSError(error, f"Connect call failed {address}")  # asyncio's words (below)
     fd = sock.fileno()
     connected = loop.create_future()
     loop.add_writer(fd, _settle, connected, None)
