@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_runs_floor.py                # prints the figures; exit 1 if a target fails
     .venv/bin/python bench/bench_runs_floor.py --requests 2000 --rounds 3
+    .venv/bin/python bench/bench_runs_floor.py --workloads sim/chat --concurrency 64 --contenders run --memory 0
 
 The floor is the least a client can do with the same requests (issue 32): one
 ``asyncio.open_connection`` per request, HTTP/1.1 written by hand (``POST /v1/chat/completions``
@@ -262,34 +263,46 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
 
-def overhead(base_url: str, n: int, rounds: int) -> bool:
+def overhead(
+    base_url: str,
+    n: int,
+    rounds: int,
+    workloads: list[str],
+    concurrencies: list[int],
+    contenders: tuple[str, ...],
+) -> bool:
     """Interleaved rounds of every workload × concurrency × contender; True if every target is met."""
     seconds: dict[tuple[str, int, str], list[float]] = {}
     for round_ in range(rounds):
-        for workload, params in WORKLOADS.items():
-            for concurrency in CONCURRENCIES:
+        for workload in workloads:
+            params = WORKLOADS[workload]
+            for concurrency in concurrencies:
                 salt = f"{workload}{concurrency}r{round_}"
                 key = (workload, concurrency)
                 seconds.setdefault((*key, "floor"), []).append(
                     floor(base_url, n, salt, concurrency, params)
                 )
-                seconds.setdefault((*key, "run"), []).append(
-                    with_run(base_url, n, salt, concurrency, params, None)
-                )
-                with tempfile.TemporaryDirectory() as folder:
-                    seconds.setdefault((*key, "store"), []).append(
-                        with_run(base_url, n, salt, concurrency, params, str(Path(folder) / "s"))
+                if "run" in contenders:
+                    seconds.setdefault((*key, "run"), []).append(
+                        with_run(base_url, n, salt, concurrency, params, None)
                     )
+                if "store" in contenders:
+                    with tempfile.TemporaryDirectory() as folder:
+                        seconds.setdefault((*key, "store"), []).append(
+                            with_run(
+                                base_url, n, salt, concurrency, params, str(Path(folder) / "s")
+                            )
+                        )
         print(f"  round {round_ + 1} of {rounds} done ({time.strftime('%H:%M:%S')})", flush=True)
     ok = True
     print(
         f"{n:,} requests per measurement, medians of {rounds} interleaved rounds (spread: min–max):"
     )
-    for workload in WORKLOADS:
-        for concurrency in CONCURRENCIES:
+    for workload in workloads:
+        for concurrency in concurrencies:
             rate = {
                 c: [n / s for s in seconds[(workload, concurrency, c)]]
-                for c in ("floor", "run", "store")
+                for c in ("floor", *contenders)
             }
             print(
                 f"  {workload}, concurrency {concurrency}: floor {statistics.median(rate['floor']):,.0f} "
@@ -299,6 +312,8 @@ def overhead(base_url: str, n: int, rounds: int) -> bool:
                 ("run", TARGET_RUN, "nito_nb.run"),
                 ("store", TARGET_STORE, "nito_nb.run, store"),
             ):
+                if contender not in contenders:
+                    continue
                 ratios = [r / f for r, f in zip(rate[contender], rate["floor"], strict=True)]
                 median = statistics.median(ratios)
                 verdict = "PASS" if median >= target else "MISS"
@@ -311,9 +326,9 @@ def overhead(base_url: str, n: int, rounds: int) -> bool:
     return ok
 
 
-def memory(base_url: str, n: int) -> bool:
+def memory(base_url: str, n: int, workloads: list[str]) -> bool:
     ok = True
-    for workload in WORKLOADS:
+    for workload in workloads:
         child = subprocess.run(
             [
                 sys.executable,
@@ -350,6 +365,28 @@ def main() -> int:
     parser.add_argument(
         "--memory", type=int, default=2000, help="requests of the memory test (0 to skip)"
     )
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=list(WORKLOADS),
+        default=list(WORKLOADS),
+        metavar="WORKLOAD",
+        help=f"only these workloads (of {', '.join(WORKLOADS)}); all by default",
+    )
+    parser.add_argument(
+        "--concurrency",
+        nargs="+",
+        type=int,
+        default=list(CONCURRENCIES),
+        help="only these concurrencies; 64 and 500 by default",
+    )
+    parser.add_argument(
+        "--contenders",
+        nargs="+",
+        choices=("run", "store"),
+        default=["run", "store"],
+        help="besides the floor (always measured): run (without a store), store; both by default",
+    )
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -362,9 +399,16 @@ def main() -> int:
     try:
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
         if args.requests:
-            ok = overhead(base_url, args.requests, args.rounds)
+            ok = overhead(
+                base_url,
+                args.requests,
+                args.rounds,
+                args.workloads,
+                args.concurrency,
+                tuple(args.contenders),
+            )
         if args.memory:
-            ok = memory(base_url, args.memory) and ok
+            ok = memory(base_url, args.memory, args.workloads) and ok
         print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         proc.kill()

@@ -186,3 +186,31 @@ def test_a_kept_request_holds_its_log_and_answer_not_its_transport() -> None:
         grown = [o for o in held if isinstance(o, bytearray) and sys.getsizeof(o) > len(o) + 64]
         assert not grown, [(len(o), sys.getsizeof(o)) for o in grown]
         assert len(raw) > 1000
+
+
+def test_a_run_lets_the_young_pass_wait_and_puts_the_threshold_back() -> None:
+    # At Python's 700 the young pass ran every few requests of a run, to free nothing: 75-95 µs of
+    # the sending loop per sim/chat request at concurrency 64 (_runs/gc.py).
+    before = gc.get_threshold()
+    assert before[0] < 10_000
+    paced = {"sim": {"tps": 200, "ttft_ms": 0}}
+    run = nito_nb.run(
+        [f"t{i} " + "word " * 20 for i in range(4)],
+        model="sim/echo",
+        concurrency=2,
+        progress=False,
+        **paced,
+    )
+    seen = {gc.get_threshold()[0]}  # the run has begun: its writer took the collector
+    run.wait(timeout=60)
+    assert run.error is None
+    assert min(seen) >= 10_000, seen  # _runs/gc.py's YOUNG_THRESHOLD
+    assert gc.get_threshold() == before  # the last run's end puts it back
+
+    # a threshold of the program's own above it (or 0: the collector off) is left alone
+    try:
+        gc.set_threshold(50_000, *before[1:])
+        nito_nb.run(["u"], model="sim/echo", progress=False, **FAST).wait(timeout=60)
+        assert gc.get_threshold()[0] == 50_000
+    finally:
+        gc.set_threshold(*before)

@@ -63,6 +63,8 @@ _MAPPED: dict[type[Exception], type[httpx.HTTPError]] = {
 
 _backend = StampingBackend()
 
+_NO_CONTENT = httpx.ByteStream(b"")  # what a response's record of its request holds (read-only)
+
 #: A connection closed before the head: httpcore's words, so the client's message is as it was.
 _DISCONNECTED = "Server disconnected without sending a response."
 
@@ -163,7 +165,17 @@ async def _send(
     status, reason, raw_headers = parsed
     if log.isEnabledFor(logging.DEBUG):
         log.debug("POST %s: HTTP/1.1 %d %s %r", url, status, reason.decode("latin-1"), raw_headers)
-    request = httpx.Request("POST", url, extensions={"timeout": timeout.as_dict()})
+    # The response's record of its request, as httpx made it (its Host and an empty body's
+    # Content-Length: what was sent is above), given as they are: httpx working them out from
+    # the URL and an empty body took 3x as long, 9-30 µs of every request of a run.
+    request = httpx.Request(
+        "POST",
+        url,
+        headers=[(b"Host", url.netloc), (b"Content-Length", b"0")],
+        stream=_NO_CONTENT,
+        extensions={"timeout": timeout.as_dict()},
+    )
+    request.read()  # its content, b"", as before
     return httpx.Response(
         status,
         headers=raw_headers,
