@@ -1,8 +1,10 @@
 """Where each chunk's text string and padding are, found for all chunks of a log at once.
 
-A chunk's "skeleton" is its bytes without its text string (``delta.content``, else DeepSeek's or
-OpenRouter's reasoning string, else a tool fragment's arguments) and without OpenAI's padding
-(``obfuscation``, random letters of random length): ``plan.py`` reads each skeleton once. The
+A chunk's "skeleton" is its bytes without its text string (``delta.content``, else, or when it
+is empty, DeepSeek's or OpenRouter's reasoning string, else a tool fragment's arguments), without
+the echo of a reasoning string (OpenRouter sends each piece again as its reasoning detail's text)
+and without OpenAI's padding (``obfuscation``, random letters of random length): ``plan.py``
+reads each skeleton once. The
 rule for one chunk is :func:`cut_one`; :func:`cut_all` finds the same places for every chunk with
 numpy (a Python loop over 100,000 chunks cost most of a frame: docs/BENCHMARKS.md) and asks
 :func:`cut_one` only for the chunks whose strings run past its windows.

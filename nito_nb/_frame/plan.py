@@ -56,7 +56,8 @@ class _Planner:
 
         Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
         only in their text string (``delta.content``, a reasoning string, a tool fragment's
-        arguments) and OpenAI's padding, so a chunk with those cut out (its "skeleton") is
+        arguments; OpenRouter's reasoning piece in two places) and OpenAI's padding, so a chunk
+        with those cut out (its "skeleton") is
         usually one already read: each skeleton is parsed and read once. A skeleton whose
         reading does not put the cut-out string back where the row's text goes (the cut was
         elsewhere) is not trusted: those chunks are parsed whole, and so is any chunk without
