@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_frame.py            # prints the figures and the ratio
     .venv/bin/python bench/bench_frame.py --without-pyarrow   # as an install without pyarrow
     .venv/bin/python bench/bench_frame.py --repeats 3          # fewer interleaved rounds
+    .venv/bin/python bench/bench_frame.py --shapes openrouter,reasoning   # other shapes
 
 1. ``frame()`` of one log of 100,000 events, against
    ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for
@@ -243,12 +244,12 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def main(repeats: int = 7) -> None:
+def main(repeats: int = 7, shape_names: tuple[str, ...] = shapes.SHAPES) -> None:
     n = 100_000
     print(f"text columns: string[{nito_nb.frame(timed_stream(3, 1)).content.dtype.storage}]")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     compare("synthetic log (read_sse, times set 1 ms apart)", timed_stream(n, 1_000_000), repeats)
-    for shape in shapes.SHAPES:
+    for shape in shape_names:
         compare(
             f"{shape} chunks (bench/shapes.py, times set 1 ms apart)",
             timed_stream(n, 1_000_000, shape=shape),
@@ -256,7 +257,7 @@ def main(repeats: int = 7) -> None:
         )
     compare("simulator stream (sim/long, real arrival times)", simulated_stream(n - 3), repeats)
     print("memory (fresh processes):")
-    for shape in (None, *shapes.SHAPES):
+    for shape in (None, *shape_names):
         memory(shape)
 
     streams = [timed_stream(100, 20_000_000 + 1000 * i) for i in range(1000)]
@@ -276,4 +277,10 @@ if __name__ == "__main__":
     if "--memory-child" in sys.argv:
         _memory_child(sys.argv[sys.argv.index("--memory-child") + 1])
         sys.exit()
-    main(int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7)
+    main(
+        int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7,
+        # the shapes of bench/shapes.py measured (default: SHAPES; build() knows "openrouter" too)
+        tuple(sys.argv[sys.argv.index("--shapes") + 1].split(","))
+        if "--shapes" in sys.argv
+        else shapes.SHAPES,
+    )

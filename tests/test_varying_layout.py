@@ -354,7 +354,9 @@ def test_a_random_field_in_every_chunk_frames_like_the_slow_path(
     )
     stream_ = nito_nb.read_sse(body)
     fast = nito_nb.frame(stream_)
-    with patch.object(build._Builder, "_skeleton", lambda self, key, padded=False: -1):
+    with patch.object(
+        build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1
+    ):
         slow = nito_nb.frame(stream_)
     pd.testing.assert_frame_equal(fast, slow)
 

@@ -130,6 +130,7 @@ class _Builder(_Planner):
         # What each parsed chunk (or chunk skeleton) says; skeletons are shared by all streams.
         self._infos: list[_ChunkInfo | None] = []
         self._skeletons: dict[bytes, int] = {}
+        self._echo_skeletons: dict[bytes, int] = {}
 
     def add(self, code: int, stream: FrameSource) -> None:
         log = stream.log
@@ -216,11 +217,13 @@ class _Builder(_Planner):
             fragments, items = info.fragments, info.items
             slot = info.slot
             if slot is not None:  # the row's text goes where the skeleton's cut string went
-                where, k = slot
+                where, places = slot
                 if where == "item":
                     items = list(items)
-                    items[k] = (items[k][0], items[k][1], text)
+                    for k in places:
+                        items[k] = (items[k][0], items[k][1], text)
                 else:
+                    k = places[0]
                     fragments = list(fragments)
                     fragments[k] = (fragments[k][0], {**fragments[k][1], "tool_args": text})
                 text = info.content
@@ -286,23 +289,44 @@ class _Builder(_Planner):
         plain: str | None,
         token: np.ndarray,
     ) -> None:
-        """The chunks of one skeleton that holds one reasoning piece or one tool fragment, in
-        bulk: what add() does for each of them (its values, content, then its piece's columns,
-        later ones winning), with each chunk's own text. ``seqs``: the chunks; ``live``: those
+        """The chunks of one skeleton whose cut string is a reasoning text (and its echo) or one
+        tool fragment's arguments, in bulk: what add() does for each of them (its values,
+        content, then its first piece's columns, later ones winning, and its further pieces on
+        parts of their own), with each chunk's own text. ``seqs``: the chunks; ``live``: those
         before [DONE]; ``texts``: their texts as ``(codes, values)`` (``pieces.text_codes``)."""
-        assert info is not None
+        assert info is not None and info.slot is not None
         rows = base + seqs
         values: dict[str, Any] = dict(info.values)
         if info.content is not None:
             values["content"] = info.content
         carried = info.carried or bool(info.content)
         if info.items:
-            type_, number, _ = info.items[0]
-            if number is not None or type_ == plain:
+            places = info.slot[1]
+            # the pieces the answer shows (add()'s rule), each with the row's text or its own
+            shown = [
+                (type_, number, text, k in places)
+                for k, (type_, number, text) in enumerate(info.items)
+                if number is not None or type_ == plain
+            ]
+            if shown:
+                type_, number, text, own = shown[0]
                 values["reasoning_type"] = type_
                 values["reasoning_index"] = number
-                values.pop("reasoning", None)
-                self.bulk["reasoning"].append((rows, *texts))
+                values["reasoning"] = text
+                if own:
+                    values.pop("reasoning")
+                    self.bulk["reasoning"].append((rows, *texts))
+            if len(shown) > 1:  # rare: a string beside an unreadable detail, both shown
+                codes, distinct = texts
+                listed = distinct if isinstance(distinct, list) else distinct.to_pylist()
+                for row, code in zip(rows.tolist(), codes.tolist(), strict=True):
+                    for further, (type_, number, text, own) in enumerate(shown[1:], start=1):
+                        piece = {
+                            "reasoning_type": type_,
+                            "reasoning_index": number,
+                            "reasoning": listed[code] if own else text,
+                        }
+                        self.parts.append((row, further, piece))
         else:
             fragment, part = info.fragments[0]
             values.update(part)

@@ -49,9 +49,15 @@ _PLACEHOLDER_TEXT = "\x00nito_nb"
 # OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the skeleton
 # too (in its place a marker of letters, as the padding is), and put back into each row's extras.
 _PADDING = b'"obfuscation":"'
-# The text strings of chunks without a content string, tried in turn: DeepSeek's and OpenRouter's
-# reasoning, tool-call arguments. The skeleton's reading says where the string went (``slot``).
+# The text strings of chunks without a content string (or with an empty one: OpenRouter sends
+# "content":"" beside its reasoning), tried in turn: DeepSeek's and OpenRouter's reasoning,
+# tool-call arguments. The skeleton's reading says where the string went (``slot``).
 _SLOTS = (b'"reasoning_content":"', b'"reasoning":"', b'"arguments":"')
+# OpenRouter sends each reasoning piece twice in one chunk: as ``delta.reasoning`` and as the text
+# (or summary) of its one ``reasoning_details`` entry. The first of these strings after a reasoning
+# string is its "echo": cut out too, so that the chunks of a stream still share one skeleton.
+_ECHOED = _SLOTS[:2]
+_ECHOES = (b'"text":"', b'"summary":"')
 _PADDING_MARK = b"nitoNbPadding"
 _PADDING_MARK_TEXT = "nitoNbPadding"
 
@@ -84,9 +90,10 @@ class _ChunkInfo:
         self.plain: tuple[str, ...] = ()  # the plain reasoning strings that came
         self.targets: list[tuple[dict[int, Any], Any]] | None = None  # see _Builder._skeleton
         self.extras: tuple[str, str] | None = None  # a padded skeleton's extras, around its padding
-        # A skeleton whose cut string is not the content: ("item", k), the text of reasoning item
-        # k, or ("fragment", k), the arguments of tool fragment k.
-        self.slot: tuple[str, int] | None = None
+        # A skeleton whose cut string is not the content: ("item", ks), the text of reasoning
+        # items ks (two: a reasoning string and its echo), or ("fragment", (k,)), the arguments
+        # of tool fragment k.
+        self.slot: tuple[str, tuple[int, ...]] | None = None
         # n > 1: what each other choice of the chunk says (its index, its reading), and whether
         # the chunk holds choice 0 (the chunk's own row is choice 0's, else its first choice's).
         self.choices: list[tuple[int, _ChunkInfo]] | None = None

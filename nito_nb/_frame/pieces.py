@@ -1,10 +1,11 @@
 """The pieces of a log's chunks once their text strings and paddings are found (``cuts.py``):
 which chunks share a skeleton, and their texts and paddings as columns.
 
-With pyarrow (a dependency), every chunk's five pieces (before the text, the text, between the
-text and the padding, the padding, after it) are one zero-copy array over the log's bytes, and
-one ``dictionary_encode`` groups them all: the chunks whose pieces around the text are the same
-share a skeleton, and each distinct text is decoded once. Without pyarrow (an install made with
+With pyarrow (a dependency), every chunk's pieces (before the text, the text, up to its echo,
+the echo, up to the padding, the padding, after it) are one zero-copy array over the log's bytes,
+and one ``dictionary_encode`` groups them all: the chunks whose pieces around the text are the
+same, and whose echo is the same piece as their text (or the same bytes), share a skeleton, and
+each distinct text is decoded once. Without pyarrow (an install made with
 ``--no-deps``), the same with Python bytes and dicts.
 """
 
@@ -19,9 +20,11 @@ import pandas as pd
 from .cuts import cut_all, cut_one, guess_all
 from .dtypes import _arrow
 
-# The pieces of one chunk, in order: before its text, the text, up to the padding, the padding,
-# after it, and the bytes up to the next chunk (other events).
-_HEAD, _TEXT, _TAIL, _PAD, _REST, _GAP = range(6)
+# The pieces of one chunk, in order: before its text, the text, up to its echo (the same piece
+# again: cuts.cut_one), the echo, up to the padding, the padding, after it, and the bytes up to the
+# next chunk (other events). A chunk without an echo has it and the piece after it empty.
+_HEAD, _TEXT, _TAIL, _ECHO, _TAIL2, _PAD, _REST, _GAP = range(8)
+_PIECES = 8
 
 
 class _Pieces:
@@ -29,7 +32,8 @@ class _Pieces:
 
     ``rows``: the chunks cut (their positions in ``firsts``), None when none is; ``group``: each
     one's skeleton group; ``representatives``: the first chunk of each group; ``padded``: whether
-    the group's chunks have a padding."""
+    the group's chunks have a padding; ``echoed``: whether their echo is their text again (the
+    skeleton has the text in both places; otherwise the echo is part of the skeleton's bytes)."""
 
     def __init__(
         self, body: bytes | bytearray, firsts: np.ndarray, lasts: np.ndarray, cut: np.ndarray
@@ -44,22 +48,23 @@ class _Pieces:
         if self.rows is None:
             return
         n = len(rows)
-        # The pieces' bounds, one after another: piece k of chunk i is offsets[6i+k:6i+k+2].
-        offsets = np.empty(n * 6 + 1, dtype=np.int64)
-        bounds = offsets[:-1].reshape(n, 6)  # a view: the bounds are written in place
+        # The pieces' bounds, one after another: piece k of chunk i is offsets[8i+k:8i+k+2].
+        offsets = np.empty(n * _PIECES + 1, dtype=np.int64)
+        bounds = offsets[:-1].reshape(n, _PIECES)  # a view: the bounds are written in place
         bounds[:, 0] = firsts[rows]
-        bounds[:, 1:5] = cut[rows]
-        bounds[:, 5] = lasts[rows]
-        offsets[-1] = bounds[-1, 5]
-        padded = bounds[:, 3] < bounds[:, 5]
-        self._pads = bounds[:, 3:5]  # each cut chunk's padding (paddings())
+        bounds[:, 1:7] = cut[rows]
+        bounds[:, 7] = lasts[rows]
+        offsets[-1] = bounds[-1, 7]
+        padded = bounds[:, _PAD] < bounds[:, _GAP]
+        has_echo = bounds[:, _ECHO] < bounds[:, _PAD]
+        self._pads = bounds[:, _PAD : _PAD + 2]  # each cut chunk's padding (paddings())
         arrow = _arrow()
         if arrow is not None:
             self._pads = self._pads.copy()  # the bounds are let go of below
             # Only the pieces that name a skeleton, and the texts, are encoded: the paddings
             # (random, nearly all distinct: OpenAI's) and the bytes between chunks are null to
             # dictionary_encode, whose table of distinct values would cost more than the log.
-            valid = np.ones((n, 6), dtype=bool)
+            valid = np.ones((n, _PIECES), dtype=bool)
             valid[:, _PAD] = valid[:, _GAP] = False
             pieces = arrow.Array.from_buffers(
                 arrow.large_binary(),
@@ -75,37 +80,52 @@ class _Pieces:
             del pieces
             # The codes as they are (int32; a null piece's code is any number, never read).
             codes = np.frombuffer(
-                encoded.indices.buffers()[1], dtype=np.int32, count=n * 6
-            ).reshape(n, 6)
+                encoded.indices.buffers()[1], dtype=np.int32, count=n * _PIECES
+            ).reshape(n, _PIECES)
             self._text_codes = codes[:, _TEXT].copy()
             self._dictionary = encoded.dictionary
-            # One number per (before, between, after, padded): factorized in two steps, so that
-            # no product of codes overflows.
+            echoed = has_echo & (codes[:, _ECHO] == codes[:, _TEXT])
+            # The echo as the skeleton has it: its own bytes, or (-1) the text again.
+            echo = np.where(echoed, -1, codes[:, _ECHO])
+            # One number per (before, up to the echo, the echo, up to the padding, after, padded):
+            # factorized a pair at a time, so that no product of codes overflows.
             size = len(encoded.dictionary) + 1
-            pairs, _ = pd.factorize(codes[:, _HEAD].astype(np.int64) * size + codes[:, _TAIL])
-            keys = (pairs.astype(np.int64) * size + codes[:, _REST]) * 2 + padded
-            del codes, encoded, pairs
+            keys = codes[:, _HEAD].astype(np.int64)
+            for column in (codes[:, _TAIL], echo, codes[:, _TAIL2], codes[:, _REST]):
+                keys, _ = pd.factorize(keys * (size + 1) + column + 1)
+                keys = keys.astype(np.int64)
+            keys = keys * 2 + padded
+            del codes, encoded, echo
             group, _ = pd.factorize(keys)
         else:
             self.bounds = bounds
-            found: dict[tuple[bytes, bytes, bytes, bool], int] = {}
-            group = np.array(
-                [
-                    found.setdefault(
-                        (bytes(body[a:b]), bytes(body[c:d]), bytes(body[e:f]), bool(p)),
-                        len(found),
-                    )
-                    for (a, b, c, d, e, f), p in zip(
-                        bounds[:, [0, 1, 2, 3, 4, 5]].tolist(), padded.tolist(), strict=True
-                    )
-                ],
-                dtype=np.int64,
-            )
+            echoed = has_echo.copy()
+            found: dict[tuple[bytes, bytes, bytes | None, bytes, bytes, bool], int] = {}
+            numbers = []
+            for number, ((a, b, c, d, e, f, g, h), p) in enumerate(
+                zip(bounds.tolist(), padded.tolist(), strict=True)
+            ):
+                again: bytes | None = bytes(body[d:e])
+                if echoed[number] and again == body[b:c]:
+                    again = None  # the text again
+                else:
+                    echoed[number] = False
+                key = (
+                    bytes(body[a:b]),
+                    bytes(body[c:d]),
+                    again,
+                    bytes(body[e:f]),
+                    bytes(body[g:h]),
+                    bool(p),
+                )
+                numbers.append(found.setdefault(key, len(found)))
+            group = np.array(numbers, dtype=np.int64)
         self.group = np.asarray(group, dtype=np.int64)
         # factorize numbers groups in order of first appearance
         _, first = np.unique(self.group, return_index=True)
         self.representatives = rows[first]
         self.padded = padded[first]
+        self.echoed = echoed[first]
 
     def _positions(self, chunks: np.ndarray) -> np.ndarray:
         assert self.rows is not None
@@ -167,7 +187,7 @@ class _Pieces:
         bounds = self.bounds[self._positions(chunks)]
         out = []
         body = self.body
-        for start, end in bounds[:, 1:3].tolist():
+        for start, end in bounds[:, _TEXT : _TEXT + 2].tolist():
             text = body[start:end]
             if b"\\" in text:
                 out.append(json.loads('"' + text.decode("utf-8", "replace") + '"'))

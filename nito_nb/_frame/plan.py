@@ -41,6 +41,7 @@ class _Planner:
     bulk: dict[str, list[tuple[np.ndarray, np.ndarray, Any]]]
     _infos: list[_ChunkInfo | None]
     _skeletons: dict[bytes, int]
+    _echo_skeletons: dict[bytes, int]  # skeletons with the text in two places (its echo's too)
 
     def _plan(
         self,
@@ -55,7 +56,8 @@ class _Planner:
 
         Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
         only in their text string (``delta.content``, a reasoning string, a tool fragment's
-        arguments) and OpenAI's padding, so a chunk with those cut out (its "skeleton") is
+        arguments; OpenRouter's reasoning piece in two places) and OpenAI's padding, so a chunk
+        with those cut out (its "skeleton") is
         usually one already read: each skeleton is parsed and read once. A skeleton whose
         reading does not put the cut-out string back where the row's text goes (the cut was
         elsewhere) is not trusted: those chunks are parsed whole, and so is any chunk without
@@ -118,7 +120,6 @@ class _Planner:
         with the chunk before's): below ``_BULK_FROM`` chunks, cheaper than the bulk path's
         fixed cost (a frame of 1,000 streams of 100 events: bench/bench_frame.py)."""
         cols = self.cols
-        skeletons = self._skeletons
         infos: list[Any] = self._infos  # the skeleton entries it reads are never None
         contents = cols["content"]
         plan: list[tuple[int, int, str | None]] = []
@@ -129,11 +130,13 @@ class _Planner:
         startswith = body.startswith
         prev_head: bytes | bytearray
         prev_tail: bytes | bytearray
+        prev_echo_tail: bytes | bytearray
         prev_rest: bytes | bytearray
-        prev_head = prev_tail = prev_rest = (
+        prev_head = prev_tail = prev_echo_tail = prev_rest = (
             b"\xff"  # matches no chunk: the first one reads its skeleton
         )
         prev_plain = True
+        prev_echoed = False
         prev_index = -1
         # (row, skeleton, padding) of padded chunks
         paddings: list[tuple[int, int, bytes | bytearray]] = []
@@ -142,36 +145,44 @@ class _Planner:
         ):
             cut = cut_one(body, first, last)
             if cut is not None:
-                start, end, pad_start, pad_end = cut
+                start, end, echo_start, echo_end, pad_start, pad_end = cut
                 # The padding, when it is as sent: its place in the chunk is part of the
                 # skeleton, its value is the row's own.
                 padding = None if pad_start == last else body[pad_start:pad_end]
+                # An echo that is the text again: cut out too (else part of the skeleton).
+                echoed = echo_start < pad_start and body[echo_start:echo_end] == body[start:end]
+                if not echoed:
+                    echo_start = echo_end = pad_start
                 # Usually the same skeleton as the chunk before: compared in place, no copy.
                 if (
                     start - first == len(prev_head)
-                    and pad_start - end == len(prev_tail)
+                    and echo_start - end == len(prev_tail)
+                    and pad_start - echo_end == len(prev_echo_tail)
                     and last - pad_end == len(prev_rest)
                     and (padding is None) is prev_plain
+                    and echoed is prev_echoed
                     and startswith(prev_head, first)
                     and startswith(prev_tail, end)
+                    and startswith(prev_echo_tail, echo_end)
                     and startswith(prev_rest, pad_end)
                 ):
                     index = prev_index
                 else:
-                    prev_head, prev_tail, prev_rest = (
+                    prev_head, prev_tail, prev_echo_tail, prev_rest = (
                         body[first:start],
-                        body[end:pad_start],
+                        body[end:echo_start],
+                        body[echo_end:pad_start],
                         body[pad_end:last],
                     )
                     prev_plain = padding is None
-                    # bytes: the body may be the log's bytearray (build.py), unhashable
-                    key = bytes(prev_head + _PLACEHOLDER + prev_tail)
-                    if padding is not None:
-                        key += _PADDING_MARK + prev_rest
-                    known = skeletons.get(key)
-                    if known is None:
-                        known = skeletons[key] = self._skeleton(key, padding is not None)
-                    index = prev_index = known
+                    prev_echoed = echoed
+                    index = prev_index = self._known(
+                        prev_head,
+                        prev_tail,
+                        prev_echo_tail if echoed else None,
+                        prev_rest,
+                        padding is not None,
+                    )
                 if index >= 0:
                     if padding is not None:
                         paddings.append((base + seq, index, padding))
@@ -235,18 +246,24 @@ class _Planner:
         index = np.full(len(chunk_seqs), -1, dtype=np.int64)  # each chunk's skeleton, or -1
         if pieces.rows is not None:
             known = []
-            for row, padded in zip(
-                pieces.representatives.tolist(), pieces.padded.tolist(), strict=True
+            for row, padded, echoed in zip(
+                pieces.representatives.tolist(),
+                pieces.padded.tolist(),
+                pieces.echoed.tolist(),
+                strict=True,
             ):
-                start, end, pad_start, pad_end = cut[row].tolist()
-                # bytes: the body may be the log's bytearray (build.py), unhashable
-                key = bytes(body[int(firsts[row]) : start] + _PLACEHOLDER + body[end:pad_start])
-                if padded:
-                    key += _PADDING_MARK + body[pad_end : int(lasts[row])]
-                found = self._skeletons.get(key)
-                if found is None:
-                    found = self._skeletons[key] = self._skeleton(key, padded)
-                known.append(found)
+                start, end, echo_start, echo_end, pad_start, pad_end = cut[row].tolist()
+                if not echoed:  # no echo, or not the text again: part of the skeleton
+                    echo_start = echo_end = pad_start
+                known.append(
+                    self._known(
+                        body[int(firsts[row]) : start],
+                        body[end:echo_start],
+                        body[echo_end:pad_start] if echoed else None,
+                        body[pad_end : int(lasts[row])],
+                        padded,
+                    )
+                )
             index[pieces.rows] = np.array(known, dtype=np.int64)[pieces.group]
         plain = np.zeros(len(index), dtype=bool)
         usable = np.flatnonzero(index >= 0)
@@ -254,7 +271,7 @@ class _Planner:
             skeletons, which = np.unique(index[usable], return_inverse=True)
             targets = [infos[k].targets is not None for k in skeletons.tolist()]
             plain[usable] = np.array(targets, dtype=bool)[which]
-        padded_rows = usable[cut[usable, 2] < lasts[usable]]
+        padded_rows = usable[cut[usable, 4] < lasts[usable]]
         if len(padded_rows):
             self._bulk_extras(pieces, padded_rows, index, base + chunk_seqs)
         rows = np.flatnonzero(plain)
@@ -349,10 +366,41 @@ class _Planner:
             )
             self.bulk["extras"].append((rows[some], np.arange(len(some), dtype=np.int64), text))
 
-    def _skeleton(self, key: bytes, padded: bool = False) -> int:
+    def _known(
+        self,
+        head: bytes | bytearray,
+        tail: bytes | bytearray,
+        echo_tail: bytes | bytearray | None,
+        rest: bytes | bytearray,
+        padded: bool,
+    ) -> int:
+        """The skeleton of the chunks with these bytes around their text (:meth:`_skeleton`),
+        read once: ``head`` before the text, ``tail`` after it (up to its echo, when the text
+        comes again), ``echo_tail`` after the echo (None: no echo), ``rest`` after the padding
+        (``padded``)."""
+        # bytes: the body may be the log's bytearray (build.py), unhashable
+        key = bytes(head + _PLACEHOLDER + tail)
+        if echo_tail is not None:
+            key += _PLACEHOLDER + echo_tail
+        if padded:
+            key += _PADDING_MARK + rest
+        # Skeletons with an echo are kept apart: the same bytes without one are a chunk whose
+        # string after the text is the placeholder's own text, which its reading must keep.
+        skeletons = self._skeletons if echo_tail is None else self._echo_skeletons
+        found = skeletons.get(key)
+        if found is None:
+            if echo_tail is None:
+                found = skeletons[key] = self._skeleton(key, padded)
+            else:
+                found = skeletons[key] = self._skeleton(key, padded, echoed=True)
+        return found
+
+    def _skeleton(self, key: bytes, padded: bool = False, echoed: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
         ``padded``: the skeleton's padding is the marker, which must land in its extras only (a
-        top-level ``obfuscation``), once; its rows' extras are then that text around their own."""
+        top-level ``obfuscation``), once; its rows' extras are then that text around their own.
+        ``echoed``: the placeholder is in two places, which must be two reasoning pieces (a
+        reasoning string and its detail's text: OpenRouter's)."""
         data, event_name = _chunk_data(key)
         if event_name == "error":
             return -1
@@ -368,21 +416,22 @@ class _Planner:
         texts = [v for _, v in info.values if isinstance(v, str)]
         texts += [v for _, part in info.fragments for v in part.values() if isinstance(v, str)]
         texts += [text for _, _, text in info.items if text is not None]
-        if info.content == _PLACEHOLDER_TEXT:
+        places = 2 if echoed else 1
+        if info.content == _PLACEHOLDER_TEXT and not echoed:
             texts.append(info.content)
         elif info.content:
             return -1
-        else:  # the cut string is a reasoning text or a tool fragment's arguments
+        else:  # the cut string is a reasoning text (and its echo) or a tool fragment's arguments
             items = [k for k, (_, _, text) in enumerate(info.items) if text == _PLACEHOLDER_TEXT]
             fragments = [
                 k
                 for k, (_, part) in enumerate(info.fragments)
                 if part.get("tool_args") == _PLACEHOLDER_TEXT
             ]
-            if len(items) + len(fragments) != 1:
+            if len(items) + len(fragments) != places or (echoed and fragments):
                 return -1
-            info.slot = ("item", items[0]) if items else ("fragment", fragments[0])
-        if sum(_PLACEHOLDER_TEXT in text for text in texts) != 1:
+            info.slot = ("item", tuple(items)) if items else ("fragment", (fragments[0],))
+        if sum(_PLACEHOLDER_TEXT in text for text in texts) != places:
             return -1
         if padded:
             marked = [
@@ -410,12 +459,13 @@ class _Planner:
 
 def _in_bulk(info: _ChunkInfo) -> bool:
     """Whether the chunks of a skeleton whose cut string is a reasoning text or tool arguments
-    can be placed in bulk: one reasoning piece, or one tool fragment with its call's index (its
-    index is then its own, whatever came before: ``ToolIndexer``), and one choice."""
+    can be placed in bulk: reasoning pieces (the row's text in one, or in two: a string and its
+    echo), or one tool fragment with its call's index (its index is then its own, whatever came
+    before: ``ToolIndexer``), and one choice."""
     if info.choices is not None or info.slot is None:
         return False
     if info.slot[0] == "item":
-        return len(info.items) == 1 and not info.fragments
+        return not info.fragments
     return (
         len(info.fragments) == 1
         and not info.items
