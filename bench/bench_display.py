@@ -102,7 +102,7 @@ def fake_run(answer: str, chunks: list[str], *, display: bool) -> tuple[float, L
     return seconds, live
 
 
-SHAPES = ("uniform", "openai", "reasoning", "tools")
+SHAPES = shapes.SHAPES
 FAST = {"tps": 0, "ttft_ms": 0}
 
 

@@ -12,9 +12,9 @@ is the case the engine's layout cache (``_core/layout.py``) is best at. Real gat
   ``delta.reasoning_content`` beside ``"content":null``, then the answer.
 - ``tools``: OpenAI's tool-call argument fragments with ``obfuscation``
   (``tests/data/real/openai-tools-parallel-1.sse``).
-- ``openrouter`` (not in :data:`SHAPES`, ``--shapes openrouter``): OpenRouter's reasoning chunks
-  (``tests/data/real/openrouter-reasoning-1.sse``, xAI's Grok through OpenRouter): each piece
-  twice, as ``delta.reasoning`` and in ``delta.reasoning_details`` (``"content":""`` beside them).
+- ``openrouter``: OpenRouter's reasoning chunks (``tests/data/real/openrouter-reasoning-1.sse``,
+  xAI's Grok through OpenRouter), the format of a Nito-like gateway: each piece twice, as
+  ``delta.reasoning`` and in ``delta.reasoning_details`` (``"content":""`` and the role beside).
 
 Each body is built from one recorded chunk of the shape, its text (and obfuscation) replaced per
 chunk; the recording's first chunk opens it and its finish and usage chunks end it. The seed is
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "real"
-SHAPES = ("uniform", "openai", "reasoning", "tools")
+SHAPES = ("uniform", "openai", "reasoning", "tools", "openrouter")
 WORDS = [
     "stream",
     "ing ",

@@ -32,8 +32,7 @@ assert _spec is not None and _spec.loader is not None
 shapes = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(shapes)
 
-# OpenRouter's reasoning shape too, while it is not yet one of SHAPES
-BODIES = {f"shape:{name}": shapes.build(name, 300) for name in (*shapes.SHAPES, "openrouter")} | {
+BODIES = {f"shape:{name}": shapes.build(name, 300) for name in shapes.SHAPES} | {
     path.name: path.read_bytes() for path in sorted(REAL.glob("*.sse"))
 }
 

@@ -105,8 +105,7 @@ def test_a_text_column_spread_run_by_run_equals_one_concatenation_and_take() -> 
 @pytest.mark.skipif(
     not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's /proc/self/clear_refs"
 )
-# OpenRouter's reasoning shape too, while it is not yet one of SHAPES
-@pytest.mark.parametrize("shape", list(dict.fromkeys((*shapes.SHAPES, "openrouter"))))
+@pytest.mark.parametrize("shape", shapes.SHAPES)
 def test_framing_100k_events_peaks_at_most_twice_the_log(tmp_path: Path, shape: str) -> None:
     # issue 32: the peak memory while framing a 100,000-event log, in a fresh process, at most
     # twice the log's bytes, on each chunk shape real gateways send; measured as the benchmark
