@@ -20,8 +20,11 @@ state hands every chunk to a :class:`StreamRedactor`, which reads its decoded st
 What a reader sees of a stream still arriving is held back apart from this (``Secret.hold_back``,
 applied by the accumulator to each text): whatever could still start the key is not shown until it
 can no longer start it. The common case, a plain content chunk that cannot start the key with
-nothing pending, costs the state a few tests and no call (bench/bench_redaction.py measures the
-cost on content, reasoning and tool-call bodies; bench/bench_stream.py --api-key the whole path).
+nothing pending, costs the state a few tests and no call; so does a chunk of a layout the parser
+keeps (content, reasoning, a tool-call fragment, ``layout.ChunkParser``) whose text is shorter
+than the key, escapes or not: :meth:`StreamRedactor.new_layout` reads each layout's own strings
+once (bench/bench_redaction.py measures the cost on content, reasoning and tool-call bodies;
+bench/bench_stream.py --api-key the whole path).
 
 The tokens of ``logprobs`` are such a channel (their sequence is the text), with two additions
 (docs/SECURITY.md, "The tokens of logprobs"): a token's ``bytes`` follow its text when it is
