@@ -204,3 +204,21 @@ def test_a_key_across_two_strings_rewrites_nothing() -> None:
     source.feed(sent, 0)
     source.end(1)
     assert source.stream.log.body == sent and source.stream.content == "Q"
+
+
+def test_an_ended_keyed_stream_keeps_no_layout() -> None:
+    # The redactor holds the layouts it read, as the parser does: both let go when the stream
+    # ends (a run keeps its ended streams; a layout is a few KB).
+    source = nito_nb.StreamSource({"model": "m"})
+    source.protect(KEYS[0])
+    body = "".join(
+        f"data: {json.dumps(_chunk({'content': f'w{i}'}), separators=(',', ':'))}\n\n"
+        for i in range(20)
+    )
+    source.feed(body.encode(), 5)
+    redactor = source.stream._state.redactor
+    assert redactor is not None and redactor.layout is not None  # read while the stream ran
+    source.feed(b"data: [DONE]\n\n", 6)
+    source.end(7)
+    assert redactor.layout is None and not redactor._layouts
+    assert source.stream.content == "".join(f"w{i}" for i in range(20))

@@ -199,6 +199,12 @@ class StreamRedactor:
             self.layout = template
         return not clean
 
+    def forget(self) -> None:
+        """Let go of the layouts read (as ``ChunkParser.forget`` does, when the stream ends): an
+        ended stream kept long (a run's) keeps none."""
+        self.layout = None
+        self._layouts = {}
+
     def held_token(self, choice: int = 0, channel: str = "content") -> tuple[int, int] | None:
         """Where the end of a logprobs token sequence that could still start the key begins:
         (seq, slot) of its first token, or None. What a reader sees of the tokens while the stream
@@ -279,9 +285,9 @@ class StreamRedactor:
         return True
 
 
-#: Layouts remembered per stream (``layout.MAX_TEMPLATES`` per parser, a new parser per attempt):
-#: past this, a layout is tested again each time its chunk follows another layout's.
-_LAYOUTS = 256
+#: Layouts remembered per stream (the parser keeps ``layout.MAX_TEMPLATES``): past this, a layout
+#: is read again each time its chunk follows another layout's.
+_LAYOUTS = 64
 
 
 def _holds_key(value: Any, secret: Secret) -> bool:
