@@ -7,10 +7,11 @@ searched for the key's bytes, and the chunks whose decoded text could hold or st
 read by ``_core/redaction.py``. Three bodies of the same English-like words (many end in ``s``,
 the first character of an ``sk-...`` key) are fed to a ``StreamState`` in 64 KB reads, without a
 key and with a 73-character one, interleaved, CPU time of this process (the machine is shared):
-plain content chunks (the path most chunks take), plain ``reasoning`` chunks, and tool-call
-argument fragments (both read by the redactor's slots), content chunks that carry their token's
-``logprobs`` with three alternatives (the token sequence is a channel too, and such chunks are
-never plain content). Prints the medians and their ratio.
+plain content chunks (the path most chunks take), plain ``reasoning`` chunks, tool-call argument
+fragments of words and of JSON (``shapes.ARGUMENT_PIECES``: escaped quotes in most of them), and
+content chunks that carry their token's ``logprobs`` with three alternatives (the token sequence
+is a channel too, and such chunks are never plain content). Prints the medians, their ratio and
+the spread of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import statistics
 import time
 
-from shapes import WORDS  # the same words as the other benches' bodies
+from shapes import ARGUMENT_PIECES, WORDS  # the same pieces as the other benches' bodies
 
 from nito_nb._core.state import StreamState
 
@@ -37,6 +38,8 @@ def body(kind: str, n: int) -> list[bytes]:
         elif kind == "reasoning":
             delta = {"reasoning": word}
         else:
+            if kind == "tool json":
+                word = ARGUMENT_PIECES[i % len(ARGUMENT_PIECES)]
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": word}}]}
         choice: dict[str, object] = {"index": 0, "delta": delta, "finish_reason": None}
         if kind == "logprobs":  # one token per chunk, and its three likeliest alternatives
@@ -87,16 +90,18 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
-    for kind in ("content", "reasoning", "tool", "logprobs"):
+    for kind in ("content", "reasoning", "tool", "tool json", "logprobs"):
         reads = body(kind, args.chunks)
         times: dict[str, list[float]] = {"no key": [], "key": []}
         for _ in range(args.repeats):
             times["no key"].append(feed(reads, None))
             times["key"].append(feed(reads, KEY))
         plain, keyed = statistics.median(times["no key"]), statistics.median(times["key"])
+        ratios = [k / p for p, k in zip(times["no key"], times["key"], strict=True)]
         print(
             f"{kind:9s} no key {plain * 1e3:7.1f} ms   key {keyed * 1e3:7.1f} ms   "
-            f"{keyed / plain:.2f}x   ({args.chunks / keyed:,.0f} chunks/s with the key; medians of {args.repeats})"
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})   "
+            f"({args.chunks / keyed:,.0f} chunks/s with the key; medians of {args.repeats})"
         )
 
 

@@ -91,6 +91,7 @@ class EventFolding:
             events = redact_events(events, redactor.secret)
             rewritten: dict[int, bytes] = {}  # new raw bytes of this read's events, by their seq
             first, ends, pending = redactor.first, redactor.ends, redactor.pending
+            shortest = redactor.shortest
         # The chunks of this read: each one built, or its layout's template with its text and
         # padding (Chunks builds it when read).
         made: list[Any] = []
@@ -138,9 +139,9 @@ class EventFolding:
                 # redactor needs it for every chunk that can matter to it: a key's start pending,
                 # a text whose end could start one, an escape. Otherwise its bytes are its one
                 # text and hold no key (the whole read was searched): what redactor.take's first
-                # test says of content. Tool arguments are JSON, full of escaped quotes: a
-                # fragment is left unbuilt when no escape spells a character of the key, and the
-                # redactor indexes its call (as take would: the fragments after it need that).
+                # test says of content. Escapes (tool arguments are JSON, full of escaped quotes)
+                # matter only in a text as long as the key, or in a layout whose own strings hold
+                # it: the redactor reads each layout once (new_layout, which indexes its call).
                 if (
                     name == "error"
                     or acc.done
@@ -149,18 +150,14 @@ class EventFolding:
                         and (
                             pending
                             or (first in content and content[-1:] in ends)  # type: ignore[operator,index]
-                            or (
-                                "\\" in data
-                                and (slot != "arguments" or redactor.secret.escaped_in(raw))
-                            )
+                            or (template is not redactor.layout and redactor.new_layout(template))
+                            or (len(content) >= shortest and "\\" in data)  # type: ignore[arg-type]
                         )
                     )
                 ):
                     chunk = rebuild(template, content, padding)  # type: ignore[arg-type]
                     template = None
                 else:
-                    if redactor is not None and slot == "arguments":
-                        redactor.skip_tool_fragment(template[4])
                     kinds.append(CHUNK)
                     carried = acc.add_text(
                         template[1].get("id"),

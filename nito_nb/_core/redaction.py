@@ -20,8 +20,11 @@ state hands every chunk to a :class:`StreamRedactor`, which reads its decoded st
 What a reader sees of a stream still arriving is held back apart from this (``Secret.hold_back``,
 applied by the accumulator to each text): whatever could still start the key is not shown until it
 can no longer start it. The common case, a plain content chunk that cannot start the key with
-nothing pending, costs the state a few tests and no call (bench/bench_redaction.py measures the
-cost on content, reasoning and tool-call bodies; bench/bench_stream.py --api-key the whole path).
+nothing pending, costs the state a few tests and no call; so does a chunk of a layout the parser
+keeps (content, reasoning, a tool-call fragment, ``layout.ChunkParser``) whose text is shorter
+than the key, escapes or not: :meth:`StreamRedactor.new_layout` reads each layout's own strings
+once (bench/bench_redaction.py measures the cost on content, reasoning and tool-call bodies;
+bench/bench_stream.py --api-key the whole path).
 
 The tokens of ``logprobs`` are such a channel (their sequence is the text), with two additions
 (docs/SECURITY.md, "The tokens of logprobs"): a token's ``bytes`` follow its text when it is
@@ -83,7 +86,7 @@ class StreamRedactor:
     it rewrites the chunk in place and says what else to rewrite.
     """
 
-    __slots__ = ("_tools", "ends", "first", "pending", "secret")
+    __slots__ = ("_layouts", "_tools", "ends", "first", "layout", "pending", "secret", "shortest")
 
     def __init__(self, secret: Secret) -> None:
         self.secret = secret
@@ -99,6 +102,12 @@ class StreamRedactor:
         #: tests that before calling, most chunks then cost it no call.
         self.pending: dict[tuple[str, Any], tuple[str, list[_Piece]]] = {}
         self._tools = ToolIndexer()  # which call a fragment continues, as the accumulator says
+        #: The length of the key's shortest form: a text shorter than that cannot hold the key.
+        self.shortest = min(map(len, secret._forms))
+        #: The layout (``layout.ChunkParser``'s template) :meth:`new_layout` saw last, when no
+        #: string of it holds the key; and every layout seen, by id: (template, that answer).
+        self.layout: Any = None
+        self._layouts: dict[int, tuple[Any, bool]] = {}
 
     def take(
         self, seq: int, value: Any, chunk: Any, raw: bytes, content: str | None, folded: bool
@@ -116,10 +125,16 @@ class StreamRedactor:
             return _NOTHING
         secret = self.secret
         changed = False
-        if secret.escaped_in(raw) and secret.found_in(json.dumps(value, ensure_ascii=False)):
-            _redact_strings(value, secret)  # an escaped key, wherever it is in the chunk
-            changed = True
-            content = None
+        if secret.escaped_in(raw):
+            dumped = json.dumps(value, ensure_ascii=False)
+            # An escaped key, wherever it is in the chunk. Changed only when a string was: a form
+            # found across two strings of the dump is in none of them (and a chunk of a layout
+            # that the state does not hand here is rewritten only when a string was, too).
+            if secret.found_in(dumped):
+                _redact_strings(value, secret)
+                if json.dumps(value, ensure_ascii=False) != dumped:
+                    changed = True
+                    content = None
         # From here no string of the chunk holds the whole key: its bytes were searched, its
         # escapes read. A key can only end in a string that continues a channel's pending end,
         # or start at the end of one.
@@ -158,11 +173,37 @@ class StreamRedactor:
             edits = [edit for edit in edits if edit.seq != seq]
         return changed, edits
 
-    def skip_tool_fragment(self, fragment: dict[str, Any]) -> None:
-        """A plain tool fragment :meth:`take` is not handed (nothing pending, no escape that
-        spells the key, an end that cannot start it: take would only index it): its call is
-        indexed all the same, so that the fragments after it find their channel."""
-        self._tools.index(fragment)
+    def new_layout(self, template: tuple[Any, ...]) -> bool:
+        """A chunk of a kept layout (``layout.ChunkParser``'s template, not built: its text and
+        padding apart), of another layout than :attr:`layout`: True when :meth:`take` must read
+        it, because a string of the layout holds the key (escaped: the read's search did not find
+        it). Otherwise the layout becomes :attr:`layout`, and its tool call is indexed (as take
+        would: the fragments after it need that) the first time it is seen.
+
+        Such a chunk is its template's strings, its text and its padding (letters and digits, in
+        its bytes): when this says False, the text alone can hold the key, and only when it is
+        escaped (the bytes are the text otherwise, searched with the read) and at least
+        :attr:`shortest` long. The state tests that (and a pending key, an end that could start
+        one) itself, so a chunk of :attr:`layout` costs it no call. Indexing a fragment twice
+        changes nothing (``ToolIndexer``), so a layout's call is indexed once."""
+        known = self._layouts.get(id(template))
+        if known is None:
+            clean = not _holds_key(template[1:], self.secret)
+            if template[0] == "arguments":
+                self._tools.index(template[4])
+            if len(self._layouts) < _LAYOUTS:
+                self._layouts[id(template)] = (template, clean)  # holds it: its id stays its own
+        else:
+            clean = known[1]
+        if clean:
+            self.layout = template
+        return not clean
+
+    def forget(self) -> None:
+        """Let go of the layouts read (as ``ChunkParser.forget`` does, when the stream ends): an
+        ended stream kept long (a run's) keeps none."""
+        self.layout = None
+        self._layouts = {}
 
     def held_token(self, choice: int = 0, channel: str = "content") -> tuple[int, int] | None:
         """Where the end of a logprobs token sequence that could still start the key begins:
@@ -242,6 +283,24 @@ class StreamRedactor:
         else:
             del self.pending[channel]
         return True
+
+
+#: Layouts remembered per stream (the parser keeps ``layout.MAX_TEMPLATES``): past this, a layout
+#: is read again each time its chunk follows another layout's.
+_LAYOUTS = 64
+
+
+def _holds_key(value: Any, secret: Secret) -> bool:
+    """Whether a string of ``value`` (containers of parsed JSON, nested ones and keys included)
+    holds the key. On a template: more strings than its chunks have (the text of the chunk it was
+    learnt from, in the containers that ``rebuild`` replaces), never fewer."""
+    if isinstance(value, str):
+        return secret.found_in(value)
+    if isinstance(value, dict):
+        return any(secret.found_in(k) or _holds_key(v, secret) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_key(item, secret) for item in value)
+    return False
 
 
 def _last_pieces(pieces: list[_Piece], length: int) -> list[_Piece]:

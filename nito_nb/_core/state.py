@@ -405,6 +405,8 @@ class StreamState(EventFolding):
             acc.check_end(len(self.log))
             # Only a live feed needs the layouts: an ended stream kept long (a run's) keeps none.
             self.parser.forget()
+            if self.redactor is not None:
+                self.redactor.forget()  # the layouts it read, which it holds too
             if status is None:
                 status = (
                     Status.ERROR
