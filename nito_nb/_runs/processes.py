@@ -22,7 +22,6 @@ over the socket, never on its command line.
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import socket
 import subprocess
@@ -38,6 +37,7 @@ from .._core.errors import ConfigurationError, Secret, redact
 from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recordings import to_wire
+from . import gc as _gc
 from .client_load import ClientMonitor, Health
 from .clock import Hold, offset_ns
 from .plan import Request
@@ -94,7 +94,13 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     client = AsyncClient(max_retries=0)  # one attempt per message: the driver retries
     monitor = ClientMonitor(worker=True)  # this loop's lag, sent back with each log
     sampler = asyncio.ensure_future(monitor.sample())
-    gc.freeze()  # this process's imports are never garbage: no full GC pass walks them (_gc.py)
+    # What is old is frozen, as in the driver (_gc.py): this loop takes the arrival times, and a
+    # full pass of the collector stops it while chunks arrive; they are then read together and
+    # stamped with the last one's arrival. Frozen once, at the start, the streams' own objects
+    # (150,000 at 250 paced streams) were walked by every full pass: 70 ms of CPU, and timing
+    # errors of 30-100 ms at p99 (docs/LOAD.md).
+    _gc.begin()
+    settler = asyncio.ensure_future(_settle())
     await client.warm()  # a first request's one-time work, before the run's schedule starts
     start_endpoints(connection, models)
     conn.send(READY)  # the run's schedule starts once every worker can send (ProcessEngine)
@@ -171,10 +177,19 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
         await ended
     finally:
         loop.remove_reader(conn.fileno())
-    tasks = [*running.values(), sampler]
+    tasks = [*running.values(), sampler, settler]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    _gc.end()  # frozen objects given back (a worker run in a thread of a test's process)
+
+
+async def _settle() -> None:
+    """Freeze what the worker's requests made, every ``SETTLE_EVERY`` seconds while it runs (what
+    the driver's writer thread does for the driver): a full pass then walks only what is newer."""
+    while True:
+        await asyncio.sleep(_gc.SETTLE_EVERY)
+        _gc.settle()
 
 
 class _Worker:
