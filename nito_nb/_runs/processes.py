@@ -98,8 +98,8 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     # What is old is frozen, as in the driver (_gc.py): this loop takes the arrival times, and a
     # full pass of the collector stops it while chunks arrive; they are then read together and
     # stamped with the last one's arrival. Frozen once, at the start, the streams' own objects
-    # (150,000 at 250 paced streams) were walked by every full pass: 70 ms of CPU, and timing
-    # errors of 30-100 ms at p99 (docs/LOAD.md).
+    # were walked by every full pass (70,000-150,000 at 250 paced streams: 30-70 ms of CPU a
+    # pass), and the timing errors were 30-100 ms at p99 (docs/LOAD.md).
     _gc.begin()
     settler = asyncio.ensure_future(_settle())
     await client.warm()  # a first request's one-time work, before the run's schedule starts
