@@ -562,6 +562,85 @@ def test_a_worker_answers_every_request_even_when_its_client_fails(monkeypatch: 
     assert stream.log.request["model"] == "sim/chat"
 
 
+def test_a_worker_freezes_what_its_streams_made_while_they_stream(monkeypatch: Any) -> None:
+    # A worker's loop reads its streams: a full pass of the collector stops it, the chunks that
+    # arrive meanwhile are read together, and each is stamped with the last one's arrival. The
+    # worker froze what existed once, at its start, so its full passes walked everything its
+    # streams had made since (500 paced streams on two workers: passes of 70 ms of CPU over
+    # 150,000 objects, spread p99 - median 30-100 ms; docs/LOAD.md). It now freezes what is old
+    # while it streams, as the driver does (_runs/gc.py), and gives it back when it ends. The
+    # worker loop runs here, in a thread, with its pipe; its streams go to the embedded simulator.
+    import gc
+    import multiprocessing
+    import threading
+
+    from nito_nb._runs import processes as _processes
+
+    freezes: list[int] = []
+    freeze = gc.freeze
+    monkeypatch.setattr(gc, "freeze", lambda: (freezes.append(time.perf_counter_ns()), freeze())[1])
+    driver, child = multiprocessing.Pipe()
+    thread = threading.Thread(
+        target=asyncio.run, args=(_processes._serve(child, {}, 4, ["sim/chat"]),), daemon=True
+    )
+    thread.start()
+    assert driver.poll(60) and driver.recv() == _processes.READY
+    params = {"sim": {"tps": 20, "ttft_ms": 0}, "max_tokens": 30}  # about 1.5 s each
+    started = time.perf_counter_ns()
+    for rid in range(4):
+        driver.send((rid, [{"role": "user", "content": f"q{rid}"}], "sim/chat", params, None))
+    replies = []
+    while len(replies) < 4 and driver.poll(60):
+        replies.append(driver.recv())
+    ended = time.perf_counter_ns()
+    driver.send(None)
+    thread.join(30)
+    assert sorted(rid for rid, *_ in replies) == [0, 1, 2, 3]
+    assert all(from_wire(sent).status == "done" for _, sent, _, _ in replies)
+    # while the streams were read, what they had made was frozen again and again
+    assert len([t for t in freezes if started < t < ended]) >= 2, freezes
+    assert not thread.is_alive() and gc.get_freeze_count() == 0  # given back at the worker's end
+
+
+def test_a_worker_reads_its_streams_while_the_driver_is_slow_to_take_its_replies() -> None:
+    # A reply waits in the pipe until the driver reads it; when the pipe was full, the worker's
+    # loop waited in the send and read nothing meanwhile, and the chunks that arrived were read
+    # together, each stamped with the last one's arrival: at the end of 500 paced streams on two
+    # workers, 24-31 sends of a worker's 250 waited over 1 ms, up to 42 ms (docs/LOAD.md). Here the
+    # driver does not read for a while, as a busy one does not, while large replies fill the
+    # pipe and a paced stream (a chunk every 50 ms) is read: its chunks keep reads of their own.
+    import multiprocessing
+    import threading
+
+    from nito_nb._runs import processes as _processes
+
+    driver, child = multiprocessing.Pipe()
+    thread = threading.Thread(
+        target=asyncio.run, args=(_processes._serve(child, {}, 20, ["sim/chat"]),), daemon=True
+    )
+    thread.start()
+    assert driver.poll(60) and driver.recv() == _processes.READY
+    paced = {"sim": {"tps": 20, "ttft_ms": 0}, "max_tokens": 30}  # about 1.5 s
+    driver.send((0, [{"role": "user", "content": "paced"}], "sim/chat", paced, None))
+    time.sleep(0.3)  # it streams
+    large = [{"role": "user", "content": "x " * 50_000}]  # each reply carries its request
+    for rid in range(1, 11):  # 1 MB of replies: more than the pipe holds
+        driver.send((rid, large, "sim/chat", {"sim": {"tps": 0}, "max_tokens": 1}, None))
+    time.sleep(2.5)  # the driver is busy: nothing is read meanwhile
+    replies = {}
+    while len(replies) < 11 and driver.poll(60):
+        rid, sent, _, _ = driver.recv()
+        replies[rid] = from_wire(sent)
+    driver.send(None)
+    thread.join(30)
+    assert sorted(replies) == list(range(11))
+    assert all(stream.status == "done" for stream in replies.values())
+    times = list(replies[0].log.times_ns())
+    # Events read together carry one time. Most of this stream's chunks came while the driver was
+    # not reading: they were about 2 reads for 33 events; the last few events come in one write.
+    assert len(times) > 30 and len(set(times)) >= len(times) // 2, times
+
+
 def test_too_many_workers_for_the_machine_is_one_clear_line() -> None:
     # They are started one after another: workers=10**6 spawned interpreters until killed.
     from nito_nb._runs.processes import max_workers

@@ -22,8 +22,8 @@ over the socket, never on its command line.
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -38,6 +38,7 @@ from .._core.errors import ConfigurationError, Secret, redact
 from .._core.log import ChunkLog
 from .._core.state import StreamState
 from .._recordings import to_wire
+from . import gc as _gc
 from .client_load import ClientMonitor, Health
 from .clock import Hold, offset_ns
 from .plan import Request
@@ -94,7 +95,13 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     client = AsyncClient(max_retries=0)  # one attempt per message: the driver retries
     monitor = ClientMonitor(worker=True)  # this loop's lag, sent back with each log
     sampler = asyncio.ensure_future(monitor.sample())
-    gc.freeze()  # this process's imports are never garbage: no full GC pass walks them (_gc.py)
+    # What is old is frozen, as in the driver (_gc.py): this loop takes the arrival times, and a
+    # full pass of the collector stops it while chunks arrive; they are then read together and
+    # stamped with the last one's arrival. Frozen once, at the start, the streams' own objects
+    # were walked by every full pass (70,000-150,000 at 250 paced streams: 30-70 ms of CPU a
+    # pass), and the timing errors were 30-100 ms at p99 (docs/LOAD.md).
+    _gc.begin()
+    settler = asyncio.ensure_future(_settle())
     await client.warm()  # a first request's one-time work, before the run's schedule starts
     start_endpoints(connection, models)
     conn.send(READY)  # the run's schedule starts once every worker can send (ProcessEngine)
@@ -103,13 +110,12 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     # The requests in flight, by id: for the driver's ("stop", id), and cancelled at the end.
     running: dict[int, asyncio.Task[None]] = {}
 
+    replies = _Replies(conn)
+
     def answer(rid: int, stream: Any) -> None:
-        try:
-            conn.send(
-                (rid, None if stream is None else to_wire(stream), offset_ns(), monitor.drain())
-            )
-        except (OSError, ValueError):  # the driver is gone: nobody to tell
-            pass
+        replies.send(
+            (rid, None if stream is None else to_wire(stream), offset_ns(), monitor.drain())
+        )
 
     async def one(
         rid: int,
@@ -171,10 +177,53 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
         await ended
     finally:
         loop.remove_reader(conn.fileno())
-    tasks = [*running.values(), sampler]
+    tasks = [*running.values(), sampler, settler]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    replies.close()  # the stopped requests' replies too
+    _gc.end()  # frozen objects given back (a worker run in a thread of a test's process)
+
+
+class _Replies:
+    """A worker's replies, written to the driver by a thread of their own, in order.
+
+    A reply waits in the socket until the driver reads it, and a busy driver reads late: sent
+    from the loop, a reply to a full socket held the loop, which reads the streams and stamps
+    their reads, and the chunks that arrived meanwhile were read together, each stamped with the
+    last one's arrival (at the end of 500 paced streams on two workers: 24-31 of a worker's 250
+    sends waited over 1 ms, up to 42 ms; docs/LOAD.md). The thread waits instead, without the GIL."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._write, name="nito_nb-worker-replies", daemon=True
+        )
+        self._thread.start()
+
+    def send(self, message: Any) -> None:
+        self._waiting.put(message)
+
+    def close(self) -> None:
+        """Write what waits, then end the thread."""
+        self._waiting.put(None)
+        self._thread.join()
+
+    def _write(self) -> None:
+        while (message := self._waiting.get()) is not None:
+            try:
+                self._conn.send(message)
+            except (OSError, ValueError):  # the driver is gone: nobody to tell
+                return
+
+
+async def _settle() -> None:
+    """Freeze what the worker's requests made, every ``SETTLE_EVERY`` seconds while it runs (what
+    the driver's writer thread does for the driver): a full pass then walks only what is newer."""
+    while True:
+        await asyncio.sleep(_gc.SETTLE_EVERY)
+        _gc.settle()
 
 
 class _Worker:
