@@ -67,6 +67,7 @@ class ChunkParser:
         # The layout that matched last (slot, text before the string, text after it up to the
         # padding, the rest after the padding or None, template): most chunks repeat it.
         self._last: tuple[Any, ...] | None = None
+        self._marker: tuple[str, str] | None = None  # its slot and the text before its string
 
     def forget(self) -> None:
         """Let go of the layouts learnt (about 2 KB for a stream of the simulator's chunks): a
@@ -74,6 +75,7 @@ class ChunkParser:
         chunks already handed out hold their templates themselves."""
         self._templates = {}
         self._last = None
+        self._marker = None
 
     def parse(self, data: str) -> tuple[Any, str | None]:
         value, text, slot = self.parse_slot(data)
@@ -96,30 +98,34 @@ class ChunkParser:
         template, which :func:`rebuild` with ``text`` and ``padding`` (None: no padding) turns
         into the chunk when someone needs it (a run that waits never does); else ``template``
         and ``padding`` are None and ``value`` is the chunk."""
-        slot = CONTENT
-        start = data.find(_CONTENT)
-        if start >= 0:
-            start += len(_CONTENT)
-        else:  # Python's json.dumps puts spaces after separators
-            start = data.find(_CONTENT_SPACED)
-            if start >= 0:
-                start += len(_CONTENT_SPACED)
-            else:
-                for name, marker in _SLOTS:
-                    start = data.find(marker)
-                    if start >= 0:
-                        start += len(marker)
-                        slot = name
-                        break
-                else:
-                    return _decode(data), None, None, None, None
+        # The marker of the layout that matched last first: most chunks repeat it, and a tool
+        # fragment's or reasoning's marker comes after two or three that miss (each find a scan
+        # of the chunk). In any order: a match is the same bytes around the text as a template
+        # checked against json.loads, and a new template is checked again (_reads_as).
+        known = self._marker
+        if known is not None and (start := data.find(known[1])) >= 0:
+            slot, marker = known
+        else:
+            slot, marker = CONTENT, _CONTENT
+            start = data.find(marker)
+            if start < 0:  # Python's json.dumps puts spaces after separators
+                marker = _CONTENT_SPACED
+                start = data.find(marker)
+                if start < 0:
+                    for slot, marker in _SLOTS:  # noqa: B007 (both kept: the one that matched)
+                        start = data.find(marker)
+                        if start >= 0:
+                            break
+                    else:
+                        return _decode(data), None, None, None, None
+        start += len(marker)
         if slot is CONTENT and data.startswith('"', start):
             # An empty content: OpenRouter's reasoning chunks open their delta with one, and
             # their text is the reasoning after it.
-            for marker in _REASONING:
-                found = data.find(marker, start)
+            for reasoning in _REASONING:
+                found = data.find(reasoning, start)
                 if found >= 0:
-                    start, slot = found + len(marker), "reasoning"
+                    start, slot, marker = found + len(reasoning), "reasoning", reasoning
                     break
         end = data.find('"', start)
         text = data[start:end]
@@ -167,7 +173,7 @@ class ChunkParser:
         if slot == "reasoning":
             again = _again(data, start, end)
             if again >= 0:
-                return self._detailed(data, start, end, again, text)
+                return self._detailed(data, start, end, again, text, marker)
         after = data[end:]
         # OpenAI's and Azure's padding, a string of random length in every chunk: cut out of the
         # key, and put back into the rebuilt chunk, so that such chunks share a layout too.
@@ -188,6 +194,7 @@ class ChunkParser:
         template = self._templates.get(key)
         if template is not None:
             self._last = (slot, prefix, head, tail, template)
+            self._marker = (slot, marker)
             return None, text, slot, template, padding
         value = _decode(data)
         if not _reads_as(value, slot, text):
@@ -201,18 +208,21 @@ class ChunkParser:
             if template is not None and rebuild(template, text, padding) == value:
                 self._templates[key] = template
                 self._last = (slot, prefix, head, tail, template)
+                self._marker = (slot, marker)
         return value, text, slot, None, None
 
     def _detailed(
-        self, data: str, start: int, end: int, again: int, text: str
+        self, data: str, start: int, end: int, again: int, text: str, marker: str
     ) -> tuple[Any, str | None, str | None, tuple[Any, ...] | None, str | None]:
         """:meth:`parse_lazy` of a chunk whose text is at ``start:end`` and again at ``again``
-        (OpenRouter's reasoning and its detail): its layout is the text around both places."""
+        (OpenRouter's reasoning and its detail, ``marker`` the reasoning's): its layout is the
+        text around both places."""
         prefix, head, tail = data[:start], data[end:again], data[again + end - start :]
         key = (prefix, head, tail)
         template = self._templates.get(key)
         if template is not None:
             self._last = (WITH_DETAIL, prefix, head, tail, template)
+            self._marker = ("reasoning", marker)
             return None, text, WITH_DETAIL, template, None
         value = _decode(data)
         if not _reads_as(value, WITH_DETAIL, text):
@@ -222,6 +232,7 @@ class ChunkParser:
             if template is not None and rebuild(template, text) == value:
                 self._templates[key] = template
                 self._last = (WITH_DETAIL, prefix, head, tail, template)
+                self._marker = ("reasoning", marker)
         return value, text, WITH_DETAIL, None, None
 
 
