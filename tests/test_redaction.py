@@ -542,3 +542,31 @@ def test_a_tool_call_of_a_stream_still_arriving_pickles_without_the_key() -> Non
     call = s.tool_calls[0]
     assert call.arguments == '{"q": "'
     assert b"SECRET" not in pickle.dumps(call) and KEY not in repr(call)
+
+
+@pytest.mark.parametrize(
+    ("key", "content"),
+    [
+        ("/JJJJJJ/xyz", "\\/JJJJJJ/xyz"),  # the key's "/" sent escaped: \/
+        ("nvapi-0123456789", "a\\nvapi-0123456789 b"),  # a line break, then the key's rest
+        ("nvapi-0123456789", "a\\\\nvapi-0123456789 b"),  # an escaped backslash, then the key
+    ],
+)
+def test_a_key_right_after_an_escape_leaves_the_chunk_json(key: str, content: str) -> None:
+    # The read's byte search found the key one byte after a backslash; replacing it alone left
+    # "\[redacted]", no JSON escape: the chunk was lost as bad data. The backslash goes with it.
+    body = (
+        b'data: {"id":"g","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"' + content.encode() + b'"},"finish_reason":null}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    source = protected(key)
+    s = source.stream
+    source.feed(body, 1)
+    source.end(2)
+    assert [a.kind for a in s.anomalies] == []
+    assert MARK in s.content and key not in s.content
+    for event in s.log:
+        if event.kind == "chunk":
+            assert key not in json.dumps(json.loads(event.data), ensure_ascii=False)
+    assert key.encode() not in s.log.body

@@ -36,6 +36,7 @@ the bytes as they came).
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import re
@@ -209,6 +210,31 @@ def redact(text: AnyStr, secret: Secret | None) -> AnyStr:
     for form in secret._forms:
         text = text.replace(form, REDACTED)
     return text
+
+
+def redact_in_json(text: AnyStr, secret: Secret) -> AnyStr:
+    """:func:`redact` for JSON text (an event's data and raw bytes): a form right after a
+    backslash that escapes its first character (``\\/`` + the rest of a key that starts with
+    ``/``, ``\\n`` + the rest of one that starts with ``n``) takes that backslash with it, so
+    that the JSON stays valid (``\\[redacted]`` is no escape: the chunk was lost as bad data).
+    Pairs of backslashes before it (escaped backslashes) stay."""
+    for form in secret._byte_forms if isinstance(text, (bytes, bytearray)) else secret._forms:
+        if form in text:
+            text = _after_escapes(form).sub(_keep_pairs, text)
+    return text
+
+
+@functools.lru_cache(maxsize=64)
+def _after_escapes(form: AnyStr) -> re.Pattern[AnyStr]:
+    """``form`` with the backslashes right before it: its pairs (group 1), then an odd one."""
+    if isinstance(form, bytes):
+        return re.compile(rb"((?:\\\\)*)\\?" + re.escape(form))
+    return re.compile(r"((?:\\\\)*)\\?" + re.escape(form))
+
+
+def _keep_pairs(match: re.Match[Any]) -> Any:
+    pairs = match.group(1)
+    return pairs + (REDACTED.encode() if isinstance(pairs, bytes) else REDACTED)
 
 
 def redact_error(error: NitoError, secret: Secret | None) -> NitoError:
@@ -452,12 +478,12 @@ def redact_events(events: list[ServerSentEvent], secret: Secret) -> list[ServerS
         if secret.found_in(event.raw):
             data, name, last_id, retry, comment, raw = event
             event = ServerSentEvent(
-                redact(data, secret),
+                redact_in_json(data, secret),
                 redact(name, secret),
                 None if last_id is None else redact(last_id, secret),
                 retry,
                 None if comment is None else redact(comment, secret),
-                redact(raw, secret),
+                redact_in_json(raw, secret),
             )
         out.append(event)
     return out
