@@ -425,7 +425,12 @@ class ProcessEngine:
             except (OSError, ValueError) as exc:  # the pipe broke: the worker is gone
                 with worker.lock:
                     worker.pending.pop(rid, None)
-                raise _WorkerDied(f"its pipe broke: {exc}") from None
+                # Its exit code when it has one (a killed worker is reaped by now, nearly
+                # always): the same words as the requests its reader fails (_read).
+                code = worker.process.poll()
+                raise _WorkerDied(
+                    f"exit code {code}" if code is not None else f"its pipe broke: {exc}"
+                ) from None
             try:
                 # Shielded: a stopped run cancels this wait, not the reply, which may still come.
                 sent, worker_offset, health = await asyncio.shield(future)
