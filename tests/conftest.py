@@ -314,3 +314,17 @@ def body_read() -> Iterator[Any]:
     """:func:`bodies_read` for the test."""
     with bodies_read() as body_read:
         yield body_read
+
+
+def frame_parsed_whole(stream: Any) -> Any:
+    """``nito_nb.frame(stream)`` with every chunk parsed whole, no skeleton trusted: the slow
+    path the frame's skeletons must agree with (the frame tests compare the two)."""
+    from unittest.mock import patch
+
+    import nito_nb
+    from nito_nb._frame import build
+
+    with patch.object(
+        build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1
+    ):
+        return nito_nb.frame(stream)

@@ -19,10 +19,11 @@ from unittest.mock import patch
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import frame_parsed_whole
 
 import nito_nb
 from nito_nb._core.log import CHUNK
-from nito_nb._frame import build, cuts, dtypes, pieces, plan
+from nito_nb._frame import cuts, dtypes, pieces, plan
 
 REAL = Path(__file__).parent / "data" / "real"
 _spec = importlib.util.spec_from_file_location(
@@ -85,19 +86,11 @@ def test_the_bulk_cuts_are_the_rule_of_one_chunk(name: str) -> None:
         assert tuple(found[row]) == ((-1,) * 6 if one is None else one), (name, row)
 
 
-def _slow(stream: nito_nb.Stream) -> pd.DataFrame:
-    """The frame of every chunk parsed whole: no skeleton is trusted."""
-    with patch.object(
-        build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1
-    ):
-        return nito_nb.frame(stream)
-
-
 @pytest.mark.parametrize("name", list(BODIES))
 def test_the_bulk_frame_is_the_frame_of_every_chunk_parsed_whole(name: str) -> None:
     stream = nito_nb.read_sse(BODIES[name])
     fast = nito_nb.frame(stream)
-    slow = _slow(stream)
+    slow = frame_parsed_whole(stream)
     assert list(fast.columns) == list(slow.columns)
     assert (fast.dtypes == slow.dtypes).all()
     pd.testing.assert_frame_equal(fast, slow)
@@ -157,7 +150,7 @@ def test_a_chunk_unlike_the_guess_is_cut_by_the_rule() -> None:
     for row, (first, last) in enumerate(zip(firsts.tolist(), lasts.tolist(), strict=True)):
         one = cuts.cut_one(body, first, last)
         assert tuple(found[row]) == ((-1,) * 6 if one is None else one), row
-    pd.testing.assert_frame_equal(nito_nb.frame(stream), _slow(stream))
+    pd.testing.assert_frame_equal(nito_nb.frame(stream), frame_parsed_whole(stream))
 
 
 def test_a_refusal_beside_an_empty_content_carries_text_on_both_paths() -> None:
@@ -172,5 +165,5 @@ def test_a_refusal_beside_an_empty_content_carries_text_on_both_paths() -> None:
     body = b"".join([chunk({"content": "", "refusal": ":"}), chunk({"content": "x"})] * 3)
     stream = nito_nb.read_sse(body + b"data: [DONE]\n\n")
     fast = nito_nb.frame(stream)
-    pd.testing.assert_frame_equal(fast, _slow(stream))
+    pd.testing.assert_frame_equal(fast, frame_parsed_whole(stream))
     assert fast["token"].tolist()[1:7] == [True] * 6  # row 0: the response

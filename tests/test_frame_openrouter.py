@@ -16,6 +16,7 @@ from typing import Any
 from unittest.mock import patch
 
 import pandas as pd
+from conftest import frame_parsed_whole
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,10 +136,7 @@ def test_openrouter_reasoning_chunks_frame_like_the_slow_path(
             for module in (pieces, plan, dtypes):
                 stack.enter_context(patch.object(module, "_arrow", lambda: None))
         fast = nito_nb.frame(stream_)
-        with patch.object(
-            build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1
-        ):
-            slow = nito_nb.frame(stream_)
+        slow = frame_parsed_whole(stream_)
     pd.testing.assert_frame_equal(fast, slow)
 
 

@@ -344,21 +344,16 @@ def test_a_random_field_in_every_chunk_frames_like_the_slow_path(
     # The frame reads each chunk skeleton (the chunk without its content string, and without its
     # padding) once: the frame is the one of every chunk parsed whole.
     import pandas as pd
+    from conftest import frame_parsed_whole
 
     import nito_nb
-    from nito_nb._frame import build
 
     body = (
         "".join(f"data: {_encoded(v, spaced, False)}\n\n" for v in values).encode()
         + b"data: [DONE]\n\n"
     )
     stream_ = nito_nb.read_sse(body)
-    fast = nito_nb.frame(stream_)
-    with patch.object(
-        build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1
-    ):
-        slow = nito_nb.frame(stream_)
-    pd.testing.assert_frame_equal(fast, slow)
+    pd.testing.assert_frame_equal(nito_nb.frame(stream_), frame_parsed_whole(stream_))
 
 
 def test_obfuscated_chunks_frame_from_one_skeleton() -> None:
