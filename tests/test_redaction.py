@@ -570,3 +570,13 @@ def test_a_key_right_after_an_escape_leaves_the_chunk_json(key: str, content: st
         if event.kind == "chunk":
             assert key not in json.dumps(json.loads(event.data), ensure_ascii=False)
     assert key.encode() not in s.log.body
+
+
+def test_a_key_right_after_an_escape_leaves_an_error_body_json() -> None:
+    # The HTTP error body is the gateway's JSON too: its message is read from it, not the raw body.
+    key = "/JJJJJJ/xyz"
+    source = protected(key)
+    body = b'{"error":{"message":"bad key \\/JJJJJJ/xyz here","code":401}}'
+    error = source.fail_http(401, {"content-type": "application/json"}, body, 1)
+    assert error.message == f"bad key {MARK} here"
+    assert json.loads(source.stream.log.body)["error"]["message"] == f"bad key {MARK} here"

@@ -213,10 +213,11 @@ def redact(text: AnyStr, secret: Secret | None) -> AnyStr:
 
 
 def redact_in_json(text: AnyStr, secret: Secret) -> AnyStr:
-    """:func:`redact` for JSON text (an event's data and raw bytes): a form right after a
-    backslash that escapes its first character (``\\/`` + the rest of a key that starts with
-    ``/``, ``\\n`` + the rest of one that starts with ``n``) takes that backslash with it, so
-    that the JSON stays valid (``\\[redacted]`` is no escape: the chunk was lost as bad data).
+    """:func:`redact` for JSON text (an event's data and raw bytes, an HTTP error body): a form
+    right after a backslash that escapes its first character (``\\/`` + the rest of a key that
+    starts with ``/``, ``\\n`` + the rest of one that starts with ``n``) takes that backslash
+    with it, so that the JSON stays valid (``\\[redacted]`` is no escape: a chunk was lost as
+    bad data, an error body read as text).
     Pairs of backslashes before it (escaped backslashes) stay."""
     for form in secret._byte_forms if isinstance(text, (bytes, bytearray)) else secret._forms:
         if form in text:

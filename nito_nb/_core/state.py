@@ -34,8 +34,8 @@ from .errors import (
     NitoError,
     Secret,
     StreamTruncatedError,
-    redact,
     redact_error,
+    redact_in_json,
 )
 from .folding import Chunks, EventFolding
 from .http_errors import api_error, retry_after_of
@@ -487,7 +487,7 @@ class StreamState(EventFolding):
         the body does not tell), else the one of the status and body."""
         with self.lock:
             if self.secret is not None:
-                body = redact_body(redact(body, self.secret), self.secret)
+                body = redact_body(redact_in_json(body, self.secret), self.secret)
             self.set_response(status_code, headers, t_ns)
             log = self.log
             if not any(e.kind == "http-error" for e in log):
