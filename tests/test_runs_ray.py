@@ -209,3 +209,53 @@ def test_a_stopped_ray_run_keeps_what_arrived_in_the_actor(cluster: None) -> Non
     from test_runs_processes import assert_a_stopped_run_keeps_what_arrived
 
     assert_a_stopped_run_keeps_what_arrived("ray", "ray-0")
+
+
+def test_an_actor_freezes_what_its_streams_made_while_they_stream(cluster: None) -> None:
+    # An actor's loop reads its streams and stamps their reads: a full pass of the collector stops
+    # it, and the chunks that arrive meanwhile are stamped with the last one's arrival. An actor
+    # froze what existed once, at its start, so its full passes walked every stream it had made
+    # since (the same cause as the worker processes' timing errors: test_runs_processes.py). It now
+    # freezes what is old while it streams and lets the young pass wait, as the driver does.
+    from nito_nb._runs import gc as run_gc
+
+    class _Counted:
+        """An actor that counts the collector's freezes in its process (a local class: Ray
+        pickles it by value into the actor's process)."""
+
+        def __init__(self, *args: Any) -> None:
+            import gc
+
+            from nito_nb._runs.ray import Worker
+
+            self.worker = Worker(*args)
+            self.freezes: list[int] = []
+            freeze = gc.freeze
+            gc.freeze = lambda: (self.freezes.append(time.monotonic_ns()), freeze())[1]  # type: ignore[method-assign]
+
+        async def where(self) -> Any:
+            return await self.worker.where()
+
+        async def send(self, *args: Any) -> Any:
+            return await self.worker.send(*args)
+
+        def collector(self) -> tuple[list[int], int]:
+            import gc
+
+            return self.freezes, gc.get_threshold()[0]
+
+    actor = ray.remote(max_concurrency=4)(_Counted).remote("ray-t", {}, ["sim/chat"], None)
+    ray.get(actor.where.remote(), timeout=120)
+    params = {"sim": {"tps": 20, "ttft_ms": 0}, "max_tokens": 30}  # about 1.5 s each
+    started = time.monotonic_ns()
+    sends = [
+        actor.send.remote([{"role": "user", "content": f"q{i}"}], "sim/chat", params)
+        for i in range(4)
+    ]
+    replies = ray.get(sends, timeout=120)
+    ended = time.monotonic_ns()
+    assert len(replies) == 4
+    freezes, young = ray.get(actor.collector.remote())
+    assert young == run_gc.YOUNG_THRESHOLD
+    assert len([t for t in freezes if started < t < ended]) >= 2, freezes
+    ray.kill(actor)

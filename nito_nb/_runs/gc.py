@@ -26,11 +26,12 @@ collector off), is left as it is; the last run to end puts back what was there.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 import time
 
-__all__ = ["SETTLE_EVERY", "YOUNG_THRESHOLD", "begin", "end", "settle"]
+__all__ = ["SETTLE_EVERY", "YOUNG_THRESHOLD", "begin", "end", "settle", "settling"]
 
 #: While a run goes, what is alive is frozen at most this often (seconds): a full pass then walks
 #: at most what the last quarter of a second left, shorter than when it was once a second
@@ -67,6 +68,14 @@ def settle() -> None:
         if _active and now - _last >= SETTLE_EVERY:
             gc.freeze()
             _last = now
+
+
+async def settling() -> None:
+    """``settle`` every ``SETTLE_EVERY`` seconds until cancelled: for a loop with no writer thread
+    (a worker process's, a Ray actor's), whose requests' objects a full pass would otherwise walk."""
+    while True:
+        await asyncio.sleep(SETTLE_EVERY)
+        settle()
 
 
 def end() -> None:

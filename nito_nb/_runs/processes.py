@@ -101,7 +101,7 @@ async def _serve(conn: Any, connection: dict[str, Any], per_worker: int, models:
     # were walked by every full pass (70,000-150,000 at 250 paced streams: 30-70 ms of CPU a
     # pass), and the timing errors were 30-100 ms at p99 (docs/LOAD.md).
     _gc.begin()
-    settler = asyncio.ensure_future(_settle())
+    settler = asyncio.ensure_future(_gc.settling())
     await client.warm()  # a first request's one-time work, before the run's schedule starts
     start_endpoints(connection, models)
     conn.send(READY)  # the run's schedule starts once every worker can send (ProcessEngine)
@@ -216,14 +216,6 @@ class _Replies:
                 self._conn.send(message)
             except (OSError, ValueError):  # the driver is gone: nobody to tell
                 return
-
-
-async def _settle() -> None:
-    """Freeze what the worker's requests made, every ``SETTLE_EVERY`` seconds while it runs (what
-    the driver's writer thread does for the driver): a full pass then walks only what is newer."""
-    while True:
-        await asyncio.sleep(_gc.SETTLE_EVERY)
-        _gc.settle()
 
 
 class _Worker:

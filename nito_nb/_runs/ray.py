@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import gc
 import os
 import time
 from typing import Any, NamedTuple
@@ -30,6 +29,7 @@ from .._core.state import StreamState
 from .._core.status import Status
 from .._recordings import from_events, from_wire, to_wire
 from .._stream import Stream
+from . import gc as _gc
 from .client_load import ClientMonitor, Health
 from .clock import Hold, loop_time, offset_ns, to_local_ns
 from .plan import Request
@@ -76,6 +76,7 @@ class Worker:
         self.hold = Hold()
         self.monitor: ClientMonitor | None = None
         self.sampler: Any = None
+        self.settler: Any = None
         #: The sends in flight, by the driver's call id: their loop, their task, and what they
         #: leave when stopped (a stopped stream, or None if nothing was sent), for ``recall``.
         self.running: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any], Any]] = {}
@@ -108,7 +109,13 @@ class Worker:
             self.client = AsyncClient(max_retries=0)  # one attempt: the driver retries
             self.monitor = ClientMonitor(worker=True)  # its loop's lag, sent back with each log
             self.sampler = asyncio.ensure_future(self.monitor.sample())
-            gc.freeze()  # the actor's imports are never garbage: no full GC pass walks them (_gc.py)
+            # What is old is frozen, at the start and then every SETTLE_EVERY seconds, and the
+            # young pass waits longer, as in the driver and in a worker process (gc.py,
+            # processes.py's _serve): frozen once, a full pass walked every stream the actor
+            # had made since, with its loop (which stamps the reads) stopped. The actor is
+            # killed at the run's end, so nothing hands the objects back (no _gc.end()).
+            _gc.begin()
+            self.settler = asyncio.ensure_future(_gc.settling())
             await self.client.warm()  # a first request's one-time work
             start_endpoints(self.connection, self.models)
 
