@@ -344,7 +344,7 @@ def checked_key(key: Any, source: str) -> str:
         problem = "ends with a newline (as when it is read from a file)"
     elif key != key.strip():
         problem = "starts or ends with whitespace"
-    elif any(char.isspace() for char in key):
+    elif len(key.split()) > 1:  # stripped already: a split finds what isspace() would
         problem = "contains whitespace"
     elif not key.isascii():
         problem = (
