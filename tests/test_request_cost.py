@@ -283,3 +283,43 @@ def test_a_runs_senders_go_on_after_a_deadline() -> None:
     assert list(results["status"]) == ["truncated"] * 6, results["status"]
     assert all("between_chunks deadline (0.2 s" in m for m in results["error_message"])
     assert all(len(c) > 0 for c in results["content"])  # what came before the stall is kept
+
+
+def test_the_headers_every_request_sends_alike_are_checked_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nito_nb._transport import head
+
+    checked: list[bytes] = []
+
+    class Counted:
+        def __init__(self, pattern: Any) -> None:
+            self._pattern = pattern
+
+        def fullmatch(self, value: bytes) -> Any:
+            checked.append(value)
+            return self._pattern.fullmatch(value)
+
+    head._kept_line.cache_clear()
+    monkeypatch.setattr(head, "_FIELD_NAME", Counted(head._FIELD_NAME))
+    monkeypatch.setattr(head, "_FIELD_VALUE", Counted(head._FIELD_VALUE))
+    sent = [
+        ("User-Agent", "python-httpx/0.28.1"),
+        ("Accept", "text/event-stream"),
+        ("Content-Type", "application/json"),
+        ("Authorization", f"Bearer {KEY}"),
+        ("Content-Length", "12"),
+        ("Connection", "close"),
+    ]
+    first = head.request_head(b"/v1/chat/completions", b"127.0.0.1:8000", sent)
+    assert len(checked) == 1 + 2 * len(sent)  # the host, each name and value
+    checked.clear()
+    again = head.request_head(b"/v1/chat/completions", b"127.0.0.1:8000", sent)
+    assert again == first and again is not None
+    # the host, then the key's header alone: the others were checked once (two regular
+    # expressions each, sixteen a request before)
+    assert checked == [b"127.0.0.1:8000", b"Authorization", f"Bearer {KEY}".encode()]
+    assert head._kept_line.cache_info().currsize == len(sent) - 1  # no key kept
+    # a header h11 would refuse is still refused, kept or not
+    assert head.request_head(b"/", b"h", [("Accept", "a\nb")]) is None
+    assert head.request_head(b"/", b"h", [("Accept", "a\nb")]) is None
