@@ -45,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -270,28 +272,37 @@ def overhead(
     workloads: list[str],
     concurrencies: list[int],
     contenders: tuple[str, ...],
+    cpu: bool = False,
 ) -> bool:
-    """Interleaved rounds of every workload × concurrency × contender; True if every target is met."""
+    """Interleaved rounds of every workload × concurrency × contender; True if every target is met.
+    ``cpu``: also this process's CPU time per request of each (the simulator is another process),
+    which a machine shared with other work changes far less than the time."""
     seconds: dict[tuple[str, int, str], list[float]] = {}
+    cpu_ms: dict[tuple[str, int, str], list[float]] = {}
+
+    def measured(key: tuple[str, int, str], measure: Callable[[], float]) -> None:
+        started = time.process_time()
+        seconds.setdefault(key, []).append(measure())
+        cpu_ms.setdefault(key, []).append((time.process_time() - started) / n * 1e3)
+
     for round_ in range(rounds):
         for workload in workloads:
             params = WORKLOADS[workload]
             for concurrency in concurrencies:
                 salt = f"{workload}{concurrency}r{round_}"
                 key = (workload, concurrency)
-                seconds.setdefault((*key, "floor"), []).append(
-                    floor(base_url, n, salt, concurrency, params)
-                )
+                measured((*key, "floor"), partial(floor, base_url, n, salt, concurrency, params))
                 if "run" in contenders:
-                    seconds.setdefault((*key, "run"), []).append(
-                        with_run(base_url, n, salt, concurrency, params, None)
+                    measured(
+                        (*key, "run"),
+                        partial(with_run, base_url, n, salt, concurrency, params, None),
                     )
                 if "store" in contenders:
                     with tempfile.TemporaryDirectory() as folder:
-                        seconds.setdefault((*key, "store"), []).append(
-                            with_run(
-                                base_url, n, salt, concurrency, params, str(Path(folder) / "s")
-                            )
+                        store = str(Path(folder) / "s")
+                        measured(
+                            (*key, "store"),
+                            partial(with_run, base_url, n, salt, concurrency, params, store),
                         )
         print(f"  round {round_ + 1} of {rounds} done ({time.strftime('%H:%M:%S')})", flush=True)
     ok = True
@@ -323,6 +334,17 @@ def overhead(
                     f"({min(rate[contender]):,.0f}–{max(rate[contender]):,.0f}) = {median:.2f}x the floor "
                     f"({_spread(ratios)}), target >= {target}: {verdict}"
                 )
+            if cpu:
+                floor_cpu = cpu_ms[(workload, concurrency, "floor")]
+                shown = [f"floor {statistics.median(floor_cpu):.3f} ms ({_spread(floor_cpu)})"]
+                for contender in contenders:
+                    mine = cpu_ms[(workload, concurrency, contender)]
+                    ratios = [f / m for f, m in zip(floor_cpu, mine, strict=True)]
+                    shown.append(
+                        f"{contender} {statistics.median(mine):.3f} ms ({_spread(mine)}), floor/"
+                        f"{contender} {statistics.median(ratios):.2f}x ({_spread(ratios)})"
+                    )
+                print(f"    CPU per request (this process): {'; '.join(shown)}")
     return ok
 
 
@@ -387,6 +409,12 @@ def main() -> int:
         default=["run", "store"],
         help="besides the floor (always measured): run (without a store), store; both by default",
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also print this process's CPU time per request of each contender (the simulator "
+        "runs in another): steadier than the rates on a machine shared with other work",
+    )
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -406,6 +434,7 @@ def main() -> int:
                 args.workloads,
                 args.concurrency,
                 tuple(args.contenders),
+                cpu=args.cpu,
             )
         if args.memory:
             ok = memory(base_url, args.memory, args.workloads) and ok

@@ -324,6 +324,8 @@ class AsyncStream(StreamResults):
                 self._task = self._opened = None
 
     async def _aread(self, out: Any) -> None:
+        """Read the body to its end; the chunks of each read go to ``out`` (the reader task's
+        queue), or nowhere (None: ``_wait_alone``, nobody iterates)."""
         assert self._body is not None
         clock, state = time.perf_counter_ns, self._state
         feed = state.feed  # under the state's lock: a display thread may take a snapshot meanwhile
@@ -336,7 +338,7 @@ class AsyncStream(StreamResults):
         watch = None if self._deadlines is None else BodyWatchdog(self._deadlines, self._body)
         try:
             try:
-                await self._body(deliver)
+                await self._body(deliver if out is not None else feed)  # type: ignore[arg-type]
             finally:
                 if watch is not None:
                     watch.stop()
@@ -447,6 +449,26 @@ class AsyncStream(StreamResults):
                 raise self._task_error
         self._raise_failure(raise_errors)
         return self
+
+    async def _wait_alone(self) -> None:
+        """``wait(raise_errors=False)`` for the one user of a Stream that nobody else iterates,
+        waits for or closes meanwhile (a run's sender: ``AsyncStreamSource.wait_alone``): it
+        connects and reads the body in the calling task, without the reader task, its queue, its
+        future and the ``asyncio.wait`` for it (13 µs of each request of a run, whose fixed cost
+        per request kept it under its floor: issue 32). What a cancellation, a deadline or an error
+        does is the reader task's own code (``_open``, ``_aread``): cancelling the caller stops the
+        stream (what arrived is kept) and goes on up, an HTTP error of connecting is raised."""
+        if self._task is not None or self._alive is not None:  # a reader already: as wait()
+            await self.wait(raise_errors=False)
+            return
+        self._consumed = True
+        try:
+            if self._body is None and self._opener is not None:
+                await self._open()  # raises typed HTTP errors, with .stream set
+            if self._body is not None:
+                await self._aread(None)
+        finally:
+            self._body = self._opener = None  # as the reader task lets go of them (_arun)
 
     def __await__(self) -> Any:
         return self.wait().__await__()

@@ -273,6 +273,13 @@ class AsyncStreamSource(SourceBase):
         Run's open-loop schedule starts its streams a little ahead (``_runs/runner.py``)."""
         self.stream._send_at = when
 
+    async def wait_alone(self) -> None:
+        """Connect and read the whole stream in the calling task: ``await
+        stream.wait(raise_errors=False)`` for a caller that is the Stream's one user (nobody else
+        iterates it, waits for it or closes it meanwhile: a run's sender), without a reader task of
+        its own. Cancelling the caller stops the stream, as cancelling ``wait()`` does."""
+        await self.stream._wait_alone()
+
     @property
     def waiting_to_send(self) -> bool:
         """True while the stream waits for the time set by :meth:`send_at`: nothing was sent yet."""

@@ -231,6 +231,7 @@ def test_a_streams_producer_is_apart_and_fills_the_stream_it_holds() -> None:
         "send_at",
         "waiting_to_send",
         "until_send_time",
+        "wait_alone",
     }
     assert not public(nito_nb.Stream) & SOURCE - {"stream"}
     source = nito_nb.StreamSource({"model": "m"})

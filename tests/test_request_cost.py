@@ -231,3 +231,95 @@ def test_a_connection_already_open_is_not_polled_for(monkeypatch: pytest.MonkeyP
 
         asyncio.run(main())
     assert polled == []
+
+
+# -- the run's side: what each request of a run makes -----------------------------------------
+
+
+def test_a_runs_requests_are_read_in_its_workers_tasks_not_a_task_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each request had a reader task of its own (its queue, its future, an asyncio.wait for it):
+    # 13 µs of each request's fixed work. Its sender reads it in its own task now.
+    import threading
+
+    created: list[str] = []
+    create_task = asyncio.BaseEventLoop.create_task
+
+    def counted(self: asyncio.BaseEventLoop, coro: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "nito_nb-run":
+            created.append(getattr(coro, "__qualname__", repr(coro)))
+        return create_task(self, coro, **kwargs)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "create_task", counted)
+    run = nito_nb.run(
+        [f"q{i}" for i in range(24)],
+        model="sim/echo",
+        concurrency=4,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0},
+    )
+    run.wait(timeout=60)
+    results = run.results()
+    assert list(results["status"]) == ["done"] * 24
+    assert list(results["content"].str.startswith("q")) == [True] * 24
+    # the run's own: its main task, the client monitor, the 4 workers, the loop's shutdown
+    assert len(created) <= 7, created
+
+
+def test_a_runs_senders_go_on_after_a_deadline() -> None:
+    # Read in the sender's own task, a body's deadline cancels that task (taken back: the stream
+    # says truncated, tests/test_hostile.py the message of each deadline): each sender goes on
+    # with its next requests, all of them recorded, none of them stopped.
+    run = nito_nb.run(
+        [f"q{i}" for i in range(6)],
+        model="sim/stall",
+        concurrency=2,
+        progress=False,
+        sim={"tps": 0, "ttft_ms": 0, "stall_s": 30},
+        timeout={"first_byte": 10, "between_chunks": 0.2},
+    ).wait(timeout=30)
+    results = run.results()
+    assert list(results["status"]) == ["truncated"] * 6, results["status"]
+    assert all("between_chunks deadline (0.2 s" in m for m in results["error_message"])
+    assert all(len(c) > 0 for c in results["content"])  # what came before the stall is kept
+
+
+def test_the_headers_every_request_sends_alike_are_checked_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nito_nb._transport import head
+
+    checked: list[bytes] = []
+
+    class Counted:
+        def __init__(self, pattern: Any) -> None:
+            self._pattern = pattern
+
+        def fullmatch(self, value: bytes) -> Any:
+            checked.append(value)
+            return self._pattern.fullmatch(value)
+
+    head._kept_line.cache_clear()
+    monkeypatch.setattr(head, "_FIELD_NAME", Counted(head._FIELD_NAME))
+    monkeypatch.setattr(head, "_FIELD_VALUE", Counted(head._FIELD_VALUE))
+    sent = [
+        ("User-Agent", "python-httpx/0.28.1"),
+        ("Accept", "text/event-stream"),
+        ("Content-Type", "application/json"),
+        ("Authorization", f"Bearer {KEY}"),
+        ("Content-Length", "12"),
+        ("Connection", "close"),
+    ]
+    first = head.request_head(b"/v1/chat/completions", b"127.0.0.1:8000", sent)
+    assert len(checked) == 1 + 2 * len(sent)  # the host, each name and value
+    checked.clear()
+    again = head.request_head(b"/v1/chat/completions", b"127.0.0.1:8000", sent)
+    assert again == first and again is not None
+    # the host, then the key's header alone: the others were checked once (two regular
+    # expressions each, sixteen a request before)
+    assert checked == [b"127.0.0.1:8000", b"Authorization", f"Bearer {KEY}".encode()]
+    assert head._kept_line.cache_info().currsize == len(sent) - 1  # no key kept
+    # a header h11 would refuse is still refused, kept or not
+    assert head.request_head(b"/", b"h", [("Accept", "a\nb")]) is None
+    assert head.request_head(b"/", b"h", [("Accept", "a\nb")]) is None

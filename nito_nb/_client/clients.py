@@ -339,7 +339,7 @@ class AsyncClient(BaseClient):
                             _parsed_url(url),
                             headers,
                             content,
-                            timeout=limits.httpx(),
+                            timeout=_httpx_timeout(limits),
                             ssl_context=_ssl_context(),
                             on_connected=source.set_connect,
                         ),
@@ -520,6 +520,13 @@ def _between_chunks(response: httpx.Response, seconds: float | None) -> None:
     timeouts = dict(response.request.extensions.get("timeout", {}))
     timeouts["read"] = seconds
     response.request.extensions["timeout"] = timeouts
+
+
+@functools.lru_cache(maxsize=64)
+def _httpx_timeout(limits: Timeout) -> httpx.Timeout:
+    """``limits.httpx()``, made once for the limits a client's calls share (a run's): httpx
+    checking its four values again took a few µs of every request."""
+    return limits.httpx()
 
 
 @functools.lru_cache(maxsize=64)

@@ -216,13 +216,15 @@ _URI = re.compile(
 _MISREAD_USERINFO = re.compile(r"(?P<scheme>[^:/?#]+:)?//[^:/?#@]*:[^/?#@]*[/?#][^@]*@", re.DOTALL)
 
 
+@functools.lru_cache(maxsize=256)
 def shown_url(url: str) -> str:
     """``url`` as it may be shown, logged or saved: a user name and password in it
     (``https://user:pass@host``, which httpx sends as Basic auth; also one whose password holds a
     "/", "?" or "#" that the parsers take for the host's end, ``_MISREAD_USERINFO``) and the
     values of query (or fragment) parameters named like a credential (``?api-key=...``,
     ``?token=...``, ``?sig=...``) become ``[redacted]``. The one rule for every message, repr,
-    log and saved request that names a base URL; the call itself uses the URL as given."""
+    log and saved request that names a base URL; the call itself uses the URL as given. Kept for
+    the URLs seen last: every request's record names its base URL (a run's, the same each time)."""
     return _shown(url, REDACTED)
 
 
@@ -344,7 +346,7 @@ def checked_key(key: Any, source: str) -> str:
         problem = "ends with a newline (as when it is read from a file)"
     elif key != key.strip():
         problem = "starts or ends with whitespace"
-    elif any(char.isspace() for char in key):
+    elif len(key.split()) > 1:  # stripped already: a split finds what isspace() would
         problem = "contains whitespace"
     elif not key.isascii():
         problem = (

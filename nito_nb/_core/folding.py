@@ -101,6 +101,8 @@ class EventFolding:
         first_seq = len(self.log)
         kinds = bytearray()
         skipped: set[int] | None = None
+        # the chunks of this read that carried tokens: counted here, told the state once (below)
+        tokens = 0
         for i, (data, name, _, _, comment, raw) in enumerate(events):
             if comment is not None:
                 # The same comment again, in the same read: a run past COMMENT_RUN is counted on
@@ -182,10 +184,7 @@ class EventFolding:
                     texts.append(content)
                     pads.append(padding)
                     if carried:
-                        self.n_token_chunks += 1
-                        self.last_token_ns = t_ns
-                        if self.first_token_ns is None:
-                            self.first_token_ns = t_ns
+                        tokens += 1
                     continue
             if type(chunk) is not dict:
                 kinds.append(OTHER)
@@ -229,13 +228,15 @@ class EventFolding:
                 if text is None
                 else acc.add_slot(chunk, slot, text, first_seq + i)  # type: ignore[arg-type]
             ):
-                self.n_token_chunks += 1
-                self.last_token_ns = t_ns
-                if self.first_token_ns is None:
-                    self.first_token_ns = t_ns
+                tokens += 1
             made.append(chunk)
             texts.append(None)
             pads.append(None)
+        if tokens:  # all of this read's time
+            self.n_token_chunks += tokens
+            self.last_token_ns = t_ns
+            if self.first_token_ns is None:
+                self.first_token_ns = t_ns
         if skipped is not None:
             events = [event for i, event in enumerate(events) if i not in skipped]
         if events:

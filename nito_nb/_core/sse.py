@@ -199,15 +199,12 @@ class SSEDecoder:
         rest = blocks.pop()  # the unfinished event, still waiting for its blank line
         append, last_id, line_event = events.append, self._last_id, self._line
         new = tuple.__new__  # what ServerSentEvent(...) does, without its Python-level __new__
+        # One step only when no field of this event came before it (a `retry:` line, even one
+        # whose bytes were already consumed by an earlier read, belongs to this event): only the
+        # general rules below change that, so it is asked again after them, not for every block.
+        fresh = not self._raw and self._retry is None
         for block in blocks:
-            # One step only when no field of this event came before it (a `retry:` line, even
-            # one whose bytes were already consumed by an earlier read, belongs to this event).
-            if (
-                block[:6] == b"data: "
-                and b"\n" not in block
-                and not self._raw
-                and self._retry is None
-            ):
+            if fresh and block[:6] == b"data: " and b"\n" not in block:
                 append(
                     new(
                         _Event,
@@ -226,6 +223,7 @@ class SSEDecoder:
                 line_event(line, line + b"\n", events)
             line_event(b"", b"\n", events)
             last_id = self._last_id
+            fresh = not self._raw and self._retry is None
         # The whole lines of the unfinished event take effect now, as on the line-by-line path: a
         # comment is an event when its line arrives, not when the next blank line does.
         lines = rest.split(b"\n")

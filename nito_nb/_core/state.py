@@ -464,7 +464,8 @@ class StreamState(EventFolding):
         with self.lock:
             log, secret = self.log, self.secret
             log.set_response(status_code, headers or {}, t_ns)
-            if secret is not None:
+            # one search of all the values first: a key in one of them is in them all joined
+            if secret is not None and secret.found_in("\n".join(log.headers.values())):
                 log.headers = {k: v for k, v in log.headers.items() if not secret.found_in(v)}
 
     def set_encoding(self, content_encoding: str | None) -> None:

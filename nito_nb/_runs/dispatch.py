@@ -355,11 +355,13 @@ class Dispatcher:
                     **self._connection,
                     **request.params,
                 )
+                source = source_of(stream)
                 if scheduled is not None and attempts == 1:
-                    source_of(stream).send_at(self._loop_t0 + scheduled)
+                    source.send_at(self._loop_t0 + scheduled)
                 self.in_flight[request.key] = stream
                 try:
-                    await stream.wait(raise_errors=False)
+                    # read in this task: nothing else touches the stream until it has ended
+                    await source.wait_alone()
                 except NitoError as exc:  # refused before the body: an HTTP error, no connection
                     error = exc
                     stream = exc.stream if isinstance(exc.stream, AsyncStream) else stream
