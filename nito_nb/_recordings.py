@@ -297,7 +297,7 @@ class Frozen:
         return pickle.Unpickler(io.BytesIO(unpacker.decompress(self._pickled) + unpacker.flush()))
 
     def log(self) -> ChunkLog:
-        """A new copy of the Stream's log, thawed alone (what a frame reads: a sixth of the time
+        """A new copy of the Stream's log, thawed alone (what a frame reads: a fourth of the time
         of a whole Stream)."""
         log: ChunkLog = self._unpickler().load()
         return log
