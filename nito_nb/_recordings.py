@@ -341,8 +341,11 @@ def freeze_ended(streams: list[Any]) -> list[Any]:
         out = io.BytesIO()
         pickler = pickle.Pickler(out, pickle.HIGHEST_PROTOCOL)
         try:
-            pickler.dump(state.log)  # first: a frame thaws it alone (``Frozen.log``)
-            pickler.dump(state)  # the same pickler: its log is a reference to the one above
+            # Under the state's lock: a reader in another thread (an on_done callback kept the
+            # Stream) joins the text's pieces meanwhile.
+            with state.lock:
+                pickler.dump(state.log)  # first: a frame thaws it alone (``Frozen.log``)
+                pickler.dump(state)  # the same pickler: its log is a reference to the one above
         except (pickle.PicklingError, TypeError, AttributeError):
             kept.append(stream)
             continue
