@@ -91,7 +91,9 @@ def test_every_stream_a_run_gives_back_reads_as_the_one_that_ended(
         same(original, stream)
         assert reads(stream) == reads(original)
         assert_frame_equal(stream.frame(), original.frame())
-    assert_frame_equal(run.frame(), nito_nb.frame(kept))
+    # the run's frame (of the logs thawed alone) is the frame of the Streams that ended
+    by_key = {key: originals[s.request["messages"][0]["content"]] for key, s in kept.items()}
+    assert_frame_equal(run.frame(), nito_nb.frame(by_key))
     # Read twice, each time new Streams: the run keeps them frozen, never thawed for good.
     again = run._writer.kept_streams()
     portable = [key for key, stream in kept.items() if stream.exception is None]
@@ -121,8 +123,8 @@ def test_a_rescore_reads_the_kept_streams_as_they_ended() -> None:
 
 
 def test_a_run_without_a_store_keeps_a_few_kib_per_tools_request() -> None:
-    # A live ended sim/tools Stream was some hundred small objects: 11 KB traced per request
-    # (13 KiB of RSS: bench/bench_runs_floor.py), twice its 6 KB body. Frozen: under 3.5 KB,
+    # A live ended sim/tools Stream was some hundred small objects: 11.8 KB traced per request
+    # (13 KiB of RSS: bench/bench_runs_floor.py), twice its 6 KB body. Frozen: about 3.1 KB,
     # the plan's request and the result row included.
     _run(["warm"] * 20, "sim/tools")  # the imports, the client, the layouts' caches
     gc.collect()
@@ -138,7 +140,7 @@ def test_a_run_without_a_store_keeps_a_few_kib_per_tools_request() -> None:
     kept = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / n
     assert len(run.results()) == n
     assert kept < 5_000, f"{kept:,.0f} bytes kept per request"
-    # Each one is a Frozen Stream: one bytes object of its state, under a KB.
+    # Each one is a Frozen Stream: one bytes object of its log and state, about 0.8 KB.
     frozen = list(run._writer._streams.values())
     assert all(isinstance(one, Frozen) for one in frozen)
     assert max(len(one._pickled) for one in frozen) < 1_500
