@@ -14,7 +14,7 @@ from pandas.testing import assert_frame_equal
 from test_log import same
 
 import nito_nb
-from nito_nb._recordings import Frozen
+from nito_nb._recordings import FREEZE_BELOW, Frozen
 from nito_nb._stream_results import listen_to_ends
 
 SIM = {"tps": 0, "ttft_ms": 0}
@@ -59,11 +59,12 @@ def reads(stream: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("model", "params"),
     [
+        # answers of a few KiB: frozen (a longer one is kept as it is: below)
         ("sim/tools", {}),
         ("sim/chat", {"logprobs": True, "top_logprobs": 2, "max_tokens": 40}),
-        ("sim/reasoning", {}),
-        ("sim/mistral", {}),
-        ("sim/websearch", {}),
+        ("sim/reasoning", {"max_tokens": 40}),
+        ("sim/mistral", {"max_tokens": 40}),
+        ("sim/websearch", {"max_tokens": 40}),
         ("sim/error-midstream", {}),  # ended with an exception: kept as it is
         (
             "sim/chat",
@@ -100,6 +101,17 @@ def test_every_stream_a_run_gives_back_reads_as_the_one_that_ended(
     assert all(again[key] is not kept[key] for key in portable)
     frozen = [one for one in run._writer._streams.values() if isinstance(one, Frozen)]
     assert len(frozen) == len(portable)
+
+
+def test_a_long_answer_is_kept_as_it_is_with_its_log_packed() -> None:
+    # Its Stream's objects weigh a fifth of its body: freezing would cost the writer more than
+    # the memory it gives back (FREEZE_BELOW).
+    run = _run(["a long answer"], "sim/chat")
+    kept = run._writer.kept_streams()
+    (stream,) = kept.values()
+    assert len(stream.log.body) >= FREEZE_BELOW and stream.log.packed
+    assert run._writer.kept_streams() == kept  # the same Stream each time
+    assert not any(isinstance(one, Frozen) for one in run._writer._streams.values())
 
 
 def test_a_rescore_reads_the_kept_streams_as_they_ended() -> None:
