@@ -5,9 +5,10 @@ memory, the store's writer and its failure. The sender (``dispatch.py``, on the 
 ``put``s each finished request (a ``Finished``) and says ``end()`` once it is done; the writer's
 thread takes them in batches of at most ``BATCH_SIZE`` or ``BATCH_SECONDS``, turns each batch
 into result rows (``results.py``: the frame's own metrics), writes them to the store when there
-is one (``store_writer.py``; the Streams are then dropped, else kept for ``run.frame()``) and updates
-the progress display (a live output: its own throttle says when it renders). Whoever reads
-takes a copy (``rows``, ``kept_streams``); ``frame_of`` makes the chunk-level frame of what one
+is one (``store_writer.py``; the Streams are then dropped, else kept for ``run.frame()``, frozen:
+``_recordings.freeze_ended``) and updates the progress display (a live output: its own throttle
+says when it renders). Whoever reads takes a copy (``rows``; ``kept_streams``, ``kept_ended``:
+thawed anew); ``frame_of`` makes the chunk-level frame of what one
 run or several (a sweep's) kept.
 
 When the store fails (a full disk, a file system turned read-only), the run stops with one line
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError, one_line
+from .._recordings import Frozen, freeze_ended, thaw
 from . import gc as _gc
 from .gil import loop_first
 from .results import Finished, LoadInfo, result_rows
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .._display.sink import LiveOutput
+    from .._frame.inputs import EndedStream
     from .._stream_results import StreamResults
     from .plan import Request
     from .scoring import Scorer
@@ -93,8 +96,8 @@ class RunWriter:
         self._waiting: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
         self._rows: list[dict[str, Any]] = []
-        # key -> Stream, without a store or once it failed
-        self._streams: dict[str, StreamResults] = {}
+        # key -> Stream frozen (``_recordings.freeze_ended``), without a store or once it failed
+        self._streams: dict[str, Any] = {}
 
     # -- before the run starts -------------------------------------------------------------------
 
@@ -185,7 +188,25 @@ class RunWriter:
         """The Streams kept in memory, by request key (a copy): all of them without a store,
         those from the failed batch on when the store failed, else none."""
         with self._lock:
-            return dict(self._streams)
+            kept = dict(self._streams)
+        return {key: thaw(one) for key, one in kept.items()}  # new ones each time: none kept
+
+    def kept_ended(self) -> dict[str, EndedStream]:
+        """What the frame of each Stream ``kept_streams`` gives needs of it (its log and four
+        facts), by request key: of a frozen one, its log alone is thawed, in a fourth of the time
+        of the whole Stream (10,000 sim/tools requests: 0.3-0.4 s, against 1.1-1.7 s)."""
+        from .._frame.inputs import EndedStream
+
+        with self._lock:
+            kept = dict(self._streams)
+        out = {}
+        for key, one in kept.items():
+            if isinstance(one, Frozen):
+                log = one.log()
+                out[key] = EndedStream(log, one.ttfb, one.model, str(one.status), log.attempts)
+            else:
+                out[key] = EndedStream.of(one)
+        return out
 
     def set_scores(self, graded: dict[str, dict[str, Any]]) -> None:
         """Put scores in the rows of their keys (``{key: {name: (value, error, describe)}}``),
@@ -264,13 +285,15 @@ class RunWriter:
             rows = result_rows(batch, self.run_id, self.phases)
             if self.scorer is not None and self.scorer.plain:  # docs/SCORES.md: as they finish
                 self.scorer.grade(rows, [item.stream for item in batch], self.scorer.plain)
+            kept = None
             if self.store is None or self.store_failure is not None:
-                # Kept until the run is dropped, and ended: their logs are packed (about a 25th
-                # of the body; zlib releases the GIL meanwhile). Here, before anyone else can
-                # read them: the loop thread is done with them (bench/bench_runs_floor.py's
-                # memory: 75.1 KiB kept per sim/chat request before, its body 51.6).
-                for item in batch:
-                    item.stream.log.pack()
+                # Kept until the run is dropped, and ended: frozen, their logs packed (a 25th of
+                # the body; zlib releases the GIL meanwhile) and their states pickled into one
+                # bytes object each (``_recordings.freeze_ended``). Here, before anyone else can read
+                # them: the loop thread is done with them (bench/bench_runs_floor.py's memory:
+                # 75.1 KiB kept per sim/chat request before packing, its body 51.6; 13.0 KiB per
+                # sim/tools request before freezing, its body 6.0).
+                kept = freeze_ended([item.stream for item in batch])
         failed = None
         if self.store is not None and self.store_failure is None:
             try:
@@ -278,11 +301,12 @@ class RunWriter:
             # the store failed: this batch and the next ones stay in memory
             except Exception as exc:
                 failed = self.store_failure = self.store_failed(exc)
+                kept = freeze_ended([item.stream for item in batch])
         with self._lock:
             self._rows.extend(rows)
-            if self.store is None or self.store_failure is not None:  # else the store has them
-                for item in batch:
-                    self._streams[item.request.key] = item.stream
+            if kept is not None:  # else the store has them
+                for item, one in zip(batch, kept, strict=True):
+                    self._streams[item.request.key] = one
         if failed is not None:
             fail(failed)  # the requests in flight are stopped, and kept as they come back
 
@@ -333,9 +357,9 @@ def frame_of(writers: list[RunWriter]) -> pd.DataFrame:
     stream's rows need (``df.nito``). The one rule of ``Run.frame()`` and ``Sweep.frame()``."""
     from .._frame import frame
 
-    kept: dict[str, StreamResults] = {}
+    kept: dict[str, EndedStream] = {}
     for writer in writers:
-        kept.update(writer.kept_streams())
+        kept.update(writer.kept_ended())
     stores = {writer.store_path for writer in writers}
     if len(stores) == 1 and (path := stores.pop()) is not None:
         from .store import open_store
