@@ -102,8 +102,8 @@ class RunWriter:
         self._streams: dict[str, StreamResults] = {}
         # The next batch, taken while the store wrote the one before (_take_next), and whether the
         # end came with it.
-        self._next: list[Finished] | None = None
-        self._next_over = False
+        self._next_batch: list[Finished] | None = None
+        self._next_batch_over = False
 
     # -- before the run starts -------------------------------------------------------------------
 
@@ -235,17 +235,18 @@ class RunWriter:
                 if batch and (over or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                     self._flush(batch, fail)
                     batch, first = [], 0.0
-                    if self._next is not None:  # taken while the batch was written (_take_next)
-                        batch, self._next = self._next, None
+                    # taken while the batch was written (_take_next)
+                    if self._next_batch is not None:
+                        batch, self._next_batch = self._next_batch, None
                         first = time.monotonic()
-                        over = over or self._next_over
+                        over = over or self._next_batch_over
                 _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
                 if progress is not None:
                     progress.update()  # throttled by the display itself (progress.MAX_UPDATES_PER_S)
         # not the store (_flush keeps its failures): stop sending, say why
         except BaseException as exc:
             fail(exc)
-            over = over or self._next_over
+            over = over or self._next_batch_over
             # Let the loop thread end; the failure may come from the last flush, after its end()
             # (waiting for a second one hung the run forever).
             while not over:
@@ -276,15 +277,15 @@ class RunWriter:
     def _take_next(self) -> list[Finished] | None:
         """The next batch, when a whole one waits: taken now, for the store to hand its events
         to the helper while it commits the batch before (``StoreWriter.write``). The loop flushes
-        it next (``_next``)."""
-        if self._next is not None or len(self._waiting) < BATCH_SIZE:
+        it next (``_next_batch``)."""
+        if self._next_batch is not None or len(self._waiting) < BATCH_SIZE:
             return None
         following: list[Finished] = []
-        self._next_over = self._take(following)
+        self._next_batch_over = self._take(following)
         if not following:  # only the end: the loop ends with it
-            self._next = following
+            self._next_batch = following
             return None
-        self._next = following
+        self._next_batch = following
         return following
 
     def _flush(self, batch: list[Finished], fail: Callable[[BaseException], None]) -> None:
