@@ -169,19 +169,14 @@ class _Pieces:
         texts, where = self._decoded()
         return texts.take(_arrow().array(where[self._positions(chunks)]))
 
-    def text_codes(self, chunks: np.ndarray, own: bool = False) -> tuple[np.ndarray, Any]:
+    def text_codes(self, chunks: np.ndarray) -> tuple[np.ndarray, Any]:
         """The texts of the cut chunks ``chunks`` as ``(codes, values)``: chunk i's text is
         ``values[codes[i]]``. With pyarrow, ``values`` are the distinct texts, so the text column
-        is spread from them once (``dtypes._column_of``), not first copied in chunk order.
-        ``own``: only the distinct texts of these chunks (else those of every chunk cut)."""
+        is spread from them once (``dtypes._column_of``), not first copied in chunk order."""
         if self._text_codes is None:
             return np.arange(len(chunks), dtype=np.int64), self.texts(chunks)
         texts, where = self._decoded()
-        codes = where[self._positions(chunks)]
-        if not own:
-            return codes, texts
-        used, codes = np.unique(codes, return_inverse=True)
-        return codes.astype(np.int64), texts.take(_arrow().array(used))
+        return where[self._positions(chunks)], texts
 
     def texts(self, chunks: np.ndarray) -> list[str]:
         """The texts of the cut chunks ``chunks``, as Python strings."""

@@ -107,10 +107,10 @@ class _Planner:
                 ends[chunk_seqs],
                 chunk_seqs,
                 base + chunk_seqs,
-                np.zeros(len(chunk_seqs), dtype=np.int64),
+                None,
                 chunk_seqs <= first_done,
                 token,
-                chunk_seqs + 1,
+                base - 1,
                 1,
                 pending,
                 pending_names,
@@ -161,7 +161,7 @@ class _Planner:
             np.concatenate(streams),
             np.concatenate(live),
             token,
-            at_rows - origin,
+            origin,
             len(logs),
             pending,
             pending_names,
@@ -326,19 +326,19 @@ class _Planner:
         lasts: np.ndarray,
         seqs: np.ndarray,
         rows: np.ndarray,
-        streams: np.ndarray,
+        streams: np.ndarray | None,
         live: np.ndarray,
         token: np.ndarray,
-        token_at: np.ndarray,
+        origin: int,
         n_streams: int,
         pending: list[bytes],
         pending_names: list[str | None],
     ) -> tuple[list[list[tuple[int, int, str | None]]], list[list[tuple[int, np.ndarray, Any]]]]:
         """:meth:`_plan` of a long log, or of many short ones (:meth:`_plan_together`), every
         chunk at once: no Python loop over the chunks. Chunk i is ``body[firsts[i]:lasts[i]]``,
-        event ``seqs[i]`` of log ``streams[i]``, on the frame's row ``rows[i]``, before that
-        log's [DONE] (``live``), its row's token at ``token[token_at[i]]``. Returns the plan
-        and the groups of each log."""
+        event ``seqs[i]`` of log ``streams[i]`` (None: one log), on the frame's row ``rows[i]``,
+        before that log's [DONE] (``live``), its row's token at ``token[rows[i] - origin]``.
+        Returns the plan and the groups of each log."""
         infos: list[Any] = self._infos  # the skeleton entries it reads are never None
         plans: list[list[tuple[int, int, str | None]]] = [[] for _ in range(n_streams)]
         grouped: list[list[tuple[int, np.ndarray, Any]]] = [[] for _ in range(n_streams)]
@@ -377,29 +377,29 @@ class _Planner:
         plain_rows = np.flatnonzero(plain)
         if len(plain_rows):
             # after [DONE], the answer ignores them: no token
-            self._bulk_plain(pieces, plain_rows, index, rows, cut, token, token_at, live)
+            self._bulk_plain(pieces, plain_rows, index, rows, cut, token, origin, live)
         # Reasoning and tool-argument chunks: in bulk when their skeleton holds that one piece,
         # else one by one (add() places both).
         slots = np.flatnonzero((index >= 0) & ~plain)
         alone = np.ones(len(index), dtype=bool)
         if len(slots):
             # one group per log and skeleton: (log, skeleton) as one number
-            keys, which = np.unique(streams[slots] * len(infos) + index[slots], return_inverse=True)
+            of_log = 0 if streams is None else streams[slots]
+            keys, which = np.unique(of_log * len(infos) + index[slots], return_inverse=True)
             order = np.argsort(which, kind="stable")
             bounds = np.searchsorted(which[order], np.arange(len(keys) + 1))
             for number, key in enumerate(keys.tolist()):
                 stream, skeleton = divmod(key, len(infos))
                 if _in_bulk(infos[skeleton]):
                     chunks = slots[order[bounds[number] : bounds[number + 1]]]
-                    # Many logs: each group with its own texts only, not every log's (a text
-                    # column is joined from its groups' values: _column_of).
-                    texts = pieces.text_codes(chunks, own=n_streams > 1)
-                    grouped[stream].append((skeleton, seqs[chunks], texts))
+                    # every group's texts as codes into the same distinct texts (which the
+                    # column joins once: dtypes._column_of)
+                    grouped[stream].append((skeleton, seqs[chunks], pieces.text_codes(chunks)))
                     alone[chunks] = False
         slot_texts = iter(pieces.texts(slots[alone[slots]]))
         for at in np.flatnonzero(~plain & alone).tolist():
             seq = int(seqs[at])
-            plan = plans[int(streams[at])]
+            plan = plans[0 if streams is None else int(streams[at])]
             if index[at] >= 0:  # fragments or reasoning: add() places it
                 plan.append((seq, int(index[at]), next(slot_texts)))
                 continue
@@ -417,12 +417,12 @@ class _Planner:
         rows: np.ndarray,
         cut: np.ndarray,
         token: np.ndarray,
-        token_at: np.ndarray,
+        origin: int,
         live: np.ndarray,
     ) -> None:
         """The plain content chunks ``chunks``: their skeleton's values and their own text, as
-        columns at once (``_Builder.bulk``); ``token`` (at ``token_at``) where the text is not
-        empty and the chunk came before its log's [DONE] (``live``)."""
+        columns at once (``_Builder.bulk``); ``token`` (at the row less ``origin``) where the
+        text is not empty and the chunk came before its log's [DONE] (``live``)."""
         where = rows[chunks]
         skeletons, which = np.unique(index[chunks], return_inverse=True)
         columns: dict[str, tuple[np.ndarray, list[Any]]] = {}
@@ -444,7 +444,7 @@ class _Planner:
         # empty content): the rule of the chunk read whole.
         carried = np.array([self._infos[k].carried for k in skeletons.tolist()], dtype=bool)
         has_text = (cut[chunks, 1] > cut[chunks, 0]) | carried[which]
-        token[token_at[chunks[has_text & live[chunks]]]] = True
+        token[rows[chunks[has_text & live[chunks]]] - origin] = True
 
     def _bulk_extras(
         self, pieces: _Pieces, chunks: np.ndarray, index: np.ndarray, rows: np.ndarray
