@@ -26,7 +26,7 @@ from test_frame_openrouter import stream as openrouter_stream
 from test_varying_layout import _new_texts, chunk
 
 import nito_nb
-from nito_nb._frame import build, dtypes, pieces, plan
+from nito_nb._frame import dtypes, pieces, plan
 
 REAL = Path(__file__).parent / "data" / "real"
 RECORDINGS = [path.read_bytes() for path in sorted(REAL.glob("*.sse"))]
@@ -144,7 +144,3 @@ def test_a_store_batch_of_short_streams_is_planned_once(shape: str) -> None:
         together = _framed(streams)
     assert len(calls) == 1 and calls[0] >= 128 * 100
     pd.testing.assert_frame_equal(together, _framed(streams, _TOGETHER_FROM=10**9))
-    # the run store's events: the same rows, without the attrs
-    rows = build.frame_rows(streams)
-    assert rows.attrs == {} and together.attrs["nito"]
-    pd.testing.assert_frame_equal(rows, together)

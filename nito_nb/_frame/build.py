@@ -24,7 +24,6 @@ metric's definition is in ``nito_nb._core.metrics`` (docs/METRICS.md).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ from .plan import _Planner, group_full, planned_alone, planned_together
 
 # read_chunk: the engine's one chunk reader, which chunks.py reads every chunk with (imported here
 # too: tests/test_architecture.py checks that the frame and the accumulator share it).
-__all__ = ["frame", "frame_rows", "read_chunk"]
+__all__ = ["frame", "read_chunk"]
 
 # -- building a frame ----------------------------------------------------------------------------
 
@@ -103,15 +102,6 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
             stacklevel=3,  # the caller of nito_nb.frame
         )
     return df
-
-
-def frame_rows(streams: Mapping[str, FrameSource]) -> pd.DataFrame:
-    """The rows of ``frame(streams)``, without its ``df.attrs``: what each stream's log says
-    beside its rows (a run store keeps that in its ``requests`` rows). For the store's events
-    (``_runs/events.py``), where making the attrs was a tenth of a batch's cost."""
-    builder = _Builder(_unique_labels(list(streams)))
-    builder.add_many(list(enumerate(streams.values())))
-    return builder.build()
 
 
 class _Builder(_Planner):

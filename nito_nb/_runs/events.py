@@ -91,10 +91,9 @@ def write_events(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .._frame import COLUMNS
-    from .._frame.build import frame_rows
+    from .._frame import COLUMNS, frame
 
-    events = _event_rows(frame_rows(ended), ended)
+    events = _event_rows(frame(dict(ended)), ended)
     for name, dtype in COLUMNS.items():
         if dtype == "Int64" and events[name].dtype == object:
             # A value past 64 bits, kept exact by the frame as a Python int (_frame/dtypes._ints):
