@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_frame.py --without-pyarrow   # as an install without pyarrow
     .venv/bin/python bench/bench_frame.py --repeats 3          # fewer interleaved rounds
     .venv/bin/python bench/bench_frame.py --shapes openrouter,reasoning   # other shapes
+    .venv/bin/python bench/bench_frame.py --many-short         # only 3. below
 
 1. ``frame()`` of one log of 100,000 events, against
    ``pandas.json_normalize(chunks, record_path="choices", meta=[...])`` on the same chunks, for
@@ -16,6 +17,8 @@
    beforehand and not timed): only json_normalize itself is timed. ``frame()`` starts from the
    Stream (raw bytes in its log) and includes decoding the JSON again.
 2. ``df.nito.metrics()`` over a frame of 1,000 streams of 100 events each.
+3. ``frame()`` of many short streams: 128 streams of a run of each workload of
+   ``bench/bench_runs_floor.py`` (a run store's batch), per stream and per event.
 
 Each figure is the median (and spread) of several rounds, the contenders interleaved so that a
 busy machine slows all alike. Targets (issues 4 and 32): frame() at most 0.2 s and at least 5x
@@ -244,6 +247,36 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
+def many_short(repeats: int) -> None:
+    """``frame()`` of a run's streams: 128 of each workload of bench/bench_runs_floor.py (a run
+    store's batch, ``_runs/writer.py`` ``BATCH_SIZE``), each with its own id and texts, from the
+    embedded simulator, framed by ``run.frame()``. Short logs of one frame are planned together
+    (``_frame/plan.py`` ``_plan_together``); one by one, each paid a plan's fixed cost. Printed
+    per stream: about what a run store's events helper pays per request (``_runs/events.py``)."""
+    workloads = {
+        "sim/chat": ("sim/chat", {}),
+        "openai": ("sim/chat", {"obfuscation": True}),
+        "reasoning": ("sim/reasoning", {}),
+        "tools": ("sim/tools", {}),
+    }
+    print("many short streams: frame() of 128 streams of a run (a run store's batch)")
+    for name, (model, sim) in workloads.items():
+        run = nito_nb.run(
+            [f"request {i}" for i in range(128)],
+            model=model,
+            sim={"tps": 0, "ttft_ms": 0, **sim},
+            progress=False,
+        )
+        run.wait()
+        events = len(run.frame()) - 128  # a response row each
+        times = [timed_call(run.frame) for _ in range(repeats)]
+        print(
+            f"  {name:<10} {events / 128:4.0f} events a stream: ms a stream "
+            f"{spread([t / 128 * 1000 for t in times])}, "
+            f"{statistics.median(times) / events * 1e6:.2f} µs an event (median of {repeats})"
+        )
+
+
 def main(repeats: int = 7, shape_names: tuple[str, ...] = shapes.SHAPES) -> None:
     n = 100_000
     print(f"text columns: string[{nito_nb.frame(timed_stream(3, 1)).content.dtype.storage}]")
@@ -271,11 +304,15 @@ def main(repeats: int = 7, shape_names: tuple[str, ...] = shapes.SHAPES) -> None
     print(
         f"  metrics():                      {min(metric_times):.3f} s  (best of {repeats}; target < 1 s)"
     )
+    many_short(repeats)
 
 
 if __name__ == "__main__":
     if "--memory-child" in sys.argv:
         _memory_child(sys.argv[sys.argv.index("--memory-child") + 1])
+        sys.exit()
+    if "--many-short" in sys.argv:  # only the many short streams
+        many_short(int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7)
         sys.exit()
     main(
         int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7,

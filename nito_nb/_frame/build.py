@@ -46,7 +46,7 @@ from .dtypes import (
     restore,
 )
 from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
-from .plan import _Planner
+from .plan import _Planner, group_full, planned_alone, planned_together
 
 # read_chunk: the engine's one chunk reader, which chunks.py reads every chunk with (imported here
 # too: tests/test_architecture.py checks that the frame and the accumulator share it).
@@ -81,9 +81,9 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     items = list(_expand(source, skipped if errors == "skip" else None))
     labels = _unique_labels([label for label, _, _ in items])
     builder = _Builder(labels)
+    builder.add_many([(code, stream) for code, (_, stream, _) in enumerate(items)])
     attrs: dict[str, Any] = {}
-    for code, (label, (_, stream, origin)) in enumerate(zip(labels, items, strict=True)):
-        builder.add(code, stream)
+    for label, (_, stream, origin) in zip(labels, items, strict=True):
         attrs[label] = _stream_attrs(stream, origin)
     df = builder.build()
     df.attrs["nito"] = freeze(attrs)
@@ -133,13 +133,71 @@ class _Builder(_Planner):
         self._echo_skeletons: dict[bytes, int] = {}
 
     def add(self, code: int, stream: FrameSource) -> None:
+        """The rows of one stream (``add_many``: of many)."""
+        self.add_many([(code, stream)])
+
+    def add_many(self, streams: list[tuple[int, FrameSource]]) -> None:
+        """The rows of ``streams`` ((label code, stream) each), one stream after another.
+
+        A long log is planned alone, in bulk; short ones are planned together, in bulk, when they
+        have enough chunks between them (up to a bound at once: their bodies are joined for it),
+        else one by one (``plan.py``: ``planned_alone``, ``planned_together``, ``group_full``)."""
+        group: list[tuple[int, FrameSource, _Snapshot]] = []
+        chunks = 0
+        for code, stream in streams:
+            snapshot = self._snapshot(stream)
+            if planned_alone(snapshot.chunks):
+                self._add_group(group, chunks)
+                group, chunks = [], 0
+                self._add_alone(code, stream, snapshot)
+                continue
+            group.append((code, stream, snapshot))
+            chunks += snapshot.chunks
+            if group_full(chunks):
+                self._add_group(group, chunks)
+                group, chunks = [], 0
+        self._add_group(group, chunks)
+
+    def _add_group(self, group: list[tuple[int, FrameSource, _Snapshot]], chunks: int) -> None:
+        """The short logs of ``group`` (``chunks`` between them): together, or one by one."""
+        if planned_together(len(group), chunks):
+            token = np.zeros(sum(snapshot.rows for _, _, snapshot in group), dtype=bool)
+            at = 0
+            for _, _, snapshot in group:  # each stream's token column, a view of the group's
+                snapshot.token = token[at : at + snapshot.rows]
+                at += snapshot.rows
+            planned = self._plan_together(
+                [(s.body, s.kinds, s.ends, s.base, s.first_done) for _, _, s in group],
+                token,
+            )
+            for (code, stream, snapshot), (plan, pending_base, groups) in zip(
+                group, planned, strict=True
+            ):
+                self._respond(stream, snapshot)
+                starts = np.concatenate([np.zeros(1, np.int64), snapshot.ends[:-1]])
+                self._plan_events(
+                    snapshot.body, snapshot.kinds, starts, snapshot.ends, snapshot.base
+                )
+                self._place(code, stream, snapshot, plan, pending_base, groups)
+            return
+        for code, stream, snapshot in group:
+            self._add_alone(code, stream, snapshot)
+
+    def _add_alone(self, code: int, stream: FrameSource, snapshot: _Snapshot) -> None:
+        """One log's rows, planned on its own."""
+        self._respond(stream, snapshot)
+        s = snapshot
+        plan, pending_base, groups = self._plan(
+            s.body, s.kinds, s.ends, s.base, s.first_done, s.token
+        )
+        self._place(code, stream, snapshot, plan, pending_base, groups)
+
+    def _snapshot(self, stream: FrameSource) -> _Snapshot:
+        """The rows of ``stream`` taken (``self.n``) and what they are made of."""
         log = stream.log
         n = len(log)
         base = self.n + 1  # row of event 0 (row `self.n` is the response row)
-        rows = n + 1
-        self.n += rows
-        cols = self.cols
-
+        self.n += n + 1
         # A snapshot of the first n events, copied: a live Stream appends to its log from another
         # thread, and a buffer view of its arrays would stop them from growing (BufferError).
         # Its kinds are appended last, so the first n entries of every column are complete.
@@ -147,6 +205,41 @@ class _Builder(_Planner):
         kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
         # where each event's bytes end in the body
         ends = np.array(log.offsets()[:n], dtype=np.int64)
+        # An ended stream's log takes no more events: its bytes are read in place, without the
+        # log-sized copy of ``log.body`` (which a live Stream's log needs: it grows meanwhile,
+        # and a view of it would make its next append raise BufferError). Nothing here keeps a
+        # view of it once the frame is built.
+        ended = getattr(stream, "finished", True)  # an EndedStream has no such flag: ended
+        body = log.body_buffer() if ended else log.body
+        return _Snapshot(n, base, times, kinds, ends, body)
+
+    def _respond(self, stream: FrameSource, snapshot: _Snapshot) -> None:
+        """The stream's response row: its values."""
+        cols = self.cols
+        log = stream.log
+        row = snapshot.base - 1
+        cols["model"][row] = stream.model
+        cols["status"][row] = str(stream.status)
+        cols["http_status"][row] = log.status_code  # None values count as missing
+        cols["attempts"][row] = stream.attempts
+        if log.connect_ns is not None:  # seconds; none when no connection was opened, or unknown
+            cols["connect"][row] = to_seconds(log.connect_ns)
+
+    def _place(
+        self,
+        code: int,
+        stream: FrameSource,
+        snapshot: _Snapshot,
+        plan: list[tuple[int, int, str | None]],
+        pending_base: int,
+        groups: list[tuple[int, np.ndarray, Any]],
+    ) -> None:
+        """Place the rows of ``stream`` once its log is planned (``plan.py``)."""
+        log = stream.log
+        n, base, rows = snapshot.n, snapshot.base, snapshot.rows
+        times, kinds, ends = snapshot.times, snapshot.kinds, snapshot.ends
+        first_done, token = snapshot.first_done, snapshot.token
+        cols = self.cols
         t = np.empty(rows)
         ttfb = stream.ttfb  # None when unknown, or for a recording without times
         t[0] = np.nan if ttfb is None else ttfb
@@ -157,26 +250,8 @@ class _Builder(_Planner):
         nbytes = np.empty(rows, dtype=np.int64)
         nbytes[0] = 0
         nbytes[1:] = np.diff(ends, prepend=0)
-        token = np.zeros(rows, dtype=bool)
         ignored = np.zeros(rows, dtype=bool)
-
-        cols["model"][base - 1] = stream.model
-        cols["status"][base - 1] = str(stream.status)
-        cols["http_status"][base - 1] = log.status_code  # None values count as missing
-        cols["attempts"][base - 1] = stream.attempts
-        if log.connect_ns is not None:  # seconds; none when no connection was opened, or unknown
-            cols["connect"][base - 1] = to_seconds(log.connect_ns)
-
-        done_positions = np.flatnonzero(kinds == DONE)
-        first_done = int(done_positions[0]) if len(done_positions) else n
         ignored[first_done + 2 :] = kinds[first_done + 1 :] == CHUNK
-        # An ended stream's log takes no more events: its bytes are read in place, without the
-        # log-sized copy of ``log.body`` (which a live Stream's log needs: it grows meanwhile,
-        # and a view of it would make its next append raise BufferError). Nothing here keeps a
-        # view of it once add() returns.
-        ended = getattr(stream, "finished", True)  # an EndedStream has no such flag: ended
-        body = log.body_buffer() if ended else log.body
-        plan, pending_base, groups = self._plan(body, kinds, ends, base, first_done, token)
         _unread_error_body(cols, log, kinds, ends, base)
 
         infos = self._infos
@@ -506,6 +581,13 @@ class _Builder(_Planner):
                 if bulk and where is not None:
                     placed = np.concatenate([keys] + [rows[codes >= 0] for rows, codes, _ in bulk])
                     bulk = [(where[rows], codes, values) for rows, codes, values in bulk]
+                if not bulk and COLUMNS[name] == "category" and (keys[1:] < keys[:-1]).any():
+                    # In row order, as _column_of places them: a category's categories come in
+                    # the order its values first appear in the rows, however the rows were
+                    # filled (a short log's plain chunks were placed before the chunks parsed
+                    # whole above them, and its categories differed from the bulk path's).
+                    order = np.argsort(keys, kind="stable")
+                    keys, present = keys[order], [present[i] for i in order.tolist()]
                 if where is not None:
                     keys = where[keys]
                 if bulk:
@@ -515,6 +597,40 @@ class _Builder(_Planner):
                 else:
                     data[name] = _column(n, keys, present, COLUMNS[name], name, nulls)
         return pd.DataFrame(data, copy=False)
+
+
+class _Snapshot:
+    """One stream's log as a frame reads it: its first ``n`` events (``_Builder._snapshot``),
+    the rows they take from ``base - 1`` (the response row) on, and its token column."""
+
+    __slots__ = (
+        "base",
+        "body",
+        "chunks",
+        "ends",
+        "first_done",
+        "kinds",
+        "n",
+        "rows",
+        "times",
+        "token",
+    )
+
+    def __init__(
+        self,
+        n: int,
+        base: int,
+        times: np.ndarray,
+        kinds: np.ndarray,
+        ends: np.ndarray,
+        body: bytes | bytearray,
+    ) -> None:
+        self.n, self.base, self.rows = n, base, n + 1
+        self.times, self.kinds, self.ends, self.body = times, kinds, ends, body
+        self.chunks = int(np.count_nonzero(kinds == CHUNK))
+        done_positions = np.flatnonzero(kinds == DONE)
+        self.first_done = int(done_positions[0]) if len(done_positions) else n
+        self.token = np.zeros(n + 1, dtype=bool)
 
 
 def _tool_index(tools: ToolIndexer, fragment: dict[str, Any], dropped: bool) -> int | None:

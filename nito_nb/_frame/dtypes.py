@@ -155,15 +155,21 @@ def _column_of(
         spread = np.full(n, len(values), dtype=np.int64)
         spread[rows] = np.arange(len(values), dtype=np.int64)
         size = len(values) + 1
+        # where each values array is among the parts: one shared by many pieces (the distinct
+        # texts of many short logs planned together, plan.py) is joined once, not once each
+        offset_of: dict[int, int] = {}
         for where, codes, more in bulk:
-            if not isinstance(more, arrow.Array):
-                more = arrow.array(more, type=text)
-            elif more.type != text:
-                more = more.cast(text)
+            at = offset_of.get(id(more))
+            if at is None:
+                at = offset_of[id(more)] = size  # the bulk holds it meanwhile: its id stays its own
+                if not isinstance(more, arrow.Array):
+                    more = arrow.array(more, type=text)
+                elif more.type != text:
+                    more = more.cast(text)
+                parts.append(more)
+                size += len(more)
             has = codes >= 0
-            spread[where[has]] = size + codes[has]
-            parts.append(more)
-            size += len(more)
+            spread[where[has]] = at + codes[has]
         bulk.clear()
         more = None
         return pd.arrays.ArrowStringArray(_spread(arrow, parts, spread, len(values), nulls))

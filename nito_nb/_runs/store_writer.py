@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
@@ -82,6 +83,8 @@ class StoreWriter:
         #: Keys in the store that did not end ``done``: a resumed run sends them again, and their
         #: old rows are replaced. Only a batch holding one of them pays for a DELETE.
         self._stale: set[str] = set()
+        #: The next batch and its name, when its events were submitted ahead (``write``).
+        self._ahead: tuple[list[Finished], str] | None = None
 
     def _prepare(self) -> None:
         """The tables, the columns file and the ``events`` view (``_events.py``)."""
@@ -137,14 +140,27 @@ class StoreWriter:
         """The stored scores of ``keys`` (``score_store.read_scores``): a resume keeps them."""
         return read_scores(self.con, keys)
 
-    def write(self, items: list[Finished], rows: list[dict[str, Any]]) -> None:
+    def write(
+        self,
+        items: list[Finished],
+        rows: list[dict[str, Any]],
+        ahead: Callable[[], list[Finished] | None] | None = None,
+    ) -> None:
         """The batch's events file, then its request rows in one transaction, replacing a re-run
-        key's (its old events are in another batch's file, which the view no longer shows)."""
-        from .._frame import EndedStream
+        key's (its old events are in another batch's file, which the view no longer shows).
 
-        batch = new_batch()
-        ended = {item.request.key: EndedStream.of(item.stream) for item in items}
-        self._events.submit(self.path, batch, rows[0]["run_id"] if rows else None, ended)
+        ``ahead``: once this batch's events file is in place, the next batch (or None), whose
+        events the helper then writes while this batch's rows are committed: the helper waited
+        idle for each commit, and the commit for the helper (``bench/bench_runs_floor.py``).
+        Its own ``write`` follows; its rows never commit before its file is in place."""
+        run_id = rows[0]["run_id"] if rows else None
+        if self._ahead is not None and self._ahead[0] is items:
+            batch = self._ahead[1]  # submitted while the batch before was committed
+        else:
+            if self._ahead is not None:  # another batch was submitted: its answer first
+                self._events.wait()
+            batch = self._submit(items, run_id)
+        self._ahead = None
         try:  # meanwhile (the helper writes the events)
             requests = results_frame(rows)
             requests["row"] = requests["row"].map(str)
@@ -155,6 +171,12 @@ class StoreWriter:
         finally:
             self._events.wait()  # the rows never commit before their events are in place; and
             # the helper's answer is always taken, so the next batch never reads this one's
+        following = ahead() if ahead is not None else None
+        if following:
+            try:
+                self._ahead = (following, self._submit(following, run_id))
+            except Exception:  # written in its own write, which says what failed, if it does again
+                self._ahead = None
         con = self.con
         con.register("batch_requests", requests)
         try:
@@ -179,6 +201,15 @@ class StoreWriter:
             self._stale.difference_update(stale)
         finally:
             con.unregister("batch_requests")
+
+    def _submit(self, items: list[Finished], run_id: str | None) -> str:
+        """Hand the batch's events to the helper (or write them here); return the batch's name."""
+        from .._frame import EndedStream
+
+        batch = new_batch()
+        ended = {item.request.key: EndedStream.of(item.stream) for item in items}
+        self._events.submit(self.path, batch, run_id, ended)
+        return batch
 
     def close(self) -> None:
         """Let the helper go, merge the store's small events files when there are many

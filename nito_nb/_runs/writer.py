@@ -11,6 +11,10 @@ says when it renders). Whoever reads takes a copy (``rows``; ``kept_streams``, `
 thawed anew); ``frame_of`` makes the chunk-level frame of what one
 run or several (a sweep's) kept.
 
+With a store, the next batch is taken as soon as the store has this batch's events file, when a
+whole one waits: the helper writes its events while this batch's rows commit
+(``StoreWriter.write``'s ``ahead``).
+
 When the store fails (a full disk, a file system turned read-only), the run stops with one line
 saying why, where and how to resume (``store_errors.py``), and every batch from the failed one
 on is kept in memory, rows and Streams: ``run.results()`` and ``run.frame()`` still have every
@@ -47,9 +51,10 @@ if TYPE_CHECKING:
 __all__ = ["BATCH_SECONDS", "BATCH_SIZE", "MAX_WAITING", "RunWriter", "frame_of"]
 
 #: Finished requests are written (and their metrics computed) in batches of at most this many,
-#: or after BATCH_SECONDS, whichever comes first: a killed process loses at most one batch
-#: plus what is in flight. The batch's frame is the events helper's peak memory (about 0.4 MB
-#: per sim/chat stream, measured with bench/bench_runs.py), so the batch stays small.
+#: or after BATCH_SECONDS, whichever comes first: a killed process loses at most two batches
+#: (the one committing, the next one taken ahead) plus what is in flight. The batch's frame is
+#: the events helper's peak memory (about 0.4 MB per sim/chat stream, measured with
+#: bench/bench_runs.py), so the batch stays small.
 BATCH_SIZE = 128
 BATCH_SECONDS = 1.0
 #: When this many finished requests wait for the writer, the workers wait too before taking the
@@ -98,6 +103,10 @@ class RunWriter:
         self._rows: list[dict[str, Any]] = []
         # key -> Stream frozen (``_recordings.freeze_ended``), without a store or once it failed
         self._streams: dict[str, Any] = {}
+        # The next batch, taken while the store wrote the one before (_take_next), and whether the
+        # end came with it.
+        self._next_batch: list[Finished] | None = None
+        self._next_batch_over = False
 
     # -- before the run starts -------------------------------------------------------------------
 
@@ -236,23 +245,29 @@ class RunWriter:
         first = 0.0
         over = False
         try:
-            while not over:
-                if not self._waiting:
+            while not over or batch:
+                if not self._waiting and not over and len(batch) < BATCH_SIZE:
                     self._wake.wait(WAKE_SECONDS)
                 self._wake.clear()  # before taking: what is put after it is seen next time round
-                over = self._take(batch)
+                over = self._take(batch) or over
                 if batch and not first:
                     first = time.monotonic()
                 now = time.monotonic()
                 if batch and (over or len(batch) >= BATCH_SIZE or now - first >= BATCH_SECONDS):
                     self._flush(batch, fail)
                     batch, first = [], 0.0
+                    # taken while the batch was written (_take_next)
+                    if self._next_batch is not None:
+                        batch, self._next_batch = self._next_batch, None
+                        first = time.monotonic()
+                        over = over or self._next_batch_over
                 _gc.settle()  # what finished requests left is old now: no full GC pass walks it again
                 if progress is not None:
                     progress.update()  # throttled by the display itself (progress.MAX_UPDATES_PER_S)
         # not the store (_flush keeps its failures): stop sending, say why
         except BaseException as exc:
             fail(exc)
+            over = over or self._next_batch_over
             # Let the loop thread end; the failure may come from the last flush, after its end()
             # (waiting for a second one hung the run forever).
             while not over:
@@ -280,6 +295,20 @@ class RunWriter:
             batch.append(item)
         return False
 
+    def _take_next(self) -> list[Finished] | None:
+        """The next batch, when a whole one waits: taken now, for the store to hand its events
+        to the helper while it commits the batch before (``StoreWriter.write``). The loop flushes
+        it next (``_next_batch``)."""
+        if self._next_batch is not None or len(self._waiting) < BATCH_SIZE:
+            return None
+        following: list[Finished] = []
+        self._next_batch_over = self._take(following)
+        if not following:  # only the end: the loop ends with it
+            self._next_batch = following
+            return None
+        self._next_batch = following
+        return following
+
     def _flush(self, batch: list[Finished], fail: Callable[[BaseException], None]) -> None:
         with loop_first():  # the sending loop keeps its turns while the rows are made (gil.py)
             rows = result_rows(batch, self.run_id, self.phases)
@@ -297,7 +326,7 @@ class RunWriter:
         failed = None
         if self.store is not None and self.store_failure is None:
             try:
-                self.store.write(batch, rows)
+                self.store.write(batch, rows, self._take_next)
             # the store failed: this batch and the next ones stay in memory
             except Exception as exc:
                 failed = self.store_failure = self.store_failed(exc)
