@@ -241,14 +241,28 @@ def execute_cells(cells: list[str], cwd: Path, timeout: int = 120) -> Any:
 
 def stored_bytes(folder: Path) -> dict[Path, bytes]:
     """Every file under a run store, as a search for a secret must see it: a Parquet file's pages
-    are compressed, so its table is added as CSV text (its raw bytes alone would hide a key)."""
+    are compressed, so its table is added as CSV text, and the database's request bodies are
+    compressed too (``body_coding``), so they are added as they arrived (raw bytes alone would
+    hide a key)."""
+    import zlib
+
+    import duckdb
     import pyarrow.parquet as pq
+
+    from nito_nb._runs.store_open import DB_NAME
 
     out = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         data = path.read_bytes()
         if path.suffix == ".parquet":
             data += pq.read_table(path).to_pandas().to_csv().encode()
+        if path.name == DB_NAME:
+            with duckdb.connect(str(path), read_only=True) as con:
+                for body, coding in con.execute(
+                    "SELECT body, body_coding FROM requests"
+                ).fetchall():
+                    assert coding in ("zlib", None), coding
+                    data += zlib.decompress(body) if coding == "zlib" else bytes(body or b"")
         out[path] = data
     return out
 

@@ -38,6 +38,29 @@ if TYPE_CHECKING:
 __all__ = ["Store", "open_store"]
 
 
+def _decoded(body: bytes, coding: str | None, key: str) -> bytes:
+    """A stored body as it arrived: ``coding`` is its row's ``body_coding`` (``store_writer.py``
+    ``BODY_CODING``; NULL in a store written before bodies were compressed)."""
+    import zlib
+
+    from .._core.log import LogFormatError
+
+    if coding is None:
+        return body
+    if coding != "zlib":
+        raise LogFormatError(
+            f"the body of request {key!r} is coded {coding!r}, which this version of nito_nb "
+            "does not read: upgrade nito_nb (results() keeps its row)"
+        )
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise LogFormatError(
+            f"the stored body of request {key!r} cannot be decompressed ({exc}): its Stream "
+            "cannot be rebuilt (results() keeps its row)"
+        ) from None
+
+
 def _text_arg(value: Any, what: str, example: str) -> str:
     """``value`` when it is a str, else one line: DuckDB's ConversionException said only that
     it could not compare a VARCHAR with an INTEGER."""
@@ -203,13 +226,15 @@ class Store:
 
         key = _text_arg(key, "a request key", "results()['key']")
         batch = "batch" if "batch" in self._present else "NULL"
+        coding = "body_coding" if "body_coding" in self._present else "NULL"
         found = self.con.execute(
-            f"SELECT headers, end_state, timed, body, {batch}, {self._head_columns} FROM requests WHERE key = ?",
+            f"SELECT headers, end_state, timed, body, {coding}, {batch}, {self._head_columns} "
+            "FROM requests WHERE key = ?",
             [key],
         ).fetchone()
         if found is None:
             raise KeyError(f"no request with key {key!r} in this store")
-        headers, end_state, timed, body, batch, *head = found
+        headers, end_state, timed, body, coding, batch, *head = found
         if batch in self._unreadable:  # else a Stream with no event, as if none had arrived
             raise LogFormatError(
                 f"the events of request {key!r} are in {str(self.path / 'events' / f'{batch}.parquet')!r}, "
@@ -219,7 +244,7 @@ class Store:
         log.headers = json.loads(headers or "{}")
         log.timed = bool(timed)
         log.end = json.loads(end_state or "{}")
-        body = bytes(body or b"")
+        body = _decoded(bytes(body or b""), coding, key)
         events = []
         start = 0
         for dt, kind, end in self.con.execute(
