@@ -6,6 +6,7 @@ before; a coding this version does not know is one clear line."""
 
 from __future__ import annotations
 
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -75,3 +76,26 @@ def test_a_body_coded_in_a_way_this_version_does_not_know_is_one_clear_line(
             store.streams(key)
         assert "\n" not in str(caught.value)
         assert len(store.results()) == 2  # the rows are still there
+
+
+def test_a_stored_body_decompresses_only_as_far_as_its_events_go(tmp_path: Path) -> None:
+    # A store from elsewhere is not trusted: a body that decompresses to far more than its
+    # events take (a zlib bomb) is read only as far as its last event ends.
+    path = tmp_path / "runs"
+    run = _run(path)
+    key = run.results()["key"][0]
+    with duckdb.connect(str(path / DB_NAME)) as con:
+        (body,) = con.execute("SELECT body FROM requests WHERE key = ?", [key]).fetchone()
+        raw = zlib.decompress(body)
+        bomb = zlib.compress(raw + b"\0" * (256 << 20), 9)  # 256 MiB more, in about 250 KB
+        con.execute("UPDATE requests SET body = ? WHERE key = ?", [bomb, key])
+    with nito_nb.open_store(path) as store:
+        tracemalloc.start()
+        try:
+            stream = store.streams(key)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 32 << 20, f"reading the body took {peak >> 20} MiB"
+    assert stream.log.body == raw
+    assert stream.content == run.results().set_index("key").loc[key, "content"]

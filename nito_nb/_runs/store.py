@@ -38,9 +38,11 @@ if TYPE_CHECKING:
 __all__ = ["Store", "open_store"]
 
 
-def _decoded(body: bytes, coding: str | None, key: str) -> bytes:
-    """A stored body as it arrived: ``coding`` is its row's ``body_coding`` (``store_writer.py``
-    ``BODY_CODING``; NULL in a store written before bodies were compressed)."""
+def _decoded(body: bytes, coding: str | None, key: str, limit: int) -> bytes:
+    """A stored body as it arrived, up to its first ``limit`` bytes (where its last event ends):
+    ``coding`` is its row's ``body_coding`` (``store_writer.py`` ``BODY_CODING``; NULL in a store
+    written before bodies were compressed). The limit bounds what a hostile store's body can
+    decompress to (a zlib bomb)."""
     import zlib
 
     from .._core.log import LogFormatError
@@ -53,7 +55,7 @@ def _decoded(body: bytes, coding: str | None, key: str) -> bytes:
             "does not read: upgrade nito_nb (results() keeps its row)"
         )
     try:
-        return zlib.decompress(body)
+        return zlib.decompressobj().decompress(body, limit) if limit else b""
     except zlib.error as exc:
         raise LogFormatError(
             f"the stored body of request {key!r} cannot be decompressed ({exc}): its Stream "
@@ -244,14 +246,18 @@ class Store:
         log.headers = json.loads(headers or "{}")
         log.timed = bool(timed)
         log.end = json.loads(end_state or "{}")
-        body = _decoded(bytes(body or b""), coding, key)
-        events = []
-        start = 0
-        for dt, kind, end in self.con.execute(
+        found_events = self.con.execute(
             f"SELECT dt_ns, kind, raw_end FROM ({events_of(self.path, self.con, [key], self._legacy)}) "
             "WHERE stream = ? AND seq >= 0 AND part = 0 ORDER BY seq",
             [key],
-        ).fetchall():
+        ).fetchall()
+        # no more of the body than its events take: a store from elsewhere is not trusted to
+        # decompress to a sane size
+        limit = max((int(end) for _, _, end in found_events), default=0)
+        body = _decoded(bytes(body or b""), coding, key, limit)
+        events = []
+        start = 0
+        for dt, kind, end in found_events:
             events.append(
                 (int(dt), HTTP_ERROR if kind == KINDS[HTTP_ERROR] else None, body[start:end])
             )
