@@ -239,6 +239,8 @@ def _coded(
     return None
 
 
+#: At most this many runs of rows (_spread) make a column as they are, in chunks, without a copy.
+_SHARED_SLICES = 16
 # Runs of rows (_spread) from which a column is copied slice by slice, per row: past this, one
 # concatenation and one take.
 _RUNS_PER_ROW = 1 / 64
@@ -277,6 +279,12 @@ def _spread(
                     part = int(np.searchsorted(starts, at, side="right")) - 1
                     slices.append(parts[part].slice(at - int(starts[part]), end - begin))
             parts.clear()
+            if len(slices) <= _SHARED_SLICES:
+                # a few runs: the column is made of them as they are, not copied (pandas keeps
+                # a text column's pyarrow array in chunks anyway); copied, a padded chunk's
+                # ``extras`` was held twice at once, and that moment was the peak of framing
+                # 100,000 tool-call chunks (bench/bench_frame.py: 1.90-2.01x the log, target 2x)
+                return arrow.chunked_array(slices, type=slices[0].type)
             return arrow.concat_arrays(slices)
     joined = arrow.concat_arrays(parts)
     parts.clear()
