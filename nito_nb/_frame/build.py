@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.chunk import plain_reasoning_source
-from .._core.log import CHUNK, DONE, HTTP_ERROR
+from .._core.log import CHUNK, HTTP_ERROR
 from .._core.printable import printable
 from .._core.tool_index import ToolIndexer
 from .._core.units import to_seconds
@@ -45,7 +45,7 @@ from .dtypes import (
     _nulls,
     restore,
 )
-from .inputs import FrameSource, _expand, _stream_attrs, _unique_labels, freeze
+from .inputs import FrameSource, _expand, _Snapshot, _stream_attrs, _unique_labels, freeze
 from .plan import _Planner, group_full, planned_alone, planned_together
 
 # read_chunk: the engine's one chunk reader, which chunks.py reads every chunk with (imported here
@@ -167,16 +167,15 @@ class _Builder(_Planner):
                 snapshot.token = token[at : at + snapshot.rows]
                 at += snapshot.rows
             planned = self._plan_together(
-                [(s.body, s.kinds, s.ends, s.base, s.first_done) for _, _, s in group],
+                [(s.body, s.kinds, s.starts, s.ends, s.base, s.first_done) for _, _, s in group],
                 token,
             )
             for (code, stream, snapshot), (plan, pending_base, groups) in zip(
                 group, planned, strict=True
             ):
                 self._respond(stream, snapshot)
-                starts = np.concatenate([np.zeros(1, np.int64), snapshot.ends[:-1]])
                 self._plan_events(
-                    snapshot.body, snapshot.kinds, starts, snapshot.ends, snapshot.base
+                    snapshot.body, snapshot.kinds, snapshot.starts, snapshot.ends, snapshot.base
                 )
                 self._place(code, stream, snapshot, plan, pending_base, groups)
             return
@@ -188,30 +187,15 @@ class _Builder(_Planner):
         self._respond(stream, snapshot)
         s = snapshot
         plan, pending_base, groups = self._plan(
-            s.body, s.kinds, s.ends, s.base, s.first_done, s.token
+            s.body, s.kinds, s.starts, s.ends, s.base, s.first_done, s.token
         )
         self._place(code, stream, snapshot, plan, pending_base, groups)
 
     def _snapshot(self, stream: FrameSource) -> _Snapshot:
         """The rows of ``stream`` taken (``self.n``) and what they are made of."""
-        log = stream.log
-        n = len(log)
-        base = self.n + 1  # row of event 0 (row `self.n` is the response row)
-        self.n += n + 1
-        # A snapshot of the first n events, copied: a live Stream appends to its log from another
-        # thread, and a buffer view of its arrays would stop them from growing (BufferError).
-        # Its kinds are appended last, so the first n entries of every column are complete.
-        times = np.array(log.times_ns()[:n], dtype=np.int64)
-        kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
-        # where each event's bytes end in the body
-        ends = np.array(log.offsets()[:n], dtype=np.int64)
-        # An ended stream's log takes no more events: its bytes are read in place, without the
-        # log-sized copy of ``log.body`` (which a live Stream's log needs: it grows meanwhile,
-        # and a view of it would make its next append raise BufferError). Nothing here keeps a
-        # view of it once the frame is built.
-        ended = getattr(stream, "finished", True)  # an EndedStream has no such flag: ended
-        body = log.body_buffer() if ended else log.body
-        return _Snapshot(n, base, times, kinds, ends, body)
+        snapshot = _Snapshot.of(stream, self.n + 1)  # row self.n is the response row
+        self.n += snapshot.rows
+        return snapshot
 
     def _respond(self, stream: FrameSource, snapshot: _Snapshot) -> None:
         """The stream's response row: its values."""
@@ -597,40 +581,6 @@ class _Builder(_Planner):
                 else:
                     data[name] = _column(n, keys, present, COLUMNS[name], name, nulls)
         return pd.DataFrame(data, copy=False)
-
-
-class _Snapshot:
-    """One stream's log as a frame reads it: its first ``n`` events (``_Builder._snapshot``),
-    the rows they take from ``base - 1`` (the response row) on, and its token column."""
-
-    __slots__ = (
-        "base",
-        "body",
-        "chunks",
-        "ends",
-        "first_done",
-        "kinds",
-        "n",
-        "rows",
-        "times",
-        "token",
-    )
-
-    def __init__(
-        self,
-        n: int,
-        base: int,
-        times: np.ndarray,
-        kinds: np.ndarray,
-        ends: np.ndarray,
-        body: bytes | bytearray,
-    ) -> None:
-        self.n, self.base, self.rows = n, base, n + 1
-        self.times, self.kinds, self.ends, self.body = times, kinds, ends, body
-        self.chunks = int(np.count_nonzero(kinds == CHUNK))
-        done_positions = np.flatnonzero(kinds == DONE)
-        self.first_done = int(done_positions[0]) if len(done_positions) else n
-        self.token = np.zeros(n + 1, dtype=bool)
 
 
 def _tool_index(tools: ToolIndexer, fragment: dict[str, Any], dropped: bool) -> int | None:

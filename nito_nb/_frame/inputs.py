@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from .._core.errors import ConfigurationError
 from .._core.file_kinds import RUN_STORE_DB, run_store_folder
-from .._core.log import ChunkLog, LogFormatError
+from .._core.log import CHUNK, DONE, ChunkLog, LogFormatError
 from .._recordings import read_file
 from .._stream import Stream
 from .._stream_results import StreamResults
@@ -229,3 +231,64 @@ def freeze(value: Any) -> Any:
     if isinstance(value, list):
         return FrozenList(freeze(v) for v in value)
     return value
+
+
+def event_starts(ends: np.ndarray) -> np.ndarray:
+    """Where each event's bytes start in its log's body, from where they end."""
+    return np.concatenate([np.zeros(1, np.int64), ends[:-1]])
+
+
+class _Snapshot:
+    """One stream's log as a frame reads it: its first ``n`` events (``of``; ``build._Builder`` takes its rows),
+    the rows they take from ``base - 1`` (the response row) on, and its token column."""
+
+    __slots__ = (
+        "base",
+        "body",
+        "chunks",
+        "ends",
+        "first_done",
+        "kinds",
+        "n",
+        "rows",
+        "starts",
+        "times",
+        "token",
+    )
+
+    @classmethod
+    def of(cls, stream: FrameSource, base: int) -> _Snapshot:
+        """``stream``'s log as it is now, its event 0 on the frame's row ``base``."""
+        log = stream.log
+        n = len(log)
+        # A snapshot of the first n events, copied: a live Stream appends to its log from another
+        # thread, and a buffer view of its arrays would stop them from growing (BufferError).
+        # Its kinds are appended last, so the first n entries of every column are complete.
+        times = np.array(log.times_ns()[:n], dtype=np.int64)
+        kinds = np.frombuffer(log.kind_codes()[:n], dtype=np.uint8)
+        # where each event's bytes end in the body
+        ends = np.array(log.offsets()[:n], dtype=np.int64)
+        # An ended stream's log takes no more events: its bytes are read in place, without the
+        # log-sized copy of ``log.body`` (which a live Stream's log needs: it grows meanwhile,
+        # and a view of it would make its next append raise BufferError). Nothing here keeps a
+        # view of it once the frame is built.
+        ended = getattr(stream, "finished", True)  # an EndedStream has no such flag: ended
+        body = log.body_buffer() if ended else log.body
+        return cls(n, base, times, kinds, ends, body)
+
+    def __init__(
+        self,
+        n: int,
+        base: int,
+        times: np.ndarray,
+        kinds: np.ndarray,
+        ends: np.ndarray,
+        body: bytes | bytearray,
+    ) -> None:
+        self.n, self.base, self.rows = n, base, n + 1
+        self.times, self.kinds, self.ends, self.body = times, kinds, ends, body
+        self.starts = event_starts(ends)
+        self.chunks = int(np.count_nonzero(kinds == CHUNK))
+        done_positions = np.flatnonzero(kinds == DONE)
+        self.first_done = int(done_positions[0]) if len(done_positions) else n
+        self.token = np.zeros(n + 1, dtype=bool)

@@ -67,12 +67,14 @@ class _Planner:
         self,
         body: bytes | bytearray,
         kinds: np.ndarray,
+        starts: np.ndarray,
         ends: np.ndarray,
         base: int,
         first_done: int,
         token: np.ndarray,
     ) -> tuple[list[tuple[int, int, str | None]], int, list[tuple[int, np.ndarray, Any]]]:
-        """Read the log's chunks; return the ones left for :meth:`add` to place, in order.
+        """Read the log's chunks (event i is ``body[starts[i]:ends[i]]``: ``inputs.event_starts``);
+        return the ones left for :meth:`add` to place, in order.
 
         Decoding the JSON again is most of the cost of a frame. Most chunks of a stream differ
         only in their text string (``delta.content``, a reasoning string, a tool fragment's
@@ -97,7 +99,6 @@ class _Planner:
         """
         pending: list[bytes] = []  # chunks parsed whole, all at once after the loop
         pending_names: list[str | None] = []
-        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         chunk_seqs = np.flatnonzero(kinds == CHUNK)
         groups: list[tuple[int, np.ndarray, Any]] = []
         if len(chunk_seqs) >= _BULK_FROM:
@@ -125,11 +126,11 @@ class _Planner:
 
     def _plan_together(
         self,
-        logs: list[tuple[bytes | bytearray, np.ndarray, np.ndarray, int, int]],
+        logs: list[tuple[bytes | bytearray, np.ndarray, np.ndarray, np.ndarray, int, int]],
         token: np.ndarray,
     ) -> list[tuple[list[tuple[int, int, str | None]], int, list[tuple[int, np.ndarray, Any]]]]:
-        """:meth:`_plan` of many short logs at once, in bulk: ``logs`` are (body, kinds, ends,
-        base, first_done) each, ``token`` the token column of all their rows (the first log's
+        """:meth:`_plan` of many short logs at once, in bulk: ``logs`` are (body, kinds, starts,
+        ends, base, first_done) each, ``token`` the token column of all their rows (the first log's
         response row first). One plan for all their chunks, over their bodies joined: planned
         one by one, each short log paid the fixed cost of a plan, 0.3 ms a stream beside 4 µs an
         event (a run store's batch of 128 streams; bench/bench_frame.py's many short streams).
@@ -139,10 +140,9 @@ class _Planner:
         pending_names: list[str | None] = []
         firsts, lasts, seqs, rows, streams, live = [], [], [], [], [], []
         offset = 0
-        origin = logs[0][3] - 1  # the first response row: token[0]
-        for number, (body, kinds, ends, base, first_done) in enumerate(logs):
+        origin = logs[0][4] - 1  # the first response row: token[0]
+        for number, (body, kinds, starts, ends, base, first_done) in enumerate(logs):
             chunk_seqs = np.flatnonzero(kinds == CHUNK)
-            starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
             firsts.append(starts[chunk_seqs] + offset)
             lasts.append(ends[chunk_seqs] + offset)
             seqs.append(chunk_seqs)
