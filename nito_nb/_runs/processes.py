@@ -277,7 +277,7 @@ class _Worker:
             code: int | None = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
-        reason = f"exit code {code}" if code is not None else "its pipe closed"
+        reason = _gone(code, "its pipe closed")
         with self.lock:
             pending, self.pending = self.pending, {}
         for loop, future in pending.values():
@@ -323,6 +323,11 @@ def _resolve(future: asyncio.Future[Any], reply: _Reply | None, died: str | None
 
 class _WorkerDied(Exception):
     pass
+
+
+def _gone(code: int | None, otherwise: str) -> str:
+    """Why a worker's requests failed: its exit code when it has one, else ``otherwise``."""
+    return f"exit code {code}" if code is not None else otherwise
 
 
 class ProcessEngine:
@@ -418,11 +423,8 @@ class ProcessEngine:
                 with worker.lock:
                     worker.pending.pop(rid, None)
                 # Its exit code when it has one (a killed worker is reaped by now, nearly
-                # always): the same words as the requests its reader fails (_read).
-                code = worker.process.poll()
-                raise _WorkerDied(
-                    f"exit code {code}" if code is not None else f"its pipe broke: {exc}"
-                ) from None
+                # always), as for the requests its reader fails (_read).
+                raise _WorkerDied(_gone(worker.process.poll(), f"its pipe broke: {exc}")) from None
             try:
                 # Shielded: a stopped run cancels this wait, not the reply, which may still come.
                 sent, worker_offset, health = await asyncio.shield(future)

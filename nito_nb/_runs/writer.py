@@ -303,11 +303,8 @@ class RunWriter:
             return None
         following: list[Finished] = []
         self._next_batch_over = self._take(following)
-        if not following:  # only the end: the loop ends with it
-            self._next_batch = following
-            return None
         self._next_batch = following
-        return following
+        return following or None  # empty: only the end came, and the loop ends with it
 
     def _flush(self, batch: list[Finished], fail: Callable[[BaseException], None]) -> None:
         with loop_first():  # the sending loop keeps its turns while the rows are made (gil.py)
