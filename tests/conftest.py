@@ -239,13 +239,25 @@ def execute_cells(cells: list[str], cwd: Path, timeout: int = 120) -> Any:
     return nb
 
 
+def _whole(body: bytes, coding: str | None) -> bytes:
+    """A stored body as it arrived, whole (``_runs/bodies.py``'s codings)."""
+    import zlib
+
+    import pyarrow as pa
+
+    if coding is None:
+        return body
+    if coding == "zlib":
+        return zlib.decompress(body)
+    assert coding == "lz4", coding
+    return pa.input_stream(pa.py_buffer(body), compression="lz4").read()
+
+
 def stored_bytes(folder: Path) -> dict[Path, bytes]:
     """Every file under a run store, as a search for a secret must see it: a Parquet file's pages
     are compressed, so its table is added as CSV text, and the database's request bodies are
     compressed too (``body_coding``), so they are added as they arrived (raw bytes alone would
     hide a key)."""
-    import zlib
-
     import duckdb
     import pyarrow.parquet as pq
 
@@ -261,8 +273,7 @@ def stored_bytes(folder: Path) -> dict[Path, bytes]:
                 for body, coding in con.execute(
                     "SELECT body, body_coding FROM requests"
                 ).fetchall():
-                    assert coding in ("zlib", None), coding
-                    data += zlib.decompress(body) if coding == "zlib" else bytes(body or b"")
+                    data += _whole(bytes(body or b""), coding)
         out[path] = data
     return out
 

@@ -1,16 +1,19 @@
-"""A store keeps each request's body compressed (``store_writer.py`` ``BODY_CODING``): DuckDB
-writes every body twice with its own threads, on the cores a run and its server need, and a store
-run reached 0.53-0.55x the raw floor with bodies as they arrived, 0.58x compressed
-(bench/bench_runs_floor.py). A store written before has its bodies as they arrived and reads as
-before; a coding this version does not know is one clear line."""
+"""A store keeps each request's body compressed (``_runs/bodies.py``): DuckDB writes every body
+twice with its own threads, on the cores a run and its server need, and a store run reached
+0.53-0.55x the raw floor with bodies as they arrived, 0.58x compressed (bench/bench_runs_floor.py).
+Stores written before (bodies zlib-compressed, or as they arrived) read as before; a coding this
+version does not know is one clear line; a compression bomb is inflated only as far as the
+request's events go, whichever the coding."""
 
 from __future__ import annotations
 
 import tracemalloc
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 import nito_nb
@@ -39,25 +42,41 @@ def test_a_stored_body_is_compressed_and_rebuilds_the_same_stream(tmp_path: Path
     assert len(rows) == 2
     with nito_nb.open_store(path) as store:
         for key, body, coding in rows:
-            assert coding == "zlib"
-            raw = zlib.decompress(body)
+            assert coding == "lz4"
+            # as docs/RUNS.md tells SQL users to read it
+            raw = pa.input_stream(pa.py_buffer(body), compression="lz4").read()
             assert len(body) * 3 < len(raw)  # a sim/chat body's chunks are alike
             stream = store.streams(key)
             assert stream.log.body == raw
             assert stream.content == run.results().set_index("key").loc[key, "content"]
 
 
-def test_a_store_written_before_bodies_were_compressed_reads_as_before(tmp_path: Path) -> None:
+def _lz4(body: bytes) -> bytes:
+    return pa.input_stream(pa.py_buffer(body), compression="lz4").read()
+
+
+def _zlib(raw: bytes) -> bytes:
+    return zlib.compress(raw, 1)
+
+
+@pytest.mark.parametrize(
+    ("coding", "code"),
+    [(None, lambda raw: raw), ("zlib", _zlib)],
+    ids=["as it arrived", "zlib (5 December)"],
+)
+def test_a_store_written_by_a_version_before_reads_as_before(
+    tmp_path: Path, coding: str | None, code: Callable[[bytes], bytes]
+) -> None:
     path = tmp_path / "runs"
     run = _run(path)
     with nito_nb.open_store(path) as store:
         before = {key: store.streams(key).content for key in run.results()["key"]}
-    # As a store of the version before wrote it: the body as it arrived, no coding.
+    # As a store of a version before wrote it: the body as it arrived (no coding), or zlib's.
     with duckdb.connect(str(path / DB_NAME)) as con:
         for key, body in con.execute("SELECT key, body FROM requests").fetchall():
             con.execute(
-                "UPDATE requests SET body = ?, body_coding = NULL WHERE key = ?",
-                [zlib.decompress(body), key],
+                "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?",
+                [code(_lz4(body)), coding, key],
             )
     with nito_nb.open_store(path) as store:
         assert {key: store.streams(key).content for key in before} == before
@@ -78,17 +97,31 @@ def test_a_body_coded_in_a_way_this_version_does_not_know_is_one_clear_line(
         assert len(store.results()) == 2  # the rows are still there
 
 
-def test_a_stored_body_decompresses_only_as_far_as_its_events_go(tmp_path: Path) -> None:
+def _lz4_bomb(raw: bytes) -> bytes:
+    return pa.compress(raw + b"\0" * (256 << 20), "lz4", asbytes=True)  # 256 MiB more, in 1 MB
+
+
+def _zlib_bomb(raw: bytes) -> bytes:
+    return zlib.compress(raw + b"\0" * (256 << 20), 9)  # 256 MiB more, in about 250 KB
+
+
+@pytest.mark.parametrize(("coding", "bomb_of"), [("lz4", _lz4_bomb), ("zlib", _zlib_bomb)])
+def test_a_stored_body_decompresses_only_as_far_as_its_events_go(
+    tmp_path: Path, coding: str, bomb_of: Callable[[bytes], bytes]
+) -> None:
     # A store from elsewhere is not trusted: a body that decompresses to far more than its
-    # events take (a zlib bomb) is read only as far as its last event ends.
+    # events take (a compression bomb) is read only as far as its last event ends.
     path = tmp_path / "runs"
     run = _run(path)
     key = run.results()["key"][0]
     with duckdb.connect(str(path / DB_NAME)) as con:
         (body,) = con.execute("SELECT body FROM requests WHERE key = ?", [key]).fetchone()
-        raw = zlib.decompress(body)
-        bomb = zlib.compress(raw + b"\0" * (256 << 20), 9)  # 256 MiB more, in about 250 KB
-        con.execute("UPDATE requests SET body = ? WHERE key = ?", [bomb, key])
+        raw = _lz4(body)
+        bomb = bomb_of(raw)
+        con.execute(
+            "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?", [bomb, coding, key]
+        )
+        del bomb
     with nito_nb.open_store(path) as store:
         tracemalloc.start()
         try:
@@ -98,4 +131,24 @@ def test_a_stored_body_decompresses_only_as_far_as_its_events_go(tmp_path: Path)
             tracemalloc.stop()
     assert peak < 32 << 20, f"reading the body took {peak >> 20} MiB"
     assert stream.log.body == raw
-    assert stream.content == run.results().set_index("key").loc[key, "content"]
+
+
+@pytest.mark.parametrize("coding", ["lz4", "zlib"])
+def test_a_stored_body_that_does_not_decompress_is_one_clear_line(
+    tmp_path: Path, coding: str
+) -> None:
+    path = tmp_path / "runs"
+    run = _run(path)
+    key = run.results()["key"][0]
+    with duckdb.connect(str(path / DB_NAME)) as con:
+        (body,) = con.execute("SELECT body FROM requests WHERE key = ?", [key]).fetchone()
+        cut = (body if coding == "lz4" else _zlib(_lz4(body)))[:40]  # a truncated body
+        con.execute(
+            "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?", [cut, coding, key]
+        )
+    with nito_nb.open_store(path) as store:
+        with pytest.raises(LogFormatError, match=r"cannot be decompressed") as caught:
+            store.streams(key)
+        assert "\n" not in str(caught.value)
+        assert key in str(caught.value)
+        assert len(store.results()) == 2

@@ -40,23 +40,18 @@ __all__ = ["Store", "open_store"]
 
 def _decoded(body: bytes, coding: str | None, key: str, limit: int) -> bytes:
     """A stored body as it arrived, up to its first ``limit`` bytes (where its last event ends):
-    ``coding`` is its row's ``body_coding`` (``store_writer.py`` ``BODY_CODING``; NULL in a store
-    written before bodies were compressed). The limit bounds what a hostile store's body can
-    decompress to (a zlib bomb)."""
-    import zlib
-
+    ``bodies.decoded``, whose failures are one line naming the request."""
     from .._core.log import LogFormatError
+    from .bodies import UnknownCoding, decoded
 
-    if coding is None:
-        return body
-    if coding != "zlib":
+    try:
+        return decoded(body, coding, limit)
+    except UnknownCoding:
         raise LogFormatError(
             f"the body of request {key!r} is coded {coding!r}, which this version of nito_nb "
             "does not read: upgrade nito_nb (results() keeps its row)"
-        )
-    try:
-        return zlib.decompressobj().decompress(body, limit) if limit else b""
-    except zlib.error as exc:
+        ) from None
+    except ValueError as exc:
         raise LogFormatError(
             f"the stored body of request {key!r} cannot be decompressed ({exc}): its Stream "
             "cannot be rebuilt (results() keeps its row)"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import warnings
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigurationError
 from .._core.status import Status
+from .bodies import CODING, coded
 from .events import (
     SQL_TYPES,
     compact,
@@ -43,13 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["StoreWriter", "stream_key", "write_streams"]
 
 WRITER_MEMORY_LIMIT = "256MB"
-#: How the ``body`` column is coded (``_REBUILD_COLUMNS``'s ``body_coding``): zlib at level 1, which
-#: lets go of the GIL while it works. DuckDB writes each body twice (its log, then the table) with
-#: its own threads on the cores the run's loop and its server need: a 45 KB ``sim/chat`` body
-#: compresses to under a tenth, and a store run on ``sim/chat`` went from 0.53-0.55x to 0.58x
-#: the floor (bench/bench_runs_floor.py; docs/BENCHMARKS.md). A store written before has NULL:
-#: its bodies are read as they are.
-BODY_CODING = "zlib"
 
 #: What the requests table keeps beyond the result columns, to rebuild each Stream.
 _REBUILD_COLUMNS = {
@@ -60,7 +53,7 @@ _REBUILD_COLUMNS = {
     "end_state": "VARCHAR",  # JSON: the log's end (status, exception, message)
     "timed": "BOOLEAN",
     "body": "BLOB",  # the body's bytes as they arrived (every event's raw bytes, in order)
-    "body_coding": "VARCHAR",  # "zlib": ``body`` is compressed (BODY_CODING); NULL: as it arrived
+    "body_coding": "VARCHAR",  # how ``body`` is compressed (bodies.py); NULL: as it arrived
     "batch": "VARCHAR",  # its events file (_events.py); NULL in a store written before them
 }
 
@@ -259,8 +252,8 @@ def _rebuild_values(items: list[Finished]) -> dict[str, list[Any]]:
         out["headers_dt_ns"].append(None if log.headers_ns is None else log.headers_ns - log.t0_ns)
         out["end_state"].append(json.dumps(log.end, ensure_ascii=False, default=str))
         out["timed"].append(log.timed)
-        out["body"].append(zlib.compress(log.body, 1))
-        out["body_coding"].append(BODY_CODING)
+        out["body"].append(coded(log.body))
+        out["body_coding"].append(CODING)
     return out
 
 
