@@ -99,3 +99,53 @@ def test_the_next_batch_is_written_while_the_one_before_commits(tmp_path: Path) 
         assert framed["stream"].nunique() == 4 * writer.BATCH_SIZE
         assert len(opened.results()) == 4 * writer.BATCH_SIZE
     assert len(framed) == len(run.frame())
+
+
+def test_the_run_s_last_batch_is_taken_ahead_too(tmp_path: Path) -> None:
+    # A short last batch is handed to the helper while the batch before commits, once the run's
+    # end is in: the run's tail, where nothing else is left to overlap it (it waited for a whole
+    # batch that would never come).
+    said: list[tuple[str, str]] = []
+    store = tmp_path / "store"
+    original_init = store_writer.StoreWriter.__init__
+    original_submit = events_helper.EventsHelper.submit
+    original_flush = writer.RunWriter._flush
+    sizes: list[int] = []
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self.con = _Watched(self.con, self.path, said)
+
+    def submit(self: Any, folder: Any, batch: str, ended: Any, *args: Any) -> None:
+        said.append(("submit", batch))
+        original_submit(self, folder, batch, ended, *args)
+
+    def flush(self: Any, batch: list[Any], *args: Any) -> None:
+        if not sizes:  # the first batch waits: the rest of the run and its end queue up
+            time.sleep(1.5)
+        sizes.append(len(batch))
+        original_flush(self, batch, *args)
+
+    n = writer.BATCH_SIZE + 10
+    with (
+        patch.object(store_writer.StoreWriter, "__init__", init),
+        patch.object(events_helper.EventsHelper, "submit", submit),
+        patch.object(writer.RunWriter, "_flush", flush),
+    ):
+        run = nito_nb.run(
+            [f"prompt {i}" for i in range(n)],
+            model="sim/chat",
+            concurrency=64,
+            store=str(store),
+            progress=False,
+            **FAST,
+        )
+        run.wait()
+    assert len(run.results()) == n and set(run.results()["status"]) == {"done"}
+    assert sizes[-1] < writer.BATCH_SIZE and sum(sizes) == n, sizes
+    commits = [batch for what, batch in said if what == "commit"]
+    # the last, short batch went to the helper before the batch before it committed
+    assert said.index(("submit", commits[-1])) < said.index(("commit", commits[-2])), said
+    with nito_nb.open_store(store) as opened:
+        assert len(opened.results()) == n
+        assert opened.frame()["stream"].nunique() == n

@@ -296,10 +296,14 @@ class RunWriter:
         return False
 
     def _take_next(self) -> list[Finished] | None:
-        """The next batch, when a whole one waits: taken now, for the store to hand its events
-        to the helper while it commits the batch before (``StoreWriter.write``). The loop flushes
-        it next (``_next_batch``)."""
-        if self._next_batch is not None or len(self._waiting) < BATCH_SIZE:
+        """The next batch, when a whole one waits or the run's last one does (the end is in):
+        taken now, for the store to hand its events to the helper while it commits the batch
+        before (``StoreWriter.write``). The loop flushes it next (``_next_batch``). The last
+        batch taken ahead shortens the run's tail, where nothing else is left to overlap."""
+        waiting = self._waiting
+        if self._next_batch is not None or not waiting:
+            return None
+        if len(waiting) < BATCH_SIZE and waiting[-1] is not _END:  # _END is the last put
             return None
         following: list[Finished] = []
         self._next_batch_over = self._take(following)
