@@ -25,11 +25,11 @@ def test_events_are_built_with_a_short_switch_interval_then_it_is_restored(
     before = sys.getswitchinterval()
     seen = []
 
-    def frame(streams):  # type: ignore[no-untyped-def]
+    def events_rows(streams):  # type: ignore[no-untyped-def]
         seen.append(sys.getswitchinterval())
         raise _Stop  # a failing batch must restore it too
 
-    monkeypatch.setattr(nito_nb._frame, "frame", frame)
+    monkeypatch.setattr(nito_nb._frame, "events_rows", events_rows)
     with pytest.raises(_Stop):
         EventsHelper(process=False).submit(tmp_path, "batch", "run", {})
     assert seen and seen[0] < before / 2  # the sending loop waited up to `before` for the GIL

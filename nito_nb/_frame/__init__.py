@@ -10,8 +10,8 @@ the metrics are those of ``nito_nb._core.metrics`` (docs/METRICS.md).
 from __future__ import annotations
 
 from .accessor import NitoAccessor
-from .build import frame
+from .build import events_rows, frame
 from .dtypes import COLUMNS
 from .inputs import EndedStream
 
-__all__ = ["COLUMNS", "EndedStream", "NitoAccessor", "frame"]
+__all__ = ["COLUMNS", "EndedStream", "NitoAccessor", "events_rows", "frame"]

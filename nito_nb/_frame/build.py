@@ -24,6 +24,7 @@ metric's definition is in ``nito_nb._core.metrics`` (docs/METRICS.md).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,15 @@ from .dtypes import (
     _nulls,
     restore,
 )
-from .inputs import FrameSource, _expand, _Snapshot, _stream_attrs, _unique_labels, freeze
+from .inputs import (
+    EndedStream,
+    FrameSource,
+    _expand,
+    _Snapshot,
+    _stream_attrs,
+    _unique_labels,
+    freeze,
+)
 from .plan import _Planner, group_full, planned_alone, planned_together
 
 # read_chunk: the engine's one chunk reader, which chunks.py reads every chunk with (imported here
@@ -80,12 +89,10 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
     skipped: dict[str, str] = {}
     items = list(_expand(source, skipped if errors == "skip" else None))
     labels = _unique_labels([label for label, _, _ in items])
-    builder = _Builder(labels)
-    builder.add_many([(code, stream) for code, (_, stream, _) in enumerate(items)])
+    df = _rows(labels, [stream for _, stream, _ in items])
     attrs: dict[str, Any] = {}
     for label, (_, stream, origin) in zip(labels, items, strict=True):
         attrs[label] = _stream_attrs(stream, origin)
-    df = builder.build()
     df.attrs["nito"] = freeze(attrs)
     if skipped:
         df.attrs["nito_skipped"] = skipped
@@ -102,6 +109,21 @@ def frame(source: Any, *, errors: str = "raise") -> pd.DataFrame:
             stacklevel=3,  # the caller of nito_nb.frame
         )
     return df
+
+
+def events_rows(ended: Mapping[str, EndedStream]) -> pd.DataFrame:
+    """The rows ``frame(ended)`` has, without its ``df.attrs``: a run store's events files keep
+    none (``_runs/events.py``; the store keeps what they hold in its ``requests`` table), and
+    making them was a sixteenth of its helper process's work, on the cores the run needs
+    (bench/bench_runs_floor.py)."""
+    return _rows([str(label) for label in ended], list(ended.values()))
+
+
+def _rows(labels: list[str], streams: list[FrameSource]) -> pd.DataFrame:
+    """The frame's rows of ``streams``, labelled ``labels`` (unique), one after another."""
+    builder = _Builder(labels)
+    builder.add_many(list(enumerate(streams)))
+    return builder.build()
 
 
 class _Builder(_Planner):

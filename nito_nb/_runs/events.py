@@ -84,6 +84,10 @@ def new_batch() -> str:
     return uuid.uuid4().hex
 
 
+#: The events columns a store's queries filter on (``_events_sql``; a user's by run).
+_FILTERED = ("stream", "batch", "run_id")
+
+
 def write_events(
     folder: str | os.PathLike[str], batch: str, run_id: str | None, ended: Mapping[str, EndedStream]
 ) -> None:
@@ -91,9 +95,9 @@ def write_events(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .._frame import COLUMNS, frame
+    from .._frame import COLUMNS, events_rows
 
-    events = _event_rows(frame(dict(ended)), ended)
+    events = _event_rows(events_rows(ended), ended)
     for name, dtype in COLUMNS.items():
         if dtype == "Int64" and events[name].dtype == object:
             # A value past 64 bits, kept exact by the frame as a Python int (_frame/dtypes._ints):
@@ -102,10 +106,16 @@ def write_events(
             events[name] = events[name].astype("float64")
     events["run_id"] = run_id
     events["batch"] = batch
-    events.attrs = {}
     final = Path(folder) / EVENTS_DIR / f"{batch}.parquet"
     partial = final.with_suffix(".partial")
-    pq.write_table(pa.Table.from_pandas(events, preserve_index=False), partial)
+    # Min/max statistics only where a query of the store filters (each key's rows, a batch's,
+    # a run's): for every column they were a fifth of the file's writing, in the helper's CPU
+    # on the cores the run needs (bench/bench_runs_floor.py); the merged files (compact) have all.
+    pq.write_table(
+        pa.Table.from_pandas(events, preserve_index=False),
+        partial,
+        write_statistics=list(_FILTERED),
+    )
     os.replace(partial, final)
 
 
