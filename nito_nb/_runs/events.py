@@ -112,7 +112,9 @@ def write_events(
     # a run's): for every column they were a fifth of the file's writing, in the helper's CPU
     # on the cores the run needs (bench/bench_runs_floor.py); the merged files (compact) have all.
     pq.write_table(
-        pa.Table.from_pandas(events, preserve_index=False),
+        # one thread: pyarrow's pool of threads started and joined for each batch cost a
+        # quarter of the conversion (bench/bench_frame.py's many short streams: a batch)
+        pa.Table.from_pandas(events, preserve_index=False, nthreads=1),
         partial,
         write_statistics=list(_FILTERED),
     )
