@@ -144,3 +144,61 @@ def test_a_store_batch_of_short_streams_is_planned_once(shape: str) -> None:
         together = _framed(streams)
     assert len(calls) == 1 and calls[0] >= 128 * 100
     pd.testing.assert_frame_equal(together, _framed(streams, _TOGETHER_FROM=10**9))
+
+
+#: Ids as gateways send them, and as they could: empty, another field's value (the model, a
+#: tool call's id), escaped, quoted, a tab (raw: the chunk is not JSON).
+CHUNK_IDS = st.one_of(
+    st.sampled_from(["", "gpt-5", "call_1", "chatcmpl-2"]),
+    st.text(alphabet=st.sampled_from(list('ab-1é"\\\t')), max_size=4).map("chatcmpl-x{}".format),
+)
+
+
+@given(log(), st.lists(CHUNK_IDS, min_size=2, max_size=6), st.lists(st.booleans(), min_size=6))
+@settings(max_examples=150, deadline=None)
+def test_streams_that_differ_only_in_their_chunk_ids_frame_as_each_read_whole(
+    body: bytes, ids: list[str], raw: list[bool]
+) -> None:
+    # A batch's streams differ in their chunk id (each stream has its own): the skeleton of one
+    # is the skeleton of the next with the id changed (plan.py _like_by_id). Each row's id is its
+    # own stream's; an id that is not plain JSON (escaped, or raw and breaking the JSON) is read
+    # from its own bytes.
+    bodies = []
+    for chunk_id, as_it_is in zip(ids, raw, strict=False):
+        spelled = (
+            f'"{chunk_id}"'.encode() if as_it_is else json.dumps(chunk_id).encode()
+        )  # raw: maybe not JSON at all
+        one = body
+        for spacing in (b"", b" "):
+            one = one.replace(b'"id":%s"chatcmpl-1"' % spacing, b'"id":%s' % spacing + spelled)
+        bodies.append(one)
+    streams = _streams(bodies)
+    together = _framed(streams, _BULK_FROM=0, _TOGETHER_FROM=0)
+    pd.testing.assert_frame_equal(
+        together, _framed(streams, _BULK_FROM=10**9, _TOGETHER_FROM=10**9)
+    )
+    pd.testing.assert_frame_equal(together, frame_parsed_whole(streams))
+
+
+def test_a_skeleton_read_for_one_stream_is_made_again_for_another_with_its_own_id() -> None:
+    # 40 streams of one shape, each its own id: their skeletons are read once, then made for
+    # each stream by changing the id (a fifth of a run store's events helper was reading them).
+    bodies = [
+        shapes.build("openai", 30, ["w", " x", "é"]).replace(
+            b'"id":"chatcmpl-', b'"id":"chatcmpl-%d-' % i
+        )
+        for i in range(40)
+    ]
+    streams = _streams(bodies)
+    read = []
+    original = plan._Planner._skeleton
+
+    def counted(self: Any, key: bytes, *args: Any, **kwargs: Any) -> int:
+        read.append(key)
+        return original(self, key, *args, **kwargs)
+
+    with patch.object(plan._Planner, "_skeleton", counted):
+        together = _framed(streams)
+    assert 0 < len(read) < 10, len(read)
+    assert together.groupby("stream", observed=True)["id"].nunique().eq(1).all()
+    pd.testing.assert_frame_equal(together, frame_parsed_whole(streams))

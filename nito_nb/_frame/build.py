@@ -153,6 +153,7 @@ class _Builder(_Planner):
         self._infos: list[_ChunkInfo | None] = []
         self._skeletons: dict[bytes, int] = {}
         self._echo_skeletons: dict[bytes, int] = {}
+        self._by_id: dict[bytes, tuple[int, str]] = {}
 
     def add(self, code: int, stream: FrameSource) -> None:
         """The rows of one stream (``add_many``: of many)."""

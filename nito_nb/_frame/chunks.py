@@ -1,6 +1,6 @@
 """Reading chunks as frame columns: what one parsed chunk says (``_ChunkInfo``), read by the
 engine's one reader (``_core.chunk.read_chunk``), and the pieces the skeleton planner
-(``plan.py``) cuts out of a chunk's bytes (its text string, OpenAI's padding).
+(``plan.py``) cuts out of a chunk's bytes (its text string, OpenAI's padding, its id).
 """
 
 from __future__ import annotations
@@ -60,6 +60,37 @@ _ECHOED = _SLOTS[:2]
 _ECHOES = (b'"text":"', b'"summary":"')
 _PADDING_MARK = b"nitoNbPadding"
 _PADDING_MARK_TEXT = "nitoNbPadding"
+
+
+#: How a chunk begins when its id comes first (OpenAI's, and most gateways'): ``_id_of``.
+_ID_HEAD = b'data: {"id":"'
+_ID_MARK = b"\x00nito_nb id\x00"  # never in a chunk's JSON text (a NUL is escaped there)
+
+
+def _id_of(key: bytes) -> tuple[str, bytes] | None:
+    """The chunk id of a skeleton's bytes and the bytes with a mark in its place, or None: only
+    an id that comes first, is a plain JSON string (no escape) and appears nowhere else in the
+    bytes, so that no other value of the chunk's reading can hold it."""
+    if not key.startswith(_ID_HEAD):
+        return None
+    start = len(_ID_HEAD)
+    end = key.find(b'"', start)
+    if end <= start:
+        return None
+    raw = key[start:end]
+    # a control character makes the JSON invalid: such a chunk is read whole, by its own bytes
+    if b"\\" in raw or min(raw) < 0x20 or key.count(raw) != 1:
+        return None
+    try:
+        chunk_id = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return chunk_id, key[:start] + _ID_MARK + key[end:]
+
+
+def _by_id_key(rest: bytes, padded: bool, echoed: bool) -> bytes:
+    """The key of ``_Planner._by_id``: the bytes without their id, and how they were cut."""
+    return (b"P" if padded else b"-") + (b"E" if echoed else b"-") + rest
 
 
 class _ChunkInfo:

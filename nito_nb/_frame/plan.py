@@ -19,8 +19,10 @@ from .chunks import (
     _PADDING_MARK_TEXT,
     _PLACEHOLDER,
     _PLACEHOLDER_TEXT,
+    _by_id_key,
     _chunk_data,
     _ChunkInfo,
+    _id_of,
     _json_string,
     _parse_chunks,
     _read_chunk,
@@ -62,6 +64,8 @@ class _Planner:
     _infos: list[_ChunkInfo | None]
     _skeletons: dict[bytes, int]
     _echo_skeletons: dict[bytes, int]  # skeletons with the text in two places (its echo's too)
+    # skeleton key without its chunk id -> (a skeleton read with that id, the id): _like_by_id
+    _by_id: dict[bytes, tuple[int, str]]
 
     def _plan(
         self,
@@ -497,11 +501,60 @@ class _Planner:
         skeletons = self._skeletons if echo_tail is None else self._echo_skeletons
         found = skeletons.get(key)
         if found is None:
-            if echo_tail is None:
-                found = skeletons[key] = self._skeleton(key, padded)
-            else:
-                found = skeletons[key] = self._skeleton(key, padded, echoed=True)
+            found = self._like_by_id(key, padded, echo_tail is not None)
+            if found is None:
+                if echo_tail is None:
+                    found = self._skeleton(key, padded)
+                else:
+                    found = self._skeleton(key, padded, echoed=True)
+                self._keep_by_id(key, padded, echo_tail is not None, found)
+            skeletons[key] = found
         return found
+
+    def _like_by_id(self, key: bytes, padded: bool, echoed: bool) -> int | None:
+        """The skeleton of ``key`` made from one read before whose bytes differ only in the
+        chunk's id (another stream's: each stream has its own), or None. Reading the skeleton of
+        every stream of a batch was a fifth of a run store's events helper (one ``json.loads``
+        and two readings each: bench/bench_frame.py's many short streams). The id reaches only
+        the ``id`` column: ``_id_of`` takes an id that appears nowhere else in the bytes."""
+        cut = _id_of(key)
+        if cut is None:
+            return None
+        chunk_id, rest = cut
+        kept = self._by_id.get(_by_id_key(rest, padded, echoed))
+        if kept is None:
+            return None
+        like, like_id = kept
+        info = self._infos[like]
+        assert info is not None  # a skeleton read (-1, untrusted, is never kept)
+        values = [
+            (name, chunk_id if name == "id" and value == like_id else value)
+            for name, value in info.values
+        ]
+        copy = _ChunkInfo()
+        for name in _ChunkInfo.__slots__:
+            setattr(copy, name, getattr(info, name))  # the rest is the same, and never changed
+        copy.values = values
+        if info.targets is not None:
+            copy.targets = [(self.cols[name], value) for name, value in values]
+        self._infos.append(copy)
+        return len(self._infos) - 1
+
+    def _keep_by_id(self, key: bytes, padded: bool, echoed: bool, found: int) -> None:
+        """Keep the skeleton just read for the streams whose chunks differ from it only in their
+        id (``_like_by_id``), when its reading holds that id in its ``id`` column once, and
+        nothing else that depends on it (no other choices, each read apart)."""
+        if found < 0:
+            return
+        cut = _id_of(key)
+        if cut is None:
+            return
+        chunk_id, rest = cut
+        info = self._infos[found]
+        assert info is not None
+        if info.choices is not None or info.values.count(("id", chunk_id)) != 1:
+            return
+        self._by_id.setdefault(_by_id_key(rest, padded, echoed), (found, chunk_id))
 
     def _skeleton(self, key: bytes, padded: bool = False, echoed: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
