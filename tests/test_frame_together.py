@@ -173,11 +173,13 @@ def test_streams_that_differ_only_in_their_chunk_ids_frame_as_each_read_whole(
             one = one.replace(b'"id":%s"chatcmpl-1"' % spacing, b'"id":%s' % spacing + spelled)
         bodies.append(one)
     streams = _streams(bodies)
-    together = _framed(streams, _BULK_FROM=0, _TOGETHER_FROM=0)
-    pd.testing.assert_frame_equal(
-        together, _framed(streams, _BULK_FROM=10**9, _TOGETHER_FROM=10**9)
-    )
-    pd.testing.assert_frame_equal(together, frame_parsed_whole(streams))
+    whole = frame_parsed_whole(streams)
+    for limits in (
+        {"_BULK_FROM": 10**9, "_TOGETHER_FROM": 0},  # together: the streams' chunks at once
+        {"_BULK_FROM": 0},  # each alone, in bulk
+        {"_BULK_FROM": 10**9, "_TOGETHER_FROM": 10**9},  # each alone, chunk by chunk
+    ):
+        pd.testing.assert_frame_equal(_framed(streams, **limits), whole, obj=str(limits))
 
 
 def test_a_skeleton_read_for_one_stream_is_made_again_for_another_with_its_own_id() -> None:

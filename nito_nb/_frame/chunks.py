@@ -62,18 +62,21 @@ _PADDING_MARK = b"nitoNbPadding"
 _PADDING_MARK_TEXT = "nitoNbPadding"
 
 
-#: How a chunk begins when its id comes first (OpenAI's, and most gateways'): ``_id_of``.
+#: How a chunk's event, and its JSON text, begin when its id comes first (OpenAI's, and most
+#: gateways'): ``_id_of``.
 _ID_HEAD = b'data: {"id":"'
+_JSON_ID_HEAD = b'{"id":"'
 _ID_MARK = b"\x00nito_nb id\x00"  # never in a chunk's JSON text (a NUL is escaped there)
 
 
-def _id_of(key: bytes) -> tuple[str, bytes] | None:
-    """The chunk id of a skeleton's bytes and the bytes with a mark in its place, or None: only
-    an id that comes first, is a plain JSON string (no escape) and appears nowhere else in the
-    bytes, so that no other value of the chunk's reading can hold it."""
-    if not key.startswith(_ID_HEAD):
+def _id_of(key: bytes, head: bytes = _ID_HEAD) -> tuple[str, bytes] | None:
+    """The chunk id of a skeleton's bytes (``head``: of a chunk's JSON text, ``_JSON_ID_HEAD``)
+    and the bytes with a mark in its place, or None: only an id that comes first, is a plain
+    JSON string (no escape) and appears nowhere else in the bytes, so that no other value of the
+    chunk's reading can hold it."""
+    if not key.startswith(head):
         return None
-    start = len(_ID_HEAD)
+    start = len(head)
     end = key.find(b'"', start)
     if end <= start:
         return None
@@ -88,9 +91,32 @@ def _id_of(key: bytes) -> tuple[str, bytes] | None:
     return chunk_id, key[:start] + _ID_MARK + key[end:]
 
 
-def _by_id_key(rest: bytes, padded: bool, echoed: bool) -> bytes:
-    """The key of ``_Planner._by_id``: the bytes without their id, and how they were cut."""
+def _by_id_key(rest: bytes, padded: bool, echoed: bool, whole: bool = False) -> bytes:
+    """The key of ``_Planner._by_id``: the bytes without their id, and how they were cut (or
+    ``whole``: a chunk's JSON text, read whole)."""
+    if whole:
+        return b"W" + rest
     return (b"P" if padded else b"-") + (b"E" if echoed else b"-") + rest
+
+
+def _with_id(info: _ChunkInfo, like_id: str, chunk_id: str) -> _ChunkInfo:
+    """``info``, the reading of a chunk whose id was ``like_id``, as the reading of the same
+    chunk with ``chunk_id``: its ``id`` value changed, the rest shared (never changed once read).
+    ``targets`` (which name a builder's columns) are left to the caller."""
+    copy = _ChunkInfo()
+    for name in _ChunkInfo.__slots__:
+        setattr(copy, name, getattr(info, name))
+    copy.values = [
+        (name, chunk_id if name == "id" and value == like_id else value)
+        for name, value in info.values
+    ]
+    return copy
+
+
+def _id_once(info: _ChunkInfo | None, chunk_id: str) -> bool:
+    """Whether ``info`` can stand for the chunks that differ from its own only in their id
+    (``_with_id``): its ``id`` column holds that id once, and no other choice was read apart."""
+    return info is not None and info.choices is None and info.values.count(("id", chunk_id)) == 1
 
 
 class _ChunkInfo:

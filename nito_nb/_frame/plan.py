@@ -15,6 +15,7 @@ import numpy as np
 from .._core.http_errors import error_details
 from .._core.log import CHUNK, COMMENT, HTTP_ERROR
 from .chunks import (
+    _JSON_ID_HEAD,
     _PADDING_MARK,
     _PADDING_MARK_TEXT,
     _PLACEHOLDER,
@@ -23,9 +24,11 @@ from .chunks import (
     _chunk_data,
     _ChunkInfo,
     _id_of,
+    _id_once,
     _json_string,
     _parse_chunks,
     _read_chunk,
+    _with_id,
 )
 from .cuts import cut_one
 from .dtypes import _arrow
@@ -194,12 +197,65 @@ class _Planner:
                 cols["error_code"][base + seq] = None if error_code is None else str(error_code)
 
     def _read_pending(self, pending: list[bytes], names: list[str | None]) -> int:
-        """Read the chunks parsed whole (all at once); return where they start in ``_infos``."""
+        """Read the chunks parsed whole (all at once); return where they start in ``_infos``.
+
+        A chunk that differs from one read before only in its id (another stream's last chunks:
+        its finish, its usage) is that one's reading with the id changed (``_with_id``): parsing
+        and reading each stream's was a tenth of a run store's events helper."""
         infos = self._infos
         pending_base = len(infos)
-        for value, event_name in zip(_parse_chunks(pending), names, strict=True):
-            infos.append(_read_chunk(value, event_name))
+        by_id = self._by_id
+        cuts = [
+            None if name is not None else _id_of(data, _JSON_ID_HEAD)
+            for data, name in zip(pending, names, strict=True)
+        ]
+        read: list[_ChunkInfo | None] = [None] * len(pending)
+        missing: list[int] = []  # parsed and read
+        first: dict[bytes, int] = {}  # the first chunk of this call without its id: which one
+        alike: list[tuple[int, int]] = []  # (chunk, the first one like it)
+        for k, cut in enumerate(cuts):
+            if cut is None:
+                missing.append(k)
+                continue
+            key = _by_id_key(cut[1], False, False, whole=True)
+            kept = by_id.get(key)
+            if kept is not None:
+                like = infos[kept[0]]
+                assert like is not None  # only a reading is kept
+                read[k] = _with_id(like, kept[1], cut[0])
+            elif key in first:
+                alike.append((k, first[key]))
+            else:
+                first[key] = k
+                missing.append(k)
+        self._read_whole(pending, names, missing, read)
+        again = []  # alike a chunk whose reading cannot stand for them: read as they are
+        for k, one in alike:
+            info, like_id = read[one], cuts[one][0]  # type: ignore[index]
+            if _id_once(info, like_id):
+                assert info is not None
+                read[k] = _with_id(info, like_id, cuts[k][0])  # type: ignore[index]
+            else:
+                again.append(k)
+        self._read_whole(pending, names, again, read)
+        for key, k in first.items():  # for the next calls (another group of the frame)
+            cut = cuts[k]
+            assert cut is not None
+            if _id_once(read[k], cut[0]):
+                by_id.setdefault(key, (pending_base + k, cut[0]))
+        infos.extend(read)
         return pending_base
+
+    @staticmethod
+    def _read_whole(
+        pending: list[bytes],
+        names: list[str | None],
+        which: list[int],
+        read: list[_ChunkInfo | None],
+    ) -> None:
+        """Parse the chunks ``which`` of ``pending`` at once, and put their readings in ``read``."""
+        for k, value in zip(which, _parse_chunks([pending[k] for k in which]), strict=True):
+            read[k] = _read_chunk(value, names[k])
 
     def _plan_rows(
         self,
@@ -527,16 +583,9 @@ class _Planner:
         like, like_id = kept
         info = self._infos[like]
         assert info is not None  # a skeleton read (-1, untrusted, is never kept)
-        values = [
-            (name, chunk_id if name == "id" and value == like_id else value)
-            for name, value in info.values
-        ]
-        copy = _ChunkInfo()
-        for name in _ChunkInfo.__slots__:
-            setattr(copy, name, getattr(info, name))  # the rest is the same, and never changed
-        copy.values = values
+        copy = _with_id(info, like_id, chunk_id)
         if info.targets is not None:
-            copy.targets = [(self.cols[name], value) for name, value in values]
+            copy.targets = [(self.cols[name], value) for name, value in copy.values]
         self._infos.append(copy)
         return len(self._infos) - 1
 
@@ -550,11 +599,8 @@ class _Planner:
         if cut is None:
             return
         chunk_id, rest = cut
-        info = self._infos[found]
-        assert info is not None
-        if info.choices is not None or info.values.count(("id", chunk_id)) != 1:
-            return
-        self._by_id.setdefault(_by_id_key(rest, padded, echoed), (found, chunk_id))
+        if _id_once(self._infos[found], chunk_id):
+            self._by_id.setdefault(_by_id_key(rest, padded, echoed), (found, chunk_id))
 
     def _skeleton(self, key: bytes, padded: bool = False, echoed: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
