@@ -166,9 +166,14 @@ def test_a_stream_grows_live_in_a_marimo_cell_and_the_chat_answers_inertly(
             in page.locator("body").inner_text()
         )
 
-        # The hostile echo: shown as text, nothing ran.
+        # The hostile echo: shown as text, nothing ran. Its cell's status shows first "waiting, 0
+        # chunks" (the check once read the page then, on a busy machine): wait for its end.
         page.wait_for_function(
-            "() => document.querySelectorAll('.nito-status').length >= 2", timeout=30_000
+            """() => {
+                const statuses = document.querySelectorAll('.nito-status');
+                return statuses.length >= 2 && statuses[1].textContent.includes('done');
+            }""",
+            timeout=30_000,
         )
         body = page.locator("body").inner_text()
         assert "<img src=x onerror=" in body and "<script>" in body
