@@ -160,7 +160,7 @@ def test_streams_that_differ_only_in_their_chunk_ids_frame_as_each_read_whole(
     body: bytes, ids: list[str], raw: list[bool]
 ) -> None:
     # A batch's streams differ in their chunk id (each stream has its own): the skeleton of one
-    # is the skeleton of the next with the id changed (plan.py _like_by_id). Each row's id is its
+    # is the skeleton of the next with the id changed (_frame/ids.py). Each row's id is its
     # own stream's; an id that is not plain JSON (escaped, or raw and breaking the JSON) is read
     # from its own bytes.
     bodies = []

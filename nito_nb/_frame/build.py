@@ -46,6 +46,7 @@ from .dtypes import (
     _nulls,
     restore,
 )
+from .ids import ByChunkId
 from .inputs import (
     EndedStream,
     FrameSource,
@@ -153,7 +154,7 @@ class _Builder(_Planner):
         self._infos: list[_ChunkInfo | None] = []
         self._skeletons: dict[bytes, int] = {}
         self._echo_skeletons: dict[bytes, int] = {}
-        self._by_id: dict[bytes, tuple[int, str]] = {}
+        self._by_id = ByChunkId()
 
     def add(self, code: int, stream: FrameSource) -> None:
         """The rows of one stream (``add_many``: of many)."""

@@ -1,6 +1,6 @@
 """Reading chunks as frame columns: what one parsed chunk says (``_ChunkInfo``), read by the
 engine's one reader (``_core.chunk.read_chunk``), and the pieces the skeleton planner
-(``plan.py``) cuts out of a chunk's bytes (its text string, OpenAI's padding, its id).
+(``plan.py``) cuts out of a chunk's bytes (its text string, OpenAI's padding).
 """
 
 from __future__ import annotations
@@ -60,63 +60,6 @@ _ECHOED = _SLOTS[:2]
 _ECHOES = (b'"text":"', b'"summary":"')
 _PADDING_MARK = b"nitoNbPadding"
 _PADDING_MARK_TEXT = "nitoNbPadding"
-
-
-#: How a chunk's event, and its JSON text, begin when its id comes first (OpenAI's, and most
-#: gateways'): ``_id_of``.
-_ID_HEAD = b'data: {"id":"'
-_JSON_ID_HEAD = b'{"id":"'
-_ID_MARK = b"\x00nito_nb id\x00"  # never in a chunk's JSON text (a NUL is escaped there)
-
-
-def _id_of(key: bytes, head: bytes = _ID_HEAD) -> tuple[str, bytes] | None:
-    """The chunk id of a skeleton's bytes (``head``: of a chunk's JSON text, ``_JSON_ID_HEAD``)
-    and the bytes with a mark in its place, or None: only an id that comes first, is a plain
-    JSON string (no escape) and appears nowhere else in the bytes, so that no other value of the
-    chunk's reading can hold it."""
-    if not key.startswith(head):
-        return None
-    start = len(head)
-    end = key.find(b'"', start)
-    if end <= start:
-        return None
-    raw = key[start:end]
-    # a control character makes the JSON invalid: such a chunk is read whole, by its own bytes
-    if b"\\" in raw or min(raw) < 0x20 or key.count(raw) != 1:
-        return None
-    try:
-        chunk_id = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return chunk_id, key[:start] + _ID_MARK + key[end:]
-
-
-def _by_id_key(rest: bytes, padded: bool, echoed: bool, whole: bool = False) -> bytes:
-    """The key of ``_Planner._by_id``: the bytes without their id, and how they were cut (or
-    ``whole``: a chunk's JSON text, read whole)."""
-    if whole:
-        return b"W" + rest
-    return (b"P" if padded else b"-") + (b"E" if echoed else b"-") + rest
-
-
-def _with_id(info: _ChunkInfo, like_id: str, chunk_id: str) -> _ChunkInfo:
-    """``info``, the reading of a chunk whose id was ``like_id``, as the reading of the same
-    chunk with ``chunk_id``: its ``id`` value changed, the rest shared (never changed once read).
-    ``targets`` (which name a builder's columns) are left to the caller."""
-    copy = _ChunkInfo()
-    for name in _ChunkInfo.__slots__:
-        setattr(copy, name, getattr(info, name))
-    copy.values = [
-        (name, chunk_id if name == "id" and value == like_id else value)
-        for name, value in info.values
-    ]
-    return copy
-
-
-def _id_once(info: _ChunkInfo | None, chunk_id: str) -> bool:
-    """Whether ``info`` can stand for the chunks that differ from its own only in their id
-    (``_with_id``): its ``id`` column holds that id once, and no other choice was read apart."""
-    return info is not None and info.choices is None and info.values.count(("id", chunk_id)) == 1
 
 
 class _ChunkInfo:

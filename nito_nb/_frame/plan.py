@@ -15,23 +15,19 @@ import numpy as np
 from .._core.http_errors import error_details
 from .._core.log import CHUNK, COMMENT, HTTP_ERROR
 from .chunks import (
-    _JSON_ID_HEAD,
     _PADDING_MARK,
     _PADDING_MARK_TEXT,
     _PLACEHOLDER,
     _PLACEHOLDER_TEXT,
-    _by_id_key,
     _chunk_data,
     _ChunkInfo,
-    _id_of,
-    _id_once,
     _json_string,
     _parse_chunks,
     _read_chunk,
-    _with_id,
 )
 from .cuts import cut_one
 from .dtypes import _arrow
+from .ids import WHOLE, ByChunkId, skeleton_kind
 from .pieces import _Pieces, pieces_of
 
 # Chunks from which a log is planned in bulk (_Planner._plan_bulk): below, one by one, unless
@@ -67,8 +63,7 @@ class _Planner:
     _infos: list[_ChunkInfo | None]
     _skeletons: dict[bytes, int]
     _echo_skeletons: dict[bytes, int]  # skeletons with the text in two places (its echo's too)
-    # skeleton key without its chunk id -> (a skeleton read with that id, the id): _like_by_id
-    _by_id: dict[bytes, tuple[int, str]]
+    _by_id: ByChunkId  # readings made again for another chunk id (ids.py)
 
     def _plan(
         self,
@@ -200,49 +195,37 @@ class _Planner:
         """Read the chunks parsed whole (all at once); return where they start in ``_infos``.
 
         A chunk that differs from one read before only in its id (another stream's last chunks:
-        its finish, its usage) is that one's reading with the id changed (``_with_id``): parsing
+        its finish, its usage) is that one's reading with the id changed (``ids.py``): parsing
         and reading each stream's was a tenth of a run store's events helper."""
         infos = self._infos
         pending_base = len(infos)
         by_id = self._by_id
         cuts = [
-            None if name is not None else _id_of(data, _JSON_ID_HEAD)
+            None if name is not None else by_id.cut(data, WHOLE)
             for data, name in zip(pending, names, strict=True)
         ]
         read: list[_ChunkInfo | None] = [None] * len(pending)
         missing: list[int] = []  # parsed and read
-        first: dict[bytes, int] = {}  # the first chunk of this call without its id: which one
-        alike: list[tuple[int, int]] = []  # (chunk, the first one like it)
+        first: dict[bytes, int] = {}  # the first chunk of this call under a name nothing holds
+        later: list[int] = []  # the others: made from the reading kept, if one is
         for k, cut in enumerate(cuts):
             if cut is None:
                 missing.append(k)
-                continue
-            key = _by_id_key(cut[1], False, False, whole=True)
-            kept = by_id.get(key)
-            if kept is not None:
-                like = infos[kept[0]]
-                assert like is not None  # only a reading is kept
-                read[k] = _with_id(like, kept[1], cut[0])
-            elif key in first:
-                alike.append((k, first[key]))
+            elif cut[1] in first or cut[1] in by_id:
+                later.append(k)
             else:
-                first[key] = k
+                first[cut[1]] = k
                 missing.append(k)
         self._read_whole(pending, names, missing, read)
-        again = []  # alike a chunk whose reading cannot stand for them: read as they are
-        for k, one in alike:
-            info, like_id = read[one], cuts[one][0]  # type: ignore[index]
-            if _id_once(info, like_id):
-                assert info is not None
-                read[k] = _with_id(info, like_id, cuts[k][0])  # type: ignore[index]
-            else:
+        for name, k in first.items():
+            by_id.keep(name, cuts[k][0], read[k])  # type: ignore[index]
+        again = []  # its first's reading cannot stand for it: read as it is
+        for k in later:
+            chunk_id, name = cuts[k]  # type: ignore[misc]
+            read[k] = by_id.made(name, chunk_id)
+            if read[k] is None:
                 again.append(k)
         self._read_whole(pending, names, again, read)
-        for key, k in first.items():  # for the next calls (another group of the frame)
-            cut = cuts[k]
-            assert cut is not None
-            if _id_once(read[k], cut[0]):
-                by_id.setdefault(key, (pending_base + k, cut[0]))
         infos.extend(read)
         return pending_base
 
@@ -557,50 +540,23 @@ class _Planner:
         skeletons = self._skeletons if echo_tail is None else self._echo_skeletons
         found = skeletons.get(key)
         if found is None:
-            found = self._like_by_id(key, padded, echo_tail is not None)
-            if found is None:
+            kind = skeleton_kind(padded, echo_tail is not None)
+            cut = self._by_id.cut(key, kind)
+            info = None if cut is None else self._by_id.made(cut[1], cut[0])
+            if info is not None:  # another stream's skeleton, with this chunk's id
+                if info.targets is not None:
+                    info.targets = [(self.cols[name], value) for name, value in info.values]
+                self._infos.append(info)
+                found = len(self._infos) - 1
+            else:
                 if echo_tail is None:
                     found = self._skeleton(key, padded)
                 else:
                     found = self._skeleton(key, padded, echoed=True)
-                self._keep_by_id(key, padded, echo_tail is not None, found)
+                if cut is not None and found >= 0:
+                    self._by_id.keep(cut[1], cut[0], self._infos[found])
             skeletons[key] = found
         return found
-
-    def _like_by_id(self, key: bytes, padded: bool, echoed: bool) -> int | None:
-        """The skeleton of ``key`` made from one read before whose bytes differ only in the
-        chunk's id (another stream's: each stream has its own), or None. Reading the skeleton of
-        every stream of a batch was a fifth of a run store's events helper (one ``json.loads``
-        and two readings each: bench/bench_frame.py's many short streams). The id reaches only
-        the ``id`` column: ``_id_of`` takes an id that appears nowhere else in the bytes."""
-        cut = _id_of(key)
-        if cut is None:
-            return None
-        chunk_id, rest = cut
-        kept = self._by_id.get(_by_id_key(rest, padded, echoed))
-        if kept is None:
-            return None
-        like, like_id = kept
-        info = self._infos[like]
-        assert info is not None  # a skeleton read (-1, untrusted, is never kept)
-        copy = _with_id(info, like_id, chunk_id)
-        if info.targets is not None:
-            copy.targets = [(self.cols[name], value) for name, value in copy.values]
-        self._infos.append(copy)
-        return len(self._infos) - 1
-
-    def _keep_by_id(self, key: bytes, padded: bool, echoed: bool, found: int) -> None:
-        """Keep the skeleton just read for the streams whose chunks differ from it only in their
-        id (``_like_by_id``), when its reading holds that id in its ``id`` column once, and
-        nothing else that depends on it (no other choices, each read apart)."""
-        if found < 0:
-            return
-        cut = _id_of(key)
-        if cut is None:
-            return
-        chunk_id, rest = cut
-        if _id_once(self._infos[found], chunk_id):
-            self._by_id.setdefault(_by_id_key(rest, padded, echoed), (found, chunk_id))
 
     def _skeleton(self, key: bytes, padded: bool = False, echoed: bool = False) -> int:
         """Index of the skeleton's reading in ``self._infos``, or -1 when it cannot be trusted.
