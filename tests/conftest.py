@@ -342,14 +342,16 @@ def body_read() -> Iterator[Any]:
 
 
 def frame_parsed_whole(stream: Any) -> Any:
-    """``nito_nb.frame(stream)`` with every chunk parsed whole, no skeleton trusted: the slow
-    path the frame's skeletons must agree with (the frame tests compare the two)."""
+    """``nito_nb.frame(stream)`` with every chunk parsed whole, no skeleton trusted and no
+    reading made from another chunk's (``_frame/ids.py``): the slow path the frame's skeletons
+    must agree with (the frame tests compare the two)."""
     from unittest.mock import patch
 
     import nito_nb
-    from nito_nb._frame import build
+    from nito_nb._frame import build, ids
 
-    with patch.object(
-        build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1
+    with (
+        patch.object(build._Builder, "_skeleton", lambda self, key, padded=False, echoed=False: -1),
+        patch.object(ids.ByChunkId, "made", lambda self, name, chunk_id: None),
     ):
         return nito_nb.frame(stream)
