@@ -47,13 +47,17 @@ class _Watched:
         return self._con.execute(sql, *args)
 
 
-def test_the_next_batch_is_written_while_the_one_before_commits(tmp_path: Path) -> None:
+def _watched_run(
+    store: Path, n: int, first_wait: float
+) -> tuple[nito_nb.Run, list[tuple[str, str]], list[int]]:
+    """A store run of ``n`` requests whose first batch waits ``first_wait`` seconds (the rest of
+    the run queues up behind it meanwhile); returns the run, what was said to the store in order
+    (("submit" | "commit", batch), each commit checked by ``_Watched``) and the batches' sizes."""
     said: list[tuple[str, str]] = []
-    store = tmp_path / "store"
+    sizes: list[int] = []
     original_init = store_writer.StoreWriter.__init__
     original_submit = events_helper.EventsHelper.submit
     original_flush = writer.RunWriter._flush
-    flushes = []
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
@@ -63,11 +67,11 @@ def test_the_next_batch_is_written_while_the_one_before_commits(tmp_path: Path) 
         said.append(("submit", batch))
         original_submit(self, folder, batch, *args)
 
-    def flush(self: Any, *args: Any) -> None:
-        if not flushes:  # the first batch waits: whole batches queue up behind it meanwhile
-            time.sleep(1.0)
-        flushes.append(len(args[0]))
-        original_flush(self, *args)
+    def flush(self: Any, batch: list[Any], *args: Any) -> None:
+        if not sizes:
+            time.sleep(first_wait)
+        sizes.append(len(batch))
+        original_flush(self, batch, *args)
 
     with (
         patch.object(store_writer.StoreWriter, "__init__", init),
@@ -75,7 +79,7 @@ def test_the_next_batch_is_written_while_the_one_before_commits(tmp_path: Path) 
         patch.object(writer.RunWriter, "_flush", flush),
     ):
         run = nito_nb.run(
-            [f"prompt {i}" for i in range(4 * writer.BATCH_SIZE)],
+            [f"prompt {i}" for i in range(n)],
             model="sim/chat",
             concurrency=64,
             store=str(store),
@@ -84,7 +88,14 @@ def test_the_next_batch_is_written_while_the_one_before_commits(tmp_path: Path) 
         )
         run.wait()
     results = run.results()
-    assert len(results) == 4 * writer.BATCH_SIZE and set(results["status"]) == {"done"}
+    assert len(results) == n and set(results["status"]) == {"done"}
+    return run, said, sizes
+
+
+def test_the_next_batch_is_written_while_the_one_before_commits(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    # the first batch waits: whole batches queue up behind it meanwhile
+    run, said, _ = _watched_run(store, 4 * writer.BATCH_SIZE, 1.0)
     commits = [batch for what, batch in said if what == "commit"]
     submits = [batch for what, batch in said if what == "submit"]
     assert sorted(commits) == sorted(submits)  # every batch submitted once, and committed
@@ -105,43 +116,10 @@ def test_the_run_s_last_batch_is_taken_ahead_too(tmp_path: Path) -> None:
     # A short last batch is handed to the helper while the batch before commits, once the run's
     # end is in: the run's tail, where nothing else is left to overlap it (it waited for a whole
     # batch that would never come).
-    said: list[tuple[str, str]] = []
     store = tmp_path / "store"
-    original_init = store_writer.StoreWriter.__init__
-    original_submit = events_helper.EventsHelper.submit
-    original_flush = writer.RunWriter._flush
-    sizes: list[int] = []
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        self.con = _Watched(self.con, self.path, said)
-
-    def submit(self: Any, folder: Any, batch: str, ended: Any, *args: Any) -> None:
-        said.append(("submit", batch))
-        original_submit(self, folder, batch, ended, *args)
-
-    def flush(self: Any, batch: list[Any], *args: Any) -> None:
-        if not sizes:  # the first batch waits: the rest of the run and its end queue up
-            time.sleep(1.5)
-        sizes.append(len(batch))
-        original_flush(self, batch, *args)
-
     n = writer.BATCH_SIZE + 10
-    with (
-        patch.object(store_writer.StoreWriter, "__init__", init),
-        patch.object(events_helper.EventsHelper, "submit", submit),
-        patch.object(writer.RunWriter, "_flush", flush),
-    ):
-        run = nito_nb.run(
-            [f"prompt {i}" for i in range(n)],
-            model="sim/chat",
-            concurrency=64,
-            store=str(store),
-            progress=False,
-            **FAST,
-        )
-        run.wait()
-    assert len(run.results()) == n and set(run.results()["status"]) == {"done"}
+    # the first batch waits: the rest of the run and its end queue up
+    _, said, sizes = _watched_run(store, n, 1.5)
     assert sizes[-1] < writer.BATCH_SIZE and sum(sizes) == n, sizes
     commits = [batch for what, batch in said if what == "commit"]
     # the last, short batch went to the helper before the batch before it committed

@@ -55,8 +55,27 @@ def _lz4(body: bytes) -> bytes:
     return pa.input_stream(pa.py_buffer(body), compression="lz4").read()
 
 
+def _lz4_coded(raw: bytes) -> bytes:
+    return pa.compress(raw, "lz4", asbytes=True)
+
+
 def _zlib(raw: bytes) -> bytes:
     return zlib.compress(raw, 1)
+
+
+def _rewrite_body(
+    path: Path, key: str, coding: str | None, code: Callable[[bytes], bytes]
+) -> bytes:
+    """Store ``code(raw)`` as the body of ``key``, coded ``coding``, where ``raw`` is the body
+    this version stored (LZ4), as it arrived; return ``raw``."""
+    with duckdb.connect(str(path / DB_NAME)) as con:
+        row = con.execute("SELECT body FROM requests WHERE key = ?", [key]).fetchone()
+        assert row is not None
+        raw = _lz4(row[0])
+        con.execute(
+            "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?", [code(raw), coding, key]
+        )
+    return raw
 
 
 @pytest.mark.parametrize(
@@ -72,12 +91,8 @@ def test_a_store_written_by_a_version_before_reads_as_before(
     with nito_nb.open_store(path) as store:
         before = {key: store.streams(key).content for key in run.results()["key"]}
     # As a store of a version before wrote it: the body as it arrived (no coding), or zlib's.
-    with duckdb.connect(str(path / DB_NAME)) as con:
-        for key, body in con.execute("SELECT key, body FROM requests").fetchall():
-            con.execute(
-                "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?",
-                [code(_lz4(body)), coding, key],
-            )
+    for key in before:
+        _rewrite_body(path, key, coding, code)
     with nito_nb.open_store(path) as store:
         assert {key: store.streams(key).content for key in before} == before
 
@@ -98,7 +113,7 @@ def test_a_body_coded_in_a_way_this_version_does_not_know_is_one_clear_line(
 
 
 def _lz4_bomb(raw: bytes) -> bytes:
-    return pa.compress(raw + b"\0" * (256 << 20), "lz4", asbytes=True)  # 256 MiB more, in 1 MB
+    return _lz4_coded(raw + b"\0" * (256 << 20))  # 256 MiB more, in 1 MB
 
 
 def _zlib_bomb(raw: bytes) -> bytes:
@@ -114,14 +129,7 @@ def test_a_stored_body_decompresses_only_as_far_as_its_events_go(
     path = tmp_path / "runs"
     run = _run(path)
     key = run.results()["key"][0]
-    with duckdb.connect(str(path / DB_NAME)) as con:
-        (body,) = con.execute("SELECT body FROM requests WHERE key = ?", [key]).fetchone()
-        raw = _lz4(body)
-        bomb = bomb_of(raw)
-        con.execute(
-            "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?", [bomb, coding, key]
-        )
-        del bomb
+    raw = _rewrite_body(path, key, coding, bomb_of)
     with nito_nb.open_store(path) as store:
         tracemalloc.start()
         try:
@@ -140,12 +148,8 @@ def test_a_stored_body_that_does_not_decompress_is_one_clear_line(
     path = tmp_path / "runs"
     run = _run(path)
     key = run.results()["key"][0]
-    with duckdb.connect(str(path / DB_NAME)) as con:
-        (body,) = con.execute("SELECT body FROM requests WHERE key = ?", [key]).fetchone()
-        cut = (body if coding == "lz4" else _zlib(_lz4(body)))[:40]  # a truncated body
-        con.execute(
-            "UPDATE requests SET body = ?, body_coding = ? WHERE key = ?", [cut, coding, key]
-        )
+    code = _lz4_coded if coding == "lz4" else _zlib
+    _rewrite_body(path, key, coding, lambda raw: code(raw)[:40])  # a truncated body
     with nito_nb.open_store(path) as store:
         with pytest.raises(LogFormatError, match=r"cannot be decompressed") as caught:
             store.streams(key)
